@@ -1,0 +1,216 @@
+//! The scenario file format (DESIGN.md, "Scenario files"; `spec/scenarios/README.md`).
+//!
+//! Every object rejects unknown fields. These types are what a file deserializes into;
+//! [`crate::Scenario::parse`] then checks what serde cannot (a turn that is both a reply and an
+//! error, an empty script that is meant to repeat, a policy the kernel refuses).
+
+use crate::expect::Expect;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use terminus_kernel::{Finish, ModelErrorKind, Policy, ToolErrorKind, Usage};
+
+/// What happens when a script runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Repeat {
+    /// Running out is a scenario error (exit code 2, the message names the script).
+    #[default]
+    None,
+    /// The last entry repeats forever.
+    Last,
+    /// The script starts over.
+    Cycle,
+}
+
+impl Repeat {
+    /// The JSON name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Repeat::None => "none",
+            Repeat::Last => "last",
+            Repeat::Cycle => "cycle",
+        }
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// The scenario's name (default: the file name without `.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What the scenario shows, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The task given to the model.
+    pub task: String,
+    /// The kernel policy; every field optional (defaults in `terminus_kernel::Policy`).
+    #[serde(default)]
+    pub policy: Policy,
+    /// The model's script.
+    pub model: ModelScript,
+    /// The tools' scripts, by tool name. `write_todos` is built in and cannot be scripted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolScript>,
+    /// The verifier's script. Without it, a policy with `verify_completion` uses the rule
+    /// verifier (todos closed, `completion_requires` met).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<VerifierScript>,
+    /// What the run must end with, for the conformance suite and `terminus check`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+/// The model's turns, in call order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelScript {
+    /// One entry per model call.
+    pub turns: Vec<TurnSpec>,
+    /// What happens when the turns run out.
+    #[serde(default)]
+    pub repeat: Repeat,
+}
+
+/// One model turn: a reply (`text`, `tool_calls`, `needs_more_work`, `usage`, `finish`,
+/// `reasoning`) or a failure (`error`, `retry_after_ms`), never both.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSpec {
+    /// The visible content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<CallSpec>>,
+    /// The model's opinion on whether it is done: true, false, or absent (null is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_more_work: Option<bool>,
+    /// Reported usage; absent means unknown, not zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`). Default `stop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<Finish>,
+    /// The model produced reasoning output. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<bool>,
+    /// Instead of a reply: the call fails with this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ModelErrorKind>,
+    /// With `error`: the delay the provider asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+impl TurnSpec {
+    /// The reply fields that are present, by name.
+    pub(crate) fn reply_fields(&self) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        let present = [
+            ("text", self.text.is_some()),
+            ("tool_calls", self.tool_calls.is_some()),
+            ("needs_more_work", self.needs_more_work.is_some()),
+            ("usage", self.usage.is_some()),
+            ("finish", self.finish.is_some()),
+            ("reasoning", self.reasoning.is_some()),
+        ];
+        for (name, is) in present {
+            if is {
+                fields.push(name);
+            }
+        }
+        fields
+    }
+}
+
+/// One tool call of a scripted turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSpec {
+    /// The tool name.
+    pub name: String,
+    /// The arguments (default `{}`).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    /// The call id (default `call-{model call}-{index}`, e.g. `call-1-0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// The results of one scripted tool, in call order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolScript {
+    /// One entry per execution.
+    pub results: Vec<ResultSpec>,
+    /// What happens when the results run out.
+    #[serde(default)]
+    pub repeat: Repeat,
+    /// Whether calling the tool twice is harmless (default true), journaled with each call.
+    #[serde(default = "yes")]
+    pub idempotent: bool,
+    /// What the tool does, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One tool result: `{ "ok": <any JSON> }` or `{ "error": "<kind>", "message": "..." }`, either
+/// with an optional `delay_ms` (a real sleep before the result).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultSpec {
+    /// A success with this output (`null` is a valid output).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ok: Option<Value>,
+    /// A failure of this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolErrorKind>,
+    /// With `error`: the message for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Sleep this long before answering (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+/// A field that is present is `Some`, even when its value is `null`.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// The verifier's verdicts, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierScript {
+    /// One entry per verification.
+    pub verdicts: Vec<VerdictSpec>,
+    /// What happens when the verdicts run out.
+    #[serde(default)]
+    pub repeat: Repeat,
+}
+
+/// One verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictSpec {
+    /// Whether the task is complete.
+    pub complete: bool,
+    /// What is still missing, in the verifier's words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}

@@ -1,0 +1,256 @@
+//! Reading and validating a scenario, and turning it into a runtime [`Run`].
+
+use crate::error::{LoadError, ScenarioError, push_key};
+use crate::expect::Expect;
+use crate::format::{Repeat, ScenarioFile};
+use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
+use serde_path_to_error::Segment;
+use std::path::Path;
+use std::sync::Arc;
+use terminus_kernel::{Policy, WRITE_TODOS};
+use terminus_runtime::{Run, ToolSet};
+
+/// A validated scenario: it parses, every script can be run, and the kernel accepts its policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    name: String,
+    file: ScenarioFile,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario. Its name is the file's `name`, else `"scenario"`.
+    pub fn parse(json: &str) -> Result<Scenario, ScenarioError> {
+        let mut de = serde_json::Deserializer::from_str(json);
+        let file: ScenarioFile =
+            serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
+        de.end().map_err(|e| json_error("$".into(), &e))?;
+        validate(&file)?;
+        let name = file.name.clone().unwrap_or_else(|| "scenario".into());
+        Ok(Scenario { name, file })
+    }
+
+    /// Reads, parses and validates a scenario file. Without a `name`, the scenario is named
+    /// after the file (without `.json`).
+    pub fn load(path: &Path) -> Result<Scenario, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
+            file: path.to_owned(),
+            error,
+        })?;
+        let mut scenario = Scenario::parse(&text).map_err(|error| LoadError::Invalid {
+            file: path.to_owned(),
+            error,
+        })?;
+        if scenario.file.name.is_none()
+            && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+        {
+            scenario.name = stem.to_owned();
+        }
+        Ok(scenario)
+    }
+
+    /// The scenario's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The task.
+    pub fn task(&self) -> &str {
+        &self.file.task
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.file.policy
+    }
+
+    /// The expectations, if the file has an `expect` block.
+    pub fn expect(&self) -> Option<&Expect> {
+        self.file.expect.as_ref()
+    }
+
+    /// The file as parsed.
+    pub fn file(&self) -> &ScenarioFile {
+        &self.file
+    }
+
+    /// A run of this scenario with fresh scripted adapters: the scripted model, the built-in
+    /// `write_todos` plus one scripted tool per entry of `tools` (any other tool answers
+    /// `not_found`), and the scripted verifier if there is one (else the rule verifier). Set the
+    /// execution id, store, kill switch, observer or config on the returned [`Run`], then
+    /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
+    /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
+    pub fn run(&self) -> Run {
+        let mut tools = ToolSet::new();
+        for (name, script) in &self.file.tools {
+            tools.insert(name.clone(), Arc::new(ScriptedTool::new(name, script)));
+        }
+        let model = Arc::new(ScriptedModel::new(&self.file.model));
+        let mut run = Run::new(self.file.task.clone(), self.file.policy.clone(), model)
+            .name(self.name.clone())
+            .tools(tools);
+        if let Some(script) = &self.file.verifier {
+            run = run.verifier(Arc::new(ScriptedVerifier::new(script)));
+        }
+        run
+    }
+}
+
+fn from_serde_error(e: serde_path_to_error::Error<serde_json::Error>) -> ScenarioError {
+    let mut path = String::from("$");
+    for segment in e.path().iter() {
+        match segment {
+            Segment::Seq { index } => {
+                path.push('[');
+                path.push_str(&index.to_string());
+                path.push(']');
+            }
+            Segment::Map { key } => push_key(&mut path, key),
+            Segment::Enum { variant } => push_key(&mut path, variant),
+            // Where the reader could not tell (a syntax error): the position says it.
+            _ => {}
+        }
+    }
+    json_error(path, e.inner())
+}
+
+fn json_error(path: String, e: &serde_json::Error) -> ScenarioError {
+    // serde_json appends " at line L column C"; the position is reported separately.
+    let mut problem = e.to_string();
+    if let Some(at) = problem.rfind(" at line ") {
+        problem.truncate(at);
+    }
+    if e.is_syntax() || e.is_eof() {
+        problem = format!("invalid JSON: {problem}");
+    }
+    ScenarioError {
+        path,
+        problem,
+        position: (e.line() > 0).then(|| (e.line(), e.column())),
+    }
+}
+
+fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
+    if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(ScenarioError::at("$.name", "must not be empty"));
+    }
+    if file.task.trim().is_empty() {
+        return Err(ScenarioError::at("$.task", "must not be empty"));
+    }
+    file.policy.validate().map_err(|e| {
+        let mut path = String::from("$.policy");
+        for key in e.field.split('.') {
+            push_key(&mut path, key);
+        }
+        ScenarioError::at(path, e.problem)
+    })?;
+
+    let model = &file.model;
+    check_script("$.model.turns", "turn", model.turns.len(), model.repeat)?;
+    for (i, turn) in model.turns.iter().enumerate() {
+        let at = format!("$.model.turns[{i}]");
+        if turn.error.is_some() {
+            let reply = turn.reply_fields();
+            if let Some(field) = reply.first() {
+                return Err(ScenarioError::at(
+                    at,
+                    format!(
+                        "a turn is either a reply or an error: \"error\" cannot go with \"{field}\""
+                    ),
+                ));
+            }
+        } else if turn.retry_after_ms.is_some() {
+            return Err(ScenarioError::at(
+                format!("{at}.retry_after_ms"),
+                "only allowed with \"error\"",
+            ));
+        }
+        for (j, call) in turn.tool_calls.iter().flatten().enumerate() {
+            if call.name.trim().is_empty() {
+                return Err(ScenarioError::at(
+                    format!("{at}.tool_calls[{j}].name"),
+                    "must not be empty",
+                ));
+            }
+            if call.id.as_deref().is_some_and(str::is_empty) {
+                return Err(ScenarioError::at(
+                    format!("{at}.tool_calls[{j}].id"),
+                    "must not be empty (leave it out for a generated id)",
+                ));
+            }
+        }
+    }
+
+    for (name, tool) in &file.tools {
+        let mut at = String::from("$.tools");
+        push_key(&mut at, name);
+        if name.trim().is_empty() {
+            return Err(ScenarioError::at(at, "a tool name must not be empty"));
+        }
+        if name == WRITE_TODOS {
+            return Err(ScenarioError::at(
+                at,
+                "write_todos is built in (it validates its arguments and the kernel applies them); it cannot be scripted",
+            ));
+        }
+        check_script(
+            &format!("{at}.results"),
+            "result",
+            tool.results.len(),
+            tool.repeat,
+        )?;
+        for (i, result) in tool.results.iter().enumerate() {
+            let at = format!("{at}.results[{i}]");
+            match (&result.ok, &result.error) {
+                (Some(_), Some(_)) => {
+                    return Err(ScenarioError::at(
+                        at,
+                        "a result is either \"ok\" or \"error\", not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(ScenarioError::at(at, "a result needs \"ok\" or \"error\""));
+                }
+                (Some(_), None) if result.message.is_some() => {
+                    return Err(ScenarioError::at(
+                        format!("{at}.message"),
+                        "only allowed with \"error\"",
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    if let Some(verifier) = &file.verifier {
+        if !file.policy.verify_completion {
+            return Err(ScenarioError::at(
+                "$.verifier",
+                "a verifier script is never used unless \"policy.verify_completion\" is true",
+            ));
+        }
+        check_script(
+            "$.verifier.verdicts",
+            "verdict",
+            verifier.verdicts.len(),
+            verifier.repeat,
+        )?;
+    }
+
+    if let Some(problem) = file.expect.as_ref().and_then(Expect::contradiction) {
+        return Err(ScenarioError::at("$.expect.reason", problem));
+    }
+    Ok(())
+}
+
+fn check_script(at: &str, what: &str, len: usize, repeat: Repeat) -> Result<(), ScenarioError> {
+    if len == 0 && repeat != Repeat::None {
+        return Err(ScenarioError::at(
+            at,
+            format!(
+                "empty, but repeat is \"{}\": a repeating script needs at least one {what}",
+                repeat.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! Scripted adapters: a model, tools and a verifier that answer from a scenario's scripts.
+
+use crate::format::{
+    ModelScript, Repeat, ResultSpec, ToolScript, TurnSpec, VerdictSpec, VerifierScript,
+};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+use terminus_kernel::{ModelTurn, ToolCall, ToolOutcome, Verdict};
+use terminus_runtime::{
+    Fault, Model, ModelError, ModelFailure, ModelRequest, Tool, Verification, Verifier,
+};
+
+/// A script and how far it has been read.
+#[derive(Debug)]
+struct Cursor<T> {
+    entries: Vec<T>,
+    repeat: Repeat,
+    used: Mutex<usize>,
+}
+
+impl<T: Clone> Cursor<T> {
+    fn new(entries: Vec<T>, repeat: Repeat) -> Cursor<T> {
+        Cursor {
+            entries,
+            repeat,
+            used: Mutex::new(0),
+        }
+    }
+
+    /// The next entry and its number (1-based), or `Err(n)` when a `none` script of `n` entries
+    /// is exhausted.
+    fn next(&self) -> Result<(usize, T), usize> {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let len = self.entries.len();
+        let index = match self.repeat {
+            _ if *used < len => *used,
+            Repeat::None => return Err(len),
+            Repeat::Last => len.saturating_sub(1),
+            Repeat::Cycle => *used % len.max(1),
+        };
+        let entry = self.entries.get(index).cloned().ok_or(len)?;
+        *used += 1;
+        Ok((*used, entry))
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// The scripted model: each call answers with the next turn of the script. Tool calls without
+/// an `id` get `call-{call}-{index}` (the model call's number, from 1, and the call's index in
+/// the turn, from 0).
+#[derive(Debug)]
+pub struct ScriptedModel {
+    turns: Cursor<TurnSpec>,
+}
+
+impl ScriptedModel {
+    /// A model that plays `script`.
+    pub fn new(script: &ModelScript) -> ScriptedModel {
+        ScriptedModel {
+            turns: Cursor::new(script.turns.clone(), script.repeat),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for ScriptedModel {
+    async fn complete(&self, _request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+        let (call, spec) = self.turns.next().map_err(|n| {
+            Fault::invalid_input(format!(
+                "model script exhausted after {} (repeat: \"none\")",
+                plural(n, "turn")
+            ))
+        })?;
+        if let Some(kind) = spec.error {
+            return Err(ModelError::Failure(ModelFailure {
+                kind,
+                retry_after_ms: spec.retry_after_ms,
+                message: format!("scripted {} error", kind.as_str()),
+            }));
+        }
+        let tool_calls = spec
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: c.id.unwrap_or_else(|| format!("call-{call}-{i}")),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        Ok(ModelTurn {
+            text: spec.text.unwrap_or_default(),
+            tool_calls,
+            needs_more_work: spec.needs_more_work,
+            usage: spec.usage,
+            finish: spec.finish.unwrap_or_default(),
+            reasoning: spec.reasoning.unwrap_or(false),
+        })
+    }
+}
+
+/// A scripted tool: each call answers with the next result of its script, after the result's
+/// `delay_ms` (a real sleep on tokio's clock).
+#[derive(Debug)]
+pub struct ScriptedTool {
+    name: String,
+    description: String,
+    idempotent: bool,
+    results: Cursor<ResultSpec>,
+}
+
+impl ScriptedTool {
+    /// The tool `name` playing `script`.
+    pub fn new(name: &str, script: &ToolScript) -> ScriptedTool {
+        ScriptedTool {
+            name: name.to_owned(),
+            description: script
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("The scripted tool `{name}`.")),
+            idempotent: script.idempotent,
+            results: Cursor::new(script.results.clone(), script.repeat),
+        }
+    }
+
+    fn next(&self) -> Result<(ToolOutcome, u64), Fault> {
+        let (_, spec) = self.results.next().map_err(|n| {
+            Fault::invalid_input(format!(
+                "tool `{}` script exhausted after {} (repeat: \"none\")",
+                self.name,
+                plural(n, "result")
+            ))
+        })?;
+        let outcome = match (spec.ok, spec.error) {
+            (_, Some(kind)) => ToolOutcome::Error {
+                kind,
+                message: spec
+                    .message
+                    .unwrap_or_else(|| format!("scripted {} error", kind.as_str())),
+            },
+            (Some(value), None) => ToolOutcome::Ok(value),
+            // Validation rejects a result with neither; answer like an empty success.
+            (None, None) => ToolOutcome::Ok(Value::Null),
+        };
+        Ok((outcome, spec.delay_ms.unwrap_or(0)))
+    }
+}
+
+impl Tool for ScriptedTool {
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    // Written out instead of `async fn` so that the script advances when the runtime *calls*
+    // the tool (in batch order), not when the future is first polled (in whatever order the
+    // concurrent calls start): the same scenario gives the same results on every run.
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        _arguments: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutcome, Fault>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        let next = self.next();
+        Box::pin(async move {
+            let (outcome, delay_ms) = next?;
+            if delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
+            Ok(outcome)
+        })
+    }
+}
+
+/// The scripted verifier: each verification answers with the next verdict.
+#[derive(Debug)]
+pub struct ScriptedVerifier {
+    verdicts: Cursor<VerdictSpec>,
+}
+
+impl ScriptedVerifier {
+    /// A verifier playing `script`.
+    pub fn new(script: &VerifierScript) -> ScriptedVerifier {
+        ScriptedVerifier {
+            verdicts: Cursor::new(script.verdicts.clone(), script.repeat),
+        }
+    }
+}
+
+#[async_trait]
+impl Verifier for ScriptedVerifier {
+    async fn verify(&self, _verification: Verification<'_>) -> Result<Verdict, Fault> {
+        let (_, spec) = self.verdicts.next().map_err(|n| {
+            Fault::invalid_input(format!(
+                "verifier script exhausted after {} (repeat: \"none\")",
+                plural(n, "verdict")
+            ))
+        })?;
+        Ok(Verdict {
+            complete: spec.complete,
+            missing: spec.missing,
+        })
+    }
+}

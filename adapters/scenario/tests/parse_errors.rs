@@ -1,0 +1,281 @@
+//! Every invalid scenario is refused with the JSON path at fault and the problem.
+
+use terminus_scenario::{Scenario, ScenarioError};
+
+/// A valid scenario with `patch` merged in at the top level (`null` removes a field).
+fn with(patch: serde_json::Value) -> String {
+    let mut base = serde_json::json!({
+        "name": "t",
+        "task": "Do it",
+        "policy": { "verify_completion": true },
+        "model": { "turns": [ { "text": "Done." } ] },
+        "tools": { "read_file": { "results": [ { "ok": "x" } ] } },
+        "verifier": { "verdicts": [ { "complete": true } ] }
+    });
+    if let (Some(base), Some(patch)) = (base.as_object_mut(), patch.as_object()) {
+        for (k, v) in patch {
+            if v.is_null() {
+                base.remove(k);
+            } else {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    base.to_string()
+}
+
+fn error(json: &str) -> ScenarioError {
+    match Scenario::parse(json) {
+        Ok(s) => panic!("accepted an invalid scenario: {s:?}"),
+        Err(e) => e,
+    }
+}
+
+#[track_caller]
+fn refused(json: &str, path: &str, problem: &str) {
+    let e = error(json);
+    assert_eq!(e.path, path, "wrong path for {e}");
+    assert!(
+        e.problem.contains(problem),
+        "{e:?} does not say {problem:?}"
+    );
+    let shown = e.to_string();
+    assert!(shown.starts_with(&format!("{path}: ")), "{shown}");
+}
+
+#[test]
+fn the_base_scenario_is_valid() {
+    let s = Scenario::parse(&with(serde_json::json!({}))).expect("valid");
+    assert_eq!(s.name(), "t");
+    assert_eq!(s.task(), "Do it");
+    assert!(s.policy().verify_completion);
+}
+
+#[test]
+fn unknown_fields_are_named_with_their_path() {
+    let turns = serde_json::json!({ "model": { "turns": [
+        { "text": "a" }, { "text": "b" }, { "txt": "c" } ] } });
+    refused(
+        &with(turns),
+        "$.model.turns[2].txt",
+        "unknown field `txt`, expected one of `text`",
+    );
+    refused(
+        &with(serde_json::json!({ "polcy": {} })),
+        "$.polcy",
+        "unknown field `polcy`",
+    );
+    refused(
+        &with(serde_json::json!({ "policy": { "max_stepz": 3 } })),
+        "$.policy.max_stepz",
+        "unknown field `max_stepz`",
+    );
+    refused(
+        &with(serde_json::json!({ "tools": { "a.b": { "results": [ { "okk": 1 } ] } } })),
+        "$.tools[\"a.b\"].results[0].okk",
+        "unknown field `okk`",
+    );
+    refused(
+        &with(serde_json::json!({ "model": { "turns": [
+            { "tool_calls": [ { "name": "x", "args": {} } ] } ] } })),
+        "$.model.turns[0].tool_calls[0].args",
+        "unknown field `args`",
+    );
+}
+
+#[test]
+fn wrong_types_and_unknown_values_are_named_with_their_path() {
+    refused(
+        &with(serde_json::json!({ "policy": { "max_steps": "many" } })),
+        "$.policy.max_steps",
+        "invalid type: string \"many\", expected u32",
+    );
+    refused(
+        &with(serde_json::json!({ "model": { "turns": [ { "error": "overloaded" } ] } })),
+        "$.model.turns[0].error",
+        "unknown variant `overloaded`, expected one of `rate_limited`",
+    );
+    refused(
+        &with(serde_json::json!({ "tools": { "t": { "results": [ { "error": "boom" } ] } } })),
+        "$.tools.t.results[0].error",
+        "unknown variant `boom`, expected one of `permission_denied`",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "model": { "turns": [ { "text": "a" } ], "repeat": "forever" } }),
+        ),
+        "$.model.repeat",
+        "unknown variant `forever`, expected one of `none`, `last`, `cycle`",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "model": { "turns": [ { "text": "a", "needs_more_work": "no" } ] } }),
+        ),
+        "$.model.turns[0].needs_more_work",
+        "invalid type: string \"no\", expected a boolean",
+    );
+    refused(
+        &with(serde_json::json!({ "model": { "turns": [ { "usage": { "input_tokens": 1 } } ] } })),
+        "$.model.turns[0].usage",
+        "missing field `output_tokens`",
+    );
+    refused(
+        &with(serde_json::json!({ "task": null })),
+        "$",
+        "missing field `task`",
+    );
+}
+
+#[test]
+fn scripts_that_cannot_run_are_refused() {
+    refused(
+        &with(serde_json::json!({ "model": { "turns": [], "repeat": "last" } })),
+        "$.model.turns",
+        "empty, but repeat is \"last\"",
+    );
+    refused(
+        &with(serde_json::json!({ "tools": { "t": { "results": [], "repeat": "cycle" } } })),
+        "$.tools.t.results",
+        "a repeating script needs at least one result",
+    );
+    refused(
+        &with(serde_json::json!({ "verifier": { "verdicts": [], "repeat": "last" } })),
+        "$.verifier.verdicts",
+        "needs at least one verdict",
+    );
+    refused(
+        &with(serde_json::json!({ "model": { "turns": [
+            { "text": "a" }, { "error": "server", "text": "b" } ] } })),
+        "$.model.turns[1]",
+        "a turn is either a reply or an error: \"error\" cannot go with \"text\"",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "model": { "turns": [ { "text": "a", "retry_after_ms": 5 } ] } }),
+        ),
+        "$.model.turns[0].retry_after_ms",
+        "only allowed with \"error\"",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "tools": { "t": { "results": [ { "ok": 1, "error": "failed" } ] } } }),
+        ),
+        "$.tools.t.results[0]",
+        "either \"ok\" or \"error\", not both",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "tools": { "t": { "results": [ { "ok": 1 }, { "delay_ms": 5 } ] } } }),
+        ),
+        "$.tools.t.results[1]",
+        "needs \"ok\" or \"error\"",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "tools": { "t": { "results": [ { "ok": 1, "message": "m" } ] } } }),
+        ),
+        "$.tools.t.results[0].message",
+        "only allowed with \"error\"",
+    );
+    refused(
+        &with(serde_json::json!({ "tools": { "write_todos": { "results": [ { "ok": 1 } ] } } })),
+        "$.tools.write_todos",
+        "write_todos is built in",
+    );
+    refused(
+        &with(serde_json::json!({ "policy": {} })),
+        "$.verifier",
+        "never used unless \"policy.verify_completion\" is true",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "model": { "turns": [ { "tool_calls": [ { "name": "" } ] } ] } }),
+        ),
+        "$.model.turns[0].tool_calls[0].name",
+        "must not be empty",
+    );
+    refused(
+        &with(serde_json::json!({ "task": "  " })),
+        "$.task",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn policies_the_kernel_refuses_are_named_with_their_path() {
+    refused(
+        &with(serde_json::json!({ "policy": { "verify_completion": true, "max_steps": 0 } })),
+        "$.policy.max_steps",
+        "must be at least 1, got 0",
+    );
+    refused(
+        &with(serde_json::json!({ "policy": { "verify_completion": true,
+            "tool_budgets": { "read_file": { "warn_at": 5, "block_at": 2 } } } })),
+        "$.policy.tool_budgets.read_file.warn_at",
+        "must not exceed block_at (2)",
+    );
+}
+
+#[test]
+fn bad_expectations_are_named_with_their_path() {
+    refused(
+        &with(serde_json::json!({ "expect": { "stepz": 3 } })),
+        "$.expect.stepz",
+        "unknown field `stepz`",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "reason": "finished" } })),
+        "$.expect.reason",
+        "unknown reason `finished`, expected one of `verified`",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "steps": { "min": 5, "max": 2 } } })),
+        "$.expect.steps",
+        "min (5) is greater than max (2)",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "nudges": { "most": 2 } } })),
+        "$.expect.nudges",
+        "unknown field `most`, expected `min` or `max`",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "nudges": -1 } })),
+        "$.expect.nudges",
+        "invalid type: integer `-1`, expected a count",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "outcome": "aborted", "reason": "verified" } })),
+        "$.expect.reason",
+        "reason `verified` means outcome `complete`, but outcome says `aborted`",
+    );
+    refused(
+        &with(serde_json::json!({ "expect": { "rule": "no_such_rule" } })),
+        "$.expect.rule",
+        "unknown variant `no_such_rule`",
+    );
+}
+
+#[test]
+fn broken_json_gives_the_position() {
+    let e = error("{ \"task\": \"t\",\n  \"model\": ");
+    assert_eq!(e.path, "$.model");
+    assert!(e.problem.starts_with("invalid JSON: EOF"), "{e}");
+    assert_eq!(e.position, Some((2, 11)));
+    let e = error(&format!("{} trailing", with(serde_json::json!({}))));
+    assert_eq!(e.path, "$");
+    assert!(e.problem.contains("trailing characters"), "{e}");
+    assert!(e.position.is_some());
+}
+
+#[test]
+fn null_is_a_valid_ok_result_and_absent_fields_default() {
+    let s = Scenario::parse(
+        r#"{ "task": "t", "model": { "turns": [ { "text": "a" } ] },
+             "tools": { "t": { "results": [ { "ok": null } ] } } }"#,
+    )
+    .expect("valid");
+    let tool = &s.file().tools["t"];
+    assert_eq!(tool.results[0].ok, Some(serde_json::Value::Null));
+    assert!(tool.idempotent);
+    assert_eq!(s.name(), "scenario");
+}

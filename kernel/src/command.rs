@@ -1,0 +1,145 @@
+//! The commands the machine emits for its host to carry out, in order.
+
+use crate::core::CallReason;
+use crate::event::ToolCall;
+use crate::input::NoOpKind;
+use crate::ledger::Exclusion;
+use crate::reason::Outcome;
+use crate::rule::Rule;
+use crate::stats::Stats;
+use crate::todo::Todo;
+use serde::{Deserialize, Serialize};
+
+/// Call the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCall {
+    /// Wait this long first (backoff); 0 means now.
+    pub delay_ms: u64,
+    /// Why this call is made.
+    pub reason: CallReason,
+    /// Whether the model may call tools (false only for the final-answer call).
+    pub tools: bool,
+}
+
+/// A budget warning that travels inside a tool result the model sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetWarning {
+    /// This call's number for its tool (1-based).
+    pub call: u32,
+    /// The call number that will be refused.
+    pub block_at: Option<u32>,
+    /// This is the last call before the block.
+    pub last: bool,
+}
+
+/// Run the tool calls of a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolBatch {
+    /// Every call of the turn, in order.
+    pub calls: Vec<ToolCall>,
+    /// Calls not to execute (index into `calls`): their tool is excluded. The host gives the
+    /// model a refusal result for each; they are not sent back in `Event::ToolResults`.
+    pub refused: Vec<(usize, Exclusion)>,
+    /// Calls that carry a budget warning (index into `calls`).
+    pub warnings: Vec<(usize, BudgetWarning)>,
+}
+
+impl ToolBatch {
+    /// Whether call `index` is refused.
+    pub fn refusal(&self, index: usize) -> Option<Exclusion> {
+        self.refused
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, e)| *e)
+    }
+
+    /// The budget warning of call `index`.
+    pub fn warning(&self, index: usize) -> Option<BudgetWarning> {
+        self.warnings
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, w)| *w)
+    }
+}
+
+/// Which guidance a nudge carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NudgeKind {
+    /// The last turn made no progress.
+    Continue(NoOpKind),
+    /// A completion claim was refused: work is open (rule 5).
+    Incomplete,
+    /// The verifier rejected the claim.
+    VerifierRejected,
+}
+
+/// Continuation guidance for the model. It is the kernel's own text: the verifier never sees it
+/// as evidence (rule 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nudge {
+    /// Why.
+    pub kind: NudgeKind,
+    /// The message to append to the conversation as a user message.
+    pub text: String,
+    /// Todos still `pending` or `in_progress`.
+    pub open_todos: Vec<String>,
+    /// `completion_requires` tools that have not succeeded yet.
+    pub missing_tools: Vec<String>,
+    /// What the verifier says is missing, deduplicated across rounds.
+    pub missing_items: Vec<String>,
+}
+
+/// Something the model must be told before its next turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// The tool now excluded.
+    pub tool: String,
+    /// Why.
+    pub exclusion: Exclusion,
+    /// The message for the model.
+    pub text: String,
+}
+
+/// Ask the verifier whether the task is complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyRequest {
+    /// The model's completion claim (its last substantive content). Never a nudge (rule 4).
+    pub claim: String,
+    /// The todo list as the kernel tracks it.
+    pub todos: Vec<Todo>,
+}
+
+/// The run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    /// Outcome and reason.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// The rule that fired.
+    pub rule: Rule,
+    /// The last substantive model content (the partial result of an aborted run).
+    pub result: Option<String>,
+    /// Every counter at the stop.
+    pub stats: Stats,
+    /// Excluded tools, by name.
+    pub excluded_tools: Vec<String>,
+}
+
+/// One command for the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    /// Tell the model something (before the next model call).
+    Notice(Notice),
+    /// Append continuation guidance (before the next model call).
+    Nudge(Nudge),
+    /// Call the model; answer with `Event::ModelTurn` or `Event::ModelError`.
+    CallModel(ModelCall),
+    /// Run tools; answer with `Event::ToolResults`.
+    RunTools(ToolBatch),
+    /// Ask the verifier; answer with `Event::Verdict`.
+    Verify(VerifyRequest),
+    /// The run ended; no further command will come.
+    Stop(Stop),
+}

@@ -1,0 +1,163 @@
+//! The abstract input alphabet of the core machine.
+//!
+//! The [`crate::Machine`] decodes each concrete [`crate::Event`] (with its payload: text, tool
+//! calls, results) into one [`Input`]: a small `Copy` value that carries only what a transition
+//! decides on. The core state machine sees nothing else, which is what lets `spec/machine.md` and
+//! the exhaustive model check enumerate it.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a turn without tool calls and without usable content is empty (rule 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmptyKind {
+    /// Finish `stop` with no content and zero usage: the provider returned nothing.
+    Blank,
+    /// Finish `length` before any content: truncated.
+    Truncated,
+    /// Finish `content_filter`: the provider filtered the reply.
+    Filtered,
+    /// The model produced reasoning but no content.
+    ReasoningOnly,
+}
+
+/// Why a turn made no progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoOpKind {
+    /// No tool calls and no content, but the model did spend (or did not report) tokens.
+    Silent,
+    /// Content, but `needs_more_work: true` and no tool call: saying it is not done does nothing.
+    NeedsMoreWork,
+    /// Content cut off by the length limit (finish `length`): never an answer.
+    Truncated,
+    /// Content partly filtered (finish `content_filter`): never an answer.
+    Filtered,
+}
+
+/// What a completion claim still lacks (rule 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Gate {
+    /// Some todo is `pending` or `in_progress`.
+    pub open_todos: bool,
+    /// Some tool of `completion_requires` has not succeeded yet (from the tool ledger, rule 8).
+    pub missing_required: bool,
+}
+
+impl Gate {
+    /// Nothing is open.
+    pub const CLEAR: Gate = Gate {
+        open_todos: false,
+        missing_required: false,
+    };
+
+    /// Whether the claim must be refused.
+    pub const fn is_open(self) -> bool {
+        self.open_todos || self.missing_required
+    }
+}
+
+/// The classification of one model turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnKind {
+    /// The turn requested tools (rule 1: never completes the run). `runnable` calls will run,
+    /// `refused` calls target an excluded tool.
+    Tools {
+        /// Calls that will be executed.
+        runnable: u16,
+        /// Calls refused because their tool is excluded.
+        refused: u16,
+    },
+    /// Empty reply: an error, retried with backoff (rule 6).
+    Empty(EmptyKind),
+    /// No progress (no tool call, no usable content).
+    NoOp(NoOpKind),
+    /// A completion claim: substantive content, no tool call, `needs_more_work` not true.
+    Claim {
+        /// `needs_more_work: false` was given (otherwise it was absent).
+        explicit: bool,
+        /// What is still open.
+        gate: Gate,
+    },
+}
+
+/// How a model error is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Rate limited, server error, timeout: retried with backoff.
+    Retryable {
+        /// A delay the provider asked for, in milliseconds.
+        retry_after_ms: Option<u64>,
+    },
+    /// Authentication or bad request: retrying cannot help.
+    Fatal,
+    /// The conversation does not fit the context window even after pruning.
+    ContextOverflow,
+}
+
+/// The summary of one batch of tool results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Batch {
+    /// Results that were errors.
+    pub failed: u16,
+    /// Every executed call failed (a failing turn).
+    pub all_failed: bool,
+    /// Some call failed with an unrecoverable class (permission denied, not found, auth failed).
+    pub unrecoverable: bool,
+    /// The calls and their results are identical to the previous tool turn's.
+    pub repeated: bool,
+}
+
+/// One input of the core machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    /// A model turn, with the tokens it reported (0 when unknown).
+    Turn {
+        /// The classification.
+        kind: TurnKind,
+        /// Input tokens reported.
+        input_tokens: u64,
+        /// Output tokens reported.
+        output_tokens: u64,
+    },
+    /// The model call failed.
+    ModelError(ErrorClass),
+    /// The results of the tool calls of the last turn.
+    ToolResults(Batch),
+    /// The verifier's verdict on the last completion claim.
+    Verdict {
+        /// Whether the claim was accepted.
+        accepted: bool,
+    },
+    /// A clock reading, already compared with the deadline.
+    Tick {
+        /// The deadline has passed.
+        deadline_passed: bool,
+    },
+    /// The host's kill switch.
+    Cancel,
+}
+
+impl Input {
+    /// A short label for traces and the spec table.
+    pub const fn label(&self) -> &'static str {
+        match self {
+            Input::Turn { kind, .. } => match kind {
+                TurnKind::Tools { .. } => "turn(tools)",
+                TurnKind::Empty(_) => "turn(empty)",
+                TurnKind::NoOp(_) => "turn(no-op)",
+                TurnKind::Claim { .. } => "turn(claim)",
+            },
+            Input::ModelError(ErrorClass::Retryable { .. }) => "model_error(retryable)",
+            Input::ModelError(ErrorClass::Fatal) => "model_error(fatal)",
+            Input::ModelError(ErrorClass::ContextOverflow) => "model_error(context_overflow)",
+            Input::ToolResults(_) => "tool_results",
+            Input::Verdict { .. } => "verdict",
+            Input::Tick { .. } => "tick",
+            Input::Cancel => "cancel",
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! The journal model (pure): what a durable run records, and the deterministic idempotency keys
+//! that make a replayed append find the entry it already wrote.
+//!
+//! Layout. Checkpoint `n` holds what happened at step `n` of the machine: entry `e0` is the event
+//! that made the step (or, at checkpoint 0, the task), `e1` the transition, then the commands the
+//! step emitted: guidance, then one intent per executed tool call (`e2 + j`), then, as they
+//! arrive, one result per executed call (`e2 + k + j`, where `k` calls were executed). Keys are a
+//! function of the step and the call's position only, never of arrival order or of a counter
+//! kept across processes, so replaying a journal writes exactly the same keys: scheduled tool
+//! executions are keyed from 0 on every replay.
+
+use crate::command::{Command, Notice, Nudge, Stop, ToolBatch};
+use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdict};
+use crate::machine::StepRecord;
+use crate::machine::{Handled, Machine};
+use crate::policy::{Policy, PolicyError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A deterministic idempotency key, `cp{checkpoint}:e{index}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct Key {
+    /// The machine step the entry belongs to (0: before the first step).
+    pub checkpoint: u32,
+    /// The entry's position within its checkpoint.
+    pub index: u32,
+}
+
+impl Key {
+    /// `cp{checkpoint}:e{index}`.
+    pub const fn new(checkpoint: u32, index: u32) -> Key {
+        Key { checkpoint, index }
+    }
+
+    /// The key of the event that made step `checkpoint` (or the task at checkpoint 0).
+    pub const fn event(checkpoint: u32) -> Key {
+        Key::new(checkpoint, 0)
+    }
+
+    /// The key of the transition record of step `checkpoint`.
+    pub const fn transition(checkpoint: u32) -> Key {
+        Key::new(checkpoint, 1)
+    }
+
+    /// The key of guidance entry `i` (nudges, notices) emitted by step `checkpoint`. Guidance uses
+    /// indexes from 2 up to [`Key::FIRST_CALL`].
+    pub const fn guidance(checkpoint: u32, i: u32) -> Key {
+        Key::new(checkpoint, 2 + i)
+    }
+
+    /// The key of the stop record written by the final step `checkpoint`.
+    pub const fn stop(checkpoint: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL - 1)
+    }
+
+    /// Index of the first tool intent of a checkpoint (guidance entries come before it).
+    pub const FIRST_CALL: u32 = 16;
+
+    /// The key of the intent of executed call `j` of step `checkpoint`.
+    pub const fn intent(checkpoint: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + j)
+    }
+
+    /// The key of the result of executed call `j` of `calls` executed calls of step `checkpoint`.
+    pub const fn result(checkpoint: u32, calls: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + calls + j)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cp{}:e{}", self.checkpoint, self.index)
+    }
+}
+
+impl From<Key> for String {
+    fn from(k: Key) -> String {
+        k.to_string()
+    }
+}
+
+/// A string that is not a `cp{n}:e{i}` key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyError(pub String);
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "not an idempotency key of the form cp{{n}}:e{{i}}: {:?}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl FromStr for Key {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<Key, KeyError> {
+        let bad = || KeyError(s.to_owned());
+        let rest = s.strip_prefix("cp").ok_or_else(bad)?;
+        let (cp, e) = rest.split_once(":e").ok_or_else(bad)?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(cp) || !digits(e) {
+            return Err(bad());
+        }
+        Ok(Key {
+            checkpoint: cp.parse().map_err(|_| bad())?,
+            index: e.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl TryFrom<String> for Key {
+    type Error = KeyError;
+    fn try_from(s: String) -> Result<Key, KeyError> {
+        s.parse()
+    }
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// The task (checkpoint 0).
+    User {
+        /// The task text.
+        task: String,
+    },
+    /// A model turn (the event of its step).
+    Assistant(ModelTurn),
+    /// A failed model call (the event of its step).
+    ModelError {
+        /// The class.
+        error: ModelErrorKind,
+        /// The provider's requested delay.
+        retry_after_ms: Option<u64>,
+    },
+    /// The batch of tool results fed as one event.
+    ToolResults(Vec<ToolResult>),
+    /// A verdict (the event of its step).
+    Verdict(Verdict),
+    /// A clock reading that made a step (the deadline passed).
+    Tick {
+        /// Milliseconds since the start of the run.
+        now_ms: u64,
+    },
+    /// The kill switch (the event of its step).
+    Cancel,
+    /// The transition a step took.
+    Transition(StepRecord),
+    /// Guidance the kernel sent.
+    Nudge(Nudge),
+    /// A notice the kernel sent.
+    Notice(Notice),
+    /// A tool call about to execute (written before it runs).
+    ToolCall {
+        /// The call.
+        call: ToolCall,
+        /// Whether running it twice is harmless.
+        idempotent: bool,
+    },
+    /// The result of one executed call (written when it arrives).
+    ToolResult(ToolResult),
+    /// The end of the run.
+    Stop(Stop),
+}
+
+impl Entry {
+    /// The entry for an event fed to the machine.
+    pub fn from_event(event: &Event) -> Entry {
+        match event {
+            Event::ModelTurn(t) => Entry::Assistant(t.clone()),
+            Event::ModelError {
+                kind,
+                retry_after_ms,
+            } => Entry::ModelError {
+                error: *kind,
+                retry_after_ms: *retry_after_ms,
+            },
+            Event::ToolResults(r) => Entry::ToolResults(r.clone()),
+            Event::Verdict(v) => Entry::Verdict(v.clone()),
+            Event::Tick { now_ms } => Entry::Tick { now_ms: *now_ms },
+            Event::Cancel => Entry::Cancel,
+        }
+    }
+
+    /// The event this entry replays, if it is one of the machine's inputs.
+    pub fn to_event(&self) -> Option<Event> {
+        Some(match self {
+            Entry::Assistant(t) => Event::ModelTurn(t.clone()),
+            Entry::ModelError {
+                error,
+                retry_after_ms,
+            } => Event::ModelError {
+                kind: *error,
+                retry_after_ms: *retry_after_ms,
+            },
+            Entry::ToolResults(r) => Event::ToolResults(r.clone()),
+            Entry::Verdict(v) => Event::Verdict(v.clone()),
+            Entry::Tick { now_ms } => Event::Tick { now_ms: *now_ms },
+            Entry::Cancel => Event::Cancel,
+            _ => return None,
+        })
+    }
+
+    /// The snake_case kind name.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Entry::User { .. } => "user",
+            Entry::Assistant(_) => "assistant",
+            Entry::ModelError { .. } => "model_error",
+            Entry::ToolResults(_) => "tool_results",
+            Entry::Verdict(_) => "verdict",
+            Entry::Tick { .. } => "tick",
+            Entry::Cancel => "cancel",
+            Entry::Transition(_) => "transition",
+            Entry::Nudge(_) => "nudge",
+            Entry::Notice(_) => "notice",
+            Entry::ToolCall { .. } => "tool_call",
+            Entry::ToolResult(_) => "tool_result",
+            Entry::Stop(_) => "stop",
+        }
+    }
+}
+
+/// A keyed entry as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Its idempotency key.
+    pub key: Key,
+    /// The entry.
+    pub entry: Entry,
+}
+
+/// The records one step writes before its commands are carried out: the event (`e0`), the
+/// transition (`e1`), guidance (`e2..`), the stop record, and an intent per executed tool call.
+/// `idempotent` says, per tool name, whether running a call twice is harmless.
+pub fn step_records(
+    event: &Event,
+    step: &StepRecord,
+    commands: &[Command],
+    idempotent: impl Fn(&str) -> bool,
+) -> Vec<Record> {
+    let cp = step.step;
+    let mut out = vec![
+        Record {
+            key: Key::event(cp),
+            entry: Entry::from_event(event),
+        },
+        Record {
+            key: Key::transition(cp),
+            entry: Entry::Transition(*step),
+        },
+    ];
+    let mut guidance = 0u32;
+    for c in commands {
+        match c {
+            Command::Nudge(n) => {
+                out.push(Record {
+                    key: Key::guidance(cp, guidance),
+                    entry: Entry::Nudge(n.clone()),
+                });
+                guidance += 1;
+            }
+            Command::Notice(n) => {
+                out.push(Record {
+                    key: Key::guidance(cp, guidance),
+                    entry: Entry::Notice(n.clone()),
+                });
+                guidance += 1;
+            }
+            Command::Stop(s) => out.push(Record {
+                key: Key::stop(cp),
+                entry: Entry::Stop(s.clone()),
+            }),
+            Command::RunTools(batch) => {
+                for (j, call) in executed(batch).enumerate() {
+                    let j = u32::try_from(j).unwrap_or(u32::MAX);
+                    let entry = Entry::ToolCall {
+                        call: call.clone(),
+                        idempotent: idempotent(&call.name),
+                    };
+                    out.push(Record {
+                        key: Key::intent(cp, j),
+                        entry,
+                    });
+                }
+            }
+            Command::CallModel(_) | Command::Verify(_) => {}
+        }
+    }
+    out
+}
+
+/// The calls of a batch that are executed (not refused), in order; their position is `j`.
+pub fn executed(batch: &ToolBatch) -> impl Iterator<Item = &ToolCall> {
+    batch
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| batch.refusal(*i).is_none())
+        .map(|(_, c)| c)
+}
+
+/// Why a journal cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoverError {
+    /// The journal does not start with the task at `cp0:e0`.
+    NoTask,
+    /// The policy is invalid.
+    Policy(PolicyError),
+    /// Replaying the journal took a different path than the one it recorded (a corrupt journal,
+    /// or a journal written by an incompatible kernel).
+    Diverged {
+        /// The first record that disagrees.
+        key: Key,
+        /// What differs.
+        detail: String,
+    },
+}
+
+impl fmt::Display for RecoverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecoverError::NoTask => write!(f, "the journal does not start with the task at cp0:e0"),
+            RecoverError::Policy(e) => write!(f, "{e}"),
+            RecoverError::Diverged { key, detail } => {
+                write!(f, "replay diverged from the journal at {key}: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecoverError {}
+
+/// A tool call of the pending batch, as the journal knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallState {
+    /// No intent was written: the call never started.
+    NotStarted,
+    /// An intent and no result: the call may or may not have had its effect.
+    InDoubt {
+        /// Whether the tool said running twice is harmless.
+        idempotent: bool,
+    },
+    /// The result is journaled: never run it again.
+    Done(ToolResult),
+}
+
+/// A machine rebuilt from a journal, and what is left to do.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    /// The machine, exactly as the original run left it after its last journaled event.
+    pub machine: Machine,
+    /// The task.
+    pub task: String,
+    /// Commands emitted after the last journaled event, not yet carried out.
+    pub outstanding: Vec<Command>,
+    /// For the outstanding `RunTools`, the state of each executed call `j`.
+    pub calls: Vec<CallState>,
+    /// Records read.
+    pub records: u64,
+    /// Model calls answered in the journal (turns and errors): a scripted model resumes after them.
+    pub model_answers: u64,
+    /// Results journaled per tool name: a scripted tool resumes after them.
+    pub tool_answers: std::collections::BTreeMap<String, u64>,
+}
+
+/// Rebuilds a machine by feeding the journal's events to a fresh one. Records are consumed one at
+/// a time in key order, so a long journal can be streamed in pages; only the machine and the
+/// pending tool batch are held. Every transition record is compared with the replayed one.
+pub fn recover(
+    policy: Policy,
+    records: impl IntoIterator<Item = Record>,
+) -> Result<Recovery, RecoverError> {
+    let mut it = records.into_iter();
+    let task = match it.next() {
+        Some(Record {
+            key,
+            entry: Entry::User { task },
+        }) if key == Key::event(0) => task,
+        _ => return Err(RecoverError::NoTask),
+    };
+    let mut machine = Machine::new(policy).map_err(RecoverError::Policy)?;
+    let mut outstanding: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+    let mut calls: Vec<CallState> = Vec::new();
+    let mut last_step: Option<StepRecord> = None;
+    let mut n = 1u64;
+    let mut model_answers = 0u64;
+    let mut tool_answers = std::collections::BTreeMap::new();
+    for Record { key, entry } in it {
+        n += 1;
+        let diverged = |detail: String| RecoverError::Diverged { key, detail };
+        match entry {
+            Entry::Transition(recorded) => match last_step {
+                Some(replayed) if replayed == recorded && key == Key::transition(replayed.step) => {
+                }
+                _ => {
+                    return Err(diverged(format!(
+                        "recorded {recorded}, replayed {last_step:?}"
+                    )));
+                }
+            },
+            Entry::ToolCall { idempotent, .. } => {
+                let j = key
+                    .index
+                    .checked_sub(Key::FIRST_CALL)
+                    .ok_or_else(|| diverged("intent key out of range".into()))?;
+                let slot = calls
+                    .get_mut(j as usize)
+                    .ok_or_else(|| diverged("intent for a call that was not scheduled".into()))?;
+                *slot = CallState::InDoubt { idempotent };
+            }
+            Entry::ToolResult(result) => {
+                let k = calls.len() as u32;
+                let j = key
+                    .index
+                    .checked_sub(Key::FIRST_CALL + k)
+                    .ok_or_else(|| diverged("result key out of range".into()))?;
+                let slot = calls
+                    .get_mut(j as usize)
+                    .ok_or_else(|| diverged("result for a call that was not scheduled".into()))?;
+                *tool_answers.entry(result.name.clone()).or_insert(0u64) += 1;
+                *slot = CallState::Done(result);
+            }
+            Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
+            Entry::User { .. } => return Err(diverged("a second task entry".into())),
+            other => {
+                let Some(event) = other.to_event() else {
+                    return Err(diverged(format!("unexpected {} entry", other.kind())));
+                };
+                if matches!(event, Event::ModelTurn(_) | Event::ModelError { .. }) {
+                    model_answers += 1;
+                }
+                match machine.handle(event) {
+                    Handled::Step(step) if key == Key::event(step.step) => last_step = Some(step),
+                    h => {
+                        return Err(diverged(format!(
+                            "the journaled event was not step {}: {h:?}",
+                            key.checkpoint
+                        )));
+                    }
+                }
+                outstanding = std::iter::from_fn(|| machine.poll_command()).collect();
+                calls = match outstanding.iter().find_map(|c| match c {
+                    Command::RunTools(b) => Some(executed(b).count()),
+                    _ => None,
+                }) {
+                    Some(k) => vec![CallState::NotStarted; k],
+                    None => Vec::new(),
+                };
+            }
+        }
+    }
+    Ok(Recovery {
+        machine,
+        task,
+        outstanding,
+        calls,
+        records: n,
+        model_answers,
+        tool_answers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_reject_garbage() {
+        for k in [
+            Key::new(0, 0),
+            Key::new(12, 3),
+            Key::new(u32::MAX, u32::MAX),
+        ] {
+            assert_eq!(k.to_string().parse::<Key>(), Ok(k));
+        }
+        assert_eq!(Key::new(3, 7).to_string(), "cp3:e7");
+        for bad in [
+            "",
+            "cp",
+            "cp1",
+            "cp1:e",
+            "cpx:e1",
+            "cp1:ex",
+            "cp-1:e2",
+            "cp1:e2:e3",
+            "cp99999999999:e0",
+            " cp1:e2",
+        ] {
+            assert!(bad.parse::<Key>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn intent_and_result_keys_do_not_collide() {
+        let calls = 3;
+        let mut keys: Vec<Key> = (0..calls).map(|j| Key::intent(5, j)).collect();
+        keys.extend((0..calls).map(|j| Key::result(5, calls, j)));
+        keys.extend([
+            Key::event(5),
+            Key::transition(5),
+            Key::guidance(5, 0),
+            Key::guidance(5, 13),
+        ]);
+        let unique: std::collections::BTreeSet<_> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len());
+    }
+}

@@ -1,0 +1,117 @@
+//! # terminus-kernel
+//!
+//! The completion state machine of Terminus: one `statig` machine with the states `Exploring`,
+//! `Acting`, `Verifying`, `Nudged`, `Complete` and `Aborted`, in which every way an agent run can
+//! stop is a named, counted and bounded transition.
+//!
+//! The crate is **sans-IO and fully deterministic**: it does no networking, reads no clock and
+//! draws no random numbers. Time arrives as [`Event::Tick`] readings, and backoff jitter comes from
+//! the seed in the [`Policy`], so the same policy and the same events give the same path, byte for
+//! byte. The async runtime that drives it against real models and tools is a separate crate.
+//!
+//! ## Driving the machine
+//!
+//! A [`Machine`] has three kinds of methods, used in this order:
+//!
+//! 1. [`Machine::handle`] feeds one [`Event`] (a model turn, a model error, tool results, a verdict,
+//!    a clock reading, the kill switch) and says what happened ([`Handled`]).
+//! 2. [`Machine::poll_command`] returns the next [`Command`]; drain it until `None`.
+//! 3. [`Machine::poll_timeout`] gives the deadline to arm a timer for; when it fires, feed
+//!    `Event::Tick`.
+//!
+//! Getters ([`Machine::phase`], [`Machine::stats`], [`Machine::ledger`], ...) can be read at any time.
+//!
+//! ```
+//! use serde_json::json;
+//! use terminus_kernel::{
+//!     Command, Event, Machine, ModelTurn, Outcome, CompleteReason, Policy, ToolCall, ToolOutcome,
+//!     ToolResult,
+//! };
+//!
+//! let policy = Policy { completion_requires: vec!["write_file".into()], ..Policy::default() };
+//! let mut machine = Machine::new(policy).expect("a valid policy");
+//!
+//! // A scripted model: first it writes a file, then it claims it is done.
+//! let mut turns = vec![
+//!     ModelTurn { text: "Done: plan.md is written.".into(), needs_more_work: Some(false), ..Default::default() },
+//!     ModelTurn {
+//!         tool_calls: vec![ToolCall {
+//!             id: "call-1".into(),
+//!             name: "write_file".into(),
+//!             arguments: json!({ "path": "plan.md", "content": "..." }),
+//!         }],
+//!         ..Default::default()
+//!     },
+//! ];
+//!
+//! let stop = loop {
+//!     let Some(command) = machine.poll_command() else { panic!("a live machine always has a command") };
+//!     match command {
+//!         Command::CallModel(_) => {
+//!             let turn = turns.pop().expect("the script covers the run");
+//!             machine.handle(Event::ModelTurn(turn));
+//!         }
+//!         Command::RunTools(batch) => {
+//!             let results = batch.calls.iter().map(|call| ToolResult {
+//!                 call_id: call.id.clone(),
+//!                 name: call.name.clone(),
+//!                 outcome: ToolOutcome::Ok(json!("written")),
+//!             });
+//!             machine.handle(Event::ToolResults(results.collect()));
+//!         }
+//!         Command::Stop(stop) => break stop,
+//!         Command::Nudge(_) | Command::Notice(_) | Command::Verify(_) => {}
+//!     }
+//! };
+//! assert_eq!(stop.outcome, Outcome::Complete(CompleteReason::Explicit));
+//! assert_eq!(stop.stats.model_calls, 2);
+//! assert_eq!(stop.stats.tool_calls, 1);
+//! assert_eq!(stop.result.as_deref(), Some("Done: plan.md is written."));
+//! // Terminal states absorb every later event and say so.
+//! assert!(matches!(machine.handle(Event::Cancel), terminus_kernel::Handled::Ignored { .. }));
+//! ```
+//!
+//! The transition table, the termination argument and the step bound are in `spec/machine.md`,
+//! generated from [`Rule::spec`] and checked by a snapshot test.
+
+#![forbid(unsafe_code)]
+
+mod backoff;
+mod command;
+mod core;
+mod event;
+mod fingerprint;
+mod input;
+pub mod invariants;
+mod journal;
+mod ledger;
+mod machine;
+pub mod model;
+mod policy;
+mod reason;
+mod rule;
+mod stats;
+mod todo;
+
+pub use crate::backoff::backoff_ms;
+pub use crate::command::{
+    BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
+};
+pub use crate::core::{CallReason, Effect, Ignored, Phase};
+pub use crate::event::{
+    Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolErrorKind, ToolOutcome, ToolResult,
+    Usage, Verdict,
+};
+pub use crate::fingerprint::{calls_fingerprint, value_fingerprint};
+pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
+pub use crate::journal::{
+    CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, executed, recover,
+    step_records,
+};
+pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
+pub use crate::machine::{Handled, Machine, RestoreError, StepRecord};
+pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError, ToolBudget};
+pub use crate::reason::{AbortReason, CompleteReason, Outcome};
+pub use crate::rule::{Rule, RuleSpec};
+pub use crate::stats::{Stats, Streaks};
+pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, parse_todos};

@@ -1,0 +1,202 @@
+//! The run policy: every limit of DESIGN.md, with conservative defaults documented in one place.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What to do when verification failed `max_verification_failures` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnVerificationLimit {
+    /// End `Complete` with reason `forced`.
+    Complete,
+    /// End `Aborted` with reason `verification_loop` (default: an unverified claim is not done).
+    #[default]
+    Abort,
+}
+
+/// What to do when a tool fails with permission denied, not found or authentication failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnrecoverable {
+    /// End the run with `unrecoverable_tool_error`.
+    Stop,
+    /// Exclude the tool at once (it is never retried) and tell the model (default).
+    #[default]
+    Exclude,
+}
+
+/// A soft budget on how often one tool may be called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolBudget {
+    /// From this call on (1-based), the result carries a warning.
+    pub warn_at: Option<u32>,
+    /// This call (1-based) and later ones are refused and the tool is excluded.
+    pub block_at: Option<u32>,
+}
+
+/// Every limit of a run. All fields are optional in JSON; [`Policy::default`] documents the
+/// defaults. A limit `N` on a bad event means its N-th occurrence stops the run (or excludes the
+/// tool); a budget `N` (steps, model calls, nudges) means N may be spent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Step budget: transitions a run may take (LangGraph's `recursion_limit`, default 25 there;
+    /// ours is 200 because a tool turn takes two steps).
+    pub max_steps: u32,
+    /// Model-call budget, retries included (`mcpMaxIterations`). Default 50.
+    pub max_model_calls: u32,
+    /// The N-th no-op turn in a row aborts with `no_progress`. Default 3.
+    pub max_no_ops: u32,
+    /// Completion claims that may be refused with a nudge before `incomplete`. Default 3.
+    pub max_nudges: u32,
+    /// The N-th verifier rejection ends the run per `on_verification_limit`. Default 3.
+    pub max_verification_failures: u32,
+    /// What the N-th verification failure does. Default `abort`.
+    pub on_verification_limit: OnVerificationLimit,
+    /// Ask the verifier before accepting a completion claim. Default false.
+    pub verify_completion: bool,
+    /// Tools that must have succeeded once before the run may complete (rule 5).
+    pub completion_requires: Vec<String>,
+    /// The N-th failure of one tool excludes it. Default 3.
+    pub max_tool_failures: u32,
+    /// The N-th tool turn in a row where every call failed aborts with `tool_failures`. Default 5.
+    pub max_consecutive_tool_failures: u32,
+    /// What an unrecoverable tool error does. Default `exclude`.
+    pub on_unrecoverable_tool_error: OnUnrecoverable,
+    /// The same tool calls with the same results this many turns in a row is no progress. Default 3.
+    pub max_repeats: u32,
+    /// The N-th empty reply in a row aborts with `empty_responses`. Default 3.
+    pub max_empty_responses: u32,
+    /// Retries allowed for retryable model errors in a row; one more aborts. Default 3.
+    pub max_model_retries: u32,
+    /// First backoff delay in milliseconds. Default 500.
+    pub retry_base_ms: u64,
+    /// Backoff cap in milliseconds. Default 30000.
+    pub retry_max_ms: u64,
+    /// Wall-clock deadline in milliseconds from the start of the run. Default none.
+    pub deadline_ms: Option<u64>,
+    /// Total tokens (input + output) the run may spend. Default none.
+    pub token_budget: Option<u64>,
+    /// Soft per-tool call budgets.
+    pub tool_budgets: BTreeMap<String, ToolBudget>,
+    /// Seed of the backoff jitter, so a run replays exactly. Default 0.
+    pub seed: u64,
+    /// When a budget (`max_steps`, `max_model_calls`, `token_budget`) is spent, make one last
+    /// tool-less model call for a final answer; the stop reason still names the budget. Default false.
+    pub final_answer_on_budget: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_steps: 200,
+            max_model_calls: 50,
+            max_no_ops: 3,
+            max_nudges: 3,
+            max_verification_failures: 3,
+            on_verification_limit: OnVerificationLimit::Abort,
+            verify_completion: false,
+            completion_requires: Vec::new(),
+            max_tool_failures: 3,
+            max_consecutive_tool_failures: 5,
+            on_unrecoverable_tool_error: OnUnrecoverable::Exclude,
+            max_repeats: 3,
+            max_empty_responses: 3,
+            max_model_retries: 3,
+            retry_base_ms: 500,
+            retry_max_ms: 30_000,
+            deadline_ms: None,
+            token_budget: None,
+            tool_budgets: BTreeMap::new(),
+            seed: 0,
+            final_answer_on_budget: false,
+        }
+    }
+}
+
+/// A policy that cannot be run, with the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// The field name, e.g. `max_steps` or `tool_budgets.read_file.block_at`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "policy.{}: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl Policy {
+    /// Checks that every limit can be run: occurrence limits must be at least 1, `max_repeats` at
+    /// least 2, backoff bounds ordered, tool budgets ordered.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let at_least = |field: &str, value: u32, min: u32| -> Result<(), PolicyError> {
+            if value < min {
+                return Err(PolicyError {
+                    field: field.to_owned(),
+                    problem: format!("must be at least {min}, got {value}"),
+                });
+            }
+            Ok(())
+        };
+        at_least("max_steps", self.max_steps, 1)?;
+        at_least("max_model_calls", self.max_model_calls, 1)?;
+        at_least("max_no_ops", self.max_no_ops, 1)?;
+        at_least(
+            "max_verification_failures",
+            self.max_verification_failures,
+            1,
+        )?;
+        at_least("max_tool_failures", self.max_tool_failures, 1)?;
+        at_least(
+            "max_consecutive_tool_failures",
+            self.max_consecutive_tool_failures,
+            1,
+        )?;
+        at_least("max_repeats", self.max_repeats, 2)?;
+        at_least("max_empty_responses", self.max_empty_responses, 1)?;
+        if self.retry_max_ms < self.retry_base_ms {
+            return Err(PolicyError {
+                field: "retry_max_ms".into(),
+                problem: format!("must be at least retry_base_ms ({})", self.retry_base_ms),
+            });
+        }
+        for (tool, budget) in &self.tool_budgets {
+            if let Some(0) = budget.block_at {
+                return Err(PolicyError {
+                    field: format!("tool_budgets.{tool}.block_at"),
+                    problem: "must be at least 1".into(),
+                });
+            }
+            if let (Some(w), Some(b)) = (budget.warn_at, budget.block_at)
+                && w > b
+            {
+                return Err(PolicyError {
+                    field: format!("tool_budgets.{tool}.warn_at"),
+                    problem: format!("must not exceed block_at ({b})"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest number of steps (accepted events) any run under this policy can take.
+    ///
+    /// Derivation (`spec/machine.md`, "Step bound"): every model turn or model error answers one
+    /// model call; every tool-results or verdict event answers one turn; cancel and deadline end
+    /// the run in one step. So `steps <= 2 * model_calls`, and the machine never issues more than
+    /// `max_model_calls` calls, nor takes a non-terminal step at `max_steps`. With
+    /// `final_answer_on_budget` one more call and one more step are allowed.
+    pub fn step_bound(&self) -> u64 {
+        let by_calls = 2 * u64::from(self.max_model_calls);
+        let bound = by_calls.min(u64::from(self.max_steps));
+        bound + u64::from(self.final_answer_on_budget)
+    }
+}

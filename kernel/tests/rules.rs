@@ -1,0 +1,502 @@
+//! Rules 1-8 of DESIGN.md, each as an explicit transition a test drives, plus the absorbing
+//! terminal states, the partial result, budget warnings and the final-answer option.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use terminus_kernel::{
+    AbortReason, Command, CompleteReason, Event, Exclusion, Handled, Ignored, Machine, ModelTurn,
+    NudgeKind, Outcome, Phase, Policy, ToolBudget, ToolCall, ToolErrorKind, ToolOutcome,
+    ToolResult, Usage,
+};
+
+#[test]
+fn rule_1_a_turn_with_tool_calls_never_completes() {
+    let mut m = Machine::new(Policy::default()).expect("valid");
+    assert!(matches!(m.poll_command(), Some(Command::CallModel(_))));
+    let turn = ModelTurn {
+        text: "All done!".into(),
+        needs_more_work: Some(false),
+        tool_calls: vec![ToolCall {
+            id: "1".into(),
+            name: "write_file".into(),
+            arguments: json!({}),
+        }],
+        ..Default::default()
+    };
+    let Handled::Step(step) = feed(&mut m, Event::ModelTurn(turn)) else {
+        panic!("a step")
+    };
+    assert_eq!((step.to, step.rule.name()), (Phase::Acting, "tool_turn"));
+    assert!(matches!(m.poll_command(), Some(Command::RunTools(_))));
+    let results = vec![ToolResult {
+        call_id: "1".into(),
+        name: "write_file".into(),
+        outcome: ToolOutcome::Ok(json!("ok")),
+    }];
+    feed(&mut m, Event::ToolResults(results));
+    // The results go back to the model first.
+    assert_eq!(m.phase(), Phase::Exploring);
+    assert!(matches!(m.poll_command(), Some(Command::CallModel(_))));
+}
+
+#[test]
+fn rule_2_needs_more_work_is_tri_state() {
+    let explicit = drive(Policy::default(), Script::new(vec![done("done")]));
+    assert_eq!(
+        explicit.stop.outcome,
+        Outcome::Complete(CompleteReason::Explicit)
+    );
+    let answered = drive(Policy::default(), Script::new(vec![text("done")]));
+    assert_eq!(
+        answered.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    // A JSON reply without the field decodes to the same turn as text without it: absent, not false.
+    let from_json: ModelTurn = serde_json::from_value(
+        json!({"text": "done", "tool_calls": [], "needs_more_work": null,
+        "usage": null, "finish": "stop", "reasoning": false}),
+    )
+    .expect("a turn");
+    assert_eq!(from_json.needs_more_work, None);
+    let more = drive(
+        Policy {
+            max_no_ops: 1,
+            ..Policy::default()
+        },
+        Script::new(vec![needs_more("done?")]),
+    );
+    assert_eq!(more.stop.outcome, Outcome::Aborted(AbortReason::NoProgress));
+}
+
+#[test]
+fn rule_3_every_verification_failure_counts_on_every_path() {
+    // A rejection, then a premature stop (nudge), then another rejection: both rejections count.
+    let policy = Policy {
+        verify_completion: true,
+        max_verification_failures: 2,
+        ..Policy::default()
+    };
+    let replies = vec![
+        done("v1"),
+        todos(&[("fix", "pending")]),
+        done("v2"),
+        todos(&[("fix", "completed")]),
+        done("v3"),
+    ];
+    let run = drive(
+        policy,
+        Script::new(replies).verdicts(vec![reject("a"), reject("b")]),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Aborted(AbortReason::VerificationLoop)
+    );
+    assert_eq!(run.stop.stats.verification_failures, 2);
+    assert_eq!(run.stop.stats.nudges, 1);
+}
+
+#[test]
+fn rule_4_the_verifier_never_sees_nudges() {
+    let policy = Policy {
+        verify_completion: true,
+        completion_requires: vec!["test".into()],
+        ..Policy::default()
+    };
+    let replies = vec![
+        done("first claim"),
+        call("test", json!({})),
+        done("second claim"),
+    ];
+    let run = drive(policy, Script::new(replies));
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Verified)
+    );
+    let nudge_texts: Vec<&str> = run.nudges.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(nudge_texts.len(), 1);
+    for c in &run.commands {
+        if let Command::Verify(v) = c {
+            assert_eq!(v.claim, "second claim");
+            assert!(nudge_texts.iter().all(|n| !v.claim.contains(n)));
+        }
+    }
+}
+
+#[test]
+fn rule_5_design_example_is_nudged_once_then_verified() {
+    // The scenario of DESIGN.md: the third turn is refused with a nudge (a todo is still open and
+    // `write_file` has not run), so `nudges` is 1.
+    let policy = Policy {
+        max_nudges: 2,
+        verify_completion: true,
+        completion_requires: vec!["write_file".into()],
+        ..Policy::default()
+    };
+    let replies = vec![
+        call("read_file", json!({"path": "src/lib.rs"})),
+        todos(&[("write plan", "in_progress")]),
+        Reply::Turn(ModelTurn {
+            text: "I will now write the plan.".into(),
+            usage: Some(Usage {
+                input_tokens: 900,
+                output_tokens: 9,
+            }),
+            ..Default::default()
+        }),
+        call("write_file", json!({"path": "plan.md", "content": "..."})),
+        todos(&[("write plan", "completed")]),
+        done("Plan written."),
+    ];
+    let run = drive(policy, Script::new(replies));
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Verified)
+    );
+    assert_eq!(run.stop.stats.nudges, 1);
+    assert_eq!(run.stop.stats.model_calls, 6);
+    assert_eq!(run.stop.stats.tool_calls, 4);
+    assert_eq!(run.nudges[0].kind, NudgeKind::Incomplete);
+    assert_eq!(run.nudges[0].open_todos, ["write plan"]);
+    assert_eq!(run.nudges[0].missing_tools, ["write_file"]);
+    assert!(run.nudges[0].text.contains("write plan") && run.nudges[0].text.contains("write_file"));
+}
+
+#[test]
+fn rule_6_empty_replies_are_retried_with_exponential_backoff() {
+    let policy = Policy {
+        max_empty_responses: 5,
+        retry_base_ms: 100,
+        retry_max_ms: 100_000,
+        ..Policy::default()
+    };
+    let run = drive(
+        policy,
+        Script::new(vec![empty(), empty(), empty(), empty(), text("finally")]),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    let delays: Vec<u64> = run
+        .commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::CallModel(m) if m.delay_ms > 0 => Some(m.delay_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delays.len(), 4);
+    for (i, d) in delays.iter().enumerate() {
+        let exp = 100u64 << i;
+        assert!(
+            (exp / 2..=exp).contains(d),
+            "retry {} waited {d} ms, expected [{}, {exp}]",
+            i + 1,
+            exp / 2
+        );
+    }
+}
+
+#[test]
+fn rule_7_unrecoverable_errors_exclude_at_once_and_the_model_is_told() {
+    // The third turn asks for the excluded tool and another one: the excluded call is refused
+    // (not executed), the other runs. (A turn asking only for excluded tools ends the run with
+    // `tool_failures`: see `every_requested_tool_excluded_is_tool_failures`.)
+    let replies = vec![
+        call("secret", json!({})),
+        call("other", json!({})),
+        calls(&[
+            ("secret", json!({"again": true})),
+            ("other", json!({"n": 2})),
+        ]),
+        text("gave up"),
+    ];
+    let run = drive(
+        Policy::default(),
+        Script::new(replies).tool(|c, _| {
+            if c.name == "secret" {
+                fail(ToolErrorKind::PermissionDenied)
+            } else {
+                ToolOutcome::Ok(json!("fine"))
+            }
+        }),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    let secret = run.machine.ledger().get("secret").expect("recorded");
+    assert_eq!(
+        (secret.calls, secret.failures, secret.refused),
+        (1, 1, 1),
+        "never retried"
+    );
+    assert_eq!(
+        secret.excluded,
+        Some(Exclusion::Unrecoverable {
+            kind: ToolErrorKind::PermissionDenied
+        })
+    );
+    let refused = run.commands.iter().find_map(|c| match c {
+        Command::RunTools(b) if !b.refused.is_empty() => Some(b.refused.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        refused,
+        Some(vec![(
+            0,
+            Exclusion::Unrecoverable {
+                kind: ToolErrorKind::PermissionDenied
+            }
+        )])
+    );
+}
+
+#[test]
+fn rule_8_tools_already_used_comes_from_the_ledger() {
+    // The required tool ran long ago; the conversation the host keeps may be pruned, but the
+    // ledger still knows, so the claim is accepted without re-running it.
+    let policy = Policy {
+        completion_requires: vec!["deploy".into()],
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    let mut replies = vec![call("deploy", json!({}))];
+    replies.extend((0..20).map(|i| call("read", json!({"i": i}))));
+    replies.push(done("deployed"));
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Explicit)
+    );
+    assert_eq!(run.stop.stats.nudges, 0);
+    assert!(run.machine.ledger().succeeded("deploy"));
+}
+
+#[test]
+fn tool_budgets_warn_then_block() {
+    let mut policy = Policy {
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    policy.tool_budgets.insert(
+        "read_file".into(),
+        ToolBudget {
+            warn_at: Some(2),
+            block_at: Some(4),
+        },
+    );
+    let replies: Vec<Reply> = (0..3)
+        .map(|i| call("read_file", json!({"i": i})))
+        .chain([
+            calls(&[("read_file", json!({"i": 3})), ("grep", json!({}))]),
+            text("done"),
+        ])
+        .collect();
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+    );
+    let batches: Vec<_> = run
+        .commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::RunTools(b) => Some((
+                b.warnings.first().map(|w| (w.1.call, w.1.last)),
+                b.refused.first().map(|r| r.1),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        batches,
+        vec![
+            (None, None),
+            (Some((2, false)), None),
+            (Some((3, true)), None),
+            (None, Some(Exclusion::Budget { block_at: 4 })),
+        ]
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    assert_eq!(
+        run.stop.stats.tool_calls, 4,
+        "three reads and the grep; the fourth read was refused"
+    );
+    assert_eq!(
+        run.machine.ledger().exclusion("read_file"),
+        Some(Exclusion::Budget { block_at: 4 })
+    );
+}
+
+#[test]
+fn terminal_states_absorb_and_say_so() {
+    let mut run = drive(Policy::default(), Script::new(vec![text("answer")]));
+    for e in [
+        Event::Cancel,
+        Event::Tick { now_ms: u64::MAX },
+        Event::ModelTurn(ModelTurn::default()),
+        Event::ToolResults(vec![]),
+    ] {
+        let h = feed(&mut run.machine, e);
+        assert_eq!(
+            h,
+            Handled::Ignored {
+                why: Ignored::Terminal,
+                phase: Phase::Complete
+            }
+        );
+        assert!(run.machine.poll_command().is_none());
+    }
+    assert_eq!(run.machine.stats().ignored_events, 4);
+    assert_eq!(
+        run.machine.outcome(),
+        Some(Outcome::Complete(CompleteReason::Answered))
+    );
+}
+
+#[test]
+fn unexpected_events_are_counted_not_dropped() {
+    let mut m = Machine::new(Policy::default()).expect("valid");
+    let h = feed(&mut m, Event::ToolResults(vec![]));
+    assert_eq!(
+        h,
+        Handled::Ignored {
+            why: Ignored::Unexpected,
+            phase: Phase::Exploring
+        }
+    );
+    let h = feed(&mut m, Event::Verdict(Default::default()));
+    assert_eq!(
+        h,
+        Handled::Ignored {
+            why: Ignored::Unexpected,
+            phase: Phase::Exploring
+        }
+    );
+    assert_eq!(m.stats().ignored_events, 2);
+    assert_eq!(m.stats().steps, 0);
+}
+
+#[test]
+fn results_arrive_in_any_order_but_must_match_the_calls() {
+    let mut m = Machine::new(Policy::default()).expect("valid");
+    let _ = m.poll_command();
+    let calls = vec![
+        ToolCall {
+            id: "x".into(),
+            name: "a".into(),
+            arguments: json!(1),
+        },
+        ToolCall {
+            id: "y".into(),
+            name: "b".into(),
+            arguments: json!(2),
+        },
+    ];
+    feed(
+        &mut m,
+        Event::ModelTurn(ModelTurn {
+            tool_calls: calls,
+            ..Default::default()
+        }),
+    );
+    let r = |id: &str, name: &str| ToolResult {
+        call_id: id.into(),
+        name: name.into(),
+        outcome: ToolOutcome::Ok(json!(0)),
+    };
+    // A missing result and a foreign id are not accepted.
+    assert!(matches!(
+        feed(&mut m, Event::ToolResults(vec![r("x", "a")])),
+        Handled::Ignored { .. }
+    ));
+    assert!(matches!(
+        feed(&mut m, Event::ToolResults(vec![r("x", "a"), r("z", "b")])),
+        Handled::Ignored { .. }
+    ));
+    assert!(matches!(
+        feed(&mut m, Event::ToolResults(vec![r("y", "b"), r("x", "a")])),
+        Handled::Step(_)
+    ));
+    assert_eq!(m.ledger().get("a").map(|t| t.successes), Some(1));
+}
+
+#[test]
+fn a_budget_stop_can_get_one_final_tool_less_answer() {
+    let policy = Policy {
+        max_model_calls: 3,
+        final_answer_on_budget: true,
+        ..Policy::default()
+    };
+    let replies = vec![
+        call("read", json!({"i": 0})),
+        call("read", json!({"i": 1})),
+        call("read", json!({"i": 2})),
+        text("Here is what I found so far."),
+    ];
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Aborted(AbortReason::MaxModelCalls),
+        "the reason still names the budget"
+    );
+    assert_eq!(
+        run.stop.result.as_deref(),
+        Some("Here is what I found so far.")
+    );
+    assert_eq!(run.stop.stats.model_calls, 4);
+    let last_call = run.commands.iter().rev().find_map(|c| match c {
+        Command::CallModel(m) => Some(m.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        last_call.map(|c| c.tools),
+        Some(false),
+        "the final call offers no tools"
+    );
+    assert_eq!(run.rules().last(), Some(&"final_answer_done"));
+}
+
+#[test]
+fn every_stop_carries_the_partial_result_and_all_counters() {
+    let policy = Policy {
+        max_model_calls: 2,
+        ..Policy::default()
+    };
+    let replies = vec![
+        Reply::Turn(ModelTurn {
+            text: "Found the bug in parser.rs; fixing it next.".into(),
+            tool_calls: vec![ToolCall {
+                id: String::new(),
+                name: "read".into(),
+                arguments: json!({}),
+            }],
+            ..Default::default()
+        }),
+        call("read", json!({"n": 2})),
+    ];
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Aborted(AbortReason::MaxModelCalls)
+    );
+    assert_eq!(
+        run.stop.result.as_deref(),
+        Some("Found the bug in parser.rs; fixing it next.")
+    );
+    assert_eq!(run.stop.stats, run.machine.stats());
+}

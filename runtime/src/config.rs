@@ -1,0 +1,41 @@
+//! Runtime settings that are not part of the kernel's policy: timeouts, concurrency, the system
+//! prompt and the worker's identity and lease.
+
+use std::time::Duration;
+
+/// How the runtime carries out the kernel's commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Longest time one model call may take; a slower call is dropped and fed to the kernel as
+    /// a retryable `timeout` error. `None`: no limit. Default 120 s.
+    pub model_timeout: Option<Duration>,
+    /// Longest time one tool call may take; a slower call is dropped and answered with a
+    /// `timeout` error. `None`: no limit. Default 60 s.
+    pub tool_timeout: Option<Duration>,
+    /// Longest time one verification may take; a slower verifier stops the run with an internal
+    /// fault. `None`: no limit. Default 120 s.
+    pub verifier_timeout: Option<Duration>,
+    /// How many tool calls of one turn run at the same time (at least 1). Default 4.
+    pub max_concurrent_tools: usize,
+    /// A system message put before the task. Default none.
+    pub system_prompt: Option<String>,
+    /// This worker's id, for claiming executions. Default `terminus-<pid>`.
+    pub worker: String,
+    /// How long a claim lasts; it is renewed at a third of that while the run lives.
+    /// Default 30 s (the CLI's `--lease-ms`).
+    pub lease: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            model_timeout: Some(Duration::from_secs(120)),
+            tool_timeout: Some(Duration::from_secs(60)),
+            verifier_timeout: Some(Duration::from_secs(120)),
+            max_concurrent_tools: 4,
+            system_prompt: None,
+            worker: format!("terminus-{}", std::process::id()),
+            lease: Duration::from_millis(30_000),
+        }
+    }
+}

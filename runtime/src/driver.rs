@@ -1,0 +1,859 @@
+//! The driver: one loop that feeds an event to the machine, drains its commands, carries out the
+//! one action among them (call the model, run tools, verify) while racing the kill switch, the
+//! run's deadline and the lease renewal, and journals every event before the machine sees it.
+
+use crate::config::RuntimeConfig;
+use crate::error::RunError;
+use crate::fault::Fault;
+use crate::journal::{Lease, MemoryStore, RunSpec, Store};
+use crate::kill::KillSwitch;
+use crate::message::{Message, Transcript};
+use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};
+use crate::observer::{Observer, Transition};
+use crate::report::Report;
+use crate::tool::{ToolSet, ToolSpec, render_outcome};
+use crate::verifier::{RuleVerifier, Verification, Verifier};
+use futures_util::StreamExt as _;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use terminus_kernel::{
+    BudgetWarning, Command, Entry, Event, Handled, Key, Machine, ModelCall, ModelErrorKind,
+    ModelTurn, Policy, Record, StepRecord, Stop, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult,
+    Verdict, VerifyRequest, executed,
+};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+
+/// One agent run, configured builder style and started with [`Run::execute`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use terminus_kernel::{ModelTurn, Policy};
+/// # use terminus_runtime::{Model, ModelError, ModelRequest, Run};
+/// struct Answer;
+/// #[async_trait::async_trait]
+/// impl Model for Answer {
+///     async fn complete(&self, _: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+///         Ok(ModelTurn { text: "4".into(), ..ModelTurn::default() })
+///     }
+/// }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let report = Run::new("What is 2 + 2?", Policy::default(), Arc::new(Answer))
+///     .execute()
+///     .await
+///     .expect("an in-memory run has no storage errors");
+/// assert_eq!(report.outcome.reason_str(), "answered");
+/// assert_eq!(report.result.as_deref(), Some("4"));
+/// # });
+/// ```
+pub struct Run {
+    task: String,
+    name: Option<String>,
+    policy: Policy,
+    model: Arc<dyn Model>,
+    tools: ToolSet,
+    verifier: Option<Arc<dyn Verifier>>,
+    store: Arc<dyn Store>,
+    config: RuntimeConfig,
+    execution: Option<String>,
+    kill: KillSwitch,
+    observer: Option<Box<dyn Observer>>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("task", &self.task)
+            .field("name", &self.name)
+            .field("execution", &self.execution)
+            .field("tools", &self.tools)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// A run of `task` under `policy` with `model`, the built-in tools only, the rule verifier,
+    /// an in-memory journal and [`RuntimeConfig::default`].
+    pub fn new(task: impl Into<String>, policy: Policy, model: Arc<dyn Model>) -> Run {
+        Run {
+            task: task.into(),
+            name: None,
+            policy,
+            model,
+            tools: ToolSet::new(),
+            verifier: None,
+            store: Arc::new(MemoryStore::new()),
+            config: RuntimeConfig::default(),
+            execution: None,
+            kill: KillSwitch::new(),
+            observer: None,
+        }
+    }
+
+    /// Names the run (kept in the execution's [`RunSpec`]).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Run {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The tools the model may call.
+    #[must_use]
+    pub fn tools(mut self, tools: ToolSet) -> Run {
+        self.tools = tools;
+        self
+    }
+
+    /// The verifier asked when the policy has `verify_completion` (default [`RuleVerifier`]).
+    #[must_use]
+    pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> Run {
+        self.verifier = Some(verifier);
+        self
+    }
+
+    /// Where the journal is written (default a fresh [`MemoryStore`]).
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn Store>) -> Run {
+        self.store = store;
+        self
+    }
+
+    /// Timeouts, concurrency, system prompt, worker and lease.
+    #[must_use]
+    pub fn config(mut self, config: RuntimeConfig) -> Run {
+        self.config = config;
+        self
+    }
+
+    /// The execution id (default `run-<pid>-<n>`).
+    #[must_use]
+    pub fn execution(mut self, id: impl Into<String>) -> Run {
+        self.execution = Some(id.into());
+        self
+    }
+
+    /// The kill switch; keep a clone to stop the run.
+    #[must_use]
+    pub fn kill_switch(mut self, kill: KillSwitch) -> Run {
+        self.kill = kill;
+        self
+    }
+
+    /// Receives one record per transition.
+    #[must_use]
+    pub fn observer(mut self, observer: impl Observer + 'static) -> Run {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// Runs to a stop and returns the report. Claims the execution first (a held claim is
+    /// [`crate::StoreError::Claimed`]), creates it in the store with its [`RunSpec`] (an
+    /// execution that already exists is [`RunError::ExecutionExists`]: resuming is not `run`),
+    /// stores the report at the end and releases the claim.
+    pub async fn execute(self) -> Result<Report, RunError> {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let Run {
+            task,
+            name,
+            policy,
+            model,
+            tools,
+            verifier,
+            store,
+            config,
+            execution,
+            kill,
+            mut observer,
+        } = self;
+        let execution = execution.unwrap_or_else(|| {
+            let n = RUNS.fetch_add(1, Ordering::Relaxed);
+            format!("run-{}-{n}", std::process::id())
+        });
+        let machine = Machine::new(policy).map_err(RunError::Policy)?;
+        let lease = store
+            .claim(&execution, &config.worker, config.lease)
+            .await?;
+        let spec = RunSpec {
+            task: task.clone(),
+            name,
+            system: config.system_prompt.clone(),
+            policy: machine.policy().clone(),
+        };
+        if !store.create(&execution, &spec).await? {
+            store.release(&lease).await?;
+            return Err(RunError::ExecutionExists(execution));
+        }
+        let specs = tools.specs();
+        let start = Instant::now();
+        let mut conversation = Vec::with_capacity(64);
+        if let Some(system) = &config.system_prompt {
+            conversation.push(Message::system(system.clone()));
+        }
+        conversation.push(Message::user(task.clone()));
+        let mut driver = Driver {
+            env: Env {
+                task,
+                model,
+                tools,
+                specs,
+                verifier,
+                store,
+                config,
+                execution,
+                kill,
+            },
+            deadline: machine
+                .poll_timeout()
+                .map(|ms| start + Duration::from_millis(ms)),
+            renewal: start + renewal_interval(lease.duration),
+            lease,
+            machine,
+            conversation,
+            commands: Vec::with_capacity(4),
+            trace: Vec::with_capacity(32),
+            duplicates: AtomicU64::new(0),
+            model_calls: 0,
+            start,
+        };
+        let result = driver.drive(&mut observer).await;
+        // The lease expires by itself if releasing fails; the run's own result matters more.
+        let _ = driver.env.store.release(&driver.lease).await;
+        result
+    }
+}
+
+fn renewal_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+/// What stays fixed during a run (shared by reference while an action is awaited).
+struct Env {
+    task: String,
+    model: Arc<dyn Model>,
+    tools: ToolSet,
+    specs: Vec<ToolSpec>,
+    verifier: Option<Arc<dyn Verifier>>,
+    store: Arc<dyn Store>,
+    config: RuntimeConfig,
+    execution: String,
+    kill: KillSwitch,
+}
+
+struct Driver {
+    env: Env,
+    machine: Machine,
+    conversation: Vec<Message>,
+    /// The commands of the last step, journaled and not yet carried out (a reused buffer).
+    commands: Vec<Command>,
+    trace: Vec<StepRecord>,
+    /// Appends that found their key stored with the same content (atomic: concurrent tool
+    /// calls journal their results while the driver is borrowed).
+    duplicates: AtomicU64,
+    model_calls: u32,
+    start: Instant,
+    deadline: Option<Instant>,
+    lease: Lease,
+    renewal: Instant,
+}
+
+/// The one command among those drained that needs an answer.
+enum Action {
+    Model(ModelCall),
+    Tools(ToolBatch),
+    Verify(VerifyRequest),
+    Stop(Stop),
+}
+
+/// How the race between an action, the kill switch and the deadline ended.
+enum Raced<T> {
+    Done(T),
+    Cancel,
+    Deadline,
+}
+
+type EventAndDetail = (Event, Option<String>);
+
+impl Driver {
+    async fn drive(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        self.put(Record {
+            key: Key::event(0),
+            entry: Entry::User {
+                task: self.env.task.clone(),
+            },
+        })
+        .await?;
+        // The machine's first command (the first model call) comes from no step.
+        self.commands
+            .extend(std::iter::from_fn(|| self.machine.poll_command()));
+        loop {
+            let (event, detail) = match self.drain()? {
+                Action::Stop(stop) => return self.finish(stop, observer).await,
+                Action::Model(call) => self.model_step(call).await?,
+                Action::Tools(batch) => self.tools_step(batch).await?,
+                Action::Verify(request) => self.verify_step(request).await?,
+            };
+            self.feed(event, detail, observer).await?;
+        }
+    }
+
+    /// Carries out the last step's commands: notices and nudges go into the conversation as the
+    /// kernel's messages; the one command that needs an answer is returned.
+    fn drain(&mut self) -> Result<Action, RunError> {
+        let mut action = None;
+        let mut commands = std::mem::take(&mut self.commands);
+        for command in commands.drain(..) {
+            let next = match command {
+                Command::Notice(notice) => {
+                    self.conversation.push(Message::kernel(notice.text));
+                    continue;
+                }
+                Command::Nudge(nudge) => {
+                    self.conversation.push(Message::kernel(nudge.text));
+                    continue;
+                }
+                Command::CallModel(call) => Action::Model(call),
+                Command::RunTools(batch) => Action::Tools(batch),
+                Command::Verify(request) => Action::Verify(request),
+                Command::Stop(stop) => Action::Stop(stop),
+            };
+            if action.replace(next).is_some() {
+                return Err(RunError::Internal(
+                    "the kernel issued two actions after one event".into(),
+                ));
+            }
+        }
+        self.commands = commands;
+        action.ok_or_else(|| {
+            RunError::Internal(format!(
+                "the kernel is {} with no command to carry out",
+                self.machine.phase().as_str()
+            ))
+        })
+    }
+
+    /// Awaits `work` unless the kill switch or the deadline comes first; renews the lease while
+    /// waiting. Returns the outcome and the next renewal time.
+    async fn race<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Result<(Raced<T>, Instant), RunError> {
+        tokio::pin!(work);
+        let deadline = async {
+            match self.deadline {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let mut renewal = self.renewal;
+        loop {
+            tokio::select! {
+                biased;
+                () = self.env.kill.killed() => return Ok((Raced::Cancel, renewal)),
+                () = &mut deadline => return Ok((Raced::Deadline, renewal)),
+                () = sleep_until(renewal) => {
+                    self.env.store.renew(&self.lease).await?;
+                    renewal = Instant::now() + renewal_interval(self.lease.duration);
+                }
+                out = &mut work => return Ok((Raced::Done(out), renewal)),
+            }
+        }
+    }
+
+    fn interrupted<T>(&self, raced: Raced<T>) -> Result<T, EventAndDetail> {
+        match raced {
+            Raced::Done(out) => Ok(out),
+            Raced::Cancel => Err((Event::Cancel, None)),
+            Raced::Deadline => Err((self.tick(), None)),
+        }
+    }
+
+    fn tick(&self) -> Event {
+        let now_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Event::Tick { now_ms }
+    }
+
+    // ----- model -----
+
+    async fn model_step(&mut self, call: ModelCall) -> Result<EventAndDetail, RunError> {
+        self.model_calls = self.model_calls.saturating_add(1);
+        let number = self.model_calls;
+        let (raced, renewal) = self.race(self.call_model(call, number)).await?;
+        self.renewal = renewal;
+        let out = match self.interrupted(raced) {
+            Ok(out) => out?,
+            Err(event) => return Ok(event),
+        };
+        match out {
+            Ok(mut turn) => {
+                for (i, call) in turn.tool_calls.iter_mut().enumerate() {
+                    if call.id.is_empty() {
+                        call.id = format!("call-{number}-{i}");
+                    }
+                }
+                if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() {
+                    self.conversation.push(Message::assistant(
+                        turn.text.clone(),
+                        turn.tool_calls.clone(),
+                    ));
+                }
+                Ok((Event::ModelTurn(turn), None))
+            }
+            Err(failure) => Ok((
+                Event::ModelError {
+                    kind: failure.kind,
+                    retry_after_ms: failure.retry_after_ms,
+                },
+                Some(failure.message),
+            )),
+        }
+    }
+
+    async fn call_model(
+        &self,
+        call: ModelCall,
+        number: u32,
+    ) -> Result<Result<ModelTurn, ModelFailure>, Fault> {
+        if call.delay_ms > 0 {
+            // Backoff before a retry: a real sleep, so the deadline and the kill switch apply.
+            sleep(Duration::from_millis(call.delay_ms)).await;
+        }
+        let request = ModelRequest {
+            messages: &self.conversation,
+            tools: if call.tools { &self.env.specs } else { &[] },
+            tools_enabled: call.tools,
+            purpose: Purpose::Turn {
+                reason: call.reason,
+                call: number,
+            },
+        };
+        let answer = self.env.model.complete(request);
+        let answer = match self.env.config.model_timeout {
+            None => answer.await,
+            Some(limit) => timeout(limit, answer).await.unwrap_or_else(|_| {
+                Err(ModelError::Failure(ModelFailure::new(
+                    ModelErrorKind::Timeout,
+                    format!("no answer within {} ms", limit.as_millis()),
+                )))
+            }),
+        };
+        match answer {
+            Ok(turn) => Ok(Ok(turn)),
+            Err(ModelError::Failure(failure)) => Ok(Err(failure)),
+            Err(ModelError::Fault(fault)) => Err(fault),
+        }
+    }
+
+    // ----- tools -----
+
+    async fn tools_step(&mut self, batch: ToolBatch) -> Result<EventAndDetail, RunError> {
+        // The intents were journaled with the step that issued the batch (write-ahead); the
+        // results go to the same checkpoint, one slot per executed call.
+        let checkpoint = self.machine.stats().steps;
+        let calls = u32::try_from(executed(&batch).count()).unwrap_or(u32::MAX);
+        let (raced, renewal) = self.race(self.run_tools(&batch, checkpoint, calls)).await?;
+        self.renewal = renewal;
+        let outcomes = match self.interrupted(raced) {
+            Ok(out) => out?,
+            Err(event) => return Ok(event),
+        };
+        let mut outcomes = outcomes.into_iter();
+        let ToolBatch {
+            calls,
+            refused,
+            warnings,
+        } = batch;
+        let mut results = Vec::with_capacity(calls.len());
+        for (i, call) in calls.into_iter().enumerate() {
+            let refusal = refused.iter().find(|(k, _)| *k == i).map(|(_, e)| *e);
+            if let Some(exclusion) = refusal {
+                // Refused calls are not executed and not sent back to the kernel, but the model
+                // gets an answer for each (chat APIs require one per call).
+                let text = format!(
+                    "Not run: the tool `{}` is excluded because {exclusion}.",
+                    call.name
+                );
+                self.conversation
+                    .push(Message::tool_refusal(call.id, call.name, text));
+                continue;
+            }
+            let Some((_, outcome)) = outcomes.next() else {
+                return Err(RunError::Internal("a tool call has no outcome".into()));
+            };
+            let warning = warnings
+                .iter()
+                .find(|(k, _)| *k == i)
+                .map(|(_, w)| budget_warning_text(&call.name, *w));
+            self.conversation.push(Message::tool_result(
+                call.id.clone(),
+                call.name.clone(),
+                render_outcome(&outcome),
+                warning.as_deref(),
+            ));
+            results.push(ToolResult {
+                call_id: call.id,
+                name: call.name,
+                outcome,
+            });
+        }
+        Ok((Event::ToolResults(results), None))
+    }
+
+    /// Runs the executed calls of `batch`, at most `max_concurrent_tools` at a time, journals
+    /// each result as it arrives (executed call `j` of `calls` under
+    /// `Key::result(checkpoint, calls, j)`, so a crash loses no finished call), and returns the
+    /// outcomes in batch order (so the event does not depend on timing).
+    async fn run_tools(
+        &self,
+        batch: &ToolBatch,
+        checkpoint: u32,
+        calls_in_batch: u32,
+    ) -> Result<Vec<(usize, ToolOutcome)>, RunError> {
+        let limit = self.env.config.max_concurrent_tools.max(1);
+        let tool_timeout = self.env.config.tool_timeout;
+        // Each tool's `call` is invoked here, in batch order, before anything runs: an adapter
+        // that takes the next scripted result when called stays deterministic.
+        let calls: Vec<_> = batch
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| batch.refusal(*i).is_none())
+            .enumerate()
+            .map(|(j, (i, call))| {
+                let started = self
+                    .env
+                    .tools
+                    .get(&call.name)
+                    .map(|tool| tool.call(call.arguments.clone()));
+                let name = call.name.as_str();
+                let key = Key::result(
+                    checkpoint,
+                    calls_in_batch,
+                    u32::try_from(j).unwrap_or(u32::MAX),
+                );
+                async move {
+                    let outcome = match started {
+                        None => Ok(ToolOutcome::Error {
+                            kind: ToolErrorKind::NotFound,
+                            message: format!("there is no tool named `{name}`"),
+                        }),
+                        Some(running) => match tool_timeout {
+                            None => running.await,
+                            Some(limit) => timeout(limit, running).await.unwrap_or_else(|_| {
+                                Ok(ToolOutcome::Error {
+                                    kind: ToolErrorKind::Timeout,
+                                    message: format!("no result within {} ms", limit.as_millis()),
+                                })
+                            }),
+                        },
+                    };
+                    let outcome = outcome?;
+                    let result = ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        outcome: outcome.clone(),
+                    };
+                    self.put(Record {
+                        key,
+                        entry: Entry::ToolResult(result),
+                    })
+                    .await?;
+                    Ok::<_, RunError>((i, outcome))
+                }
+            })
+            .collect();
+        if calls.len() == 1 {
+            // The common case: no stream machinery.
+            let mut out = Vec::with_capacity(1);
+            for call in calls {
+                out.push(call.await?);
+            }
+            return Ok(out);
+        }
+        let mut out: Vec<(usize, ToolOutcome)> = Vec::with_capacity(calls.len());
+        let mut running = futures_util::stream::iter(calls).buffer_unordered(limit);
+        while let Some(result) = running.next().await {
+            out.push(result?);
+        }
+        out.sort_unstable_by_key(|(i, _)| *i);
+        Ok(out)
+    }
+
+    // ----- verification -----
+
+    async fn verify_step(&mut self, request: VerifyRequest) -> Result<EventAndDetail, RunError> {
+        let (raced, renewal) = self.race(self.verify(&request)).await?;
+        self.renewal = renewal;
+        match self.interrupted(raced) {
+            Ok(verdict) => Ok((Event::Verdict(verdict?), None)),
+            Err(event) => Ok(event),
+        }
+    }
+
+    async fn verify(&self, request: &VerifyRequest) -> Result<Verdict, Fault> {
+        let verification = Verification {
+            task: &self.env.task,
+            claim: &request.claim,
+            todos: &request.todos,
+            ledger: self.machine.ledger(),
+            completion_requires: &self.machine.policy().completion_requires,
+            transcript: Transcript::new(&self.conversation),
+        };
+        let verifier: &dyn Verifier = match &self.env.verifier {
+            Some(v) => v.as_ref(),
+            None => &RuleVerifier,
+        };
+        let verdict = verifier.verify(verification);
+        match self.env.config.verifier_timeout {
+            None => verdict.await,
+            Some(limit) => timeout(limit, verdict).await.unwrap_or_else(|_| {
+                Err(Fault::internal(format!(
+                    "the verifier gave no verdict within {} ms",
+                    limit.as_millis()
+                )))
+            }),
+        }
+    }
+
+    // ----- journal and machine -----
+
+    /// Journals `event` (write-ahead, as the event of the step it is about to make), feeds it to
+    /// the machine, journals the step and its commands, and reports the transition.
+    async fn feed(
+        &mut self,
+        event: Event,
+        detail: Option<String>,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<(), RunError> {
+        let summary = observer
+            .as_ref()
+            .map(|_| summarize(&event, detail.as_deref()));
+        let checkpoint = self.machine.stats().steps.saturating_add(1);
+        self.put(Record {
+            key: Key::event(checkpoint),
+            entry: Entry::from_event(&event),
+        })
+        .await?;
+        let label = event.label();
+        match self.machine.handle(event) {
+            Handled::Step(record) => {
+                self.trace.push(record);
+                self.commands
+                    .extend(std::iter::from_fn(|| self.machine.poll_command()));
+                self.journal_step(&record).await?;
+                if let Some(observer) = observer.as_mut() {
+                    observer.on_transition(&Transition {
+                        record,
+                        stats: self.machine.stats(),
+                        summary: summary.as_deref().unwrap_or(""),
+                        elapsed_ms: u64::try_from(self.start.elapsed().as_millis())
+                            .unwrap_or(u64::MAX),
+                    });
+                }
+                Ok(())
+            }
+            Handled::Observed => Ok(()),
+            Handled::Ignored { why, phase } => Err(RunError::Internal(format!(
+                "the kernel ignored {label} in {} ({why:?})",
+                phase.as_str()
+            ))),
+        }
+    }
+
+    /// Journals what step `step` decided, before any of it is carried out: the transition, the
+    /// guidance it emitted, its stop record, and an intent per executed tool call (the layout of
+    /// `terminus_kernel::step_records`).
+    async fn journal_step(&self, step: &StepRecord) -> Result<(), RunError> {
+        let checkpoint = step.step;
+        self.put(Record {
+            key: Key::transition(checkpoint),
+            entry: Entry::Transition(*step),
+        })
+        .await?;
+        let mut guidance = 0u32;
+        for command in &self.commands {
+            match command {
+                Command::Nudge(nudge) => {
+                    let key = Key::guidance(checkpoint, guidance);
+                    guidance += 1;
+                    self.put(Record {
+                        key,
+                        entry: Entry::Nudge(nudge.clone()),
+                    })
+                    .await?;
+                }
+                Command::Notice(notice) => {
+                    let key = Key::guidance(checkpoint, guidance);
+                    guidance += 1;
+                    self.put(Record {
+                        key,
+                        entry: Entry::Notice(notice.clone()),
+                    })
+                    .await?;
+                }
+                Command::Stop(stop) => {
+                    self.put(Record {
+                        key: Key::stop(checkpoint),
+                        entry: Entry::Stop(stop.clone()),
+                    })
+                    .await?;
+                }
+                Command::RunTools(batch) => {
+                    for (j, call) in executed(batch).enumerate() {
+                        let idempotent = self
+                            .env
+                            .tools
+                            .get(&call.name)
+                            .is_none_or(|t| t.idempotent());
+                        self.put(Record {
+                            key: Key::intent(checkpoint, u32::try_from(j).unwrap_or(u32::MAX)),
+                            entry: Entry::ToolCall {
+                                call: call.clone(),
+                                idempotent,
+                            },
+                        })
+                        .await?;
+                    }
+                }
+                Command::CallModel(_) | Command::Verify(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `record`. A key already stored with the same content is a prevented duplicate;
+    /// with other content, the journal is another run's.
+    async fn put(&self, record: Record) -> Result<(), RunError> {
+        let record = Arc::new(record);
+        let appended = self
+            .env
+            .store
+            .append(&self.env.execution, Arc::clone(&record))
+            .await?;
+        if appended.already_existed {
+            if *appended.record != *record {
+                return Err(RunError::Diverged(record.key));
+            }
+            self.duplicates.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    async fn finish(
+        &mut self,
+        stop: Stop,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        // The stop record was journaled with the last step.
+        let entries = self.env.store.count(&self.env.execution).await?;
+        let report = Report::new(
+            self.env.execution.clone(),
+            stop,
+            self.machine.todos().to_vec(),
+            std::mem::take(&mut self.trace),
+            entries,
+            self.duplicates.load(Ordering::Relaxed),
+        );
+        self.env.store.finish(&self.env.execution, &report).await?;
+        if let Some(observer) = observer.as_mut() {
+            observer.on_stop(&report);
+        }
+        Ok(report)
+    }
+}
+
+/// The warning appended to a tool result when its tool's budget is nearly spent.
+fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
+    match w.block_at {
+        Some(_) if w.last => format!(
+            "[budget] This was call {} of `{tool}`, the last one allowed: further calls will be refused.",
+            w.call
+        ),
+        Some(block_at) => format!(
+            "[budget] This was call {} of `{tool}`; from call {block_at} on, calls will be refused.",
+            w.call
+        ),
+        None => format!(
+            "[budget] This was call {} of `{tool}`; use it sparingly.",
+            w.call
+        ),
+    }
+}
+
+/// A few words on an event, for progress lines.
+fn summarize(event: &Event, detail: Option<&str>) -> String {
+    let mut s = String::new();
+    match event {
+        Event::ModelTurn(turn) if !turn.tool_calls.is_empty() => {
+            s.push_str("calls ");
+            for (i, call) in turn.tool_calls.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                s.push_str(&call.name);
+            }
+        }
+        Event::ModelTurn(turn) => {
+            let text = turn.text.trim();
+            if text.is_empty() {
+                s.push_str("no content");
+            } else {
+                let preview: String = text.chars().take(60).collect();
+                let _ = write!(s, "{preview:?}");
+                if preview.len() < text.len() {
+                    s.push('…');
+                }
+            }
+            match turn.needs_more_work {
+                Some(true) => s.push_str(" needs_more_work: true"),
+                Some(false) => s.push_str(" needs_more_work: false"),
+                None => {}
+            }
+        }
+        Event::ModelError { kind, .. } => {
+            s.push_str(kind.as_str());
+            if let Some(detail) = detail {
+                s.push_str(": ");
+                s.push_str(detail);
+            }
+        }
+        Event::ToolResults(results) => {
+            for (i, r) in results.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                s.push_str(&r.name);
+                match &r.outcome {
+                    ToolOutcome::Ok(_) => s.push_str(" ok"),
+                    ToolOutcome::Error { kind, .. } => {
+                        s.push(' ');
+                        s.push_str(kind.as_str());
+                    }
+                }
+            }
+        }
+        Event::Verdict(v) => {
+            if v.complete {
+                s.push_str("verdict: complete");
+            } else {
+                s.push_str("verdict: incomplete");
+                if !v.missing.is_empty() {
+                    s.push_str(" (missing: ");
+                    s.push_str(&v.missing.join("; "));
+                    s.push(')');
+                }
+            }
+        }
+        Event::Tick { now_ms } => {
+            let _ = write!(s, "clock at {now_ms} ms");
+        }
+        Event::Cancel => s.push_str("kill switch"),
+    }
+    s
+}

@@ -1,0 +1,57 @@
+//! Why a run could not produce a report.
+
+use crate::fault::{Fault, FaultKind};
+use crate::journal::StoreError;
+use terminus_kernel::{Key, PolicyError};
+
+/// A run that ended without a report. (A run that the kernel stopped, even aborted, has a
+/// report: that is not an error.)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The policy cannot be run.
+    #[error("invalid {0}")]
+    Policy(PolicyError),
+    /// An adapter cannot go on.
+    #[error("{0}")]
+    Fault(Fault),
+    /// The store failed, or another worker holds the execution.
+    #[error("{0}")]
+    Store(StoreError),
+    /// `run` was asked for an execution that already has journal entries.
+    #[error("execution `{0}` already has journal entries; resume it or choose another id")]
+    ExecutionExists(String),
+    /// A key already stored holds different content: the journal is not this run's.
+    #[error("the journal entry at {0} differs from this run's; the journal belongs to another run")]
+    Diverged(Key),
+    /// The runtime and the kernel disagree (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> Self {
+        RunError::Store(e)
+    }
+}
+
+impl From<Fault> for RunError {
+    fn from(f: Fault) -> Self {
+        RunError::Fault(f)
+    }
+}
+
+impl RunError {
+    /// The process exit code of DESIGN.md: 2 invalid input, 3 internal or storage error,
+    /// 4 claimed by another worker.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Policy(_) | RunError::ExecutionExists(_) => 2,
+            RunError::Fault(f) if f.kind == FaultKind::InvalidInput => 2,
+            RunError::Store(StoreError::Claimed { .. } | StoreError::LeaseLost { .. }) => 4,
+            RunError::Fault(_)
+            | RunError::Store(_)
+            | RunError::Diverged(_)
+            | RunError::Internal(_) => 3,
+        }
+    }
+}

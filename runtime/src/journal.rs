@@ -1,0 +1,290 @@
+//! The journal port: where a run's records live, and the claim on an execution.
+//!
+//! The journal *model* (what is recorded, under which deterministic `cp{checkpoint}:e{index}`
+//! key, and how a journal is replayed into a machine) is the kernel's:
+//! [`terminus_kernel::Record`], [`terminus_kernel::Key`], [`terminus_kernel::step_records`],
+//! [`terminus_kernel::recover`]. Checkpoint `n` holds what happened at step `n`; the runtime
+//! writes, for each step:
+//!
+//! - `e0`, the event, *before* the machine sees it (write-ahead; at `cp0` the task);
+//! - after the machine took the step: `e1` the transition, `e2..` the nudges and notices it
+//!   emitted, `e15` the stop record of the last step, and `e16 + j` one intent per executed tool
+//!   call, all written before any call starts;
+//! - `e16 + k + j` the result of executed call `j` (of `k`), written as soon as it arrives, so a
+//!   crash leaves each call not started, in doubt or done ([`terminus_kernel::CallState`]).
+//!
+//! Because the kernel is deterministic, a replay writes exactly the same keys: an append whose
+//! key is already stored returns the stored record with [`Appended::already_existed`] set, and the
+//! runtime counts it in the report's `duplicates_prevented` instead of writing it twice.
+//!
+//! A [`Store`] also keeps, per execution, the [`RunSpec`] (what [`terminus_kernel::recover`]
+//! needs besides the records: the policy), the claim (worker and lease) and the final
+//! [`Report`]. [`MemoryStore`] is the in-memory store; durable stores implement the same trait.
+
+use crate::report::Report;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use terminus_kernel::{Key, Policy, Record};
+use tokio::time::Instant;
+
+/// What a run was started with: with the records, enough to resume it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// The task.
+    pub task: String,
+    /// A name for the run (the scenario's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The system prompt, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The policy.
+    pub policy: Policy,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Appended {
+    /// The stored record: the new one, or the one already stored under its key.
+    pub record: Arc<Record>,
+    /// The key was already stored; nothing was written.
+    pub already_existed: bool,
+}
+
+/// A claim on an execution: one worker runs it until the lease expires or is released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The execution.
+    pub execution: String,
+    /// The worker holding it.
+    pub worker: String,
+    /// How long a claim or renewal lasts.
+    pub duration: Duration,
+}
+
+/// A storage failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Another worker holds an unexpired claim on the execution (exit code 4).
+    #[error("execution `{execution}` is claimed by another worker ({worker})")]
+    Claimed {
+        /// The execution.
+        execution: String,
+        /// The worker that holds it.
+        worker: String,
+    },
+    /// The lease expired and another worker claimed the execution (exit code 4).
+    #[error("the claim on execution `{execution}` was lost to another worker")]
+    LeaseLost {
+        /// The execution.
+        execution: String,
+    },
+    /// The store itself failed (exit code 3).
+    #[error("storage failed: {0}")]
+    Backend(String),
+    /// Stored data is unreadable (exit code 3).
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Where journals live. Every method is atomic on its own.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Records a new execution with its spec. Returns false, writing nothing, if the execution
+    /// already exists.
+    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError>;
+
+    /// The spec of `execution`, if it exists.
+    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError>;
+
+    /// Appends `record` unless its key is already stored: then nothing is written and the
+    /// stored record comes back with `already_existed = true`.
+    async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError>;
+
+    /// Every record of `execution`, in key order.
+    async fn records(&self, execution: &str) -> Result<Vec<Arc<Record>>, StoreError>;
+
+    /// How many records `execution` has.
+    async fn count(&self, execution: &str) -> Result<u64, StoreError>;
+
+    /// Stores the report of an execution that ended.
+    async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError>;
+
+    /// The report of `execution`, if it ended.
+    async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError>;
+
+    /// Claims `execution` for `worker` for `duration` (one compare-and-set). Fails with
+    /// [`StoreError::Claimed`] while another worker's lease is unexpired; the same worker may
+    /// claim again.
+    async fn claim(
+        &self,
+        execution: &str,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Lease, StoreError>;
+
+    /// Extends the lease. Fails with [`StoreError::LeaseLost`] if the worker no longer holds it.
+    async fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Gives the claim up (a no-op if the worker no longer holds it).
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+}
+
+#[derive(Debug, Default)]
+struct Execution {
+    spec: Option<RunSpec>,
+    /// In append order; `keys` indexes them (appends stay O(1) however long the run).
+    records: Vec<Arc<Record>>,
+    keys: HashMap<Key, usize>,
+    claim: Option<(String, Instant)>,
+    report: Option<Report>,
+}
+
+/// The in-memory store: journals live as long as the value; clones share the same data. Leases
+/// use tokio's clock, so tests with a paused clock can expire them.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    executions: Arc<Mutex<HashMap<String, Execution>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, Execution>) -> T) -> T {
+        // Every mutation under the lock is a single insert or assignment, so a lock poisoned by
+        // a panic elsewhere still guards consistent data.
+        let mut executions = self
+            .executions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut executions)
+    }
+
+    fn with_execution<T>(&self, execution: &str, f: impl FnOnce(&mut Execution) -> T) -> T {
+        self.with(|all| match all.get_mut(execution) {
+            Some(e) => f(e),
+            None => f(all.entry(execution.to_owned()).or_default()),
+        })
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
+        Ok(self.with_execution(execution, |e| {
+            if e.spec.is_some() || !e.records.is_empty() {
+                return false;
+            }
+            e.spec = Some(spec.clone());
+            true
+        }))
+    }
+
+    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
+        Ok(self.with(|all| all.get(execution).and_then(|e| e.spec.clone())))
+    }
+
+    async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
+        Ok(self.with_execution(execution, |e| {
+            if let Some(stored) = e.keys.get(&record.key).and_then(|&at| e.records.get(at)) {
+                return Appended {
+                    record: Arc::clone(stored),
+                    already_existed: true,
+                };
+            }
+            e.keys.insert(record.key, e.records.len());
+            e.records.push(Arc::clone(&record));
+            Appended {
+                record,
+                already_existed: false,
+            }
+        }))
+    }
+
+    async fn records(&self, execution: &str) -> Result<Vec<Arc<Record>>, StoreError> {
+        Ok(self.with(|all| {
+            let mut records: Vec<Arc<Record>> = all
+                .get(execution)
+                .map(|e| e.records.clone())
+                .unwrap_or_default();
+            records.sort_by_key(|r| r.key);
+            records
+        }))
+    }
+
+    async fn count(&self, execution: &str) -> Result<u64, StoreError> {
+        Ok(self.with(|all| {
+            all.get(execution)
+                .map_or(0, |e| u64::try_from(e.records.len()).unwrap_or(u64::MAX))
+        }))
+    }
+
+    async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
+        self.with_execution(execution, |e| e.report = Some(report.clone()));
+        Ok(())
+    }
+
+    async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
+        Ok(self.with(|all| all.get(execution).and_then(|e| e.report.clone())))
+    }
+
+    async fn claim(
+        &self,
+        execution: &str,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        let now = Instant::now();
+        self.with_execution(execution, |e| {
+            if let Some((holder, expires)) = &e.claim
+                && holder != worker
+                && *expires > now
+            {
+                return Err(StoreError::Claimed {
+                    execution: execution.to_owned(),
+                    worker: holder.clone(),
+                });
+            }
+            e.claim = Some((worker.to_owned(), now + duration));
+            Ok(Lease {
+                execution: execution.to_owned(),
+                worker: worker.to_owned(),
+                duration,
+            })
+        })
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        let now = Instant::now();
+        self.with(
+            |all| match all.get_mut(&lease.execution).and_then(|e| e.claim.as_mut()) {
+                Some((holder, expires)) if *holder == lease.worker => {
+                    *expires = now + lease.duration;
+                    Ok(())
+                }
+                _ => Err(StoreError::LeaseLost {
+                    execution: lease.execution.clone(),
+                }),
+            },
+        )
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.with(|all| {
+            if let Some(e) = all.get_mut(&lease.execution)
+                && e.claim
+                    .as_ref()
+                    .is_some_and(|(holder, _)| *holder == lease.worker)
+            {
+                e.claim = None;
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! # terminus-runtime
+//!
+//! The async runtime of Terminus: it drives the sans-IO kernel [`terminus_kernel::Machine`]
+//! against a [`Model`], a [`ToolSet`], a [`Verifier`] and a journal [`Store`], and owns
+//! everything the kernel leaves to its host: the clock, the run's wall-clock deadline, per-call
+//! timeouts, the kill switch, tool concurrency, the conversation and the journal.
+//!
+//! ## The loop
+//!
+//! One [`Run`] is one loop, in the shape of quinn's connection driver:
+//!
+//! 1. drain the machine's commands: `Notice` and `Nudge` become messages of the kernel's own
+//!    (never shown to the verifier, rule 4); the one remaining command is the action;
+//! 2. carry out the action (`CallModel` after its backoff delay, `RunTools` with the non-refused
+//!    calls running concurrently up to [`RuntimeConfig::max_concurrent_tools`], `Verify`), racing
+//!    the kill switch and the deadline timer ([`Machine::poll_timeout`]), which become
+//!    `Event::Cancel` and `Event::Tick`;
+//! 3. journal the resulting event (write-ahead), feed it to the machine, journal the step and
+//!    its commands, report the transition to the [`Observer`]; repeat until `Stop`, then store
+//!    the [`Report`] with the execution.
+//!
+//! All time is [`tokio::time::Instant`], so tests run under tokio's paused clock. The hot path
+//! borrows the conversation (the model gets `&[Message]`), appends to it, and clones only what
+//! it journals (the event, the step's guidance and tool calls): no step does work proportional
+//! to the history.
+//!
+//! ## Journal
+//!
+//! See [`journal`]: the runtime writes the kernel's journal model
+//! ([`terminus_kernel::Record`] under deterministic `cp{checkpoint}:e{index}` keys): the event of
+//! each step before the machine sees it, the step's transition, guidance, stop and tool intents
+//! before any of it is carried out, and each tool result as it arrives.
+//! [`terminus_kernel::recover`] rebuilds the machine from the records.
+//!
+//! [`Machine::poll_timeout`]: terminus_kernel::Machine::poll_timeout
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod driver;
+mod error;
+mod fault;
+pub mod journal;
+mod kill;
+mod message;
+mod model;
+mod observer;
+mod report;
+mod tool;
+mod verifier;
+
+pub use crate::config::RuntimeConfig;
+pub use crate::driver::Run;
+pub use crate::error::RunError;
+pub use crate::fault::{Fault, FaultKind};
+pub use crate::journal::{Appended, Lease, MemoryStore, RunSpec, Store, StoreError};
+pub use crate::kill::KillSwitch;
+pub use crate::message::{Author, Evidence, Message, Role, Transcript};
+pub use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};
+pub use crate::observer::{Observer, Transition};
+pub use crate::report::Report;
+pub use crate::tool::{Tool, ToolSet, ToolSpec, WriteTodos, render_outcome};
+pub use crate::verifier::{
+    LLM_VERIFIER_PROMPT, LlmVerifier, RuleVerifier, Verification, Verifier, parse_verdict,
+};

@@ -1,0 +1,213 @@
+//! The conversation the runtime keeps for the model, and the verifier's filtered view of it.
+//!
+//! Every message says who wrote it ([`Author`]). The kernel's own text (nudges, notices, refusals
+//! of excluded tools, budget warnings appended to tool results) is marked [`Author::Kernel`] or
+//! kept past [`Message::evidence`], so that the verifier's [`Transcript`] can never show it
+//! (DESIGN.md rule 4).
+
+use serde::{Deserialize, Serialize};
+use terminus_kernel::ToolCall;
+
+/// The role of a message, as chat APIs name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions from the host.
+    System,
+    /// The task, and the kernel's guidance (nudges and notices are sent as user messages).
+    User,
+    /// A model turn.
+    Assistant,
+    /// The result of one tool call.
+    Tool,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Author {
+    /// The host: the system prompt and the task.
+    Host,
+    /// The model.
+    Model,
+    /// A tool (or the runtime answering for a tool that does not exist).
+    Tool,
+    /// The kernel: nudges, notices, refusals of excluded tools. Never shown to the verifier.
+    Kernel,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// The chat role.
+    pub role: Role,
+    /// Who wrote it.
+    pub author: Author,
+    /// The text the model sees.
+    pub content: String,
+    /// The tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The tool a tool message comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Bytes of `content` that are evidence; anything after them is kernel text (a budget
+    /// warning) that the verifier must not see.
+    evidence_len: usize,
+}
+
+impl Message {
+    fn new(role: Role, author: Author, content: String) -> Message {
+        let evidence_len = content.len();
+        Message {
+            role,
+            author,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            evidence_len,
+        }
+    }
+
+    /// A system message from the host.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new(Role::System, Author::Host, content.into())
+    }
+
+    /// A user message from the host (the task).
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new(Role::User, Author::Host, content.into())
+    }
+
+    /// A user message carrying the kernel's guidance (a nudge or a notice).
+    pub fn kernel(content: impl Into<String>) -> Message {
+        Message::new(Role::User, Author::Kernel, content.into())
+    }
+
+    /// An assistant message (one model turn).
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Message {
+        let mut m = Message::new(Role::Assistant, Author::Model, content.into());
+        m.tool_calls = tool_calls;
+        m
+    }
+
+    /// The result of one tool call, written by the tool. `kernel_suffix` (a budget warning) is
+    /// appended to what the model sees but is not evidence for the verifier.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        output: String,
+        kernel_suffix: Option<&str>,
+    ) -> Message {
+        let mut m = Message::new(Role::Tool, Author::Tool, output);
+        if let Some(suffix) = kernel_suffix {
+            m.content.push_str("\n\n");
+            m.content.push_str(suffix);
+        }
+        m.tool_call_id = Some(call_id.into());
+        m.tool_name = Some(tool.into());
+        m
+    }
+
+    /// A tool-result message written by the kernel: the refusal of a call to an excluded tool.
+    pub fn tool_refusal(
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        text: String,
+    ) -> Message {
+        let mut m = Message::new(Role::Tool, Author::Kernel, text);
+        m.tool_call_id = Some(call_id.into());
+        m.tool_name = Some(tool.into());
+        m
+    }
+
+    /// The part of `content` that is evidence of the work: empty for kernel messages, the
+    /// content without any appended budget warning otherwise.
+    pub fn evidence(&self) -> &str {
+        if self.author == Author::Kernel {
+            return "";
+        }
+        self.content
+            .get(..self.evidence_len)
+            .unwrap_or(&self.content)
+    }
+}
+
+/// The verifier's view of the conversation: every message except the kernel's own, and tool
+/// results without the kernel's budget warnings (DESIGN.md rule 4). It borrows the runtime's
+/// conversation; nothing is copied.
+#[derive(Debug, Clone, Copy)]
+pub struct Transcript<'a> {
+    messages: &'a [Message],
+}
+
+/// One message as the verifier sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evidence<'a> {
+    /// The chat role.
+    pub role: Role,
+    /// Who wrote it (never [`Author::Kernel`]).
+    pub author: Author,
+    /// The text, without kernel text.
+    pub content: &'a str,
+    /// The tool calls of an assistant message.
+    pub tool_calls: &'a [ToolCall],
+    /// The tool a tool message comes from.
+    pub tool_name: Option<&'a str>,
+}
+
+impl<'a> Transcript<'a> {
+    /// A view of `messages` that hides the kernel's text.
+    pub fn new(messages: &'a [Message]) -> Transcript<'a> {
+        Transcript { messages }
+    }
+
+    /// The messages the verifier may use as evidence, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Evidence<'a>> + 'a {
+        self.messages
+            .iter()
+            .filter(|m| m.author != Author::Kernel)
+            .map(|m| Evidence {
+                role: m.role,
+                author: m.author,
+                content: m.evidence(),
+                tool_calls: &m.tool_calls,
+                tool_name: m.tool_name.as_deref(),
+            })
+    }
+
+    /// A plain-text rendering for a verifier prompt: one block per message, tool calls with
+    /// their arguments, tool results with their tool's name.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for e in self.iter() {
+            match e.role {
+                Role::System => continue,
+                Role::User => out.push_str("[user]\n"),
+                Role::Assistant => out.push_str("[assistant]\n"),
+                Role::Tool => {
+                    out.push_str("[tool result: ");
+                    out.push_str(e.tool_name.unwrap_or("?"));
+                    out.push_str("]\n");
+                }
+            }
+            if !e.content.is_empty() {
+                out.push_str(e.content);
+                out.push('\n');
+            }
+            for call in e.tool_calls {
+                out.push_str("(calls ");
+                out.push_str(&call.name);
+                out.push(' ');
+                out.push_str(&call.arguments.to_string());
+                out.push_str(")\n");
+            }
+            out.push('\n');
+        }
+        out
+    }
+}

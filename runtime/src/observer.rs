@@ -1,0 +1,46 @@
+//! Progress: one record per transition, for the CLI's stderr lines or a host's telemetry.
+
+use crate::report::Report;
+use std::fmt;
+use terminus_kernel::{Stats, StepRecord};
+
+/// One transition of the run, as an observer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    /// The kernel's record of the step.
+    pub record: StepRecord,
+    /// Every counter after the step.
+    pub stats: Stats,
+    /// What the event was, in a few words ("read_file, write_file", "rate_limited: slow down").
+    pub summary: &'a str,
+    /// Milliseconds since the run started (tokio's clock).
+    pub elapsed_ms: u64,
+}
+
+impl fmt::Display for Transition<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.record)?;
+        if !self.summary.is_empty() {
+            write!(f, "  {}", self.summary)?;
+        }
+        Ok(())
+    }
+}
+
+/// Receives the run's progress. Any `FnMut(&Transition)` closure is an observer (send the lines
+/// into a channel from it if the host wants them elsewhere).
+pub trait Observer: Send {
+    /// One transition was taken.
+    fn on_transition(&mut self, transition: &Transition<'_>);
+
+    /// The run ended (the report is journaled already).
+    fn on_stop(&mut self, report: &Report) {
+        let _ = report;
+    }
+}
+
+impl<F: FnMut(&Transition<'_>) + Send> Observer for F {
+    fn on_transition(&mut self, transition: &Transition<'_>) {
+        self(transition);
+    }
+}

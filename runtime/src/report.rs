@@ -1,0 +1,94 @@
+//! The report of a finished run (DESIGN.md, "Report").
+
+use serde::{Deserialize, Serialize};
+use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
+
+/// How a run ended, with its counters and the path it took. Serialized, its first fields are
+/// exactly the report of DESIGN.md; `rule`, `todos`, `stats` and `trace` follow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The execution id.
+    pub execution: String,
+    /// `"outcome"` (`complete` | `aborted`) and `"reason"` (the canonical stop reason).
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Transitions taken.
+    pub steps: u32,
+    /// Model calls issued (retries included).
+    pub model_calls: u32,
+    /// Tool executions (calls refused because their tool is excluded are not counted).
+    pub tool_calls: u32,
+    /// Completion claims refused with a nudge.
+    pub nudges: u32,
+    /// Verifier rejections.
+    pub verification_failures: u32,
+    /// Turns that made no progress.
+    pub no_ops: u32,
+    /// Empty replies.
+    pub empty_responses: u32,
+    /// Tools excluded during the run, by name.
+    pub excluded_tools: Vec<String>,
+    /// Journal entries of the execution, as stored (the stop entry included).
+    pub entries: u64,
+    /// Appends that found their key already stored with the same content (a replayed step).
+    pub duplicates_prevented: u64,
+    /// The last substantive model content, or null.
+    pub result: Option<String>,
+    /// The rule that ended the run.
+    pub rule: Rule,
+    /// The todo list at the end.
+    pub todos: Vec<Todo>,
+    /// Every counter of the kernel.
+    pub stats: Stats,
+    /// Every transition, in order.
+    pub trace: Vec<StepRecord>,
+}
+
+impl Report {
+    /// The report of a run that ended with `stop`.
+    pub fn new(
+        execution: String,
+        stop: Stop,
+        todos: Vec<Todo>,
+        trace: Vec<StepRecord>,
+        entries: u64,
+        duplicates_prevented: u64,
+    ) -> Report {
+        let s = stop.stats;
+        Report {
+            execution,
+            outcome: stop.outcome,
+            steps: s.steps,
+            model_calls: s.model_calls,
+            tool_calls: s.tool_calls,
+            nudges: s.nudges,
+            verification_failures: s.verification_failures,
+            no_ops: s.no_ops,
+            empty_responses: s.empty_responses,
+            excluded_tools: stop.excluded_tools,
+            entries,
+            duplicates_prevented,
+            result: stop.result,
+            rule: stop.rule,
+            todos,
+            stats: s,
+            trace,
+        }
+    }
+
+    /// Whether the run completed.
+    pub fn is_complete(&self) -> bool {
+        self.outcome.is_complete()
+    }
+
+    /// The process exit code of DESIGN.md: 0 complete, 1 aborted.
+    pub fn exit_code(&self) -> u8 {
+        if self.is_complete() { 0 } else { 1 }
+    }
+
+    /// The report as one line of JSON.
+    pub fn to_json_line(&self) -> String {
+        // A report is plain data with string keys: serializing it cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}

@@ -1,0 +1,224 @@
+//! The verifier port and two verifiers: the rule verifier (todos and required tools) and the
+//! LLM verifier (asks a model whether the task is done).
+//!
+//! A verifier sees the task, the model's claim, the todo list, the tool ledger and the
+//! [`Transcript`]: the conversation without the kernel's nudges, notices and warnings
+//! (DESIGN.md rule 4), so the kernel's own "you are not done" text can never count as evidence
+//! against completion.
+
+use crate::fault::Fault;
+use crate::message::{Message, Transcript};
+use crate::model::{Model, ModelError, ModelRequest, Purpose};
+use async_trait::async_trait;
+use serde::Deserialize;
+use std::sync::Arc;
+use terminus_kernel::{Gate, Ledger, Todo, Verdict};
+
+/// Everything a verifier may look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Verification<'a> {
+    /// The task of the run.
+    pub task: &'a str,
+    /// The model's completion claim (its last substantive content).
+    pub claim: &'a str,
+    /// The todo list the kernel tracks.
+    pub todos: &'a [Todo],
+    /// The kernel's tool ledger (rule 8: which tools ran and succeeded).
+    pub ledger: &'a Ledger,
+    /// The tools that must have succeeded once (`completion_requires`).
+    pub completion_requires: &'a [String],
+    /// The conversation without the kernel's text.
+    pub transcript: Transcript<'a>,
+}
+
+impl Verification<'_> {
+    /// What the claim still lacks by the rules (open todos, required tools not yet succeeded):
+    /// the same [`Gate`] the kernel computes with `Machine::gate`.
+    pub fn gate(&self) -> Gate {
+        Gate {
+            open_todos: self.todos.iter().any(|t| t.status.is_open()),
+            missing_required: self
+                .completion_requires
+                .iter()
+                .any(|t| !self.ledger.succeeded(t)),
+        }
+    }
+
+    /// The open todos and missing required tools, in words.
+    pub fn missing_by_rules(&self) -> Vec<String> {
+        let todos = self
+            .todos
+            .iter()
+            .filter(|t| t.status.is_open())
+            .map(|t| format!("todo not done: {}", t.content));
+        let tools = self
+            .completion_requires
+            .iter()
+            .filter(|t| !self.ledger.succeeded(t))
+            .map(|t| format!("required tool not yet run successfully: {t}"));
+        todos.chain(tools).collect()
+    }
+}
+
+/// Decides whether a completion claim is true.
+#[async_trait]
+pub trait Verifier: Send + Sync {
+    /// The verdict on `verification.claim`. `Err` is a fault of the verifier itself (it cannot
+    /// decide at all) and stops the run; a rejection is `Ok(Verdict { complete: false, .. })`.
+    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault>;
+}
+
+/// The verifier used when verification is on and the host gives none: the claim is true when no
+/// todo is open and every `completion_requires` tool has succeeded once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuleVerifier;
+
+#[async_trait]
+impl Verifier for RuleVerifier {
+    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
+        let missing = verification.missing_by_rules();
+        Ok(Verdict {
+            complete: missing.is_empty(),
+            missing,
+        })
+    }
+}
+
+/// The instructions of [`LlmVerifier`].
+pub const LLM_VERIFIER_PROMPT: &str = "\
+You check whether an AI agent has finished the task it was given. You get the task, a transcript \
+of the agent's work (its messages, the tools it called and what they returned) and its final \
+message. Decide from that evidence whether the task is complete.
+
+- Judge the work, not the wording. A final message that ends with a courteous closing or an \
+offer of more help (\"Let me know if you need anything else\", \"Happy to help further\", \"Feel \
+free to ask if you have questions\") is ordinary politeness, not a sign that work remains.
+- The task is incomplete only when something it asks for was not done or was done wrong, or \
+when the agent itself says it stopped early (it promises to do a step later, or a tool it needed \
+failed and it did not recover).
+- Do not add requirements the task does not state.
+
+Answer with one JSON object and nothing else:
+{\"complete\": true}
+or
+{\"complete\": false, \"missing\": [\"what is still missing\", \"...\"]}";
+
+/// A verifier that asks a model. Its prompt ([`LLM_VERIFIER_PROMPT`]) accepts courteous
+/// closings as complete, and the transcript it sends never contains the kernel's nudges.
+pub struct LlmVerifier {
+    model: Arc<dyn Model>,
+}
+
+impl std::fmt::Debug for LlmVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmVerifier").finish_non_exhaustive()
+    }
+}
+
+impl LlmVerifier {
+    /// A verifier that asks `model`.
+    pub fn new(model: Arc<dyn Model>) -> LlmVerifier {
+        LlmVerifier { model }
+    }
+
+    /// The two messages sent to the model: the instructions and the evidence.
+    pub fn prompt(verification: &Verification<'_>) -> [Message; 2] {
+        let mut evidence = String::with_capacity(1024);
+        evidence.push_str("Task:\n");
+        evidence.push_str(verification.task);
+        evidence.push_str("\n\nTranscript:\n");
+        evidence.push_str(&verification.transcript.render());
+        evidence.push_str("Final message of the agent:\n");
+        evidence.push_str(verification.claim);
+        if !verification.todos.is_empty() {
+            evidence.push_str("\n\nThe agent's todo list:\n");
+            for todo in verification.todos {
+                let status = match todo.status {
+                    terminus_kernel::TodoStatus::Pending => "pending",
+                    terminus_kernel::TodoStatus::InProgress => "in progress",
+                    terminus_kernel::TodoStatus::Completed => "completed",
+                    terminus_kernel::TodoStatus::Cancelled => "cancelled",
+                };
+                evidence.push_str("- ");
+                evidence.push_str(&todo.content);
+                evidence.push_str(" (");
+                evidence.push_str(status);
+                evidence.push_str(")\n");
+            }
+        }
+        [
+            Message::system(LLM_VERIFIER_PROMPT),
+            Message::user(evidence),
+        ]
+    }
+}
+
+#[async_trait]
+impl Verifier for LlmVerifier {
+    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
+        let messages = LlmVerifier::prompt(&verification);
+        let request = ModelRequest {
+            messages: &messages,
+            tools: &[],
+            tools_enabled: false,
+            purpose: Purpose::Verify,
+        };
+        let turn = match self.model.complete(request).await {
+            Ok(turn) => turn,
+            Err(ModelError::Failure(f)) => {
+                return Err(Fault::internal(format!("the verifier's model failed: {f}")));
+            }
+            Err(ModelError::Fault(f)) => return Err(f),
+        };
+        parse_verdict(&turn.text).ok_or_else(|| {
+            Fault::internal(format!(
+                "the verifier's model did not answer with a verdict: {:?}",
+                truncate(&turn.text, 200)
+            ))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct VerdictReply {
+    complete: bool,
+    #[serde(default)]
+    missing: Vec<String>,
+}
+
+/// Reads a verdict from a model reply: the first JSON object in it (fences and prose around it
+/// are tolerated), or else a reply that starts with "complete" / "incomplete".
+pub fn parse_verdict(reply: &str) -> Option<Verdict> {
+    if let (Some(start), Some(end)) = (reply.find('{'), reply.rfind('}'))
+        && let Some(json) = reply.get(start..=end)
+        && let Ok(v) = serde_json::from_str::<VerdictReply>(json)
+    {
+        return Some(Verdict {
+            complete: v.complete,
+            missing: v.missing,
+        });
+    }
+    let word = reply
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .to_ascii_lowercase();
+    if word.starts_with("incomplete") || word.starts_with("not complete") {
+        Some(Verdict {
+            complete: false,
+            missing: Vec::new(),
+        })
+    } else if word.starts_with("complete") {
+        Some(Verdict {
+            complete: true,
+            missing: Vec::new(),
+        })
+    } else {
+        None
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

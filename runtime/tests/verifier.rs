@@ -1,0 +1,225 @@
+//! Rule 4: the verifier never sees the kernel's nudges. Also the rule verifier, the LLM
+//! verifier's prompt and the verdict parser.
+
+mod common;
+
+use common::{Echo, Recorder, Script, calls, done, text};
+use serde_json::json;
+use std::collections::BTreeMap;
+use terminus_kernel::{
+    AbortReason, CompleteReason, Ledger, Outcome, Policy, Todo, TodoStatus, ToolBudget, Verdict,
+};
+use terminus_runtime::{
+    Author, LLM_VERIFIER_PROMPT, LlmVerifier, Message, Role, RuleVerifier, Run, ToolSet,
+    Transcript, Verification, Verifier, parse_verdict,
+};
+
+fn verifying(requires: &[&str]) -> Policy {
+    Policy {
+        verify_completion: true,
+        completion_requires: requires.iter().map(|s| (*s).to_owned()).collect(),
+        ..Policy::default()
+    }
+}
+
+#[tokio::test]
+async fn the_verifier_never_sees_nudges_notices_or_warnings() {
+    let mut policy = verifying(&["echo"]);
+    policy.tool_budgets = BTreeMap::from([(
+        "echo".to_owned(),
+        ToolBudget {
+            warn_at: Some(1),
+            block_at: None,
+        },
+    )]);
+    let model = Script::new([
+        // Refused (echo has not run): a nudge.
+        text("All done."),
+        calls(&[("echo", json!("the evidence"))]),
+        // Rejected by the verifier: another kind of nudge, with the missing item.
+        done("All done."),
+        done("All done, with the summary. Let me know if you need anything else."),
+    ]);
+    let verifier = Recorder::new([false, true]);
+    let report = Run::new("Echo the evidence", policy, model.clone())
+        .tools(ToolSet::new().with("echo", Echo::new(Default::default())))
+        .verifier(verifier.clone())
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Verified));
+    assert_eq!((report.nudges, report.verification_failures), (1, 1));
+
+    // The model did get the kernel's text...
+    let seen = model.last_messages();
+    let kernel: Vec<&Message> = seen.iter().filter(|m| m.author == Author::Kernel).collect();
+    assert_eq!(kernel.len(), 2);
+    assert!(kernel[0].content.contains("You tried to finish"));
+    assert!(kernel[1].content.contains("A check of your work"));
+    assert!(kernel[1].content.contains("Still missing: the summary"));
+    assert!(seen.iter().any(|m| m.content.contains("[budget]")));
+
+    // ...the verifier never did.
+    let transcripts = verifier.transcripts.lock().expect("not poisoned").clone();
+    assert_eq!(transcripts.len(), 2);
+    for t in &transcripts {
+        for kernel_text in [
+            "You tried to finish",
+            "A check of your work",
+            "Continue:",
+            "[budget]",
+        ] {
+            assert!(
+                !t.contains(kernel_text),
+                "{kernel_text:?} leaked into:\n{t}"
+            );
+        }
+        assert!(t.contains("Echo the evidence"), "the task is evidence");
+        assert!(t.contains("the evidence"), "tool results are evidence");
+    }
+    assert!(transcripts[1].contains("Let me know if you need anything else"));
+    let claims = verifier.claims.lock().expect("not poisoned").clone();
+    assert_eq!(
+        claims,
+        [
+            "All done.",
+            "All done, with the summary. Let me know if you need anything else."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_llm_verifier_prompt_has_the_evidence_and_no_nudge() {
+    let judge = Script::new([text("```json\n{\"complete\": true}\n```")]);
+    let model = Script::new([
+        text("Finished."),
+        calls(&[("echo", json!("report.txt written"))]),
+        done("Finished. Let me know if you need anything else!"),
+    ]);
+    let report = Run::new("Write report.txt", verifying(&["echo"]), model)
+        .tools(ToolSet::new().with("echo", Echo::new(Default::default())))
+        .verifier(std::sync::Arc::new(LlmVerifier::new(judge.clone())))
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Verified));
+    assert_eq!(report.nudges, 1);
+    let prompt = judge.last_messages();
+    assert_eq!(prompt.len(), 2);
+    assert_eq!(prompt[0].role, Role::System);
+    assert_eq!(prompt[0].content, LLM_VERIFIER_PROMPT);
+    assert!(
+        prompt[0]
+            .content
+            .contains("Let me know if you need anything else")
+    );
+    assert!(prompt[0].content.contains("not a sign that work remains"));
+    let evidence = &prompt[1].content;
+    assert!(evidence.contains("Task:\nWrite report.txt"));
+    assert!(evidence.contains("report.txt written"));
+    assert!(evidence.ends_with("Finished. Let me know if you need anything else!"));
+    assert!(!evidence.contains("You tried to finish"), "{evidence}");
+    let tools_enabled = judge.tools_enabled.lock().expect("not poisoned").clone();
+    assert_eq!(tools_enabled, [false]);
+}
+
+#[tokio::test]
+async fn an_llm_verifier_rejection_counts_as_a_verification_failure() {
+    let judge = Script::new([text(r#"{"complete": false, "missing": ["tests"]}"#)]);
+    let model = Script::new([done("Done.")]);
+    let policy = Policy {
+        max_verification_failures: 1,
+        ..verifying(&[])
+    };
+    let report = Run::new("t", policy, model)
+        .verifier(std::sync::Arc::new(LlmVerifier::new(judge)))
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(
+        report.outcome,
+        Outcome::Aborted(AbortReason::VerificationLoop)
+    );
+    assert_eq!(report.verification_failures, 1);
+}
+
+#[tokio::test]
+async fn without_a_verifier_the_rule_verifier_decides() {
+    let model = Script::new([done("Done.")]);
+    let report = Run::new("t", verifying(&[]), model)
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Verified));
+    assert_eq!(report.stats.verifications, 1);
+}
+
+#[tokio::test]
+async fn the_rule_verifier_names_open_todos_and_missing_tools() {
+    let todos = [
+        Todo {
+            content: "write tests".into(),
+            status: TodoStatus::InProgress,
+        },
+        Todo {
+            content: "read code".into(),
+            status: TodoStatus::Completed,
+        },
+    ];
+    let ledger = Ledger::default();
+    let requires = ["write_file".to_owned()];
+    let messages = [Message::user("t")];
+    let v = Verification {
+        task: "t",
+        claim: "done",
+        todos: &todos,
+        ledger: &ledger,
+        completion_requires: &requires,
+        transcript: Transcript::new(&messages),
+    };
+    assert!(v.gate().open_todos && v.gate().missing_required);
+    let verdict = RuleVerifier.verify(v).await.expect("never faults");
+    assert_eq!(
+        verdict,
+        Verdict {
+            complete: false,
+            missing: vec![
+                "todo not done: write tests".into(),
+                "required tool not yet run successfully: write_file".into()
+            ]
+        }
+    );
+    let v = Verification {
+        todos: &todos[1..],
+        completion_requires: &[],
+        ..v
+    };
+    assert!(RuleVerifier.verify(v).await.expect("never faults").complete);
+}
+
+#[test]
+fn verdicts_are_read_from_json_fences_prose_or_a_leading_word() {
+    let yes = Verdict {
+        complete: true,
+        missing: vec![],
+    };
+    assert_eq!(parse_verdict(r#"{"complete": true}"#), Some(yes.clone()));
+    assert_eq!(
+        parse_verdict("Sure.\n```json\n{\"complete\": true}\n```\n"),
+        Some(yes.clone())
+    );
+    assert_eq!(
+        parse_verdict(r#"{"complete": false, "missing": ["a", "b"]}"#),
+        Some(Verdict {
+            complete: false,
+            missing: vec!["a".into(), "b".into()]
+        })
+    );
+    assert_eq!(parse_verdict("COMPLETE"), Some(yes));
+    assert_eq!(
+        parse_verdict("**Incomplete**: no tests").map(|v| v.complete),
+        Some(false)
+    );
+    assert_eq!(parse_verdict("I think so?"), None);
+    assert_eq!(parse_verdict(r#"{"done": true}"#), None);
+}
