@@ -10,7 +10,10 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use terminus_kernel::{Event, Machine, ModelTurn, Policy, ToolCall, ToolOutcome, ToolResult};
+use terminus_kernel::{
+    Batch, Event, Gate, Input, Machine, ModelTurn, Policy, ToolCall, ToolOutcome, ToolResult,
+    TurnKind,
+};
 
 /// Tool turns in the 1,000-event run: each is a model turn plus its results, then one claim.
 const TOOL_TURNS: u32 = 499;
@@ -151,6 +154,49 @@ fn whole_run(c: &mut Criterion) {
             },
             BatchSize::LargeInput,
         );
+    });
+    // The same run as abstract inputs: the state machine's own cost (guards, counters, variant,
+    // commands) without decoding payloads (hashing arguments, freeing the host's strings).
+    let mut inputs = vec![Input::Tick {
+        deadline_passed: false,
+    }];
+    for _ in 0..TOOL_TURNS {
+        inputs.push(Input::Turn {
+            kind: TurnKind::Tools {
+                runnable: 1,
+                refused: 0,
+            },
+            input_tokens: 100,
+            output_tokens: 20,
+        });
+        inputs.push(Input::ToolResults(Batch {
+            failed: 0,
+            all_failed: false,
+            unrecoverable: false,
+            repeated: false,
+        }));
+    }
+    inputs.push(Input::Turn {
+        kind: TurnKind::Claim {
+            explicit: true,
+            gate: Gate::CLEAR,
+        },
+        input_tokens: 100,
+        output_tokens: 20,
+    });
+    group.bench_function("1000_inputs", |b| {
+        b.iter(|| {
+            let Ok(mut m) = Machine::new(policy()) else {
+                panic!("the bench policy is valid");
+            };
+            drain(&mut m);
+            for input in &inputs {
+                black_box(m.handle_input(*input));
+                drain(&mut m);
+            }
+            assert!(m.phase().is_terminal(), "the run must end: {m:?}");
+            m
+        });
     });
     group.finish();
 }

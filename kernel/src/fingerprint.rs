@@ -1,11 +1,80 @@
 //! Fingerprints of tool turns for tight-loop detection: name + canonical arguments, and results.
 //! Canonical means object key order does not matter; nothing is allocated.
+//!
+//! Fingerprints are saved with the machine ([`crate::Machine::save`]) and compared after a
+//! restore, possibly by another build of the program, so they come from [`StableHasher`], whose
+//! output is fixed by this file, and never from `std`'s `DefaultHasher`, whose algorithm may
+//! change between Rust releases (and which is several times slower on the short strings hashed
+//! here).
 
 use crate::event::{ToolCall, ToolOutcome, ToolResult};
 use serde_json::Value;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
-fn mix(h: &mut DefaultHasher, v: &Value) {
+/// A small, fast, platform- and release-independent 64-bit hasher: eight bytes at a time,
+/// multiply-rotate mixing, and a murmur3 finalizer. Not collision-resistant against an adversary;
+/// a collision can only make two different tool turns look alike to the repeat detector.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StableHasher(u64);
+
+impl StableHasher {
+    const SEED: u64 = 0x243F_6A88_85A3_08D3;
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    pub(crate) const fn new() -> StableHasher {
+        StableHasher(Self::SEED)
+    }
+
+    #[inline]
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(Self::K).rotate_left(27);
+    }
+}
+
+impl Hasher for StableHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        // The tail's length goes into the word so that trailing zero bytes still count.
+        self.mix(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+    }
+
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.mix(u64::from(n));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        // The same on 32- and 64-bit targets.
+        self.mix(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+        h ^ (h >> 33)
+    }
+}
+
+fn mix(h: &mut StableHasher, v: &Value) {
     match v {
         Value::Null => 0u8.hash(h),
         Value::Bool(b) => (1u8, b).hash(h),
@@ -30,7 +99,7 @@ fn mix(h: &mut DefaultHasher, v: &Value) {
             // Order-independent: sum of per-entry hashes, so key order never matters.
             let mut sum = 0u64;
             for (k, item) in map {
-                let mut e = DefaultHasher::new();
+                let mut e = StableHasher::new();
                 k.hash(&mut e);
                 mix(&mut e, item);
                 sum = sum.wrapping_add(e.finish());
@@ -42,21 +111,21 @@ fn mix(h: &mut DefaultHasher, v: &Value) {
 
 /// The fingerprint of a JSON value, independent of object key order.
 pub fn value_fingerprint(v: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = StableHasher::new();
     mix(&mut h, v);
     h.finish()
 }
 
 /// The fingerprint of one string (call ids).
 pub(crate) fn str_fingerprint(s: &str) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = StableHasher::new();
     s.hash(&mut h);
     h.finish()
 }
 
 /// The fingerprint of a turn's tool calls, in order (ids excluded: they change every turn).
 pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = StableHasher::new();
     calls.len().hash(&mut h);
     for call in calls {
         call.name.hash(&mut h);
@@ -67,7 +136,7 @@ pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
 
 /// The fingerprint of one result (name and outcome; the call id is excluded).
 pub(crate) fn result_fingerprint(r: &ToolResult) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = StableHasher::new();
     r.name.hash(&mut h);
     match &r.outcome {
         ToolOutcome::Ok(v) => (0u8, value_fingerprint(v)).hash(&mut h),
@@ -80,6 +149,27 @@ pub(crate) fn result_fingerprint(r: &ToolResult) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const PINNED_CALLS: u64 = 3_136_510_262_279_937_882;
+    const PINNED_EMPTY: u64 = 3_326_370_735_522_965_289;
+
+    #[test]
+    fn fingerprints_are_pinned_so_saved_machines_stay_valid_across_builds() {
+        // If this changes, machines saved by an older build would no longer detect a repeat
+        // that spans the restore: change the hasher only with a migration.
+        assert_eq!(
+            calls_fingerprint(&[ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: json!({"path": "a.rs", "lines": [1, 2]}),
+            }]),
+            PINNED_CALLS
+        );
+        assert_eq!(str_fingerprint(""), PINNED_EMPTY);
+        // Lengths and trailing zero bytes are distinguished.
+        assert_ne!(str_fingerprint("a"), str_fingerprint("a\0"));
+        assert_ne!(str_fingerprint("abcdefgh"), str_fingerprint("abcdefgh\0"));
+    }
 
     #[test]
     fn key_order_does_not_matter_but_values_do() {

@@ -45,8 +45,10 @@ impl Key {
     }
 
     /// The key of guidance entry `i` (nudges, notices) emitted by step `checkpoint`. Guidance uses
-    /// indexes from 2 up to [`Key::FIRST_CALL`].
+    /// indexes from 2 up to the stop record's, so `i` < [`Key::MAX_GUIDANCE`]; one step emits at
+    /// most two guidance commands (a notice and a nudge), far below the limit.
     pub const fn guidance(checkpoint: u32, i: u32) -> Key {
+        debug_assert!(i < Self::MAX_GUIDANCE, "guidance index out of range");
         Key::new(checkpoint, 2 + i)
     }
 
@@ -57,6 +59,9 @@ impl Key {
 
     /// Index of the first tool intent of a checkpoint (guidance entries come before it).
     pub const FIRST_CALL: u32 = 16;
+
+    /// How many guidance entries one step can key: indexes 2 to 14 (the stop record is 15).
+    pub const MAX_GUIDANCE: u32 = Self::FIRST_CALL - 3;
 
     /// The key of the intent of executed call `j` of step `checkpoint`.
     pub const fn intent(checkpoint: u32, j: u32) -> Key {
@@ -121,9 +126,10 @@ impl TryFrom<String> for Key {
     }
 }
 
-/// One journal entry.
+/// One journal entry. In JSON the entry kind is the `"entry"` field (not `"kind"`: payloads such
+/// as [`Nudge`] have a `kind` field of their own).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "entry", rename_all = "snake_case")]
 pub enum Entry {
     /// The task (checkpoint 0).
     User {
@@ -140,7 +146,10 @@ pub enum Entry {
         retry_after_ms: Option<u64>,
     },
     /// The batch of tool results fed as one event.
-    ToolResults(Vec<ToolResult>),
+    ToolResults {
+        /// The results, in call order.
+        results: Vec<ToolResult>,
+    },
     /// A verdict (the event of its step).
     Verdict(Verdict),
     /// A clock reading that made a step (the deadline passed).
@@ -181,7 +190,7 @@ impl Entry {
                 error: *kind,
                 retry_after_ms: *retry_after_ms,
             },
-            Event::ToolResults(r) => Entry::ToolResults(r.clone()),
+            Event::ToolResults(r) => Entry::ToolResults { results: r.clone() },
             Event::Verdict(v) => Entry::Verdict(v.clone()),
             Event::Tick { now_ms } => Entry::Tick { now_ms: *now_ms },
             Event::Cancel => Entry::Cancel,
@@ -199,7 +208,7 @@ impl Entry {
                 kind: *error,
                 retry_after_ms: *retry_after_ms,
             },
-            Entry::ToolResults(r) => Event::ToolResults(r.clone()),
+            Entry::ToolResults { results } => Event::ToolResults(results.clone()),
             Entry::Verdict(v) => Event::Verdict(v.clone()),
             Entry::Tick { now_ms } => Event::Tick { now_ms: *now_ms },
             Entry::Cancel => Event::Cancel,
@@ -213,7 +222,7 @@ impl Entry {
             Entry::User { .. } => "user",
             Entry::Assistant(_) => "assistant",
             Entry::ModelError { .. } => "model_error",
-            Entry::ToolResults(_) => "tool_results",
+            Entry::ToolResults { .. } => "tool_results",
             Entry::Verdict(_) => "verdict",
             Entry::Tick { .. } => "tick",
             Entry::Cancel => "cancel",
@@ -506,7 +515,8 @@ mod tests {
             Key::event(5),
             Key::transition(5),
             Key::guidance(5, 0),
-            Key::guidance(5, 13),
+            Key::guidance(5, Key::MAX_GUIDANCE - 1),
+            Key::stop(5),
         ]);
         let unique: std::collections::BTreeSet<_> = keys.iter().collect();
         assert_eq!(unique.len(), keys.len());

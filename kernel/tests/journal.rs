@@ -110,6 +110,14 @@ proptest! {
         // Keys are unique and sorted by the order the run wrote them per checkpoint.
         let keys: BTreeSet<Key> = journal.iter().map(|r| r.key).collect();
         prop_assert_eq!(keys.len(), journal.len(), "a key was written twice");
+        // Durable stores keep records as JSON: every entry kind must survive the round trip.
+        for record in &journal {
+            let text = serde_json::to_string(record);
+            prop_assert!(text.is_ok(), "{:?} does not serialize: {:?}", record.entry.kind(), text.err());
+            let back: Result<Record, _> = serde_json::from_str(&text.expect("checked"));
+            let back = back.ok();
+            prop_assert_eq!(back.as_ref(), Some(record));
+        }
         // Stores hand records back in key order; recovery must not depend on write order.
         let mut sorted = journal.clone();
         sorted.sort_by_key(|r| r.key);

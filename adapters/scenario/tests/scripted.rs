@@ -61,7 +61,7 @@ fn tool_results(records: &[Arc<Record>]) -> Vec<Vec<(String, String, ToolOutcome
     records
         .iter()
         .filter_map(|r| match &r.entry {
-            Entry::ToolResults(results) => Some(
+            Entry::ToolResults { results } => Some(
                 results
                     .iter()
                     .map(|r| (r.call_id.clone(), r.name.clone(), r.outcome.clone()))

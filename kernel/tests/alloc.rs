@@ -1,0 +1,129 @@
+//! No heap allocation per event in steady state: a counting global allocator watches the
+//! machine handle model turns with tool calls, their results, clock readings and the draining of
+//! the commands they produce. (Issue 2's speed target; the criterion bench gives the time.)
+//!
+//! The events are built before counting starts: their payloads are the host's allocations, and
+//! the machine moves them into its commands instead of copying them.
+//!
+//! This file holds a single test on purpose: the allocator is global, and a second test running
+//! on another thread would be counted too.
+
+use serde_json::json;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use std::alloc::System;
+use terminus_kernel::{
+    Command, Event, Handled, Machine, ModelTurn, Policy, ToolCall, ToolOutcome, ToolResult,
+};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn tool_turn(i: u32) -> Event {
+    Event::ModelTurn(ModelTurn {
+        text: format!("Reading part {i}."),
+        tool_calls: vec![
+            ToolCall {
+                id: format!("call-{i}-a"),
+                name: "read_file".into(),
+                arguments: json!({ "path": format!("src/{i}.rs"), "lines": [1, 200] }),
+            },
+            ToolCall {
+                id: format!("call-{i}-b"),
+                name: "grep".into(),
+                arguments: json!({ "pattern": "fn main", "dir": "src" }),
+            },
+        ],
+        ..ModelTurn::default()
+    })
+}
+
+fn results(i: u32) -> Event {
+    Event::ToolResults(vec![
+        ToolResult {
+            call_id: format!("call-{i}-b"),
+            name: "grep".into(),
+            outcome: ToolOutcome::Ok(json!({ "matches": [format!("src/{i}.rs:1")] })),
+        },
+        ToolResult {
+            call_id: format!("call-{i}-a"),
+            name: "read_file".into(),
+            outcome: ToolOutcome::Ok(json!(format!("// part {i}\nfn main() {{}}"))),
+        },
+    ])
+}
+
+/// Feeds `event` and drains the commands; returns the allocations (and reallocations) made.
+fn allocations(machine: &mut Machine, event: Event) -> (usize, Handled, usize) {
+    let region = Region::new(GLOBAL);
+    let handled = machine.handle(event);
+    let mut commands = 0;
+    while let Some(command) = machine.poll_command() {
+        assert!(
+            !matches!(command, Command::Stop(_)),
+            "the run stopped: {command:?}"
+        );
+        commands += 1;
+        drop(command);
+    }
+    let change = region.change();
+    (change.allocations + change.reallocations, handled, commands)
+}
+
+#[test]
+fn steady_state_events_allocate_nothing() {
+    // The counter must see allocations at all, or every assertion below would pass vacuously.
+    let region = Region::new(GLOBAL);
+    let probe = std::hint::black_box(vec![0u8; 64]);
+    assert!(
+        region.change().allocations >= 1,
+        "the counting allocator is not installed"
+    );
+    drop(probe);
+
+    let policy = Policy {
+        max_steps: 10_000,
+        max_model_calls: 10_000,
+        ..Policy::default()
+    };
+    let Ok(mut machine) = Machine::new(policy) else {
+        panic!("a valid policy");
+    };
+    while machine.poll_command().is_some() {}
+    const WARM: u32 = 8;
+    const MEASURED: u32 = 200;
+    // Build every event first.
+    let events: Vec<(Event, Event, Event)> = (0..WARM + MEASURED)
+        .map(|i| {
+            (
+                tool_turn(i),
+                results(i),
+                Event::Tick {
+                    now_ms: u64::from(i) * 10,
+                },
+            )
+        })
+        .collect();
+    let mut measured = 0;
+    for (i, (turn, res, tick)) in events.into_iter().enumerate() {
+        let counted = [turn, res, tick].map(|e| allocations(&mut machine, e));
+        for (n, handled, commands) in &counted {
+            assert!(
+                matches!(handled, Handled::Step(_) | Handled::Observed),
+                "event {i} was not taken: {handled:?}"
+            );
+            if i >= WARM as usize {
+                assert_eq!(*n, 0, "event {i} allocated {n} times ({handled:?})");
+                measured += 1;
+            }
+            let _ = commands;
+        }
+        // The turn queues RunTools, the results queue CallModel, the tick queues nothing.
+        assert_eq!(
+            counted.iter().map(|c| c.2).collect::<Vec<_>>(),
+            [1, 1, 0],
+            "event {i}"
+        );
+    }
+    assert_eq!(measured, 3 * MEASURED);
+    assert_eq!(machine.stats().tool_calls, 2 * (WARM + MEASURED));
+}
