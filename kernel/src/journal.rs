@@ -387,30 +387,78 @@ pub fn recover(
     records: impl IntoIterator<Item = Record>,
 ) -> Result<Recovery, RecoverError> {
     let mut it = records.into_iter();
-    let task = match it.next() {
-        Some(Record {
-            key,
-            entry: Entry::User { task },
-        }) if key == Key::event(0) => task,
-        _ => return Err(RecoverError::NoTask),
-    };
-    let mut machine = Machine::new(policy).map_err(RecoverError::Policy)?;
-    let mut outstanding: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
-    let mut calls: Vec<CallState> = Vec::new();
-    let mut last_step: Option<StepRecord> = None;
-    let mut n = 1u64;
-    let mut model_answers = 0u64;
-    let mut tool_answers = std::collections::BTreeMap::new();
-    for Record { key, entry } in it {
-        n += 1;
+    let first = it.next().ok_or(RecoverError::NoTask)?;
+    let mut replay = Replay::start(policy, first)?;
+    for record in it {
+        replay.push(record)?;
+    }
+    Ok(replay.finish())
+}
+
+/// An incremental [`recover`]: [`Replay::push`] one record at a time, in key order (a host that
+/// pages its journal out of a database feeds each page as it arrives), and read what the last
+/// replayed event produced with [`Replay::outstanding`] (a host rebuilding its conversation
+/// needs the nudges, notices and tool batches exactly as the live run carried them out).
+#[derive(Debug, Clone)]
+pub struct Replay {
+    machine: Machine,
+    task: String,
+    outstanding: Vec<Command>,
+    calls: Vec<CallState>,
+    last_step: Option<StepRecord>,
+    records: u64,
+    model_answers: u64,
+    tool_answers: std::collections::BTreeMap<String, u64>,
+}
+
+impl Replay {
+    /// Starts from the first record, which must be the task at `cp0:e0`.
+    pub fn start(policy: Policy, first: Record) -> Result<Replay, RecoverError> {
+        let task = match first {
+            Record {
+                key,
+                entry: Entry::User { task },
+            } if key == Key::event(0) => task,
+            _ => return Err(RecoverError::NoTask),
+        };
+        let mut machine = Machine::new(policy).map_err(RecoverError::Policy)?;
+        let outstanding: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        Ok(Replay {
+            machine,
+            task,
+            outstanding,
+            calls: Vec::new(),
+            last_step: None,
+            records: 1,
+            model_answers: 0,
+            tool_answers: std::collections::BTreeMap::new(),
+        })
+    }
+
+    /// The machine as replayed so far.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The commands the last replayed event produced (or the first command of the run).
+    pub fn outstanding(&self) -> &[Command] {
+        &self.outstanding
+    }
+
+    /// Replays one record. Events step the machine; transition records are checked against the
+    /// replayed step; intents and results classify the pending calls.
+    pub fn push(&mut self, record: Record) -> Result<(), RecoverError> {
+        let Record { key, entry } = record;
+        self.records += 1;
         let diverged = |detail: String| RecoverError::Diverged { key, detail };
         match entry {
-            Entry::Transition(recorded) => match last_step {
+            Entry::Transition(recorded) => match self.last_step {
                 Some(replayed) if replayed == recorded && key == Key::transition(replayed.step) => {
                 }
                 _ => {
                     return Err(diverged(format!(
-                        "recorded {recorded}, replayed {last_step:?}"
+                        "recorded {recorded}, replayed {:?}",
+                        self.last_step
                     )));
                 }
             },
@@ -419,21 +467,23 @@ pub fn recover(
                     .index
                     .checked_sub(Key::FIRST_CALL)
                     .ok_or_else(|| diverged("intent key out of range".into()))?;
-                let slot = calls
+                let slot = self
+                    .calls
                     .get_mut(j as usize)
                     .ok_or_else(|| diverged("intent for a call that was not scheduled".into()))?;
                 *slot = CallState::InDoubt { idempotent };
             }
             Entry::ToolResult(result) => {
-                let k = calls.len() as u32;
+                let k = self.calls.len() as u32;
                 let j = key
                     .index
                     .checked_sub(Key::FIRST_CALL + k)
                     .ok_or_else(|| diverged("result key out of range".into()))?;
-                let slot = calls
+                let slot = self
+                    .calls
                     .get_mut(j as usize)
                     .ok_or_else(|| diverged("result for a call that was not scheduled".into()))?;
-                *tool_answers.entry(result.name.clone()).or_insert(0u64) += 1;
+                *self.tool_answers.entry(result.name.clone()).or_insert(0u64) += 1;
                 *slot = CallState::Done(result);
             }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
@@ -443,10 +493,12 @@ pub fn recover(
                     return Err(diverged(format!("unexpected {} entry", other.kind())));
                 };
                 if matches!(event, Event::ModelTurn(_) | Event::ModelError { .. }) {
-                    model_answers += 1;
+                    self.model_answers += 1;
                 }
-                match machine.handle(event) {
-                    Handled::Step(step) if key == Key::event(step.step) => last_step = Some(step),
+                match self.machine.handle(event) {
+                    Handled::Step(step) if key == Key::event(step.step) => {
+                        self.last_step = Some(step);
+                    }
                     h => {
                         return Err(diverged(format!(
                             "the journaled event was not step {}: {h:?}",
@@ -454,8 +506,10 @@ pub fn recover(
                         )));
                     }
                 }
-                outstanding = std::iter::from_fn(|| machine.poll_command()).collect();
-                calls = match outstanding.iter().find_map(|c| match c {
+                self.outstanding.clear();
+                self.outstanding
+                    .extend(std::iter::from_fn(|| self.machine.poll_command()));
+                self.calls = match self.outstanding.iter().find_map(|c| match c {
                     Command::RunTools(b) => Some(executed(b).count()),
                     _ => None,
                 }) {
@@ -464,16 +518,21 @@ pub fn recover(
                 };
             }
         }
+        Ok(())
     }
-    Ok(Recovery {
-        machine,
-        task,
-        outstanding,
-        calls,
-        records: n,
-        model_answers,
-        tool_answers,
-    })
+
+    /// The machine and what is left to do.
+    pub fn finish(self) -> Recovery {
+        Recovery {
+            machine: self.machine,
+            task: self.task,
+            outstanding: self.outstanding,
+            calls: self.calls,
+            records: self.records,
+            model_answers: self.model_answers,
+            tool_answers: self.tool_answers,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ pub use crate::event::{
 pub use crate::fingerprint::{calls_fingerprint, value_fingerprint};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
-    CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, executed, recover,
+    CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, executed, recover,
     step_records,
 };
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};

@@ -24,6 +24,22 @@ pub struct RuntimeConfig {
     /// How long a claim lasts; it is renewed at a third of that while the run lives.
     /// Default 30 s (the CLI's `--lease-ms`).
     pub lease: Duration,
+    /// What a resumed run does with a tool call that was journaled as started but has no result
+    /// and whose tool is not idempotent. Default [`InDoubt::AskModel`].
+    pub in_doubt: InDoubt,
+}
+
+/// What to do, on resume, with a started call of a non-idempotent tool that has no result: the
+/// process stopped while it ran, so its effect may or may not have happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InDoubt {
+    /// Do not run it again; answer it with a `failed` result that says so, and let the model
+    /// decide (check the effect, or call again). The default.
+    #[default]
+    AskModel,
+    /// Stop: the run ends with [`crate::RunError::InDoubt`] (exit code 3) and can be resumed
+    /// once someone has checked the effect.
+    Stop,
 }
 
 impl Default for RuntimeConfig {
@@ -36,6 +52,7 @@ impl Default for RuntimeConfig {
             system_prompt: None,
             worker: format!("terminus-{}", std::process::id()),
             lease: Duration::from_millis(30_000),
+            in_doubt: InDoubt::AskModel,
         }
     }
 }

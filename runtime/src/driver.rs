@@ -2,7 +2,7 @@
 //! one action among them (call the model, run tools, verify) while racing the kill switch, the
 //! run's deadline and the lease renewal, and journals every event before the machine sees it.
 
-use crate::config::RuntimeConfig;
+use crate::config::{InDoubt, RuntimeConfig};
 use crate::error::RunError;
 use crate::fault::Fault;
 use crate::journal::{Lease, MemoryStore, RunSpec, Store};
@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use terminus_kernel::{
-    BudgetWarning, Command, Entry, Event, Handled, Key, Machine, ModelCall, ModelErrorKind,
-    ModelTurn, Policy, Record, StepRecord, Stop, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult,
-    Verdict, VerifyRequest, executed,
+    BudgetWarning, CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall,
+    ModelErrorKind, ModelTurn, Policy, Record, Replay, StepRecord, Stop, ToolBatch, ToolErrorKind,
+    ToolOutcome, ToolResult, Verdict, VerifyRequest, executed,
 };
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 
@@ -60,6 +60,8 @@ pub struct Run {
     execution: Option<String>,
     kill: KillSwitch,
     observer: Option<Box<dyn Observer>>,
+    host: Option<serde_json::Value>,
+    resume: bool,
 }
 
 impl std::fmt::Debug for Run {
@@ -90,7 +92,29 @@ impl Run {
             execution: None,
             kill: KillSwitch::new(),
             observer: None,
+            host: None,
+            resume: false,
         }
+    }
+
+    /// Resumes `execution` from its journal (give the same store, tools and verifier as the
+    /// run had): the task, the policy and the counters come from the journal, journaled model
+    /// turns and tool results are replayed instead of being asked for again, and the run goes
+    /// on from where it stopped. An execution that already ended runs nothing and returns its
+    /// stored report. A claim held by another live worker is [`crate::StoreError::Claimed`].
+    pub fn resume(execution: impl Into<String>, model: Arc<dyn Model>) -> Run {
+        let mut run = Run::new(String::new(), Policy::default(), model);
+        run.execution = Some(execution.into());
+        run.resume = true;
+        run
+    }
+
+    /// Data the host needs to rebuild its adapters when the run is resumed, kept in the
+    /// execution's [`RunSpec::host`] (the command line keeps the scenario there).
+    #[must_use]
+    pub fn host_data(mut self, host: serde_json::Value) -> Run {
+        self.host = Some(host);
+        self
     }
 
     /// Names the run (kept in the execution's [`RunSpec`]).
@@ -167,62 +191,255 @@ impl Run {
             execution,
             kill,
             mut observer,
+            host,
+            resume,
         } = self;
         let execution = execution.unwrap_or_else(|| {
             let n = RUNS.fetch_add(1, Ordering::Relaxed);
             format!("run-{}-{n}", std::process::id())
         });
-        let machine = Machine::new(policy).map_err(RunError::Policy)?;
-        let lease = store
-            .claim(&execution, &config.worker, config.lease)
-            .await?;
-        let spec = RunSpec {
-            task: task.clone(),
-            name,
-            system: config.system_prompt.clone(),
-            policy: machine.policy().clone(),
+        let env = Env {
+            task,
+            model,
+            tools,
+            specs: Vec::new(),
+            verifier,
+            store,
+            config,
+            execution,
+            kill,
         };
-        if !store.create(&execution, &spec).await? {
-            store.release(&lease).await?;
-            return Err(RunError::ExecutionExists(execution));
+        if resume {
+            return resume_execution(env, &mut observer).await;
         }
-        let specs = tools.specs();
-        let start = Instant::now();
+        let machine = Machine::new(policy).map_err(RunError::Policy)?;
+        let spec = RunSpec {
+            task: env.task.clone(),
+            name,
+            system: env.config.system_prompt.clone(),
+            policy: machine.policy().clone(),
+            host,
+            started_unix_ms: Some(unix_ms()),
+        };
+        // Create, then claim: a second `run` of the same id finds it created and stops at once.
+        if !env.store.create(&env.execution, &spec).await? {
+            return Err(RunError::ExecutionExists(env.execution));
+        }
+        let lease = env
+            .store
+            .claim(&env.execution, &env.config.worker, env.config.lease)
+            .await?;
         let mut conversation = Vec::with_capacity(64);
-        if let Some(system) = &config.system_prompt {
+        if let Some(system) = &env.config.system_prompt {
             conversation.push(Message::system(system.clone()));
         }
-        conversation.push(Message::user(task.clone()));
-        let mut driver = Driver {
-            env: Env {
-                task,
-                model,
-                tools,
-                specs,
-                verifier,
-                store,
-                config,
-                execution,
-                kill,
-            },
-            deadline: machine
-                .poll_timeout()
-                .map(|ms| start + Duration::from_millis(ms)),
-            renewal: start + renewal_interval(lease.duration),
-            lease,
-            machine,
-            conversation,
-            commands: Vec::with_capacity(4),
-            trace: Vec::with_capacity(32),
-            duplicates: AtomicU64::new(0),
-            model_calls: 0,
-            start,
-        };
+        conversation.push(Message::user(env.task.clone()));
+        let mut driver = Driver::new(env, machine, lease, conversation, Instant::now());
         let result = driver.drive(&mut observer).await;
         // The lease expires by itself if releasing fails; the run's own result matters more.
         let _ = driver.env.store.release(&driver.lease).await;
         result
     }
+}
+
+/// How many records a resume reads from the store at a time.
+const RESUME_PAGE: usize = 512;
+
+/// The resume path of [`Run::execute`]: claim, replay the journal page by page into a fresh
+/// machine and conversation, and drive on from there.
+async fn resume_execution(
+    mut env: Env,
+    observer: &mut Option<Box<dyn Observer>>,
+) -> Result<Report, RunError> {
+    let lease = env
+        .store
+        .claim(&env.execution, &env.config.worker, env.config.lease)
+        .await?;
+    let resumed = replay_journal(&mut env).await;
+    let mut driver = match resumed {
+        Ok(Resumed::Ended(report)) => {
+            let _ = env.store.release(&lease).await;
+            return Ok(*report);
+        }
+        Ok(Resumed::Driver(parts)) => parts.into_driver(env, lease),
+        Err(e) => {
+            let _ = env.store.release(&lease).await;
+            return Err(e);
+        }
+    };
+    let result = driver.resume(observer).await;
+    let _ = driver.env.store.release(&driver.lease).await;
+    result
+}
+
+enum Resumed {
+    Ended(Box<Report>),
+    Driver(Box<ResumedParts>),
+}
+
+/// What a replay rebuilt, before a driver owns it.
+struct ResumedParts {
+    machine: Machine,
+    outstanding: Vec<Command>,
+    calls: Vec<CallState>,
+    conversation: Vec<Message>,
+    trace: Vec<StepRecord>,
+    model_answers: u64,
+    started: Instant,
+}
+
+impl ResumedParts {
+    fn into_driver(self, env: Env, lease: Lease) -> Driver {
+        let mut driver = Driver::new(env, self.machine, lease, self.conversation, self.started);
+        driver.commands = self.outstanding;
+        driver.trace = self.trace;
+        driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
+        driver.resumed_calls = Some(self.calls);
+        driver
+    }
+}
+
+/// Reads the journal of `env.execution` in pages and replays it.
+async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
+    let store = Arc::clone(&env.store);
+    let execution = env.execution.clone();
+    let Some(spec) = store.spec(&execution).await? else {
+        return Err(crate::journal::StoreError::NotFound(execution).into());
+    };
+    if let Some(report) = store.report(&execution).await? {
+        return Ok(Resumed::Ended(Box::new(report)));
+    }
+    env.task.clone_from(&spec.task);
+    if env.config.system_prompt.is_none() {
+        env.config.system_prompt.clone_from(&spec.system);
+    }
+    let mut page = store.page(&execution, None, RESUME_PAGE).await?;
+    let Some(first) = page.first() else {
+        return Err(RunError::Replay(format!(
+            "execution `{execution}` has no journal entries"
+        )));
+    };
+    let mut replay = Replay::start(spec.policy.clone(), Record::clone(first))
+        .map_err(|e| RunError::Replay(e.to_string()))?;
+    let mut conversation = Vec::with_capacity(64);
+    if let Some(system) = &env.config.system_prompt {
+        conversation.push(Message::system(system.clone()));
+    }
+    conversation.push(Message::user(spec.task.clone()));
+    let mut trace = Vec::new();
+    let mut skip = 1;
+    loop {
+        let last = page.last().map(|r| r.key);
+        for record in page.iter().skip(skip) {
+            match &record.entry {
+                Entry::Assistant(turn)
+                    if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() =>
+                {
+                    conversation.push(Message::assistant(
+                        turn.text.clone(),
+                        turn.tool_calls.clone(),
+                    ));
+                }
+                Entry::ToolResults { results } => {
+                    // The batch these results answer is the one the last replayed step issued.
+                    if let Some(batch) = replay.outstanding().iter().find_map(|c| match c {
+                        Command::RunTools(b) => Some(b),
+                        _ => None,
+                    }) {
+                        push_tool_messages(&mut conversation, batch, results.iter().cloned())?;
+                    }
+                }
+                Entry::Nudge(nudge) => conversation.push(Message::kernel(nudge.text.clone())),
+                Entry::Notice(notice) => conversation.push(Message::kernel(notice.text.clone())),
+                Entry::Transition(step) => trace.push(*step),
+                _ => {}
+            }
+            replay
+                .push(Record::clone(record))
+                .map_err(|e| RunError::Replay(e.to_string()))?;
+        }
+        skip = 0;
+        if page.len() < RESUME_PAGE {
+            break;
+        }
+        page = store.page(&execution, last, RESUME_PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+    }
+    let recovery = replay.finish();
+    env.model.resumed(recovery.model_answers);
+    for (tool, answered) in &recovery.tool_answers {
+        if let Some(t) = env.tools.get(tool) {
+            t.resumed(*answered);
+        }
+    }
+    // The run's clock goes on from its first start, so a deadline spans the interruption.
+    let elapsed = spec
+        .started_unix_ms
+        .map_or(0, |at| unix_ms().saturating_sub(at));
+    let now = Instant::now();
+    let started = now
+        .checked_sub(Duration::from_millis(elapsed))
+        .unwrap_or(now);
+    Ok(Resumed::Driver(Box::new(ResumedParts {
+        machine: recovery.machine,
+        outstanding: recovery.outstanding,
+        calls: recovery.calls,
+        conversation,
+        trace,
+        model_answers: recovery.model_answers,
+        started,
+    })))
+}
+
+/// Wall-clock milliseconds since the Unix epoch (a run's start, compared across processes).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Appends the messages a tool batch produces, in call order: a refusal for each refused call,
+/// and each executed call's result (with its budget warning) from `results`, which are in the
+/// order of the executed calls. The live run and a resumed run build the same conversation.
+fn push_tool_messages(
+    conversation: &mut Vec<Message>,
+    batch: &ToolBatch,
+    results: impl IntoIterator<Item = ToolResult>,
+) -> Result<(), RunError> {
+    let mut results = results.into_iter();
+    for (i, call) in batch.calls.iter().enumerate() {
+        if let Some(exclusion) = batch.refusal(i) {
+            // Refused calls are not executed and not sent back to the kernel, but the model
+            // gets an answer for each (chat APIs require one per call).
+            let text = format!(
+                "Not run: the tool `{}` is excluded because {exclusion}.",
+                call.name
+            );
+            conversation.push(Message::tool_refusal(
+                call.id.clone(),
+                call.name.clone(),
+                text,
+            ));
+            continue;
+        }
+        let Some(result) = results.next() else {
+            return Err(RunError::Internal("a tool call has no outcome".into()));
+        };
+        let warning = batch
+            .warnings
+            .iter()
+            .find(|(k, _)| *k == i)
+            .map(|(_, w)| budget_warning_text(&call.name, *w));
+        conversation.push(Message::tool_result(
+            result.call_id,
+            result.name,
+            render_outcome(&result.outcome),
+            warning.as_deref(),
+        ));
+    }
+    Ok(())
 }
 
 fn renewal_interval(lease: Duration) -> Duration {
@@ -257,6 +474,9 @@ struct Driver {
     deadline: Option<Instant>,
     lease: Lease,
     renewal: Instant,
+    /// On resume, the journal's state of each executed call of the pending tool batch: done
+    /// calls are not run again, in-doubt calls only if their tool is idempotent.
+    resumed_calls: Option<Vec<CallState>>,
 }
 
 /// The one command among those drained that needs an answer.
@@ -277,6 +497,53 @@ enum Raced<T> {
 type EventAndDetail = (Event, Option<String>);
 
 impl Driver {
+    fn new(
+        mut env: Env,
+        machine: Machine,
+        lease: Lease,
+        conversation: Vec<Message>,
+        start: Instant,
+    ) -> Driver {
+        env.specs = env.tools.specs();
+        Driver {
+            deadline: machine
+                .poll_timeout()
+                .map(|ms| start + Duration::from_millis(ms)),
+            renewal: Instant::now() + renewal_interval(lease.duration),
+            env,
+            lease,
+            machine,
+            conversation,
+            commands: Vec::with_capacity(4),
+            trace: Vec::with_capacity(32),
+            duplicates: AtomicU64::new(0),
+            model_calls: 0,
+            start,
+            resumed_calls: None,
+        }
+    }
+
+    /// Goes on from a replayed journal: first re-journals the last replayed step (an
+    /// interrupted run may have written its event and not all of its decisions; stored keys
+    /// come back as prevented duplicates), then loops as [`Driver::drive`] does.
+    async fn resume(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        if let Some(last) = self.trace.last().copied() {
+            self.journal_step(&last).await?;
+        } else {
+            self.put(Record {
+                key: Key::event(0),
+                entry: Entry::User {
+                    task: self.env.task.clone(),
+                },
+            })
+            .await?;
+        }
+        self.run_loop(observer).await
+    }
+
     async fn drive(
         &mut self,
         observer: &mut Option<Box<dyn Observer>>,
@@ -291,6 +558,13 @@ impl Driver {
         // The machine's first command (the first model call) comes from no step.
         self.commands
             .extend(std::iter::from_fn(|| self.machine.poll_command()));
+        self.run_loop(observer).await
+    }
+
+    async fn run_loop(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
         loop {
             let (event, detail) = match self.drain()? {
                 Action::Stop(stop) => return self.finish(stop, observer).await,
@@ -457,51 +731,39 @@ impl Driver {
         // results go to the same checkpoint, one slot per executed call.
         let checkpoint = self.machine.stats().steps;
         let calls = u32::try_from(executed(&batch).count()).unwrap_or(u32::MAX);
-        let (raced, renewal) = self.race(self.run_tools(&batch, checkpoint, calls)).await?;
+        let resumed = self.resumed_calls.take();
+        if let Some(states) = &resumed
+            && self.env.config.in_doubt == InDoubt::Stop
+            && let Some((call, _)) = executed(&batch)
+                .zip(states)
+                .find(|(_, s)| matches!(s, CallState::InDoubt { idempotent: false }))
+        {
+            return Err(RunError::InDoubt {
+                call: call.id.clone(),
+                tool: call.name.clone(),
+            });
+        }
+        let (raced, renewal) = self
+            .race(self.run_tools(&batch, checkpoint, calls, resumed))
+            .await?;
         self.renewal = renewal;
         let outcomes = match self.interrupted(raced) {
             Ok(out) => out?,
             Err(event) => return Ok(event),
         };
         let mut outcomes = outcomes.into_iter();
-        let ToolBatch {
-            calls,
-            refused,
-            warnings,
-        } = batch;
-        let mut results = Vec::with_capacity(calls.len());
-        for (i, call) in calls.into_iter().enumerate() {
-            let refusal = refused.iter().find(|(k, _)| *k == i).map(|(_, e)| *e);
-            if let Some(exclusion) = refusal {
-                // Refused calls are not executed and not sent back to the kernel, but the model
-                // gets an answer for each (chat APIs require one per call).
-                let text = format!(
-                    "Not run: the tool `{}` is excluded because {exclusion}.",
-                    call.name
-                );
-                self.conversation
-                    .push(Message::tool_refusal(call.id, call.name, text));
-                continue;
-            }
+        let mut results = Vec::with_capacity(batch.calls.len());
+        for call in executed(&batch) {
             let Some((_, outcome)) = outcomes.next() else {
                 return Err(RunError::Internal("a tool call has no outcome".into()));
             };
-            let warning = warnings
-                .iter()
-                .find(|(k, _)| *k == i)
-                .map(|(_, w)| budget_warning_text(&call.name, *w));
-            self.conversation.push(Message::tool_result(
-                call.id.clone(),
-                call.name.clone(),
-                render_outcome(&outcome),
-                warning.as_deref(),
-            ));
             results.push(ToolResult {
-                call_id: call.id,
-                name: call.name,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
                 outcome,
             });
         }
+        push_tool_messages(&mut self.conversation, &batch, results.iter().cloned())?;
         Ok((Event::ToolResults(results), None))
     }
 
@@ -514,8 +776,10 @@ impl Driver {
         batch: &ToolBatch,
         checkpoint: u32,
         calls_in_batch: u32,
+        resumed: Option<Vec<CallState>>,
     ) -> Result<Vec<(usize, ToolOutcome)>, RunError> {
         let limit = self.env.config.max_concurrent_tools.max(1);
+        let mut resumed = resumed.unwrap_or_default().into_iter();
         let tool_timeout = self.env.config.tool_timeout;
         // Each tool's `call` is invoked here, in batch order, before anything runs: an adapter
         // that takes the next scripted result when called stays deterministic.
@@ -526,11 +790,20 @@ impl Driver {
             .filter(|(i, _)| batch.refusal(*i).is_none())
             .enumerate()
             .map(|(j, (i, call))| {
-                let started = self
-                    .env
-                    .tools
-                    .get(&call.name)
-                    .map(|tool| tool.call(call.arguments.clone()));
+                let state = resumed.next().unwrap_or(CallState::NotStarted);
+                let known = match state {
+                    CallState::Done(result) => Some(result.outcome),
+                    CallState::InDoubt { idempotent: false } => Some(in_doubt_outcome(&call.name)),
+                    CallState::NotStarted | CallState::InDoubt { idempotent: true } => None,
+                };
+                let started = match known {
+                    Some(_) => None,
+                    None => self
+                        .env
+                        .tools
+                        .get(&call.name)
+                        .map(|tool| tool.call(call.arguments.clone())),
+                };
                 let name = call.name.as_str();
                 let key = Key::result(
                     checkpoint,
@@ -538,6 +811,20 @@ impl Driver {
                     u32::try_from(j).unwrap_or(u32::MAX),
                 );
                 async move {
+                    if let Some(outcome) = known {
+                        // Journaled already (done), or answered as in doubt: never run again.
+                        let result = ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            outcome: outcome.clone(),
+                        };
+                        self.put(Record {
+                            key,
+                            entry: Entry::ToolResult(result),
+                        })
+                        .await?;
+                        return Ok::<_, RunError>((i, outcome));
+                    }
                     let outcome = match started {
                         None => Ok(ToolOutcome::Error {
                             kind: ToolErrorKind::NotFound,
@@ -765,6 +1052,19 @@ impl Driver {
             observer.on_stop(&report);
         }
         Ok(report)
+    }
+}
+
+/// The answer to a call of a non-idempotent tool that was started before the run stopped and has
+/// no journaled result: it is not run again, and the model is told why.
+fn in_doubt_outcome(tool: &str) -> ToolOutcome {
+    ToolOutcome::Error {
+        kind: ToolErrorKind::Failed,
+        message: format!(
+            "in doubt: the run stopped while this call of `{tool}` was running, and `{tool}` is \
+             not idempotent, so it was not run again. Its effect may or may not have happened: \
+             check before calling it again."
+        ),
     }
 }
 

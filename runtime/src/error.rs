@@ -23,6 +23,20 @@ pub enum RunError {
     /// A key already stored holds different content: the journal is not this run's.
     #[error("the journal entry at {0} differs from this run's; the journal belongs to another run")]
     Diverged(Key),
+    /// On resume, a started call of a non-idempotent tool has no result and the configuration
+    /// says to stop ([`crate::InDoubt::Stop`]).
+    #[error(
+        "tool call `{call}` of `{tool}` was started before the run stopped and has no result; `{tool}` is not idempotent, so it is not run again"
+    )]
+    InDoubt {
+        /// The call id.
+        call: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The journal cannot be replayed.
+    #[error("the journal cannot be replayed: {0}")]
+    Replay(String),
     /// The runtime and the kernel disagree (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -45,12 +59,16 @@ impl RunError {
     /// 4 claimed by another worker.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Policy(_) | RunError::ExecutionExists(_) => 2,
+            RunError::Policy(_)
+            | RunError::ExecutionExists(_)
+            | RunError::Store(StoreError::NotFound(_)) => 2,
             RunError::Fault(f) if f.kind == FaultKind::InvalidInput => 2,
             RunError::Store(StoreError::Claimed { .. } | StoreError::LeaseLost { .. }) => 4,
             RunError::Fault(_)
             | RunError::Store(_)
             | RunError::Diverged(_)
+            | RunError::InDoubt { .. }
+            | RunError::Replay(_)
             | RunError::Internal(_) => 3,
         }
     }

@@ -24,7 +24,7 @@
 use crate::report::Report;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{Key, Policy, Record};
@@ -43,6 +43,13 @@ pub struct RunSpec {
     pub system: Option<String>,
     /// The policy.
     pub policy: Policy,
+    /// What the host needs to rebuild its adapters on resume, opaque to the runtime (the
+    /// `terminus` command line stores the scenario here, so `resume` needs only the journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<serde_json::Value>,
+    /// When the run first started, Unix milliseconds: a resumed run's deadline counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<u64>,
 }
 
 /// What an append did.
@@ -82,6 +89,9 @@ pub enum StoreError {
         /// The execution.
         execution: String,
     },
+    /// The execution does not exist (exit code 2).
+    #[error("no execution `{0}` in the journal")]
+    NotFound(String),
     /// The store itself failed (exit code 3).
     #[error("storage failed: {0}")]
     Backend(String),
@@ -104,8 +114,28 @@ pub trait Store: Send + Sync {
     /// stored record comes back with `already_existed = true`.
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError>;
 
-    /// Every record of `execution`, in key order.
-    async fn records(&self, execution: &str) -> Result<Vec<Arc<Record>>, StoreError>;
+    /// Up to `limit` records of `execution` whose keys come after `after` (all when `None`),
+    /// in key order. Long journals are read page by page, never all at once.
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<Key>,
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>, StoreError>;
+
+    /// Every record of `execution`, in key order (for tests and small journals; resuming pages).
+    async fn records(&self, execution: &str) -> Result<Vec<Arc<Record>>, StoreError> {
+        let mut out: Vec<Arc<Record>> = Vec::new();
+        loop {
+            let page = self
+                .page(execution, out.last().map(|r| r.key), 1024)
+                .await?;
+            if page.is_empty() {
+                return Ok(out);
+            }
+            out.extend(page);
+        }
+    }
 
     /// How many records `execution` has.
     async fn count(&self, execution: &str) -> Result<u64, StoreError>;
@@ -131,14 +161,24 @@ pub trait Store: Send + Sync {
 
     /// Gives the claim up (a no-op if the worker no longer holds it).
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Claims one execution that is waiting for a worker (not ended, and unclaimed or with an
+    /// expired lease), if any. Stores shared by many workers implement it; the default has none.
+    async fn claim_next(
+        &self,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let _ = (worker, duration);
+        Ok(None)
+    }
 }
 
 #[derive(Debug, Default)]
 struct Execution {
     spec: Option<RunSpec>,
-    /// In append order; `keys` indexes them (appends stay O(1) however long the run).
-    records: Vec<Arc<Record>>,
-    keys: HashMap<Key, usize>,
+    /// In key order.
+    records: BTreeMap<Key, Arc<Record>>,
     claim: Option<(String, Instant)>,
     report: Option<Report>,
 }
@@ -192,14 +232,13 @@ impl Store for MemoryStore {
 
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
         Ok(self.with_execution(execution, |e| {
-            if let Some(stored) = e.keys.get(&record.key).and_then(|&at| e.records.get(at)) {
+            if let Some(stored) = e.records.get(&record.key) {
                 return Appended {
                     record: Arc::clone(stored),
                     already_existed: true,
                 };
             }
-            e.keys.insert(record.key, e.records.len());
-            e.records.push(Arc::clone(&record));
+            e.records.insert(record.key, Arc::clone(&record));
             Appended {
                 record,
                 already_existed: false,
@@ -207,14 +246,23 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn records(&self, execution: &str) -> Result<Vec<Arc<Record>>, StoreError> {
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<Key>,
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>, StoreError> {
+        use std::ops::Bound;
         Ok(self.with(|all| {
-            let mut records: Vec<Arc<Record>> = all
-                .get(execution)
-                .map(|e| e.records.clone())
-                .unwrap_or_default();
-            records.sort_by_key(|r| r.key);
-            records
+            let Some(e) = all.get(execution) else {
+                return Vec::new();
+            };
+            let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+            e.records
+                .range((from, Bound::Unbounded))
+                .take(limit)
+                .map(|(_, r)| Arc::clone(r))
+                .collect()
         }))
     }
 
@@ -273,6 +321,32 @@ impl Store for MemoryStore {
                 }),
             },
         )
+    }
+
+    async fn claim_next(
+        &self,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let now = Instant::now();
+        Ok(self.with(|all| {
+            let mut waiting: Vec<(&String, &mut Execution)> = all
+                .iter_mut()
+                .filter(|(_, e)| {
+                    e.spec.is_some()
+                        && e.report.is_none()
+                        && e.claim.as_ref().is_none_or(|(_, expires)| *expires <= now)
+                })
+                .collect();
+            waiting.sort_by(|a, b| a.0.cmp(b.0));
+            let (id, e) = waiting.into_iter().next()?;
+            e.claim = Some((worker.to_owned(), now + duration));
+            Some(Lease {
+                execution: id.clone(),
+                worker: worker.to_owned(),
+                duration,
+            })
+        }))
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

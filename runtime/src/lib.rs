@@ -49,7 +49,7 @@ mod report;
 mod tool;
 mod verifier;
 
-pub use crate::config::RuntimeConfig;
+pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::driver::Run;
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};

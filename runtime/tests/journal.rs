@@ -79,13 +79,19 @@ async fn every_fact_is_journaled_under_its_deterministic_key() {
     );
     // The spec and the report are kept with the execution.
     let spec = store.spec("x1").await.expect("stored").expect("created");
+    assert!(
+        spec.started_unix_ms
+            .is_some_and(|ms| ms > 1_700_000_000_000)
+    );
     assert_eq!(
         spec,
         RunSpec {
             task: "Echo a and b".into(),
             name: None,
             system: None,
-            policy: Policy::default()
+            policy: Policy::default(),
+            host: None,
+            started_unix_ms: spec.started_unix_ms,
         }
     );
     assert_eq!(store.report("x1").await.expect("stored"), Some(report));
@@ -227,16 +233,24 @@ async fn running_an_execution_twice_is_refused_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn an_execution_claimed_by_another_worker_is_not_run() {
+async fn an_execution_claimed_by_another_worker_is_not_resumed() {
     let store = MemoryStore::new();
+    let spec = RunSpec {
+        task: "t".into(),
+        name: None,
+        system: None,
+        policy: Policy::default(),
+        host: None,
+        started_unix_ms: None,
+    };
+    assert!(store.create("busy", &spec).await.expect("stored"));
     store
         .claim("busy", "other-worker", Duration::from_secs(30))
         .await
         .expect("free");
     let model = Script::new([text("never")]);
-    let err = Run::new("t", Policy::default(), model.clone())
+    let err = Run::resume("busy", model.clone())
         .store(Arc::new(store.clone()))
-        .execution("busy")
         .execute()
         .await
         .expect_err("claimed");
@@ -250,7 +264,15 @@ async fn an_execution_claimed_by_another_worker_is_not_run() {
     assert_eq!(err.exit_code(), 4);
     assert_eq!(model.requests(), 0);
     assert_eq!(store.count("busy").await.expect("stored"), 0);
-    assert_eq!(store.spec("busy").await.expect("stored"), None);
+    // `run` of an id that exists is refused before any claim or model call.
+    let err = Run::new("t", Policy::default(), model.clone())
+        .store(Arc::new(store.clone()))
+        .execution("busy")
+        .execute()
+        .await
+        .expect_err("exists");
+    assert_eq!(err, RunError::ExecutionExists("busy".into()));
+    assert_eq!(model.requests(), 0);
 }
 
 #[tokio::test(start_paused = true)]
