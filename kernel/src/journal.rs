@@ -254,17 +254,26 @@ pub fn step_records(
     commands: &[Command],
     idempotent: impl Fn(&str) -> bool,
 ) -> Vec<Record> {
+    let mut out = vec![Record {
+        key: Key::event(step.step),
+        entry: Entry::from_event(event),
+    }];
+    out.extend(decision_records(step, commands, idempotent));
+    out
+}
+
+/// The records of [`step_records`] after the event: what the step decided. A host that writes
+/// the event ahead (before the machine sees it) writes these once the step is taken.
+pub fn decision_records(
+    step: &StepRecord,
+    commands: &[Command],
+    idempotent: impl Fn(&str) -> bool,
+) -> Vec<Record> {
     let cp = step.step;
-    let mut out = vec![
-        Record {
-            key: Key::event(cp),
-            entry: Entry::from_event(event),
-        },
-        Record {
-            key: Key::transition(cp),
-            entry: Entry::Transition(*step),
-        },
-    ];
+    let mut out = vec![Record {
+        key: Key::transition(cp),
+        entry: Entry::Transition(*step),
+    }];
     let mut guidance = 0u32;
     for c in commands {
         match c {

@@ -105,8 +105,8 @@ pub use crate::event::{
 pub use crate::fingerprint::{calls_fingerprint, value_fingerprint};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
-    CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, executed, recover,
-    step_records,
+    CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, decision_records,
+    executed, recover, step_records,
 };
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
 pub use crate::machine::{Handled, Machine, RestoreError, StepRecord};

@@ -22,7 +22,7 @@ use std::time::Duration;
 use terminus_kernel::{
     BudgetWarning, CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall,
     ModelErrorKind, ModelTurn, Policy, Record, Replay, StepRecord, Stop, ToolBatch, ToolErrorKind,
-    ToolOutcome, ToolResult, Verdict, VerifyRequest, executed,
+    ToolOutcome, ToolResult, Verdict, VerifyRequest, decision_records, executed,
 };
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 
@@ -957,61 +957,10 @@ impl Driver {
     /// guidance it emitted, its stop record, and an intent per executed tool call (the layout of
     /// `terminus_kernel::step_records`).
     async fn journal_step(&self, step: &StepRecord) -> Result<(), RunError> {
-        let checkpoint = step.step;
-        self.put(Record {
-            key: Key::transition(checkpoint),
-            entry: Entry::Transition(*step),
-        })
-        .await?;
-        let mut guidance = 0u32;
-        for command in &self.commands {
-            match command {
-                Command::Nudge(nudge) => {
-                    let key = Key::guidance(checkpoint, guidance);
-                    guidance += 1;
-                    self.put(Record {
-                        key,
-                        entry: Entry::Nudge(nudge.clone()),
-                    })
-                    .await?;
-                }
-                Command::Notice(notice) => {
-                    let key = Key::guidance(checkpoint, guidance);
-                    guidance += 1;
-                    self.put(Record {
-                        key,
-                        entry: Entry::Notice(notice.clone()),
-                    })
-                    .await?;
-                }
-                Command::Stop(stop) => {
-                    self.put(Record {
-                        key: Key::stop(checkpoint),
-                        entry: Entry::Stop(stop.clone()),
-                    })
-                    .await?;
-                }
-                Command::RunTools(batch) => {
-                    for (j, call) in executed(batch).enumerate() {
-                        let idempotent = self
-                            .env
-                            .tools
-                            .get(&call.name)
-                            .is_none_or(|t| t.idempotent());
-                        self.put(Record {
-                            key: Key::intent(checkpoint, u32::try_from(j).unwrap_or(u32::MAX)),
-                            entry: Entry::ToolCall {
-                                call: call.clone(),
-                                idempotent,
-                            },
-                        })
-                        .await?;
-                    }
-                }
-                Command::CallModel(_) | Command::Verify(_) => {}
-            }
-        }
-        Ok(())
+        let records = decision_records(step, &self.commands, |name| {
+            self.env.tools.get(name).is_none_or(|t| t.idempotent())
+        });
+        self.put_all(records).await
     }
 
     /// Appends `record`. A key already stored with the same content is a prevented duplicate;
@@ -1023,6 +972,33 @@ impl Driver {
             .store
             .append(&self.env.execution, Arc::clone(&record))
             .await?;
+        self.check_appended(&record, &appended)
+    }
+
+    /// Appends the records of one step together (one transaction in durable stores).
+    async fn put_all(&self, records: Vec<Record>) -> Result<(), RunError> {
+        let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
+        let appended = self
+            .env
+            .store
+            .append_all(&self.env.execution, records.clone())
+            .await?;
+        if appended.len() != records.len() {
+            return Err(RunError::Internal(
+                "the store answered a different number of appends".into(),
+            ));
+        }
+        for (record, appended) in records.iter().zip(&appended) {
+            self.check_appended(record, appended)?;
+        }
+        Ok(())
+    }
+
+    fn check_appended(
+        &self,
+        record: &Record,
+        appended: &crate::journal::Appended,
+    ) -> Result<(), RunError> {
         if appended.already_existed {
             if *appended.record != *record {
                 return Err(RunError::Diverged(record.key));

@@ -114,6 +114,20 @@ pub trait Store: Send + Sync {
     /// stored record comes back with `already_existed = true`.
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError>;
 
+    /// Appends several records, in order, as [`Store::append`] does for each; durable stores
+    /// write them in one transaction (one commit per agent step instead of one per record).
+    async fn append_all(
+        &self,
+        execution: &str,
+        records: Vec<Arc<Record>>,
+    ) -> Result<Vec<Appended>, StoreError> {
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
+            out.push(self.append(execution, record).await?);
+        }
+        Ok(out)
+    }
+
     /// Up to `limit` records of `execution` whose keys come after `after` (all when `None`),
     /// in key order. Long journals are read page by page, never all at once.
     async fn page(

@@ -15,6 +15,7 @@ use terminus_runtime::{Run, ToolSet};
 pub struct Scenario {
     name: String,
     file: ScenarioFile,
+    model_log: Option<std::path::PathBuf>,
 }
 
 impl Scenario {
@@ -26,7 +27,11 @@ impl Scenario {
         de.end().map_err(|e| json_error("$".into(), &e))?;
         validate(&file)?;
         let name = file.name.clone().unwrap_or_else(|| "scenario".into());
-        Ok(Scenario { name, file })
+        Ok(Scenario {
+            name,
+            file,
+            model_log: None,
+        })
     }
 
     /// Reads, parses and validates a scenario file. Without a `name`, the scenario is named
@@ -80,14 +85,44 @@ impl Scenario {
     /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
     /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
     pub fn run(&self) -> Run {
+        self.adapters(
+            Run::new(
+                self.file.task.clone(),
+                self.file.policy.clone(),
+                self.model(),
+            )
+            .name(self.name.clone()),
+        )
+    }
+
+    /// Resumes `execution` of this scenario from its journal (set the store on the returned
+    /// [`Run`]): the scripted model and tools move past the answers the journal holds.
+    pub fn resume(&self, execution: impl Into<String>) -> Run {
+        self.adapters(Run::resume(execution, self.model()))
+    }
+
+    /// Logs every model turn served to `path` (see [`ScriptedModel::with_log`]); applies to
+    /// the runs created after this call.
+    #[must_use]
+    pub fn with_model_log(mut self, path: impl Into<std::path::PathBuf>) -> Scenario {
+        self.model_log = Some(path.into());
+        self
+    }
+
+    fn model(&self) -> Arc<ScriptedModel> {
+        let model = ScriptedModel::new(&self.file.model);
+        Arc::new(match &self.model_log {
+            Some(path) => model.with_log(path.clone()),
+            None => model,
+        })
+    }
+
+    fn adapters(&self, mut run: Run) -> Run {
         let mut tools = ToolSet::new();
         for (name, script) in &self.file.tools {
             tools.insert(name.clone(), Arc::new(ScriptedTool::new(name, script)));
         }
-        let model = Arc::new(ScriptedModel::new(&self.file.model));
-        let mut run = Run::new(self.file.task.clone(), self.file.policy.clone(), model)
-            .name(self.name.clone())
-            .tools(tools);
+        run = run.tools(tools);
         if let Some(script) = &self.file.verifier {
             run = run.verifier(Arc::new(ScriptedVerifier::new(script)));
         }

@@ -31,6 +31,12 @@ impl<T: Clone> Cursor<T> {
         }
     }
 
+    /// Marks the first `n` entries as used (a resumed run's journal already holds their answers).
+    fn skip(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        *used = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+
     /// The next entry and its number (1-based), or `Err(n)` when a `none` script of `n` entries
     /// is exhausted.
     fn next(&self) -> Result<(usize, T), usize> {
@@ -62,6 +68,7 @@ fn plural(n: usize, what: &str) -> String {
 #[derive(Debug)]
 pub struct ScriptedModel {
     turns: Cursor<TurnSpec>,
+    log: Option<std::path::PathBuf>,
 }
 
 impl ScriptedModel {
@@ -69,14 +76,44 @@ impl ScriptedModel {
     pub fn new(script: &ModelScript) -> ScriptedModel {
         ScriptedModel {
             turns: Cursor::new(script.turns.clone(), script.repeat),
+            log: None,
         }
+    }
+
+    /// Appends the number of every turn served (one line each) to `path`: crash tests count the
+    /// model calls made across processes with it.
+    #[must_use]
+    pub fn with_log(mut self, path: impl Into<std::path::PathBuf>) -> ScriptedModel {
+        self.log = Some(path.into());
+        self
+    }
+
+    fn record(&self, call: usize) -> Result<(), Fault> {
+        use std::io::Write as _;
+        let Some(path) = &self.log else {
+            return Ok(());
+        };
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| writeln!(f, "{call}"))
+            .map_err(|e| Fault::internal(format!("model log {}: {e}", path.display())))
     }
 }
 
 #[async_trait]
 impl Model for ScriptedModel {
+    fn resumed(&self, answered: u64) {
+        self.turns.skip(answered);
+    }
+
     async fn complete(&self, _request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        let (call, spec) = self.turns.next().map_err(|n| {
+        let served = self.turns.next();
+        if let Ok((call, _)) = &served {
+            self.record(*call).map_err(ModelError::Fault)?;
+        }
+        let (call, spec) = served.map_err(|n| {
             Fault::invalid_input(format!(
                 "model script exhausted after {} (repeat: \"none\")",
                 plural(n, "turn")
@@ -161,6 +198,10 @@ impl ScriptedTool {
 impl Tool for ScriptedTool {
     fn description(&self) -> &str {
         &self.description
+    }
+
+    fn resumed(&self, answered: u64) {
+        self.results.skip(answered);
     }
 
     fn idempotent(&self) -> bool {

@@ -21,9 +21,11 @@
 
 #![forbid(unsafe_code)]
 
+mod journal;
 mod postgres;
 mod sqlite;
 
+pub use crate::journal::open;
 pub use crate::postgres::PostgresStore;
 pub use crate::sqlite::{Durability, SqliteStore};
 

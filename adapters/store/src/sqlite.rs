@@ -164,6 +164,36 @@ impl SqliteStore {
         }
     }
 
+    /// Takes one runnable execution (not done, and unclaimed or with an expired lease) for
+    /// `worker`, oldest first, in one immediate transaction (SQLite has one writer at a time, so
+    /// two workers cannot take the same row).
+    pub fn claim_next(&self, worker: &str, lease: Duration) -> Result<Option<String>, StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        let id: Option<String> = tx
+            .query_row(
+                "SELECT id FROM executions WHERE status != 'done' AND spec IS NOT NULL
+                 AND (worker IS NULL OR lease_until_ms < ?1) ORDER BY created_ms, id LIMIT 1",
+                [now],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(backend)?;
+        if let Some(id) = &id {
+            tx.execute(
+                "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running' WHERE id = ?1",
+                params![id, worker, until],
+            )
+            .map_err(backend)?;
+        }
+        tx.commit().map_err(backend)?;
+        Ok(id)
+    }
+
     /// Extends our claim; fails with `LeaseLost` if another worker took it.
     pub fn renew(&self, execution: &str, worker: &str, lease: Duration) -> Result<(), StoreError> {
         let until = now_ms().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
