@@ -10,9 +10,12 @@ use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use terminus_runtime::{KillSwitch, Report, RuntimeConfig, Transition};
+use terminus_kernel::{Entry, Key};
+use terminus_runtime::{KillSwitch, Report, Run, RuntimeConfig, Store, Transition};
 use terminus_scenario::Scenario;
+use terminus_store::Durability;
 
 const INVALID: u8 = 2;
 const INTERNAL: u8 = 3;
@@ -45,16 +48,88 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Continue an interrupted run from its journal, without calling the model or tools again
+    /// for what is journaled. An execution another live worker holds exits 4; one that already
+    /// ended runs nothing, prints its report and exits with its code.
+    Resume(ResumeArgs),
+    /// Explain a run from its journal: the path it took, counters, the stop reason and the rule
+    /// that fired.
+    Inspect {
+        /// The journal: a SQLite file or a postgres:// URL.
+        #[arg(long, value_name = "PATH|URL")]
+        journal: String,
+        /// The execution id.
+        #[arg(long, value_name = "ID")]
+        execution: String,
+        /// Print the explanation as one line of JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Poll the journal for runnable executions (created and never claimed, or whose worker's
+    /// lease expired) and resume each; one report line per execution on stdout.
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+struct StoreArgs {
+    /// The journal: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, value_name = "PATH|URL")]
+    journal: String,
+    /// What a committed SQLite entry survives: `process` (a killed process; the default) or
+    /// `power-loss` (every commit is fsynced).
+    #[arg(long, value_name = "MODE", default_value = "process", value_parser = parse_durability)]
+    durability: Durability,
+    /// How long the claim on an execution lasts, in milliseconds; renewed while the run lives.
+    #[arg(long, value_name = "N", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    lease_ms: u64,
+}
+
+#[derive(Debug, Args)]
+struct ResumeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The execution id.
+    #[arg(long, value_name = "ID")]
+    execution: String,
+    /// Print the report as JSON, as the last line on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// How often to poll when nothing is runnable, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    poll_ms: u64,
+    /// Exit when nothing is runnable instead of polling again.
+    #[arg(long)]
+    until_idle: bool,
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    match s {
+        "process" => Ok(Durability::Process),
+        "power-loss" => Ok(Durability::PowerLoss),
+        other => Err(format!(
+            "unknown durability `{other}` (expected `process` or `power-loss`)"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
 struct RunArgs {
     /// The scenario file.
     scenario: PathBuf,
-    /// Durable journal: a SQLite file or a postgres:// URL (not supported yet; the journal is
-    /// in memory without it).
+    /// Durable journal: a SQLite file (created if missing) or a postgres:// URL. Without it the
+    /// journal is in memory.
     #[arg(long, value_name = "PATH|URL")]
     journal: Option<String>,
+    /// What a committed SQLite entry survives: `process` (default) or `power-loss` (fsync).
+    #[arg(long, value_name = "MODE", default_value = "process", value_parser = parse_durability)]
+    durability: Durability,
     /// The execution id (default: the scenario's name and the current time).
     #[arg(long, value_name = "ID")]
     execution: Option<String>,
@@ -84,25 +159,58 @@ fn main() -> ExitCode {
             Cmd::Run(args) => run(args).await,
             Cmd::Validate { files } => validate(&files),
             Cmd::Check { files } => check(&files).await,
+            Cmd::Resume(args) => resume(args).await,
+            Cmd::Inspect {
+                journal,
+                execution,
+                json,
+            } => inspect(&journal, &execution, json).await,
+            Cmd::Worker(args) => worker(args).await,
         }
     });
     ExitCode::from(code)
 }
 
-async fn run(args: RunArgs) -> u8 {
-    if let Some(journal) = &args.journal {
-        eprintln!(
-            "terminus: --journal {journal}: durable journals (SQLite files, postgres:// URLs) are \
-             not supported yet; leave --journal out to keep the journal in memory"
-        );
-        return INVALID;
+async fn open_store(journal: &str, durability: Durability) -> Result<Arc<dyn Store>, u8> {
+    terminus_store::open(journal, durability)
+        .await
+        .map_err(|e| {
+            eprintln!("terminus: journal {journal}: {e}");
+            INTERNAL
+        })
+}
+
+/// The scenario file's JSON, kept with the execution so that `resume` needs only the journal.
+fn scenario_json(path: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn model_log() -> Option<PathBuf> {
+    std::env::var_os("TERMINUS_MODEL_LOG").map(PathBuf::from)
+}
+
+fn with_model_log(scenario: Scenario) -> Scenario {
+    match model_log() {
+        Some(path) => scenario.with_model_log(path),
+        None => scenario,
     }
+}
+
+async fn run(args: RunArgs) -> u8 {
     let scenario = match Scenario::load(&args.scenario) {
-        Ok(s) => s,
+        Ok(s) => with_model_log(s),
         Err(e) => {
             eprintln!("terminus: {e}");
             return INVALID;
         }
+    };
+    let store = match &args.journal {
+        Some(journal) => match open_store(journal, args.durability).await {
+            Ok(store) => Some(store),
+            Err(code) => return code,
+        },
+        None => None,
     };
     let execution = args.execution.clone().unwrap_or_else(|| {
         let ms = SystemTime::now()
@@ -115,26 +223,52 @@ async fn run(args: RunArgs) -> u8 {
         lease: Duration::from_millis(args.lease_ms),
         ..RuntimeConfig::default()
     };
+    eprintln!(
+        "terminus: running {} (execution {execution})",
+        scenario.name()
+    );
+    let mut run = scenario.run().execution(execution);
+    if let Some(store) = store {
+        run = run.store(store);
+        if let Some(json) = scenario_json(&args.scenario) {
+            run = run.host_data(serde_json::json!({ "scenario": json }));
+        }
+    }
+    let result = drive(run, config).await;
+    finish(
+        &scenario,
+        result,
+        args.json,
+        &args.scenario.display().to_string(),
+    )
+}
+
+/// Runs with the kill switch on Ctrl-C and progress lines on stderr.
+async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runtime::RunError> {
     let kill = KillSwitch::new();
     let on_interrupt = kill.clone();
-    tokio::spawn(async move {
+    let watcher = tokio::spawn(async move {
         // Ctrl-C is the kill switch: the run ends `aborted (cancelled)` with its report.
         if tokio::signal::ctrl_c().await.is_ok() {
             on_interrupt.kill();
         }
     });
-    eprintln!(
-        "terminus: running {} (execution {execution})",
-        scenario.name()
-    );
-    let result = scenario
-        .run()
-        .execution(execution)
+    let result = run
         .config(config)
         .kill_switch(kill)
         .observer(|t: &Transition<'_>| eprintln!("[{:>6} ms] {t}", t.elapsed_ms))
         .execute()
         .await;
+    watcher.abort();
+    result
+}
+
+fn finish(
+    scenario: &Scenario,
+    result: Result<Report, terminus_runtime::RunError>,
+    json: bool,
+    what: &str,
+) -> u8 {
     match result {
         Ok(report) => {
             eprintln!(
@@ -148,14 +282,246 @@ async fn run(args: RunArgs) -> u8 {
                     eprintln!("terminus: expectation not met: {mismatch}");
                 }
             }
-            print_report(&report, args.json);
+            print_report(&report, json);
             report.exit_code()
         }
         Err(e) => {
-            eprintln!("terminus: {}: {e}", args.scenario.display());
+            eprintln!("terminus: {what}: {e}");
             e.exit_code()
         }
     }
+}
+
+/// The scenario an execution was started with, from its journal.
+async fn stored_scenario(store: &dyn Store, execution: &str) -> Result<Scenario, u8> {
+    let spec = match store.spec(execution).await {
+        Ok(Some(spec)) => spec,
+        Ok(None) => {
+            eprintln!("terminus: no execution `{execution}` in the journal");
+            return Err(INVALID);
+        }
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return Err(code_of_store_error(&e));
+        }
+    };
+    let Some(json) = spec.host.as_ref().and_then(|h| h.get("scenario")) else {
+        eprintln!(
+            "terminus: execution `{execution}` was not started by `terminus run` with a scenario; \
+             resume it from the program that started it"
+        );
+        return Err(INVALID);
+    };
+    Scenario::parse(&json.to_string())
+        .map(with_model_log)
+        .map_err(|e| {
+            eprintln!("terminus: the scenario stored with `{execution}`: {e}");
+            INTERNAL
+        })
+}
+
+fn code_of_store_error(e: &terminus_runtime::StoreError) -> u8 {
+    terminus_runtime::RunError::Store(e.clone()).exit_code()
+}
+
+fn runtime_config(store: &StoreArgs) -> RuntimeConfig {
+    RuntimeConfig {
+        lease: Duration::from_millis(store.lease_ms),
+        ..RuntimeConfig::default()
+    }
+}
+
+async fn resume(args: ResumeArgs) -> u8 {
+    let store = match open_store(&args.store.journal, args.store.durability).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let scenario = match stored_scenario(store.as_ref(), &args.execution).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    eprintln!(
+        "terminus: resuming {} (execution {})",
+        scenario.name(),
+        args.execution
+    );
+    let run = scenario.resume(args.execution.clone()).store(store);
+    let result = drive(run, runtime_config(&args.store)).await;
+    finish(
+        &scenario,
+        result,
+        args.json,
+        &format!("execution {}", args.execution),
+    )
+}
+
+async fn worker(args: WorkerArgs) -> u8 {
+    let store = match open_store(&args.store.journal, args.store.durability).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let config = runtime_config(&args.store);
+    loop {
+        let lease = match store.claim_next(&config.worker, config.lease).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                eprintln!("terminus: worker: {e}");
+                return code_of_store_error(&e);
+            }
+        };
+        let Some(lease) = lease else {
+            if args.until_idle {
+                return 0;
+            }
+            tokio::time::sleep(Duration::from_millis(args.poll_ms)).await;
+            continue;
+        };
+        let execution = lease.execution.clone();
+        let scenario = match stored_scenario(store.as_ref(), &execution).await {
+            Ok(s) => s,
+            Err(_) => {
+                // Not ours to run: give it back and go on with the others.
+                let _ = store.release(&lease).await;
+                continue;
+            }
+        };
+        eprintln!("terminus: worker {} took {execution}", config.worker);
+        let run = scenario.resume(execution.clone()).store(Arc::clone(&store));
+        match drive(run, config.clone()).await {
+            Ok(report) => print_report(&report, true),
+            Err(e) => {
+                eprintln!("terminus: execution {execution}: {e}");
+                if e.exit_code() == INTERNAL {
+                    return INTERNAL;
+                }
+            }
+        }
+    }
+}
+
+async fn inspect(journal: &str, execution: &str, json: bool) -> u8 {
+    let store = match open_store(journal, Durability::Process).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    match explain(store.as_ref(), execution).await {
+        Ok(explanation) => {
+            let mut out = std::io::stdout().lock();
+            let _ = if json {
+                writeln!(out, "{}", explanation.json)
+            } else {
+                write!(out, "{}", explanation.text)
+            };
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+struct Explanation {
+    text: String,
+    json: serde_json::Value,
+}
+
+/// Reads the journal page by page: the path (one line per transition), the counters, the stop.
+async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> {
+    use std::fmt::Write as _;
+    let fail = |e: terminus_runtime::StoreError| {
+        eprintln!("terminus: {e}");
+        code_of_store_error(&e)
+    };
+    let Some(spec) = store.spec(execution).await.map_err(fail)? else {
+        eprintln!("terminus: no execution `{execution}` in the journal");
+        return Err(INVALID);
+    };
+    let report = store.report(execution).await.map_err(fail)?;
+    let mut text = String::new();
+    let _ = writeln!(text, "execution {execution}");
+    if let Some(name) = &spec.name {
+        let _ = writeln!(text, "scenario  {name}");
+    }
+    let _ = writeln!(text, "task      {}", spec.task);
+    let mut trace = Vec::new();
+    let mut stop = None;
+    let mut entries = 0u64;
+    let mut kinds: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    let mut after: Option<Key> = None;
+    loop {
+        let page = store.page(execution, after, 512).await.map_err(fail)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.key);
+        for record in &page {
+            entries += 1;
+            *kinds.entry(record.entry.kind()).or_default() += 1;
+            match &record.entry {
+                Entry::Transition(step) => trace.push(*step),
+                Entry::Stop(s) => stop = Some(s.clone()),
+                _ => {}
+            }
+        }
+    }
+    let _ = writeln!(text, "path:");
+    for step in &trace {
+        let _ = writeln!(text, "  {step}");
+    }
+    let status = match (&report, &stop) {
+        (Some(_), _) => "ended",
+        (None, Some(_)) => "stopped (report not yet stored; resume to store it)",
+        (None, None) => "interrupted (resume to continue)",
+    };
+    let _ = writeln!(text, "status    {status}");
+    if let Some(s) = &stop {
+        let _ = writeln!(
+            text,
+            "outcome   {} (rule {}: {} when {}; {})",
+            s.outcome,
+            s.rule.name(),
+            s.rule.spec().input,
+            s.rule.spec().guard,
+            s.rule.spec().cites
+        );
+        let st = &s.stats;
+        let _ = writeln!(
+            text,
+            "counters  steps {} · model calls {} · tool calls {} · tool failures {} · nudges {} · \
+             no-ops {} · empty replies {} · verification failures {}",
+            st.steps,
+            st.model_calls,
+            st.tool_calls,
+            st.tool_failures,
+            st.nudges,
+            st.no_ops,
+            st.empty_responses,
+            st.verification_failures
+        );
+        if let Some(result) = &s.result {
+            let _ = writeln!(text, "result    {result}");
+        }
+    }
+    let _ = writeln!(
+        text,
+        "entries   {entries} ({})",
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let json = serde_json::json!({
+        "execution": execution,
+        "name": spec.name,
+        "task": spec.task,
+        "status": if report.is_some() { "ended" } else if stop.is_some() { "stopped" } else { "interrupted" },
+        "outcome": stop.as_ref().map(|s| s.outcome.outcome_str()),
+        "reason": stop.as_ref().map(|s| s.outcome.reason_str()),
+        "rule": stop.as_ref().map(|s| s.rule.name()),
+        "stats": stop.as_ref().map(|s| s.stats),
+        "result": stop.as_ref().and_then(|s| s.result.clone()),
+        "entries": entries,
+        "entry_kinds": kinds,
+        "trace": trace,
+    });
+    Ok(Explanation { text, json })
 }
 
 fn print_report(report: &Report, json: bool) {

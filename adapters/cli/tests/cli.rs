@@ -134,16 +134,100 @@ fn an_exhausted_script_exits_2_naming_the_script() {
 }
 
 #[test]
-fn a_durable_journal_is_refused_for_now() {
-    let out = terminus(&["run", &example("plain-answer.json"), "--journal", "runs.db"]);
-    assert_eq!(out.status.code(), Some(2));
+fn a_sqlite_journal_keeps_the_run_for_resume_and_inspect() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("runs.db");
+    let db = db.to_string_lossy();
+    let out = terminus(&[
+        "run",
+        &example("architect-stops-early.json"),
+        "--journal",
+        &db,
+        "--execution",
+        "j-1",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = last_json_line(&out);
+    assert_eq!(report["entries"], 33);
+    // Resuming an ended execution runs nothing and prints its report with its code.
+    let again = terminus(&["resume", "--journal", &db, "--execution", "j-1", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(last_json_line(&again), report);
+    // The same id cannot be run twice.
+    let twice = terminus(&[
+        "run",
+        &example("architect-stops-early.json"),
+        "--journal",
+        &db,
+        "--execution",
+        "j-1",
+    ]);
+    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+    // inspect explains the path, the counters and the stop.
+    let text = terminus(&["inspect", "--journal", &db, "--execution", "j-1"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let text = stdout(&text);
     assert!(
-        stderr(&out).contains("not supported yet"),
-        "{}",
-        stderr(&out)
+        text.contains("step  11: Verifying --verdict--> Complete [verdict_accepted]"),
+        "{text}"
     );
-    assert!(stdout(&out).is_empty());
-    assert!(!Path::new("runs.db").exists());
+    assert!(text.contains("outcome   complete (verified)"), "{text}");
+    let json = terminus(&["inspect", "--journal", &db, "--execution", "j-1", "--json"]);
+    let json = last_json_line(&json);
+    assert_eq!(json["reason"], "verified");
+    assert_eq!(json["entries"], 33);
+    assert_eq!(json["trace"].as_array().map(Vec::len), Some(11));
+    // Unknown executions are invalid input.
+    for cmd in ["resume", "inspect"] {
+        let out = terminus(&[cmd, "--journal", &db, "--execution", "nope"]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("no execution `nope`"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn an_unusable_journal_exits_3_and_an_invalid_scenario_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("no/such/dir/runs.db");
+    let out = terminus(&[
+        "run",
+        &example("plain-answer.json"),
+        "--journal",
+        &missing.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("runs.db"), "{}", stderr(&out));
+    // A corrupt file is a storage error too, named.
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(
+        &garbage,
+        b"this is not a database, just text long enough to be a header......",
+    )
+    .expect("written");
+    let out = terminus(&[
+        "run",
+        &example("plain-answer.json"),
+        "--journal",
+        &garbage.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("garbage.db"), "{}", stderr(&out));
+    // An invalid scenario is refused before the journal is touched.
+    let bad = scenario_file("bad-with-journal", r#"{ "task": 1 }"#);
+    let db = dir.path().join("untouched.db");
+    let out = terminus(&[
+        "run",
+        &bad.to_string_lossy(),
+        "--journal",
+        &db.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!db.exists(), "nothing may be written for invalid input");
 }
 
 #[test]
