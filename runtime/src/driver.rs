@@ -315,9 +315,23 @@ async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
     }
     let mut page = store.page(&execution, None, RESUME_PAGE).await?;
     let Some(first) = page.first() else {
-        return Err(RunError::Replay(format!(
-            "execution `{execution}` has no journal entries"
-        )));
+        // Created and never started (submitted for a worker): start it from the beginning.
+        let mut machine = Machine::new(spec.policy.clone()).map_err(RunError::Policy)?;
+        let outstanding = std::iter::from_fn(|| machine.poll_command()).collect();
+        let mut conversation = Vec::with_capacity(64);
+        if let Some(system) = &env.config.system_prompt {
+            conversation.push(Message::system(system.clone()));
+        }
+        conversation.push(Message::user(spec.task.clone()));
+        return Ok(Resumed::Driver(Box::new(ResumedParts {
+            machine,
+            outstanding,
+            calls: Vec::new(),
+            conversation,
+            trace: Vec::new(),
+            model_answers: 0,
+            started: Instant::now(),
+        })));
     };
     let mut replay = Replay::start(spec.policy.clone(), Record::clone(first))
         .map_err(|e| RunError::Replay(e.to_string()))?;
@@ -625,19 +639,36 @@ impl Driver {
             }
         };
         tokio::pin!(deadline);
-        let mut renewal = self.renewal;
-        loop {
-            tokio::select! {
-                biased;
-                () = self.env.kill.killed() => return Ok((Raced::Cancel, renewal)),
-                () = &mut deadline => return Ok((Raced::Deadline, renewal)),
-                () = sleep_until(renewal) => {
-                    self.env.store.renew(&self.lease).await?;
-                    renewal = Instant::now() + renewal_interval(self.lease.duration);
+        // The lease is renewed by a branch of its own, polled alongside the work: renewing
+        // inside a select handler would stop polling the work, and a store that serializes
+        // its connection (PostgreSQL) would wait forever for the lock the paused work holds.
+        let renewed = std::sync::Mutex::new(self.renewal);
+        let next = || {
+            *renewed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let renew = async {
+            loop {
+                sleep_until(next()).await;
+                if let Err(e) = self.env.store.renew(&self.lease).await {
+                    return RunError::from(e);
                 }
-                out = &mut work => return Ok((Raced::Done(out), renewal)),
+                *renewed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Instant::now() + renewal_interval(self.lease.duration);
             }
-        }
+        };
+        tokio::pin!(renew);
+        let raced = tokio::select! {
+            biased;
+            () = self.env.kill.killed() => Raced::Cancel,
+            () = &mut deadline => Raced::Deadline,
+            failed = &mut renew => return Err(failed),
+            out = &mut work => Raced::Done(out),
+        };
+        Ok((raced, next()))
     }
 
     fn interrupted<T>(&self, raced: Raced<T>) -> Result<T, EventAndDetail> {
