@@ -238,7 +238,7 @@ pub(crate) fn drive(m: &mut Machine, b: &mut Bytes<'_>) {
         if stepped {
             waiting = None;
         }
-        if n % 8 == 0 {
+        if n.is_multiple_of(8) {
             round_trip(m);
         }
     }
