@@ -109,6 +109,11 @@ impl Run {
         run
     }
 
+    /// The run's kill switch (a clone: killing it stops this run).
+    pub fn kill_handle(&self) -> KillSwitch {
+        self.kill.clone()
+    }
+
     /// Data the host needs to rebuild its adapters when the run is resumed, kept in the
     /// execution's [`RunSpec::host`] (the command line keeps the scenario there).
     #[must_use]
@@ -303,9 +308,11 @@ impl ResumedParts {
 async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
     let store = Arc::clone(&env.store);
     let execution = env.execution.clone();
-    let Some(spec) = store.spec(&execution).await? else {
+    let Some(mut spec) = store.spec(&execution).await? else {
         return Err(crate::journal::StoreError::NotFound(execution).into());
     };
+    // The host's data (a scenario can be large) is the host's business; free it now.
+    spec.host = None;
     if let Some(report) = store.report(&execution).await? {
         return Ok(Resumed::Ended(Box::new(report)));
     }
@@ -941,8 +948,8 @@ impl Driver {
 
     // ----- journal and machine -----
 
-    /// Journals `event` (write-ahead, as the event of the step it is about to make), feeds it to
-    /// the machine, journals the step and its commands, and reports the transition.
+    /// Feeds `event` to the machine, journals the event with the step it made and that step's
+    /// commands (before any command is carried out), and reports the transition.
     async fn feed(
         &mut self,
         event: Event,
@@ -953,18 +960,24 @@ impl Driver {
             .as_ref()
             .map(|_| summarize(&event, detail.as_deref()));
         let checkpoint = self.machine.stats().steps.saturating_add(1);
-        self.put(Record {
+        let event_record = Record {
             key: Key::event(checkpoint),
             entry: Entry::from_event(&event),
-        })
-        .await?;
+        };
         let label = event.label();
         match self.machine.handle(event) {
             Handled::Step(record) => {
                 self.trace.push(record);
                 self.commands
                     .extend(std::iter::from_fn(|| self.machine.poll_command()));
-                self.journal_step(&record).await?;
+                // The event and what the step decided are written together, before any of it
+                // is carried out: one transaction in a durable store, so a crash leaves the
+                // step either wholly journaled or not at all (the machine is deterministic, so
+                // writing the event after it was fed loses nothing).
+                let mut records = Vec::with_capacity(4);
+                records.push(event_record);
+                records.extend(self.decisions(&record));
+                self.put_all(records).await?;
                 if let Some(observer) = observer.as_mut() {
                     observer.on_transition(&Transition {
                         record,
@@ -988,10 +1001,13 @@ impl Driver {
     /// guidance it emitted, its stop record, and an intent per executed tool call (the layout of
     /// `terminus_kernel::step_records`).
     async fn journal_step(&self, step: &StepRecord) -> Result<(), RunError> {
-        let records = decision_records(step, &self.commands, |name| {
+        self.put_all(self.decisions(step)).await
+    }
+
+    fn decisions(&self, step: &StepRecord) -> Vec<Record> {
+        decision_records(step, &self.commands, |name| {
             self.env.tools.get(name).is_none_or(|t| t.idempotent())
-        });
-        self.put_all(records).await
+        })
     }
 
     /// Appends `record`. A key already stored with the same content is a prevented duplicate;

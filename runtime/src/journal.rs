@@ -6,10 +6,10 @@
 //! [`terminus_kernel::recover`]. Checkpoint `n` holds what happened at step `n`; the runtime
 //! writes, for each step:
 //!
-//! - `e0`, the event, *before* the machine sees it (write-ahead; at `cp0` the task);
-//! - after the machine took the step: `e1` the transition, `e2..` the nudges and notices it
-//!   emitted, `e15` the stop record of the last step, and `e16 + j` one intent per executed tool
-//!   call, all written before any call starts;
+//! - once the machine took the step, in one append (one transaction in a durable store): `e0` the
+//!   event (at `cp0` the task), `e1` the transition, `e2..` the nudges and notices it emitted,
+//!   `e15` the stop record of the last step, and `e16 + j` one intent per executed tool call, all
+//!   written before any of its commands is carried out;
 //! - `e16 + k + j` the result of executed call `j` (of `k`), written as soon as it arrives, so a
 //!   crash leaves each call not started, in doubt or done ([`terminus_kernel::CallState`]).
 //!

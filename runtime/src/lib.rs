@@ -15,7 +15,7 @@
 //!    calls running concurrently up to [`RuntimeConfig::max_concurrent_tools`], `Verify`), racing
 //!    the kill switch and the deadline timer ([`Machine::poll_timeout`]), which become
 //!    `Event::Cancel` and `Event::Tick`;
-//! 3. journal the resulting event (write-ahead), feed it to the machine, journal the step and
+//! 3. feed the resulting event to the machine and journal it together with the step and
 //!    its commands, report the transition to the [`Observer`]; repeat until `Stop`, then store
 //!    the [`Report`] with the execution.
 //!

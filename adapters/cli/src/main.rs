@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use terminus_kernel::{Entry, Key};
-use terminus_runtime::{KillSwitch, Report, Run, RuntimeConfig, Store, Transition};
+use terminus_runtime::{Report, Run, RuntimeConfig, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -245,8 +245,7 @@ async fn run(args: RunArgs) -> u8 {
 
 /// Runs with the kill switch on Ctrl-C and progress lines on stderr.
 async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runtime::RunError> {
-    let kill = KillSwitch::new();
-    let on_interrupt = kill.clone();
+    let on_interrupt = run.kill_handle();
     let watcher = tokio::spawn(async move {
         // Ctrl-C is the kill switch: the run ends `aborted (cancelled)` with its report.
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -255,7 +254,6 @@ async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runti
     });
     let result = run
         .config(config)
-        .kill_switch(kill)
         .observer(|t: &Transition<'_>| eprintln!("[{:>6} ms] {t}", t.elapsed_ms))
         .execute()
         .await;

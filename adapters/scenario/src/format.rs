@@ -58,6 +58,10 @@ pub struct ScenarioFile {
     /// verifier (todos closed, `completion_requires` met).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<VerifierScript>,
+    /// The host pulls the kill switch this many milliseconds after the run starts (the run
+    /// ends `aborted (cancelled)` unless it stopped earlier). Absent: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_after_ms: Option<u64>,
     /// What the run must end with, for the conformance suite and `terminus check`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,

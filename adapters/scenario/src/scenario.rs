@@ -7,8 +7,9 @@ use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
 use serde_path_to_error::Segment;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use terminus_kernel::{Policy, WRITE_TODOS};
-use terminus_runtime::{Run, ToolSet};
+use terminus_runtime::{KillSwitch, Run, ToolSet};
 
 /// A validated scenario: it parses, every script can be run, and the kernel accepts its policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +124,9 @@ impl Scenario {
             tools.insert(name.clone(), Arc::new(ScriptedTool::new(name, script)));
         }
         run = run.tools(tools);
+        if let Some(ms) = self.file.cancel_after_ms {
+            run = run.kill_switch(KillSwitch::after(Duration::from_millis(ms)));
+        }
         if let Some(script) = &self.file.verifier {
             run = run.verifier(Arc::new(ScriptedVerifier::new(script)));
         }
