@@ -498,6 +498,8 @@ struct Driver {
     /// On resume, the journal's state of each executed call of the pending tool batch: done
     /// calls are not run again, in-doubt calls only if their tool is idempotent.
     resumed_calls: Option<Vec<CallState>>,
+    /// Tool results to journal with the next step (in the same append).
+    carry: std::sync::Mutex<Vec<Record>>,
 }
 
 /// The one command among those drained that needs an answer.
@@ -541,6 +543,7 @@ impl Driver {
             model_calls: 0,
             start,
             resumed_calls: None,
+            carry: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -818,6 +821,9 @@ impl Driver {
     ) -> Result<Vec<(usize, ToolOutcome)>, RunError> {
         let limit = self.env.config.max_concurrent_tools.max(1);
         let mut resumed = resumed.unwrap_or_default().into_iter();
+        // A batch of one call: its result is journaled in the same transaction as the step it
+        // feeds (see `carry`), which is as soon as the result is known, one commit fewer.
+        let defer = calls_in_batch == 1;
         let tool_timeout = self.env.config.tool_timeout;
         // Each tool's `call` is invoked here, in batch order, before anything runs: an adapter
         // that takes the next scripted result when called stays deterministic.
@@ -856,11 +862,7 @@ impl Driver {
                             name: call.name.clone(),
                             outcome: outcome.clone(),
                         };
-                        self.put(Record {
-                            key,
-                            entry: Entry::ToolResult(result),
-                        })
-                        .await?;
+                        self.put_result(key, result, defer).await?;
                         return Ok::<_, RunError>((i, outcome));
                     }
                     let outcome = match started {
@@ -884,11 +886,7 @@ impl Driver {
                         name: call.name.clone(),
                         outcome: outcome.clone(),
                     };
-                    self.put(Record {
-                        key,
-                        entry: Entry::ToolResult(result),
-                    })
-                    .await?;
+                    self.put_result(key, result, defer).await?;
                     Ok::<_, RunError>((i, outcome))
                 }
             })
@@ -974,7 +972,12 @@ impl Driver {
                 // is carried out: one transaction in a durable store, so a crash leaves the
                 // step either wholly journaled or not at all (the machine is deterministic, so
                 // writing the event after it was fed loses nothing).
-                let mut records = Vec::with_capacity(4);
+                let mut records = std::mem::take(
+                    &mut *self
+                        .carry
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
                 records.push(event_record);
                 records.extend(self.decisions(&record));
                 self.put_all(records).await?;
@@ -1020,6 +1023,22 @@ impl Driver {
             .append(&self.env.execution, Arc::clone(&record))
             .await?;
         self.check_appended(&record, &appended)
+    }
+
+    /// Journals a tool result now, or (`defer`) with the step it feeds.
+    async fn put_result(&self, key: Key, result: ToolResult, defer: bool) -> Result<(), RunError> {
+        let record = Record {
+            key,
+            entry: Entry::ToolResult(result),
+        };
+        if defer {
+            self.carry
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(record);
+            return Ok(());
+        }
+        self.put(record).await
     }
 
     /// Appends the records of one step together (one transaction in durable stores).

@@ -254,7 +254,11 @@ async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runti
     });
     let result = run
         .config(config)
-        .observer(|t: &Transition<'_>| eprintln!("[{:>6} ms] {t}", t.elapsed_ms))
+        .observer(|t: &Transition<'_>| {
+            // One write per line (eprintln! writes each piece of the format separately).
+            let line = format!("[{:>6} ms] {t}\n", t.elapsed_ms);
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        })
         .execute()
         .await;
     watcher.abort();
