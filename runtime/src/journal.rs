@@ -260,6 +260,32 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn append_all(
+        &self,
+        execution: &str,
+        records: Vec<Arc<Record>>,
+    ) -> Result<Vec<Appended>, StoreError> {
+        // One lock and one lookup for the whole step.
+        Ok(self.with_execution(execution, |e| {
+            records
+                .into_iter()
+                .map(|record| match e.records.get(&record.key) {
+                    Some(stored) => Appended {
+                        record: Arc::clone(stored),
+                        already_existed: true,
+                    },
+                    None => {
+                        e.records.insert(record.key, Arc::clone(&record));
+                        Appended {
+                            record,
+                            already_existed: false,
+                        }
+                    }
+                })
+                .collect()
+        }))
+    }
+
     async fn page(
         &self,
         execution: &str,
