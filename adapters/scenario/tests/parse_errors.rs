@@ -279,3 +279,33 @@ fn null_is_a_valid_ok_result_and_absent_fields_default() {
     assert!(tool.idempotent);
     assert_eq!(s.name(), "scenario");
 }
+
+#[test]
+fn cancel_after_ms_is_a_checked_extension() {
+    // `cancel_after_ms` (the host's kill switch, so `cancelled` is reachable offline) is an
+    // extension of DESIGN.md's format: validated like every other field.
+    let s = Scenario::parse(&with(serde_json::json!({ "cancel_after_ms": 250 }))).expect("valid");
+    assert_eq!(s.file().cancel_after_ms, Some(250));
+    assert_eq!(
+        Scenario::parse(&with(serde_json::json!({})))
+            .expect("valid")
+            .file()
+            .cancel_after_ms,
+        None
+    );
+    refused(
+        &with(serde_json::json!({ "cancel_after_ms": "soon" })),
+        "$.cancel_after_ms",
+        "invalid type: string \"soon\"",
+    );
+    refused(
+        &with(serde_json::json!({ "cancel_after_ms": -5 })),
+        "$.cancel_after_ms",
+        "invalid value: integer `-5`",
+    );
+    refused(
+        &with(serde_json::json!({ "cancel_after": 5 })),
+        "$.cancel_after",
+        "unknown field `cancel_after`",
+    );
+}
