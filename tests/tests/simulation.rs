@@ -1,9 +1,11 @@
 //! Simulation: thousands of generated (not hand-written) scenarios, with model errors, empty and
-//! truncated replies, slow and failing tools, verifier rejections, deadlines and cancellations,
-//! run through the scenario adapters and the runtime under tokio's paused clock. Every run must
-//! end within its policy's step bound with a consistent report: its counters are the ones a
-//! replay of its journal rebuilds, its reason agrees with them (the kernel's invariants), and its
-//! trace is its path.
+//! truncated replies, slow and failing tools, verifier rejections, deadlines and cancellations
+//! (the scenario's kill switch), run through the scenario adapters and the runtime under tokio's
+//! paused clock. Every run must end within its policy's step bound (and its model-call budget,
+//! plus the one final-answer call `final_answer_on_budget` allows), by its deadline and kill
+//! switch, with a consistent report: its trace is its path, its counters are the ones the path
+//! determines and the ones a replay of its journal rebuilds, and its reason agrees with them (the
+//! kernel's invariants). It prints how many runs ran and how they ended.
 //!
 //! Reproduce one run: the failing message prints its seed and scenario JSON.
 
@@ -11,9 +13,12 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use terminus_kernel::invariants::check_machine;
-use terminus_kernel::{Record, recover};
+use terminus_kernel::{
+    AbortReason, CompleteReason, Input, Outcome, Phase, Record, Rule, Stats, TurnKind, recover,
+};
 use terminus_runtime::{MemoryStore, Store};
 use terminus_scenario::Scenario;
+use tokio::time::Instant;
 
 const RUNS: u64 = 5000;
 
@@ -134,6 +139,92 @@ fn generate(seed: u64) -> Value {
     scenario
 }
 
+/// Recomputes the counters a run's path determines and compares them with its report.
+///
+/// The kernel counts what an input is (a tool turn's calls, an empty reply, a refused claim, a
+/// verdict) before a run-wide budget guard may divert the step (rule 3: every verification
+/// failure counts, on every path); only the reply to the final-answer call is not counted.
+/// Model calls are the ones transitions issued, plus the first.
+fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(), String> {
+    let mut want = Stats::default();
+    // The first model call is issued when the run starts; every other one by a transition.
+    want.model_calls = 1;
+    for step in &report.trace {
+        if step.rule == Rule::FinalAnswerDone {
+            continue;
+        }
+        if matches!(
+            step.rule,
+            Rule::EmptyRetry
+                | Rule::NoOpContinue
+                | Rule::ClaimRefused
+                | Rule::ModelRetry
+                | Rule::ToolResultsBack
+                | Rule::VerdictRejected
+                | Rule::FinalAnswerCall
+        ) {
+            want.model_calls += 1;
+        }
+        match step.input {
+            Input::Turn {
+                kind: TurnKind::Tools { runnable, refused },
+                ..
+            } => {
+                want.refused_calls += u32::from(refused);
+                if runnable > 0 {
+                    want.tool_calls += u32::from(runnable);
+                }
+            }
+            Input::Turn {
+                kind: TurnKind::Empty(_),
+                ..
+            } => want.empty_responses += 1,
+            Input::Turn {
+                kind: TurnKind::NoOp(_),
+                ..
+            } => {
+                want.no_ops += 1;
+                if step.rule != Rule::NoOpLimit {
+                    want.continuations += 1;
+                }
+            }
+            Input::Turn {
+                kind: TurnKind::Claim { gate, .. },
+                ..
+            } if gate.is_open() && step.rule != Rule::ClaimRefusedLimit => want.nudges += 1,
+            Input::Verdict { accepted } => {
+                want.verifications += 1;
+                if !accepted {
+                    want.verification_failures += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    let s = report.stats;
+    let checks = [
+        ("model_calls", s.model_calls, want.model_calls),
+        ("tool_calls", s.tool_calls, want.tool_calls),
+        ("refused_calls", s.refused_calls, want.refused_calls),
+        ("nudges", s.nudges, want.nudges),
+        ("continuations", s.continuations, want.continuations),
+        ("no_ops", s.no_ops, want.no_ops),
+        ("empty_responses", s.empty_responses, want.empty_responses),
+        ("verifications", s.verifications, want.verifications),
+        (
+            "verification_failures",
+            s.verification_failures,
+            want.verification_failures,
+        ),
+    ];
+    for (name, got, want) in checks {
+        if got != want {
+            return Err(format!("{name} is {got}, the trace says {want}"));
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports() {
     let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
@@ -145,6 +236,7 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
         let policy = scenario.policy().clone();
         let store = MemoryStore::new();
         let id = format!("sim-{seed}");
+        let started = Instant::now();
         let report = scenario
             .run()
             .store(Arc::new(store.clone()))
@@ -152,6 +244,7 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
             .execute()
             .await
             .unwrap_or_else(|e| panic!("seed {seed}: the run failed: {e}\n{json}"));
+        let elapsed_ms = started.elapsed().as_millis();
         let ctx = || format!("seed {seed}: {report:?}\n{json}");
 
         // Bounded.
@@ -170,6 +263,46 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
         let last = report.trace.last().unwrap_or_else(|| panic!("{}", ctx()));
         assert!(last.to.is_terminal(), "{}", ctx());
         assert_eq!(last.rule, report.rule, "{}", ctx());
+        assert_eq!(
+            report.is_complete(),
+            last.to == Phase::Complete,
+            "{}",
+            ctx()
+        );
+        // The counters agree with the path taken (independently of the kernel's own checks).
+        check_counters_against_trace(&report).unwrap_or_else(|why| panic!("{why}: {}", ctx()));
+        // The clock: a run with a deadline or a kill switch ends by then (paused clock, so
+        // exactly), and a reason that names one of them had it.
+        let cancel_after = json["cancel_after_ms"].as_u64();
+        for limit in [policy.deadline_ms, cancel_after].into_iter().flatten() {
+            assert!(
+                elapsed_ms <= u128::from(limit),
+                "ran {elapsed_ms} ms: {}",
+                ctx()
+            );
+        }
+        match report.outcome {
+            Outcome::Aborted(AbortReason::Cancelled) => {
+                assert!(cancel_after.is_some(), "{}", ctx());
+            }
+            Outcome::Aborted(AbortReason::Deadline) => {
+                assert!(policy.deadline_ms.is_some(), "{}", ctx());
+            }
+            Outcome::Aborted(AbortReason::TokenBudget) => {
+                assert!(policy.token_budget.is_some(), "{}", ctx());
+            }
+            _ => {}
+        }
+        if report.trace.iter().any(|s| s.rule == Rule::FinalAnswerCall) {
+            assert!(policy.final_answer_on_budget, "{}", ctx());
+        }
+        if report.rule == Rule::FinalAnswerDone {
+            assert!(
+                matches!(report.outcome, Outcome::Aborted(r) if r.is_budget()),
+                "{}",
+                ctx()
+            );
+        }
         // The report's fields are its counters.
         let s = report.stats;
         assert_eq!(
@@ -216,10 +349,16 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
     for (reason, n) in &reasons {
         eprintln!("  {n:>5}  {reason}");
     }
-    // The generator is not degenerate: it reaches most of the stop reasons.
+    // The generator is not degenerate: it reaches every stop reason the kernel defines.
+    let unreached: Vec<String> = CompleteReason::ALL
+        .into_iter()
+        .map(Outcome::Complete)
+        .chain(AbortReason::ALL.into_iter().map(Outcome::Aborted))
+        .map(|o| o.to_string())
+        .filter(|o| !reasons.contains_key(o))
+        .collect();
     assert!(
-        reasons.len() >= 12,
-        "only {} distinct stop reasons: {reasons:?}",
-        reasons.len()
+        unreached.is_empty(),
+        "no generated run ends {unreached:?}: {reasons:?}"
     );
 }
