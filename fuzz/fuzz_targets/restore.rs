@@ -1,4 +1,4 @@
-//! cargo-fuzz target `restore`: see `fuzz/src/body.rs` and `fuzz/README.md`.
+//! cargo-fuzz target `restore`: a saved machine (raw, or a real save damaged) through `Machine::restore`, then events; see `fuzz/src/body.rs` and `fuzz/README.md`.
 #![no_main]
 
 #[allow(dead_code)]

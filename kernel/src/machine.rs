@@ -97,7 +97,7 @@ impl std::error::Error for RestoreError {}
 #[serde(deny_unknown_fields)]
 struct Pending {
     /// Executed calls whose results are awaited.
-    executed: u16,
+    executed: u32,
     /// Sum of the fingerprints of their ids (order-independent, allocation-free matching).
     ids: u64,
     /// Fingerprint of the calls (name + canonical arguments).
@@ -224,7 +224,128 @@ impl Machine {
             ));
         }
         crate::invariants::check_machine(&machine).map_err(RestoreError::Inconsistent)?;
+        machine
+            .check_reachable()
+            .map_err(RestoreError::Inconsistent)?;
         Ok(machine)
+    }
+
+    /// What [`Machine::restore`] checks beyond [`crate::invariants::check_machine`]: that the
+    /// saved machine is one the kernel could have reached, so that running it on keeps every
+    /// invariant. (`check_machine` accepts a counter *at* its limit, which a live machine never
+    /// has: the step that reaches a limit ends the run. Found by the `restore` fuzz target.)
+    fn check_reachable(&self) -> Result<(), String> {
+        use crate::reason::AbortReason;
+        let p = &self.policy;
+        let core: &Core = &self.sm;
+        let (s, k) = (&core.stats, &core.streaks);
+        let phase = self.phase();
+        let inconsistent = |what: String| Err(format!("{what} in {}", phase.as_str()));
+        // The one final-answer call: only under `final_answer_on_budget`, for a spent budget.
+        if let Some(budget) = core.finalizing {
+            let spent = match budget {
+                AbortReason::MaxSteps => s.steps >= p.max_steps,
+                AbortReason::MaxModelCalls => s.model_calls > p.max_model_calls,
+                AbortReason::TokenBudget => p.token_budget.is_some_and(|b| s.tokens() >= b),
+                _ => false,
+            };
+            if !p.final_answer_on_budget || !spent {
+                return inconsistent(format!(
+                    "a final-answer call for {budget:?} that is not due"
+                ));
+            }
+            if !phase.is_terminal() && phase != Phase::Exploring {
+                return inconsistent("a final-answer call outside Exploring".into());
+            }
+        }
+        // Queued commands: a Stop comes last, only in a terminal state, and agrees with it.
+        for (i, command) in self.out.iter().enumerate() {
+            let Command::Stop(stop) = command else {
+                continue;
+            };
+            let mut stats = stop.stats;
+            stats.ignored_events = self.ignored;
+            if i + 1 != self.out.len()
+                || Some(stop.outcome) != self.outcome()
+                || stats != self.stats()
+                || stop.stats.ignored_events > self.ignored
+                || stop.result != self.result
+            {
+                return inconsistent("a queued Stop that disagrees with the machine".into());
+            }
+        }
+        if phase.is_terminal() {
+            return Ok(()); // absorbing: no counter moves again
+        }
+        // A live machine takes at most two steps per model call (a turn, then its results or
+        // verdict), and has one step left before its budgets.
+        let awaiting_model = matches!(phase, Phase::Exploring | Phase::Nudged);
+        let steps_after_answer = u64::from(s.steps) + if awaiting_model { 2 } else { 1 };
+        if steps_after_answer > 2 * u64::from(s.model_calls) {
+            return inconsistent(format!(
+                "{} steps for {} model calls",
+                s.steps, s.model_calls
+            ));
+        }
+        let budgets_ok = if core.finalizing.is_some() {
+            s.steps <= p.max_steps
+        } else {
+            s.steps < p.max_steps && s.model_calls <= p.max_model_calls
+        };
+        // Streaks and counters stop the run the moment they reach their limit.
+        let below = [
+            ("budgets", budgets_ok),
+            ("streaks.no_ops", k.no_ops < p.max_no_ops),
+            (
+                "streaks.empty_responses",
+                k.empty_responses < p.max_empty_responses,
+            ),
+            (
+                "streaks.failed_tool_turns",
+                k.failed_tool_turns < p.max_consecutive_tool_failures,
+            ),
+            ("streaks.repeats", k.repeats < p.max_repeats),
+            (
+                "streaks.model_retries",
+                k.model_retries <= p.max_model_retries,
+            ),
+            ("nudges", s.nudges <= p.max_nudges),
+            (
+                "verification_failures",
+                s.verification_failures < p.max_verification_failures,
+            ),
+            ("verifications", s.verifications >= s.verification_failures),
+        ];
+        if let Some((name, _)) = below.iter().find(|(_, ok)| !ok) {
+            return inconsistent(format!("{name} at or past its limit ({s:?}, {k:?})"));
+        }
+        // Counters that a live run still adds to must have room, far beyond any real run, so
+        // that continuing cannot overflow them.
+        let counters = [
+            s.steps,
+            s.model_calls,
+            s.tool_calls,
+            s.refused_calls,
+            s.tool_failures,
+            s.failed_tool_turns,
+            s.nudges,
+            s.continuations,
+            s.verifications,
+            s.verification_failures,
+            s.no_ops,
+            s.empty_responses,
+            s.model_errors,
+            s.repeats,
+            k.no_ops,
+            k.empty_responses,
+            k.model_retries,
+            k.failed_tool_turns,
+            k.repeats,
+        ];
+        if counters.iter().any(|&c| c > u32::MAX / 2) {
+            return inconsistent(format!("a counter past 2^31 ({s:?}, {k:?})"));
+        }
+        Ok(())
     }
 
     // ----- getters -----
@@ -510,32 +631,40 @@ impl Machine {
     /// How many calls would run and how many are refused, without changing anything. A call is
     /// refused when its tool is excluded or the call reaches the tool's `block_at`.
     fn count_runnable(&self, calls: &[ToolCall]) -> (u16, u16) {
-        let (mut runnable, mut refused) = (0u16, 0u16);
-        for (i, call) in calls.iter().enumerate() {
-            let earlier = calls[..i].iter().filter(|c| c.name == call.name).count();
-            if self.disposition(&call.name, earlier).is_err() {
-                refused = refused.saturating_add(1);
-            } else {
-                runnable = runnable.saturating_add(1);
+        // Linear in the calls (a turn may carry tens of thousands; counting the earlier calls of
+        // each call's tool was quadratic). A call is refused when its tool is excluded, or when
+        // it is the j-th call of a budgeted tool in this turn and `calls + j + 1 >= block_at`
+        // (what `disposition` says for it), so per tool the first `block_at - calls - 1` run.
+        let mut refused = calls
+            .iter()
+            .filter(|c| self.ledger.exclusion(&c.name).is_some())
+            .count();
+        for (tool, budget) in &self.policy.tool_budgets {
+            let Some(block_at) = budget.block_at else {
+                continue;
+            };
+            if self.ledger.exclusion(tool).is_some() {
+                continue; // counted above
             }
+            let first = self.ledger.calls(tool).saturating_add(1);
+            let allowed = usize::try_from(block_at.saturating_sub(first)).unwrap_or(usize::MAX);
+            let in_turn = calls.iter().filter(|c| c.name == *tool).count();
+            refused += in_turn.saturating_sub(allowed);
         }
-        (runnable, refused)
+        let runnable = calls.len().saturating_sub(refused);
+        let narrow = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+        (narrow(runnable), narrow(refused))
     }
 
-    /// Whether the next call of `tool` (after `earlier` calls of it in the same turn) may run,
-    /// and with which budget warning.
-    fn disposition(&self, tool: &str, earlier: usize) -> Result<Option<BudgetWarning>, Exclusion> {
+    /// Whether the next call of `tool` may run, and with which budget warning.
+    fn disposition(&self, tool: &str) -> Result<Option<BudgetWarning>, Exclusion> {
         if let Some(exclusion) = self.ledger.exclusion(tool) {
             return Err(exclusion);
         }
         let Some(budget) = self.policy.tool_budgets.get(tool) else {
             return Ok(None);
         };
-        let call = self
-            .ledger
-            .calls(tool)
-            .saturating_add(u32::try_from(earlier).unwrap_or(u32::MAX))
-            .saturating_add(1);
+        let call = self.ledger.calls(tool).saturating_add(1);
         if let Some(block_at) = budget.block_at
             && call >= block_at
         {
@@ -568,21 +697,22 @@ impl Machine {
         };
         self.staged_todos.clear();
         for (i, call) in calls.iter().enumerate() {
-            match self.disposition(&call.name, 0) {
+            match self.disposition(&call.name) {
                 Err(exclusion) => {
                     let record = self.ledger.entry(&call.name);
-                    record.refused += 1;
+                    record.refused = record.refused.saturating_add(1);
                     if record.excluded.is_none() {
                         record.excluded = Some(exclusion);
                     }
                     batch.refused.push((i, exclusion));
                 }
                 Ok(warning) => {
-                    self.ledger.entry(&call.name).calls += 1;
+                    let record = self.ledger.entry(&call.name);
+                    record.calls = record.calls.saturating_add(1);
                     if let Some(w) = warning {
                         batch.warnings.push((i, w));
                     }
-                    pending.executed += 1;
+                    pending.executed = pending.executed.saturating_add(1);
                     pending.ids = pending.ids.wrapping_add(str_fingerprint(&call.id));
                     if call.name == WRITE_TODOS
                         && let Ok(todos) = parse_todos(&call.arguments)
@@ -601,7 +731,8 @@ impl Machine {
         let ids = results
             .iter()
             .fold(0u64, |acc, r| acc.wrapping_add(str_fingerprint(&r.call_id)));
-        results.len() == usize::from(self.pending.executed) && ids == self.pending.ids
+        u32::try_from(results.len()).is_ok_and(|n| n == self.pending.executed)
+            && ids == self.pending.ids
     }
 
     fn on_results(&mut self, phase: Phase, results: &[ToolResult]) -> Handled {
@@ -658,7 +789,7 @@ impl Machine {
             let record = self.ledger.entry(&r.name);
             match &r.outcome {
                 ToolOutcome::Ok(_) => {
-                    record.successes += 1;
+                    record.successes = record.successes.saturating_add(1);
                     if r.name == WRITE_TODOS {
                         let id = str_fingerprint(&r.call_id);
                         if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
@@ -667,7 +798,7 @@ impl Machine {
                     }
                 }
                 ToolOutcome::Error { kind, .. } => {
-                    record.failures += 1;
+                    record.failures = record.failures.saturating_add(1);
                     if record.excluded.is_none() {
                         if kind.is_unrecoverable() && on_unrecoverable == OnUnrecoverable::Exclude {
                             record.excluded = Some(Exclusion::Unrecoverable { kind: *kind });
