@@ -61,6 +61,34 @@ fn appended(record: &Arc<Record>, stored: crate::RawAppended) -> Result<Appended
     })
 }
 
+/// The rows for `records`, in order.
+fn encode(records: &[Arc<Record>]) -> Result<Vec<RawEntry>, StoreError> {
+    records.iter().map(|r| raw(r)).collect()
+}
+
+/// What the store answered for each of `records`.
+fn decode(
+    records: &[Arc<Record>],
+    stored: Vec<crate::RawAppended>,
+) -> Result<Vec<Appended>, StoreError> {
+    if stored.len() != records.len() {
+        return Err(StoreError::Backend(
+            "the store answered a different number of appends".into(),
+        ));
+    }
+    records
+        .iter()
+        .zip(stored)
+        .map(|(r, s)| appended(r, s))
+        .collect()
+}
+
+/// The one answer of a single-record `append_all`.
+fn single(mut out: Vec<Appended>) -> Result<Appended, StoreError> {
+    out.pop()
+        .ok_or_else(|| StoreError::Backend("the store answered no append".into()))
+}
+
 fn spec_json(spec: &RunSpec) -> Result<String, StoreError> {
     serde_json::to_string(spec).map_err(|e| StoreError::Backend(format!("cannot encode spec: {e}")))
 }
@@ -109,9 +137,7 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
-        let mut out = self.append_all(execution, vec![record]).await?;
-        out.pop()
-            .ok_or_else(|| StoreError::Backend("the store answered no append".into()))
+        single(self.append_all(execution, vec![record]).await?)
     }
 
     async fn append_all(
@@ -119,16 +145,8 @@ impl Store for SqliteStore {
         execution: &str,
         records: Vec<Arc<Record>>,
     ) -> Result<Vec<Appended>, StoreError> {
-        let entries = records
-            .iter()
-            .map(|r| raw(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let stored = SqliteStore::append(self, execution, &entries).map_err(convert)?;
-        records
-            .iter()
-            .zip(stored)
-            .map(|(r, s)| appended(r, s))
-            .collect()
+        let stored = SqliteStore::append(self, execution, &encode(&records)?).map_err(convert)?;
+        decode(&records, stored)
     }
 
     async fn page(
@@ -199,9 +217,7 @@ impl Store for PostgresStore {
     }
 
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
-        let mut out = self.append_all(execution, vec![record]).await?;
-        out.pop()
-            .ok_or_else(|| StoreError::Backend("the store answered no append".into()))
+        single(self.append_all(execution, vec![record]).await?)
     }
 
     async fn append_all(
@@ -209,18 +225,10 @@ impl Store for PostgresStore {
         execution: &str,
         records: Vec<Arc<Record>>,
     ) -> Result<Vec<Appended>, StoreError> {
-        let entries = records
-            .iter()
-            .map(|r| raw(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let stored = PostgresStore::append(self, execution, &entries)
+        let stored = PostgresStore::append(self, execution, &encode(&records)?)
             .await
             .map_err(convert)?;
-        records
-            .iter()
-            .zip(stored)
-            .map(|(r, s)| appended(r, s))
-            .collect()
+        decode(&records, stored)
     }
 
     async fn page(
