@@ -357,11 +357,15 @@ impl Core {
                         Outcome::Aborted(AbortReason::ToolFailures),
                     );
                 }
-                self.stats.tool_calls += u32::from(runnable);
                 self.streaks.no_ops = 0;
                 self.streaks.empty_responses = 0;
                 // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
-                self.go(cx, Rule::ToolTurn, State::acting(), Effect::RunTools)
+                let out = self.go(cx, Rule::ToolTurn, State::acting(), Effect::RunTools);
+                // `tool_calls` counts executions: not the calls of a turn a budget stopped.
+                if cx.rule == Some(Rule::ToolTurn) {
+                    self.stats.tool_calls += u32::from(runnable);
+                }
+                out
             }
             TurnKind::Empty(_) => {
                 // Rule 6: an empty reply is an error, retried with backoff, never an answer.
@@ -392,13 +396,17 @@ impl Core {
                         Outcome::Aborted(AbortReason::NoProgress),
                     );
                 }
-                self.stats.continuations += 1;
-                self.go(
+                let out = self.go(
                     cx,
                     Rule::NoOpContinue,
                     State::nudged(),
                     Effect::CallModel(CallReason::Continue),
-                )
+                );
+                // Counted when sent: not when a budget stopped the run instead.
+                if cx.rule == Some(Rule::NoOpContinue) {
+                    self.stats.continuations += 1;
+                }
+                out
             }
             TurnKind::Claim { explicit, gate } => {
                 self.streaks.no_ops = 0;
@@ -418,13 +426,17 @@ impl Core {
                     Outcome::Aborted(AbortReason::Incomplete),
                 );
             }
-            self.stats.nudges += 1;
-            return self.go(
+            let out = self.go(
                 cx,
                 Rule::ClaimRefused,
                 State::nudged(),
                 Effect::CallModel(CallReason::Nudge),
             );
+            // Counted when sent: not when a budget stopped the run instead.
+            if cx.rule == Some(Rule::ClaimRefused) {
+                self.stats.nudges += 1;
+            }
+            return out;
         }
         if self.limits.verify_completion {
             return self.go(cx, Rule::ClaimVerify, State::verifying(), Effect::Verify);

@@ -500,3 +500,92 @@ fn every_stop_carries_the_partial_result_and_all_counters() {
     );
     assert_eq!(run.stop.stats, run.machine.stats());
 }
+
+#[test]
+fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
+    // DESIGN.md: `tool_calls` counts tool executions. A tool turn that arrives when the step
+    // budget is spent stops the run; its calls never run and are not counted. The same holds
+    // for a nudge and a continuation that a budget stops before they are sent.
+    let call = |i: u32| ModelTurn {
+        tool_calls: vec![ToolCall {
+            id: format!("c{i}"),
+            name: "read_file".into(),
+            arguments: json!({ "n": i }),
+        }],
+        ..Default::default()
+    };
+    for (turn, counter) in [
+        (call(2), "tool_calls"),
+        (
+            ModelTurn {
+                text: "I will now do it.".into(),
+                needs_more_work: Some(true),
+                ..Default::default()
+            },
+            "continuations",
+        ),
+    ] {
+        let policy = Policy {
+            max_steps: 3,
+            ..Policy::default()
+        };
+        let mut m = Machine::new(policy).expect("valid");
+        let _ = m.poll_command();
+        feed(&mut m, Event::ModelTurn(call(1)));
+        let _ = m.poll_command();
+        feed(
+            &mut m,
+            Event::ToolResults(vec![ToolResult {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                outcome: ToolOutcome::Ok(json!("x")),
+            }]),
+        );
+        while m.poll_command().is_some() {}
+        feed(&mut m, Event::ModelTurn(turn));
+        assert_eq!(
+            m.outcome(),
+            Some(Outcome::Aborted(AbortReason::MaxSteps)),
+            "{counter}"
+        );
+        let s = m.stats();
+        assert_eq!(s.tool_calls, 1, "{counter}: only the executed call counts");
+        assert_eq!((s.continuations, s.nudges), (0, 0), "{counter}");
+    }
+
+    // A premature claim (a todo open) when the budget is spent: refused, but no nudge is sent.
+    let policy = Policy {
+        max_steps: 3,
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("valid");
+    let _ = m.poll_command();
+    let todos = ModelTurn {
+        tool_calls: vec![ToolCall {
+            id: "t".into(),
+            name: "write_todos".into(),
+            arguments: json!({ "todos": [ { "content": "x", "status": "pending" } ] }),
+        }],
+        ..Default::default()
+    };
+    feed(&mut m, Event::ModelTurn(todos));
+    let _ = m.poll_command();
+    feed(
+        &mut m,
+        Event::ToolResults(vec![ToolResult {
+            call_id: "t".into(),
+            name: "write_todos".into(),
+            outcome: ToolOutcome::Ok(json!("ok")),
+        }]),
+    );
+    while m.poll_command().is_some() {}
+    feed(
+        &mut m,
+        Event::ModelTurn(ModelTurn {
+            text: "Done.".into(),
+            ..Default::default()
+        }),
+    );
+    assert_eq!(m.outcome(), Some(Outcome::Aborted(AbortReason::MaxSteps)));
+    assert_eq!(m.stats().nudges, 0);
+}

@@ -171,7 +171,9 @@ fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(),
                 ..
             } => {
                 want.refused_calls += u32::from(refused);
-                if runnable > 0 {
+                // Executions: only when the turn's calls were run (not when a budget stopped
+                // the run at that turn).
+                if step.rule == Rule::ToolTurn {
                     want.tool_calls += u32::from(runnable);
                 }
             }
@@ -184,14 +186,14 @@ fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(),
                 ..
             } => {
                 want.no_ops += 1;
-                if step.rule != Rule::NoOpLimit {
+                if step.rule == Rule::NoOpContinue {
                     want.continuations += 1;
                 }
             }
             Input::Turn {
                 kind: TurnKind::Claim { gate, .. },
                 ..
-            } if gate.is_open() && step.rule != Rule::ClaimRefusedLimit => want.nudges += 1,
+            } if gate.is_open() && step.rule == Rule::ClaimRefused => want.nudges += 1,
             Input::Verdict { accepted } => {
                 want.verifications += 1;
                 if !accepted {
