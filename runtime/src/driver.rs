@@ -3,6 +3,7 @@
 //! run's deadline and the lease renewal, and journals every event before the machine sees it.
 
 use crate::config::{InDoubt, RuntimeConfig};
+use crate::context::{ContextPolicy, ContextWindow, Tokenizer, state_notice};
 use crate::error::RunError;
 use crate::fault::Fault;
 use crate::journal::{Lease, MemoryStore, RunSpec, Store};
@@ -62,6 +63,7 @@ pub struct Run {
     observer: Option<Box<dyn Observer>>,
     host: Option<serde_json::Value>,
     resume: bool,
+    context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
 }
 
 impl std::fmt::Debug for Run {
@@ -94,6 +96,7 @@ impl Run {
             observer: None,
             host: None,
             resume: false,
+            context: None,
         }
     }
 
@@ -171,6 +174,17 @@ impl Run {
         self
     }
 
+    /// Keeps the model's view of the conversation inside a context window: tokens counted with
+    /// `tokenizer` (a turn's reported usage preferred), long tool results cut, the view pruned
+    /// by `policy` (see [`crate::context`]). The conversation, the journal and the verifier's
+    /// transcript keep everything. A view that cannot fit ends the run with
+    /// `context_exhausted`. Without it the model is sent the whole conversation.
+    #[must_use]
+    pub fn context(mut self, policy: ContextPolicy, tokenizer: Arc<dyn Tokenizer>) -> Run {
+        self.context = Some((policy, tokenizer));
+        self
+    }
+
     /// Receives one record per transition.
     #[must_use]
     pub fn observer(mut self, observer: impl Observer + 'static) -> Run {
@@ -198,7 +212,11 @@ impl Run {
             mut observer,
             host,
             resume,
+            context,
         } = self;
+        if let Some((policy, _)) = &context {
+            policy.validate().map_err(RunError::Context)?;
+        }
         let execution = execution.unwrap_or_else(|| {
             let n = RUNS.fetch_add(1, Ordering::Relaxed);
             format!("run-{}-{n}", std::process::id())
@@ -213,6 +231,7 @@ impl Run {
             config,
             execution,
             kill,
+            context,
         };
         if resume {
             return resume_execution(env, &mut observer).await;
@@ -478,6 +497,7 @@ struct Env {
     config: RuntimeConfig,
     execution: String,
     kill: KillSwitch,
+    context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
 }
 
 struct Driver {
@@ -500,6 +520,8 @@ struct Driver {
     resumed_calls: Option<Vec<CallState>>,
     /// Tool results to journal with the next step (in the same append).
     carry: std::sync::Mutex<Vec<Record>>,
+    /// The model's view of the conversation, when the run has a context policy.
+    window: Option<ContextWindow>,
 }
 
 /// The one command among those drained that needs an answer.
@@ -528,7 +550,15 @@ impl Driver {
         start: Instant,
     ) -> Driver {
         env.specs = env.tools.specs();
+        let window = env.context.take().map(|(policy, tokenizer)| {
+            // Until a turn reports usage, the tokens outside the messages are the tool
+            // definitions and the reply's priming.
+            let tools = serde_json::to_string(&env.specs).unwrap_or_default();
+            let fixed = tokenizer.count(&tools).saturating_add(3);
+            ContextWindow::new(policy, tokenizer, fixed)
+        });
         Driver {
+            window,
             deadline: machine
                 .poll_timeout()
                 .map(|ms| start + Duration::from_millis(ms)),
@@ -699,6 +729,27 @@ impl Driver {
     async fn model_step(&mut self, call: ModelCall) -> Result<EventAndDetail, RunError> {
         self.model_calls = self.model_calls.saturating_add(1);
         let number = self.model_calls;
+        if let Some(window) = &mut self.window {
+            let machine = &self.machine;
+            if let Err(e) = window.prepare(&self.conversation, || state_notice(machine)) {
+                // Not sent: the provider would refuse it. The kernel stops the run with
+                // `context_exhausted`, as for the provider's own overflow error.
+                return Ok((
+                    Event::ModelError {
+                        kind: ModelErrorKind::ContextOverflow,
+                        retry_after_ms: None,
+                    },
+                    Some(format!(
+                        "not sent: the smallest view the pruning rules allow needs {} tokens, \
+                         the window allows {} (window {} - reserve {})",
+                        e.needed,
+                        e.limit,
+                        window.policy().window,
+                        window.policy().reserve
+                    )),
+                ));
+            }
+        }
         let (raced, renewal) = self.race(self.call_model(call, number)).await?;
         self.renewal = renewal;
         let out = match self.interrupted(raced) {
@@ -707,6 +758,9 @@ impl Driver {
         };
         match out {
             Ok(mut turn) => {
+                if let Some(window) = &mut self.window {
+                    window.observe(turn.usage);
+                }
                 for (i, call) in turn.tool_calls.iter_mut().enumerate() {
                     if call.id.is_empty() {
                         call.id = format!("call-{number}-{i}");
@@ -739,8 +793,12 @@ impl Driver {
             // Backoff before a retry: a real sleep, so the deadline and the kill switch apply.
             sleep(Duration::from_millis(call.delay_ms)).await;
         }
+        let messages = match &self.window {
+            Some(window) => window.messages(&self.conversation),
+            None => &self.conversation,
+        };
         let request = ModelRequest {
-            messages: &self.conversation,
+            messages,
             tools: if call.tools { &self.env.specs } else { &[] },
             tools_enabled: call.tools,
             purpose: Purpose::Turn {
@@ -1081,7 +1139,7 @@ impl Driver {
     ) -> Result<Report, RunError> {
         // The stop record was journaled with the last step.
         let entries = self.env.store.count(&self.env.execution).await?;
-        let report = Report::new(
+        let mut report = Report::new(
             self.env.execution.clone(),
             stop,
             self.machine.todos().to_vec(),
@@ -1089,6 +1147,7 @@ impl Driver {
             entries,
             self.duplicates.load(Ordering::Relaxed),
         );
+        report.context = self.window.as_ref().map(ContextWindow::stats);
         self.env.store.finish(&self.env.execution, &report).await?;
         if let Some(observer) = observer.as_mut() {
             observer.on_stop(&report);

@@ -1,5 +1,6 @@
 //! Why a run could not produce a report.
 
+use crate::context::ContextPolicyError;
 use crate::fault::{Fault, FaultKind};
 use crate::journal::StoreError;
 use terminus_kernel::{Key, PolicyError};
@@ -11,6 +12,9 @@ pub enum RunError {
     /// The policy cannot be run.
     #[error("invalid {0}")]
     Policy(PolicyError),
+    /// The context policy cannot be run.
+    #[error("invalid {0}")]
+    Context(ContextPolicyError),
     /// An adapter cannot go on.
     #[error("{0}")]
     Fault(Fault),
@@ -60,6 +64,7 @@ impl RunError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Policy(_)
+            | RunError::Context(_)
             | RunError::ExecutionExists(_)
             | RunError::Store(StoreError::NotFound(_)) => 2,
             RunError::Fault(f) if f.kind == FaultKind::InvalidInput => 2,

@@ -37,6 +37,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod context;
 mod driver;
 mod error;
 mod fault;
@@ -50,6 +51,9 @@ mod tool;
 mod verifier;
 
 pub use crate::config::{InDoubt, RuntimeConfig};
+pub use crate::context::{
+    ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
+};
 pub use crate::driver::Run;
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};

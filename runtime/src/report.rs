@@ -1,5 +1,6 @@
 //! The report of a finished run (DESIGN.md, "Report").
 
+use crate::context::ContextStats;
 use serde::{Deserialize, Serialize};
 use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
 
@@ -42,6 +43,10 @@ pub struct Report {
     pub stats: Stats,
     /// Every transition, in order.
     pub trace: Vec<StepRecord>,
+    /// What the context window did (prunes, cut results, the largest view), when the run had a
+    /// context policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextStats>,
 }
 
 impl Report {
@@ -73,6 +78,7 @@ impl Report {
             todos,
             stats: s,
             trace,
+            context: None,
         }
     }
 

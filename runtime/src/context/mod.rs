@@ -1,0 +1,23 @@
+//! Context management: token counting, the context policy and pruning of the model's view.
+//!
+//! - [`Tokenizer`]: counts tokens; [`Heuristic`] is the fallback, exact tokenizers for OpenAI
+//!   models are in the `terminus-tokenizer` adapter.
+//! - [`ContextPolicy`]: the window, when pruning starts and how far it goes, the per-result limit.
+//! - [`prune`]: the pure pruning function and its invariants.
+//! - [`ContextWindow`]: the per-run state the runtime keeps (per-message counts, provider usage,
+//!   the current view).
+//!
+//! The conversation the runtime keeps, the journal and the verifier's transcript are never
+//! pruned: only what the model is sent.
+
+mod notice;
+mod policy;
+mod prune;
+mod tokenizer;
+mod window;
+
+pub use notice::state_notice;
+pub use policy::{ContextPolicy, ContextPolicyError};
+pub use prune::{Exhausted, NOTICE_HEADER, Plan, is_notice, prune, units};
+pub use tokenizer::{CALL_OVERHEAD, Heuristic, MESSAGE_OVERHEAD, Tokenizer, message_tokens};
+pub use window::{ContextStats, ContextWindow, cut_result};
