@@ -258,6 +258,12 @@ pub struct Expect {
     /// Appends that found their key already stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicates_prevented: Option<Bound>,
+    /// Times the context window pruned the model's view (0 without a context policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prunes: Option<Bound>,
+    /// Tool results cut in the model's view (0 without a context policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_results: Option<Bound>,
 }
 
 /// A value as JSON text, for messages.
@@ -271,8 +277,9 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<S
 
 impl Expect {
     /// Every counter bound with its name and the report's value.
-    fn counters(&self, report: &Report) -> [(&'static str, Option<Bound>, u64); 19] {
+    fn counters(&self, report: &Report) -> [(&'static str, Option<Bound>, u64); 21] {
         let s = &report.stats;
+        let context = report.context.unwrap_or_default();
         [
             ("steps", self.steps, s.steps.into()),
             ("model_calls", self.model_calls, s.model_calls.into()),
@@ -312,6 +319,12 @@ impl Expect {
                 "duplicates_prevented",
                 self.duplicates_prevented,
                 report.duplicates_prevented,
+            ),
+            ("prunes", self.prunes, context.prunes.into()),
+            (
+                "truncated_results",
+                self.truncated_results,
+                context.truncated_results.into(),
             ),
         ]
     }

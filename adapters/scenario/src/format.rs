@@ -58,6 +58,10 @@ pub struct ScenarioFile {
     /// verifier (todos closed, `completion_requires` met).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<VerifierScript>,
+    /// How the model's view is kept inside its context window. Absent: the model is sent the
+    /// whole conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextSpec>,
     /// The host pulls the kill switch this many milliseconds after the run starts (the run
     /// ends `aborted (cancelled)` unless it stopped earlier). Absent: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +69,55 @@ pub struct ScenarioFile {
     /// What the run must end with, for the conformance suite and `terminus check`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+}
+
+/// The scenario's context policy (`terminus_runtime::ContextPolicy`); every field but `window`
+/// optional, with the defaults of `ContextPolicy::for_window`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSpec {
+    /// The model's context window, in tokens.
+    pub window: u32,
+    /// Tokens kept free for the reply (default an eighth of the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<u32>,
+    /// Prune when the view would exceed this (default two thirds of the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_at: Option<u32>,
+    /// Prune down to this where the rules allow (default half the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_to: Option<u32>,
+    /// The longest a tool result may be in the view (default an eighth of the window, at
+    /// least 128).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_result_tokens: Option<u32>,
+    /// Model turns at the end never pruned (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_recent_turns: Option<u32>,
+    /// `heuristic` (default: four characters a token), `o200k_base`, `cl100k_base`, or an
+    /// OpenAI model name that selects one of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+}
+
+impl ContextSpec {
+    /// The runtime's policy: the given fields over the defaults for the window.
+    pub fn policy(&self) -> terminus_runtime::ContextPolicy {
+        let d = terminus_runtime::ContextPolicy::for_window(self.window);
+        terminus_runtime::ContextPolicy {
+            window: self.window,
+            reserve: self.reserve.unwrap_or(d.reserve),
+            prune_at: self.prune_at.unwrap_or(d.prune_at),
+            prune_to: self.prune_to.unwrap_or(d.prune_to),
+            max_tool_result_tokens: self.max_tool_result_tokens.or(d.max_tool_result_tokens),
+            keep_recent_turns: self.keep_recent_turns.unwrap_or(d.keep_recent_turns),
+        }
+    }
+
+    /// The tokenizer's name (default `heuristic`).
+    pub fn tokenizer_name(&self) -> &str {
+        self.tokenizer.as_deref().unwrap_or("heuristic")
+    }
 }
 
 /// The model's turns, in call order.
@@ -107,6 +160,14 @@ pub struct TurnSpec {
     /// With `error`: the delay the provider asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// Text the model must be shown in this call's request (in any message): the scripted
+    /// model stops the run with an internal fault (exit 3) naming the turn if one is missing.
+    /// It is how a scenario proves what survived pruning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sees: Vec<String>,
+    /// Text the model must not be shown in this call's request (what pruning removed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_sees: Vec<String>,
 }
 
 impl TurnSpec {
@@ -190,6 +251,11 @@ pub struct ResultSpec {
     /// Sleep this long before answering (milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// With `ok`: append this many tokens of filler (`N` times " log", one token each in
+    /// `o200k_base`, `cl100k_base` and the heuristic) to the output, which then is a string: a
+    /// large result without a large file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filler_tokens: Option<u32>,
 }
 
 /// A field that is present is `Some`, even when its value is `null`.

@@ -130,6 +130,12 @@ impl Scenario {
         if let Some(script) = &self.file.verifier {
             run = run.verifier(Arc::new(ScriptedVerifier::new(script)));
         }
+        if let Some(context) = &self.file.context
+            && let Some(tokenizer) = terminus_tokenizer::by_name(context.tokenizer_name())
+        {
+            // Validation checked the tokenizer's name.
+            run = run.context(context.policy(), tokenizer);
+        }
         run
     }
 }
@@ -255,8 +261,30 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
                         "only allowed with \"error\"",
                     ));
                 }
+                (None, Some(_)) if result.filler_tokens.is_some() => {
+                    return Err(ScenarioError::at(
+                        format!("{at}.filler_tokens"),
+                        "only allowed with \"ok\"",
+                    ));
+                }
                 _ => {}
             }
+        }
+    }
+
+    if let Some(context) = &file.context {
+        context
+            .policy()
+            .validate()
+            .map_err(|e| ScenarioError::at(format!("$.context.{}", e.field), e.problem))?;
+        if terminus_tokenizer::by_name(context.tokenizer_name()).is_none() {
+            return Err(ScenarioError::at(
+                "$.context.tokenizer",
+                format!(
+                    "unknown tokenizer `{}`: expected `heuristic`, `o200k_base`, `cl100k_base` or an OpenAI model name",
+                    context.tokenizer_name()
+                ),
+            ));
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{ModelTurn, ToolCall, ToolOutcome, Verdict};
 use terminus_runtime::{
-    Fault, Model, ModelError, ModelFailure, ModelRequest, Tool, Verification, Verifier,
+    Fault, Message, Model, ModelError, ModelFailure, ModelRequest, Tool, Verification, Verifier,
 };
 
 /// A script and how far it has been read.
@@ -108,7 +108,7 @@ impl Model for ScriptedModel {
         self.turns.skip(answered);
     }
 
-    async fn complete(&self, _request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
         let served = self.turns.next();
         if let Ok((call, _)) = &served {
             self.record(*call).map_err(ModelError::Fault)?;
@@ -119,6 +119,7 @@ impl Model for ScriptedModel {
                 plural(n, "turn")
             ))
         })?;
+        check_view(call, &spec, request.messages)?;
         if let Some(kind) = spec.error {
             return Err(ModelError::Failure(ModelFailure {
                 kind,
@@ -146,6 +147,28 @@ impl Model for ScriptedModel {
             reasoning: spec.reasoning.unwrap_or(false),
         })
     }
+}
+
+/// Checks a turn's `sees` and `not_sees` against the messages the model was sent.
+fn check_view(call: usize, spec: &TurnSpec, messages: &[Message]) -> Result<(), Fault> {
+    let shown = |text: &str| messages.iter().any(|m| m.content.contains(text));
+    for text in &spec.sees {
+        if !shown(text) {
+            return Err(Fault::internal(format!(
+                "model turn {call}: the request does not show {text:?} (the turn's \"sees\"); it \
+                 has {} messages",
+                messages.len()
+            )));
+        }
+    }
+    for text in &spec.not_sees {
+        if shown(text) {
+            return Err(Fault::internal(format!(
+                "model turn {call}: the request shows {text:?} (the turn's \"not_sees\")"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A scripted tool: each call answers with the next result of its script, after the result's
@@ -187,7 +210,20 @@ impl ScriptedTool {
                     .message
                     .unwrap_or_else(|| format!("scripted {} error", kind.as_str())),
             },
-            (Some(value), None) => ToolOutcome::Ok(value),
+            (Some(value), None) => match spec.filler_tokens {
+                None => ToolOutcome::Ok(value),
+                Some(n) => {
+                    let mut text = match value {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    text.reserve(4 * n as usize);
+                    for _ in 0..n {
+                        text.push_str(" log");
+                    }
+                    ToolOutcome::Ok(Value::String(text))
+                }
+            },
             // Validation rejects a result with neither; answer like an empty success.
             (None, None) => ToolOutcome::Ok(Value::Null),
         };

@@ -309,3 +309,55 @@ fn cancel_after_ms_is_a_checked_extension() {
         "unknown field `cancel_after`",
     );
 }
+
+#[test]
+fn context_policies_that_cannot_work_are_named_with_their_path() {
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "prune_at": 3900 } })),
+        "$.context.prune_at",
+        "is above window - reserve = 3500",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "prune_to": 3000 } })),
+        "$.context.prune_to",
+        "is above prune_at = 2666",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 0 } })),
+        "$.context.window",
+        "must be at least 1",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "max_tool_result_tokens": 5 } })),
+        "$.context.max_tool_result_tokens",
+        "is below 128",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "tokenizer": "gpt2-xl" } })),
+        "$.context.tokenizer",
+        "unknown tokenizer `gpt2-xl`",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "windw": 1 } })),
+        "$.context.windw",
+        "unknown field `windw`",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "prune_at": 10 } })),
+        "$.context",
+        "missing field `window`",
+    );
+    refused(
+        &with(serde_json::json!({ "tools": { "read_file": { "results": [
+            { "error": "failed", "filler_tokens": 10 } ] } } })),
+        "$.tools.read_file.results[0].filler_tokens",
+        "only allowed with \"ok\"",
+    );
+    // Every tokenizer name the format documents is accepted.
+    for name in ["heuristic", "o200k_base", "cl100k_base", "gpt-4o", "gpt-4"] {
+        Scenario::parse(&with(
+            serde_json::json!({ "context": { "window": 4000, "tokenizer": name } }),
+        ))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
