@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use terminus_kernel::{
     AbortReason, CompleteReason, Entry, ModelErrorKind, ModelTurn, Outcome, Policy, ToolCall,
-    ToolOutcome,
+    ToolOutcome, Verdict,
 };
 use terminus_runtime::context::{Heuristic, NOTICE_HEADER, message_tokens};
 use terminus_runtime::{
     ContextPolicy, Fault, MemoryStore, Message, Model, ModelError, ModelFailure, ModelRequest,
-    Role, Run, Store, Tool, ToolSet,
+    Role, Run, Store, Tokenizer, Tool, ToolSet, Verification, Verifier,
 };
 
 const FILES: usize = 8;
@@ -392,4 +392,153 @@ async fn a_pruned_run_resumes_from_the_whole_journal_and_reads_nothing_twice() {
     let stats = report.context.expect("context stats");
     assert!(stats.prunes >= 1, "the resumed view was pruned: {stats:?}");
     assert!(*agent.peak.lock().expect("not poisoned") <= u64::from(context().limit()));
+}
+
+/// A log of `LOG_LINES` numbered lines: far over the window's per-result limit.
+const LOG_LINES: usize = 400;
+
+fn long_log() -> String {
+    (0..LOG_LINES)
+        .map(|i| format!("line {i:04}: worker ok\n"))
+        .collect()
+}
+
+/// `dump_log` answers the whole log.
+struct Log;
+
+#[async_trait]
+impl Tool for Log {
+    async fn call(&self, _arguments: Value) -> Result<ToolOutcome, Fault> {
+        Ok(ToolOutcome::Ok(Value::String(long_log())))
+    }
+}
+
+/// Calls `dump_log`, then claims completion; keeps the messages of its second request.
+#[derive(Default)]
+struct Reader {
+    seen: Mutex<Vec<Message>>,
+}
+
+#[async_trait]
+impl Model for Reader {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+        if request.messages.iter().all(|m| m.role != Role::Tool) {
+            return Ok(ModelTurn {
+                text: "Reading the log.".into(),
+                tool_calls: vec![ToolCall {
+                    id: "log-1".into(),
+                    name: "dump_log".into(),
+                    arguments: json!({}),
+                }],
+                ..ModelTurn::default()
+            });
+        }
+        *self.seen.lock().expect("not poisoned") = request.messages.to_vec();
+        Ok(ModelTurn {
+            text: "The workers are fine.".into(),
+            needs_more_work: Some(false),
+            ..ModelTurn::default()
+        })
+    }
+}
+
+/// Accepts every claim; keeps the tool results of the transcript it was given.
+#[derive(Default)]
+struct Witness {
+    results: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Verifier for Witness {
+    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
+        *self.results.lock().expect("not poisoned") = verification
+            .transcript
+            .iter()
+            .filter(|e| e.role == Role::Tool)
+            .map(|e| e.content.to_owned())
+            .collect();
+        Ok(Verdict {
+            complete: true,
+            missing: Vec::new(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_long_result_is_cut_for_the_model_and_whole_for_the_journal_and_the_verifier() {
+    let limit = 500;
+    let context = ContextPolicy {
+        max_tool_result_tokens: Some(limit),
+        ..ContextPolicy::for_window(16_000)
+    };
+    let model = Arc::new(Reader::default());
+    let witness = Arc::new(Witness::default());
+    let store = Arc::new(MemoryStore::new());
+    let report = Run::new(
+        "Are the workers healthy?",
+        Policy {
+            verify_completion: true,
+            ..policy()
+        },
+        model.clone(),
+    )
+    .tools(ToolSet::new().with("dump_log", Arc::new(Log)))
+    .verifier(witness.clone())
+    .context(context, Arc::new(Heuristic))
+    .store(store.clone())
+    .execution("log")
+    .execute()
+    .await
+    .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Verified));
+    let stats = report.context.expect("context stats");
+    assert_eq!((stats.truncated_results, stats.prunes), (1, 0), "{stats:?}");
+
+    // The model saw the head of the log and a marker with the exact numbers.
+    let log = long_log();
+    let total = Heuristic.count(&log);
+    let seen = model.seen.lock().expect("not poisoned").clone();
+    let shown = seen
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .expect("the result is in the view");
+    assert!(message_tokens(&Heuristic, shown) <= limit, "{shown:?}");
+    let (head, marker) = shown
+        .content
+        .split_once("\n\n[terminus: cut")
+        .expect("the marker follows the head");
+    assert!(
+        log.starts_with(head) && head.starts_with("line 0000"),
+        "{head}"
+    );
+    assert!(
+        !shown
+            .content
+            .contains(&format!("line {:04}", LOG_LINES - 1))
+    );
+    let cut = total - Heuristic.count(head);
+    assert_eq!(
+        marker,
+        format!(
+            " to fit the context, {cut} of {total} tokens not shown; the journal keeps all of \
+             call log-1. For the rest, call dump_log for a narrower part.]"
+        )
+    );
+
+    // The journal and the verifier have the whole log.
+    let records = store.records("log").await.expect("the journal reads");
+    let journaled: Vec<&ToolOutcome> = records
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ToolResults { results } => Some(results.iter().map(|r| &r.outcome)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        journaled,
+        vec![&ToolOutcome::Ok(Value::String(log.clone()))]
+    );
+    let verified = witness.results.lock().expect("not poisoned").clone();
+    assert_eq!(verified, vec![log], "the verifier saw a cut result");
 }

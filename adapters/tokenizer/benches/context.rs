@@ -25,7 +25,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use terminus_kernel::ToolCall;
-use terminus_runtime::context::{NOTICE_HEADER, message_tokens, prune};
+use terminus_runtime::context::{NOTICE_HEADER, Plan, message_tokens, prune};
 use terminus_runtime::{ContextPolicy, ContextWindow, Heuristic, Message, Tokenizer};
 use terminus_tokenizer::corpus::{self, Category, Sample};
 use terminus_tokenizer::{Encoding, Tiktoken};
@@ -312,13 +312,17 @@ fn count_all(tokenizer: &dyn Tokenizer, messages: &[Message]) -> Vec<u32> {
         .collect()
 }
 
+/// One full prune of `messages`, whose sizes are `sizes`, with a notice of `notice` tokens.
+fn full_prune(messages: &[Message], sizes: &[u32], notice: u32) -> Plan {
+    prune(messages, sizes, u64::from(FIXED), notice, &policy())
+        .expect("the kept messages fit the window")
+}
+
 /// The baseline turn: recount everything, then prune.
 fn recount_and_prune(tokenizer: &dyn Tokenizer, messages: &[Message]) -> usize {
     let sizes = count_all(tokenizer, messages);
     let notice = message_tokens(tokenizer, &Message::kernel(notice()));
-    let plan = prune(messages, &sizes, u64::from(FIXED), notice, &policy())
-        .expect("the kept messages fit the window");
-    plan.keep.len()
+    full_prune(messages, &sizes, notice).keep.len()
 }
 
 /// A window that has counted the conversation, and the turns to append to it.
@@ -454,28 +458,12 @@ fn benches(c: &mut Criterion, s: &Setup) {
     let notice_message = Message::kernel(notice());
     let notice_tokens = message_tokens(&o200k, &notice_message);
     group.bench_function("prune", |b| {
-        b.iter(|| {
-            prune(
-                black_box(&s.conversation),
-                &sizes,
-                u64::from(FIXED),
-                notice_tokens,
-                &policy(),
-            )
-            .expect("the kept messages fit the window")
-        });
+        b.iter(|| full_prune(black_box(&s.conversation), &sizes, notice_tokens));
     });
     let mut view = Vec::new();
     group.bench_function("prune_and_render", |b| {
         b.iter(|| {
-            let plan = prune(
-                black_box(&s.conversation),
-                &sizes,
-                u64::from(FIXED),
-                notice_tokens,
-                &policy(),
-            )
-            .expect("the kept messages fit the window");
+            let plan = full_prune(black_box(&s.conversation), &sizes, notice_tokens);
             plan.render(|i| &s.conversation[i], &notice_message, &mut view);
             view.len()
         });
@@ -592,25 +580,9 @@ fn summary(s: &Setup) {
     let notice_tokens = message_tokens(&o200k, &notice_message);
     let mut view = Vec::new();
     let mut kept = 0;
-    let prune_only = time(51, || {
-        prune(
-            &s.conversation,
-            &sizes,
-            u64::from(FIXED),
-            notice_tokens,
-            &policy(),
-        )
-        .expect("the kept messages fit the window")
-    });
+    let prune_only = time(51, || full_prune(&s.conversation, &sizes, notice_tokens));
     let prune_render = time(51, || {
-        let plan = prune(
-            &s.conversation,
-            &sizes,
-            u64::from(FIXED),
-            notice_tokens,
-            &policy(),
-        )
-        .expect("the kept messages fit the window");
+        let plan = full_prune(&s.conversation, &sizes, notice_tokens);
         plan.render(|i| &s.conversation[i], &notice_message, &mut view);
         kept = view.len();
     });
