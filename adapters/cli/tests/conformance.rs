@@ -315,3 +315,40 @@ fn design_rule_citations_parse() {
 fn the_kernel_lists_every_stop_reason() {
     assert_eq!(every_stop_reason().len(), 17);
 }
+
+/// `provider-usage-prunes.json` prunes because of the reported usage, not the tokenizer: the
+/// same scenario without its `usage` fields (and without the `sees` that prove the prune) is
+/// not pruned, since the heuristic alone counts its view under `prune_at`.
+#[tokio::test(start_paused = true)]
+async fn provider_usage_is_what_prunes() {
+    let file = suite_dir().join("provider-usage-prunes.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let turns = json["model"]["turns"]
+        .as_array_mut()
+        .expect("the scenario has turns");
+    for turn in turns {
+        let turn = turn.as_object_mut().expect("a turn is an object");
+        assert!(turn.remove("usage").is_some(), "every turn reports usage");
+        turn.remove("sees");
+        turn.remove("not_sees");
+    }
+    let expect = json["expect"].as_object_mut().expect("an expect block");
+    expect.remove("prunes");
+    expect.remove("input_tokens");
+
+    let without = Scenario::parse(&json.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let report = without
+        .run()
+        .execute()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Answered));
+    let context = report.context.expect("the scenario has a context policy");
+    assert_eq!(context.prunes, 0, "{context:?}");
+    assert!(context.peak_tokens < 2_666, "{context:?}");
+
+    let with = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let report = with.run().execute().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.context.map(|c| c.prunes), Some(1));
+}
