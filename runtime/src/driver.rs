@@ -799,7 +799,7 @@ impl Driver {
         };
         let request = ModelRequest {
             messages,
-            tools: if call.tools { &self.env.specs } else { &[] },
+            tools: &self.env.specs,
             tools_enabled: call.tools,
             purpose: Purpose::Turn {
                 reason: call.reason,
@@ -898,8 +898,13 @@ impl Driver {
                     CallState::InDoubt { idempotent: false } => Some(in_doubt_outcome(&call.name)),
                     CallState::NotStarted | CallState::InDoubt { idempotent: true } => None,
                 };
+                // Arguments must be a JSON object (every provider's tool calls and every tool
+                // schema say so); anything else, such as the text of arguments a model sent as
+                // broken JSON, is answered `invalid_arguments` without calling the tool.
+                let malformed = known.is_none() && !call.arguments.is_object();
                 let started = match known {
                     Some(_) => None,
+                    None if malformed => None,
                     None => self
                         .env
                         .tools
@@ -924,6 +929,10 @@ impl Driver {
                         return Ok::<_, RunError>((i, outcome));
                     }
                     let outcome = match started {
+                        None if malformed => Ok(ToolOutcome::Error {
+                            kind: ToolErrorKind::InvalidArguments,
+                            message: invalid_arguments_message(&call.arguments),
+                        }),
                         None => Ok(ToolOutcome::Error {
                             kind: ToolErrorKind::NotFound,
                             message: format!("there is no tool named `{name}`"),
@@ -1257,4 +1266,17 @@ fn summarize(event: &Event, detail: Option<&str>) -> String {
         Event::Cancel => s.push_str("kill switch"),
     }
     s
+}
+
+/// What the model is told when its arguments are not a JSON object.
+fn invalid_arguments_message(arguments: &serde_json::Value) -> String {
+    let text = match arguments {
+        serde_json::Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    };
+    let mut shown: String = text.chars().take(200).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    format!("the arguments must be a JSON object; the call was not run. Got: {shown}")
 }

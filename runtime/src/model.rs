@@ -12,9 +12,12 @@ use terminus_kernel::{CallReason, ModelErrorKind, ModelTurn};
 pub struct ModelRequest<'a> {
     /// The conversation so far (borrowed: the runtime never copies it per call).
     pub messages: &'a [Message],
-    /// The tools the model may call; empty when `tools_enabled` is false.
+    /// The tools of the run. They are given even when `tools_enabled` is false, because
+    /// providers refuse a conversation that holds tool calls but defines no tools: an adapter
+    /// sends them with the provider's "no tool may be called" choice then.
     pub tools: &'a [ToolSpec],
-    /// Whether the model may call tools (false only for the kernel's final-answer call).
+    /// Whether the model may call tools (false for the kernel's final-answer call and for a
+    /// verifier's call).
     pub tools_enabled: bool,
     /// What the call is for.
     pub purpose: Purpose,

@@ -17,7 +17,7 @@ use terminus_runtime::{MemoryStore, Report, Run, RunError, RunSpec, Store, Store
 
 async fn two_tool_run(store: &MemoryStore, execution: &str) -> Report {
     let model = Script::new([
-        calls(&[("echo", json!("a")), ("echo", json!("b"))]),
+        calls(&[("echo", json!({ "v": "a" })), ("echo", json!({ "v": "b" }))]),
         done("Both echoed."),
     ]);
     Run::new("Echo a and b", Policy::default(), model)
@@ -75,7 +75,7 @@ async fn every_fact_is_journaled_under_its_deterministic_key() {
     };
     assert_eq!(
         (result.call_id.as_str(), &result.outcome),
-        ("call-1-1", &ToolOutcome::Ok(json!("b")))
+        ("call-1-1", &ToolOutcome::Ok(json!({ "v": "b" })))
     );
     // The spec and the report are kept with the execution.
     let spec = store.spec("x1").await.expect("stored").expect("created");
@@ -108,7 +108,7 @@ async fn the_journal_is_the_kernels_step_records_plus_results() {
     let store = MemoryStore::new();
     let model = Script::new([
         text("Done?"),
-        calls(&[("echo", json!(1)), ("nope", json!(2))]),
+        calls(&[("echo", json!({ "n": 1 })), ("nope", json!({ "n": 2 }))]),
         done("Done."),
     ]);
     let policy = Policy {
@@ -279,7 +279,7 @@ async fn an_execution_claimed_by_another_worker_is_not_resumed() {
 async fn an_interrupted_tool_turn_leaves_its_call_in_doubt_until_the_cancel_step() {
     let store = MemoryStore::new();
     let kill = terminus_runtime::KillSwitch::new();
-    let model = Script::new([calls(&[("echo", json!(1))])]);
+    let model = Script::new([calls(&[("echo", json!({ "n": 1 }))])]);
     let run = Run::new("t", Policy::default(), model)
         .tools(ToolSet::new().with("echo", common::Echo::new(Duration::from_secs(60))))
         .store(Arc::new(store.clone()))

@@ -71,8 +71,8 @@ async fn keys_are_unique(store: &MemoryStore, execution: &str) -> usize {
 async fn an_interrupted_run_resumes_without_calling_the_model_again() {
     // The uninterrupted run, for comparison.
     let full = Script::new([
-        calls(&[("echo", json!("a"))]),
-        calls(&[("echo", json!("b"))]),
+        calls(&[("echo", json!({ "v": "a" }))]),
+        calls(&[("echo", json!({ "v": "b" }))]),
         done("a and b echoed"),
     ]);
     let echo = common::Echo::new(Duration::ZERO);
@@ -85,8 +85,8 @@ async fn an_interrupted_run_resumes_without_calling_the_model_again() {
     // The same run, whose model dies after two turns (its script runs out: an adapter fault).
     let store = MemoryStore::new();
     let first = Script::new([
-        calls(&[("echo", json!("a"))]),
-        calls(&[("echo", json!("b"))]),
+        calls(&[("echo", json!({ "v": "a" }))]),
+        calls(&[("echo", json!({ "v": "b" }))]),
     ]);
     let echo1 = common::Echo::new(Duration::ZERO);
     let err = Run::new("Echo a, then b", policy(), first.clone())

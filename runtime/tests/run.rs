@@ -114,7 +114,7 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
         ..Policy::default()
     };
     let model = Script::new([
-        calls(&[("echo", json!(1)), ("echo", json!(2))]),
+        calls(&[("echo", json!({ "n": 1 })), ("echo", json!({ "n": 2 }))]),
         done("Done."),
     ]);
     let echo = Echo::new(Default::default());
@@ -130,13 +130,17 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
     let results: Vec<_> = seen.iter().filter(|m| m.role == Role::Tool).collect();
     assert_eq!(results.len(), 2, "one answer per call of the turn");
     assert_eq!(results[0].author, Author::Tool);
-    assert!(results[0].content.starts_with('1'));
+    assert!(results[0].content.starts_with(r#"{"n":1}"#));
     assert!(
         results[0].content.contains("[budget]"),
         "{}",
         results[0].content
     );
-    assert_eq!(results[0].evidence(), "1", "the warning is not evidence");
+    assert_eq!(
+        results[0].evidence(),
+        r#"{"n":1}"#,
+        "the warning is not evidence"
+    );
     assert_eq!(results[1].author, Author::Kernel);
     assert!(
         results[1].content.contains("budget of 2 calls is spent"),
@@ -149,7 +153,7 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
 #[tokio::test]
 async fn the_observer_gets_one_record_per_transition() {
     let model = Script::new([
-        calls(&[("echo", json!("a"))]),
+        calls(&[("echo", json!({ "v": "a" }))]),
         Answer::Turn(terminus_kernel::ModelTurn {
             text: "still working".into(),
             needs_more_work: Some(true),
@@ -249,4 +253,40 @@ fn run_errors_map_to_the_design_exit_codes() {
     for (error, code) in cases {
         assert_eq!(error.exit_code(), code, "{error}");
     }
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_an_object_are_answered_invalid_arguments_without_a_call() {
+    // A model that sent broken JSON: the adapter keeps the text as a JSON string.
+    let model = Script::new([
+        calls(&[("echo", json!(r#"{"say": "hi"#))]),
+        calls(&[("echo", json!({ "say": "hi" }))]),
+        done("Echoed."),
+    ]);
+    let echo = Echo::new(Default::default());
+    let tools = ToolSet::new().with("echo", echo.clone());
+    let report = Run::new("Echo hi", Policy::default(), model.clone())
+        .tools(tools)
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Explicit));
+    assert_eq!(
+        echo.calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only the well-formed call ran"
+    );
+    let seen = model.last_messages();
+    let first_result = seen
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .expect("a tool result");
+    assert!(
+        first_result
+            .content
+            .starts_with("error (invalid_arguments): the arguments must be a JSON object"),
+        "{}",
+        first_result.content
+    );
+    assert!(first_result.content.contains(r#"{"say": "hi"#));
 }

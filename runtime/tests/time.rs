@@ -203,8 +203,9 @@ async fn a_run_killed_before_it_starts_never_calls_the_model() {
 
 async fn run_batch(calls_in_turn: usize, limit: usize) -> (Duration, usize, Vec<String>) {
     let (tools, echo) = slow_tools(Duration::from_millis(100));
-    let args: Vec<(&str, serde_json::Value)> =
-        (0..calls_in_turn).map(|i| ("echo", json!(i))).collect();
+    let args: Vec<(&str, serde_json::Value)> = (0..calls_in_turn)
+        .map(|i| ("echo", json!({ "i": i })))
+        .collect();
     let model = Script::new([calls(&args), done("All echoed.")]);
     let config = RuntimeConfig {
         max_concurrent_tools: limit,
@@ -236,7 +237,13 @@ async fn concurrent_tool_calls_are_bounded_by_the_limit() {
     let (elapsed, max, order) = run_batch(5, 2).await;
     assert_eq!(max, 2);
     assert_eq!(elapsed, Duration::from_millis(300));
-    assert_eq!(order, ["0", "1", "2", "3", "4"], "results in call order");
+    assert_eq!(
+        order,
+        (0..5)
+            .map(|i| format!(r#"{{"i":{i}}}"#))
+            .collect::<Vec<_>>(),
+        "results in call order"
+    );
 
     let (elapsed, max, _) = run_batch(5, 10).await;
     assert_eq!(max, 5);

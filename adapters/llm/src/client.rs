@@ -1,0 +1,319 @@
+//! The HTTP client: one `POST` per model call, the error response or the (streamed) body read
+//! into a [`Reply`]. Everything it decides is in the pure modules; this file only moves bytes.
+
+use crate::error::{http_failure, retry_after_ms, transport_failure};
+use crate::reply::Reply;
+use crate::secret::ApiKey;
+use crate::sse::SseDecoder;
+use crate::{anthropic, openai};
+use async_trait::async_trait;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use terminus_runtime::{Heuristic, Model, ModelError, ModelFailure, ModelRequest, Tokenizer};
+
+/// The wire format of a model server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// OpenAI-compatible Chat Completions: `POST {base_url}/chat/completions`.
+    OpenAi,
+    /// Anthropic Messages: `POST {base_url}/messages`.
+    Anthropic,
+}
+
+impl Provider {
+    /// The config name: `openai` or `anthropic`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The provider called `name` in a config.
+    pub fn from_name(name: &str) -> Option<Provider> {
+        match name {
+            "openai" => Some(Provider::OpenAi),
+            "anthropic" => Some(Provider::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// How to reach a model.
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// The wire format.
+    pub provider: Provider,
+    /// The API root (`http://127.0.0.1:8000/v1`, `https://api.anthropic.com/v1`);
+    /// `/chat/completions` or `/messages` is appended.
+    pub base_url: String,
+    /// The model name, sent with every request; it also picks the tokenizer.
+    pub model: String,
+    /// The key, if the server wants one.
+    pub api_key: Option<ApiKey>,
+    /// Stream replies (server-sent events). Default true.
+    pub stream: bool,
+    /// Longest time one call may take, body included; then it is a retryable `timeout`.
+    /// Default 120 s.
+    pub timeout: Duration,
+    /// `max_tokens` of each reply. Default none (Anthropic, which requires it, gets
+    /// [`anthropic::DEFAULT_MAX_TOKENS`]).
+    pub max_output_tokens: Option<u32>,
+    /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
+    pub max_retry_after: Duration,
+}
+
+impl LlmConfig {
+    /// A config with the defaults.
+    pub fn new(provider: Provider, base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        LlmConfig {
+            provider,
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            stream: true,
+            timeout: Duration::from_secs(120),
+            max_output_tokens: None,
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A config that cannot make a client.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `base_url` is not an `http://` or `https://` URL.
+    #[error("base_url {url:?} is not an http:// or https:// URL")]
+    BaseUrl {
+        /// The URL given.
+        url: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+/// A real model behind an OpenAI-compatible or Anthropic endpoint: the runtime's [`Model`].
+#[derive(Debug, Clone)]
+pub struct LlmModel {
+    config: LlmConfig,
+    url: String,
+    headers: HeaderMap,
+    http: reqwest::Client,
+}
+
+impl LlmModel {
+    /// A model client for `config`.
+    pub fn new(config: LlmConfig) -> Result<LlmModel, ConfigError> {
+        let base = config.base_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ConfigError::BaseUrl {
+                url: config.base_url.clone(),
+            });
+        }
+        let url = match config.provider {
+            Provider::OpenAi => format!("{base}/chat/completions"),
+            Provider::Anthropic => format!("{base}/messages"),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if config.provider == Provider::Anthropic {
+            headers.insert(
+                "anthropic-version",
+                HeaderValue::from_static(anthropic::API_VERSION),
+            );
+        }
+        if let Some(key) = &config.api_key {
+            let (name, value) = match config.provider {
+                Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+                Provider::Anthropic => (
+                    header::HeaderName::from_static("x-api-key"),
+                    key.expose().to_owned(),
+                ),
+            };
+            // A key that cannot be a header value is not sent (and not echoed in an error).
+            if let Ok(mut value) = HeaderValue::from_str(&value) {
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+        }
+        if config.stream {
+            headers.insert(
+                header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+        }
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(ConfigError::Client)?;
+        Ok(LlmModel {
+            config,
+            url,
+            headers,
+            http,
+        })
+    }
+
+    /// The config.
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// The tokenizer for the context window: tiktoken's for OpenAI model names it knows, and
+    /// the 4-characters heuristic otherwise. Anthropic publishes no tokenizer: its models get
+    /// the heuristic, which undercounts (see `terminus-tokenizer`'s accuracy corpus), and the
+    /// provider's reported usage corrects the count after the first reply.
+    pub fn tokenizer(&self) -> Arc<dyn Tokenizer> {
+        match self.config.provider {
+            Provider::OpenAi => terminus_tokenizer::for_model(&self.config.model),
+            Provider::Anthropic => Arc::new(Heuristic),
+        }
+    }
+
+    /// One call: the reply, or the failure mapped onto the kernel's classes.
+    pub async fn reply(&self, request: ModelRequest<'_>) -> Result<Reply, ModelFailure> {
+        let body = match self.config.provider {
+            Provider::OpenAi => openai::request_body(
+                openai::Options {
+                    model: &self.config.model,
+                    max_output_tokens: self.config.max_output_tokens,
+                    stream: self.config.stream,
+                },
+                &request,
+            ),
+            Provider::Anthropic => anthropic::request_body(
+                anthropic::Options {
+                    model: &self.config.model,
+                    max_output_tokens: self.config.max_output_tokens,
+                    stream: self.config.stream,
+                },
+                &request,
+            ),
+        };
+        let timeout = self.config.timeout;
+        let transport = |e: reqwest::Error| transport_failure(&e, timeout);
+        let mut response = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .timeout(timeout)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers();
+            let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            let retry = retry_after_ms(
+                text("retry-after-ms"),
+                text("retry-after"),
+                SystemTime::now(),
+                self.config.max_retry_after,
+            );
+            // An error body cut mid-way still has a status that says enough.
+            let body = response.bytes().await.unwrap_or_default();
+            return Err(http_failure(status.as_u16(), retry, &body));
+        }
+        let streamed = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !streamed {
+            // A server that ignores `stream: true` answers with one JSON body: read it as such.
+            let body = response.bytes().await.map_err(transport)?;
+            return match self.config.provider {
+                Provider::OpenAi => openai::parse_response(&body),
+                Provider::Anthropic => anthropic::parse_response(&body),
+            };
+        }
+        let mut decoder = SseDecoder::new();
+        let mut stream = Stream::new(self.config.provider);
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            decoder.feed(&chunk, |event| stream.data(event.data))?;
+            if stream.is_done() {
+                break;
+            }
+        }
+        stream.finish()
+    }
+}
+
+/// A streamed reply of either provider.
+#[derive(Debug)]
+pub enum Stream {
+    /// Chat Completions chunks.
+    OpenAi(openai::Stream),
+    /// Messages events.
+    Anthropic(anthropic::Stream),
+}
+
+impl Stream {
+    /// A stream of `provider` at its start.
+    pub fn new(provider: Provider) -> Stream {
+        match provider {
+            Provider::OpenAi => Stream::OpenAi(openai::Stream::new()),
+            Provider::Anthropic => Stream::Anthropic(anthropic::Stream::new()),
+        }
+    }
+
+    /// One SSE event's data.
+    pub fn data(&mut self, data: &str) -> Result<(), ModelFailure> {
+        match self {
+            Stream::OpenAi(s) => s.data(data),
+            Stream::Anthropic(s) => s.data(data),
+        }
+    }
+
+    /// Whether the stream's terminator arrived.
+    pub fn is_done(&self) -> bool {
+        match self {
+            Stream::OpenAi(s) => s.is_done(),
+            Stream::Anthropic(s) => s.is_done(),
+        }
+    }
+
+    /// The reply, once the body has ended.
+    pub fn finish(self) -> Result<Reply, ModelFailure> {
+        match self {
+            Stream::OpenAi(s) => s.finish(),
+            Stream::Anthropic(s) => s.finish(),
+        }
+    }
+
+    /// Decodes a whole recorded SSE body, given in `chunks` of any size: what the client does
+    /// with a response, without the network.
+    pub fn parse<'a>(
+        provider: Provider,
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Reply, ModelFailure> {
+        let mut decoder = SseDecoder::new();
+        let mut stream = Stream::new(provider);
+        for chunk in chunks {
+            decoder.feed(chunk, |event| stream.data(event.data))?;
+            if stream.is_done() {
+                break;
+            }
+        }
+        stream.finish()
+    }
+}
+
+#[async_trait]
+impl Model for LlmModel {
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+    ) -> Result<terminus_kernel::ModelTurn, ModelError> {
+        self.reply(request)
+            .await
+            .map(|reply| reply.turn)
+            .map_err(ModelError::Failure)
+    }
+}

@@ -1,0 +1,395 @@
+//! Provider failures onto the kernel's model errors: one table ([`classify`]), used for HTTP
+//! error responses and for error events inside a 200 stream alike. The retry decision is not
+//! made here: the kernel retries `rate_limited`, `server` and `timeout` with its backoff
+//! (honouring the `retry_after_ms` found here) and stops on the others.
+//!
+//! | what the provider said | kind | retried |
+//! |---|---|---|
+//! | a context-length error: OpenAI `context_length_exceeded`, Anthropic `model_context_window_exceeded`, "prompt is too long", "maximum context length" | `context_overflow` | no: the run ends `context_exhausted` |
+//! | `insufficient_quota` (any status) | `auth` | no: the account must be fixed |
+//! | 401, 403 | `auth` | no |
+//! | 408 | `timeout` | yes |
+//! | 409 | `server` | yes |
+//! | 429 | `rate_limited` | yes, after `retry-after-ms` / `Retry-After` (seconds or HTTP date), capped |
+//! | 500-599, 529 (overloaded) | `server` | yes |
+//! | any other 4xx (400, 404, 413, 422…) | `bad_request` | no |
+//! | any other status | `server` | yes |
+//! | a connection refused, reset or cut mid-body; a stream that ends before its terminator | `server` | yes |
+//! | no answer within `timeout_ms` | `timeout` | yes |
+//!
+//! An error event inside a stream has no status of its own: its `type` stands for one
+//! ([`status_of_error_type`]: `overloaded_error` 529, `rate_limit_error` 429, `api_error` 500,
+//! `invalid_request_error` 400…; an unknown type 500), and the table above decides.
+
+use serde::Deserialize;
+use std::time::{Duration, SystemTime};
+use terminus_kernel::ModelErrorKind;
+use terminus_runtime::ModelFailure;
+
+/// What an error body says, in either provider's shape: OpenAI's
+/// `{"error": {"message", "type", "code"}}` and Anthropic's
+/// `{"type": "error", "error": {"type", "message"}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorInfo {
+    /// `error.type`.
+    pub kind: Option<String>,
+    /// `error.code` (OpenAI; a string or a number).
+    pub code: Option<String>,
+    /// `error.message`, or the body itself when it is not JSON.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    error: Option<Body>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Body {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+    code: Option<serde_json::Value>,
+    message: Option<serde_json::Value>,
+}
+
+fn as_text(v: Option<serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s),
+        other => Some(other.to_string()),
+    }
+}
+
+impl ErrorInfo {
+    /// Reads an error body leniently: a body that is not one of the two shapes keeps its text
+    /// (cut to 500 bytes) as the message.
+    pub fn parse(body: &[u8]) -> ErrorInfo {
+        match serde_json::from_slice::<Envelope>(body) {
+            Ok(Envelope {
+                error: Some(e),
+                message,
+            }) => ErrorInfo {
+                kind: as_text(e.kind),
+                code: as_text(e.code),
+                message: as_text(e.message).or(message).unwrap_or_default(),
+            },
+            Ok(Envelope {
+                error: None,
+                message: Some(message),
+            }) => ErrorInfo {
+                message,
+                ..ErrorInfo::default()
+            },
+            _ => ErrorInfo {
+                message: cut(&String::from_utf8_lossy(body), 500),
+                ..ErrorInfo::default()
+            },
+        }
+    }
+
+    fn says(&self, needle: &str) -> bool {
+        self.kind.as_deref() == Some(needle) || self.code.as_deref() == Some(needle)
+    }
+
+    fn is_context_length(&self) -> bool {
+        let message = self.message.to_ascii_lowercase();
+        self.says("context_length_exceeded")
+            || self.says("model_context_window_exceeded")
+            || message.contains("prompt is too long")
+            || message.contains("maximum context length")
+            || message.contains("context length exceeded")
+            || message.contains("context_length_exceeded")
+    }
+}
+
+/// The table: an HTTP status (or the status an error event stands for) and what the body said,
+/// to the kernel's error class.
+pub fn classify(status: u16, info: &ErrorInfo) -> ModelErrorKind {
+    if (400..500).contains(&status) && info.is_context_length() {
+        return ModelErrorKind::ContextOverflow;
+    }
+    if info.says("insufficient_quota") {
+        return ModelErrorKind::Auth;
+    }
+    match status {
+        401 | 403 => ModelErrorKind::Auth,
+        408 => ModelErrorKind::Timeout,
+        409 => ModelErrorKind::Server,
+        429 => ModelErrorKind::RateLimited,
+        400..=499 => ModelErrorKind::BadRequest,
+        _ => ModelErrorKind::Server,
+    }
+}
+
+/// The status an error event's `type` stands for (an error inside a 200 stream has none).
+pub fn status_of_error_type(kind: Option<&str>) -> u16 {
+    match kind.unwrap_or("") {
+        "invalid_request_error" | "invalid_request" | "bad_request" => 400,
+        "authentication_error" | "invalid_api_key" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "timeout_error" => 408,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => 429,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
+
+/// A failure of `kind` from an HTTP error response.
+pub fn http_failure(status: u16, retry_after_ms: Option<u64>, body: &[u8]) -> ModelFailure {
+    let info = ErrorInfo::parse(body);
+    let kind = classify(status, &info);
+    let mut failure = ModelFailure::new(kind, describe(&format!("HTTP {status}"), &info));
+    if kind == ModelErrorKind::RateLimited || kind == ModelErrorKind::Server {
+        failure.retry_after_ms = retry_after_ms;
+    }
+    failure
+}
+
+/// A failure from an error event inside a stream (OpenAI's `{"error": ...}` chunk, Anthropic's
+/// `event: error`).
+pub fn event_failure(info: &ErrorInfo) -> ModelFailure {
+    let status = status_of_error_type(info.kind.as_deref());
+    ModelFailure::new(
+        classify(status, info),
+        describe("error event in the stream", info),
+    )
+}
+
+fn describe(what: &str, info: &ErrorInfo) -> String {
+    let mut out = String::from(what);
+    if let Some(kind) = &info.kind {
+        out.push_str(" (");
+        out.push_str(kind);
+        if let Some(code) = info.code.as_ref().filter(|c| *c != kind) {
+            out.push_str(", ");
+            out.push_str(code);
+        }
+        out.push(')');
+    } else if let Some(code) = &info.code {
+        out.push_str(" (");
+        out.push_str(code);
+        out.push(')');
+    }
+    if !info.message.is_empty() {
+        out.push_str(": ");
+        out.push_str(&cut(&info.message, 500));
+    }
+    out
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The delay a response asks for: `retry-after-ms` (OpenAI, milliseconds), else `Retry-After`
+/// in seconds or as an HTTP date (read against `now`), capped at `cap`.
+pub fn retry_after_ms(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: SystemTime,
+    cap: Duration,
+) -> Option<u64> {
+    let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    let ms = retry_after_ms
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| v.ceil() as u64)
+        .or_else(|| {
+            let v = retry_after?.trim();
+            if let Ok(secs) = v.parse::<f64>() {
+                return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).ceil() as u64);
+            }
+            let at = httpdate::parse_http_date(v).ok()?;
+            Some(
+                at.duration_since(now)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    .unwrap_or(0),
+            )
+        })?;
+    Some(ms.min(cap_ms))
+}
+
+/// A transport failure (no HTTP status): a timeout, a refused or reset connection, a body cut
+/// mid-way.
+pub fn transport_failure(error: &reqwest::Error, timeout: Duration) -> ModelFailure {
+    if error.is_timeout() {
+        return ModelFailure::new(
+            ModelErrorKind::Timeout,
+            format!("no complete answer within {} ms", timeout.as_millis()),
+        );
+    }
+    let what = if error.is_connect() {
+        "cannot connect to the model server"
+    } else if error.is_body() || error.is_decode() {
+        "the connection dropped while the answer was being read"
+    } else {
+        "the request failed"
+    };
+    ModelFailure::new(ModelErrorKind::Server, format!("{what}: {}", chain(error)))
+}
+
+/// An error with its sources, one after the other (reqwest's own message is often just "error
+/// sending request").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        source = e.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per row of the table, with bodies in the providers' documented shapes.
+    use super::*;
+    use ModelErrorKind::*;
+
+    fn kind(status: u16, body: &str) -> ModelErrorKind {
+        http_failure(status, None, body.as_bytes()).kind
+    }
+
+    const OPENAI_CONTEXT: &str = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+    const ANTHROPIC_TOO_LONG: &str = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}"#;
+    const OPENAI_QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+    const OPENAI_AUTH: &str = r#"{"error":{"message":"Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+    const ANTHROPIC_AUTH: &str =
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+    const ANTHROPIC_OVERLOADED: &str =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    const OPENAI_RATE: &str = r#"{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
+    const OPENAI_BAD: &str = r#"{"error":{"message":"Invalid type for 'messages[1].content': expected one of a string or array of objects, but got an integer instead.","type":"invalid_request_error","param":"messages[1].content","code":"invalid_type"}}"#;
+
+    #[test]
+    fn context_length_errors_are_context_overflow() {
+        assert_eq!(kind(400, OPENAI_CONTEXT), ContextOverflow);
+        assert_eq!(kind(400, ANTHROPIC_TOO_LONG), ContextOverflow);
+        let window =
+            r#"{"type":"error","error":{"type":"model_context_window_exceeded","message":"x"}}"#;
+        assert_eq!(kind(400, window), ContextOverflow);
+        // vLLM's wording, without a code.
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}"#;
+        assert_eq!(kind(400, vllm), ContextOverflow);
+    }
+
+    #[test]
+    fn insufficient_quota_is_not_retried() {
+        assert_eq!(kind(429, OPENAI_QUOTA), Auth);
+    }
+
+    #[test]
+    fn a_401_or_403_is_auth() {
+        assert_eq!(kind(401, OPENAI_AUTH), Auth);
+        assert_eq!(kind(401, ANTHROPIC_AUTH), Auth);
+        let perm = r#"{"type":"error","error":{"type":"permission_error","message":"no"}}"#;
+        assert_eq!(kind(403, perm), Auth);
+    }
+
+    #[test]
+    fn a_408_is_timeout_and_a_409_is_server() {
+        assert_eq!(kind(408, "request timeout"), Timeout);
+        assert_eq!(kind(409, "conflict"), Server);
+    }
+
+    #[test]
+    fn a_429_is_rate_limited_with_its_delay() {
+        assert_eq!(kind(429, OPENAI_RATE), RateLimited);
+        let f = http_failure(429, Some(1500), OPENAI_RATE.as_bytes());
+        assert_eq!(f.retry_after_ms, Some(1500));
+        assert!(f.message.contains("rate_limit_exceeded"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_5xx_and_529_overloaded_are_server() {
+        assert_eq!(
+            kind(
+                500,
+                r#"{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}"#
+            ),
+            Server
+        );
+        assert_eq!(kind(502, "<html>Bad Gateway</html>"), Server);
+        assert_eq!(kind(503, ""), Server);
+        assert_eq!(kind(529, ANTHROPIC_OVERLOADED), Server);
+    }
+
+    #[test]
+    fn other_4xx_are_bad_request() {
+        assert_eq!(kind(400, OPENAI_BAD), BadRequest);
+        assert_eq!(
+            kind(
+                404,
+                r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}"#
+            ),
+            BadRequest
+        );
+        assert_eq!(
+            kind(
+                413,
+                r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#
+            ),
+            BadRequest
+        );
+        assert_eq!(kind(422, "unprocessable"), BadRequest);
+        // A context-length message on a 5xx is still the server's failure.
+        assert_eq!(kind(500, ANTHROPIC_TOO_LONG), Server);
+    }
+
+    #[test]
+    fn error_events_map_through_the_same_table() {
+        let over = ErrorInfo::parse(ANTHROPIC_OVERLOADED.as_bytes());
+        assert_eq!(event_failure(&over).kind, Server);
+        let rate = ErrorInfo::parse(
+            br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+        );
+        assert_eq!(event_failure(&rate).kind, RateLimited);
+        let openai = ErrorInfo::parse(
+            br#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
+        );
+        assert_eq!(event_failure(&openai).kind, Server);
+        let bad = ErrorInfo::parse(
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
+        );
+        assert_eq!(event_failure(&bad).kind, BadRequest);
+        let context = ErrorInfo::parse(ANTHROPIC_TOO_LONG.as_bytes());
+        assert_eq!(event_failure(&context).kind, ContextOverflow);
+        assert_eq!(event_failure(&ErrorInfo::default()).kind, Server);
+    }
+
+    #[test]
+    fn retry_after_in_ms_seconds_or_a_date_and_capped() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let cap = Duration::from_secs(60);
+        assert_eq!(
+            retry_after_ms(Some("250.5"), Some("9"), now, cap),
+            Some(251)
+        );
+        assert_eq!(retry_after_ms(None, Some("2"), now, cap), Some(2000));
+        assert_eq!(retry_after_ms(None, Some("0.5"), now, cap), Some(500));
+        let in_30s = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(retry_after_ms(None, Some(&in_30s), now, cap), Some(30_000));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after_ms(None, Some(&past), now, cap), Some(0));
+        assert_eq!(retry_after_ms(None, Some("3600"), now, cap), Some(60_000));
+        assert_eq!(retry_after_ms(None, Some("soon"), now, cap), None);
+        assert_eq!(retry_after_ms(None, None, now, cap), None);
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_keeps_its_text() {
+        let f = http_failure(502, None, b"<html>Bad Gateway</html>");
+        assert_eq!(f.message, "HTTP 502: <html>Bad Gateway</html>");
+    }
+}
