@@ -287,8 +287,10 @@ fn error_info(raw: &RawValue) -> ErrorInfo {
 
 #[derive(Deserialize)]
 struct ChunkWire<'a> {
+    // Raw, not `Option<Cow<str>>`: serde never borrows a `Cow` inside an `Option`, and every
+    // chunk repeats the id.
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    id: Option<&'a RawValue>,
     #[serde(borrow)]
     choices: Option<SmallVec<[DeltaChoiceWire<'a>; 1]>>,
     usage: Option<UsageWire>,
@@ -388,9 +390,12 @@ impl Stream {
             return Err(event_failure(&error_info(error)));
         }
         if self.id.is_none()
-            && let Some(id) = chunk.id
+            && let Some(raw) = chunk.id
         {
-            self.id = Some(id.into_owned());
+            let mut id = String::new();
+            if push_raw_str(&mut id, raw).is_ok() {
+                self.id = Some(id);
+            }
         }
         if let Some(usage) = chunk.usage.as_ref().and_then(UsageWire::usage) {
             self.usage = Some(usage);
