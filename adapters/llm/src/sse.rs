@@ -54,7 +54,7 @@ impl SseDecoder {
                 rest = tail;
             }
         }
-        while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
             let (line, tail) = rest.split_at(end);
             let lf_after_cr = tail.get(1) == Some(&b'\n');
             if tail[0] == b'\r' && tail.len() == 1 {
@@ -103,7 +103,7 @@ impl SseDecoder {
         if line[0] == b':' {
             return Ok(());
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
