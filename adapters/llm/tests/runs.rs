@@ -526,3 +526,40 @@ async fn the_api_key_appears_in_no_progress_line_report_or_journal() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_model_name_picks_the_tokenizer_and_reported_usage_feeds_the_window() {
+    let first = Turn {
+        usage: Some((3_000, 12)),
+        ..call(&[("call_1", "write_todos", todos("completed"))])
+    };
+    let fixture = serve(vec![
+        first.response(Provider::OpenAi, true),
+        say("Done.").response(Provider::OpenAi, true),
+    ])
+    .await;
+    let openai = model(&fixture, Provider::OpenAi, true);
+    let tokenizer = openai.tokenizer();
+    assert!(tokenizer.exact(), "gpt-4o-mini has tiktoken's o200k_base");
+    assert_eq!(tokenizer.name(), "o200k_base");
+    let anthropic = model(&fixture, Provider::Anthropic, true);
+    assert!(
+        !anthropic.tokenizer().exact(),
+        "Claude models get the heuristic"
+    );
+    let report = Run::new("Say done.", policy(), openai.clone())
+        .context(
+            terminus_runtime::ContextPolicy::for_window(128_000),
+            tokenizer,
+        )
+        .execute()
+        .await
+        .expect("a stop");
+    let context = report.context.expect("the run had a context window");
+    // The messages are a few dozen tokens; the provider said the first request held 3,000, so
+    // the second is counted from that.
+    assert!(
+        context.peak_tokens >= 3_000,
+        "the reported usage is what the window counts: {context:?}"
+    );
+}
