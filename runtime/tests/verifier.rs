@@ -35,7 +35,7 @@ async fn the_verifier_never_sees_nudges_notices_or_warnings() {
     let model = Script::new([
         // Refused (echo has not run): a nudge.
         text("All done."),
-        calls(&[("echo", json!("the evidence"))]),
+        calls(&[("echo", json!({ "said": "the evidence" }))]),
         // Rejected by the verifier: another kind of nudge, with the missing item.
         done("All done."),
         done("All done, with the summary. Let me know if you need anything else."),
@@ -93,7 +93,7 @@ async fn the_llm_verifier_prompt_has_the_evidence_and_no_nudge() {
     let judge = Script::new([text("```json\n{\"complete\": true}\n```")]);
     let model = Script::new([
         text("Finished."),
-        calls(&[("echo", json!("report.txt written"))]),
+        calls(&[("echo", json!({ "said": "report.txt written" }))]),
         done("Finished. Let me know if you need anything else!"),
     ]);
     let report = Run::new("Write report.txt", verifying(&["echo"]), model)
