@@ -1,6 +1,7 @@
 //! # terminus-tools
 //!
-//! Real tools for Terminus. [`native`] turns an async Rust function with a typed argument struct
+//! Real tools for Terminus. [`McpTools`] connects MCP servers (stdio children and streamable
+//! HTTP, see [`mcp`]) and makes their tools runtime tools. [`native`] turns an async Rust function with a typed argument struct
 //! into a runtime [`Tool`]: the JSON Schema the model is shown comes from the struct
 //! (`schemars`), and the arguments are checked against the struct before the function runs, so
 //! a model that sends the wrong shape gets an `invalid_arguments` error naming the field, which
@@ -33,6 +34,10 @@
 
 #![forbid(unsafe_code)]
 
+mod content;
+pub mod mcp;
 mod native;
 
+pub use crate::content::{render, text_of};
+pub use crate::mcp::{McpConfig, McpError, McpServer, McpTool, McpTools, McpTransport};
 pub use crate::native::{NativeTool, ToolFailure, native};

@@ -1,0 +1,536 @@
+//! MCP servers as tools, on the official Rust SDK (`rmcp`): stdio children and streamable HTTP.
+//!
+//! Each server's tools (listed with pagination) become runtime [`Tool`]s. A call runs with the
+//! server's per-call timeout, and every way it can fail is one of the kernel's tool error kinds
+//! ([`error_kind`], [`render`]), so the model sees it and rule 7 counts it:
+//!
+//! | what happened | kind |
+//! |---|---|
+//! | a result with `isError: true` | `failed`, with the server's text |
+//! | JSON-RPC method not found (-32601) | `not_found` |
+//! | JSON-RPC invalid params (-32602) | `invalid_arguments` |
+//! | any other JSON-RPC error | `failed` |
+//! | HTTP 401 / 403 | `auth_failed` |
+//! | no answer within `tool_timeout_ms` | `timeout` |
+//! | the server process exited or the connection dropped | `failed` for the calls in flight; the server is started (reconnected) once more, and if it is lost again its tools answer `not_found` (unrecoverable: excluded or stopped by the policy) |
+//!
+//! MCP tools are not idempotent unless the server's config says so: a call that was in flight
+//! at a crash is not run again on resume; the model is told and decides.
+
+use crate::content::render;
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use terminus_kernel::{ToolErrorKind, ToolOutcome};
+use terminus_runtime::{Fault, Tool, ToolSet};
+use tokio::io::AsyncReadExt;
+
+/// How to reach one MCP server: an `[[mcp]]` entry of the agent config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpConfig {
+    /// The server's name (it namespaces its tools when two servers offer the same name).
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Longest time one call may take. Default 60 s.
+    pub tool_timeout: Duration,
+    /// Whether its tools may be called again after a crash left a call in doubt. Default false.
+    pub idempotent: bool,
+}
+
+/// A server's transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking MCP on its stdin and stdout: the program and its arguments.
+    Stdio {
+        /// `[program, args...]`.
+        command: Vec<String>,
+    },
+    /// Streamable HTTP at this URL (`http://127.0.0.1:3001/mcp`).
+    Http {
+        /// The endpoint.
+        url: String,
+    },
+}
+
+impl McpConfig {
+    /// A config with the defaults.
+    pub fn new(name: impl Into<String>, transport: McpTransport) -> McpConfig {
+        McpConfig {
+            name: name.into(),
+            transport,
+            tool_timeout: Duration::from_secs(60),
+            idempotent: false,
+        }
+    }
+}
+
+/// A server that cannot be used at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The command is empty.
+    #[error("[[mcp]] `{server}`: the command is empty")]
+    EmptyCommand {
+        /// The server.
+        server: String,
+    },
+    /// The command could not be started.
+    #[error("[[mcp]] `{server}`: cannot start `{program}`: {source}")]
+    Spawn {
+        /// The server.
+        server: String,
+        /// The program.
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server did not complete the MCP handshake.
+    #[error("[[mcp]] `{server}`: the server did not start: {reason}{}", stderr_suffix(.stderr))]
+    Initialize {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+        /// What the child wrote on stderr, if anything.
+        stderr: String,
+    },
+    /// Listing the server's tools failed.
+    #[error("[[mcp]] `{server}`: cannot list its tools: {reason}")]
+    List {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\n  its stderr:\n  {}", stderr.trim().replace('\n', "\n  "))
+    }
+}
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// The last bytes a child wrote on stderr.
+#[derive(Debug, Clone, Default)]
+struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    const KEEP: usize = 8 * 1024;
+
+    fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn follow(&self, mut stderr: tokio::process::ChildStderr) {
+        let buf = self.0.clone();
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                let mut b = buf.lock().unwrap_or_else(PoisonError::into_inner);
+                b.extend_from_slice(&chunk[..n]);
+                let excess = b.len().saturating_sub(Self::KEEP);
+                b.drain(..excess);
+            }
+        });
+    }
+}
+
+/// One connected MCP server.
+pub struct McpServer {
+    config: McpConfig,
+    state: tokio::sync::Mutex<State>,
+    stderr: StderrTail,
+}
+
+struct State {
+    client: Option<Client>,
+    /// The child's process id (stdio servers).
+    pid: Option<u32>,
+    /// Bumped on every (re)connection, so that two calls that see the same loss restart once.
+    generation: u64,
+    restarts: u32,
+    /// Why the server is gone for good.
+    gone: Option<String>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many times a lost server is started again before its tools answer `not_found`.
+pub const MAX_RESTARTS: u32 = 1;
+
+impl McpServer {
+    /// Starts (or connects to) the server and completes the MCP handshake.
+    pub async fn connect(config: McpConfig) -> Result<Arc<McpServer>, McpError> {
+        let stderr = StderrTail::default();
+        let (client, pid) = open(&config, &stderr).await?;
+        Ok(Arc::new(McpServer {
+            config,
+            state: tokio::sync::Mutex::new(State {
+                client: Some(client),
+                pid,
+                generation: 0,
+                restarts: 0,
+                gone: None,
+            }),
+            stderr,
+        }))
+    }
+
+    /// The config.
+    pub fn config(&self) -> &McpConfig {
+        &self.config
+    }
+
+    /// The process id of a stdio server's child (the current one, after a restart).
+    pub async fn pid(&self) -> Option<u32> {
+        self.state.lock().await.pid
+    }
+
+    /// Every tool the server offers (all pages), with its description and JSON Schema.
+    pub async fn list(&self) -> Result<Vec<terminus_runtime::ToolSpec>, McpError> {
+        let (peer, _) = self.peer().await.map_err(|reason| McpError::List {
+            server: self.config.name.clone(),
+            reason,
+        })?;
+        let tools = peer.list_all_tools().await.map_err(|e| McpError::List {
+            server: self.config.name.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(tools
+            .into_iter()
+            .map(|t| terminus_runtime::ToolSpec {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                parameters: Value::Object((*t.input_schema).clone()),
+            })
+            .collect())
+    }
+
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
+        let state = self.state.lock().await;
+        if let Some(why) = &state.gone {
+            return Err(why.clone());
+        }
+        match &state.client {
+            Some(client) => Ok((client.peer().clone(), state.generation)),
+            None => Err(format!("server `{}` is not connected", self.config.name)),
+        }
+    }
+
+    /// Calls tool `name` of this server. Never a [`Fault`]: every failure is an outcome.
+    pub async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
+        let (peer, generation) = match self.peer().await {
+            Ok(p) => p,
+            Err(why) => return error(ToolErrorKind::NotFound, why),
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Value::Object(map) = arguments {
+            params = params.with_arguments(map);
+        }
+        let limit = self.config.tool_timeout;
+        match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Err(_) => error(
+                ToolErrorKind::Timeout,
+                format!("no result within {} ms", limit.as_millis()),
+            ),
+            Ok(Ok(result)) => render(&result),
+            Ok(Err(e)) => {
+                let (kind, message) = error_kind(&e);
+                if lost(&e) {
+                    let note = self.restart(generation).await;
+                    return error(ToolErrorKind::Failed, format!("{message}; {note}"));
+                }
+                error(kind, message)
+            }
+        }
+    }
+
+    /// After the connection of `generation` was lost: start the server once more, or give up.
+    async fn restart(&self, generation: u64) -> String {
+        let mut state = self.state.lock().await;
+        if state.generation != generation {
+            return "the server was started again".into();
+        }
+        let tail = self.stderr.text();
+        if let Some(old) = state.client.take() {
+            drop(old);
+        }
+        if state.restarts >= MAX_RESTARTS {
+            let why = format!(
+                "server `{}` was lost {} times; its tools are unavailable{}",
+                self.config.name,
+                state.restarts + 1,
+                stderr_suffix(&tail)
+            );
+            state.gone = Some(why.clone());
+            return why;
+        }
+        state.restarts += 1;
+        state.generation += 1;
+        match open(&self.config, &self.stderr).await {
+            Ok((client, pid)) => {
+                state.client = Some(client);
+                state.pid = pid;
+                "the server was started again; call the tool again if it is still needed".into()
+            }
+            Err(e) => {
+                let why = format!("it could not be started again: {e}");
+                state.gone = Some(why.clone());
+                why
+            }
+        }
+    }
+
+    /// Ends the session and stops a child server.
+    pub async fn shutdown(&self) {
+        let client = self.state.lock().await.client.take();
+        if let Some(client) = client {
+            let _ = client.cancel().await;
+        }
+    }
+}
+
+fn error(kind: ToolErrorKind, message: impl Into<String>) -> ToolOutcome {
+    ToolOutcome::Error {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// Whether the error means the connection (or the child) is gone.
+fn lost(e: &ServiceError) -> bool {
+    matches!(
+        e,
+        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+    ) && !auth_status(e)
+}
+
+fn auth_status(e: &ServiceError) -> bool {
+    let text = e.to_string();
+    e.auth_challenge().is_some() || text.contains("401") || text.contains("403")
+}
+
+/// The table: an SDK error to a tool error kind and a message for the model.
+pub fn error_kind(e: &ServiceError) -> (ToolErrorKind, String) {
+    match e {
+        ServiceError::McpError(data) => {
+            let kind = match data.code {
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND => ToolErrorKind::NotFound,
+                rmcp::model::ErrorCode::INVALID_PARAMS => ToolErrorKind::InvalidArguments,
+                _ => ToolErrorKind::Failed,
+            };
+            (kind, format!("MCP error {}: {}", data.code.0, data.message))
+        }
+        ServiceError::Timeout { timeout } => (
+            ToolErrorKind::Timeout,
+            format!("no result within {} ms", timeout.as_millis()),
+        ),
+        _ if auth_status(e) => (
+            ToolErrorKind::AuthFailed,
+            format!("the server refused the credentials: {e}"),
+        ),
+        ServiceError::TransportClosed => (
+            ToolErrorKind::Failed,
+            "the server exited or the connection dropped during the call".into(),
+        ),
+        other => (ToolErrorKind::Failed, other.to_string()),
+    }
+}
+
+async fn open(config: &McpConfig, stderr: &StderrTail) -> Result<(Client, Option<u32>), McpError> {
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("terminus", env!("CARGO_PKG_VERSION")),
+    )
+    // The newest version whose handshake every current server and the conformance suite accept.
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let server = config.name.clone();
+    let initialize = |reason: String, stderr: String| McpError::Initialize {
+        server: server.clone(),
+        reason,
+        stderr,
+    };
+    let mut pid = None;
+    let client = match &config.transport {
+        McpTransport::Stdio { command } => {
+            let Some((program, args)) = command.split_first() else {
+                return Err(McpError::EmptyCommand { server });
+            };
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            let (transport, child_stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| McpError::Spawn {
+                    server: server.clone(),
+                    program: program.clone(),
+                    source,
+                })?;
+            if let Some(child_stderr) = child_stderr {
+                stderr.follow(child_stderr);
+            }
+            pid = transport.id();
+            match info.serve(transport).await {
+                Ok(client) => client,
+                Err(e) => {
+                    // Let the child's last words arrive.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return Err(initialize(e.to_string(), stderr.text()));
+                }
+            }
+        }
+        McpTransport::Http { url } => {
+            let http = reqwest::Client::builder()
+                .build()
+                .map_err(|e| initialize(e.to_string(), String::new()))?;
+            let transport = StreamableHttpClientTransport::with_client(
+                http,
+                StreamableHttpClientTransportConfig::with_uri(url.clone()),
+            );
+            info.serve(transport)
+                .await
+                .map_err(|e| initialize(e.to_string(), String::new()))?
+        }
+    };
+    Ok((client, pid))
+}
+
+/// One tool of one server, as the runtime calls it.
+#[derive(Debug)]
+pub struct McpTool {
+    server: Arc<McpServer>,
+    name: String,
+    description: String,
+    parameters: Value,
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+
+    fn idempotent(&self) -> bool {
+        self.server.config.idempotent
+    }
+
+    async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault> {
+        Ok(self.server.call(&self.name, arguments).await)
+    }
+}
+
+/// The tools of several servers, named for the model: a tool keeps its own name unless two
+/// servers offer it, then each is `{server}__{tool}` (providers allow only `[A-Za-z0-9_-]` in
+/// tool names, so no dot).
+#[derive(Debug, Default)]
+pub struct McpTools {
+    servers: Vec<Arc<McpServer>>,
+    tools: BTreeMap<String, Arc<McpTool>>,
+}
+
+impl McpTools {
+    /// Connects every server in `configs` and lists its tools. A server that cannot start stops
+    /// everything (the others are shut down): its error names its `[[mcp]]` entry.
+    pub async fn connect(configs: &[McpConfig]) -> Result<McpTools, McpError> {
+        let mut listed = Vec::new();
+        let mut servers = Vec::new();
+        for config in configs {
+            let outcome = match McpServer::connect(config.clone()).await {
+                Ok(server) => server.list().await.map(|specs| (server, specs)),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok((server, specs)) => {
+                    servers.push(server.clone());
+                    listed.push((server, specs));
+                }
+                Err(e) => {
+                    for s in &servers {
+                        s.shutdown().await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let mut offered: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, specs) in &listed {
+            for spec in specs {
+                *offered.entry(spec.name.clone()).or_default() += 1;
+            }
+        }
+        let mut tools = BTreeMap::new();
+        for (server, specs) in listed {
+            for spec in specs {
+                let exposed = if offered.get(&spec.name).copied().unwrap_or(0) > 1 {
+                    format!("{}__{}", server.config.name, spec.name)
+                } else {
+                    spec.name.clone()
+                };
+                tools.insert(
+                    exposed,
+                    Arc::new(McpTool {
+                        server: server.clone(),
+                        name: spec.name,
+                        description: spec.description,
+                        parameters: spec.parameters,
+                    }),
+                );
+            }
+        }
+        Ok(McpTools { servers, tools })
+    }
+
+    /// The tools by the names the model sees, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The tool the model calls `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<McpTool>> {
+        self.tools.get(name)
+    }
+
+    /// Adds every tool to `set`.
+    pub fn add_to(&self, set: &mut ToolSet) {
+        for (name, tool) in &self.tools {
+            set.insert(name.clone(), tool.clone());
+        }
+    }
+
+    /// Ends every session and stops the child servers.
+    pub async fn shutdown(&self) {
+        for server in &self.servers {
+            server.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! The MCP adapter against the real reference servers from npm: server-filesystem and
+//! server-everything, as stdio children and over streamable HTTP.
+
+mod common;
+
+use serde_json::{Value, json};
+use std::time::Duration;
+use terminus_kernel::{ToolErrorKind, ToolOutcome};
+use terminus_tools::{McpConfig, McpError, McpServer, McpTools, McpTransport};
+
+fn ok_text(outcome: &ToolOutcome) -> &str {
+    match outcome {
+        ToolOutcome::Ok(Value::String(s)) => s,
+        other => panic!("expected a text result, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_lists_reads_writes_and_refuses_paths_outside_its_root() {
+    let Some(peers) = common::peers() else { return };
+    let root = tempfile::tempdir().expect("a temp dir");
+    let root_path = root.path().canonicalize().expect("a real path");
+    std::fs::write(
+        root_path.join("lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }",
+    )
+    .expect("write");
+    let tools = McpTools::connect(&[common::filesystem(&peers, &root_path)])
+        .await
+        .expect("the server starts");
+    let names: Vec<&str> = tools.names().collect();
+    for expected in ["list_directory", "read_text_file", "write_file"] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    let call = |name: &str, args: Value| {
+        let tool = tools.get(name).expect("listed").clone();
+        async move {
+            terminus_runtime::Tool::call(&*tool, args)
+                .await
+                .expect("no fault")
+        }
+    };
+    let listing = call("list_directory", json!({ "path": root_path })).await;
+    assert!(ok_text(&listing).contains("lib.rs"), "{listing:?}");
+    let read = call(
+        "read_text_file",
+        json!({ "path": root_path.join("lib.rs") }),
+    )
+    .await;
+    assert_eq!(
+        ok_text(&read),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }"
+    );
+    let plan = root_path.join("plan.md");
+    let written = call("write_file", json!({ "path": plan, "content": "# Plan\n" })).await;
+    assert!(matches!(written, ToolOutcome::Ok(_)), "{written:?}");
+    assert_eq!(std::fs::read_to_string(&plan).expect("on disk"), "# Plan\n");
+    // Outside the allowed directory: an isError result, a `failed` error with the server's text.
+    match call("read_text_file", json!({ "path": "/etc/hostname" })).await {
+        ToolOutcome::Error { kind, message } => {
+            assert_eq!(kind, ToolErrorKind::Failed);
+            assert!(message.contains("Access denied"), "{message}");
+        }
+        other => panic!("read outside the root: {other:?}"),
+    }
+    // MCP tools are not idempotent unless configured.
+    assert!(!terminus_runtime::Tool::idempotent(
+        &**tools.get("write_file").expect("listed")
+    ));
+    tools.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_echo_sum_structured_content_and_images() {
+    let Some(peers) = common::peers() else { return };
+    let server = McpServer::connect(common::everything(&peers))
+        .await
+        .expect("starts");
+    let specs = server.list().await.expect("tools");
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    for expected in [
+        "echo",
+        "get-sum",
+        "get-structured-content",
+        "get-tiny-image",
+    ] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    let echo = specs.iter().find(|s| s.name == "echo").expect("echo");
+    assert_eq!(echo.parameters["type"], "object");
+    assert!(echo.parameters["properties"]["message"].is_object());
+
+    let echoed = server.call("echo", json!({ "message": "hello" })).await;
+    assert!(ok_text(&echoed).contains("hello"), "{echoed:?}");
+    let sum = server.call("get-sum", json!({ "a": 2, "b": 40 })).await;
+    assert!(ok_text(&sum).contains("42"), "{sum:?}");
+    let weather = server
+        .call("get-structured-content", json!({ "location": "Chicago" }))
+        .await;
+    assert!(ok_text(&weather).contains("temperature"), "{weather:?}");
+    let image = server.call("get-tiny-image", json!({})).await;
+    let text = ok_text(&image);
+    assert!(text.contains("[image image/png,"), "{text}");
+    assert!(
+        text.len() < 400,
+        "the image is summarised, not dumped: {text}"
+    );
+    // Arguments of the wrong shape: the server's own error reaches the model.
+    match server.call("get-sum", json!({ "a": "two" })).await {
+        ToolOutcome::Error { kind, message } => {
+            assert!(
+                matches!(
+                    kind,
+                    ToolErrorKind::Failed | ToolErrorKind::InvalidArguments
+                ),
+                "{kind:?}"
+            );
+            assert!(!message.is_empty());
+        }
+        other => panic!("bad arguments were accepted: {other:?}"),
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_running_operation_past_the_timeout_is_a_timeout_and_the_server_goes_on() {
+    let Some(peers) = common::peers() else { return };
+    let mut config = common::everything(&peers);
+    config.tool_timeout = Duration::from_millis(500);
+    let server = McpServer::connect(config).await.expect("starts");
+    let started = std::time::Instant::now();
+    let outcome = server
+        .call(
+            "trigger-long-running-operation",
+            json!({ "duration": 10, "steps": 5 }),
+        )
+        .await;
+    assert_eq!(
+        outcome,
+        ToolOutcome::Error {
+            kind: ToolErrorKind::Timeout,
+            message: "no result within 500 ms".into()
+        }
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let echoed = server
+        .call("echo", json!({ "message": "still here" }))
+        .await;
+    assert!(ok_text(&echoed).contains("still here"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_fails_that_call_is_restarted_once_then_its_tools_are_gone() {
+    let Some(peers) = common::peers() else { return };
+    let server = McpServer::connect(common::everything(&peers))
+        .await
+        .expect("starts");
+    let kill = |pid: Option<u32>| {
+        let pid = pid.expect("a stdio child");
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "the server process {pid} was killed");
+    };
+    let first = server.pid().await;
+    let running = server.call(
+        "trigger-long-running-operation",
+        json!({ "duration": 5, "steps": 5 }),
+    );
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        kill(first);
+    };
+    let (outcome, ()) = tokio::join!(running, killer);
+    match &outcome {
+        ToolOutcome::Error { kind, message } => {
+            assert_eq!(*kind, ToolErrorKind::Failed);
+            assert!(message.contains("started again"), "{message}");
+        }
+        other => panic!("the call in flight did not fail: {other:?}"),
+    }
+    // The restarted server answers.
+    let echoed = server
+        .call("echo", json!({ "message": "after restart" }))
+        .await;
+    assert!(ok_text(&echoed).contains("after restart"), "{echoed:?}");
+    // Lost a second time: its tools are gone, an unrecoverable `not_found`, never a hang.
+    let second = server.pid().await;
+    assert_ne!(first, second, "a new child");
+    kill(second);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lost = server.call("echo", json!({ "message": "x" })).await;
+    assert!(
+        matches!(
+            lost,
+            ToolOutcome::Error {
+                kind: ToolErrorKind::Failed,
+                ..
+            }
+        ),
+        "{lost:?}"
+    );
+    let gone = server.call("echo", json!({ "message": "x" })).await;
+    match gone {
+        ToolOutcome::Error { kind, message } => {
+            assert_eq!(kind, ToolErrorKind::NotFound);
+            assert!(message.contains("lost 2 times"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_start_names_its_server() {
+    let missing = McpConfig::new(
+        "ghost",
+        McpTransport::Stdio {
+            command: vec!["/nonexistent/terminus-mcp-server".into()],
+        },
+    );
+    let err = McpServer::connect(missing).await.expect_err("cannot start");
+    assert!(matches!(err, McpError::Spawn { .. }));
+    assert!(
+        err.to_string().starts_with("[[mcp]] `ghost`: cannot start"),
+        "{err}"
+    );
+
+    let dies = McpConfig::new(
+        "dies",
+        McpTransport::Stdio {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "echo 'boom: no config' >&2; exit 3".into(),
+            ],
+        },
+    );
+    let err = McpServer::connect(dies).await.expect_err("exits at start");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("[[mcp]] `dies`: the server did not start"),
+        "{text}"
+    );
+    assert!(
+        text.contains("boom: no config"),
+        "its stderr is shown: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_offering_one_name_are_namespaced() {
+    let Some(peers) = common::peers() else { return };
+    let mut a = common::everything(&peers);
+    a.name = "left".into();
+    let mut b = common::everything(&peers);
+    b.name = "right".into();
+    let tools = McpTools::connect(&[a, b]).await.expect("both start");
+    let names: Vec<&str> = tools.names().collect();
+    assert!(
+        names.contains(&"left__echo") && names.contains(&"right__echo"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"echo"));
+    let echoed = terminus_runtime::Tool::call(
+        &**tools.get("right__echo").expect("listed"),
+        json!({ "message": "hi" }),
+    )
+    .await
+    .expect("no fault");
+    assert!(ok_text(&echoed).contains("hi"));
+    tools.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_and_a_401() {
+    let Some(peers) = common::peers() else { return };
+    let port = free_port();
+    let mut child = tokio::process::Command::new(common::node(&peers))
+        .arg(common::server_js(&peers, "server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut config = McpConfig::new("http", McpTransport::Http { url });
+    config.tool_timeout = Duration::from_secs(10);
+    let mut server = None;
+    for _ in 0..100 {
+        match McpServer::connect(config.clone()).await {
+            Ok(s) => {
+                server = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let server = server.expect("the HTTP server came up");
+    let echoed = server.call("echo", json!({ "message": "over http" })).await;
+    assert!(ok_text(&echoed).contains("over http"), "{echoed:?}");
+    server.shutdown().await;
+    let _ = child.kill().await;
+
+    // A server that refuses every request with 401.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("port");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf).await;
+            let body = "{\"error\":\"unauthorized\"}";
+            let _ = s
+                .write_all(
+                    format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                        .as_bytes(),
+                )
+                .await;
+        }
+    });
+    let refused = McpConfig::new(
+        "locked",
+        McpTransport::Http {
+            url: format!("http://{addr}/mcp"),
+        },
+    );
+    let err = McpServer::connect(refused).await.expect_err("401");
+    assert!(err.to_string().contains("401"), "{err}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
