@@ -17,6 +17,9 @@ use terminus_runtime::{Report, Run, RuntimeConfig, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
+mod config;
+mod tools;
+
 const INVALID: u8 = 2;
 const INTERNAL: u8 = 3;
 
@@ -68,6 +71,30 @@ enum Cmd {
     /// Poll the journal for runnable executions (created and never claimed, or whose worker's
     /// lease expired) and resume each; one report line per execution on stdout.
     Worker(WorkerArgs),
+    /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
+    /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
+    /// the tool's output and exits 0, or its error (`kind: message`) on stderr and exits 1. A bad
+    /// config, or a server that cannot start, exits 2.
+    Tools {
+        /// The agent config (TOML).
+        config: PathBuf,
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsAction {
+    /// One tool a line: `name<TAB>description`.
+    List,
+    /// Call one tool with JSON arguments.
+    Call {
+        /// The tool's name, as the model sees it.
+        name: String,
+        /// The arguments: a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +193,7 @@ fn main() -> ExitCode {
                 json,
             } => inspect(&journal, &execution, json).await,
             Cmd::Worker(args) => worker(args).await,
+            Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
     });
     ExitCode::from(code)

@@ -43,8 +43,8 @@ mod script;
 pub use crate::error::{LoadError, ScenarioError};
 pub use crate::expect::{Bound, Expect, OutcomeName, ReasonName};
 pub use crate::format::{
-    CallSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec, VerdictSpec,
-    VerifierScript,
+    CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
+    VerdictSpec, VerifierScript,
 };
 pub use crate::scenario::Scenario;
 pub use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};

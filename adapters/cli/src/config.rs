@@ -1,0 +1,291 @@
+//! The live-agent config file (DESIGN.md, "Live agents (contract)"): TOML, every unknown key
+//! refused with its path, every value checked before anything starts.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use terminus_kernel::Policy;
+use terminus_llm::{ApiKey, LlmConfig, Provider};
+use terminus_scenario::ContextSpec;
+use terminus_tools::{McpConfig, McpTransport};
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentConfig {
+    /// A system message before the task.
+    #[allow(dead_code)] // read by `terminus agent`
+    pub(crate) system_prompt: Option<String>,
+    /// The model. Required by `terminus agent`; `terminus tools` needs only `[[mcp]]`.
+    pub(crate) model: Option<ModelSection>,
+    /// The kernel policy: the scenario `policy` fields, same names, same defaults.
+    #[serde(default)]
+    pub(crate) policy: Policy,
+    /// The context window: the scenario `context` fields.
+    #[allow(dead_code)] // read by `terminus agent`
+    pub(crate) context: Option<ContextSpec>,
+    /// MCP servers; their tools are the agent's tools.
+    #[serde(default)]
+    pub(crate) mcp: Vec<McpSection>,
+    /// Who judges completion claims.
+    pub(crate) verifier: Option<VerifierSection>,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModelSection {
+    pub(crate) provider: String,
+    pub(crate) base_url: String,
+    pub(crate) model: String,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) max_output_tokens: Option<u32>,
+}
+
+/// One `[[mcp]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpSection {
+    pub(crate) name: String,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) url: Option<String>,
+    pub(crate) tool_timeout_ms: Option<u64>,
+    pub(crate) idempotent: Option<bool>,
+}
+
+/// `[verifier]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifierSection {
+    pub(crate) kind: String,
+}
+
+/// A config that cannot be used: the message names the file and the key.
+#[derive(Debug)]
+pub(crate) struct ConfigError(pub(crate) String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AgentConfig {
+    /// Reads and checks `path`.
+    pub(crate) fn load(path: &Path) -> Result<(AgentConfig, PathBuf), ConfigError> {
+        let file = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{file}: cannot read: {e}")))?;
+        let config = AgentConfig::parse(&text).map_err(|e| ConfigError(format!("{file}: {e}")))?;
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok((config, dir))
+    }
+
+    /// Parses and checks a config's text.
+    pub(crate) fn parse(text: &str) -> Result<AgentConfig, String> {
+        let de = toml::Deserializer::parse(text).map_err(|e| e.to_string())?;
+        let config: AgentConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let message = inner.message().to_owned();
+            if path == "." {
+                message
+            } else {
+                format!("{}: {message}", key_path(&path))
+            }
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if let Some(model) = &self.model {
+            if Provider::from_name(&model.provider).is_none() {
+                return Err(format!(
+                    "[model].provider: unknown provider {:?}, expected one of \"openai\", \"anthropic\"",
+                    model.provider
+                ));
+            }
+            if !(model.base_url.starts_with("http://") || model.base_url.starts_with("https://")) {
+                return Err(format!(
+                    "[model].base_url: {:?} is not an http:// or https:// URL",
+                    model.base_url
+                ));
+            }
+            if model.timeout_ms == Some(0) {
+                return Err("[model].timeout_ms: must be at least 1".into());
+            }
+        }
+        self.policy
+            .validate()
+            .map_err(|e| format!("[policy].{}: {}", e.field, e.problem))?;
+        let mut names = std::collections::BTreeSet::new();
+        for (i, server) in self.mcp.iter().enumerate() {
+            let at = format!("[[mcp]] #{} `{}`", i + 1, server.name);
+            if server.name.is_empty() {
+                return Err(format!("[[mcp]] #{}: name is empty", i + 1));
+            }
+            if !names.insert(server.name.as_str()) {
+                return Err(format!("{at}: another [[mcp]] entry has this name"));
+            }
+            match (&server.command, &server.url) {
+                (Some(_), Some(_)) => {
+                    return Err(format!("{at}: give either command or url, not both"));
+                }
+                (None, None) => return Err(format!("{at}: give a command or a url")),
+                (Some(c), None) if c.is_empty() => return Err(format!("{at}: command is empty")),
+                _ => {}
+            }
+            if server.tool_timeout_ms == Some(0) {
+                return Err(format!("{at}: tool_timeout_ms must be at least 1"));
+            }
+        }
+        if let Some(v) = &self.verifier
+            && !matches!(v.kind.as_str(), "rules" | "model")
+        {
+            return Err(format!(
+                "[verifier].kind: unknown kind {:?}, expected one of \"rules\", \"model\"",
+                v.kind
+            ));
+        }
+        Ok(())
+    }
+
+    /// The MCP servers. A relative program path in a command is taken from the config's folder
+    /// when such a file exists there; otherwise from `PATH`.
+    pub(crate) fn mcp_configs(&self, dir: &Path) -> Vec<McpConfig> {
+        self.mcp
+            .iter()
+            .map(|s| {
+                let transport = match (&s.command, &s.url) {
+                    (Some(command), _) => {
+                        let mut command = command.clone();
+                        if let Some(program) = command.first_mut() {
+                            let local = dir.join(&*program);
+                            if program.contains('/') && local.exists() {
+                                *program = local.to_string_lossy().into_owned();
+                            }
+                        }
+                        McpTransport::Stdio { command }
+                    }
+                    (None, url) => McpTransport::Http {
+                        url: url.clone().unwrap_or_default(),
+                    },
+                };
+                let mut config = McpConfig::new(s.name.clone(), transport);
+                if let Some(ms) = s.tool_timeout_ms {
+                    config.tool_timeout = Duration::from_millis(ms);
+                }
+                config.idempotent = s.idempotent.unwrap_or(false);
+                config
+            })
+            .collect()
+    }
+
+    /// The model client's config; the key comes from the environment now.
+    #[allow(dead_code)]
+    pub(crate) fn llm_config(&self) -> Result<LlmConfig, String> {
+        let Some(m) = &self.model else {
+            return Err("[model]: missing; a live agent needs a model".into());
+        };
+        let provider = Provider::from_name(&m.provider)
+            .ok_or_else(|| format!("[model].provider: unknown provider {:?}", m.provider))?;
+        let mut config = LlmConfig::new(provider, m.base_url.clone(), m.model.clone());
+        config.api_key = m.api_key_env.as_deref().and_then(ApiKey::from_env);
+        config.stream = m.stream.unwrap_or(true);
+        if let Some(ms) = m.timeout_ms {
+            config.timeout = Duration::from_millis(ms);
+        }
+        config.max_output_tokens = m.max_output_tokens;
+        Ok(config)
+    }
+}
+
+/// serde_path_to_error's `model.provider` as the config's own words: `[model].provider`.
+fn key_path(path: &str) -> String {
+    match path.split_once('.') {
+        Some((table, rest)) if !table.contains('[') => format!("[{table}].{rest}"),
+        _ => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+system_prompt = "You are careful."
+[model]
+provider = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+model = "gpt-4.1-mini"
+api_key_env = "OPENAI_API_KEY"
+[policy]
+max_steps = 200
+[context]
+window = 128000
+[[mcp]]
+name = "fs"
+command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./work"]
+tool_timeout_ms = 60000
+[verifier]
+kind = "rules"
+"#;
+
+    #[test]
+    fn the_designs_example_parses() {
+        let c = AgentConfig::parse(GOOD).expect("valid");
+        assert_eq!(c.policy.max_steps, 200);
+        assert_eq!(c.mcp.len(), 1);
+        assert_eq!(c.llm_config().expect("a model").model, "gpt-4.1-mini");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            (
+                GOOD.replace("provider = \"openai\"", "provider = \"openia\""),
+                "[model].provider: unknown provider \"openia\", expected one of \"openai\", \"anthropic\"",
+            ),
+            (
+                GOOD.replace("max_steps = 200", "max_stepz = 200"),
+                "[policy].max_stepz",
+            ),
+            (
+                GOOD.replace("tool_timeout_ms = 60000", "tool_timeout = 60000"),
+                "mcp[0].tool_timeout",
+            ),
+            (
+                GOOD.replace("kind = \"rules\"", "kind = \"vibes\""),
+                "[verifier].kind: unknown kind",
+            ),
+            (
+                GOOD.replace("window = 128000", "window = \"big\""),
+                "[context].window",
+            ),
+            (format!("{GOOD}\nextra = 1\n"), "unknown field `extra`"),
+        ];
+        for (text, says) in cases {
+            let err = AgentConfig::parse(&text).expect_err("invalid");
+            assert!(err.contains(says), "expected {says:?} in {err:?}");
+        }
+    }
+
+    #[test]
+    fn an_mcp_entry_needs_exactly_one_transport() {
+        let both = GOOD.replace(
+            "tool_timeout_ms = 60000",
+            "url = \"http://127.0.0.1:1/mcp\"",
+        );
+        let err = AgentConfig::parse(&both).expect_err("invalid");
+        assert!(
+            err.contains("[[mcp]] #1 `fs`: give either command or url"),
+            "{err}"
+        );
+    }
+}
