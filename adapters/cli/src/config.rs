@@ -14,7 +14,6 @@ use terminus_tools::{McpConfig, McpTransport};
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentConfig {
     /// A system message before the task.
-    #[allow(dead_code)] // read by `terminus agent`
     pub(crate) system_prompt: Option<String>,
     /// The model. Required by `terminus agent`; `terminus tools` needs only `[[mcp]]`.
     pub(crate) model: Option<ModelSection>,
@@ -22,7 +21,6 @@ pub(crate) struct AgentConfig {
     #[serde(default)]
     pub(crate) policy: Policy,
     /// The context window: the scenario `context` fields.
-    #[allow(dead_code)] // read by `terminus agent`
     pub(crate) context: Option<ContextSpec>,
     /// MCP servers; their tools are the agent's tools.
     #[serde(default)]
@@ -188,7 +186,6 @@ impl AgentConfig {
     }
 
     /// The model client's config; the key comes from the environment now.
-    #[allow(dead_code)]
     pub(crate) fn llm_config(&self) -> Result<LlmConfig, String> {
         let Some(m) = &self.model else {
             return Err("[model]: missing; a live agent needs a model".into());

@@ -17,6 +17,7 @@ use terminus_runtime::{Report, Run, RuntimeConfig, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
+mod agent;
 mod config;
 mod tools;
 
@@ -71,6 +72,9 @@ enum Cmd {
     /// Poll the journal for runnable executions (created and never claimed, or whose worker's
     /// lease expired) and resume each; one report line per execution on stdout.
     Worker(WorkerArgs),
+    /// Run a live agent from a config file: a real model, the tools of its MCP servers, the
+    /// same kernel, progress lines, report and exit codes as `run`. Ctrl-C cancels it.
+    Agent(agent::AgentArgs),
     /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
     /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
     /// the tool's output and exits 0, or its error (`kind: message`) on stderr and exits 1. A bad
@@ -193,6 +197,7 @@ fn main() -> ExitCode {
                 json,
             } => inspect(&journal, &execution, json).await,
             Cmd::Worker(args) => worker(args).await,
+            Cmd::Agent(args) => agent::agent(args).await,
             Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
     });
@@ -264,7 +269,7 @@ async fn run(args: RunArgs) -> u8 {
     }
     let result = drive(run, config).await;
     finish(
-        &scenario,
+        scenario.expect(),
         result,
         args.json,
         &args.scenario.display().to_string(),
@@ -294,7 +299,7 @@ async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runti
 }
 
 fn finish(
-    scenario: &Scenario,
+    expect: Option<&terminus_scenario::Expect>,
     result: Result<Report, terminus_runtime::RunError>,
     json: bool,
     what: &str,
@@ -307,7 +312,7 @@ fn finish(
                 steps(report.steps),
                 report.rule.name()
             );
-            if let Some(expect) = scenario.expect() {
+            if let Some(expect) = expect {
                 for mismatch in expect.check(&report) {
                     eprintln!("terminus: expectation not met: {mismatch}");
                 }
@@ -378,7 +383,7 @@ async fn resume(args: ResumeArgs) -> u8 {
     let run = scenario.resume(args.execution.clone()).store(store);
     let result = drive(run, runtime_config(&args.store)).await;
     finish(
-        &scenario,
+        scenario.expect(),
         result,
         args.json,
         &format!("execution {}", args.execution),

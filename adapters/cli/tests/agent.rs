@@ -1,0 +1,261 @@
+//! `terminus agent` end to end: a real OpenAI-compatible HTTP exchange with the fixture model
+//! server, the real filesystem MCP server as the tools, the kernel's nudge and verification, the
+//! report and the exit code; Ctrl-C, config errors and an unreachable model.
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use terminus_fixture::{Fixture, Response, peers};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A Chat Completions object (not streamed) with `content` and `tool_calls`.
+fn reply(content: &str, calls: &[(&str, Value)], n: usize) -> Response {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({ "id": format!("call_{n}_{i}"), "type": "function",
+                    "function": { "name": name, "arguments": args.to_string() } })
+        })
+        .collect();
+    let mut message = json!({ "role": "assistant", "content": content });
+    if !tool_calls.is_empty() {
+        message["content"] = Value::Null;
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    Response::json(
+        200,
+        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1741570283,
+                "model": "gpt-4o-mini", "choices": [{ "index": 0, "message": message,
+                "finish_reason": finish }],
+                "usage": { "prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220 } })
+        .to_string(),
+    )
+}
+
+fn write_config(dir: &Path, base_url: &str, extra: &str) -> String {
+    let path = dir.join("agent.toml");
+    let body = format!(
+        "system_prompt = \"You are a careful software architect.\"\n\
+         [model]\nprovider = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"gpt-4o-mini\"\n\
+         api_key_env = \"TERMINUS_TEST_KEY\"\nstream = false\ntimeout_ms = 5000\n\
+         [policy]\nverify_completion = true\ncompletion_requires = [\"write_file\"]\n\
+         max_nudges = 2\nretry_base_ms = 1\nretry_max_ms = 5\n{extra}"
+    );
+    std::fs::write(&path, body).expect("write the config");
+    path.to_string_lossy().into_owned()
+}
+
+async fn terminus(args: Vec<String>) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(args)
+        .env("TERMINUS_TEST_KEY", "sk-agent-test-key")
+        .output()
+        .await
+        .expect("the binary runs")
+}
+
+fn todos(status: &str) -> Value {
+    json!({ "todos": [{ "content": "write plan.md", "status": status }] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_server() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    std::fs::create_dir_all(root.join("src")).expect("mkdir");
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn parse(s: &str) -> u32 { 0 }",
+    )
+    .expect("write");
+    let plan = root.join("plan.md");
+    let fixture = Fixture::start(vec![
+        reply(
+            "",
+            &[("list_directory", json!({ "path": root.join("src") }))],
+            1,
+        ),
+        reply("", &[("write_todos", todos("in_progress"))], 2),
+        reply("I will now write the plan.", &[], 3),
+        reply(
+            "",
+            &[(
+                "write_file",
+                json!({ "path": plan, "content": "# Plan\n1. Fix parse.\n" }),
+            )],
+            4,
+        ),
+        reply("", &[("write_todos", todos("completed"))], 5),
+        reply("Plan written to plan.md.", &[], 6),
+    ])
+    .await
+    .expect("a port");
+    let mcp = format!(
+        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n",
+        peers::node(&peers),
+        peers::server_js(&peers, "server-filesystem"),
+        root.to_string_lossy()
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let out = terminus(vec![
+        "agent".into(),
+        config,
+        "--task".into(),
+        "Write an implementation plan to plan.md".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--execution".into(),
+        "live-1".into(),
+        "--json".into(),
+    ])
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_str(text(&out.stdout).lines().last().expect("a report"))
+        .expect("the report is JSON");
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(report["reason"], "verified");
+    assert_eq!(report["execution"], "live-1");
+    assert_eq!(
+        (report["nudges"].as_u64(), report["model_calls"].as_u64()),
+        (Some(1), Some(6))
+    );
+    assert_eq!(report["result"], "Plan written to plan.md.");
+    assert_eq!(
+        std::fs::read_to_string(&plan).expect("on disk"),
+        "# Plan\n1. Fix parse.\n"
+    );
+    assert!(
+        stderr.lines().filter(|l| l.starts_with('[')).count() >= 6,
+        "progress lines: {stderr}"
+    );
+
+    let sent: Vec<Value> = fixture.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 6);
+    assert_eq!(
+        sent[0]["messages"][0]["content"],
+        "You are a careful software architect."
+    );
+    assert!(
+        sent[0]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "write_file"))
+    );
+    // The listing went back to the model, answering its call by id.
+    let second = sent[1]["messages"].as_array().expect("messages");
+    let result = second
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool result");
+    assert_eq!(result["tool_call_id"], "call_1_0");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("lib.rs"))
+    );
+    // The nudge is in the conversation after the refused claim.
+    assert!(sent[3].to_string().contains("not done"), "{}", sent[3]);
+    // The key went to the server and nowhere else.
+    assert!(
+        fixture
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization") == Some("Bearer sk-agent-test-key"))
+    );
+    assert!(
+        !stderr.contains("sk-agent-test-key") && !text(&out.stdout).contains("sk-agent-test-key")
+    );
+    let db = std::fs::read(&journal).expect("the journal");
+    assert!(!db.windows(17).any(|w| w == b"sk-agent-test-key"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_with_a_report_and_exit_1() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let fixture = Fixture::start(vec![reply("late", &[], 1).wait(Duration::from_secs(30))])
+        .await
+        .expect("a port");
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), "");
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(["agent", &config, "--task", "Wait.", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id().expect("a pid");
+    for _ in 0..100 {
+        if fixture.count() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fixture.count(), 1, "the model was called");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().await.expect("exits");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: Value =
+        serde_json::from_str(text(&out.stdout).lines().last().expect("a report")).expect("JSON");
+    assert_eq!(
+        (report["outcome"].as_str(), report["reason"].as_str()),
+        (Some("aborted"), Some("cancelled"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_errors_exit_2_naming_the_key_and_an_unreachable_model_is_a_model_error() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+    let typo = std::fs::read_to_string(&config)
+        .expect("read")
+        .replace("\"openai\"", "\"openia\"");
+    std::fs::write(&config, typo).expect("write");
+    let out = terminus(vec![
+        "agent".into(),
+        config.clone(),
+        "--task".into(),
+        "x".into(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("[model].provider: unknown provider \"openia\", expected one of \"openai\", \"anthropic\""),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Nobody listens on port 9: the kernel retries the connection errors, then names them.
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+    let out = terminus(vec![
+        "agent".into(),
+        config,
+        "--task".into(),
+        "x".into(),
+        "--json".into(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: Value =
+        serde_json::from_str(text(&out.stdout).lines().last().expect("a report")).expect("JSON");
+    assert_eq!(report["reason"], "model_error");
+    assert_eq!(report["model_calls"], 4, "the first call and 3 retries");
+    assert!(
+        text(&out.stderr).contains("cannot connect"),
+        "{}",
+        text(&out.stderr)
+    );
+}
