@@ -331,9 +331,21 @@ fn lost(e: &ServiceError) -> bool {
     ) && !auth_status(e)
 }
 
+/// Whether an HTTP transport error is a 401 or 403 (with or without `WWW-Authenticate`).
 fn auth_status(e: &ServiceError) -> bool {
+    if matches!(e, ServiceError::McpError(_)) {
+        return false;
+    }
     let text = e.to_string();
-    e.auth_challenge().is_some() || text.contains("401") || text.contains("403")
+    e.auth_challenge().is_some()
+        || [
+            "HTTP 401",
+            "HTTP 403",
+            "Auth required",
+            "Insufficient scope",
+        ]
+        .iter()
+        .any(|s| text.contains(s))
 }
 
 /// The table: an SDK error to a tool error kind and a message for the model.
@@ -532,5 +544,51 @@ impl McpTools {
         for server in &self.servers {
             server.shutdown().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per row of the table that the reference servers do not produce on demand.
+    use super::*;
+    use rmcp::model::{ErrorCode, ErrorData};
+
+    fn rpc(code: ErrorCode) -> ServiceError {
+        ServiceError::McpError(ErrorData::new(code, "from the server", None))
+    }
+
+    #[test]
+    fn json_rpc_errors_map_by_code() {
+        assert_eq!(
+            error_kind(&rpc(ErrorCode::METHOD_NOT_FOUND)).0,
+            ToolErrorKind::NotFound
+        );
+        assert_eq!(
+            error_kind(&rpc(ErrorCode::INVALID_PARAMS)).0,
+            ToolErrorKind::InvalidArguments
+        );
+        assert_eq!(
+            error_kind(&rpc(ErrorCode::INTERNAL_ERROR)).0,
+            ToolErrorKind::Failed
+        );
+        let (_, message) = error_kind(&rpc(ErrorCode::INVALID_PARAMS));
+        assert_eq!(message, "MCP error -32602: from the server");
+    }
+
+    #[test]
+    fn a_timeout_and_a_closed_transport() {
+        let timeout = ServiceError::Timeout {
+            timeout: Duration::from_millis(250),
+        };
+        assert_eq!(
+            error_kind(&timeout),
+            (ToolErrorKind::Timeout, "no result within 250 ms".into())
+        );
+        assert_eq!(
+            error_kind(&ServiceError::TransportClosed).0,
+            ToolErrorKind::Failed
+        );
+        assert!(lost(&ServiceError::TransportClosed));
+        assert!(!lost(&rpc(ErrorCode::INTERNAL_ERROR)));
     }
 }
