@@ -4,14 +4,13 @@
 //! of `terminus run`.
 
 use crate::config::AgentConfig;
-use crate::{INVALID, drive, finish, open_store, parse_durability};
+use crate::{INVALID, JournalArgs, drive, finish};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use terminus_llm::LlmModel;
 use terminus_runtime::{LlmVerifier, Run, RuntimeConfig, ToolSet};
-use terminus_store::Durability;
 use terminus_tools::McpTools;
 
 #[derive(Debug, Args)]
@@ -21,23 +20,8 @@ pub(crate) struct AgentArgs {
     /// The task given to the model.
     #[arg(long, value_name = "TEXT")]
     task: String,
-    /// Durable journal: a SQLite file (created if missing) or a postgres:// URL. Without it the
-    /// journal is in memory.
-    #[arg(long, value_name = "PATH|URL")]
-    journal: Option<String>,
-    /// What a committed SQLite entry survives: `process` (default) or `power-loss` (fsync).
-    #[arg(long, value_name = "MODE", default_value = "process", value_parser = parse_durability)]
-    durability: Durability,
-    /// The execution id (default: `agent-` and the current time).
-    #[arg(long, value_name = "ID")]
-    execution: Option<String>,
-    /// How long the claim on the execution lasts, in milliseconds; renewed while the run lives.
-    #[arg(long, value_name = "N", default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    lease_ms: u64,
-    /// Print the report as JSON, as the last line on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    journal: JournalArgs,
 }
 
 pub(crate) async fn agent(args: AgentArgs) -> u8 {
@@ -79,12 +63,9 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
         Some(_) => Some(model.tokenizer()),
         None => None,
     };
-    let store = match &args.journal {
-        Some(journal) => match open_store(journal, args.durability).await {
-            Ok(store) => Some(store),
-            Err(code) => return code,
-        },
-        None => None,
+    let store = match args.journal.store().await {
+        Ok(store) => store,
+        Err(code) => return code,
     };
     // Servers last: nothing is started for a config that fails a check above.
     let mcp = match McpTools::connect(&config.mcp_configs(&dir)).await {
@@ -96,13 +77,7 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
     };
     let mut tools = ToolSet::new();
     mcp.add_to(&mut tools);
-    let execution = args.execution.clone().unwrap_or_else(|| {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        format!("agent-{ms}")
-    });
+    let execution = args.journal.execution("agent");
     eprintln!(
         "terminus: running agent {} on {} (execution {execution}; tools: {})",
         model.config().model,
@@ -123,12 +98,12 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
         run = run.store(store);
     }
     let runtime = RuntimeConfig {
-        lease: Duration::from_millis(args.lease_ms),
+        lease: Duration::from_millis(args.journal.lease_ms),
         system_prompt: config.system_prompt.clone(),
         model_timeout: Some(model.config().timeout + Duration::from_secs(1)),
         ..RuntimeConfig::default()
     };
     let result = drive(run, runtime).await;
     mcp.shutdown().await;
-    finish(None, result, args.json, &file)
+    finish(None, result, args.journal.json, &file)
 }

@@ -154,6 +154,13 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
 struct RunArgs {
     /// The scenario file.
     scenario: PathBuf,
+    #[command(flatten)]
+    journal: JournalArgs,
+}
+
+/// The journal and report options of `run` and `agent`.
+#[derive(Debug, Args)]
+struct JournalArgs {
     /// Durable journal: a SQLite file (created if missing) or a postgres:// URL. Without it the
     /// journal is in memory.
     #[arg(long, value_name = "PATH|URL")]
@@ -161,7 +168,7 @@ struct RunArgs {
     /// What a committed SQLite entry survives: `process` (default) or `power-loss` (fsync).
     #[arg(long, value_name = "MODE", default_value = "process", value_parser = parse_durability)]
     durability: Durability,
-    /// The execution id (default: the scenario's name and the current time).
+    /// The execution id (default: the scenario's name, or `agent`, and the current time).
     #[arg(long, value_name = "ID")]
     execution: Option<String>,
     /// How long the claim on the execution lasts, in milliseconds; renewed while the run lives.
@@ -171,6 +178,27 @@ struct RunArgs {
     /// Print the report as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
+}
+
+impl JournalArgs {
+    /// The store, if a journal was given; `Err` is the exit code (the message is printed).
+    async fn store(&self) -> Result<Option<Arc<dyn Store>>, u8> {
+        match &self.journal {
+            Some(journal) => open_store(journal, self.durability).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The execution id given, or `{name}-{unix ms}`.
+    fn execution(&self, name: &str) -> String {
+        self.execution.clone().unwrap_or_else(|| {
+            let ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis();
+            format!("{name}-{ms}")
+        })
+    }
 }
 
 fn main() -> ExitCode {
@@ -238,22 +266,13 @@ async fn run(args: RunArgs) -> u8 {
             return INVALID;
         }
     };
-    let store = match &args.journal {
-        Some(journal) => match open_store(journal, args.durability).await {
-            Ok(store) => Some(store),
-            Err(code) => return code,
-        },
-        None => None,
+    let store = match args.journal.store().await {
+        Ok(store) => store,
+        Err(code) => return code,
     };
-    let execution = args.execution.clone().unwrap_or_else(|| {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        format!("{}-{ms}", scenario.name())
-    });
+    let execution = args.journal.execution(scenario.name());
     let config = RuntimeConfig {
-        lease: Duration::from_millis(args.lease_ms),
+        lease: Duration::from_millis(args.journal.lease_ms),
         ..RuntimeConfig::default()
     };
     eprintln!(
@@ -271,7 +290,7 @@ async fn run(args: RunArgs) -> u8 {
     finish(
         scenario.expect(),
         result,
-        args.json,
+        args.journal.json,
         &args.scenario.display().to_string(),
     )
 }
