@@ -19,10 +19,11 @@ use terminus_store::Durability;
 
 mod agent;
 mod config;
+mod record;
 mod tools;
 
 const INVALID: u8 = 2;
-const INTERNAL: u8 = 3;
+pub(crate) const INTERNAL: u8 = 3;
 
 /// Terminus runs the LLM agent loop with every way of stopping made explicit, counted and
 /// bounded. This command runs scenario files: scripted models, tools and verifiers.
@@ -273,6 +274,7 @@ async fn run(args: RunArgs) -> u8 {
     let execution = args.journal.execution(scenario.name());
     let config = RuntimeConfig {
         lease: Duration::from_millis(args.journal.lease_ms),
+        system_prompt: scenario.file().system_prompt.clone(),
         ..RuntimeConfig::default()
     };
     eprintln!(

@@ -259,3 +259,107 @@ async fn config_errors_exit_2_naming_the_key_and_an_unreachable_model_is_a_model
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_replays_offline_with_the_same_report() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let plan = root.join("plan.md");
+    let fixture = Fixture::start(vec![
+        Response::json(
+            429,
+            r#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+        )
+        .header("retry-after-ms", "20"),
+        reply(
+            "",
+            &[
+                ("write_todos", todos("in_progress")),
+                ("list_directory", json!({ "path": root })),
+            ],
+            1,
+        ),
+        reply("I will now write the plan.", &[], 2),
+        reply(
+            "",
+            &[("read_text_file", json!({ "path": "/etc/hostname" }))],
+            3,
+        ),
+        reply(
+            "",
+            &[
+                ("write_file", json!({ "path": plan, "content": "# Plan\n" })),
+                ("write_todos", todos("completed")),
+            ],
+            4,
+        ),
+        reply("Plan written.", &[], 5),
+    ])
+    .await
+    .expect("a port");
+    let mcp = format!(
+        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n[context]\nwindow = 32000\n",
+        peers::node(&peers),
+        peers::server_js(&peers, "server-filesystem"),
+        root.to_string_lossy()
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    let recording = dir.path().join("recording.json");
+    let live = terminus(vec![
+        "agent".into(),
+        config,
+        "--task".into(),
+        "Write the plan.".into(),
+        "--record".into(),
+        recording.to_string_lossy().into_owned(),
+        "--json".into(),
+    ])
+    .await;
+    assert_eq!(live.status.code(), Some(0), "{}", text(&live.stderr));
+    let recorded = std::fs::read_to_string(&recording).expect("the recording");
+    assert!(!recorded.contains("sk-agent-test-key"));
+    let scenario: Value = serde_json::from_str(&recorded).expect("JSON");
+    assert_eq!(scenario["model"]["turns"][0]["error"], "rate_limited");
+    assert_eq!(scenario["model"]["turns"][0]["retry_after_ms"], 20);
+    assert_eq!(
+        scenario["system_prompt"],
+        "You are a careful software architect."
+    );
+    assert_eq!(scenario["context"]["tokenizer"], "o200k_base");
+    assert!(
+        scenario["tools"]["read_text_file"]["description"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    );
+    assert_eq!(
+        scenario["tools"]["read_text_file"]["results"][0]["error"],
+        "failed"
+    );
+    assert!(
+        scenario["tools"].get("write_todos").is_none(),
+        "the built-in is not scripted"
+    );
+
+    // Offline: no model server, no MCP server.
+    drop(fixture);
+    let replay = terminus(vec![
+        "run".into(),
+        recording.to_string_lossy().into_owned(),
+        "--json".into(),
+    ])
+    .await;
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    let report = |out: &Output| -> Value {
+        let mut v: Value =
+            serde_json::from_str(text(&out.stdout).lines().last().expect("a report"))
+                .expect("JSON");
+        v.as_object_mut().expect("an object").remove("execution");
+        v
+    };
+    let (live, replayed) = (report(&live), report(&replay));
+    assert_eq!(live["reason"], "verified");
+    assert_eq!(live["model_calls"], 6);
+    assert_eq!(live, replayed, "every field but the execution id");
+}

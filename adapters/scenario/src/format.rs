@@ -46,6 +46,9 @@ pub struct ScenarioFile {
     pub description: Option<String>,
     /// The task given to the model.
     pub task: String,
+    /// A system message before the task (a recording of a live agent keeps its prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
     /// The kernel policy; every field optional (defaults in `terminus_kernel::Policy`).
     #[serde(default)]
     pub policy: Policy,
@@ -224,6 +227,10 @@ pub struct ToolScript {
     /// What the tool does, for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments, as the model is shown it (a recording of a live
+    /// run keeps the real tool's). Default `{"type": "object"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
 }
 
 fn yes() -> bool {

@@ -86,14 +86,19 @@ impl Scenario {
     /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
     /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
     pub fn run(&self) -> Run {
-        self.adapters(
-            Run::new(
-                self.file.task.clone(),
-                self.file.policy.clone(),
-                self.model(),
-            )
-            .name(self.name.clone()),
+        let mut run = Run::new(
+            self.file.task.clone(),
+            self.file.policy.clone(),
+            self.model(),
         )
+        .name(self.name.clone());
+        if let Some(prompt) = &self.file.system_prompt {
+            run = run.config(terminus_runtime::RuntimeConfig {
+                system_prompt: Some(prompt.clone()),
+                ..terminus_runtime::RuntimeConfig::default()
+            });
+        }
+        self.adapters(run)
     }
 
     /// Resumes `execution` of this scenario from its journal (set the store on the returned

@@ -177,6 +177,7 @@ fn check_view(call: usize, spec: &TurnSpec, messages: &[Message]) -> Result<(), 
 pub struct ScriptedTool {
     name: String,
     description: String,
+    parameters: Option<Value>,
     idempotent: bool,
     results: Cursor<ResultSpec>,
 }
@@ -190,6 +191,7 @@ impl ScriptedTool {
                 .description
                 .clone()
                 .unwrap_or_else(|| format!("The scripted tool `{name}`.")),
+            parameters: script.parameters.clone(),
             idempotent: script.idempotent,
             results: Cursor::new(script.results.clone(), script.repeat),
         }
@@ -234,6 +236,12 @@ impl ScriptedTool {
 impl Tool for ScriptedTool {
     fn description(&self) -> &str {
         &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({ "type": "object" }))
     }
 
     fn resumed(&self, answered: u64) {

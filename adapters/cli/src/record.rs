@@ -1,0 +1,271 @@
+//! `terminus agent --record FILE.json`: the live run written as a scenario file, so that
+//! `terminus run FILE.json` replays it offline with the same path, counters, stop reason and
+//! result. The model's turns are kept as received (its errors as errors), each tool's results as
+//! returned in the order the tools were called, the model verifier's verdicts, the policy, the
+//! context window with the tokenizer the live run used, the system prompt and the tools'
+//! descriptions and schemas.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use terminus_kernel::{Finish, ModelTurn, ToolOutcome, Verdict};
+use terminus_runtime::{
+    Fault, Model, ModelError, ModelRequest, Purpose, Tool, ToolSet, Verification, Verifier,
+};
+use terminus_scenario::{
+    CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
+    VerdictSpec, VerifierScript,
+};
+
+#[derive(Default)]
+struct ToolLog {
+    description: String,
+    parameters: Value,
+    idempotent: bool,
+    /// One slot per call, in the order the runtime called the tool; filled when it answers.
+    results: Vec<Option<ResultSpec>>,
+}
+
+/// Everything a recording keeps, filled while the run goes.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    turns: Mutex<Vec<TurnSpec>>,
+    tools: Mutex<BTreeMap<String, ToolLog>>,
+    verdicts: Mutex<Option<Vec<VerdictSpec>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Recorder {
+    /// Wraps every tool of `tools` but the built-in `write_todos` (a scenario cannot script it;
+    /// replay runs the built-in).
+    pub(crate) fn tools(self: &Arc<Self>, tools: &ToolSet) -> ToolSet {
+        let mut out = ToolSet::new();
+        for name in tools.names() {
+            if name == terminus_kernel::WRITE_TODOS {
+                continue;
+            }
+            if let Some(tool) = tools.get(name) {
+                lock(&self.tools).insert(
+                    name.to_owned(),
+                    ToolLog {
+                        description: tool.description().to_owned(),
+                        parameters: tool.parameters(),
+                        idempotent: tool.idempotent(),
+                        results: Vec::new(),
+                    },
+                );
+                out.insert(
+                    name,
+                    Arc::new(RecordingTool {
+                        name: name.to_owned(),
+                        inner: tool.clone(),
+                        recorder: self.clone(),
+                    }),
+                );
+            }
+        }
+        out
+    }
+
+    /// Starts keeping the verifier's verdicts (a model verifier; the rule verifier is replayed
+    /// by the rules).
+    pub(crate) fn verifier(self: &Arc<Self>, inner: Arc<dyn Verifier>) -> Arc<dyn Verifier> {
+        *lock(&self.verdicts) = Some(Vec::new());
+        Arc::new(RecordingVerifier {
+            inner,
+            recorder: self.clone(),
+        })
+    }
+
+    /// The recording as a scenario file.
+    pub(crate) fn scenario(
+        &self,
+        task: &str,
+        policy: &terminus_kernel::Policy,
+        context: Option<ContextSpec>,
+        system_prompt: Option<String>,
+        description: String,
+    ) -> ScenarioFile {
+        let tools = lock(&self.tools)
+            .iter()
+            .map(|(name, log)| {
+                let script = ToolScript {
+                    // A call that never answered was dropped by the runtime's tool timeout,
+                    // which answered it `timeout`: the replay's tool answers the same.
+                    results: log
+                        .results
+                        .iter()
+                        .map(|r| {
+                            r.clone().unwrap_or_else(|| ResultSpec {
+                                error: Some(terminus_kernel::ToolErrorKind::Timeout),
+                                message: Some("no result within the tool timeout".into()),
+                                ..ResultSpec::default()
+                            })
+                        })
+                        .collect(),
+                    repeat: Repeat::None,
+                    idempotent: log.idempotent,
+                    description: Some(log.description.clone()),
+                    parameters: Some(log.parameters.clone()),
+                };
+                (name.clone(), script)
+            })
+            .collect();
+        let verifier = lock(&self.verdicts).clone().map(|verdicts| VerifierScript {
+            verdicts,
+            repeat: Repeat::None,
+        });
+        ScenarioFile {
+            name: Some("agent-recording".into()),
+            description: Some(description),
+            task: task.to_owned(),
+            system_prompt,
+            policy: policy.clone(),
+            model: ModelScript {
+                turns: lock(&self.turns).clone(),
+                repeat: Repeat::None,
+            },
+            tools,
+            verifier,
+            context,
+            cancel_after_ms: None,
+            expect: None,
+        }
+    }
+}
+
+/// The model, recording each agent turn (verifier calls go to the verifier's recording).
+pub(crate) struct RecordingModel {
+    pub(crate) inner: Arc<dyn Model>,
+    pub(crate) recorder: Arc<Recorder>,
+}
+
+#[async_trait]
+impl Model for RecordingModel {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+        let purpose = request.purpose;
+        let answer = self.inner.complete(request).await;
+        if matches!(purpose, Purpose::Turn { .. }) {
+            let spec = match &answer {
+                Ok(turn) => Some(turn_spec(turn)),
+                Err(ModelError::Failure(f)) => Some(TurnSpec {
+                    error: Some(f.kind),
+                    retry_after_ms: f.retry_after_ms,
+                    ..TurnSpec::default()
+                }),
+                // A fault stops the run; nothing was fed to the kernel.
+                Err(ModelError::Fault(_)) => None,
+            };
+            if let Some(spec) = spec {
+                lock(&self.recorder.turns).push(spec);
+            }
+        }
+        answer
+    }
+}
+
+fn turn_spec(turn: &ModelTurn) -> TurnSpec {
+    TurnSpec {
+        text: Some(turn.text.clone()),
+        tool_calls: (!turn.tool_calls.is_empty()).then(|| {
+            turn.tool_calls
+                .iter()
+                .map(|c| CallSpec {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    id: (!c.id.is_empty()).then(|| c.id.clone()),
+                })
+                .collect()
+        }),
+        needs_more_work: turn.needs_more_work,
+        usage: turn.usage,
+        finish: (turn.finish != Finish::Stop).then_some(turn.finish),
+        reasoning: turn.reasoning.then_some(true),
+        ..TurnSpec::default()
+    }
+}
+
+struct RecordingTool {
+    name: String,
+    inner: Arc<dyn Tool>,
+    recorder: Arc<Recorder>,
+}
+
+impl Tool for RecordingTool {
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+
+    fn parameters(&self) -> Value {
+        self.inner.parameters()
+    }
+
+    fn idempotent(&self) -> bool {
+        self.inner.idempotent()
+    }
+
+    // Written out rather than with `async_trait`: the slot of this call must be taken when the
+    // runtime calls the tool (in call order), not when the call finishes (in any order).
+    fn call<'a, 'b>(
+        &'a self,
+        arguments: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutcome, Fault>> + Send + 'b>>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        let slot = {
+            let mut tools = lock(&self.recorder.tools);
+            let log = tools.entry(self.name.clone()).or_default();
+            log.results.push(None);
+            log.results.len() - 1
+        };
+        Box::pin(async move {
+            let outcome = self.inner.call(arguments).await;
+            if let Ok(outcome) = &outcome {
+                let spec = match outcome {
+                    ToolOutcome::Ok(value) => ResultSpec {
+                        ok: Some(value.clone()),
+                        ..ResultSpec::default()
+                    },
+                    ToolOutcome::Error { kind, message } => ResultSpec {
+                        error: Some(*kind),
+                        message: Some(message.clone()),
+                        ..ResultSpec::default()
+                    },
+                };
+                if let Some(log) = lock(&self.recorder.tools).get_mut(&self.name) {
+                    log.results[slot] = Some(spec);
+                }
+            }
+            outcome
+        })
+    }
+}
+
+struct RecordingVerifier {
+    inner: Arc<dyn Verifier>,
+    recorder: Arc<Recorder>,
+}
+
+#[async_trait]
+impl Verifier for RecordingVerifier {
+    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
+        let verdict = self.inner.verify(verification).await;
+        if let Ok(v) = &verdict
+            && let Some(verdicts) = lock(&self.recorder.verdicts).as_mut()
+        {
+            verdicts.push(VerdictSpec {
+                complete: v.complete,
+                missing: v.missing.clone(),
+            });
+        }
+        verdict
+    }
+}
