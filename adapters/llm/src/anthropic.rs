@@ -6,7 +6,7 @@
 
 use crate::error::{ErrorInfo, event_failure};
 use crate::json_str::push_raw_str;
-use crate::reply::{self, Reply};
+use crate::reply::{self, Options, Reply};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -19,17 +19,6 @@ pub const API_VERSION: &str = "2023-06-01";
 
 /// `max_tokens` is required by the Messages API; this is sent when the config sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
-
-/// The request options that are not in the [`ModelRequest`].
-#[derive(Debug, Clone, Copy)]
-pub struct Options<'a> {
-    /// The model name.
-    pub model: &'a str,
-    /// `max_tokens`.
-    pub max_output_tokens: Option<u32>,
-    /// Stream the reply.
-    pub stream: bool,
-}
 
 /// The JSON body of a `POST {base_url}/messages`. System messages go to `system`; tool results
 /// (and the kernel's guidance that follows them) are merged into one user message, tool results

@@ -2,7 +2,7 @@
 //! into a [`Reply`]. Everything it decides is in the pure modules; this file only moves bytes.
 
 use crate::error::{http_failure, retry_after_ms, transport_failure};
-use crate::reply::Reply;
+use crate::reply::{Options, Reply};
 use crate::secret::ApiKey;
 use crate::sse::SseDecoder;
 use crate::{anthropic, openai};
@@ -177,23 +177,14 @@ impl LlmModel {
 
     /// One call: the reply, or the failure mapped onto the kernel's classes.
     pub async fn reply(&self, request: ModelRequest<'_>) -> Result<Reply, ModelFailure> {
+        let options = Options {
+            model: &self.config.model,
+            max_output_tokens: self.config.max_output_tokens,
+            stream: self.config.stream,
+        };
         let body = match self.config.provider {
-            Provider::OpenAi => openai::request_body(
-                openai::Options {
-                    model: &self.config.model,
-                    max_output_tokens: self.config.max_output_tokens,
-                    stream: self.config.stream,
-                },
-                &request,
-            ),
-            Provider::Anthropic => anthropic::request_body(
-                anthropic::Options {
-                    model: &self.config.model,
-                    max_output_tokens: self.config.max_output_tokens,
-                    stream: self.config.stream,
-                },
-                &request,
-            ),
+            Provider::OpenAi => openai::request_body(options, &request),
+            Provider::Anthropic => anthropic::request_body(options, &request),
         };
         let timeout = self.config.timeout;
         let transport = |e: reqwest::Error| transport_failure(&e, timeout);

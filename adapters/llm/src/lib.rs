@@ -43,5 +43,5 @@ mod secret;
 pub mod sse;
 
 pub use crate::client::{ConfigError, LlmConfig, LlmModel, Provider, Stream};
-pub use crate::reply::{Reply, arguments, needs_more_work};
+pub use crate::reply::{Options, Reply, arguments, needs_more_work};
 pub use crate::secret::ApiKey;

@@ -10,7 +10,7 @@
 
 use crate::error::{ErrorInfo, event_failure};
 use crate::json_str::{NotAString, push_raw_str};
-use crate::reply::{self, Reply};
+use crate::reply::{self, Options, Reply};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -18,17 +18,6 @@ use serde_json::{Value, json};
 use std::fmt;
 use terminus_kernel::{Finish, ModelErrorKind, ModelTurn, Usage};
 use terminus_runtime::{ModelFailure, ModelRequest, Role};
-
-/// The request options that are not in the [`ModelRequest`].
-#[derive(Debug, Clone, Copy)]
-pub struct Options<'a> {
-    /// The model name.
-    pub model: &'a str,
-    /// `max_tokens`.
-    pub max_output_tokens: Option<u32>,
-    /// Stream the reply.
-    pub stream: bool,
-}
 
 /// The JSON body of a `POST {base_url}/chat/completions`.
 pub fn request_body(options: Options<'_>, request: &ModelRequest<'_>) -> Value {

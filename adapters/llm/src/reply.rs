@@ -4,6 +4,18 @@
 use serde_json::Value;
 use terminus_kernel::{ModelTurn, ToolCall};
 
+/// The request options that are not in the [`terminus_runtime::ModelRequest`], for either
+/// provider's request body.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// The model name.
+    pub model: &'a str,
+    /// `max_tokens`.
+    pub max_output_tokens: Option<u32>,
+    /// Stream the reply.
+    pub stream: bool,
+}
+
 /// One reply of a provider.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
