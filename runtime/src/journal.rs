@@ -72,6 +72,20 @@ pub struct Lease {
     pub duration: Duration,
 }
 
+/// Why a worker gave up on an execution it claimed but could not run (its stored scenario or
+/// config no longer parses, a tool server cannot start, it was stored by a program that is not
+/// the worker's). A failed execution is never claimed by a worker again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The exit code of the contract that says what kind of failure it is (2 invalid input, 3
+    /// internal or storage error).
+    pub exit_code: u8,
+    /// What went wrong, in words a user can act on.
+    pub reason: String,
+    /// The worker that gave up.
+    pub worker: String,
+}
+
 /// A storage failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -176,8 +190,16 @@ pub trait Store: Send + Sync {
     /// Gives the claim up (a no-op if the worker no longer holds it).
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
-    /// Claims one execution that is waiting for a worker (not ended, and unclaimed or with an
-    /// expired lease), if any. Stores shared by many workers implement it; the default has none.
+    /// Marks the execution `lease` holds as failed with `failure` and gives the claim up: it
+    /// ends without a report, and no worker claims it again. Fails with
+    /// [`StoreError::LeaseLost`] if the worker no longer holds the claim (nothing is written).
+    async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError>;
+
+    /// Why `execution` failed, if a worker marked it failed.
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError>;
+
+    /// Claims one execution that is waiting for a worker (not ended, not failed, and unclaimed
+    /// or with an expired lease), if any. Stores shared by many workers implement it; the default has none.
     async fn claim_next(
         &self,
         worker: &str,
@@ -195,6 +217,7 @@ struct Execution {
     records: BTreeMap<Key, Arc<Record>>,
     claim: Option<(String, Instant)>,
     report: Option<Report>,
+    failure: Option<Failure>,
 }
 
 /// The in-memory store: journals live as long as the value; clones share the same data. Leases
@@ -363,6 +386,27 @@ impl Store for MemoryStore {
         )
     }
 
+    async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError> {
+        self.with(|all| match all.get_mut(&lease.execution) {
+            Some(e)
+                if e.claim
+                    .as_ref()
+                    .is_some_and(|(holder, _)| *holder == lease.worker) =>
+            {
+                e.failure = Some(failure.clone());
+                e.claim = None;
+                Ok(())
+            }
+            _ => Err(StoreError::LeaseLost {
+                execution: lease.execution.clone(),
+            }),
+        })
+    }
+
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError> {
+        Ok(self.with(|all| all.get(execution).and_then(|e| e.failure.clone())))
+    }
+
     async fn claim_next(
         &self,
         worker: &str,
@@ -375,6 +419,7 @@ impl Store for MemoryStore {
                 .filter(|(_, e)| {
                     e.spec.is_some()
                         && e.report.is_none()
+                        && e.failure.is_none()
                         && e.claim.as_ref().is_none_or(|(_, expires)| *expires <= now)
                 })
                 .collect();

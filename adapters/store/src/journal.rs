@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{Entry, Key, Record};
-use terminus_runtime::{Appended, Lease, Report, RunSpec, Store, StoreError};
+use terminus_runtime::{Appended, Failure, Lease, Report, RunSpec, Store, StoreError};
 
 fn convert(e: RawError) -> StoreError {
     match e {
@@ -109,6 +109,19 @@ fn parse_report(execution: &str, text: Option<String>) -> Result<Option<Report>,
     .transpose()
 }
 
+fn failure_json(failure: &Failure) -> Result<String, StoreError> {
+    serde_json::to_string(failure)
+        .map_err(|e| StoreError::Backend(format!("cannot encode the failure: {e}")))
+}
+
+fn parse_failure(execution: &str, text: Option<String>) -> Result<Option<Failure>, StoreError> {
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| StoreError::Corrupt(format!("the failure of `{execution}`: {e}")))
+    })
+    .transpose()
+}
+
 fn after(key: Option<Key>) -> Option<(u64, u32)> {
     key.map(|k| (u64::from(k.checkpoint), k.index))
 }
@@ -191,6 +204,15 @@ impl Store for SqliteStore {
 
     async fn release(&self, l: &Lease) -> Result<(), StoreError> {
         SqliteStore::release(self, &l.execution, &l.worker).map_err(convert)
+    }
+
+    async fn fail(&self, l: &Lease, failure: &Failure) -> Result<(), StoreError> {
+        SqliteStore::fail(self, &l.execution, &l.worker, &failure_json(failure)?).map_err(convert)
+    }
+
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError> {
+        let row = self.execution(execution).map_err(convert)?;
+        parse_failure(execution, row.and_then(|r| r.failure))
     }
 
     async fn claim_next(
@@ -282,6 +304,17 @@ impl Store for PostgresStore {
         PostgresStore::release(self, &l.execution, &l.worker)
             .await
             .map_err(convert)
+    }
+
+    async fn fail(&self, l: &Lease, failure: &Failure) -> Result<(), StoreError> {
+        PostgresStore::fail(self, &l.execution, &l.worker, &failure_json(failure)?)
+            .await
+            .map_err(convert)
+    }
+
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError> {
+        let row = self.execution(execution).await.map_err(convert)?;
+        parse_failure(execution, row.and_then(|r| r.failure))
     }
 
     async fn claim_next(

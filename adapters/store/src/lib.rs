@@ -65,7 +65,7 @@ pub struct RawAppended {
 pub struct ExecutionRow {
     /// Its id.
     pub id: String,
-    /// `pending`, `running` or `done`.
+    /// `pending`, `running`, `done` or `failed`.
     pub status: String,
     /// The worker holding (or last holding) the claim.
     pub worker: Option<String>,
@@ -75,6 +75,8 @@ pub struct ExecutionRow {
     pub spec: Option<String>,
     /// The report, once done.
     pub report: Option<String>,
+    /// Why a worker gave up on it (JSON), once `failed`.
+    pub failure: Option<String>,
 }
 
 /// A store failure.

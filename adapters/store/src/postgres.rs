@@ -6,7 +6,10 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls};
 
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres_001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/postgres_001_init.sql"),
+    include_str!("../migrations/postgres_002_failure.sql"),
+];
 
 /// A journal in a PostgreSQL database, shared by many workers.
 #[derive(Debug)]
@@ -117,8 +120,8 @@ impl PostgresStore {
         let client = self.client.lock().await;
         let row = client
             .query_opt(
-                "SELECT id, status, worker, (extract(epoch FROM lease_until) * 1000)::bigint, spec, report
-                 FROM terminus_executions WHERE id = $1",
+                "SELECT id, status, worker, (extract(epoch FROM lease_until) * 1000)::bigint, spec, report,
+                        failure FROM terminus_executions WHERE id = $1",
                 &[&execution],
             )
             .await
@@ -130,6 +133,7 @@ impl PostgresStore {
             lease_until_ms: r.get(3),
             spec: r.get(4),
             report: r.get(5),
+            failure: r.get(6),
         }))
     }
 
@@ -240,6 +244,32 @@ impl PostgresStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    /// Marks the execution failed with `failure` (JSON) and frees the claim, if `worker` still
+    /// holds it; `LeaseLost` otherwise.
+    pub async fn fail(
+        &self,
+        execution: &str,
+        worker: &str,
+        failure: &str,
+    ) -> Result<(), StoreError> {
+        let client = self.client.lock().await;
+        let n = client
+            .execute(
+                "UPDATE terminus_executions SET status = 'failed', failure = $3, worker = NULL,
+                        lease_until = 'epoch' WHERE id = $1 AND worker = $2 AND status != 'done'",
+                &[&execution, &worker, &failure],
+            )
+            .await
+            .map_err(backend)?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost {
+                execution: execution.to_owned(),
+            })
+        }
     }
 
     /// Marks the execution done with its report.

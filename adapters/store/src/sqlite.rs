@@ -16,7 +16,10 @@ pub enum Durability {
     PowerLoss,
 }
 
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite_001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite_001_init.sql"),
+    include_str!("../migrations/sqlite_002_failure.sql"),
+];
 
 /// A journal in one SQLite file. Calls are short and synchronous; the connection is behind a
 /// mutex so the store can be shared.
@@ -114,7 +117,7 @@ impl SqliteStore {
     pub fn execution(&self, execution: &str) -> Result<Option<ExecutionRow>, StoreError> {
         self.conn()
             .query_row(
-                "SELECT id, status, worker, lease_until_ms, spec, report FROM executions WHERE id = ?1",
+                "SELECT id, status, worker, lease_until_ms, spec, report, failure FROM executions WHERE id = ?1",
                 [execution],
                 |r| {
                     Ok(ExecutionRow {
@@ -124,6 +127,7 @@ impl SqliteStore {
                         lease_until_ms: r.get(3)?,
                         spec: r.get(4)?,
                         report: r.get(5)?,
+                        failure: r.get(6)?,
                     })
                 },
             )
@@ -176,7 +180,7 @@ impl SqliteStore {
             .map_err(backend)?;
         let id: Option<String> = tx
             .query_row(
-                "SELECT id FROM executions WHERE status != 'done' AND spec IS NOT NULL
+                "SELECT id FROM executions WHERE status NOT IN ('done', 'failed') AND spec IS NOT NULL
                  AND (worker IS NULL OR lease_until_ms < ?1) ORDER BY created_ms, id LIMIT 1",
                 [now],
                 |r| r.get(0),
@@ -222,6 +226,26 @@ impl SqliteStore {
             )
             .map_err(backend)?;
         Ok(())
+    }
+
+    /// Marks the execution failed with `failure` (JSON) and frees the claim, if `worker` still
+    /// holds it; `LeaseLost` otherwise.
+    pub fn fail(&self, execution: &str, worker: &str, failure: &str) -> Result<(), StoreError> {
+        let n = self
+            .conn()
+            .execute(
+                "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL, lease_until_ms = 0
+                 WHERE id = ?1 AND worker = ?2 AND status != 'done'",
+                params![execution, worker, failure],
+            )
+            .map_err(backend)?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost {
+                execution: execution.to_owned(),
+            })
+        }
     }
 
     /// Marks the execution done with its report.

@@ -66,12 +66,12 @@ fn the_schema_is_created_versioned_and_kept_on_reopen() {
     let path = dir.path().join("j.db");
     {
         let store = SqliteStore::open(&path, Durability::PowerLoss).expect("open");
-        assert_eq!(store.schema_version().expect("version"), 1);
+        assert_eq!(store.schema_version().expect("version"), 2);
         store.create("x", None).expect("create");
         store.append("x", &[entry(0, 0, "task")]).expect("append");
     }
     let store = SqliteStore::open(&path, Durability::Process).expect("reopen");
-    assert_eq!(store.schema_version().expect("version"), 1);
+    assert_eq!(store.schema_version().expect("version"), 2);
     assert_eq!(store.count("x").expect("count"), 1);
 }
 
