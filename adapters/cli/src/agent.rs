@@ -3,18 +3,23 @@
 //! policy, the context window and the verifier, with the progress lines, report and exit codes
 //! of `terminus run`. With `--record FILE.json` the run is also written as a scenario file that
 //! `terminus run` replays offline (see `record.rs`).
+//!
+//! With a journal the config is kept with the execution ([`StoredAgent`]), so `terminus resume`
+//! and `terminus worker` rebuild the same adapters anywhere (the API key again from the
+//! environment) and go on without asking the provider again for what is journaled.
 
 use crate::config::AgentConfig;
 use crate::record::{Recorder, RecordingModel};
 use crate::{INVALID, JournalArgs, drive, finish};
 use clap::Args;
-use std::path::PathBuf;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_llm::LlmModel;
-use terminus_runtime::{LlmVerifier, Model, Run, RuntimeConfig, ToolSet, Verifier};
-use terminus_scenario::ScenarioFile;
-use terminus_tools::McpTools;
+use terminus_runtime::{LlmVerifier, Model, Run, RuntimeConfig, Tokenizer, ToolSet, Verifier};
+use terminus_scenario::{ContextSpec, ScenarioFile};
+use terminus_tools::{McpConfig, McpTools};
 
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
@@ -30,125 +35,253 @@ pub(crate) struct AgentArgs {
     journal: JournalArgs,
 }
 
+/// A live agent's config as kept with its execution (the `agent` key of the host data), so that
+/// another process, in another folder, rebuilds the same adapters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredAgent {
+    /// The config file as the user named it (for messages).
+    pub(crate) file: String,
+    /// Its text, as read.
+    pub(crate) config: String,
+    /// Its folder, absolute: relative MCP program paths are taken from there.
+    pub(crate) dir: PathBuf,
+    /// The folder the agent was started in, absolute: MCP servers start there, so their
+    /// relative arguments (`./work`) mean what they meant to the user.
+    pub(crate) cwd: PathBuf,
+}
+
+impl StoredAgent {
+    /// Reads the config file and notes where it and the caller are.
+    pub(crate) fn read(path: &Path) -> Result<StoredAgent, String> {
+        let file = path.display().to_string();
+        let config =
+            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| format!("{file}: cannot tell the current folder: {e}"))?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ok(StoredAgent {
+            file,
+            config,
+            dir: cwd.join(parent),
+            cwd,
+        })
+    }
+
+    /// The host data of an execution that runs this agent.
+    pub(crate) fn host_data(&self) -> serde_json::Value {
+        serde_json::json!({ "agent": self })
+    }
+}
+
+/// What a live run is built from: the checked config and the clients that need no server.
+pub(crate) struct LiveAgent {
+    file: String,
+    config: AgentConfig,
+    mcp: Vec<McpConfig>,
+    model: Arc<LlmModel>,
+    /// The context window, naming the tokenizer actually used (a recording replays the same).
+    context: Option<(ContextSpec, Arc<dyn Tokenizer>)>,
+}
+
+impl LiveAgent {
+    /// Checks the config and builds the model client; the message names the file and the key.
+    pub(crate) fn new(stored: &StoredAgent) -> Result<LiveAgent, String> {
+        let file = stored.file.clone();
+        let config = AgentConfig::parse(&stored.config).map_err(|e| format!("{file}: {e}"))?;
+        let llm = config.llm_config().map_err(|e| format!("{file}: {e}"))?;
+        let model = Arc::new(LlmModel::new(llm).map_err(|e| format!("{file}: [model]: {e}"))?);
+        let context = match &config.context {
+            None => None,
+            Some(spec) => {
+                let tokenizer = if spec.tokenizer.is_some() {
+                    terminus_tokenizer::by_name(spec.tokenizer_name()).ok_or_else(|| {
+                        format!(
+                            "{file}: [context].tokenizer: unknown tokenizer {:?}",
+                            spec.tokenizer_name()
+                        )
+                    })?
+                } else {
+                    model.tokenizer()
+                };
+                let mut spec = spec.clone();
+                spec.tokenizer = Some(tokenizer.name().to_owned());
+                Some((spec, tokenizer))
+            }
+        };
+        let mut mcp = config.mcp_configs(&stored.dir);
+        for server in &mut mcp {
+            server.working_dir = Some(stored.cwd.clone());
+        }
+        Ok(LiveAgent {
+            file,
+            config,
+            mcp,
+            model,
+            context,
+        })
+    }
+
+    /// The config file, for messages.
+    pub(crate) fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The system prompt.
+    pub(crate) fn system_prompt(&self) -> Option<&str> {
+        self.config.system_prompt.as_deref()
+    }
+
+    /// The kernel policy.
+    pub(crate) fn policy(&self) -> &terminus_kernel::Policy {
+        &self.config.policy
+    }
+
+    /// Starts the MCP servers; the message names the `[[mcp]]` entry.
+    pub(crate) async fn connect(&self) -> Result<McpTools, String> {
+        McpTools::connect(&self.mcp)
+            .await
+            .map_err(|e| format!("{}: {e}", self.file))
+    }
+
+    /// A run with this agent's adapters: `start` makes it (new or resumed) from the model;
+    /// the tools are `mcp`'s plus `write_todos`; `recorder` keeps what a recording needs.
+    pub(crate) fn run(
+        &self,
+        start: impl FnOnce(Arc<dyn Model>) -> Run,
+        mcp: &McpTools,
+        recorder: Option<&Arc<Recorder>>,
+    ) -> Run {
+        let model: Arc<dyn Model> = match recorder {
+            Some(recorder) => Arc::new(RecordingModel {
+                inner: self.model.clone(),
+                recorder: recorder.clone(),
+            }),
+            None => self.model.clone(),
+        };
+        let mut tools = ToolSet::new();
+        mcp.add_to(&mut tools);
+        if let Some(recorder) = recorder {
+            tools = recorder.tools(&tools);
+        }
+        let mut run = start(model).tools(tools);
+        if let Some((spec, tokenizer)) = &self.context {
+            run = run.context(spec.policy(), tokenizer.clone());
+        }
+        if self
+            .config
+            .verifier
+            .as_ref()
+            .is_some_and(|v| v.kind == "model")
+        {
+            let verifier: Arc<dyn Verifier> = Arc::new(LlmVerifier::new(self.model.clone()));
+            run = run.verifier(match recorder {
+                Some(recorder) => recorder.verifier(verifier),
+                None => verifier,
+            });
+        }
+        run
+    }
+
+    /// The runtime settings: the system prompt, and timeouts a little past the adapters' own
+    /// (those answer first, and are recorded; the runtime's are a backstop).
+    pub(crate) fn runtime(&self, lease: Duration, worker: Option<&str>) -> RuntimeConfig {
+        let tool_timeout = self
+            .mcp
+            .iter()
+            .map(|c| c.tool_timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(60))
+            + Duration::from_secs(1);
+        let mut config = RuntimeConfig {
+            lease,
+            system_prompt: self.config.system_prompt.clone(),
+            model_timeout: Some(self.model.config().timeout + Duration::from_secs(1)),
+            tool_timeout: Some(tool_timeout),
+            ..RuntimeConfig::default()
+        };
+        if let Some(worker) = worker {
+            config.worker = worker.to_owned();
+        }
+        config
+    }
+
+    /// One line naming the model, the endpoint and the tools.
+    pub(crate) fn describe(&self, mcp: &McpTools) -> String {
+        let mut tools = ToolSet::new();
+        mcp.add_to(&mut tools);
+        format!(
+            "agent {} on {} (tools: {})",
+            self.model.config().model,
+            self.model.config().base_url,
+            tools.names().collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
 pub(crate) async fn agent(args: AgentArgs) -> u8 {
-    let (config, dir) = match AgentConfig::load(&args.config) {
-        Ok(c) => c,
+    let stored = match StoredAgent::read(&args.config) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("terminus: {e}");
             return INVALID;
         }
     };
-    let file = args.config.display().to_string();
-    let llm = match config.llm_config() {
-        Ok(c) => c,
+    let live = match LiveAgent::new(&stored) {
+        Ok(l) => l,
         Err(e) => {
-            eprintln!("terminus: {file}: {e}");
+            eprintln!("terminus: {e}");
             return INVALID;
         }
-    };
-    let model = match LlmModel::new(llm) {
-        Ok(m) => Arc::new(m),
-        Err(e) => {
-            eprintln!("terminus: {file}: [model]: {e}");
-            return INVALID;
-        }
-    };
-    let tokenizer = match &config.context {
-        Some(spec) if spec.tokenizer.is_some() => {
-            match terminus_tokenizer::by_name(spec.tokenizer_name()) {
-                Some(t) => Some(t),
-                None => {
-                    eprintln!(
-                        "terminus: {file}: [context].tokenizer: unknown tokenizer {:?}",
-                        spec.tokenizer_name()
-                    );
-                    return INVALID;
-                }
-            }
-        }
-        Some(_) => Some(model.tokenizer()),
-        None => None,
     };
     let store = match args.journal.store().await {
         Ok(store) => store,
         Err(code) => return code,
     };
     // Servers last: nothing is started for a config that fails a check above.
-    let mcp = match McpTools::connect(&config.mcp_configs(&dir)).await {
+    let mcp = match live.connect().await {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("terminus: {file}: {e}");
+            eprintln!("terminus: {e}");
             return INVALID;
         }
     };
-    let mut tools = ToolSet::new();
-    mcp.add_to(&mut tools);
     let execution = args.journal.execution("agent");
     eprintln!(
-        "terminus: running agent {} on {} (execution {execution}; tools: {})",
-        model.config().model,
-        model.config().base_url,
-        tools.names().collect::<Vec<_>>().join(", ")
+        "terminus: running {} (execution {execution})",
+        live.describe(&mcp)
     );
     let recorder = args.record.as_ref().map(|_| Arc::new(Recorder::default()));
-    let agent_model: Arc<dyn Model> = match &recorder {
-        Some(recorder) => Arc::new(RecordingModel {
-            inner: model.clone(),
-            recorder: recorder.clone(),
-        }),
-        None => model.clone(),
-    };
-    if let Some(recorder) = &recorder {
-        tools = recorder.tools(&tools);
-    }
-    let mut run = Run::new(args.task.clone(), config.policy.clone(), agent_model)
-        .name("agent")
-        .tools(tools)
-        .execution(execution);
-    let mut context = config.context.clone();
-    if let (Some(spec), Some(tokenizer)) = (&mut context, tokenizer) {
-        // The recording names the tokenizer the live run used, so the replay counts the same.
-        spec.tokenizer = Some(tokenizer.name().to_owned());
-        run = run.context(spec.policy(), tokenizer);
-    }
-    if config.verifier.as_ref().is_some_and(|v| v.kind == "model") {
-        let verifier: Arc<dyn Verifier> = Arc::new(LlmVerifier::new(model.clone()));
-        run = run.verifier(match &recorder {
-            Some(recorder) => recorder.verifier(verifier),
-            None => verifier,
-        });
-    }
+    let task = args.task.clone();
+    let policy = live.config.policy.clone();
+    let mut run = live.run(
+        |model| {
+            Run::new(task, policy, model)
+                .name("agent")
+                .execution(execution)
+        },
+        &mcp,
+        recorder.as_ref(),
+    );
     if let Some(store) = store {
-        run = run.store(store);
+        run = run.store(store).host_data(stored.host_data());
     }
-    // The MCP servers' own timeouts answer first (and are recorded); the runtime's is a backstop.
-    let tool_timeout = config
-        .mcp_configs(&dir)
-        .iter()
-        .map(|c| c.tool_timeout)
-        .max()
-        .unwrap_or(Duration::from_secs(60))
-        + Duration::from_secs(1);
-    let runtime = RuntimeConfig {
-        lease: Duration::from_millis(args.journal.lease_ms),
-        system_prompt: config.system_prompt.clone(),
-        model_timeout: Some(model.config().timeout + Duration::from_secs(1)),
-        tool_timeout: Some(tool_timeout),
-        ..RuntimeConfig::default()
-    };
+    let runtime = live.runtime(Duration::from_millis(args.journal.lease_ms), None);
     let result = drive(run, runtime).await;
     mcp.shutdown().await;
     if let (Some(path), Some(recorder)) = (&args.record, &recorder) {
         let description = format!(
             "Recorded by `terminus agent` from {} at {}.",
-            model.config().model,
-            model.config().base_url
+            live.model.config().model,
+            live.model.config().base_url
         );
         let scenario = recorder.scenario(
             &args.task,
-            &config.policy,
-            context,
-            config.system_prompt.clone(),
+            &live.config.policy,
+            live.context.as_ref().map(|(spec, _)| spec.clone()),
+            live.config.system_prompt.clone(),
             description,
         );
         if let Err(e) = write_atomically(path, &scenario) {
@@ -160,7 +293,7 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
         }
         eprintln!("terminus: recorded to {}", path.display());
     }
-    finish(None, result, args.journal.json, &file)
+    finish(None, result, args.journal.json, live.file())
 }
 
 /// Writes `scenario` as pretty JSON next to `path`, then renames it over `path`: a reader never

@@ -19,6 +19,7 @@ use terminus_store::Durability;
 
 mod agent;
 mod config;
+mod job;
 mod record;
 mod tools;
 
@@ -70,9 +71,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Poll the journal for runnable executions (created and never claimed, or whose worker's
-    /// lease expired) and resume each; one report line per execution on stdout.
+    /// Poll the journal for runnable executions (submitted and never claimed, or whose worker's
+    /// lease expired) and run each, scenario or live agent; one report line per execution on
+    /// stdout. An execution that cannot be run here is marked failed with the reason (see
+    /// `inspect`) and the worker goes on.
     Worker(WorkerArgs),
+    /// Store an execution for workers: a scenario file, or a live-agent config (TOML) with its
+    /// task. Prints the execution id. Nothing runs until a worker claims it.
+    Submit(SubmitArgs),
     /// Run a live agent from a config file: a real model, the tools of its MCP servers, the
     /// same kernel, progress lines, report and exit codes as `run`. Ctrl-C cancels it.
     Agent(agent::AgentArgs),
@@ -127,6 +133,21 @@ struct ResumeArgs {
     /// Print the report as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Args)]
+struct SubmitArgs {
+    /// A live-agent config (`.toml`) or a scenario file (JSON).
+    file: PathBuf,
+    /// The task: required for a live agent; replaces a scenario's own.
+    #[arg(long, value_name = "TEXT")]
+    task: Option<String>,
+    /// The journal: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, value_name = "PATH|URL")]
+    journal: String,
+    /// The execution id (default: the scenario's name, or `agent`, and the current time).
+    #[arg(long, value_name = "ID")]
+    execution: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +247,7 @@ fn main() -> ExitCode {
                 json,
             } => inspect(&journal, &execution, json).await,
             Cmd::Worker(args) => worker(args).await,
+            Cmd::Submit(args) => submit(args).await,
             Cmd::Agent(args) => agent::agent(args).await,
             Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
@@ -348,42 +370,26 @@ fn finish(
     }
 }
 
-/// The scenario an execution was started with, from its journal.
-async fn stored_scenario(store: &dyn Store, execution: &str) -> Result<Scenario, u8> {
-    let spec = match store.spec(execution).await {
-        Ok(Some(spec)) => spec,
-        Ok(None) => {
-            eprintln!("terminus: no execution `{execution}` in the journal");
-            return Err(INVALID);
-        }
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return Err(code_of_store_error(&e));
-        }
-    };
-    let Some(json) = spec.host.as_ref().and_then(|h| h.get("scenario")) else {
-        eprintln!(
-            "terminus: execution `{execution}` was not started by `terminus run` with a scenario; \
-             resume it from the program that started it"
-        );
-        return Err(INVALID);
-    };
-    Scenario::parse(&json.to_string())
-        .map(with_model_log)
-        .map_err(|e| {
-            eprintln!("terminus: the scenario stored with `{execution}`: {e}");
-            INTERNAL
-        })
-}
-
 fn code_of_store_error(e: &terminus_runtime::StoreError) -> u8 {
     terminus_runtime::RunError::Store(e.clone()).exit_code()
 }
 
-fn runtime_config(store: &StoreArgs) -> RuntimeConfig {
-    RuntimeConfig {
-        lease: Duration::from_millis(store.lease_ms),
-        ..RuntimeConfig::default()
+/// The failure a worker recorded for `execution`, printed; `Err` is the exit code of a store
+/// that cannot say.
+async fn recorded_failure(store: &dyn Store, execution: &str) -> Result<Option<u8>, u8> {
+    match store.failure(execution).await {
+        Ok(Some(f)) => {
+            eprintln!(
+                "terminus: execution {execution} failed (worker {}, exit {}): {}",
+                f.worker, f.exit_code, f.reason
+            );
+            Ok(Some(f.exit_code))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            Err(code_of_store_error(&e))
+        }
     }
 }
 
@@ -392,23 +398,77 @@ async fn resume(args: ResumeArgs) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let scenario = match stored_scenario(store.as_ref(), &args.execution).await {
-        Ok(s) => s,
-        Err(code) => return code,
+    match recorded_failure(store.as_ref(), &args.execution).await {
+        Ok(None) => {}
+        Ok(Some(code)) | Err(code) => return code,
+    }
+    let job = match job::Job::stored(store.as_ref(), &args.execution).await {
+        Ok(job) => job,
+        Err(u) => {
+            eprintln!("terminus: {}", u.reason);
+            return u.code;
+        }
     };
     eprintln!(
         "terminus: resuming {} (execution {})",
-        scenario.name(),
+        job.describe(),
         args.execution
     );
-    let run = scenario.resume(args.execution.clone()).store(store);
-    let result = drive(run, runtime_config(&args.store)).await;
+    let lease = Duration::from_millis(args.store.lease_ms);
+    let result = match job.resume(store, &args.execution, lease, None).await {
+        Ok(result) => result,
+        Err(u) => {
+            eprintln!("terminus: {}", u.reason);
+            return u.code;
+        }
+    };
     finish(
-        scenario.expect(),
+        job.expect(),
         result,
         args.json,
         &format!("execution {}", args.execution),
     )
+}
+
+async fn submit(args: SubmitArgs) -> u8 {
+    let spec = match job::submission(&args.file, args.task.as_deref()) {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return INVALID;
+        }
+    };
+    let store = match open_store(&args.journal, Durability::Process).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let name = spec.name.clone().unwrap_or_else(|| "run".into());
+    let execution = args.execution.clone().unwrap_or_else(|| {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        format!("{name}-{ms}")
+    });
+    match store.create(&execution, &spec).await {
+        Ok(true) => {
+            eprintln!(
+                "terminus: submitted {name} as execution {execution}; a `terminus worker` on this journal runs it"
+            );
+            println!("{execution}");
+            0
+        }
+        Ok(false) => {
+            eprintln!(
+                "terminus: execution `{execution}` already exists in the journal; choose another id"
+            );
+            INVALID
+        }
+        Err(e) => {
+            eprintln!("terminus: journal {}: {e}", args.journal);
+            code_of_store_error(&e)
+        }
+    }
 }
 
 async fn worker(args: WorkerArgs) -> u8 {
@@ -416,9 +476,10 @@ async fn worker(args: WorkerArgs) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let config = runtime_config(&args.store);
+    let worker = RuntimeConfig::default().worker;
+    let lease_for = Duration::from_millis(args.store.lease_ms);
     loop {
-        let lease = match store.claim_next(&config.worker, config.lease).await {
+        let lease = match store.claim_next(&worker, lease_for).await {
             Ok(lease) => lease,
             Err(e) => {
                 eprintln!("terminus: worker: {e}");
@@ -433,25 +494,68 @@ async fn worker(args: WorkerArgs) -> u8 {
             continue;
         };
         let execution = lease.execution.clone();
-        let scenario = match stored_scenario(store.as_ref(), &execution).await {
-            Ok(s) => s,
-            Err(_) => {
-                // Not ours to run: give it back and go on with the others.
-                let _ = store.release(&lease).await;
+        let job = match job::Job::stored(store.as_ref(), &execution).await {
+            Ok(job) => job,
+            Err(u) => {
+                give_up(store.as_ref(), &lease, u).await;
                 continue;
             }
         };
-        eprintln!("terminus: worker {} took {execution}", config.worker);
-        let run = scenario.resume(execution.clone()).store(Arc::clone(&store));
-        match drive(run, config.clone()).await {
+        eprintln!(
+            "terminus: worker {worker} took {execution} ({})",
+            job.describe()
+        );
+        let result = match job
+            .resume(Arc::clone(&store), &execution, lease_for, Some(&worker))
+            .await
+        {
+            Ok(result) => result,
+            Err(u) => {
+                give_up(store.as_ref(), &lease, u).await;
+                continue;
+            }
+        };
+        match result {
             Ok(report) => print_report(&report, true),
             Err(e) => {
                 eprintln!("terminus: execution {execution}: {e}");
-                if e.exit_code() == INTERNAL {
-                    return INTERNAL;
+                match e.exit_code() {
+                    // Another worker holds it: theirs to finish.
+                    4 => {}
+                    // The journal itself fails: no other execution would fare better.
+                    INTERNAL if matches!(e, terminus_runtime::RunError::Store(_)) => {
+                        return INTERNAL;
+                    }
+                    // This execution cannot go on (its journal does not replay, an adapter
+                    // faults): take the claim back and say so, rather than hand it to the next
+                    // worker forever.
+                    code => match store.claim(&execution, &worker, lease_for).await {
+                        Ok(lease) => {
+                            let reason = e.to_string();
+                            give_up(store.as_ref(), &lease, job::Unrunnable { code, reason }).await;
+                        }
+                        Err(e) => eprintln!("terminus: execution {execution}: {e}"),
+                    },
                 }
             }
         }
+    }
+}
+
+/// Marks a claimed execution failed with why, so no worker claims it again.
+async fn give_up(store: &dyn Store, lease: &terminus_runtime::Lease, why: job::Unrunnable) {
+    let execution = &lease.execution;
+    eprintln!(
+        "terminus: worker {} cannot run {execution}: {} (marked failed, exit {})",
+        lease.worker, why.reason, why.code
+    );
+    let failure = terminus_runtime::Failure {
+        exit_code: why.code,
+        reason: why.reason,
+        worker: lease.worker.clone(),
+    };
+    if let Err(e) = store.fail(lease, &failure).await {
+        eprintln!("terminus: execution {execution}: cannot mark it failed: {e}");
     }
 }
 
@@ -491,6 +595,7 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
         return Err(INVALID);
     };
     let report = store.report(execution).await.map_err(fail)?;
+    let failure = store.failure(execution).await.map_err(fail)?;
     let mut text = String::new();
     let _ = writeln!(text, "execution {execution}");
     if let Some(name) = &spec.name {
@@ -520,10 +625,17 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
     for step in &trace {
         let _ = writeln!(text, "  {step}");
     }
-    let status = match (&report, &stop) {
-        (Some(_), _) => "ended",
-        (None, Some(_)) => "stopped (report not yet stored; resume to store it)",
-        (None, None) => "interrupted (resume to continue)",
+    let status = match (&failure, &report, &stop) {
+        (Some(f), _, _) => format!(
+            "failed (exit {}): {} (worker {} gave up on it; it is not run again)",
+            f.exit_code, f.reason, f.worker
+        ),
+        (None, Some(_), _) => "ended".into(),
+        (None, None, Some(_)) => "stopped (report not yet stored; resume to store it)".into(),
+        (None, None, None) if entries == 0 => {
+            "waiting (submitted; a `terminus worker` on this journal runs it)".into()
+        }
+        (None, None, None) => "interrupted (resume to continue)".into(),
     };
     let _ = writeln!(text, "status    {status}");
     if let Some(s) = &stop {
@@ -567,7 +679,8 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
         "execution": execution,
         "name": spec.name,
         "task": spec.task,
-        "status": if report.is_some() { "ended" } else if stop.is_some() { "stopped" } else { "interrupted" },
+        "status": if failure.is_some() { "failed" } else if report.is_some() { "ended" } else if stop.is_some() { "stopped" } else if entries == 0 { "waiting" } else { "interrupted" },
+        "failure": failure,
         "outcome": stop.as_ref().map(|s| s.outcome.outcome_str()),
         "reason": stop.as_ref().map(|s| s.outcome.reason_str()),
         "rule": stop.as_ref().map(|s| s.rule.name()),

@@ -149,7 +149,7 @@ impl PostgresStore {
             .execute(
                 "UPDATE terminus_executions
                  SET worker = $2, lease_until = now() + make_interval(secs => $3::float8 / 1000.0),
-                     status = CASE status WHEN 'done' THEN 'done' ELSE 'running' END
+                     status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
                  WHERE id = $1 AND (worker IS NULL OR worker = $2 OR lease_until < now())",
                 &[&execution, &worker, &ms(lease)],
             )

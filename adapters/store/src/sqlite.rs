@@ -143,7 +143,7 @@ impl SqliteStore {
         let conn = self.conn();
         let n = conn
             .execute(
-                "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = CASE status WHEN 'done' THEN 'done' ELSE 'running' END
+                "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
                  WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)",
                 params![execution, worker, until, now],
             )

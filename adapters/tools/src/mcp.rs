@@ -46,6 +46,9 @@ pub struct McpConfig {
     pub tool_timeout: Duration,
     /// Whether its tools may be called again after a crash left a call in doubt. Default false.
     pub idempotent: bool,
+    /// The folder a stdio child starts in (default: this process's): relative paths in its
+    /// arguments are taken from there, so a worker elsewhere starts it as the submitter did.
+    pub working_dir: Option<std::path::PathBuf>,
 }
 
 /// A server's transport.
@@ -71,6 +74,7 @@ impl McpConfig {
             transport,
             tool_timeout: Duration::from_secs(60),
             idempotent: false,
+            working_dir: None,
         }
     }
 }
@@ -396,6 +400,9 @@ async fn open(config: &McpConfig, stderr: &StderrTail) -> Result<(Client, Option
             };
             let mut cmd = tokio::process::Command::new(program);
             cmd.args(args);
+            if let Some(dir) = &config.working_dir {
+                cmd.current_dir(dir);
+            }
             let (transport, child_stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()

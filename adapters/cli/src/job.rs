@@ -1,0 +1,188 @@
+//! What an execution in a journal runs, read back from its host data: a scenario (kept by
+//! `terminus run` and `terminus submit SCENARIO.json`) or a live agent (kept by `terminus agent`
+//! and `terminus submit CONFIG.toml`). `resume` and `worker` rebuild its adapters from it, and
+//! `submit` writes it.
+
+use crate::agent::{LiveAgent, StoredAgent};
+use crate::{INTERNAL, INVALID, drive, with_model_log};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_runtime::{Report, Run, RunError, RunSpec, RuntimeConfig, Store};
+use terminus_scenario::Scenario;
+
+/// An execution's program.
+pub(crate) enum Job {
+    /// A scenario file: scripted model, tools and verifier.
+    Scenario(Box<Scenario>),
+    /// A live agent config.
+    Agent(Box<LiveAgent>),
+}
+
+/// Why an execution cannot be run here: the contract's exit code and what to tell the user.
+#[derive(Debug, Clone)]
+pub(crate) struct Unrunnable {
+    pub(crate) code: u8,
+    pub(crate) reason: String,
+}
+
+impl Unrunnable {
+    fn new(code: u8, reason: impl Into<String>) -> Unrunnable {
+        Unrunnable {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl Job {
+    /// Reads the program stored with `execution`.
+    pub(crate) async fn stored(store: &dyn Store, execution: &str) -> Result<Job, Unrunnable> {
+        let spec = match store.spec(execution).await {
+            Ok(Some(spec)) => spec,
+            Ok(None) => {
+                return Err(Unrunnable::new(
+                    INVALID,
+                    format!("no execution `{execution}` in the journal"),
+                ));
+            }
+            Err(e) => {
+                return Err(Unrunnable::new(
+                    crate::code_of_store_error(&e),
+                    e.to_string(),
+                ));
+            }
+        };
+        Job::from_host(execution, spec.host.as_ref())
+    }
+
+    /// The program kept in an execution's host data.
+    pub(crate) fn from_host(
+        execution: &str,
+        host: Option<&serde_json::Value>,
+    ) -> Result<Job, Unrunnable> {
+        if let Some(json) = host.and_then(|h| h.get("scenario")) {
+            return Scenario::parse(&json.to_string())
+                .map(|s| Job::Scenario(Box::new(with_model_log(s))))
+                .map_err(|e| {
+                    Unrunnable::new(
+                        INTERNAL,
+                        format!("the scenario stored with `{execution}`: {e}"),
+                    )
+                });
+        }
+        if let Some(json) = host.and_then(|h| h.get("agent")) {
+            let stored: StoredAgent = serde_json::from_value(json.clone()).map_err(|e| {
+                Unrunnable::new(
+                    INVALID,
+                    format!("the agent config stored with `{execution}` cannot be read: {e}"),
+                )
+            })?;
+            return LiveAgent::new(&stored)
+                .map(|live| Job::Agent(Box::new(live)))
+                .map_err(|e| {
+                    Unrunnable::new(
+                        INVALID,
+                        format!("the agent config stored with `{execution}`: {e}"),
+                    )
+                });
+        }
+        Err(Unrunnable::new(
+            INVALID,
+            format!(
+                "execution `{execution}` was not started by `terminus run`, `agent` or `submit`, \
+                 so it keeps no scenario or agent config; resume it from the program that \
+                 started it"
+            ),
+        ))
+    }
+
+    /// The name progress lines give it.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Job::Scenario(s) => s.name().to_owned(),
+            Job::Agent(live) => format!("the agent of {}", live.file()),
+        }
+    }
+
+    /// The scenario's expectations, if any.
+    pub(crate) fn expect(&self) -> Option<&terminus_scenario::Expect> {
+        match self {
+            Job::Scenario(s) => s.expect(),
+            Job::Agent(_) => None,
+        }
+    }
+
+    /// Resumes `execution` with this program's adapters (a live agent's MCP servers are started
+    /// for the run and stopped after it). `Err` when the adapters cannot be built here.
+    pub(crate) async fn resume(
+        &self,
+        store: Arc<dyn Store>,
+        execution: &str,
+        lease: Duration,
+        worker: Option<&str>,
+    ) -> Result<Result<Report, RunError>, Unrunnable> {
+        match self {
+            Job::Scenario(scenario) => {
+                let mut config = RuntimeConfig {
+                    lease,
+                    ..RuntimeConfig::default()
+                };
+                if let Some(worker) = worker {
+                    config.worker = worker.to_owned();
+                }
+                let run = scenario.resume(execution.to_owned()).store(store);
+                Ok(drive(run, config).await)
+            }
+            Job::Agent(live) => {
+                let mcp = live
+                    .connect()
+                    .await
+                    .map_err(|e| Unrunnable::new(INVALID, e))?;
+                let run = live
+                    .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
+                    .store(store);
+                let result = drive(run, live.runtime(lease, worker)).await;
+                mcp.shutdown().await;
+                Ok(result)
+            }
+        }
+    }
+}
+
+/// What `terminus submit` stores: the spec of an execution that waits for a worker.
+pub(crate) fn submission(file: &Path, task: Option<&str>) -> Result<RunSpec, String> {
+    let is_config = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    if is_config {
+        let Some(task) = task else {
+            return Err(format!(
+                "{}: a live agent needs --task TEXT",
+                file.display()
+            ));
+        };
+        let stored = StoredAgent::read(file)?;
+        // Checked now, so that a config no worker could run is refused before it is stored.
+        let live = LiveAgent::new(&stored)?;
+        return Ok(RunSpec {
+            task: task.to_owned(),
+            name: Some("agent".into()),
+            system: live.system_prompt().map(str::to_owned),
+            policy: live.policy().clone(),
+            host: Some(stored.host_data()),
+            started_unix_ms: None,
+        });
+    }
+    let scenario = Scenario::load(file).map_err(|e| e.to_string())?;
+    let json = crate::scenario_json(file)
+        .ok_or_else(|| format!("{}: cannot read it again", file.display()))?;
+    Ok(RunSpec {
+        task: task.unwrap_or(scenario.task()).to_owned(),
+        name: Some(scenario.name().to_owned()),
+        system: scenario.file().system_prompt.clone(),
+        policy: scenario.policy().clone(),
+        host: Some(serde_json::json!({ "scenario": json })),
+        started_unix_ms: None,
+    })
+}
