@@ -2,71 +2,13 @@
 //! server, the real filesystem MCP server as the tools, the kernel's nudge and verification, the
 //! report and the exit code; Ctrl-C, config errors and an unreachable model.
 
+mod common;
+
+use common::{reply, terminus, text, todos, write_config};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 use terminus_fixture::{Fixture, Response, peers};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A Chat Completions object (not streamed) with `content` and `tool_calls`.
-fn reply(content: &str, calls: &[(&str, Value)], n: usize) -> Response {
-    let tool_calls: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| {
-            json!({ "id": format!("call_{n}_{i}"), "type": "function",
-                    "function": { "name": name, "arguments": args.to_string() } })
-        })
-        .collect();
-    let mut message = json!({ "role": "assistant", "content": content });
-    if !tool_calls.is_empty() {
-        message["content"] = Value::Null;
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let finish = if calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
-    Response::json(
-        200,
-        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1741570283,
-                "model": "gpt-4o-mini", "choices": [{ "index": 0, "message": message,
-                "finish_reason": finish }],
-                "usage": { "prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220 } })
-        .to_string(),
-    )
-}
-
-fn write_config(dir: &Path, base_url: &str, extra: &str) -> String {
-    let path = dir.join("agent.toml");
-    let body = format!(
-        "system_prompt = \"You are a careful software architect.\"\n\
-         [model]\nprovider = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"gpt-4o-mini\"\n\
-         api_key_env = \"TERMINUS_TEST_KEY\"\nstream = false\ntimeout_ms = 5000\n\
-         [policy]\nverify_completion = true\ncompletion_requires = [\"write_file\"]\n\
-         max_nudges = 2\nretry_base_ms = 1\nretry_max_ms = 5\n{extra}"
-    );
-    std::fs::write(&path, body).expect("write the config");
-    path.to_string_lossy().into_owned()
-}
-
-async fn terminus(args: Vec<String>) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .args(args)
-        .env("TERMINUS_TEST_KEY", "sk-agent-test-key")
-        .output()
-        .await
-        .expect("the binary runs")
-}
-
-fn todos(status: &str) -> Value {
-    json!({ "todos": [{ "content": "write plan.md", "status": status }] })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_server() {

@@ -1,0 +1,72 @@
+//! Helpers of the live-agent tests: Chat Completions replies for the fixture model server, an
+//! agent config, and the `terminus` binary with a test API key in its environment.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Output;
+use terminus_fixture::Response;
+
+/// The API key the tests' configs name; it must never appear in any output or file.
+pub(crate) const KEY: &str = "sk-agent-test-key";
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A Chat Completions object (not streamed) with `content` and `tool_calls`.
+pub(crate) fn reply(content: &str, calls: &[(&str, Value)], n: usize) -> Response {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({ "id": format!("call_{n}_{i}"), "type": "function",
+                    "function": { "name": name, "arguments": args.to_string() } })
+        })
+        .collect();
+    let mut message = json!({ "role": "assistant", "content": content });
+    if !tool_calls.is_empty() {
+        message["content"] = Value::Null;
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    Response::json(
+        200,
+        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1741570283,
+                "model": "gpt-4o-mini", "choices": [{ "index": 0, "message": message,
+                "finish_reason": finish }],
+                "usage": { "prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220 } })
+        .to_string(),
+    )
+}
+
+pub(crate) fn write_config(dir: &Path, base_url: &str, extra: &str) -> String {
+    let path = dir.join("agent.toml");
+    let body = format!(
+        "system_prompt = \"You are a careful software architect.\"\n\
+         [model]\nprovider = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"gpt-4o-mini\"\n\
+         api_key_env = \"TERMINUS_TEST_KEY\"\nstream = false\ntimeout_ms = 5000\n\
+         [policy]\nverify_completion = true\ncompletion_requires = [\"write_file\"]\n\
+         max_nudges = 2\nretry_base_ms = 1\nretry_max_ms = 5\n{extra}"
+    );
+    std::fs::write(&path, body).expect("write the config");
+    path.to_string_lossy().into_owned()
+}
+
+pub(crate) async fn terminus(args: Vec<String>) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(args)
+        .env("TERMINUS_TEST_KEY", KEY)
+        .output()
+        .await
+        .expect("the binary runs")
+}
+
+pub(crate) fn todos(status: &str) -> Value {
+    json!({ "todos": [{ "content": "write plan.md", "status": status }] })
+}
