@@ -157,6 +157,7 @@ impl Model for RecordingModel {
                 Err(ModelError::Failure(f)) => Some(TurnSpec {
                     error: Some(f.kind),
                     retry_after_ms: f.retry_after_ms,
+                    message: Some(f.message.clone()),
                     ..TurnSpec::default()
                 }),
                 // A fault stops the run; nothing was fed to the kernel.

@@ -175,8 +175,21 @@ impl LlmModel {
         }
     }
 
-    /// One call: the reply, or the failure mapped onto the kernel's classes.
+    /// One call: the reply, or the failure mapped onto the kernel's classes. A failure's
+    /// message never holds the API key, even when a server echoes it back.
     pub async fn reply(&self, request: ModelRequest<'_>) -> Result<Reply, ModelFailure> {
+        self.call(request).await.map_err(|mut failure| {
+            if let Some(key) = &self.config.api_key
+                && !key.expose().is_empty()
+                && failure.message.contains(key.expose())
+            {
+                failure.message = failure.message.replace(key.expose(), "***");
+            }
+            failure
+        })
+    }
+
+    async fn call(&self, request: ModelRequest<'_>) -> Result<Reply, ModelFailure> {
         let options = Options {
             model: &self.config.model,
             max_output_tokens: self.config.max_output_tokens,

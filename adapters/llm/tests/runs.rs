@@ -454,7 +454,8 @@ async fn the_api_key_appears_in_no_progress_line_report_or_journal() {
     for provider in BOTH {
         let fixture = serve(
             std::iter::once(
-                Response::json(429, r#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#)
+                // A server that echoes the key in its error: the message is shown, the key not.
+                Response::json(429, format!(r#"{{"error":{{"message":"slow down, {SENTINEL}","type":"requests","code":"rate_limit_exceeded"}}}}"#))
                     .header("retry-after-ms", "10"),
             )
             .chain(architect().iter().map(|t| t.response(provider, true)))
@@ -500,8 +501,8 @@ async fn the_api_key_appears_in_no_progress_line_report_or_journal() {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .join("\n");
         assert!(
-            progress.contains("rate_limited"),
-            "the progress lines were captured: {progress}"
+            progress.contains("rate_limited") && progress.contains("slow down, ***"),
+            "the progress lines were captured, the key masked: {progress}"
         );
         let mut journal = Vec::new();
         for entry in std::fs::read_dir(dir.path()).expect("the journal's folder") {

@@ -135,7 +135,7 @@ pub struct ModelScript {
 }
 
 /// One model turn: a reply (`text`, `tool_calls`, `needs_more_work`, `usage`, `finish`,
-/// `reasoning`) or a failure (`error`, `retry_after_ms`), never both.
+/// `reasoning`) or a failure (`error`, `retry_after_ms`, `message`), never both.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnSpec {
@@ -163,6 +163,10 @@ pub struct TurnSpec {
     /// With `error`: the delay the provider asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// With `error`: the provider's words (default `scripted <kind> error`). A recording keeps
+    /// them, so its replay prints the same progress lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// Text the model must be shown in this call's request (in any message): the scripted
     /// model stops the run with an internal fault (exit 3) naming the turn if one is missing.
     /// It is how a scenario proves what survived pruning.

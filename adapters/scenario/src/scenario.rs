@@ -208,11 +208,17 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
                     ),
                 ));
             }
-        } else if turn.retry_after_ms.is_some() {
-            return Err(ScenarioError::at(
-                format!("{at}.retry_after_ms"),
-                "only allowed with \"error\"",
-            ));
+        } else {
+            let only_with_error = [
+                ("retry_after_ms", turn.retry_after_ms.is_some()),
+                ("message", turn.message.is_some()),
+            ];
+            if let Some((field, _)) = only_with_error.iter().find(|(_, present)| *present) {
+                return Err(ScenarioError::at(
+                    format!("{at}.{field}"),
+                    "only allowed with \"error\"",
+                ));
+            }
         }
         for (j, call) in turn.tool_calls.iter().flatten().enumerate() {
             if call.name.trim().is_empty() {

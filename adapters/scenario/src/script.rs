@@ -124,7 +124,9 @@ impl Model for ScriptedModel {
             return Err(ModelError::Failure(ModelFailure {
                 kind,
                 retry_after_ms: spec.retry_after_ms,
-                message: format!("scripted {} error", kind.as_str()),
+                message: spec
+                    .message
+                    .unwrap_or_else(|| format!("scripted {} error", kind.as_str())),
             }));
         }
         let tool_calls = spec

@@ -157,6 +157,11 @@ fn scripts_that_cannot_run_are_refused() {
         "only allowed with \"error\"",
     );
     refused(
+        &with(serde_json::json!({ "model": { "turns": [ { "text": "a", "message": "m" } ] } })),
+        "$.model.turns[0].message",
+        "only allowed with \"error\"",
+    );
+    refused(
         &with(
             serde_json::json!({ "tools": { "t": { "results": [ { "ok": 1, "error": "failed" } ] } } }),
         ),
