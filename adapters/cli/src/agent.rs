@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_llm::LlmModel;
-use terminus_runtime::{LlmVerifier, Model, Run, RuntimeConfig, Tokenizer, ToolSet, Verifier};
+use terminus_runtime::{
+    LlmVerifier, Model, Run, RuntimeConfig, Store, Tokenizer, ToolSet, Verifier,
+};
 use terminus_scenario::{ContextSpec, ScenarioFile};
 use terminus_tools::{McpConfig, McpTools};
 
@@ -206,6 +208,48 @@ impl LiveAgent {
             config.worker = worker.to_owned();
         }
         config
+    }
+
+    /// Writes the run of `execution`, from its journal, as a scenario file at `path`.
+    pub(crate) async fn record_journal(
+        &self,
+        store: &dyn Store,
+        execution: &str,
+        mcp: &McpTools,
+        path: &Path,
+    ) -> Result<(), String> {
+        let journal = |e: terminus_runtime::StoreError| format!("execution {execution}: {e}");
+        let spec = store
+            .spec(execution)
+            .await
+            .map_err(journal)?
+            .ok_or_else(|| format!("no execution `{execution}` in the journal"))?;
+        let records = store.records(execution).await.map_err(journal)?;
+        let entries: Vec<&terminus_kernel::Entry> = records.iter().map(|r| &r.entry).collect();
+        let mut tools = ToolSet::new();
+        mcp.add_to(&mut tools);
+        let model_verifier = self
+            .config
+            .verifier
+            .as_ref()
+            .is_some_and(|v| v.kind == "model");
+        let recorder = Recorder::from_journal(&entries, &tools, model_verifier);
+        let scenario = recorder.scenario(
+            &spec.task,
+            &spec.policy,
+            self.context.as_ref().map(|(spec, _)| spec.clone()),
+            spec.system.clone(),
+            format!(
+                "Recorded by `terminus resume --record` from the journal of execution {execution} \
+                 ({} at {}).",
+                self.model.config().model,
+                self.model.config().base_url
+            ),
+        );
+        write_atomically(path, &scenario)
+            .map_err(|e| format!("cannot write the recording {}: {e}", path.display()))?;
+        eprintln!("terminus: recorded to {}", path.display());
+        Ok(())
     }
 
     /// One line naming the model, the endpoint and the tools.

@@ -114,13 +114,16 @@ impl Job {
     }
 
     /// Resumes `execution` with this program's adapters (a live agent's MCP servers are started
-    /// for the run and stopped after it). `Err` when the adapters cannot be built here.
+    /// for the run and stopped after it); with `record`, a live agent's whole run is then
+    /// written there from its journal. `Err` when the adapters cannot be built here, or the
+    /// recording cannot be written.
     pub(crate) async fn resume(
         &self,
         store: Arc<dyn Store>,
         execution: &str,
         lease: Duration,
         worker: Option<&str>,
+        record: Option<&Path>,
     ) -> Result<Result<Report, RunError>, Unrunnable> {
         match self {
             Job::Scenario(scenario) => {
@@ -141,9 +144,17 @@ impl Job {
                     .map_err(|e| Unrunnable::new(INVALID, e))?;
                 let run = live
                     .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
-                    .store(store);
+                    .store(Arc::clone(&store));
                 let result = drive(run, live.runtime(lease, worker)).await;
+                let recorded = match record {
+                    Some(path) => {
+                        live.record_journal(store.as_ref(), execution, &mcp, path)
+                            .await
+                    }
+                    None => Ok(()),
+                };
                 mcp.shutdown().await;
+                recorded.map_err(|e| Unrunnable::new(INTERNAL, e))?;
                 Ok(result)
             }
         }

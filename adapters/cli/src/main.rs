@@ -130,6 +130,10 @@ struct ResumeArgs {
     /// The execution id.
     #[arg(long, value_name = "ID")]
     execution: String,
+    /// A live agent: write the whole run, from its journal, as a scenario file that
+    /// `terminus run` replays offline (each turn once, however many times it was resumed).
+    #[arg(long, value_name = "FILE.json")]
+    record: Option<PathBuf>,
     /// Print the report as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
@@ -414,8 +418,20 @@ async fn resume(args: ResumeArgs) -> u8 {
         job.describe(),
         args.execution
     );
+    if args.record.is_some() && !matches!(job, job::Job::Agent(_)) {
+        eprintln!(
+            "terminus: --record applies to live agents; execution {} runs a scenario file, \
+             which is its own recording",
+            args.execution
+        );
+        return INVALID;
+    }
     let lease = Duration::from_millis(args.store.lease_ms);
-    let result = match job.resume(store, &args.execution, lease, None).await {
+    let record = args.record.as_deref();
+    let result = match job
+        .resume(store, &args.execution, lease, None, record)
+        .await
+    {
         Ok(result) => result,
         Err(u) => {
             eprintln!("terminus: {}", u.reason);
@@ -506,7 +522,13 @@ async fn worker(args: WorkerArgs) -> u8 {
             job.describe()
         );
         let result = match job
-            .resume(Arc::clone(&store), &execution, lease_for, Some(&worker))
+            .resume(
+                Arc::clone(&store),
+                &execution,
+                lease_for,
+                Some(&worker),
+                None,
+            )
             .await
         {
             Ok(result) => result,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use terminus_kernel::{Finish, ModelTurn, ToolOutcome, Verdict};
+use terminus_kernel::{Entry, Finish, ModelTurn, ToolOutcome, ToolResult, Verdict};
 use terminus_runtime::{
     Fault, Model, ModelError, ModelRequest, Purpose, Tool, ToolSet, Verification, Verifier,
 };
@@ -81,6 +81,75 @@ impl Recorder {
             inner,
             recorder: self.clone(),
         })
+    }
+
+    /// The recording of a run rebuilt from its whole journal (a run resumed after a crash: the
+    /// turns before the crash were never seen by this process, and the journal holds each turn
+    /// once). `tools` gives the descriptions and schemas; `verdicts` whether the verifier's
+    /// verdicts are the model's (kept) or the rules' (replayed by the rules). The journal keeps
+    /// no provider error messages, so the replay of those prints the scripted default.
+    pub(crate) fn from_journal(
+        entries: &[&Entry],
+        tools: &ToolSet,
+        verdicts: bool,
+    ) -> Arc<Recorder> {
+        let recorder = Arc::new(Recorder::default());
+        // Registers every tool with its description, as a live recording does.
+        let _ = recorder.tools(tools);
+        if verdicts {
+            *lock(&recorder.verdicts) = Some(Vec::new());
+        }
+        let mut slots: BTreeMap<&str, (String, usize)> = BTreeMap::new();
+        for entry in entries {
+            match entry {
+                Entry::Assistant(turn) => lock(&recorder.turns).push(turn_spec(turn)),
+                Entry::ModelError {
+                    error,
+                    retry_after_ms,
+                } => lock(&recorder.turns).push(TurnSpec {
+                    error: Some(*error),
+                    retry_after_ms: *retry_after_ms,
+                    ..TurnSpec::default()
+                }),
+                // Started calls, in the order they started: the order a replay calls them in.
+                Entry::ToolCall { call, .. } if call.name != terminus_kernel::WRITE_TODOS => {
+                    let mut tools = lock(&recorder.tools);
+                    let log = tools.entry(call.name.clone()).or_default();
+                    log.results.push(None);
+                    slots.insert(&call.id, (call.name.clone(), log.results.len() - 1));
+                }
+                // A result as it arrived, or as the batch gave it (a call in doubt after the
+                // crash was answered by the runtime, not run again).
+                Entry::ToolResult(result) => recorder.fill(&slots, result),
+                Entry::ToolResults { results } => {
+                    for result in results {
+                        recorder.fill(&slots, result);
+                    }
+                }
+                Entry::Verdict(v) => {
+                    if let Some(verdicts) = lock(&recorder.verdicts).as_mut() {
+                        verdicts.push(VerdictSpec {
+                            complete: v.complete,
+                            missing: v.missing.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        recorder
+    }
+
+    /// Puts `result` in its call's slot, unless the slot has one already.
+    fn fill(&self, slots: &BTreeMap<&str, (String, usize)>, result: &ToolResult) {
+        let Some((name, slot)) = slots.get(result.call_id.as_str()) else {
+            return;
+        };
+        if let Some(log) = lock(&self.tools).get_mut(name)
+            && let Some(cell @ None) = log.results.get_mut(*slot)
+        {
+            *cell = Some(result_spec(&result.outcome));
+        }
     }
 
     /// The recording as a scenario file.
@@ -192,6 +261,20 @@ fn turn_spec(turn: &ModelTurn) -> TurnSpec {
     }
 }
 
+fn result_spec(outcome: &ToolOutcome) -> ResultSpec {
+    match outcome {
+        ToolOutcome::Ok(value) => ResultSpec {
+            ok: Some(value.clone()),
+            ..ResultSpec::default()
+        },
+        ToolOutcome::Error { kind, message } => ResultSpec {
+            error: Some(*kind),
+            message: Some(message.clone()),
+            ..ResultSpec::default()
+        },
+    }
+}
+
 struct RecordingTool {
     name: String,
     inner: Arc<dyn Tool>,
@@ -229,21 +312,10 @@ impl Tool for RecordingTool {
         };
         Box::pin(async move {
             let outcome = self.inner.call(arguments).await;
-            if let Ok(outcome) = &outcome {
-                let spec = match outcome {
-                    ToolOutcome::Ok(value) => ResultSpec {
-                        ok: Some(value.clone()),
-                        ..ResultSpec::default()
-                    },
-                    ToolOutcome::Error { kind, message } => ResultSpec {
-                        error: Some(*kind),
-                        message: Some(message.clone()),
-                        ..ResultSpec::default()
-                    },
-                };
-                if let Some(log) = lock(&self.recorder.tools).get_mut(&self.name) {
-                    log.results[slot] = Some(spec);
-                }
+            if let Ok(outcome) = &outcome
+                && let Some(log) = lock(&self.recorder.tools).get_mut(&self.name)
+            {
+                log.results[slot] = Some(result_spec(outcome));
             }
             outcome
         })

@@ -146,6 +146,7 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
     let checked = "# Plan\n1. Fix parse.\n<!-- checked after the crash -->\n";
     std::fs::write(&plan, checked).expect("write");
 
+    let recording = home.join("recording.json").to_string_lossy().into_owned();
     // The killed process's claim is waited out (exit 4 until its lease expires).
     let out = loop {
         let out = terminus_in(Path::new("/"))
@@ -156,6 +157,8 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
                 "--execution",
                 "live-crash",
                 "--json",
+                "--record",
+                &recording,
             ])
             .output()
             .await
@@ -194,6 +197,55 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
     assert!(!stderr.contains(KEY));
     let db = std::fs::read(&journal).expect("the journal");
     assert!(!db.windows(KEY.len()).any(|w| w == KEY.as_bytes()));
+
+    // The recording holds each turn once, and replays offline to the same path and report.
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).expect("recorded"))
+            .expect("JSON");
+    assert_eq!(recorded["model"]["turns"].as_array().map(Vec::len), Some(6));
+    assert_eq!(
+        recorded["tools"]["write_file"]["results"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let replay_db = home.join("replay.db").to_string_lossy().into_owned();
+    let replay = terminus(vec![
+        "run".into(),
+        recording.clone(),
+        "--journal".into(),
+        replay_db.clone(),
+        "--execution".into(),
+        "replayed".into(),
+        "--json".into(),
+    ])
+    .await;
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    // Every field but the id and the count of journal writes the resume found already done
+    // (a fact of the crash, not of the run).
+    let without_id = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("execution");
+            o.remove("duplicates_prevented");
+        }
+        v
+    };
+    assert_eq!(
+        without_id(last_json(&replay.stdout)),
+        without_id(report.clone())
+    );
+    let explain = |db: &str, id: &str| {
+        let args = ["inspect", "--journal", db, "--execution", id, "--json"];
+        terminus(args.iter().map(|a| a.to_string()).collect())
+    };
+    let (live, replayed) = (
+        last_json(&explain(&journal, "live-crash").await.stdout),
+        last_json(&explain(&replay_db, "replayed").await.stdout),
+    );
+    for field in ["trace", "stats", "reason", "rule", "result"] {
+        assert_eq!(live[field], replayed[field], "{field}");
+    }
+    assert_eq!(live["trace"].as_array().map(Vec::len), Some(11), "{live}");
 
     // Resuming what has ended runs nothing and prints the same report.
     let again = terminus(vec![
