@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{reply, terminus, text, todos, write_config};
+use common::{architect, reply, terminus, text, todos, write_config};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -15,34 +15,8 @@ async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_serve
     let Some(peers) = peers::dir() else { return };
     let dir = tempfile::tempdir().expect("a temp dir");
     let root = dir.path().canonicalize().expect("a real path").join("work");
-    std::fs::create_dir_all(root.join("src")).expect("mkdir");
-    std::fs::write(
-        root.join("src/lib.rs"),
-        "pub fn parse(s: &str) -> u32 { 0 }",
-    )
-    .expect("write");
-    let plan = root.join("plan.md");
-    let fixture = Fixture::start(vec![
-        reply(
-            "",
-            &[("list_directory", json!({ "path": root.join("src") }))],
-            1,
-        ),
-        reply("", &[("write_todos", todos("in_progress"))], 2),
-        reply("I will now write the plan.", &[], 3),
-        reply(
-            "",
-            &[(
-                "write_file",
-                json!({ "path": plan, "content": "# Plan\n1. Fix parse.\n" }),
-            )],
-            4,
-        ),
-        reply("", &[("write_todos", todos("completed"))], 5),
-        reply("Plan written to plan.md.", &[], 6),
-    ])
-    .await
-    .expect("a port");
+    let (script, plan) = architect(&root);
+    let fixture = Fixture::start(script.to_vec()).await.expect("a port");
     let mcp = format!(
         "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n",
         peers::node(&peers),

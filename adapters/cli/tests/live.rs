@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{KEY, reply, terminus, text, todos, write_config};
+use common::{KEY, architect, reply, terminus, text, write_config};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,32 +72,7 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
     let dir = tempfile::tempdir().expect("a temp dir");
     let home = dir.path().canonicalize().expect("a real path");
     let root = home.join("work");
-    std::fs::create_dir_all(root.join("src")).expect("mkdir");
-    std::fs::write(
-        root.join("src/lib.rs"),
-        "pub fn parse(s: &str) -> u32 { 0 }",
-    )
-    .expect("write");
-    let plan = root.join("plan.md");
-    let script = [
-        reply(
-            "",
-            &[("list_directory", json!({ "path": root.join("src") }))],
-            1,
-        ),
-        reply("", &[("write_todos", todos("in_progress"))], 2),
-        reply("I will now write the plan.", &[], 3),
-        reply(
-            "",
-            &[(
-                "write_file",
-                json!({ "path": plan, "content": "# Plan\n1. Fix parse.\n" }),
-            )],
-            4,
-        ),
-        reply("", &[("write_todos", todos("completed"))], 5),
-        reply("Plan written to plan.md.", &[], 6),
-    ];
+    let (script, plan) = architect(&root);
     // The first request for turn 4 (after plan.md is written) hangs: the agent is killed there.
     let stalled = Arc::new(AtomicBool::new(false));
     let first = stalled.clone();

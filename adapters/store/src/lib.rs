@@ -126,6 +126,20 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// `Ok` when an update guarded by our claim changed the row (`updated` rows), else
+    /// `LeaseLost`: another worker took the execution.
+    pub(crate) fn unless_held(updated: u64, execution: &str) -> Result<(), StoreError> {
+        if updated == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost {
+                execution: execution.to_owned(),
+            })
+        }
+    }
+}
+
 /// Unix time in milliseconds (leases compare across processes, so they use the wall clock).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -224,13 +224,7 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseLost {
-                execution: execution.to_owned(),
-            })
-        }
+        StoreError::unless_held(n, execution)
     }
 
     /// Gives the claim up (if we still hold it).
@@ -263,13 +257,7 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseLost {
-                execution: execution.to_owned(),
-            })
-        }
+        StoreError::unless_held(n, execution)
     }
 
     /// Marks the execution done with its report.

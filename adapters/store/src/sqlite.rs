@@ -208,13 +208,7 @@ impl SqliteStore {
                 params![execution, worker, until],
             )
             .map_err(backend)?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseLost {
-                execution: execution.to_owned(),
-            })
-        }
+        StoreError::unless_held(n as u64, execution)
     }
 
     /// Gives the claim up (if we still hold it).
@@ -239,13 +233,7 @@ impl SqliteStore {
                 params![execution, worker, failure],
             )
             .map_err(backend)?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseLost {
-                execution: execution.to_owned(),
-            })
-        }
+        StoreError::unless_held(n as u64, execution)
     }
 
     /// Marks the execution done with its report.

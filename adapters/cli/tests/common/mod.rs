@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use terminus_fixture::Response;
 
@@ -69,4 +69,37 @@ pub(crate) async fn terminus(args: Vec<String>) -> Output {
 
 pub(crate) fn todos(status: &str) -> Value {
     json!({ "todos": [{ "content": "write plan.md", "status": status }] })
+}
+
+/// The architect task against the filesystem server rooted at `root` (`root/src/lib.rs` is
+/// created): list the sources, open a todo, claim too early (refused: `write_file` is required),
+/// write `plan.md`, close the todo, answer. Six replies, and the plan's path.
+pub(crate) fn architect(root: &Path) -> ([Response; 6], PathBuf) {
+    std::fs::create_dir_all(root.join("src")).expect("mkdir");
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn parse(s: &str) -> u32 { 0 }",
+    )
+    .expect("write");
+    let plan = root.join("plan.md");
+    let script = [
+        reply(
+            "",
+            &[("list_directory", json!({ "path": root.join("src") }))],
+            1,
+        ),
+        reply("", &[("write_todos", todos("in_progress"))], 2),
+        reply("I will now write the plan.", &[], 3),
+        reply(
+            "",
+            &[(
+                "write_file",
+                json!({ "path": plan, "content": "# Plan\n1. Fix parse.\n" }),
+            )],
+            4,
+        ),
+        reply("", &[("write_todos", todos("completed"))], 5),
+        reply("Plan written to plan.md.", &[], 6),
+    ];
+    (script, plan)
 }
