@@ -21,6 +21,18 @@ fn backend(e: tokio_postgres::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// Column `i` of `row` as `T`; a column of another type (a schema this build did not write) is
+/// `Corrupt`, naming the column, never a panic (`Row::get` panics on a mismatch).
+fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    i: usize,
+) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| {
+        let name = row.columns().get(i).map_or("?", |c| c.name());
+        StoreError::Corrupt(format!("column `{name}`: {e}"))
+    })
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -58,7 +70,7 @@ impl PostgresStore {
             .await
             .map_err(backend)?;
         let version = match row {
-            Some(r) => usize::try_from(r.get::<_, i32>(0)).unwrap_or(0),
+            Some(r) => usize::try_from(col::<i32>(&r, 0)?).unwrap_or(0),
             None => {
                 tx.execute("INSERT INTO terminus_schema (version) VALUES (0)", &[])
                     .await
@@ -88,7 +100,7 @@ impl PostgresStore {
             .query_one("SELECT version FROM terminus_schema", &[])
             .await
             .map_err(backend)?;
-        Ok(u32::try_from(row.get::<_, i32>(0)).unwrap_or(0))
+        Ok(u32::try_from(col::<i32>(&row, 0)?).unwrap_or(0))
     }
 
     /// Creates the execution with its spec (status `pending` when `runnable_by_workers`, else
@@ -126,15 +138,18 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        Ok(row.map(|r| ExecutionRow {
-            id: r.get(0),
-            status: r.get(1),
-            worker: r.get(2),
-            lease_until_ms: r.get(3),
-            spec: r.get(4),
-            report: r.get(5),
-            failure: r.get(6),
-        }))
+        row.map(|r| {
+            Ok(ExecutionRow {
+                id: col(&r, 0)?,
+                status: col(&r, 1)?,
+                worker: col(&r, 2)?,
+                lease_until_ms: col(&r, 3)?,
+                spec: col(&r, 4)?,
+                report: col(&r, 5)?,
+                failure: col(&r, 6)?,
+            })
+        })
+        .transpose()
     }
 
     /// One atomic compare-and-set: takes the claim if free, ours, or expired (server clock).
@@ -169,7 +184,7 @@ impl PostgresStore {
             None => Err(StoreError::NotFound(execution.to_owned())),
             Some(r) => Err(StoreError::Claimed {
                 execution: execution.to_owned(),
-                worker: r.get::<_, Option<String>>(0).unwrap_or_default(),
+                worker: col::<Option<String>>(&r, 0)?.unwrap_or_default(),
             }),
         }
     }
@@ -196,7 +211,7 @@ impl PostgresStore {
             tx.commit().await.map_err(backend)?;
             return Ok(None);
         };
-        let id: String = row.get(0);
+        let id: String = col(&row, 0)?;
         tx.execute(
             "UPDATE terminus_executions SET worker = $2, status = 'running',
                     lease_until = now() + make_interval(secs => $3::float8 / 1000.0) WHERE id = $1",
@@ -313,7 +328,7 @@ impl PostgresStore {
                     .map_err(backend)?;
                 out.push(RawAppended {
                     already_existed: true,
-                    body: row.get(0),
+                    body: col(&row, 0)?,
                 });
             }
         }
@@ -347,15 +362,16 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        Ok(rows
-            .iter()
-            .map(|r| RawEntry {
-                checkpoint: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
-                index: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
-                kind: r.get(2),
-                body: r.get(3),
+        rows.iter()
+            .map(|r| {
+                Ok(RawEntry {
+                    checkpoint: u64::try_from(col::<i64>(r, 0)?).unwrap_or(0),
+                    index: u32::try_from(col::<i32>(r, 1)?).unwrap_or(0),
+                    kind: col(r, 2)?,
+                    body: col(r, 3)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Entries stored for the execution.
@@ -368,7 +384,7 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+        Ok(u64::try_from(col::<i64>(&row, 0)?).unwrap_or(0))
     }
 
     /// Deletes an execution and its entries (tests use this to start clean).

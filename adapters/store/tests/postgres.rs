@@ -188,3 +188,65 @@ async fn racing_connections_get_exactly_one_claim_and_workers_skip_locked_rows()
         admin.delete(id).await.expect("cleanup");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_of_the_wrong_type_is_a_storage_error_not_a_panic() {
+    let Some(_store) = store().await else { return };
+    let url = std::env::var("TERMINUS_PG_URL").expect("checked above");
+    // A journal this build did not write: the schema says version 2, but `spec` and
+    // `checkpoint` are integers. It lives in a schema of its own, reached by search_path.
+    let schema = format!(
+        "terminus_wrong_{}_{}",
+        std::process::id(),
+        terminus_store::now_ms()
+    );
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema}; SET search_path TO {schema};
+             CREATE TABLE terminus_schema (version INTEGER NOT NULL);
+             INSERT INTO terminus_schema VALUES (2);
+             CREATE TABLE terminus_executions (id TEXT PRIMARY KEY,
+                 status TEXT NOT NULL DEFAULT 'running', worker TEXT,
+                 lease_until TIMESTAMPTZ NOT NULL DEFAULT 'epoch',
+                 created TIMESTAMPTZ NOT NULL DEFAULT now(), spec INTEGER, report TEXT,
+                 failure TEXT);
+             INSERT INTO terminus_executions (id, spec) VALUES ('x', 7);
+             CREATE TABLE terminus_entries (execution TEXT NOT NULL, checkpoint INTEGER NOT NULL,
+                 idx INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL);
+             INSERT INTO terminus_entries VALUES ('x', 0, 0, 'user', '{{}}');"
+        ))
+        .await
+        .expect("the wrong schema");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let scoped = format!("{url}{sep}options=-csearch_path%3D{schema}");
+    let wrong = PostgresStore::connect(&scoped)
+        .await
+        .expect("version 2: nothing to migrate");
+    let err = wrong.execution("x").await.expect_err("spec is an integer");
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("column `spec`")),
+        "{err:?}"
+    );
+    let err = wrong
+        .page("x", None, 10)
+        .await
+        .expect_err("checkpoint is an integer");
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("column `checkpoint`")),
+        "{err:?}"
+    );
+    // Through the runtime's port: a storage error, exit code 3.
+    let port = terminus_store::open(&scoped, terminus_store::Durability::Process)
+        .await
+        .expect("opens");
+    let err = port.spec("x").await.expect_err("a storage error");
+    assert_eq!(terminus_runtime::RunError::Store(err).exit_code(), 3);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}
