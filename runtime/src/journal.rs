@@ -389,9 +389,10 @@ impl Store for MemoryStore {
     async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError> {
         self.with(|all| match all.get_mut(&lease.execution) {
             Some(e)
-                if e.claim
-                    .as_ref()
-                    .is_some_and(|(holder, _)| *holder == lease.worker) =>
+                if e.report.is_none()
+                    && e.claim
+                        .as_ref()
+                        .is_some_and(|(holder, _)| *holder == lease.worker) =>
             {
                 e.failure = Some(failure.clone());
                 e.claim = None;

@@ -74,6 +74,26 @@ async fn fails_once_and_for_good(store: Arc<dyn Store>, id: &str, private: bool)
         ),
         "the claim was given up with the failure"
     );
+
+    // An execution that ended keeps its report: it cannot be marked failed, even by its holder.
+    let ended = format!("{id}-ended");
+    assert!(store.create(&ended, &spec()).await.expect("create"));
+    let lease = store.claim(&ended, "w1", lease_ms).await.expect("claim");
+    let stop = terminus_kernel::Stop {
+        outcome: terminus_kernel::Outcome::Complete(terminus_kernel::CompleteReason::Answered),
+        rule: terminus_kernel::Rule::ClaimAnswered,
+        result: Some("done".into()),
+        stats: terminus_kernel::Stats::default(),
+        excluded_tools: Vec::new(),
+    };
+    let report = terminus_runtime::Report::new(ended.clone(), stop, Vec::new(), Vec::new(), 0, 0);
+    store.finish(&ended, &report).await.expect("finish");
+    assert!(matches!(
+        store.fail(&lease, &failure()).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(store.failure(&ended).await.expect("read"), None);
+    assert_eq!(store.report(&ended).await.expect("read"), Some(report));
 }
 
 #[tokio::test]
