@@ -172,12 +172,7 @@ impl LiveAgent {
         if let Some((spec, tokenizer)) = &self.context {
             run = run.context(spec.policy(), tokenizer.clone());
         }
-        if self
-            .config
-            .verifier
-            .as_ref()
-            .is_some_and(|v| v.kind == "model")
-        {
+        if self.model_verifier() {
             let verifier: Arc<dyn Verifier> = Arc::new(LlmVerifier::new(self.model.clone()));
             run = run.verifier(match recorder {
                 Some(recorder) => recorder.verifier(verifier),
@@ -187,9 +182,17 @@ impl LiveAgent {
         run
     }
 
+    /// Whether the model judges completion claims (`[verifier] kind = "model"`).
+    fn model_verifier(&self) -> bool {
+        self.config
+            .verifier
+            .as_ref()
+            .is_some_and(|v| v.kind == "model")
+    }
+
     /// The runtime settings: the system prompt, and timeouts a little past the adapters' own
     /// (those answer first, and are recorded; the runtime's are a backstop).
-    pub(crate) fn runtime(&self, lease: Duration, worker: Option<&str>) -> RuntimeConfig {
+    pub(crate) fn runtime(&self, lease: Duration) -> RuntimeConfig {
         let tool_timeout = self
             .mcp
             .iter()
@@ -197,17 +200,13 @@ impl LiveAgent {
             .max()
             .unwrap_or(Duration::from_secs(60))
             + Duration::from_secs(1);
-        let mut config = RuntimeConfig {
+        RuntimeConfig {
             lease,
             system_prompt: self.config.system_prompt.clone(),
             model_timeout: Some(self.model.config().timeout + Duration::from_secs(1)),
             tool_timeout: Some(tool_timeout),
             ..RuntimeConfig::default()
-        };
-        if let Some(worker) = worker {
-            config.worker = worker.to_owned();
         }
-        config
     }
 
     /// Writes the run of `execution`, from its journal, as a scenario file at `path`.
@@ -228,12 +227,7 @@ impl LiveAgent {
         let entries: Vec<&terminus_kernel::Entry> = records.iter().map(|r| &r.entry).collect();
         let mut tools = ToolSet::new();
         mcp.add_to(&mut tools);
-        let model_verifier = self
-            .config
-            .verifier
-            .as_ref()
-            .is_some_and(|v| v.kind == "model");
-        let recorder = Recorder::from_journal(&entries, &tools, model_verifier);
+        let recorder = Recorder::from_journal(&entries, &tools, self.model_verifier());
         let scenario = recorder.scenario(
             &spec.task,
             &spec.policy,
@@ -312,7 +306,7 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
     if let Some(store) = store {
         run = run.store(store).host_data(stored.host_data());
     }
-    let runtime = live.runtime(Duration::from_millis(args.journal.lease_ms), None);
+    let runtime = live.runtime(Duration::from_millis(args.journal.lease_ms));
     let result = drive(run, runtime).await;
     mcp.shutdown().await;
     if let (Some(path), Some(recorder)) = (&args.record, &recorder) {

@@ -125,15 +125,18 @@ impl Job {
         worker: Option<&str>,
         record: Option<&Path>,
     ) -> Result<Result<Report, RunError>, Unrunnable> {
+        let with_worker = |mut config: RuntimeConfig| {
+            if let Some(worker) = worker {
+                config.worker = worker.to_owned();
+            }
+            config
+        };
         match self {
             Job::Scenario(scenario) => {
-                let mut config = RuntimeConfig {
+                let config = with_worker(RuntimeConfig {
                     lease,
                     ..RuntimeConfig::default()
-                };
-                if let Some(worker) = worker {
-                    config.worker = worker.to_owned();
-                }
+                });
                 let run = scenario.resume(execution.to_owned()).store(store);
                 Ok(drive(run, config).await)
             }
@@ -145,7 +148,7 @@ impl Job {
                 let run = live
                     .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
                     .store(Arc::clone(&store));
-                let result = drive(run, live.runtime(lease, worker)).await;
+                let result = drive(run, with_worker(live.runtime(lease))).await;
                 let recorded = match record {
                     Some(path) => {
                         live.record_journal(store.as_ref(), execution, &mcp, path)

@@ -217,14 +217,22 @@ impl JournalArgs {
 
     /// The execution id given, or `{name}-{unix ms}`.
     fn execution(&self, name: &str) -> String {
-        self.execution.clone().unwrap_or_else(|| {
+        execution_id(self.execution.as_deref(), name)
+    }
+}
+
+/// `given`, or `{name}-{unix ms}`.
+fn execution_id(given: Option<&str>, name: &str) -> String {
+    given.map_or_else(
+        || {
             let ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_millis();
             format!("{name}-{ms}")
-        })
-    }
+        },
+        str::to_owned,
+    )
 }
 
 fn main() -> ExitCode {
@@ -459,13 +467,7 @@ async fn submit(args: SubmitArgs) -> u8 {
         Err(code) => return code,
     };
     let name = spec.name.clone().unwrap_or_else(|| "run".into());
-    let execution = args.execution.clone().unwrap_or_else(|| {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        format!("{name}-{ms}")
-    });
+    let execution = execution_id(args.execution.as_deref(), &name);
     match store.create(&execution, &spec).await {
         Ok(true) => {
             eprintln!(
