@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{architect, reply, terminus, text, todos, write_config};
+use common::{architect, fs_server, reply, terminus, text, todos, write_config};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -17,12 +17,7 @@ async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_serve
     let root = dir.path().canonicalize().expect("a real path").join("work");
     let (script, plan) = architect(&root);
     let fixture = Fixture::start(script.to_vec()).await.expect("a port");
-    let mcp = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n",
-        peers::node(&peers),
-        peers::server_js(&peers, "server-filesystem"),
-        root.to_string_lossy()
-    );
+    let mcp = fs_server(&peers, &root.to_string_lossy());
     let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
     let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
     let out = terminus(vec![
@@ -216,10 +211,8 @@ async fn a_recording_replays_offline_with_the_same_report() {
     .await
     .expect("a port");
     let mcp = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n[context]\nwindow = 32000\n",
-        peers::node(&peers),
-        peers::server_js(&peers, "server-filesystem"),
-        root.to_string_lossy()
+        "{}[context]\nwindow = 32000\n",
+        fs_server(&peers, &root.to_string_lossy())
     );
     let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
     let recording = dir.path().join("recording.json");

@@ -10,6 +10,8 @@
 //!   exit 4, every round.
 //! - Worker: workers polling the journal run each waiting execution exactly once.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -102,17 +104,7 @@ impl Journal {
 }
 
 fn postgres() -> Option<Journal> {
-    match std::env::var("TERMINUS_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(Journal::Postgres(url)),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "TERMINUS_PG_URL must be set in CI: the PostgreSQL store is tested for real there"
-            );
-            eprintln!("skipping the PostgreSQL half: TERMINUS_PG_URL is not set");
-            None
-        }
-    }
+    common::postgres_url().map(Journal::Postgres)
 }
 
 fn unique(prefix: &str) -> String {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{KEY, architect, reply, terminus, text, write_config};
+use common::{KEY, architect, fs_server, postgres_url, reply, terminus, text, write_config};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,11 +88,7 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
     .await
     .expect("a port");
     // `./work` is taken from the folder the agent starts in; the resume runs from `/`.
-    let mcp = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, \"./work\"]\n",
-        peers::node(&peers),
-        peers::server_js(&peers, "server-filesystem"),
-    );
+    let mcp = fs_server(&peers, "./work");
     let config = write_config(&home, &format!("{}/v1", fixture.url()), &mcp);
     let journal = home.join("journal.db").to_string_lossy().into_owned();
     let mut agent = terminus_in(&home)
@@ -245,20 +241,6 @@ fn short_agent(task: &str, turn: usize, n: usize) -> Response {
         1 => reply("", &[("write_todos", todo("completed"))], n),
         2 => reply(&format!("Done: {task}"), &[], n),
         _ => no_more(),
-    }
-}
-
-fn postgres_url() -> Option<String> {
-    match std::env::var("TERMINUS_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "TERMINUS_PG_URL must be set in CI: the PostgreSQL store is tested for real there"
-            );
-            eprintln!("skipping: TERMINUS_PG_URL is not set");
-            None
-        }
     }
 }
 

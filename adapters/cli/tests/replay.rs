@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{reply, terminus, text};
+use common::{fs_server, reply, terminus, text};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
@@ -127,12 +127,7 @@ async fn round_trip(
         .await
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mcp = match peers {
-        Some(peers) => format!(
-            "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {:?}]\n",
-            peers::node(peers),
-            peers::server_js(peers, "server-filesystem"),
-            root.to_string_lossy()
-        ),
+        Some(peers) => fs_server(peers, &root.to_string_lossy()),
         None => String::new(),
     };
     let config = dir.join("agent.toml");

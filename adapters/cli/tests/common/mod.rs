@@ -103,3 +103,28 @@ pub(crate) fn architect(root: &Path) -> ([Response; 6], PathBuf) {
     ];
     (script, plan)
 }
+
+/// An `[[mcp]]` entry named `fs`: the real filesystem MCP server (from `.ci/peers.sh`), allowed
+/// into `root` (a path, or `./work` taken from the folder the agent starts in).
+pub(crate) fn fs_server(peers: &Path, root: &str) -> String {
+    format!(
+        "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {root:?}]\n",
+        terminus_fixture::peers::node(peers),
+        terminus_fixture::peers::server_js(peers, "server-filesystem"),
+    )
+}
+
+/// `TERMINUS_PG_URL`, or `None` with the reason printed; unset in CI is a failure, not a skip.
+pub(crate) fn postgres_url() -> Option<String> {
+    match std::env::var("TERMINUS_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "TERMINUS_PG_URL must be set in CI: the PostgreSQL store is tested for real there"
+            );
+            eprintln!("skipping the PostgreSQL half: TERMINUS_PG_URL is not set");
+            None
+        }
+    }
+}
