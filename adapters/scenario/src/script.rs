@@ -97,7 +97,10 @@ impl ScriptedModel {
             .create(true)
             .append(true)
             .open(path)
-            .and_then(|mut f| writeln!(f, "{call}"))
+            // One write of the whole line: `writeln!` on a `File` may write the number and
+            // the newline separately, and a process killed between the two leaves a torn line
+            // that the next process's line is glued to (`7` + `7\n` read as `77`).
+            .and_then(|mut f| f.write_all(format!("{call}\n").as_bytes()))
             .map_err(|e| Fault::internal(format!("model log {}: {e}", path.display())))
     }
 }
