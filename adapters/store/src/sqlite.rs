@@ -44,10 +44,24 @@ impl SqliteStore {
             Durability::Process => "NORMAL",
             Durability::PowerLoss => "FULL",
         };
-        conn.execute_batch(&format!(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
-        ))
-        .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+        let pragmas =
+            format!("PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;");
+        // While another connection recovers the WAL of a process that was killed, setting the
+        // journal mode can answer SQLITE_BUSY without calling the busy handler: wait as the
+        // busy timeout would, rather than fail a process that merely started at that moment.
+        let waited = std::time::Instant::now();
+        loop {
+            match conn.execute_batch(&pragmas) {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy
+                        && waited.elapsed() < Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(StoreError::Backend(format!("{}: {e}", path.display()))),
+            }
+        }
         let store = SqliteStore {
             conn: Mutex::new(conn),
         };
