@@ -10,7 +10,7 @@
 //! `libfuzzer-sys`). A broken invariant is a panic, which is what libFuzzer reports.
 
 use serde_json::{Value, json};
-use terminus_kernel::invariants::{check_machine, check_step};
+use terminus_kernel::testing::{check_machine, check_step};
 use terminus_kernel::{
     CallReason, Command, Event, Finish, Handled, Ignored, Machine, ModelErrorKind, ModelTurn,
     OnUnrecoverable, OnVerificationLimit, Phase, Policy, Stats, ToolBatch, ToolBudget, ToolCall,
@@ -135,6 +135,8 @@ pub(crate) fn policy(b: &mut Bytes<'_>) -> Policy {
         tool_budgets,
         seed: u64::from(b.byte()).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         final_answer_on_budget: b.flag(),
+        // Read last, so that older corpus entries keep their meaning for the fields above.
+        max_loop_period: 1 + b.upto(4),
     }
 }
 

@@ -173,7 +173,7 @@ fn whole_run(c: &mut Criterion) {
             failed: 0,
             all_failed: false,
             unrecoverable: false,
-            repeated: false,
+            repeats: 1,
         }));
     }
     inputs.push(Input::Turn {

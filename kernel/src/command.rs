@@ -90,15 +90,96 @@ pub struct Nudge {
     pub missing_items: Vec<String>,
 }
 
-/// Something the model must be told before its next turn.
+/// Something the model must be told before its next turn: the kernel's own words, added to the
+/// conversation after the tool results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Notice {
-    /// The tool now excluded.
-    pub tool: String,
-    /// Why.
-    pub exclusion: Exclusion,
+#[serde(rename_all = "snake_case", tag = "kind", from = "NoticeRepr")]
+#[non_exhaustive]
+pub enum Notice {
+    /// Tools this step excluded, with why (rule 7): their calls are refused from now on.
+    Excluded {
+        /// Each newly excluded tool and why, in ledger order.
+        tools: Vec<(String, Exclusion)>,
+        /// The message for the model.
+        text: String,
+    },
+    /// A window of tool turns repeated for the first time (same calls, same results).
+    Repeating {
+        /// The window's length in tool turns.
+        period: u32,
+        /// How many times in a row it has occurred.
+        times: u32,
+        /// `max_repeats`: the occurrence that stops the run.
+        limit: u32,
+        /// The message for the model.
+        text: String,
+    },
+}
+
+impl Notice {
     /// The message for the model.
-    pub text: String,
+    pub fn text(&self) -> &str {
+        match self {
+            Notice::Excluded { text, .. } | Notice::Repeating { text, .. } => text,
+        }
+    }
+}
+
+/// The forms a stored notice can have: today's, and the one-tool form of journals written before
+/// notices had kinds (one exclusion each).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NoticeRepr {
+    Tagged(TaggedNotice),
+    OneTool {
+        tool: String,
+        exclusion: Exclusion,
+        text: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+enum TaggedNotice {
+    Excluded {
+        tools: Vec<(String, Exclusion)>,
+        text: String,
+    },
+    Repeating {
+        period: u32,
+        times: u32,
+        limit: u32,
+        text: String,
+    },
+}
+
+impl From<NoticeRepr> for Notice {
+    fn from(repr: NoticeRepr) -> Notice {
+        match repr {
+            NoticeRepr::Tagged(TaggedNotice::Excluded { tools, text }) => {
+                Notice::Excluded { tools, text }
+            }
+            NoticeRepr::Tagged(TaggedNotice::Repeating {
+                period,
+                times,
+                limit,
+                text,
+            }) => Notice::Repeating {
+                period,
+                times,
+                limit,
+                text,
+            },
+            NoticeRepr::OneTool {
+                tool,
+                exclusion,
+                text,
+            } => Notice::Excluded {
+                tools: vec![(tool, exclusion)],
+                text,
+            },
+        }
+    }
 }
 
 /// Ask the verifier whether the task is complete.
@@ -129,6 +210,7 @@ pub struct Stop {
 /// One command for the host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Command {
     /// Tell the model something (before the next model call).
     Notice(Notice),

@@ -1,60 +1,23 @@
-//! The core completion machine: one `statig` state machine over the abstract [`Input`] alphabet.
+//! The completion machine: one `statig` state machine over the abstract [`Input`] alphabet. Every
+//! rule of the machine is decided here.
 //!
-//! Shared storage holds the limits, the monotone [`Stats`] and the [`Streaks`]; the context is an
-//! [`Effects`] sink that receives exactly one [`Effect`] per accepted input and the [`Rule`] that
-//! fired. Every accepted input is one step; every non-terminal step strictly decreases
-//! [`Core::variant`] (checked by a `debug_assert!`).
+//! Shared storage holds the policy, the monotone [`Stats`] and the [`Streaks`]; the context is the
+//! [`Desk`], into which each state handler commits the accepted event and pushes the finished
+//! commands of its transition. Every accepted input is one step (see [`Core::step`]); every bound
+//! comes from the table in [`crate::limits`]; every non-terminal step strictly decreases
+//! [`Core::variant`] (checked by the machine after each step and by the model check).
 
 #![allow(missing_docs)] // the statig macro generates `State`/`Superstate` items
 
+use crate::desk::Desk;
 use crate::input::{Batch, ErrorClass, Gate, Input, TurnKind};
-use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy};
+use crate::limits::{self, Limit};
+use crate::policy::{OnUnrecoverable, Policy};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::Rule;
 use crate::stats::{Stats, Streaks};
 use serde::{Deserialize, Serialize};
 use statig::prelude::*;
-
-/// The numeric limits the core decides on (a projection of [`Policy`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Limits {
-    pub(crate) max_steps: u32,
-    pub(crate) max_model_calls: u32,
-    pub(crate) max_no_ops: u32,
-    pub(crate) max_nudges: u32,
-    pub(crate) max_verification_failures: u32,
-    pub(crate) on_verification_limit: OnVerificationLimit,
-    pub(crate) verify_completion: bool,
-    pub(crate) max_consecutive_tool_failures: u32,
-    pub(crate) on_unrecoverable_tool_error: OnUnrecoverable,
-    pub(crate) max_repeats: u32,
-    pub(crate) max_empty_responses: u32,
-    pub(crate) max_model_retries: u32,
-    pub(crate) token_budget: Option<u64>,
-    pub(crate) final_answer_on_budget: bool,
-}
-
-impl From<&Policy> for Limits {
-    fn from(p: &Policy) -> Self {
-        Limits {
-            max_steps: p.max_steps,
-            max_model_calls: p.max_model_calls,
-            max_no_ops: p.max_no_ops,
-            max_nudges: p.max_nudges,
-            max_verification_failures: p.max_verification_failures,
-            on_verification_limit: p.on_verification_limit,
-            verify_completion: p.verify_completion,
-            max_consecutive_tool_failures: p.max_consecutive_tool_failures,
-            on_unrecoverable_tool_error: p.on_unrecoverable_tool_error,
-            max_repeats: p.max_repeats,
-            max_empty_responses: p.max_empty_responses,
-            max_model_retries: p.max_model_retries,
-            token_budget: p.token_budget,
-            final_answer_on_budget: p.final_answer_on_budget,
-        }
-    }
-}
 
 /// Why the next model call is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -79,20 +42,6 @@ pub enum CallReason {
     FinalAnswer { budget: AbortReason },
 }
 
-/// What the core asks for after one input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Effect {
-    /// Call the model.
-    CallModel(CallReason),
-    /// Run the tool calls of the last turn.
-    RunTools,
-    /// Ask the verifier about the last claim.
-    Verify,
-    /// The run ended.
-    Stop(Outcome),
-}
-
 /// Why an input was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,26 +52,13 @@ pub enum Ignored {
     Unexpected,
 }
 
-/// The context sink of one dispatch.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Effects {
-    /// The effect of an accepted input.
-    pub(crate) effect: Option<Effect>,
-    /// The rule that fired.
-    pub(crate) rule: Option<Rule>,
-    /// Set when the input was not accepted.
-    pub(crate) ignored: Option<Ignored>,
-}
-
-/// The shared storage of the core machine.
+/// The shared storage of the machine.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Core {
-    pub(crate) limits: Limits,
+    pub(crate) policy: Policy,
     pub(crate) stats: Stats,
     pub(crate) streaks: Streaks,
-    /// Set while waiting for the final-answer call: the budget that was spent.
-    pub(crate) finalizing: Option<AbortReason>,
 }
 
 /// The public name of a machine state.
@@ -175,12 +111,20 @@ impl State {
     /// The public name of this state.
     pub(crate) const fn phase(&self) -> Phase {
         match self {
-            State::Exploring {} => Phase::Exploring,
+            State::Exploring { .. } => Phase::Exploring,
             State::Acting {} => Phase::Acting,
             State::Verifying {} => Phase::Verifying,
             State::Nudged {} => Phase::Nudged,
             State::Complete { .. } => Phase::Complete,
             State::Aborted { .. } => Phase::Aborted,
+        }
+    }
+
+    /// The budget whose final-answer call is awaited, if any.
+    pub(crate) const fn finalizing(&self) -> Option<AbortReason> {
+        match self {
+            State::Exploring { finalizing } => *finalizing,
+            _ => None,
         }
     }
 
@@ -198,101 +142,106 @@ type Out = Outcome_<State>;
 use statig::Outcome as Outcome_;
 
 #[state_machine(
-    initial = "State::exploring()",
+    initial = "State::exploring(None)",
     state(derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)),
     superstate(derive(Debug))
 )]
 impl Core {
-    /// Waiting for the model's next turn.
+    /// Waiting for the model's next turn; with `finalizing`, for the one final-answer call a
+    /// spent budget allowed, whose answer (whatever it is) ends the run with that budget's name.
     #[state(superstate = "live")]
-    fn exploring(&mut self, context: &mut Effects, event: &Input) -> Out {
-        if let Some(budget) = self.finalizing {
-            // The final-answer call came back (whatever it is): the budget names the stop.
-            return match event {
-                Input::Turn {
-                    input_tokens,
-                    output_tokens,
-                    ..
-                } => {
-                    self.add_tokens(*input_tokens, *output_tokens);
-                    self.stop(context, Rule::FinalAnswerDone, Outcome::Aborted(budget))
-                }
-                Input::ModelError(_) => {
-                    self.stats.model_errors += 1;
-                    self.stop(context, Rule::FinalAnswerDone, Outcome::Aborted(budget))
-                }
-                _ => Super,
-            };
+    fn exploring(
+        &mut self,
+        finalizing: &mut Option<AbortReason>,
+        context: &mut Desk,
+        event: &Input,
+    ) -> Out {
+        let Some(budget) = *finalizing else {
+            return self.awaiting_model(context, event, State::exploring(None));
+        };
+        match *event {
+            Input::Turn {
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
+                self.add_tokens(input_tokens, output_tokens);
+                context.accept_turn();
+                self.stop(context, Rule::FinalAnswerDone, Outcome::Aborted(budget))
+            }
+            Input::ModelError(_) => {
+                self.stats.model_errors += 1;
+                self.stop(context, Rule::FinalAnswerDone, Outcome::Aborted(budget))
+            }
+            _ => Super,
         }
-        self.awaiting_model(context, event, State::exploring())
     }
 
     /// Guidance was sent; waiting for the model's next turn.
     #[state(superstate = "live")]
-    fn nudged(&mut self, context: &mut Effects, event: &Input) -> Out {
+    fn nudged(&mut self, context: &mut Desk, event: &Input) -> Out {
         self.awaiting_model(context, event, State::nudged())
     }
 
     /// Tool calls issued; waiting for their results.
     #[state(superstate = "live")]
-    fn acting(&mut self, context: &mut Effects, event: &Input) -> Out {
+    fn acting(&mut self, context: &mut Desk, event: &Input) -> Out {
         match event {
-            Input::ToolResults(batch) => self.on_results(context, *batch),
+            Input::ToolResults(batch) => self.on_results(context, batch),
             _ => Super,
         }
     }
 
     /// A completion claim is with the verifier.
     #[state(superstate = "live")]
-    fn verifying(&mut self, context: &mut Effects, event: &Input) -> Out {
-        match event {
-            Input::Verdict { accepted } => self.on_verdict(context, *accepted),
+    fn verifying(&mut self, context: &mut Desk, event: &Input) -> Out {
+        match *event {
+            Input::Verdict { accepted } => self.on_verdict(context, accepted),
             _ => Super,
         }
     }
 
     /// Terminal: absorbs every event and says so.
     #[state]
-    fn complete(reason: &mut CompleteReason, context: &mut Effects) -> Out {
+    fn complete(reason: &mut CompleteReason, context: &mut Desk) -> Out {
         let _ = reason;
-        context.ignored = Some(Ignored::Terminal);
+        context.refused = Some(Ignored::Terminal);
         Handled
     }
 
     /// Terminal: absorbs every event and says so.
     #[state]
-    fn aborted(reason: &mut AbortReason, context: &mut Effects) -> Out {
+    fn aborted(reason: &mut AbortReason, context: &mut Desk) -> Out {
         let _ = reason;
-        context.ignored = Some(Ignored::Terminal);
+        context.refused = Some(Ignored::Terminal);
         Handled
     }
 
     /// Every live state: the kill switch, the clock, and events no state expects.
     #[superstate]
-    fn live(&mut self, context: &mut Effects, event: &Input) -> Out {
-        match event {
+    fn live(&mut self, context: &mut Desk, event: &Input) -> Out {
+        match *event {
             Input::Cancel => self.stop(
                 context,
                 Rule::Cancelled,
                 Outcome::Aborted(AbortReason::Cancelled),
             ),
-            Input::Tick {
-                deadline_passed: true,
-            } => self.stop(
-                context,
-                Rule::DeadlinePassed,
-                Outcome::Aborted(AbortReason::Deadline),
-            ),
-            Input::Tick {
-                deadline_passed: false,
-            } => {
-                // A clock reading before the deadline changes nothing and is not a step.
-                context.rule = Some(Rule::ClockReading);
-                Handled
+            Input::Tick { deadline_passed } => {
+                context.accept_tick();
+                if deadline_passed {
+                    self.stop(
+                        context,
+                        Rule::DeadlinePassed,
+                        Outcome::Aborted(AbortReason::Deadline),
+                    )
+                } else {
+                    // Rule `clock_reading`: a reading before the deadline is observed, not a step.
+                    Handled
+                }
             }
             _ => {
                 // statig would drop an event every level answers with `Super`; count it instead.
-                context.ignored = Some(Ignored::Unexpected);
+                context.refused = Some(Ignored::Unexpected);
                 Handled
             }
         }
@@ -301,25 +250,24 @@ impl Core {
 
 impl Core {
     /// A fresh core; the first model call is counted here (the machine issues it on creation).
-    pub(crate) fn new(policy: &Policy) -> Self {
+    pub(crate) fn new(policy: Policy) -> Self {
         Core {
-            limits: Limits::from(policy),
+            policy,
             stats: Stats {
                 model_calls: 1,
                 ..Stats::default()
             },
             streaks: Streaks::default(),
-            finalizing: None,
         }
     }
 
     /// The termination measure: remaining steps plus remaining model calls. Every non-terminal
     /// transition takes a step, and model calls never decrease, so it strictly decreases.
     pub(crate) fn variant(&self) -> u64 {
-        let extra = u64::from(self.limits.final_answer_on_budget);
+        let extra = u64::from(self.policy.final_answer_on_budget);
         let steps =
-            (u64::from(self.limits.max_steps) + extra).saturating_sub(self.stats.steps.into());
-        let calls = (u64::from(self.limits.max_model_calls) + extra)
+            (u64::from(self.policy.max_steps) + extra).saturating_sub(self.stats.steps.into());
+        let calls = (u64::from(self.policy.max_model_calls) + extra)
             .saturating_sub(self.stats.model_calls.into());
         steps + calls
     }
@@ -329,7 +277,13 @@ impl Core {
         self.stats.output_tokens = self.stats.output_tokens.saturating_add(output);
     }
 
-    fn awaiting_model(&mut self, cx: &mut Effects, event: &Input, here: State) -> Out {
+    /// Whether a counter that was just incremented now meets its limit.
+    fn reached(&self, limit: &Limit) -> bool {
+        limit.fires(&self.policy, &self.stats, &self.streaks)
+    }
+
+    /// `Exploring` and `Nudged`: a turn or a model error. `here` is where a retry waits.
+    fn awaiting_model(&mut self, cx: &mut Desk, event: &Input, here: State) -> Out {
         match *event {
             Input::Turn {
                 kind,
@@ -338,6 +292,7 @@ impl Core {
             } => {
                 self.add_tokens(input_tokens, output_tokens);
                 self.streaks.model_retries = 0;
+                cx.accept_turn();
                 self.on_turn(cx, kind, here)
             }
             Input::ModelError(class) => self.on_model_error(cx, class, here),
@@ -345,68 +300,52 @@ impl Core {
         }
     }
 
-    fn on_turn(&mut self, cx: &mut Effects, kind: TurnKind, here: State) -> Out {
+    fn on_turn(&mut self, cx: &mut Desk, kind: TurnKind, here: State) -> Out {
         match kind {
             TurnKind::Tools { runnable, refused } => {
-                self.stats.refused_calls += u32::from(refused);
+                self.stats.refused_calls = self.stats.refused_calls.saturating_add(refused);
                 if runnable == 0 {
                     // Rule 7: every tool the model asks for is excluded.
-                    return self.stop(
-                        cx,
-                        Rule::AllToolsExcluded,
-                        Outcome::Aborted(AbortReason::ToolFailures),
-                    );
+                    let outcome = Outcome::Aborted(AbortReason::ToolFailures);
+                    return self.stop(cx, Rule::AllToolsExcluded, outcome);
                 }
                 self.streaks.no_ops = 0;
                 self.streaks.empty_responses = 0;
-                // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
-                let out = self.go(cx, Rule::ToolTurn, State::acting(), Effect::RunTools);
-                // `tool_calls` counts executions: not the calls of a turn a budget stopped.
-                if cx.rule == Some(Rule::ToolTurn) {
-                    self.stats.tool_calls += u32::from(runnable);
+                if let Some(spent) = self.budgets(cx, false) {
+                    return spent;
                 }
-                out
+                // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
+                self.stats.tool_calls = self.stats.tool_calls.saturating_add(runnable);
+                cx.run_tools();
+                self.step(cx, Rule::ToolTurn, State::acting())
             }
             TurnKind::Empty(_) => {
                 // Rule 6: an empty reply is an error, retried with backoff, never an answer.
                 self.stats.empty_responses += 1;
                 self.streaks.empty_responses += 1;
-                if self.streaks.empty_responses >= self.limits.max_empty_responses {
-                    return self.stop(
-                        cx,
-                        Rule::EmptyLimit,
-                        Outcome::Aborted(AbortReason::EmptyResponses),
-                    );
+                if self.reached(&limits::EMPTY_RESPONSES) {
+                    return self.stop_at(cx, &limits::EMPTY_RESPONSES);
                 }
-                let attempt = self.streaks.empty_responses;
                 let call = CallReason::Retry {
-                    attempt,
+                    attempt: self.streaks.empty_responses,
                     retry_after_ms: None,
                 };
-                self.go(cx, Rule::EmptyRetry, here, Effect::CallModel(call))
+                self.call_model(cx, Rule::EmptyRetry, here, call)
             }
-            TurnKind::NoOp(_) => {
+            TurnKind::NoOp(no_op) => {
                 self.stats.no_ops += 1;
                 self.streaks.no_ops += 1;
                 self.streaks.empty_responses = 0;
-                if self.streaks.no_ops >= self.limits.max_no_ops {
-                    return self.stop(
-                        cx,
-                        Rule::NoOpLimit,
-                        Outcome::Aborted(AbortReason::NoProgress),
-                    );
+                if self.reached(&limits::NO_OPS) {
+                    return self.stop_at(cx, &limits::NO_OPS);
                 }
-                let out = self.go(
+                cx.note_no_op(no_op);
+                self.call_model(
                     cx,
                     Rule::NoOpContinue,
                     State::nudged(),
-                    Effect::CallModel(CallReason::Continue),
-                );
-                // Counted when sent: not when a budget stopped the run instead.
-                if cx.rule == Some(Rule::NoOpContinue) {
-                    self.stats.continuations += 1;
-                }
-                out
+                    CallReason::Continue,
+                )
             }
             TurnKind::Claim { explicit, gate } => {
                 self.streaks.no_ops = 0;
@@ -416,203 +355,190 @@ impl Core {
         }
     }
 
-    fn on_claim(&mut self, cx: &mut Effects, explicit: bool, gate: Gate) -> Out {
-        if gate.is_open() {
+    fn on_claim(&mut self, cx: &mut Desk, explicit: bool, gate: Gate) -> Out {
+        if gate.refuses() {
             // Rule 5: a claim with open todos or required tools not yet run is refused.
-            if self.stats.nudges >= self.limits.max_nudges {
-                return self.stop(
-                    cx,
-                    Rule::ClaimRefusedLimit,
-                    Outcome::Aborted(AbortReason::Incomplete),
-                );
+            if self.reached(&limits::NUDGES) {
+                return self.stop_at(cx, &limits::NUDGES);
             }
-            let out = self.go(
-                cx,
-                Rule::ClaimRefused,
-                State::nudged(),
-                Effect::CallModel(CallReason::Nudge),
-            );
-            // Counted when sent: not when a budget stopped the run instead.
-            if cx.rule == Some(Rule::ClaimRefused) {
-                self.stats.nudges += 1;
-            }
-            return out;
+            return self.call_model(cx, Rule::ClaimRefused, State::nudged(), CallReason::Nudge);
         }
-        if self.limits.verify_completion {
-            return self.go(cx, Rule::ClaimVerify, State::verifying(), Effect::Verify);
+        if self.policy.verify_completion {
+            if let Some(spent) = self.budgets(cx, false) {
+                return spent;
+            }
+            cx.verify();
+            return self.step(cx, Rule::ClaimVerify, State::verifying());
         }
         // Rule 2: `needs_more_work` is tri-state; false is explicit, absent is a plain answer.
         if explicit {
-            self.stop(
-                cx,
-                Rule::ClaimExplicit,
-                Outcome::Complete(CompleteReason::Explicit),
-            )
+            let outcome = Outcome::Complete(CompleteReason::Explicit);
+            self.stop(cx, Rule::ClaimExplicit, outcome)
         } else {
-            self.stop(
-                cx,
-                Rule::ClaimAnswered,
-                Outcome::Complete(CompleteReason::Answered),
-            )
+            let outcome = Outcome::Complete(CompleteReason::Answered);
+            self.stop(cx, Rule::ClaimAnswered, outcome)
         }
     }
 
-    fn on_model_error(&mut self, cx: &mut Effects, class: ErrorClass, here: State) -> Out {
+    fn on_model_error(&mut self, cx: &mut Desk, class: ErrorClass, here: State) -> Out {
         self.stats.model_errors += 1;
         match class {
             ErrorClass::Retryable { retry_after_ms } => {
                 self.streaks.model_retries += 1;
-                if self.streaks.model_retries > self.limits.max_model_retries {
-                    return self.stop(
-                        cx,
-                        Rule::ModelRetryLimit,
-                        Outcome::Aborted(AbortReason::ModelError),
-                    );
+                if self.reached(&limits::MODEL_RETRIES) {
+                    return self.stop_at(cx, &limits::MODEL_RETRIES);
                 }
                 let call = CallReason::Retry {
                     attempt: self.streaks.model_retries,
                     retry_after_ms,
                 };
-                self.go(cx, Rule::ModelRetry, here, Effect::CallModel(call))
+                self.call_model(cx, Rule::ModelRetry, here, call)
             }
-            ErrorClass::Fatal => self.stop(
-                cx,
-                Rule::ModelFatal,
-                Outcome::Aborted(AbortReason::ModelError),
-            ),
-            ErrorClass::ContextOverflow => self.stop(
-                cx,
-                Rule::ContextOverflow,
-                Outcome::Aborted(AbortReason::ContextExhausted),
-            ),
+            ErrorClass::Fatal => {
+                let outcome = Outcome::Aborted(AbortReason::ModelError);
+                self.stop(cx, Rule::ModelFatal, outcome)
+            }
+            ErrorClass::ContextOverflow => {
+                let outcome = Outcome::Aborted(AbortReason::ContextExhausted);
+                self.stop(cx, Rule::ContextOverflow, outcome)
+            }
         }
     }
 
-    fn on_results(&mut self, cx: &mut Effects, batch: Batch) -> Out {
-        self.stats.tool_failures += u32::from(batch.failed);
-        if batch.unrecoverable && self.limits.on_unrecoverable_tool_error == OnUnrecoverable::Stop {
-            return self.stop(
-                cx,
-                Rule::UnrecoverableStop,
-                Outcome::Aborted(AbortReason::UnrecoverableToolError),
-            );
+    fn on_results(&mut self, cx: &mut Desk, batch: &Batch) -> Out {
+        // Results are facts: the ledger records them whatever happens next (rule 8).
+        let (excluded, repetition) = cx.accept_results(&self.policy, batch);
+        self.stats.tool_failures = self.stats.tool_failures.saturating_add(batch.failed);
+        if batch.unrecoverable && self.policy.on_unrecoverable_tool_error == OnUnrecoverable::Stop {
+            let outcome = Outcome::Aborted(AbortReason::UnrecoverableToolError);
+            return self.stop(cx, Rule::UnrecoverableStop, outcome);
         }
         if batch.all_failed {
             self.stats.failed_tool_turns += 1;
             self.streaks.failed_tool_turns += 1;
-            if self.streaks.failed_tool_turns >= self.limits.max_consecutive_tool_failures {
-                return self.stop(
-                    cx,
-                    Rule::ToolFailureLimit,
-                    Outcome::Aborted(AbortReason::ToolFailures),
-                );
+            if self.reached(&limits::FAILED_TOOL_TURNS) {
+                return self.stop_at(cx, &limits::FAILED_TOOL_TURNS);
             }
         } else {
             self.streaks.failed_tool_turns = 0;
         }
-        if batch.repeated {
+        // A loop: the same window of successful turns again (any period up to the bound).
+        let first_repeat = batch.repeats > 1 && self.streaks.repeats < 2;
+        self.streaks.repeats = batch.repeats;
+        if batch.repeats > 1 {
             self.stats.repeats += 1;
-            self.streaks.repeats += 1;
-            if self.streaks.repeats >= self.limits.max_repeats {
-                // A tight loop: same calls, same results. Cut long before `max_steps`.
-                return self.stop(
-                    cx,
-                    Rule::RepeatLimit,
-                    Outcome::Aborted(AbortReason::NoProgress),
-                );
+            if self.reached(&limits::REPEATS) {
+                return self.stop_at(cx, &limits::REPEATS);
             }
-        } else {
-            self.streaks.repeats = 1;
         }
-        // Rule 8 lives in the ledger the machine keeps; results always go back to the model.
-        self.go(
+        if let Some(spent) = self.budgets(cx, true) {
+            return spent;
+        }
+        if let Some(notice) = excluded {
+            cx.notice(notice);
+        }
+        if first_repeat {
+            cx.loop_notice(&self.policy, repetition);
+        }
+        self.send_call(
             cx,
             Rule::ToolResultsBack,
-            State::exploring(),
-            Effect::CallModel(CallReason::AfterTools),
+            State::exploring(None),
+            CallReason::AfterTools,
         )
     }
 
-    fn on_verdict(&mut self, cx: &mut Effects, accepted: bool) -> Out {
+    fn on_verdict(&mut self, cx: &mut Desk, accepted: bool) -> Out {
+        cx.accept_verdict();
         self.stats.verifications += 1;
         if accepted {
-            return self.stop(
-                cx,
-                Rule::VerdictAccepted,
-                Outcome::Complete(CompleteReason::Verified),
-            );
+            let outcome = Outcome::Complete(CompleteReason::Verified);
+            return self.stop(cx, Rule::VerdictAccepted, outcome);
         }
         // Rule 3: every verification failure counts, and they have a hard limit.
         self.stats.verification_failures += 1;
-        if self.stats.verification_failures >= self.limits.max_verification_failures {
-            return match self.limits.on_verification_limit {
-                OnVerificationLimit::Complete => self.stop(
-                    cx,
-                    Rule::VerificationLimitForced,
-                    Outcome::Complete(CompleteReason::Forced),
-                ),
-                OnVerificationLimit::Abort => self.stop(
-                    cx,
-                    Rule::VerificationLimitAbort,
-                    Outcome::Aborted(AbortReason::VerificationLoop),
-                ),
+        if self.reached(&limits::VERIFICATION_FAILURES) {
+            let outcome = limits::VERIFICATION_FAILURES.outcome(&self.policy);
+            let rule = match outcome {
+                Outcome::Complete(_) => Rule::VerificationLimitForced,
+                Outcome::Aborted(_) => Rule::VerificationLimitAbort,
             };
+            return self.stop(cx, rule, outcome);
         }
-        let call = Effect::CallModel(CallReason::VerifierRejected);
-        self.go(cx, Rule::VerdictRejected, State::nudged(), call)
+        let call = CallReason::VerifierRejected;
+        self.call_model(cx, Rule::VerdictRejected, State::nudged(), call)
     }
 
-    /// A terminal step.
-    fn stop(&mut self, cx: &mut Effects, rule: Rule, outcome: Outcome) -> Out {
+    /// One step: every accepted input takes exactly one.
+    fn step(&mut self, cx: &mut Desk, rule: Rule, target: State) -> Out {
         self.stats.steps = self.stats.steps.saturating_add(1);
         cx.rule = Some(rule);
-        cx.effect = Some(Effect::Stop(outcome));
-        Transition(match outcome {
-            Outcome::Complete(reason) => State::complete(reason),
-            Outcome::Aborted(reason) => State::aborted(reason),
-        })
-    }
-
-    /// A non-terminal step, unless a run-wide budget is spent: those take precedence over the
-    /// natural target (a terminal natural target always wins over a budget).
-    fn go(&mut self, cx: &mut Effects, rule: Rule, target: State, effect: Effect) -> Out {
-        let before = self.variant();
-        if self.stats.steps.saturating_add(1) >= self.limits.max_steps {
-            return self.budget_spent(cx, Rule::StepBudget, AbortReason::MaxSteps);
-        }
-        if let Some(budget) = self.limits.token_budget
-            && self.stats.tokens() >= budget
-        {
-            return self.budget_spent(cx, Rule::TokenBudget, AbortReason::TokenBudget);
-        }
-        if let Effect::CallModel(_) = effect {
-            if self.stats.model_calls >= self.limits.max_model_calls {
-                return self.budget_spent(cx, Rule::ModelCallBudget, AbortReason::MaxModelCalls);
-            }
-            self.stats.model_calls += 1;
-        }
-        self.stats.steps += 1;
-        cx.rule = Some(rule);
-        cx.effect = Some(effect);
-        debug_assert!(
-            self.variant() < before,
-            "the termination variant must strictly decrease"
-        );
         Transition(target)
     }
 
-    /// A budget is spent: abort, or make the one final-answer call the policy allows.
-    fn budget_spent(&mut self, cx: &mut Effects, rule: Rule, reason: AbortReason) -> Out {
-        if self.limits.final_answer_on_budget && self.finalizing.is_none() {
-            self.finalizing = Some(reason);
-            self.stats.steps += 1;
-            self.stats.model_calls += 1;
-            cx.rule = Some(Rule::FinalAnswerCall);
-            cx.effect = Some(Effect::CallModel(CallReason::FinalAnswer {
-                budget: reason,
-            }));
-            return Transition(State::exploring());
+    /// A terminal step.
+    fn stop(&mut self, cx: &mut Desk, rule: Rule, outcome: Outcome) -> Out {
+        let out = self.step(
+            cx,
+            rule,
+            match outcome {
+                Outcome::Complete(reason) => State::complete(reason),
+                Outcome::Aborted(reason) => State::aborted(reason),
+            },
+        );
+        cx.stop(rule, outcome, &self.stats);
+        out
+    }
+
+    /// The terminal step of a limit that fired.
+    fn stop_at(&mut self, cx: &mut Desk, limit: &Limit) -> Out {
+        self.stop(cx, limit.rule, limit.outcome(&self.policy))
+    }
+
+    /// The run-wide budgets, checked before every non-terminal step in table order (steps,
+    /// tokens, then model calls when the step calls the model): `Some` is the step that stops
+    /// the run, or makes the one final-answer call the policy allows, instead.
+    fn budgets(&mut self, cx: &mut Desk, calls_model: bool) -> Option<Out> {
+        let next_step = u64::from(self.stats.steps) + 1;
+        let spent = if limits::STEPS.fires_at(&self.policy, next_step) {
+            &limits::STEPS
+        } else if self.reached(&limits::TOKENS) {
+            &limits::TOKENS
+        } else if calls_model && self.reached(&limits::MODEL_CALLS) {
+            &limits::MODEL_CALLS
+        } else {
+            return None;
+        };
+        let Outcome::Aborted(budget) = spent.outcome(&self.policy) else {
+            return Some(self.stop_at(cx, spent));
+        };
+        if !self.policy.final_answer_on_budget {
+            return Some(self.stop_at(cx, spent));
         }
-        self.stop(cx, rule, Outcome::Aborted(reason))
+        // The final-answer call is the one step and the one call past the budget; the answer
+        // ends the run in `exploring` (a second budget cannot be spent while finalizing).
+        let call = CallReason::FinalAnswer { budget };
+        let target = State::exploring(Some(budget));
+        Some(self.send_call(cx, Rule::FinalAnswerCall, target, call))
+    }
+
+    /// A step that calls the model, unless a budget stops the run first.
+    fn call_model(&mut self, cx: &mut Desk, rule: Rule, target: State, reason: CallReason) -> Out {
+        if let Some(spent) = self.budgets(cx, true) {
+            return spent;
+        }
+        self.send_call(cx, rule, target, reason)
+    }
+
+    /// The model call itself, with the guidance it answers counted when it is sent.
+    fn send_call(&mut self, cx: &mut Desk, rule: Rule, target: State, reason: CallReason) -> Out {
+        self.stats.model_calls += 1;
+        match reason {
+            CallReason::Continue => self.stats.continuations += 1,
+            CallReason::Nudge => self.stats.nudges += 1,
+            _ => {}
+        }
+        cx.call_model(&self.policy, reason);
+        self.step(cx, rule, target)
     }
 }

@@ -194,6 +194,7 @@ pub struct Verdict {
 /// the run, read by the host's clock), so the same events always give the same path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// The model answered the last [`crate::Command::CallModel`].
     ModelTurn(ModelTurn),

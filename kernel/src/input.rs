@@ -51,8 +51,8 @@ impl Gate {
         missing_required: false,
     };
 
-    /// Whether the claim must be refused.
-    pub const fn is_open(self) -> bool {
+    /// Whether the claim must be refused: some work is still open.
+    pub const fn refuses(self) -> bool {
         self.open_todos || self.missing_required
     }
 }
@@ -65,9 +65,9 @@ pub enum TurnKind {
     /// `refused` calls target an excluded tool.
     Tools {
         /// Calls that will be executed.
-        runnable: u16,
+        runnable: u32,
         /// Calls refused because their tool is excluded.
-        refused: u16,
+        refused: u32,
     },
     /// Empty reply: an error, retried with backoff (rule 6).
     Empty(EmptyKind),
@@ -101,13 +101,15 @@ pub enum ErrorClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Batch {
     /// Results that were errors.
-    pub failed: u16,
+    pub failed: u32,
     /// Every executed call failed (a failing turn).
     pub all_failed: bool,
     /// Some call failed with an unrecoverable class (permission denied, not found, auth failed).
     pub unrecoverable: bool,
-    /// The calls and their results are identical to the previous tool turn's.
-    pub repeated: bool,
+    /// How many times in a row the latest window of successful tool turns (same calls, same
+    /// results, any period up to `max_loop_period`) has now occurred: 1 when nothing repeats,
+    /// and always 1 for a turn with a failed call.
+    pub repeats: u32,
 }
 
 /// One input of the core machine.

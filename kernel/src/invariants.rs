@@ -1,95 +1,160 @@
-//! Invariants every run must keep, shared by the property tests, the model check, the fuzz
-//! targets and the runtime's simulation: a check here fails the same way everywhere.
+//! The invariants every machine keeps, in one checker. [`crate::Machine::restore`] runs it on
+//! bytes from outside the process; the property tests, the model check, the fuzz targets and the
+//! runtime's simulation run it after every event (through `testing::check_machine`), so a check
+//! here fails the same way everywhere.
+//!
+//! The bounds come from the table in [`crate::limits`]: a live run is below every limit (the step
+//! that reaches a limit ends the run), an ended one at most at its bound.
 
-use crate::machine::Machine;
+use crate::command::Command;
+use crate::core::{Core, Phase, State};
+use crate::desk::Desk;
+use crate::limits::{self, Meets};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
-use crate::stats::Stats;
 
-/// Checks that the machine's counters respect its limits and agree with its state.
-pub fn check_machine(m: &Machine) -> Result<(), String> {
-    let p = m.policy();
-    let s = m.stats();
-    let k = m.streaks();
-    let extra = u32::from(p.final_answer_on_budget);
-    let le = |name: &str, v: u64, max: u64| -> Result<(), String> {
-        if v > max {
-            Err(format!("{name} = {v} exceeds its bound {max}"))
-        } else {
-            Ok(())
+/// Checks the machine made of `state`, `core` and `desk`.
+pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), String> {
+    let (p, s, k) = (&core.policy, &core.stats, &core.streaks);
+    let phase = state.phase();
+    let inconsistent = |what: String| Err(format!("{what} in {}", phase.as_str()));
+    let finalizing = state.finalizing();
+    // The one final-answer call: only under `final_answer_on_budget`, for a spent budget.
+    if let Some(budget) = finalizing {
+        let spent = match budget {
+            AbortReason::MaxSteps => limits::STEPS.fires(p, s, k),
+            AbortReason::MaxModelCalls => s.model_calls > p.max_model_calls,
+            AbortReason::TokenBudget => limits::TOKENS.fires(p, s, k),
+            _ => false,
+        };
+        if !p.final_answer_on_budget || !spent {
+            return inconsistent(format!(
+                "a final-answer call for {budget:?} that is not due"
+            ));
         }
+    }
+    for limit in &limits::ALL {
+        let count = limit.count(s, k);
+        let max = if phase.is_terminal() {
+            limit.bound(p)
+        } else {
+            limit.live_max(p, finalizing.is_some())
+        };
+        if let Some(max) = max
+            && count > max
+        {
+            return inconsistent(format!(
+                "{} = {count} is past its bound {max} ({} = {:?})",
+                limit.counter,
+                limit.field,
+                limit.value(p)
+            ));
+        }
+    }
+    if s.verifications < s.verification_failures {
+        return inconsistent("more verification failures than verifications".into());
+    }
+    if k.repeats > 1 && s.repeats == 0 {
+        return inconsistent("a repeat streak without repeats".into());
+    }
+    if !desk.loops.is_consistent() {
+        return inconsistent("a repeat detector out of range".into());
+    }
+    // Every step answers an event, and every event but cancel and the deadline answers a model
+    // call (a turn or error) or a turn (results or verdict): at most two steps per model call,
+    // and a live machine waiting for the model has not taken the step of its answer yet.
+    let awaiting_model = matches!(phase, Phase::Exploring | Phase::Nudged);
+    let pending_answer = if phase.is_terminal() {
+        0
+    } else if awaiting_model {
+        2
+    } else {
+        1
     };
-    le("steps", s.steps.into(), p.step_bound())?;
-    le(
-        "steps",
-        s.steps.into(),
-        u64::from(p.max_steps) + u64::from(extra),
-    )?;
-    le(
-        "model_calls",
-        s.model_calls.into(),
-        u64::from(p.max_model_calls) + u64::from(extra),
-    )?;
-    le("nudges", s.nudges.into(), p.max_nudges.into())?;
-    le(
-        "verification_failures",
-        s.verification_failures.into(),
-        p.max_verification_failures.into(),
-    )?;
-    le("streaks.no_ops", k.no_ops.into(), p.max_no_ops.into())?;
-    le(
-        "streaks.empty_responses",
-        k.empty_responses.into(),
-        p.max_empty_responses.into(),
-    )?;
-    le(
-        "streaks.model_retries",
-        k.model_retries.into(),
-        u64::from(p.max_model_retries) + 1,
-    )?;
-    le(
-        "streaks.failed_tool_turns",
-        k.failed_tool_turns.into(),
-        p.max_consecutive_tool_failures.into(),
-    )?;
-    le("streaks.repeats", k.repeats.into(), p.max_repeats.into())?;
-    if let Some(outcome) = m.outcome() {
-        check_reason(outcome, &s, m)?;
+    if u64::from(s.steps) + pending_answer > 2 * u64::from(s.model_calls) {
+        return inconsistent(format!(
+            "{} steps for {} model calls",
+            s.steps, s.model_calls
+        ));
+    }
+    // Queued commands: a Stop comes last, only in a terminal state, and agrees with it.
+    for (i, command) in desk.out.iter().enumerate() {
+        let Command::Stop(stop) = command else {
+            continue;
+        };
+        let mut stats = stop.stats;
+        stats.ignored_events = desk.ignored;
+        let mut now = *s;
+        now.ignored_events = desk.ignored;
+        if i + 1 != desk.out.len()
+            || Some(stop.outcome) != state.outcome()
+            || stats != now
+            || stop.stats.ignored_events > desk.ignored
+            || stop.result != desk.result
+        {
+            return inconsistent("a queued Stop that disagrees with the machine".into());
+        }
+    }
+    if let Some(outcome) = state.outcome() {
+        return check_reason(outcome, core);
+    }
+    // Counters a live run still adds to must have room, far beyond any real run, so that
+    // continuing cannot overflow them.
+    let counters = [
+        s.steps,
+        s.model_calls,
+        s.tool_calls,
+        s.refused_calls,
+        s.tool_failures,
+        s.failed_tool_turns,
+        s.nudges,
+        s.continuations,
+        s.verifications,
+        s.verification_failures,
+        s.no_ops,
+        s.empty_responses,
+        s.model_errors,
+        s.repeats,
+        k.no_ops,
+        k.empty_responses,
+        k.model_retries,
+        k.failed_tool_turns,
+        k.repeats,
+    ];
+    if counters.iter().any(|&c| c > u32::MAX / 2) {
+        return inconsistent(format!("a counter past 2^31 ({s:?}, {k:?})"));
     }
     Ok(())
 }
 
-/// Checks that a stop reason agrees with the counters that name it.
-fn check_reason(outcome: Outcome, s: &Stats, m: &Machine) -> Result<(), String> {
-    let p = m.policy();
-    let k = m.streaks();
+/// Checks that a stop reason agrees with the counters that name it: a limit's reason needs a
+/// limit of that reason at its firing value, or one of the other ways to that reason.
+fn check_reason(outcome: Outcome, core: &Core) -> Result<(), String> {
+    let (p, s, k) = (&core.policy, &core.stats, &core.streaks);
+    let fired = |reason: Outcome| {
+        limits::ALL.iter().any(|l| {
+            l.outcome(p) == reason
+                && match l.meets {
+                    // The run-wide budgets fire before the step they would allow.
+                    Meets::Spent | Meets::Crosses => l.fires(p, s, k),
+                    Meets::Reaches | Meets::Exceeds => {
+                        l.bound(p).is_some_and(|b| l.count(s, k) == b)
+                    }
+                }
+        })
+    };
     let ok = match outcome {
         Outcome::Complete(CompleteReason::Verified) => s.verifications > s.verification_failures,
         Outcome::Complete(CompleteReason::Explicit | CompleteReason::Answered) => {
             !p.verify_completion
         }
-        Outcome::Complete(CompleteReason::Forced)
-        | Outcome::Aborted(AbortReason::VerificationLoop) => {
-            s.verification_failures == p.max_verification_failures
-        }
         Outcome::Aborted(AbortReason::MaxSteps) => s.steps >= p.max_steps,
-        Outcome::Aborted(AbortReason::MaxModelCalls) => s.model_calls >= p.max_model_calls,
-        Outcome::Aborted(AbortReason::NoProgress) => {
-            k.no_ops == p.max_no_ops || k.repeats == p.max_repeats
-        }
-        Outcome::Aborted(AbortReason::Incomplete) => s.nudges == p.max_nudges,
-        Outcome::Aborted(AbortReason::EmptyResponses) => k.empty_responses == p.max_empty_responses,
-        Outcome::Aborted(AbortReason::ToolFailures) => {
-            k.failed_tool_turns == p.max_consecutive_tool_failures || s.refused_calls > 0
-        }
+        Outcome::Aborted(AbortReason::ToolFailures) => fired(outcome) || s.refused_calls > 0,
         Outcome::Aborted(AbortReason::UnrecoverableToolError) => s.tool_failures > 0,
-        Outcome::Aborted(AbortReason::ModelError | AbortReason::ContextExhausted) => {
-            s.model_errors > 0
-        }
-        Outcome::Aborted(AbortReason::TokenBudget) => {
-            p.token_budget.is_some_and(|b| s.tokens() >= b)
-        }
+        Outcome::Aborted(AbortReason::ModelError) => s.model_errors > 0,
+        Outcome::Aborted(AbortReason::ContextExhausted) => s.model_errors > 0,
         Outcome::Aborted(AbortReason::Deadline) => p.deadline_ms.is_some(),
         Outcome::Aborted(AbortReason::Cancelled) => true,
+        _ => fired(outcome),
     };
     if ok {
         Ok(())
@@ -98,40 +163,4 @@ fn check_reason(outcome: Outcome, s: &Stats, m: &Machine) -> Result<(), String> 
             "reason {outcome} disagrees with the counters {s:?} {k:?}"
         ))
     }
-}
-
-/// Checks one step of a run: counters never decrease, and a step strictly decreases the variant.
-pub fn check_step(before: &Machine, after: &Machine, stepped: bool) -> Result<(), String> {
-    let (a, b) = (before.stats(), after.stats());
-    if !b.dominates(&a) {
-        return Err(format!("a counter decreased: {a:?} -> {b:?}"));
-    }
-    if before.phase().is_terminal() && after.phase() != before.phase() {
-        return Err(format!(
-            "terminal {:?} was left for {:?}",
-            before.phase(),
-            after.phase()
-        ));
-    }
-    if before.outcome().is_some() && after.outcome() != before.outcome() {
-        return Err("a terminal outcome changed".into());
-    }
-    if stepped {
-        if b.steps != a.steps + 1 {
-            return Err(format!(
-                "a step must add exactly one to steps: {} -> {}",
-                a.steps, b.steps
-            ));
-        }
-        if !after.phase().is_terminal() && after.variant() >= before.variant() {
-            return Err(format!(
-                "variant did not decrease: {} -> {}",
-                before.variant(),
-                after.variant()
-            ));
-        }
-    } else if b.steps != a.steps {
-        return Err("an event that was not a step changed steps".into());
-    }
-    Ok(())
 }

@@ -60,7 +60,7 @@
 //!             machine.handle(Event::ToolResults(results.collect()));
 //!         }
 //!         Command::Stop(stop) => break stop,
-//!         Command::Nudge(_) | Command::Notice(_) | Command::Verify(_) => {}
+//!         _ => {} // guidance (nudges, notices) goes into the conversation
 //!     }
 //! };
 //! assert_eq!(stop.outcome, Outcome::Complete(CompleteReason::Explicit));
@@ -72,32 +72,51 @@
 //! ```
 //!
 //! The transition table, the termination argument and the step bound are in `spec/machine.md`,
-//! generated from [`Rule::spec`] and checked by a snapshot test.
+//! generated from [`Rule::spec`], the table of [`limits`] and the transitions the exhaustive model
+//! check observes, and checked by a snapshot test.
+//!
+//! ## Reading the code
+//!
+//! - `desk.rs`: the one pure classification step, a concrete [`Event`] and what the machine knows
+//!   (ledger, todos, repeat detector) to one abstract [`Input`].
+//! - `core.rs`: the `statig` machine; every rule is decided there, and each state pushes the
+//!   finished commands of its transition.
+//! - [`limits`]: every run-wide bound, as a table the guards, the invariants and the spec read.
+//! - `loops.rs`: the repeat detector (loops of any period up to `max_loop_period`).
+//!
+//! The feature `testing` adds `testing`: the exhaustive model check and the invariant checkers
+//! the property tests, the fuzz targets and the simulation run after every event.
 
 #![forbid(unsafe_code)]
 
 mod backoff;
 mod command;
 mod core;
+mod desk;
 mod event;
+#[cfg(feature = "testing")]
+mod explore;
 mod fingerprint;
 mod input;
-pub mod invariants;
+mod invariants;
 mod journal;
 mod ledger;
+pub mod limits;
+mod loops;
 mod machine;
-pub mod model;
 mod policy;
 mod reason;
 mod rule;
 mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod todo;
 
 pub use crate::backoff::backoff_ms;
 pub use crate::command::{
     BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
-pub use crate::core::{CallReason, Effect, Ignored, Phase};
+pub use crate::core::{CallReason, Ignored, Phase};
 pub use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolErrorKind, ToolOutcome, ToolResult,
     Usage, Verdict,
@@ -109,6 +128,7 @@ pub use crate::journal::{
     executed, recover, step_records,
 };
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
+pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Handled, Machine, RestoreError, StepRecord};
 pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError, ToolBudget};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};

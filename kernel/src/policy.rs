@@ -1,5 +1,6 @@
 //! The run policy: every limit of DESIGN.md, with conservative defaults documented in one place.
 
+use crate::loops::MAX_LOOP_PERIOD;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -65,8 +66,14 @@ pub struct Policy {
     pub max_consecutive_tool_failures: u32,
     /// What an unrecoverable tool error does. Default `exclude`.
     pub on_unrecoverable_tool_error: OnUnrecoverable,
-    /// The same tool calls with the same results this many turns in a row is no progress. Default 3.
+    /// A window of tool turns (the same calls with the same results) that occurs this many times
+    /// in a row is no progress: `max_repeats: 3` stops the third identical turn, or the sixth turn
+    /// of a two-turn loop. Only turns in which every call succeeded count; a failing turn belongs
+    /// to the failure counters. Default 3.
     pub max_repeats: u32,
+    /// The longest loop the repeat detector looks for, in tool turns (1 to
+    /// [`MAX_LOOP_PERIOD`]). Default 8.
+    pub max_loop_period: u32,
     /// The N-th empty reply in a row aborts with `empty_responses`. Default 3.
     pub max_empty_responses: u32,
     /// Retries allowed for retryable model errors in a row; one more aborts. Default 3.
@@ -103,6 +110,7 @@ impl Default for Policy {
             max_consecutive_tool_failures: 5,
             on_unrecoverable_tool_error: OnUnrecoverable::Exclude,
             max_repeats: 3,
+            max_loop_period: 8,
             max_empty_responses: 3,
             max_model_retries: 3,
             retry_base_ms: 500,
@@ -162,6 +170,16 @@ impl Policy {
         )?;
         at_least("max_repeats", self.max_repeats, 2)?;
         at_least("max_empty_responses", self.max_empty_responses, 1)?;
+        at_least("max_loop_period", self.max_loop_period, 1)?;
+        if self.max_loop_period > MAX_LOOP_PERIOD {
+            return Err(PolicyError {
+                field: "max_loop_period".into(),
+                problem: format!(
+                    "must be at most {MAX_LOOP_PERIOD}, got {}",
+                    self.max_loop_period
+                ),
+            });
+        }
         if self.retry_max_ms < self.retry_base_ms {
             return Err(PolicyError {
                 field: "retry_max_ms".into(),
@@ -195,8 +213,6 @@ impl Policy {
     /// `max_model_calls` calls, nor takes a non-terminal step at `max_steps`. With
     /// `final_answer_on_budget` one more call and one more step are allowed.
     pub fn step_bound(&self) -> u64 {
-        let by_calls = 2 * u64::from(self.max_model_calls);
-        let bound = by_calls.min(u64::from(self.max_steps));
-        bound + u64::from(self.final_answer_on_budget)
+        crate::limits::step_bound(self)
     }
 }

@@ -20,6 +20,7 @@ pub enum CompleteReason {
 /// Why a run ended in `Aborted`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AbortReason {
     /// The step budget is spent.
     MaxSteps,
@@ -29,8 +30,9 @@ pub enum AbortReason {
     Deadline,
     /// The host's kill switch.
     Cancelled,
-    /// `max_no_ops` turns in a row made no progress, or the same tool calls with the same results
-    /// repeated `max_repeats` times in a row.
+    /// `max_no_ops` turns in a row made no progress, or a window of successful tool turns (the
+    /// same calls with the same results, any period up to `max_loop_period`) occurred
+    /// `max_repeats` times in a row.
     NoProgress,
     /// The model kept stopping with work open after `max_nudges` nudges.
     Incomplete,

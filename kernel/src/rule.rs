@@ -1,6 +1,7 @@
 //! The named rules of the machine: one per kind of transition, with the metadata `spec/machine.md`
 //! is generated from. Every accepted input reports the rule that fired.
 
+use crate::limits;
 use serde::{Deserialize, Serialize};
 
 /// A kind of transition of the core machine.
@@ -43,7 +44,7 @@ pub enum Rule {
     UnrecoverableStop,
     /// The N-th failing tool turn in a row.
     ToolFailureLimit,
-    /// The same calls with the same results `max_repeats` turns in a row.
+    /// A window of successful tool turns occurred `max_repeats` times in a row.
     RepeatLimit,
     /// The verifier accepted the claim.
     VerdictAccepted,
@@ -71,17 +72,14 @@ pub enum Rule {
     ClockReading,
 }
 
-/// What the spec says about one rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the spec says about one rule, beyond what the model check observes of it (the states it
+/// goes from and to, the inputs that fire it, the counters it touches, the commands it queues).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSpec {
-    /// The input that triggers it.
+    /// The input that triggers it, in words.
     pub input: &'static str,
-    /// The guard, in words over counters and limits.
-    pub guard: &'static str,
-    /// Counters it increments (totals and streaks) or resets.
-    pub counters: &'static str,
-    /// The command it emits.
-    pub command: &'static str,
+    /// The guard, in words over counters and limits; the bounds come from the table of limits.
+    pub guard: String,
     /// The DESIGN.md rule or stop reason it encodes.
     pub cites: &'static str,
 }
@@ -161,219 +159,150 @@ impl Rule {
 
     /// The rule's row of the transition table.
     pub fn spec(self) -> RuleSpec {
-        let r = |input, guard, counters, command, cites| RuleSpec {
-            input,
-            guard,
-            counters,
-            command,
-            cites,
-        };
-        match self {
-            Rule::ToolTurn => r(
+        let (input, guard, cites): (&str, String, &str) = match self {
+            Rule::ToolTurn => (
                 "turn(tools)",
-                "some call's tool is not excluded",
-                "steps, tool_calls += runnable, refused_calls += refused; streaks.no_ops = 0, streaks.empty_responses = 0",
-                "RunTools",
+                "some call's tool is not excluded".into(),
                 "rule 1",
             ),
-            Rule::AllToolsExcluded => r(
+            Rule::AllToolsExcluded => (
                 "turn(tools)",
-                "every call's tool is excluded",
-                "steps, refused_calls",
-                "Stop",
+                "every call's tool is excluded".into(),
                 "`tool_failures`, rule 7",
             ),
-            Rule::EmptyRetry => r(
+            Rule::EmptyRetry => ("turn(empty)", limits::EMPTY_RESPONSES.below(), "rule 6"),
+            Rule::EmptyLimit => (
                 "turn(empty)",
-                "streaks.empty_responses + 1 < max_empty_responses",
-                "steps, model_calls, empty_responses, streaks.empty_responses",
-                "CallModel(retry, backoff)",
-                "rule 6",
-            ),
-            Rule::EmptyLimit => r(
-                "turn(empty)",
-                "streaks.empty_responses + 1 = max_empty_responses",
-                "steps, empty_responses, streaks.empty_responses",
-                "Stop",
+                limits::EMPTY_RESPONSES.guard(),
                 "`empty_responses`, rule 6",
             ),
-            Rule::NoOpContinue => r(
-                "turn(no-op)",
-                "streaks.no_ops + 1 < max_no_ops",
-                "steps, model_calls, no_ops, continuations, streaks.no_ops; streaks.empty_responses = 0",
-                "Nudge(continue), CallModel",
-                "rule 2",
-            ),
-            Rule::NoOpLimit => r(
-                "turn(no-op)",
-                "streaks.no_ops + 1 = max_no_ops",
-                "steps, no_ops, streaks.no_ops",
-                "Stop",
-                "`no_progress`",
-            ),
-            Rule::ClaimRefused => r(
+            Rule::NoOpContinue => ("turn(no-op)", limits::NO_OPS.below(), "rule 2"),
+            Rule::NoOpLimit => ("turn(no-op)", limits::NO_OPS.guard(), "`no_progress`"),
+            Rule::ClaimRefused => (
                 "turn(claim)",
-                "todos open or a `completion_requires` tool never succeeded; nudges < max_nudges",
-                "steps, model_calls, nudges",
-                "Nudge(incomplete), CallModel",
+                format!(
+                    "todos open or a `completion_requires` tool never succeeded; {}",
+                    limits::NUDGES.below()
+                ),
                 "rule 5, rule 8",
             ),
-            Rule::ClaimRefusedLimit => r(
+            Rule::ClaimRefusedLimit => (
                 "turn(claim)",
-                "work open; nudges = max_nudges",
-                "steps",
-                "Stop",
+                format!("work open; {}", limits::NUDGES.guard()),
                 "`incomplete`, rule 5",
             ),
-            Rule::ClaimVerify => r(
+            Rule::ClaimVerify => (
                 "turn(claim)",
-                "nothing open; verify_completion",
-                "steps",
-                "Verify",
+                "nothing open; verify_completion".into(),
                 "rules 2, 4",
             ),
-            Rule::ClaimExplicit => r(
+            Rule::ClaimExplicit => (
                 "turn(claim)",
-                "nothing open; verification off; needs_more_work = false",
-                "steps",
-                "Stop",
+                "nothing open; verification off; needs_more_work = false".into(),
                 "`explicit`, rule 2",
             ),
-            Rule::ClaimAnswered => r(
+            Rule::ClaimAnswered => (
                 "turn(claim)",
-                "nothing open; verification off; needs_more_work absent",
-                "steps",
-                "Stop",
+                "nothing open; verification off; needs_more_work absent".into(),
                 "`answered`, rule 2",
             ),
-            Rule::ModelRetry => r(
+            Rule::ModelRetry => (
                 "model_error(retryable)",
-                "streaks.model_retries + 1 <= max_model_retries",
-                "steps, model_calls, model_errors, streaks.model_retries",
-                "CallModel(retry, backoff)",
+                limits::MODEL_RETRIES.below(),
                 "rule 6",
             ),
-            Rule::ModelRetryLimit => r(
+            Rule::ModelRetryLimit => (
                 "model_error(retryable)",
-                "streaks.model_retries + 1 > max_model_retries",
-                "steps, model_errors, streaks.model_retries",
-                "Stop",
+                limits::MODEL_RETRIES.guard(),
                 "`model_error`",
             ),
-            Rule::ModelFatal => r(
-                "model_error(fatal)",
-                "-",
-                "steps, model_errors",
-                "Stop",
-                "`model_error`",
-            ),
-            Rule::ContextOverflow => r(
+            Rule::ModelFatal => ("model_error(fatal)", "-".into(), "`model_error`"),
+            Rule::ContextOverflow => (
                 "model_error(context_overflow)",
-                "-",
-                "steps, model_errors",
-                "Stop",
+                "-".into(),
                 "`context_exhausted`",
             ),
-            Rule::ToolResultsBack => r(
+            Rule::ToolResultsBack => (
                 "tool_results",
-                "no stop guard below fires",
-                "steps, model_calls, tool_failures, failed_tool_turns?, repeats?, streaks",
-                "CallModel (results first, rule 1)",
+                "no stop guard below fires".into(),
                 "rules 1, 7, 8",
             ),
-            Rule::UnrecoverableStop => r(
+            Rule::UnrecoverableStop => (
                 "tool_results",
-                "an unrecoverable error class; on_unrecoverable_tool_error = stop",
-                "steps, tool_failures",
-                "Stop",
+                "an unrecoverable error class; on_unrecoverable_tool_error = stop".into(),
                 "`unrecoverable_tool_error`, rule 7",
             ),
-            Rule::ToolFailureLimit => r(
+            Rule::ToolFailureLimit => (
                 "tool_results",
-                "every execution failed; streaks.failed_tool_turns + 1 = max_consecutive_tool_failures",
-                "steps, tool_failures, failed_tool_turns, streaks.failed_tool_turns",
-                "Stop",
+                format!(
+                    "every execution failed; {}",
+                    limits::FAILED_TOOL_TURNS.guard()
+                ),
                 "`tool_failures`, rule 7",
             ),
-            Rule::RepeatLimit => r(
+            Rule::RepeatLimit => (
                 "tool_results",
-                "same calls and results as the previous turn; streaks.repeats + 1 = max_repeats",
-                "steps, repeats, streaks.repeats",
-                "Stop",
-                "`no_progress` (tight loop)",
+                format!(
+                    "every call succeeded, and the last k tool turns (k <= max_loop_period) repeat the k before them, same calls and results; {}",
+                    limits::REPEATS.guard()
+                ),
+                "`no_progress` (a loop)",
             ),
-            Rule::VerdictAccepted => r(
+            Rule::VerdictAccepted => ("verdict", "accepted".into(), "`verified`"),
+            Rule::VerdictRejected => (
                 "verdict",
-                "accepted",
-                "steps, verifications",
-                "Stop",
-                "`verified`",
-            ),
-            Rule::VerdictRejected => r(
-                "verdict",
-                "rejected; verification_failures + 1 < max_verification_failures",
-                "steps, model_calls, verifications, verification_failures",
-                "Nudge(verifier), CallModel",
+                format!("rejected; {}", limits::VERIFICATION_FAILURES.below()),
                 "rules 3, 4",
             ),
-            Rule::VerificationLimitForced => r(
+            Rule::VerificationLimitForced => (
                 "verdict",
-                "rejected; verification_failures + 1 = max; on_verification_limit = complete",
-                "steps, verifications, verification_failures",
-                "Stop",
+                format!(
+                    "rejected; {}; on_verification_limit = complete",
+                    limits::VERIFICATION_FAILURES.guard()
+                ),
                 "`forced`, rule 3",
             ),
-            Rule::VerificationLimitAbort => r(
+            Rule::VerificationLimitAbort => (
                 "verdict",
-                "rejected; verification_failures + 1 = max; on_verification_limit = abort",
-                "steps, verifications, verification_failures",
-                "Stop",
+                format!(
+                    "rejected; {}; on_verification_limit = abort",
+                    limits::VERIFICATION_FAILURES.guard()
+                ),
                 "`verification_loop`, rule 3",
             ),
-            Rule::StepBudget => r(
+            Rule::StepBudget => (
                 "any accepted input with a non-terminal target",
-                "steps + 1 = max_steps",
-                "steps",
-                "Stop",
+                limits::STEPS.guard(),
                 "`max_steps`",
             ),
-            Rule::TokenBudget => r(
+            Rule::TokenBudget => (
                 "any accepted input with a non-terminal target",
-                "tokens >= token_budget",
-                "steps",
-                "Stop",
+                limits::TOKENS.guard(),
                 "`token_budget`",
             ),
-            Rule::ModelCallBudget => r(
+            Rule::ModelCallBudget => (
                 "any accepted input whose target calls the model",
-                "model_calls = max_model_calls",
-                "steps",
-                "Stop",
+                limits::MODEL_CALLS.guard(),
                 "`max_model_calls`",
             ),
-            Rule::FinalAnswerCall => r(
+            Rule::FinalAnswerCall => (
                 "any input that spends a budget",
-                "final_answer_on_budget; not already finalizing",
-                "steps, model_calls",
-                "CallModel(final answer, no tools)",
+                "a budget above is spent; final_answer_on_budget".into(),
                 "budget stops",
             ),
-            Rule::FinalAnswerDone => r(
+            Rule::FinalAnswerDone => (
                 "turn(any), model_error(any)",
-                "finalizing",
-                "steps",
-                "Stop (the budget's reason)",
+                "waiting for the final answer".into(),
                 "budget stops",
             ),
-            Rule::Cancelled => r("cancel", "-", "steps", "Stop", "`cancelled`"),
-            Rule::DeadlinePassed => r("tick", "now >= deadline_ms", "steps", "Stop", "`deadline`"),
-            Rule::ClockReading => r(
-                "tick",
-                "now < deadline_ms",
-                "none (not a step)",
-                "none",
-                "-",
-            ),
+            Rule::Cancelled => ("cancel", "-".into(), "`cancelled`"),
+            Rule::DeadlinePassed => ("tick", "now >= deadline_ms".into(), "`deadline`"),
+            Rule::ClockReading => ("tick", "now < deadline_ms".into(), "-"),
+        };
+        RuleSpec {
+            input,
+            guard,
+            cites,
         }
     }
 }

@@ -92,6 +92,7 @@ pub struct Streaks {
     pub model_retries: u32,
     /// Tool turns in a row in which every execution failed (reset by a turn with a success).
     pub failed_tool_turns: u32,
-    /// Identical tool turns in a row, counting the first (reset to 1 by a different one).
+    /// How many times in a row the latest window of successful tool turns has occurred, counting
+    /// the first (1 when the last turn repeats nothing; any period up to `max_loop_period`).
     pub repeats: u32,
 }

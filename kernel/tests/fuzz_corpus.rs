@@ -270,7 +270,7 @@ fn restore_accepts_every_machine_a_run_reaches() {
             ),
             Command::Verify(_) => Event::Verdict(terminus_kernel::Verdict::default()),
             Command::Stop(_) => break,
-            Command::Nudge(_) | Command::Notice(_) => continue,
+            _ => continue, // guidance
         };
         m.handle(event);
     }

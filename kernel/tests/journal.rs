@@ -78,7 +78,7 @@ fn journaled_run(policy: &Policy, turns: &[u8]) -> (Vec<Record>, Vec<(usize, Mac
                 complete: true,
                 missing: vec![],
             }),
-            Command::Nudge(_) | Command::Notice(_) => unreachable!("filtered above"),
+            _ => unreachable!("guidance is filtered above"),
         };
         let Handled::Step(step) = m.handle(event.clone()) else {
             panic!("a responsive driver always steps")

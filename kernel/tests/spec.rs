@@ -1,92 +1,153 @@
-//! `spec/machine.md` is generated from the kernel's own description of its transitions
-//! ([`Rule::spec`] and the transitions the model check observes). This test regenerates the
-//! generated sections and fails when the file differs; `TERMINUS_BLESS=1` rewrites them. An `insta`
-//! snapshot of the same text makes every change of the table a reviewed diff.
+//! `spec/machine.md` is generated from the kernel itself: the transitions, inputs, counters and
+//! commands of every rule as the exhaustive model check observes them, the guards from
+//! [`Rule::spec`] and the table of limits. This test regenerates the generated sections and fails
+//! when the file differs; `TERMINUS_BLESS=1` rewrites them. An `insta` snapshot of the same text
+//! makes every change of the table a reviewed diff.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use terminus_kernel::model::{Edge, explore};
-use terminus_kernel::{OnUnrecoverable, OnVerificationLimit, Phase, Policy, Rule};
+use terminus_kernel::testing::{Edge, Exploration, Observed, alphabet, explore};
+use terminus_kernel::{OnUnrecoverable, OnVerificationLimit, Phase, Policy, Rule, limits};
 
+/// The sampled policies: every combination of the five switches, once with every occurrence limit
+/// at 2 and once at the smallest value it may take (1; `max_repeats` 2; `max_nudges` and
+/// `max_model_retries` 0), because some edges exist only at the minimum (`no_op_limit` from
+/// `Exploring` needs `max_no_ops: 1`).
 fn policies() -> Vec<Policy> {
-    (0..32u32)
-        .map(|s| {
+    let mut out = Vec::new();
+    for minimal in [false, true] {
+        for s in 0..32u32 {
             let bit = |b: u32| s & (1 << b) != 0;
-            Policy {
+            let (one, zero) = if minimal { (1, 0) } else { (2, 2) };
+            out.push(Policy {
                 max_steps: 9,
                 max_model_calls: 5,
-                max_no_ops: 2,
-                max_nudges: 2,
-                max_verification_failures: 2,
+                max_no_ops: one,
+                max_nudges: zero,
+                max_verification_failures: one,
                 on_verification_limit: if bit(0) {
                     OnVerificationLimit::Complete
                 } else {
                     OnVerificationLimit::Abort
                 },
                 verify_completion: bit(1),
-                max_tool_failures: 2,
-                max_consecutive_tool_failures: 2,
+                max_tool_failures: one,
+                max_consecutive_tool_failures: one,
                 on_unrecoverable_tool_error: if bit(2) {
                     OnUnrecoverable::Stop
                 } else {
                     OnUnrecoverable::Exclude
                 },
-                max_repeats: 2,
-                max_empty_responses: 2,
-                max_model_retries: 2,
+                // 3 when not minimal, so that a first repeat is seen (and its notice).
+                max_repeats: one + 1,
+                max_empty_responses: one,
+                max_model_retries: zero,
                 token_budget: if bit(3) { Some(100) } else { None },
                 final_answer_on_budget: bit(4),
                 deadline_ms: Some(1_000),
                 ..Policy::default()
-            }
-        })
+            });
+        }
+    }
+    out
+}
+
+fn explorations() -> Vec<Exploration> {
+    policies()
+        .iter()
+        .map(|p| explore(p, 60, false).expect("valid policy"))
         .collect()
 }
 
-fn observed_edges() -> BTreeSet<Edge> {
-    let mut edges = BTreeSet::new();
-    for p in policies() {
-        edges.extend(explore(&p, 60, false).expect("valid policy").edges);
+fn edges(all: &[Exploration]) -> BTreeSet<Edge> {
+    all.iter().flat_map(|e| e.edges.iter().copied()).collect()
+}
+
+fn observed(all: &[Exploration]) -> BTreeMap<Rule, Observed> {
+    let mut rules: BTreeMap<Rule, Observed> = BTreeMap::new();
+    for e in all {
+        for (rule, o) in &e.rules {
+            let into = rules.entry(*rule).or_default();
+            into.inputs.extend(o.inputs.iter().copied());
+            into.counters.extend(o.counters.iter().cloned());
+            into.commands.extend(o.commands.iter().cloned());
+        }
     }
-    edges
+    rules
 }
 
-fn join(set: &BTreeSet<Phase>) -> String {
-    set.iter()
-        .map(|p| p.as_str())
+fn join<T: AsRef<str>>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    items
+        .into_iter()
+        .map(|s| s.as_ref().to_owned())
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(sep)
 }
 
-fn table(edges: &BTreeSet<Edge>) -> String {
+/// Every column but the guard and the citation is what the model check saw each rule do; the
+/// guard's bounds come from the table of limits.
+fn table(edges: &BTreeSet<Edge>, observed: &BTreeMap<Rule, Observed>) -> String {
     let mut from: BTreeMap<Rule, BTreeSet<Phase>> = BTreeMap::new();
     let mut to: BTreeMap<Rule, BTreeSet<Phase>> = BTreeMap::new();
     for e in edges {
         from.entry(e.rule).or_default().insert(e.from);
         to.entry(e.rule).or_default().insert(e.to);
     }
+    let phases = |set: &BTreeSet<Phase>| join(set.iter().map(|p| p.as_str()), ", ");
     let mut s = String::new();
-    s.push_str("| rule | from | input | guard | to | counters touched | command | encodes |\n");
+    s.push_str("| rule | from | input | guard | to | counters touched | commands | encodes |\n");
     s.push_str("|---|---|---|---|---|---|---|---|\n");
     for rule in Rule::ALL {
         let spec = rule.spec();
-        let (f, t) = match (from.get(&rule), to.get(&rule)) {
-            (Some(f), Some(t)) => (join(f), join(t)),
+        let row = match (from.get(&rule), to.get(&rule), observed.get(&rule)) {
+            (Some(f), Some(t), Some(o)) => [
+                phases(f),
+                join(o.inputs.iter().map(|i| format!("`{i}`")), ", "),
+                phases(t),
+                join(&o.counters, ", "),
+                join(&o.commands, " or "),
+            ],
             // Clock readings before the deadline are not transitions: every live state stays put.
-            _ => ("every live state".to_owned(), "(unchanged)".to_owned()),
+            _ => [
+                "every live state".to_owned(),
+                format!("`{}`", spec.input),
+                "(unchanged)".to_owned(),
+                "none (not a step)".to_owned(),
+                "none".to_owned(),
+            ],
+        };
+        let [f, input, t, counters, commands] = row;
+        let _ = writeln!(
+            s,
+            "| `{}` | {f} | {input} | {} | {t} | {counters} | {commands} | {} |",
+            rule.name(),
+            spec.guard,
+            spec.cites
+        );
+    }
+    s
+}
+
+/// The table of limits, as the machine, the invariants and the guards above read it.
+fn limits_table() -> String {
+    let mut s = String::from(
+        "| policy field | counter | meets the limit | rule | stop reason (default policy) |\n|---|---|---|---|---|\n",
+    );
+    for l in limits::ALL {
+        let meets = match l.meets {
+            limits::Meets::Reaches => "the N-th occurrence stops",
+            limits::Meets::Exceeds => "N are allowed, one more stops",
+            limits::Meets::Spent => "N may be spent, the next one wanted stops",
+            limits::Meets::Crosses => "stops once reached (may be passed by one event)",
         };
         let _ = writeln!(
             s,
-            "| `{}` | {} | `{}` | {} | {} | {} | {} | {} |",
-            rule.name(),
-            f,
-            spec.input,
-            spec.guard,
-            t,
-            spec.counters,
-            spec.command,
-            spec.cites
+            "| `{}` | `{}` | {meets} | `{}` | `{}` |",
+            l.field,
+            l.counter,
+            l.rule.name(),
+            l.outcome(&Policy::default()).reason_str()
         );
     }
     s
@@ -109,20 +170,21 @@ fn diagram(edges: &BTreeSet<Edge>) -> String {
     s
 }
 
-fn model_check_summary() -> String {
+fn model_check_summary(all: &[Exploration]) -> String {
     let (mut states, mut transitions, mut longest) = (0usize, 0usize, 0u64);
-    for p in policies() {
-        let e = explore(&p, 60, false).expect("valid policy");
+    for e in all {
         states += e.states;
         transitions += e.transitions;
         longest = longest.max(e.longest_run);
     }
     format!(
-        "32 policies (every combination of `on_verification_limit`, `verify_completion`, \
-`on_unrecoverable_tool_error`, `token_budget` and `final_answer_on_budget`; every limit 2, \
-`max_model_calls` 5, `max_steps` 9), {} abstract inputs: **{states} states, {transitions} transitions**, \
-no state that cannot reach a terminal state, no cycle, longest run {longest} steps.\n",
-        terminus_kernel::model::alphabet(60).len()
+        "{} policies (every combination of `on_verification_limit`, `verify_completion`, \
+`on_unrecoverable_tool_error`, `token_budget` and `final_answer_on_budget`, once with every \
+occurrence limit 2 (`max_repeats` 3) and once at its minimum; `max_model_calls` 5, `max_steps` 9), {} abstract \
+inputs: **{states} states, {transitions} transitions**, no state that cannot reach a terminal \
+state, no cycle, longest run {longest} steps.\n",
+        all.len(),
+        alphabet(60).len()
     )
 }
 
@@ -137,11 +199,13 @@ fn replace_section(doc: &str, name: &str, body: &str) -> String {
 
 #[test]
 fn spec_machine_md_is_generated_from_the_code() {
-    let edges = observed_edges();
+    let all = explorations();
+    let edges = edges(&all);
     let generated = [
-        ("table", table(&edges)),
+        ("table", table(&edges, &observed(&all))),
+        ("limits", limits_table()),
         ("diagram", diagram(&edges)),
-        ("model-check", model_check_summary()),
+        ("model-check", model_check_summary(&all)),
     ];
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/machine.md");
     let current = std::fs::read_to_string(&path).expect("spec/machine.md exists");

@@ -274,7 +274,7 @@ fn every_requested_tool_excluded_is_tool_failures() {
     assert!(
         notice
             .expect("the model is told")
-            .text
+            .text()
             .contains("`flaky` is now excluded because it failed 2 times")
     );
 }

@@ -390,7 +390,7 @@ async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
                     }
                 }
                 Entry::Nudge(nudge) => conversation.push(Message::kernel(nudge.text.clone())),
-                Entry::Notice(notice) => conversation.push(Message::kernel(notice.text.clone())),
+                Entry::Notice(notice) => conversation.push(Message::kernel(notice.text())),
                 Entry::Transition(step) => trace.push(*step),
                 _ => {}
             }
@@ -638,7 +638,7 @@ impl Driver {
         for command in commands.drain(..) {
             let next = match command {
                 Command::Notice(notice) => {
-                    self.conversation.push(Message::kernel(notice.text));
+                    self.conversation.push(Message::kernel(notice.text()));
                     continue;
                 }
                 Command::Nudge(nudge) => {
@@ -649,6 +649,11 @@ impl Driver {
                 Command::RunTools(batch) => Action::Tools(batch),
                 Command::Verify(request) => Action::Verify(request),
                 Command::Stop(stop) => Action::Stop(stop),
+                other => {
+                    return Err(RunError::Internal(format!(
+                        "a kernel command this runtime cannot carry out: {other:?}"
+                    )));
+                }
             };
             if action.replace(next).is_some() {
                 return Err(RunError::Internal(
@@ -1264,6 +1269,7 @@ fn summarize(event: &Event, detail: Option<&str>) -> String {
             let _ = write!(s, "clock at {now_ms} ms");
         }
         Event::Cancel => s.push_str("kill switch"),
+        other => s.push_str(other.label()),
     }
     s
 }

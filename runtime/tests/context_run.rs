@@ -213,7 +213,7 @@ fn context() -> ContextPolicy {
 }
 
 #[tokio::test]
-async fn dropping_the_middle_makes_the_agent_reread_until_a_budget_stops_it() {
+async fn dropping_the_middle_makes_the_agent_reread_until_the_loop_detector_stops_it() {
     let files = Arc::new(Files::default());
     let agent = Agent::new(View::DropTheMiddle {
         budget: u64::from(context().prune_at),
@@ -224,17 +224,26 @@ async fn dropping_the_middle_makes_the_agent_reread_until_a_budget_stops_it() {
         .await
         .expect("the run reaches a stop");
     let reads = files.reads.lock().expect("not poisoned").clone();
+    // The agent forgets what was dropped and reads the same files again, in the same order, with
+    // the same results: a loop, which the repeat detector stops at its `max_repeats`-th
+    // occurrence, long before the model-call budget (40) would.
     assert_eq!(
         report.outcome,
-        Outcome::Aborted(AbortReason::MaxModelCalls),
+        Outcome::Aborted(AbortReason::NoProgress),
         "reads: {reads:?}"
     );
+    let period = reads
+        .iter()
+        .skip(1)
+        .position(|p| *p == reads[0])
+        .map_or(reads.len(), |i| i + 1);
+    let repeats = Policy::default().max_repeats as usize;
+    assert_eq!(reads.len(), period * repeats, "{reads:?}");
     assert!(
-        reads.len() > 3 * FILES,
-        "the agent re-reads what was dropped: {} reads of {FILES} files",
-        reads.len()
+        reads.chunks(period).all(|w| w == &reads[..period]),
+        "{reads:?}"
     );
-    assert!(reads.iter().filter(|p| *p == "f0").count() > 3, "{reads:?}");
+    assert!(report.model_calls < policy().max_model_calls, "{report:?}");
 }
 
 #[tokio::test]
@@ -307,8 +316,10 @@ async fn without_the_notice_the_same_pruning_would_loop() {
         .execute()
         .await
         .expect("the run reaches a stop");
-    assert_eq!(report.outcome, Outcome::Aborted(AbortReason::MaxModelCalls));
-    assert!(files.reads.lock().expect("not poisoned").len() > 3 * FILES);
+    // It re-reads what it can no longer see, in a loop the repeat detector stops.
+    assert_eq!(report.outcome, Outcome::Aborted(AbortReason::NoProgress));
+    let reads = files.reads.lock().expect("not poisoned").clone();
+    assert!(reads.iter().filter(|p| *p == "f0").count() > 1, "{reads:?}");
 }
 
 /// The agent, shown the view without its state notice.

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use terminus_kernel::invariants::check_machine;
+use terminus_kernel::testing::check_machine;
 use terminus_kernel::{
     AbortReason, CompleteReason, Input, Outcome, Phase, Record, Rule, Stats, TurnKind, recover,
 };
@@ -170,11 +170,11 @@ fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(),
                 kind: TurnKind::Tools { runnable, refused },
                 ..
             } => {
-                want.refused_calls += u32::from(refused);
+                want.refused_calls += refused;
                 // Executions: only when the turn's calls were run (not when a budget stopped
                 // the run at that turn).
                 if step.rule == Rule::ToolTurn {
-                    want.tool_calls += u32::from(runnable);
+                    want.tool_calls += runnable;
                 }
             }
             Input::Turn {
@@ -193,7 +193,7 @@ fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(),
             Input::Turn {
                 kind: TurnKind::Claim { gate, .. },
                 ..
-            } if gate.is_open() && step.rule == Rule::ClaimRefused => want.nudges += 1,
+            } if gate.refuses() && step.rule == Rule::ClaimRefused => want.nudges += 1,
             Input::Verdict { accepted } => {
                 want.verifications += 1;
                 if !accepted {

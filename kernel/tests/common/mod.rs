@@ -5,10 +5,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use serde_json::{Value, json};
-use terminus_kernel::invariants::{check_machine, check_step};
+use terminus_kernel::testing::{check_machine, check_step};
 use terminus_kernel::{
-    Command, Event, Finish, Handled, Machine, ModelErrorKind, ModelTurn, Nudge, Policy, StepRecord,
-    Stop, ToolCall, ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict,
+    Command, Event, Finish, Handled, Machine, ModelErrorKind, ModelTurn, Notice, Nudge, Policy,
+    StepRecord, Stop, ToolCall, ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict,
 };
 
 /// One scripted model reply.
@@ -148,6 +148,7 @@ pub struct Run {
     pub trace: Vec<StepRecord>,
     pub commands: Vec<Command>,
     pub nudges: Vec<Nudge>,
+    pub notices: Vec<Notice>,
     pub machine: Machine,
 }
 
@@ -177,6 +178,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
     let mut trace = Vec::new();
     let mut commands = Vec::new();
     let mut nudges = Vec::new();
+    let mut notices = Vec::new();
     let (mut turn_no, mut verdict_no, mut n) = (0usize, 0usize, 0usize);
     let mut calls_per_tool: std::collections::HashMap<String, u32> = Default::default();
     loop {
@@ -203,6 +205,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                     trace,
                     commands,
                     nudges,
+                    notices,
                     machine: m,
                 };
             }
@@ -210,7 +213,10 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 nudges.push(nudge);
                 None
             }
-            Command::Notice(_) => None,
+            Command::Notice(notice) => {
+                notices.push(notice);
+                None
+            }
             Command::CallModel(_) => {
                 let reply = script
                     .replies
@@ -264,6 +270,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 verdict_no += 1;
                 Some(Event::Verdict(v))
             }
+            other => panic!("a command this harness does not know: {other:?}"),
         };
         for e in injected.into_iter().chain(event) {
             if let Handled::Step(r) = feed(&mut m, e) {

@@ -6,12 +6,14 @@
 //! many states there are, whether a terminal state is reachable from each of them, and whether
 //! the non-terminal part of the graph has a cycle. Hosts can run it on their own (small) policy.
 
-use crate::core::{Core, Phase, State};
+use crate::command::{Command, Notice, NudgeKind};
+use crate::core::{CallReason, Phase, State};
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 use crate::machine::{Handled, Machine};
 use crate::policy::{Policy, PolicyError};
 use crate::rule::Rule;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use crate::stats::{Stats, Streaks};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// One observed kind of transition: (from, input, rule, to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,6 +45,71 @@ pub struct Exploration {
     pub longest_run: u64,
     /// Every kind of transition seen.
     pub edges: BTreeSet<Edge>,
+    /// What each rule was seen to do.
+    pub rules: BTreeMap<Rule, Observed>,
+}
+
+/// What the exploration saw one rule do, over every transition where it fired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The labels of the inputs that fired it.
+    pub inputs: BTreeSet<&'static str>,
+    /// The counters it raised (by name) and the streaks it reset (`name = 0`).
+    pub counters: BTreeSet<String>,
+    /// The command sequences it queued, e.g. `Nudge(continue), CallModel`.
+    pub commands: BTreeSet<String>,
+}
+
+/// Every counter by name, as `spec/machine.md` names them.
+fn counters(s: &Stats, k: &Streaks) -> [(&'static str, u64); 21] {
+    [
+        ("steps", s.steps.into()),
+        ("model_calls", s.model_calls.into()),
+        ("tool_calls", s.tool_calls.into()),
+        ("refused_calls", s.refused_calls.into()),
+        ("tool_failures", s.tool_failures.into()),
+        ("failed_tool_turns", s.failed_tool_turns.into()),
+        ("nudges", s.nudges.into()),
+        ("continuations", s.continuations.into()),
+        ("verifications", s.verifications.into()),
+        ("verification_failures", s.verification_failures.into()),
+        ("no_ops", s.no_ops.into()),
+        ("empty_responses", s.empty_responses.into()),
+        ("model_errors", s.model_errors.into()),
+        ("repeats", s.repeats.into()),
+        ("tokens", s.tokens()),
+        ("streaks.no_ops", k.no_ops.into()),
+        ("streaks.empty_responses", k.empty_responses.into()),
+        ("streaks.model_retries", k.model_retries.into()),
+        ("streaks.failed_tool_turns", k.failed_tool_turns.into()),
+        ("streaks.repeats", k.repeats.into()),
+        ("ignored_events", s.ignored_events.into()),
+    ]
+}
+
+/// The commands a step queued, in order, by kind.
+fn command_labels(m: &mut Machine) -> String {
+    let mut labels = Vec::new();
+    while let Some(command) = m.poll_command() {
+        labels.push(match command {
+            Command::Notice(Notice::Excluded { .. }) => "Notice(excluded)".to_owned(),
+            Command::Notice(Notice::Repeating { .. }) => "Notice(repeating)".to_owned(),
+            Command::Nudge(nudge) => match nudge.kind {
+                NudgeKind::Continue(_) => "Nudge(continue)".to_owned(),
+                NudgeKind::Incomplete => "Nudge(incomplete)".to_owned(),
+                NudgeKind::VerifierRejected => "Nudge(verifier)".to_owned(),
+            },
+            Command::CallModel(call) => match call.reason {
+                CallReason::Retry { .. } => "CallModel(retry, backoff)".to_owned(),
+                CallReason::FinalAnswer { .. } => "CallModel(final answer, no tools)".to_owned(),
+                _ => "CallModel".to_owned(),
+            },
+            Command::RunTools(_) => "RunTools".to_owned(),
+            Command::Verify(_) => "Verify".to_owned(),
+            Command::Stop(_) => "Stop".to_owned(),
+        });
+    }
+    labels.join(", ")
 }
 
 /// The abstract input alphabet: one representative of every class of input the core decides on.
@@ -53,12 +120,12 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         input_tokens: tokens,
         output_tokens: 0,
     };
-    let batch = |failed: u16, unrecoverable, repeated| {
+    let batch = |failed: u32, unrecoverable, repeats| {
         Input::ToolResults(Batch {
             failed,
             all_failed: failed > 0,
             unrecoverable,
-            repeated,
+            repeats,
         })
     };
     let open = Gate {
@@ -93,11 +160,11 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         }),
         Input::ModelError(ErrorClass::Fatal),
         Input::ModelError(ErrorClass::ContextOverflow),
-        batch(0, false, false),
-        batch(0, false, true),
-        batch(1, false, false),
-        batch(1, false, true),
-        batch(1, true, false),
+        batch(0, false, 1),
+        batch(0, false, 2),
+        batch(0, false, 3),
+        batch(1, false, 1),
+        batch(1, true, 1),
         Input::Verdict { accepted: true },
         Input::Verdict { accepted: false },
         Input::Tick {
@@ -110,14 +177,14 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
     ]
 }
 
-type Key = (State, Core);
+type Key = (State, Stats, Streaks);
 
 fn key(m: &Machine, project_steps: bool) -> Key {
-    let (state, mut core) = m.core_snapshot();
+    let (state, mut stats, streaks) = m.core_key();
     if project_steps {
-        core.stats.steps = 0;
+        stats.steps = 0;
     }
-    (state, core)
+    (state, stats, streaks)
 }
 
 /// Explores every state reachable under `policy` with [`alphabet`]`(tokens)`.
@@ -130,11 +197,14 @@ pub fn explore(
     project_steps: bool,
 ) -> Result<Exploration, PolicyError> {
     let inputs = alphabet(tokens);
-    let start = Machine::new(policy.clone())?;
+    let mut start = Machine::new(policy.clone())?;
+    command_labels(&mut start); // the first model call is not a transition's
+
     let mut ids: HashMap<Key, usize> = HashMap::new();
     let mut machines: Vec<Machine> = Vec::new();
     let mut succ: Vec<Vec<usize>> = Vec::new();
     let mut edges = BTreeSet::new();
+    let mut rules: BTreeMap<Rule, Observed> = BTreeMap::new();
     let mut queue = VecDeque::new();
     ids.insert(key(&start, project_steps), 0);
     machines.push(start);
@@ -150,7 +220,23 @@ pub fn explore(
             let Handled::Step(record) = next.handle_input(*input) else {
                 continue; // ignored or observed: not a transition, the state is unchanged
             };
-            next.clear_commands();
+            let observed = rules.entry(record.rule).or_default();
+            observed.inputs.insert(input.label());
+            observed.commands.insert(command_labels(&mut next));
+            let before = machines[i].core_key();
+            let after = next.core_key();
+            for ((name, a), (_, b)) in counters(&before.1, &before.2)
+                .into_iter()
+                .zip(counters(&after.1, &after.2))
+            {
+                if b > a {
+                    observed.counters.insert(name.to_owned());
+                } else if b < a && b == 0 {
+                    observed.counters.insert(format!("{name} = 0"));
+                } else if b < a {
+                    observed.counters.insert(format!("{name} (set)"));
+                }
+            }
             edges.insert(Edge {
                 from: record.from,
                 input: input.label(),
@@ -230,5 +316,6 @@ pub fn explore(
         cycle,
         longest_run,
         edges,
+        rules,
     })
 }

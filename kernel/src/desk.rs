@@ -1,0 +1,638 @@
+//! The desk: everything the machine keeps besides its state and counters (the tool ledger, the
+//! todo list, the partial result, the verifier's missing items, the repeat detector) and the
+//! outbox of finished commands. It is the context of the state machine in [`crate::core`].
+//!
+//! It does two things, in this order, for every event:
+//!
+//! 1. [`Desk::classify`] (pure): the concrete event and what the desk knows become one abstract
+//!    [`Input`] and an [`Arrival`] holding what the event would change.
+//! 2. The state that accepts the input commits the arrival (`accept_*`) and pushes the commands of
+//!    its transition (`call_model`, `run_tools`, `verify`, `stop`, notices). A state that does not
+//!    accept the input commits nothing: the arrival is dropped.
+
+use crate::backoff::backoff_ms;
+use crate::command::{
+    BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
+};
+use crate::core::{CallReason, Ignored};
+use crate::event::{
+    Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult, Verdict,
+};
+use crate::fingerprint::{calls_fingerprint, result_fingerprint, str_fingerprint};
+use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
+use crate::ledger::{Exclusion, Ledger};
+use crate::loops::{Loops, Repetition};
+use crate::policy::{OnUnrecoverable, Policy};
+use crate::reason::Outcome;
+use crate::rule::Rule;
+use crate::stats::Stats;
+use crate::todo::{Todo, WRITE_TODOS, parse_todos};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// The tool calls in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Pending {
+    /// Executed calls whose results are awaited.
+    pub(crate) executed: u32,
+    /// Sum of the fingerprints of their ids (order-independent, allocation-free matching).
+    pub(crate) ids: u64,
+    /// Fingerprint of the calls (name + canonical arguments).
+    pub(crate) calls: u64,
+}
+
+/// What a classified event would change, committed only if a state accepts its input.
+#[derive(Debug)]
+pub(crate) enum Arrival {
+    /// A model turn, and for a tool turn what becomes of each call.
+    Turn { turn: ModelTurn, plan: Plan },
+    /// Tool results: the detector after them, and their repetition.
+    Results {
+        results: Vec<ToolResult>,
+        loops: Loops,
+        repetition: Repetition,
+    },
+    /// A verdict.
+    Verdict(Verdict),
+    /// A clock reading (the later of it and the last one).
+    Tick(u64),
+    /// Nothing to commit (model errors, cancel, abstract inputs).
+    Nothing,
+}
+
+/// What becomes of each call of a tool turn: refused (excluded tool, or its budget reached) or run,
+/// possibly with a budget warning. The one place that decides it.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    refused: Vec<(usize, Exclusion)>,
+    warnings: Vec<(usize, BudgetWarning)>,
+    runnable: u32,
+}
+
+/// The desk (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Desk {
+    pub(crate) ledger: Ledger,
+    pub(crate) todos: Vec<Todo>,
+    /// `write_todos` calls in flight: (id fingerprint, todos), applied when their result is ok.
+    pub(crate) staged_todos: Vec<(u64, Vec<Todo>)>,
+    pub(crate) result: Option<String>,
+    pub(crate) missing_items: Vec<String>,
+    pub(crate) pending: Pending,
+    pub(crate) loops: Loops,
+    pub(crate) now_ms: u64,
+    pub(crate) ignored: u32,
+    pub(crate) last_no_op: NoOpKind,
+    pub(crate) out: VecDeque<Command>,
+    /// The event being dispatched (never saved: it lives for one dispatch).
+    #[serde(skip)]
+    pub(crate) arrival: ArrivalSlot,
+    /// The rule that fired in this dispatch.
+    #[serde(skip)]
+    pub(crate) rule: Option<Rule>,
+    /// Set when this dispatch's input was not accepted.
+    #[serde(skip)]
+    pub(crate) refused: Option<Ignored>,
+}
+
+/// A wrapper so that the desk can keep deriving `Clone` and `PartialEq`: an arrival lives for one
+/// dispatch, so clones and comparisons of machines never see one.
+#[derive(Debug, Default)]
+pub(crate) struct ArrivalSlot(pub(crate) Option<Arrival>);
+
+impl Clone for ArrivalSlot {
+    fn clone(&self) -> Self {
+        ArrivalSlot(None)
+    }
+}
+
+impl PartialEq for ArrivalSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ArrivalSlot {}
+
+impl Desk {
+    pub(crate) fn new() -> Desk {
+        Desk {
+            ledger: Ledger::default(),
+            todos: Vec::new(),
+            staged_todos: Vec::new(),
+            result: None,
+            missing_items: Vec::new(),
+            pending: Pending::default(),
+            loops: Loops::default(),
+            now_ms: 0,
+            ignored: 0,
+            last_no_op: NoOpKind::Silent,
+            out: VecDeque::with_capacity(8),
+            arrival: ArrivalSlot(None),
+            rule: None,
+            refused: None,
+        }
+    }
+
+    // ----- 1. classification (pure) -----
+
+    /// The abstract input an event is, with what it would change; `None` for tool results that do
+    /// not answer the calls in flight.
+    pub(crate) fn classify(&self, policy: &Policy, event: Event) -> Option<(Input, Arrival)> {
+        Some(match event {
+            Event::ModelTurn(turn) => {
+                let (kind, plan) = self.classify_turn(policy, &turn);
+                let (input_tokens, output_tokens) = turn
+                    .usage
+                    .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
+                let input = Input::Turn {
+                    kind,
+                    input_tokens,
+                    output_tokens,
+                };
+                (input, Arrival::Turn { turn, plan })
+            }
+            Event::ModelError {
+                kind,
+                retry_after_ms,
+            } => {
+                let class = match kind {
+                    ModelErrorKind::RateLimited
+                    | ModelErrorKind::Server
+                    | ModelErrorKind::Timeout => ErrorClass::Retryable { retry_after_ms },
+                    ModelErrorKind::Auth | ModelErrorKind::BadRequest => ErrorClass::Fatal,
+                    ModelErrorKind::ContextOverflow => ErrorClass::ContextOverflow,
+                };
+                (Input::ModelError(class), Arrival::Nothing)
+            }
+            Event::ToolResults(results) => {
+                if !self.answers_pending(&results) {
+                    return None;
+                }
+                let (batch, loops, repetition) = self.classify_results(policy, &results);
+                let arrival = Arrival::Results {
+                    results,
+                    loops,
+                    repetition,
+                };
+                (Input::ToolResults(batch), arrival)
+            }
+            Event::Verdict(verdict) => {
+                let input = Input::Verdict {
+                    accepted: verdict.complete,
+                };
+                (input, Arrival::Verdict(verdict))
+            }
+            Event::Tick { now_ms } => {
+                let now_ms = self.now_ms.max(now_ms);
+                let deadline_passed = policy.deadline_ms.is_some_and(|d| now_ms >= d);
+                (Input::Tick { deadline_passed }, Arrival::Tick(now_ms))
+            }
+            Event::Cancel => (Input::Cancel, Arrival::Nothing),
+        })
+    }
+
+    fn classify_turn(&self, policy: &Policy, turn: &ModelTurn) -> (TurnKind, Plan) {
+        if !turn.tool_calls.is_empty() {
+            let plan = self.plan(policy, &turn.tool_calls);
+            let refused = u32::try_from(plan.refused.len()).unwrap_or(u32::MAX);
+            let kind = TurnKind::Tools {
+                runnable: plan.runnable,
+                refused,
+            };
+            return (kind, plan);
+        }
+        let substantive = !turn.text.trim().is_empty();
+        let zero_usage = turn.usage.is_some_and(|u| u.is_zero());
+        let kind = if !substantive {
+            match turn.finish {
+                Finish::Length => TurnKind::Empty(EmptyKind::Truncated),
+                Finish::ContentFilter => TurnKind::Empty(EmptyKind::Filtered),
+                _ if turn.reasoning => TurnKind::Empty(EmptyKind::ReasoningOnly),
+                _ if zero_usage => TurnKind::Empty(EmptyKind::Blank),
+                _ => TurnKind::NoOp(NoOpKind::Silent),
+            }
+        } else {
+            match (turn.finish, turn.needs_more_work) {
+                (Finish::Length, _) => TurnKind::NoOp(NoOpKind::Truncated),
+                (Finish::ContentFilter, _) => TurnKind::NoOp(NoOpKind::Filtered),
+                (_, Some(true)) => TurnKind::NoOp(NoOpKind::NeedsMoreWork),
+                (_, needs_more_work) => TurnKind::Claim {
+                    explicit: needs_more_work == Some(false),
+                    gate: self.gate(policy),
+                },
+            }
+        };
+        (kind, Plan::default())
+    }
+
+    /// What a completion claim still lacks, from the todo list and the ledger (rules 5, 8).
+    pub(crate) fn gate(&self, policy: &Policy) -> Gate {
+        Gate {
+            open_todos: self.todos.iter().any(|t| t.status.is_open()),
+            missing_required: policy
+                .completion_requires
+                .iter()
+                .any(|t| !self.ledger.succeeded(t)),
+        }
+    }
+
+    /// Decides every call of a tool turn. A call is refused when its tool is excluded, or when it
+    /// would be the `block_at`-th call of its tool counting the earlier calls of this turn (from
+    /// which point the tool is excluded); a call at or past `warn_at` carries a warning. Linear
+    /// in the calls; allocates only for refusals, warnings and budgeted tools.
+    fn plan(&self, policy: &Policy, calls: &[ToolCall]) -> Plan {
+        let mut plan = Plan::default();
+        // Calls of each budgeted tool so far in this turn.
+        let mut in_turn: Vec<(&str, u32)> = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let tool = call.name.as_str();
+            if let Some(exclusion) = self.ledger.exclusion(tool) {
+                plan.refused.push((i, exclusion));
+                continue;
+            }
+            let Some(budget) = policy.tool_budgets.get(tool) else {
+                plan.runnable = plan.runnable.saturating_add(1);
+                continue;
+            };
+            let earlier = match in_turn.iter_mut().find(|(t, _)| *t == tool) {
+                Some((_, n)) => n,
+                None => {
+                    in_turn.push((tool, 0));
+                    let last = in_turn.len() - 1;
+                    &mut in_turn[last].1
+                }
+            };
+            let call_no = self
+                .ledger
+                .calls(tool)
+                .saturating_add(*earlier)
+                .saturating_add(1);
+            if let Some(block_at) = budget.block_at
+                && call_no >= block_at
+            {
+                plan.refused.push((i, Exclusion::Budget { block_at }));
+                continue;
+            }
+            *earlier += 1;
+            plan.runnable = plan.runnable.saturating_add(1);
+            if let Some(warn_at) = budget.warn_at
+                && call_no >= warn_at
+            {
+                let last = budget.block_at.is_some_and(|b| call_no + 1 == b);
+                let warning = BudgetWarning {
+                    call: call_no,
+                    block_at: budget.block_at,
+                    last,
+                };
+                plan.warnings.push((i, warning));
+            }
+        }
+        plan
+    }
+
+    fn answers_pending(&self, results: &[ToolResult]) -> bool {
+        let ids = results
+            .iter()
+            .fold(0u64, |acc, r| acc.wrapping_add(str_fingerprint(&r.call_id)));
+        u32::try_from(results.len()).is_ok_and(|n| n == self.pending.executed)
+            && ids == self.pending.ids
+    }
+
+    fn classify_results(
+        &self,
+        policy: &Policy,
+        results: &[ToolResult],
+    ) -> (Batch, Loops, Repetition) {
+        let mut failed = 0u32;
+        let mut unrecoverable = false;
+        let mut fingerprint = self.pending.calls;
+        for r in results {
+            // Results arrive in any order: combine their fingerprints commutatively.
+            fingerprint = fingerprint.wrapping_add(result_fingerprint(r).rotate_left(17));
+            if let ToolOutcome::Error { kind, .. } = r.outcome {
+                failed = failed.saturating_add(1);
+                unrecoverable |= kind.is_unrecoverable();
+            }
+        }
+        // Only turns in which every call succeeded feed the repeat detector (issue: a failing
+        // call repeated is a broken tool, for the failure counters to name).
+        let mut loops = self.loops;
+        let repetition = if failed == 0 {
+            loops.push(fingerprint, policy.max_loop_period)
+        } else {
+            loops.break_window();
+            Repetition::NONE
+        };
+        let batch = Batch {
+            failed,
+            all_failed: failed > 0 && usize::try_from(failed).is_ok_and(|f| f == results.len()),
+            unrecoverable,
+            repeats: repetition.times,
+        };
+        (batch, loops, repetition)
+    }
+
+    // ----- 2. commits, made by the state that accepted the input -----
+
+    fn take_arrival(&mut self) -> Option<Arrival> {
+        self.arrival.0.take()
+    }
+
+    /// A model turn was accepted: its substantive text is the partial result, whatever the turn.
+    /// (The calls stay in the arrival for [`Desk::run_tools`].)
+    pub(crate) fn accept_turn(&mut self) {
+        if let Some(Arrival::Turn { turn, .. }) = &mut self.arrival.0
+            && !turn.text.trim().is_empty()
+        {
+            self.result = Some(std::mem::take(&mut turn.text));
+        }
+    }
+
+    /// A no-op turn was accepted: remembered for the continuation guidance.
+    pub(crate) fn note_no_op(&mut self, kind: NoOpKind) {
+        self.last_no_op = kind;
+    }
+
+    /// Tool results were accepted. Results are facts: recorded in the ledger, the todo list and
+    /// the repeat detector whatever the machine decides next. Returns the notice of the tools
+    /// this batch excluded (rule 7), for the model before its next call, and the repetition the
+    /// detector saw (from `batch` alone for an abstract input, which has no payload).
+    pub(crate) fn accept_results(
+        &mut self,
+        policy: &Policy,
+        batch: &Batch,
+    ) -> (Option<Notice>, Repetition) {
+        let Some(Arrival::Results {
+            results,
+            loops,
+            repetition,
+        }) = self.take_arrival()
+        else {
+            let period = u32::from(batch.repeats > 1);
+            return (
+                None,
+                Repetition {
+                    period,
+                    times: batch.repeats,
+                },
+            );
+        };
+        self.loops = loops;
+        let mut excluded: Vec<(String, Exclusion)> = Vec::new();
+        for r in &results {
+            let record = self.ledger.entry(&r.name);
+            match &r.outcome {
+                ToolOutcome::Ok(_) => {
+                    record.successes = record.successes.saturating_add(1);
+                    if r.name == WRITE_TODOS {
+                        let id = str_fingerprint(&r.call_id);
+                        if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
+                            self.todos = self.staged_todos.swap_remove(pos).1;
+                        }
+                    }
+                }
+                ToolOutcome::Error { kind, .. } => {
+                    record.failures = record.failures.saturating_add(1);
+                    if record.excluded.is_some() {
+                        continue;
+                    }
+                    let exclusion = if kind.is_unrecoverable()
+                        && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
+                    {
+                        Exclusion::Unrecoverable { kind: *kind }
+                    } else if record.failures >= policy.max_tool_failures {
+                        Exclusion::Failures {
+                            count: record.failures,
+                        }
+                    } else {
+                        continue;
+                    };
+                    record.excluded = Some(exclusion);
+                    excluded.push((r.name.clone(), exclusion));
+                }
+            }
+        }
+        if excluded.is_empty() {
+            return (None, repetition);
+        }
+        let text = excluded
+            .iter()
+            .map(|(tool, exclusion)| {
+                format!(
+                    "The tool `{tool}` is now excluded because {exclusion}; do not call it again."
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let notice = Notice::Excluded {
+            tools: excluded,
+            text,
+        };
+        (Some(notice), repetition)
+    }
+
+    /// A verdict was accepted: what it says is missing joins the list (deduplicated).
+    pub(crate) fn accept_verdict(&mut self) {
+        let Some(Arrival::Verdict(verdict)) = self.take_arrival() else {
+            return;
+        };
+        for item in verdict.missing {
+            let item = item.trim().to_owned();
+            if !item.is_empty() && !self.missing_items.contains(&item) {
+                self.missing_items.push(item);
+            }
+        }
+    }
+
+    /// A clock reading was accepted.
+    pub(crate) fn accept_tick(&mut self) {
+        if let Some(Arrival::Tick(now_ms)) = self.take_arrival() {
+            self.now_ms = now_ms;
+        }
+    }
+
+    // ----- commands -----
+
+    /// Guidance (when the call answers a refused claim, a no-op turn or a rejection), then the
+    /// model call itself, with its backoff delay.
+    pub(crate) fn call_model(&mut self, policy: &Policy, reason: CallReason) {
+        let kind = match reason {
+            CallReason::Continue => Some(NudgeKind::Continue(self.last_no_op)),
+            CallReason::Nudge => Some(NudgeKind::Incomplete),
+            CallReason::VerifierRejected => Some(NudgeKind::VerifierRejected),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            let nudge = self.nudge(policy, kind);
+            self.out.push_back(Command::Nudge(nudge));
+        }
+        let delay_ms = match reason {
+            CallReason::Retry {
+                attempt,
+                retry_after_ms,
+            } => backoff_ms(
+                policy.retry_base_ms,
+                policy.retry_max_ms,
+                policy.seed,
+                attempt,
+                retry_after_ms,
+            ),
+            _ => 0,
+        };
+        let tools = !matches!(reason, CallReason::FinalAnswer { .. });
+        self.out.push_back(Command::CallModel(ModelCall {
+            delay_ms,
+            reason,
+            tools,
+        }));
+    }
+
+    /// Commits the calls of an accepted tool turn to the ledger and hands them out.
+    pub(crate) fn run_tools(&mut self) {
+        let (calls, plan) = match self.take_arrival() {
+            Some(Arrival::Turn { turn, plan }) => (turn.tool_calls, plan),
+            _ => (Vec::new(), Plan::default()),
+        };
+        let mut pending = Pending {
+            executed: 0,
+            ids: 0,
+            calls: calls_fingerprint(&calls),
+        };
+        self.staged_todos.clear();
+        let mut refusals = plan.refused.iter().peekable();
+        for (i, call) in calls.iter().enumerate() {
+            let record = self.ledger.entry(&call.name);
+            if let Some(&(_, exclusion)) = refusals.next_if(|(j, _)| *j == i) {
+                record.refused = record.refused.saturating_add(1);
+                if record.excluded.is_none() {
+                    record.excluded = Some(exclusion);
+                }
+                continue;
+            }
+            record.calls = record.calls.saturating_add(1);
+            pending.executed = pending.executed.saturating_add(1);
+            pending.ids = pending.ids.wrapping_add(str_fingerprint(&call.id));
+            if call.name == WRITE_TODOS
+                && let Ok(todos) = parse_todos(&call.arguments)
+            {
+                self.staged_todos.push((str_fingerprint(&call.id), todos));
+            }
+        }
+        self.pending = pending;
+        self.out.push_back(Command::RunTools(ToolBatch {
+            calls,
+            refused: plan.refused,
+            warnings: plan.warnings,
+        }));
+    }
+
+    /// Ask the verifier about the last claim.
+    pub(crate) fn verify(&mut self) {
+        let claim = self.result.clone().unwrap_or_default();
+        self.out.push_back(Command::Verify(VerifyRequest {
+            claim,
+            todos: self.todos.clone(),
+        }));
+    }
+
+    /// The run ended.
+    pub(crate) fn stop(&mut self, rule: Rule, outcome: Outcome, stats: &Stats) {
+        let mut stats = *stats;
+        stats.ignored_events = self.ignored;
+        self.out.push_back(Command::Stop(Stop {
+            outcome,
+            rule,
+            result: self.result.clone(),
+            stats,
+            excluded_tools: self.ledger.excluded().map(|(n, _)| n.to_owned()).collect(),
+        }));
+    }
+
+    /// Tell the model, before its next call, which tools are now excluded and why.
+    pub(crate) fn notice(&mut self, notice: Notice) {
+        self.out.push_back(Command::Notice(notice));
+    }
+
+    /// Tell the model the first time a window of its tool turns repeats, so that an honest agent
+    /// can change course before the repeat limit stops the run.
+    pub(crate) fn loop_notice(&mut self, policy: &Policy, repetition: Repetition) {
+        let period = repetition.period.max(1);
+        let turns = if period == 1 {
+            "Your last tool turn repeated the one before it".to_owned()
+        } else {
+            format!("Your last {period} tool turns repeated the {period} before them")
+        };
+        let text = format!(
+            "{turns}: the same calls with the same results. If the same sequence occurs {} times in a row the run stops with no_progress; change course.",
+            policy.max_repeats
+        );
+        self.out.push_back(Command::Notice(Notice::Repeating {
+            period,
+            times: repetition.times,
+            limit: policy.max_repeats,
+            text,
+        }));
+    }
+
+    fn nudge(&self, policy: &Policy, kind: NudgeKind) -> Nudge {
+        let open_todos: Vec<String> = self
+            .todos
+            .iter()
+            .filter(|t| t.status.is_open())
+            .map(|t| t.content.clone())
+            .collect();
+        let missing_tools: Vec<String> = policy
+            .completion_requires
+            .iter()
+            .filter(|t| !self.ledger.succeeded(t))
+            .cloned()
+            .collect();
+        let mut text = String::from(match kind {
+            NudgeKind::Incomplete => "You tried to finish, but the task is not done yet.",
+            NudgeKind::VerifierRejected => "A check of your work found the task incomplete.",
+            NudgeKind::Continue(NoOpKind::Silent) => {
+                "Your last reply had no content and no tool call."
+            }
+            NudgeKind::Continue(NoOpKind::NeedsMoreWork) => {
+                "You said more work is needed but did not do any."
+            }
+            NudgeKind::Continue(NoOpKind::Truncated) => {
+                "Your last reply was cut off by the length limit."
+            }
+            NudgeKind::Continue(NoOpKind::Filtered) => {
+                "Your last reply was cut by the content filter."
+            }
+        });
+        if !open_todos.is_empty() {
+            text.push_str("\nOpen todos: ");
+            text.push_str(&open_todos.join("; "));
+            text.push('.');
+        }
+        if !missing_tools.is_empty() {
+            text.push_str("\nRequired tools not yet run successfully: ");
+            text.push_str(&missing_tools.join(", "));
+            text.push('.');
+        }
+        let missing_items = if kind == NudgeKind::VerifierRejected {
+            self.missing_items.clone()
+        } else {
+            Vec::new()
+        };
+        if !missing_items.is_empty() {
+            text.push_str("\nStill missing: ");
+            text.push_str(&missing_items.join("; "));
+            text.push('.');
+        }
+        text.push_str("\nContinue: call a tool, or when everything is done give your final answer with needs_more_work: false.");
+        Nudge {
+            kind,
+            text,
+            open_todos,
+            missing_tools,
+            missing_items,
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The table of limits: every run-wide bound in one place.
+//!
+//! Each row names the policy field, the counter it bounds, how the counter meets the limit, the
+//! rule that fires and the stop reason. The machine's guards ([`crate::core`]), the invariant
+//! checks ([`crate::invariants`]), [`crate::Policy::step_bound`] and the guard column of
+//! `spec/machine.md` all read this table, so adding a limit is a policy field, a row here, the
+//! counter it bounds, and a test that reaches it.
+//!
+//! Per-tool bounds (`max_tool_failures`, `tool_budgets`) exclude one tool instead of stopping the
+//! run; they live in the tool ledger (see [`crate::Exclusion`]).
+
+use crate::policy::{OnVerificationLimit, Policy};
+use crate::reason::{AbortReason, CompleteReason, Outcome};
+use crate::rule::Rule;
+use crate::stats::{Stats, Streaks};
+
+/// How a counter meets its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Meets {
+    /// The N-th occurrence stops the run: it fires when the counter reaches the limit, so a live
+    /// run is always below it.
+    Reaches,
+    /// N are allowed and one more stops the run: a live run is at most at the limit.
+    Exceeds,
+    /// A budget of N that is spent: it fires when one more is wanted at the limit, so a live run
+    /// is at most at the limit.
+    Spent,
+    /// Like [`Meets::Reaches`], but the counter may jump past the limit in one event (a turn may
+    /// report any number of tokens), so it has no upper bound.
+    Crosses,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    /// The policy field that sets the limit.
+    pub field: &'static str,
+    /// The counter it bounds, as `spec/machine.md` names it.
+    pub counter: &'static str,
+    /// How the counter meets it.
+    pub meets: Meets,
+    /// The rule that fires.
+    pub rule: Rule,
+    /// Whether spending it allows the one final-answer call of `final_answer_on_budget`.
+    pub final_answer: bool,
+    value: fn(&Policy) -> Option<u64>,
+    count: fn(&Stats, &Streaks) -> u64,
+    reason: fn(&Policy) -> Outcome,
+}
+
+const fn abort(reason: AbortReason) -> Outcome {
+    Outcome::Aborted(reason)
+}
+
+/// The step budget: the `max_steps`-th step ends the run.
+pub const STEPS: Limit = Limit {
+    field: "max_steps",
+    counter: "steps",
+    meets: Meets::Reaches,
+    rule: Rule::StepBudget,
+    final_answer: true,
+    value: |p| Some(p.max_steps.into()),
+    count: |s, _| s.steps.into(),
+    reason: |_| abort(AbortReason::MaxSteps),
+};
+
+/// The token budget: tokens spent reached it.
+pub const TOKENS: Limit = Limit {
+    field: "token_budget",
+    counter: "tokens",
+    meets: Meets::Crosses,
+    rule: Rule::TokenBudget,
+    final_answer: true,
+    value: |p| p.token_budget,
+    count: |s, _| s.tokens(),
+    reason: |_| abort(AbortReason::TokenBudget),
+};
+
+/// The model-call budget (retries included).
+pub const MODEL_CALLS: Limit = Limit {
+    field: "max_model_calls",
+    counter: "model_calls",
+    meets: Meets::Spent,
+    rule: Rule::ModelCallBudget,
+    final_answer: true,
+    value: |p| Some(p.max_model_calls.into()),
+    count: |s, _| s.model_calls.into(),
+    reason: |_| abort(AbortReason::MaxModelCalls),
+};
+
+/// No-op turns in a row.
+pub const NO_OPS: Limit = Limit {
+    field: "max_no_ops",
+    counter: "streaks.no_ops",
+    meets: Meets::Reaches,
+    rule: Rule::NoOpLimit,
+    final_answer: false,
+    value: |p| Some(p.max_no_ops.into()),
+    count: |_, k| k.no_ops.into(),
+    reason: |_| abort(AbortReason::NoProgress),
+};
+
+/// Empty replies in a row.
+pub const EMPTY_RESPONSES: Limit = Limit {
+    field: "max_empty_responses",
+    counter: "streaks.empty_responses",
+    meets: Meets::Reaches,
+    rule: Rule::EmptyLimit,
+    final_answer: false,
+    value: |p| Some(p.max_empty_responses.into()),
+    count: |_, k| k.empty_responses.into(),
+    reason: |_| abort(AbortReason::EmptyResponses),
+};
+
+/// Retryable model errors in a row.
+pub const MODEL_RETRIES: Limit = Limit {
+    field: "max_model_retries",
+    counter: "streaks.model_retries",
+    meets: Meets::Exceeds,
+    rule: Rule::ModelRetryLimit,
+    final_answer: false,
+    value: |p| Some(p.max_model_retries.into()),
+    count: |_, k| k.model_retries.into(),
+    reason: |_| abort(AbortReason::ModelError),
+};
+
+/// Refused completion claims (each answered with a nudge).
+pub const NUDGES: Limit = Limit {
+    field: "max_nudges",
+    counter: "nudges",
+    meets: Meets::Spent,
+    rule: Rule::ClaimRefusedLimit,
+    final_answer: false,
+    value: |p| Some(p.max_nudges.into()),
+    count: |s, _| s.nudges.into(),
+    reason: |_| abort(AbortReason::Incomplete),
+};
+
+/// Verifier rejections; what the last one does is the policy's `on_verification_limit`.
+pub const VERIFICATION_FAILURES: Limit = Limit {
+    field: "max_verification_failures",
+    counter: "verification_failures",
+    meets: Meets::Reaches,
+    rule: Rule::VerificationLimitAbort,
+    final_answer: false,
+    value: |p| Some(p.max_verification_failures.into()),
+    count: |s, _| s.verification_failures.into(),
+    reason: |p| match p.on_verification_limit {
+        OnVerificationLimit::Abort => abort(AbortReason::VerificationLoop),
+        OnVerificationLimit::Complete => Outcome::Complete(CompleteReason::Forced),
+    },
+};
+
+/// Tool turns in a row in which every executed call failed.
+pub const FAILED_TOOL_TURNS: Limit = Limit {
+    field: "max_consecutive_tool_failures",
+    counter: "streaks.failed_tool_turns",
+    meets: Meets::Reaches,
+    rule: Rule::ToolFailureLimit,
+    final_answer: false,
+    value: |p| Some(p.max_consecutive_tool_failures.into()),
+    count: |_, k| k.failed_tool_turns.into(),
+    reason: |_| abort(AbortReason::ToolFailures),
+};
+
+/// Occurrences in a row of the same window of successful tool turns (any period up to
+/// `max_loop_period`).
+pub const REPEATS: Limit = Limit {
+    field: "max_repeats",
+    counter: "streaks.repeats",
+    meets: Meets::Reaches,
+    rule: Rule::RepeatLimit,
+    final_answer: false,
+    value: |p| Some(p.max_repeats.into()),
+    count: |_, k| k.repeats.into(),
+    reason: |_| abort(AbortReason::NoProgress),
+};
+
+/// Every row, in the order the machine checks the run-wide budgets first.
+pub const ALL: [Limit; 10] = [
+    STEPS,
+    TOKENS,
+    MODEL_CALLS,
+    NO_OPS,
+    EMPTY_RESPONSES,
+    MODEL_RETRIES,
+    NUDGES,
+    VERIFICATION_FAILURES,
+    FAILED_TOOL_TURNS,
+    REPEATS,
+];
+
+impl Limit {
+    /// The limit under `policy` (`None`: unlimited).
+    pub fn value(&self, policy: &Policy) -> Option<u64> {
+        (self.value)(policy)
+    }
+
+    /// The counter's value.
+    pub fn count(&self, stats: &Stats, streaks: &Streaks) -> u64 {
+        (self.count)(stats, streaks)
+    }
+
+    /// How the run ends when it fires.
+    pub fn outcome(&self, policy: &Policy) -> Outcome {
+        (self.reason)(policy)
+    }
+
+    /// Whether the limit fires for the counter value `count` (for a [`Meets::Spent`] budget:
+    /// whether one more may not be spent).
+    pub fn fires_at(&self, policy: &Policy, count: u64) -> bool {
+        self.value(policy).is_some_and(|limit| match self.meets {
+            Meets::Reaches | Meets::Spent | Meets::Crosses => count >= limit,
+            Meets::Exceeds => count > limit,
+        })
+    }
+
+    /// Whether the limit fires for the counters as they are.
+    pub fn fires(&self, policy: &Policy, stats: &Stats, streaks: &Streaks) -> bool {
+        self.fires_at(policy, self.count(stats, streaks))
+    }
+
+    /// The largest value the counter may have while the run is live. A final-answer call lets a
+    /// run-wide budget be passed by the one call (and the one step) it takes.
+    pub fn live_max(&self, policy: &Policy, finalizing: bool) -> Option<u64> {
+        let limit = self.value(policy)?;
+        if finalizing && self.meets == Meets::Crosses {
+            return None; // the budget was crossed by any amount before the final-answer call
+        }
+        let max = match self.meets {
+            Meets::Reaches | Meets::Crosses => limit.checked_sub(1)?,
+            Meets::Exceeds | Meets::Spent => limit,
+        };
+        Some(if finalizing && self.final_answer {
+            max.saturating_add(1)
+        } else {
+            max
+        })
+    }
+
+    /// The largest value the counter may ever have, the final step included (`None` when the
+    /// counter can pass its limit, as tokens can: one turn may report any number).
+    pub fn bound(&self, policy: &Policy) -> Option<u64> {
+        let limit = self.value(policy)?;
+        let extra = u64::from(self.final_answer && policy.final_answer_on_budget);
+        match self.meets {
+            Meets::Reaches | Meets::Spent => Some(limit + extra),
+            Meets::Exceeds => Some(limit + 1),
+            Meets::Crosses => None,
+        }
+    }
+
+    /// The guard under which the limit fires, in words for `spec/machine.md`.
+    pub fn guard(&self) -> String {
+        let (counter, field) = (self.counter, self.field);
+        match self.meets {
+            Meets::Reaches => format!("{counter} + 1 = {field}"),
+            Meets::Crosses => format!("{counter} >= {field}"),
+            Meets::Exceeds => format!("{counter} + 1 > {field}"),
+            Meets::Spent => format!("{counter} = {field}"),
+        }
+    }
+
+    /// The guard under which the limit does not fire, in words.
+    pub fn below(&self) -> String {
+        let (counter, field) = (self.counter, self.field);
+        match self.meets {
+            Meets::Reaches => format!("{counter} + 1 < {field}"),
+            Meets::Crosses => format!("{counter} < {field}"),
+            Meets::Exceeds => format!("{counter} + 1 <= {field}"),
+            Meets::Spent => format!("{counter} < {field}"),
+        }
+    }
+}
+
+/// The row whose rule is `rule`, if the rule is a limit's.
+pub fn of_rule(rule: Rule) -> Option<&'static Limit> {
+    match rule {
+        Rule::VerificationLimitForced => Some(&VERIFICATION_FAILURES),
+        _ => ALL.iter().find(|l| l.rule == rule),
+    }
+}
+
+/// The largest number of steps any run under `policy` can take: every model turn or error
+/// answers one model call and every results or verdict event answers one turn, so
+/// `steps <= 2 * model_calls`, and neither budget can be passed but by the final-answer call.
+pub(crate) fn step_bound(policy: &Policy) -> u64 {
+    let calls = MODEL_CALLS.value(policy).unwrap_or(u64::MAX);
+    let steps = STEPS.value(policy).unwrap_or(u64::MAX);
+    (2 * calls).min(steps) + u64::from(policy.final_answer_on_budget)
+}

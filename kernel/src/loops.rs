@@ -1,0 +1,137 @@
+//! The repeat detector: a loop of any short period, in constant memory and time per tool turn.
+//!
+//! A tool turn is reduced to one fingerprint (its calls, by name and canonical arguments, and
+//! their results). The detector keeps the last [`MAX_LOOP_PERIOD`] fingerprints in a ring and, for
+//! every period `k` up to the policy's `max_loop_period`, how many turns in a row equalled the turn
+//! `k` before them. When that run reaches `k * (n - 1)`, the last `k` turns are a window that just
+//! occurred `n` times in a row. A turn in which a call failed breaks every window: failures belong
+//! to the failure counters, and only turns in which every call succeeded can make a loop here.
+//! Nothing is allocated: the ring and the runs are fixed arrays.
+
+use serde::{Deserialize, Serialize};
+
+/// The longest loop period any policy may ask for (`max_loop_period`), in tool turns.
+pub const MAX_LOOP_PERIOD: u32 = 16;
+
+const N: usize = MAX_LOOP_PERIOD as usize;
+
+/// What the detector sees after one tool turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Repetition {
+    /// The period, in tool turns, of the window that repeats most (0 when nothing repeats).
+    pub period: u32,
+    /// How many times in a row that window has now occurred (1 when nothing repeats).
+    pub times: u32,
+}
+
+impl Repetition {
+    /// Nothing repeats.
+    pub const NONE: Repetition = Repetition {
+        period: 0,
+        times: 1,
+    };
+}
+
+/// The detector's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Loops {
+    /// The last successful turns' fingerprints; the next one is written at `head`.
+    ring: [u64; N],
+    head: u8,
+    /// How many slots of the ring hold turns since the last break (at most `N`).
+    filled: u8,
+    /// `runs[k - 1]`: turns in a row that equalled the turn `k` before them.
+    runs: [u32; N],
+}
+
+impl Loops {
+    /// Adds a turn in which every call succeeded; returns the longest repetition of any period up
+    /// to `max_period` that ends with it (ties go to the shorter period).
+    pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) -> Repetition {
+        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
+        let (head, filled) = (usize::from(self.head), usize::from(self.filled));
+        let mut best = Repetition::NONE;
+        for (k, run) in (1..=periods).zip(self.runs.iter_mut()) {
+            let same = filled >= k && self.ring[(head + N - k) % N] == fingerprint;
+            *run = if same { run.saturating_add(1) } else { 0 };
+            // `k` is at most 16, so the cast is exact.
+            let times = 1 + *run / k as u32;
+            if times > best.times {
+                best = Repetition {
+                    period: k as u32,
+                    times,
+                };
+            }
+        }
+        self.ring[head] = fingerprint;
+        self.head = ((head + 1) % N) as u8;
+        self.filled = (filled + 1).min(N) as u8;
+        best
+    }
+
+    /// A turn with a failed call: no window spans it.
+    pub(crate) fn break_window(&mut self) {
+        self.filled = 0;
+        self.runs = [0; N];
+    }
+
+    /// Whether the saved state is one [`Loops::push`] and [`Loops::break_window`] can produce.
+    pub(crate) fn is_consistent(&self) -> bool {
+        usize::from(self.head) < N && usize::from(self.filled) <= N
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(turns: &[u64], max_period: u32) -> Vec<Repetition> {
+        let mut loops = Loops::default();
+        turns.iter().map(|&t| loops.push(t, max_period)).collect()
+    }
+
+    #[test]
+    fn period_one_counts_identical_turns() {
+        let times: Vec<u32> = feed(&[7, 7, 7, 8, 8], 8).iter().map(|r| r.times).collect();
+        assert_eq!(times, [1, 2, 3, 1, 2]);
+    }
+
+    #[test]
+    fn a_three_turn_window_is_seen_once_per_repetition() {
+        let seen = feed(&[1, 2, 3, 1, 2, 3, 1, 2, 3], 8);
+        let times: Vec<u32> = seen.iter().map(|r| r.times).collect();
+        assert_eq!(times, [1, 1, 1, 1, 1, 2, 2, 2, 3]);
+        assert_eq!(seen[8].period, 3);
+    }
+
+    #[test]
+    fn a_period_longer_than_the_bound_is_not_seen() {
+        let turns: Vec<u64> = (0..30).map(|i| i % 5).collect();
+        assert!(feed(&turns, 4).iter().all(|r| r.times == 1));
+        assert!(feed(&turns, 5).iter().any(|r| r.times >= 3));
+    }
+
+    #[test]
+    fn a_failed_turn_breaks_every_window() {
+        let mut loops = Loops::default();
+        for t in [1, 2, 1] {
+            loops.push(t, 8);
+        }
+        loops.break_window();
+        // Before the break, 1 2 1 | 2 would complete the window (1 2) twice; after it, only the
+        // turns since the break count.
+        assert_eq!(loops.push(2, 8), Repetition::NONE);
+        assert_eq!(loops.push(1, 8), Repetition::NONE);
+        assert_eq!(loops.push(2, 8), Repetition::NONE);
+        assert_eq!(loops.push(1, 8).times, 2);
+    }
+
+    #[test]
+    fn the_ring_wraps_without_losing_periods() {
+        let turns: Vec<u64> = (0..100).map(|i| 100 + i % 16).collect();
+        let last = feed(&turns, 16)[99];
+        assert_eq!(last.period, 16);
+        assert_eq!(last.times, 1 + 84 / 16);
+    }
+}
