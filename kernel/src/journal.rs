@@ -46,7 +46,8 @@ impl Key {
 
     /// The key of guidance entry `i` (nudges, notices) emitted by step `checkpoint`. Guidance uses
     /// indexes from 2 up to the stop record's, so `i` < [`Key::MAX_GUIDANCE`]; one step emits at
-    /// most two guidance commands (a notice and a nudge), far below the limit.
+    /// most two guidance commands (results: one notice of every tool the step excluded and one of
+    /// a first repeat; a turn or a verdict: one nudge), far below the limit.
     pub const fn guidance(checkpoint: u32, i: u32) -> Key {
         debug_assert!(i < Self::MAX_GUIDANCE, "guidance index out of range");
         Key::new(checkpoint, 2 + i)

@@ -30,11 +30,12 @@ prop_compose! {
     fn limits()(max_steps in 1u32..60, max_model_calls in 1u32..30, max_no_ops in 1u32..5,
                 max_nudges in 0u32..4, max_verification_failures in 1u32..4,
                 max_tool_failures in 1u32..4, max_consecutive_tool_failures in 1u32..5,
-                max_repeats in 2u32..5, max_empty_responses in 1u32..5, max_model_retries in 0u32..4)
+                max_repeats in 2u32..5, max_empty_responses in 1u32..5, max_model_retries in 0u32..4,
+                max_loop_period in 1u32..=16)
         -> Policy {
         Policy { max_steps, max_model_calls, max_no_ops, max_nudges, max_verification_failures,
                  max_tool_failures, max_consecutive_tool_failures, max_repeats, max_empty_responses,
-                 max_model_retries, ..Policy::default() }
+                 max_model_retries, max_loop_period, ..Policy::default() }
     }
 }
 
