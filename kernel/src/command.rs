@@ -93,7 +93,7 @@ pub struct Nudge {
 /// Something the model must be told before its next turn: the kernel's own words, added to the
 /// conversation after the tool results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", from = "NoticeRepr")]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum Notice {
     /// Tools this step excluded, with why (rule 7): their calls are refused from now on.
@@ -125,61 +125,30 @@ impl Notice {
     }
 }
 
-/// The forms a stored notice can have: today's, and the one-tool form of journals written before
+/// Reads a stored notice in today's form or in the one-tool form of journals written before
 /// notices had kinds (one exclusion each).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NoticeRepr {
-    Tagged(TaggedNotice),
-    OneTool {
-        tool: String,
-        exclusion: Exclusion,
-        text: String,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
-enum TaggedNotice {
-    Excluded {
-        tools: Vec<(String, Exclusion)>,
-        text: String,
-    },
-    Repeating {
-        period: u32,
-        times: u32,
-        limit: u32,
-        text: String,
-    },
-}
-
-impl From<NoticeRepr> for Notice {
-    fn from(repr: NoticeRepr) -> Notice {
-        match repr {
-            NoticeRepr::Tagged(TaggedNotice::Excluded { tools, text }) => {
-                Notice::Excluded { tools, text }
-            }
-            NoticeRepr::Tagged(TaggedNotice::Repeating {
-                period,
-                times,
-                limit,
-                text,
-            }) => Notice::Repeating {
-                period,
-                times,
-                limit,
-                text,
-            },
-            NoticeRepr::OneTool {
-                tool,
-                exclusion,
-                text,
-            } => Notice::Excluded {
-                tools: vec![(tool, exclusion)],
-                text,
-            },
-        }
+pub(crate) fn any_notice<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Notice, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Now(Notice),
+        OneTool {
+            tool: String,
+            exclusion: Exclusion,
+            text: String,
+        },
     }
+    Ok(match Form::deserialize(d)? {
+        Form::Now(notice) => notice,
+        Form::OneTool {
+            tool,
+            exclusion,
+            text,
+        } => Notice::Excluded {
+            tools: vec![(tool, exclusion)],
+            text,
+        },
+    })
 }
 
 /// Ask the verifier whether the task is complete.

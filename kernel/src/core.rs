@@ -278,6 +278,7 @@ impl Core {
     }
 
     /// Whether a counter that was just incremented now meets its limit.
+    #[inline]
     fn reached(&self, limit: &Limit) -> bool {
         limit.fires(&self.policy, &self.stats, &self.streaks)
     }

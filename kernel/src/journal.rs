@@ -164,8 +164,8 @@ pub enum Entry {
     Transition(StepRecord),
     /// Guidance the kernel sent.
     Nudge(Nudge),
-    /// A notice the kernel sent.
-    Notice(Notice),
+    /// A notice the kernel sent (journals of the first edition hold one-tool notices: read too).
+    Notice(#[serde(deserialize_with = "crate::command::any_notice")] Notice),
     /// A tool call about to execute (written before it runs).
     ToolCall {
         /// The call.
@@ -548,6 +548,25 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_of_the_first_edition_still_read() {
+        let old = r#"{"entry":"notice","tool":"deploy","exclusion":{"why":"failures","count":3},"text":"The tool `deploy` is now excluded."}"#;
+        let entry: Entry = serde_json::from_str(old).unwrap_or_else(|e| panic!("{e}"));
+        let Entry::Notice(Notice::Excluded { tools, text }) = &entry else {
+            panic!("not an exclusion notice: {entry:?}");
+        };
+        assert_eq!(
+            tools,
+            &[("deploy".to_owned(), crate::Exclusion::Failures { count: 3 })]
+        );
+        assert_eq!(text, "The tool `deploy` is now excluded.");
+        // Today's form round-trips.
+        let now = serde_json::to_string(&entry).unwrap_or_default();
+        assert!(now.contains(r#""kind":"excluded""#), "{now}");
+        let again: Entry = serde_json::from_str(&now).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again, entry);
+    }
 
     #[test]
     fn keys_round_trip_and_reject_garbage() {

@@ -43,13 +43,23 @@ pub struct Limit {
     pub rule: Rule,
     /// Whether spending it allows the one final-answer call of `final_answer_on_budget`.
     pub final_answer: bool,
-    value: fn(&Policy) -> Option<u64>,
-    count: fn(&Stats, &Streaks) -> u64,
-    reason: fn(&Policy) -> Outcome,
+    /// Which row it is (selects the policy field, the counter and the reason; a `match` on a
+    /// constant, so the guards compile to plain comparisons).
+    which: Which,
 }
 
-const fn abort(reason: AbortReason) -> Outcome {
-    Outcome::Aborted(reason)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Steps,
+    Tokens,
+    ModelCalls,
+    NoOps,
+    EmptyResponses,
+    ModelRetries,
+    Nudges,
+    VerificationFailures,
+    FailedToolTurns,
+    Repeats,
 }
 
 /// The step budget: the `max_steps`-th step ends the run.
@@ -59,9 +69,7 @@ pub const STEPS: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::StepBudget,
     final_answer: true,
-    value: |p| Some(p.max_steps.into()),
-    count: |s, _| s.steps.into(),
-    reason: |_| abort(AbortReason::MaxSteps),
+    which: Which::Steps,
 };
 
 /// The token budget: tokens spent reached it.
@@ -71,9 +79,7 @@ pub const TOKENS: Limit = Limit {
     meets: Meets::Crosses,
     rule: Rule::TokenBudget,
     final_answer: true,
-    value: |p| p.token_budget,
-    count: |s, _| s.tokens(),
-    reason: |_| abort(AbortReason::TokenBudget),
+    which: Which::Tokens,
 };
 
 /// The model-call budget (retries included).
@@ -83,9 +89,7 @@ pub const MODEL_CALLS: Limit = Limit {
     meets: Meets::Spent,
     rule: Rule::ModelCallBudget,
     final_answer: true,
-    value: |p| Some(p.max_model_calls.into()),
-    count: |s, _| s.model_calls.into(),
-    reason: |_| abort(AbortReason::MaxModelCalls),
+    which: Which::ModelCalls,
 };
 
 /// No-op turns in a row.
@@ -95,9 +99,7 @@ pub const NO_OPS: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::NoOpLimit,
     final_answer: false,
-    value: |p| Some(p.max_no_ops.into()),
-    count: |_, k| k.no_ops.into(),
-    reason: |_| abort(AbortReason::NoProgress),
+    which: Which::NoOps,
 };
 
 /// Empty replies in a row.
@@ -107,9 +109,7 @@ pub const EMPTY_RESPONSES: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::EmptyLimit,
     final_answer: false,
-    value: |p| Some(p.max_empty_responses.into()),
-    count: |_, k| k.empty_responses.into(),
-    reason: |_| abort(AbortReason::EmptyResponses),
+    which: Which::EmptyResponses,
 };
 
 /// Retryable model errors in a row.
@@ -119,9 +119,7 @@ pub const MODEL_RETRIES: Limit = Limit {
     meets: Meets::Exceeds,
     rule: Rule::ModelRetryLimit,
     final_answer: false,
-    value: |p| Some(p.max_model_retries.into()),
-    count: |_, k| k.model_retries.into(),
-    reason: |_| abort(AbortReason::ModelError),
+    which: Which::ModelRetries,
 };
 
 /// Refused completion claims (each answered with a nudge).
@@ -131,9 +129,7 @@ pub const NUDGES: Limit = Limit {
     meets: Meets::Spent,
     rule: Rule::ClaimRefusedLimit,
     final_answer: false,
-    value: |p| Some(p.max_nudges.into()),
-    count: |s, _| s.nudges.into(),
-    reason: |_| abort(AbortReason::Incomplete),
+    which: Which::Nudges,
 };
 
 /// Verifier rejections; what the last one does is the policy's `on_verification_limit`.
@@ -143,12 +139,7 @@ pub const VERIFICATION_FAILURES: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::VerificationLimitAbort,
     final_answer: false,
-    value: |p| Some(p.max_verification_failures.into()),
-    count: |s, _| s.verification_failures.into(),
-    reason: |p| match p.on_verification_limit {
-        OnVerificationLimit::Abort => abort(AbortReason::VerificationLoop),
-        OnVerificationLimit::Complete => Outcome::Complete(CompleteReason::Forced),
-    },
+    which: Which::VerificationFailures,
 };
 
 /// Tool turns in a row in which every executed call failed.
@@ -158,9 +149,7 @@ pub const FAILED_TOOL_TURNS: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::ToolFailureLimit,
     final_answer: false,
-    value: |p| Some(p.max_consecutive_tool_failures.into()),
-    count: |_, k| k.failed_tool_turns.into(),
-    reason: |_| abort(AbortReason::ToolFailures),
+    which: Which::FailedToolTurns,
 };
 
 /// Occurrences in a row of the same window of successful tool turns (any period up to
@@ -171,9 +160,7 @@ pub const REPEATS: Limit = Limit {
     meets: Meets::Reaches,
     rule: Rule::RepeatLimit,
     final_answer: false,
-    value: |p| Some(p.max_repeats.into()),
-    count: |_, k| k.repeats.into(),
-    reason: |_| abort(AbortReason::NoProgress),
+    which: Which::Repeats,
 };
 
 /// Every row, in the order the machine checks the run-wide budgets first.
@@ -192,22 +179,62 @@ pub const ALL: [Limit; 10] = [
 
 impl Limit {
     /// The limit under `policy` (`None`: unlimited).
-    pub fn value(&self, policy: &Policy) -> Option<u64> {
-        (self.value)(policy)
+    #[inline]
+    pub fn value(&self, p: &Policy) -> Option<u64> {
+        Some(u64::from(match self.which {
+            Which::Steps => p.max_steps,
+            Which::Tokens => return p.token_budget,
+            Which::ModelCalls => p.max_model_calls,
+            Which::NoOps => p.max_no_ops,
+            Which::EmptyResponses => p.max_empty_responses,
+            Which::ModelRetries => p.max_model_retries,
+            Which::Nudges => p.max_nudges,
+            Which::VerificationFailures => p.max_verification_failures,
+            Which::FailedToolTurns => p.max_consecutive_tool_failures,
+            Which::Repeats => p.max_repeats,
+        }))
     }
 
     /// The counter's value.
-    pub fn count(&self, stats: &Stats, streaks: &Streaks) -> u64 {
-        (self.count)(stats, streaks)
+    #[inline]
+    pub fn count(&self, s: &Stats, k: &Streaks) -> u64 {
+        u64::from(match self.which {
+            Which::Steps => s.steps,
+            Which::Tokens => return s.tokens(),
+            Which::ModelCalls => s.model_calls,
+            Which::NoOps => k.no_ops,
+            Which::EmptyResponses => k.empty_responses,
+            Which::ModelRetries => k.model_retries,
+            Which::Nudges => s.nudges,
+            Which::VerificationFailures => s.verification_failures,
+            Which::FailedToolTurns => k.failed_tool_turns,
+            Which::Repeats => k.repeats,
+        })
     }
 
     /// How the run ends when it fires.
-    pub fn outcome(&self, policy: &Policy) -> Outcome {
-        (self.reason)(policy)
+    pub fn outcome(&self, p: &Policy) -> Outcome {
+        Outcome::Aborted(match self.which {
+            Which::Steps => AbortReason::MaxSteps,
+            Which::Tokens => AbortReason::TokenBudget,
+            Which::ModelCalls => AbortReason::MaxModelCalls,
+            Which::NoOps | Which::Repeats => AbortReason::NoProgress,
+            Which::EmptyResponses => AbortReason::EmptyResponses,
+            Which::ModelRetries => AbortReason::ModelError,
+            Which::Nudges => AbortReason::Incomplete,
+            Which::VerificationFailures => match p.on_verification_limit {
+                OnVerificationLimit::Abort => AbortReason::VerificationLoop,
+                OnVerificationLimit::Complete => {
+                    return Outcome::Complete(CompleteReason::Forced);
+                }
+            },
+            Which::FailedToolTurns => AbortReason::ToolFailures,
+        })
     }
 
     /// Whether the limit fires for the counter value `count` (for a [`Meets::Spent`] budget:
     /// whether one more may not be spent).
+    #[inline]
     pub fn fires_at(&self, policy: &Policy, count: u64) -> bool {
         self.value(policy).is_some_and(|limit| match self.meets {
             Meets::Reaches | Meets::Spent | Meets::Crosses => count >= limit,
@@ -216,6 +243,7 @@ impl Limit {
     }
 
     /// Whether the limit fires for the counters as they are.
+    #[inline]
     pub fn fires(&self, policy: &Policy, stats: &Stats, streaks: &Streaks) -> bool {
         self.fires_at(policy, self.count(stats, streaks))
     }

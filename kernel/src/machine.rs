@@ -269,6 +269,7 @@ impl Machine {
     }
 
     fn dispatch(&mut self, from: Phase, input: Input) -> Handled {
+        #[cfg(debug_assertions)]
         let variant = self.sm.variant();
         self.desk.rule = None;
         self.desk.refused = None;
@@ -281,6 +282,7 @@ impl Machine {
         let Some(rule) = self.desk.rule.take() else {
             return Handled::Observed;
         };
+        #[cfg(debug_assertions)]
         debug_assert!(
             self.phase().is_terminal() || self.sm.variant() < variant,
             "the termination variant must strictly decrease"
