@@ -47,10 +47,11 @@ pub(crate) struct Pending {
 pub(crate) enum Arrival {
     /// A model turn, and for a tool turn what becomes of each call.
     Turn { turn: ModelTurn, plan: Plan },
-    /// Tool results: the detector after them, and their repetition.
+    /// Tool results: the turn's fingerprint for the detector (`None`: a call failed, which
+    /// breaks every window), and the repetition it makes.
     Results {
         results: Vec<ToolResult>,
-        loops: Loops,
+        fingerprint: Option<u64>,
         repetition: Repetition,
     },
     /// A verdict.
@@ -171,10 +172,10 @@ impl Desk {
                 if !self.answers_pending(&results) {
                     return None;
                 }
-                let (batch, loops, repetition) = self.classify_results(policy, &results);
+                let (batch, fingerprint, repetition) = self.classify_results(policy, &results);
                 let arrival = Arrival::Results {
                     results,
-                    loops,
+                    fingerprint,
                     repetition,
                 };
                 (Input::ToolResults(batch), arrival)
@@ -305,7 +306,7 @@ impl Desk {
         &self,
         policy: &Policy,
         results: &[ToolResult],
-    ) -> (Batch, Loops, Repetition) {
+    ) -> (Batch, Option<u64>, Repetition) {
         let mut failed = 0u32;
         let mut unrecoverable = false;
         let mut fingerprint = self.pending.calls;
@@ -319,12 +320,11 @@ impl Desk {
         }
         // Only turns in which every call succeeded feed the repeat detector (issue: a failing
         // call repeated is a broken tool, for the failure counters to name).
-        let mut loops = self.loops;
-        let repetition = if failed == 0 {
-            loops.push(fingerprint, policy.max_loop_period)
+        let (fingerprint, repetition) = if failed == 0 {
+            let seen = self.loops.peek(fingerprint, policy.max_loop_period);
+            (Some(fingerprint), seen)
         } else {
-            loops.break_window();
-            Repetition::NONE
+            (None, Repetition::NONE)
         };
         let batch = Batch {
             failed,
@@ -332,7 +332,7 @@ impl Desk {
             unrecoverable,
             repeats: repetition.times,
         };
-        (batch, loops, repetition)
+        (batch, fingerprint, repetition)
     }
 
     // ----- 2. commits, made by the state that accepted the input -----
@@ -367,7 +367,7 @@ impl Desk {
     ) -> (Option<Notice>, Repetition) {
         let Some(Arrival::Results {
             results,
-            loops,
+            fingerprint,
             repetition,
         }) = self.take_arrival()
         else {
@@ -380,7 +380,12 @@ impl Desk {
                 },
             );
         };
-        self.loops = loops;
+        match fingerprint {
+            Some(fingerprint) => {
+                self.loops.push(fingerprint, policy.max_loop_period);
+            }
+            None => self.loops.break_window(),
+        }
         let mut excluded: Vec<(String, Exclusion)> = Vec::new();
         for r in &results {
             let record = self.ledger.entry(&r.name);

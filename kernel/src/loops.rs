@@ -46,17 +46,26 @@ pub(crate) struct Loops {
 }
 
 impl Loops {
-    /// Adds a turn in which every call succeeded; returns the longest repetition of any period up
-    /// to `max_period` that ends with it (ties go to the shorter period).
-    pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) -> Repetition {
-        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
+    /// The run of period `k` (1-based) after a turn with `fingerprint`.
+    #[inline]
+    fn next_run(&self, k: usize, fingerprint: u64) -> u32 {
         let (head, filled) = (usize::from(self.head), usize::from(self.filled));
+        if filled >= k && self.ring[(head + N - k) % N] == fingerprint {
+            self.runs[k - 1].saturating_add(1)
+        } else {
+            0
+        }
+    }
+
+    /// What [`Loops::push`] would return, without changing anything: the longest repetition of
+    /// any period up to `max_period` that a successful turn with `fingerprint` would end (ties
+    /// go to the shorter period).
+    pub(crate) fn peek(&self, fingerprint: u64, max_period: u32) -> Repetition {
+        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
         let mut best = Repetition::NONE;
-        for (k, run) in (1..=periods).zip(self.runs.iter_mut()) {
-            let same = filled >= k && self.ring[(head + N - k) % N] == fingerprint;
-            *run = if same { run.saturating_add(1) } else { 0 };
-            // `k` is at most 16, so the cast is exact.
-            let times = 1 + *run / k as u32;
+        for k in 1..=periods {
+            // `k` is at most 16, so the casts are exact.
+            let times = 1 + self.next_run(k, fingerprint) / k as u32;
             if times > best.times {
                 best = Repetition {
                     period: k as u32,
@@ -64,10 +73,21 @@ impl Loops {
                 };
             }
         }
+        best
+    }
+
+    /// Adds a turn in which every call succeeded; returns what [`Loops::peek`] said of it.
+    pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) -> Repetition {
+        let seen = self.peek(fingerprint, max_period);
+        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
+        for k in 1..=periods {
+            self.runs[k - 1] = self.next_run(k, fingerprint);
+        }
+        let head = usize::from(self.head);
         self.ring[head] = fingerprint;
         self.head = ((head + 1) % N) as u8;
-        self.filled = (filled + 1).min(N) as u8;
-        best
+        self.filled = (usize::from(self.filled) + 1).min(N) as u8;
+        seen
     }
 
     /// A turn with a failed call: no window spans it.
