@@ -38,6 +38,7 @@
 
 mod config;
 pub mod context;
+mod conversation;
 mod driver;
 mod error;
 mod fault;

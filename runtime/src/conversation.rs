@@ -1,0 +1,120 @@
+//! The conversation the model sees, built one way: from the journal's entries through
+//! [`Conversation::apply`]. The live path applies each entry as it journals it and the replay
+//! applies the entries it reads, so a resumed run and an uninterrupted one cannot disagree about
+//! what the model was told.
+
+use crate::error::RunError;
+use crate::message::Message;
+use crate::tool::render_outcome;
+use terminus_kernel::{BudgetWarning, Entry, ToolBatch, ToolResult};
+
+/// The messages of a run, in order: the system prompt, the task, then what the entries add.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Conversation {
+    messages: Vec<Message>,
+}
+
+impl Conversation {
+    /// The start of every run: the system prompt (if any), then the task.
+    pub(crate) fn new(system: Option<&str>, task: &str) -> Conversation {
+        let mut messages = Vec::with_capacity(64);
+        if let Some(system) = system {
+            messages.push(Message::system(system));
+        }
+        messages.push(Message::user(task));
+        Conversation { messages }
+    }
+
+    /// The messages, oldest first.
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Adds what one journal entry tells the model: a model turn with content or calls, the
+    /// results of a tool batch (`batch` is the batch they answer: the one the last step issued),
+    /// and the kernel's nudges and notices. Other entries add nothing.
+    pub(crate) fn apply(
+        &mut self,
+        entry: &Entry,
+        batch: Option<&ToolBatch>,
+    ) -> Result<(), RunError> {
+        match entry {
+            Entry::Assistant(turn)
+                if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() =>
+            {
+                self.messages.push(Message::assistant(
+                    turn.text.clone(),
+                    turn.tool_calls.clone(),
+                ));
+            }
+            Entry::ToolResults { results } => {
+                let Some(batch) = batch else {
+                    return Err(RunError::Internal(
+                        "tool results with no batch they answer".into(),
+                    ));
+                };
+                self.push_tool_messages(batch, results)?;
+            }
+            Entry::Nudge(nudge) => self.messages.push(Message::kernel(nudge.text.clone())),
+            Entry::Notice(notice) => self.messages.push(Message::kernel(notice.text())),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The messages a tool batch produces, in call order: a refusal for each refused call, and
+    /// each executed call's result (with its budget warning) from `results`, which are in the
+    /// order of the executed calls.
+    fn push_tool_messages(
+        &mut self,
+        batch: &ToolBatch,
+        results: &[ToolResult],
+    ) -> Result<(), RunError> {
+        let mut results = results.iter();
+        for (i, call) in batch.calls.iter().enumerate() {
+            if let Some(exclusion) = batch.refusal(i) {
+                // Refused calls are not executed and not sent back to the kernel, but the model
+                // gets an answer for each (chat APIs require one per call).
+                let text = format!(
+                    "Not run: the tool `{}` is excluded because {exclusion}.",
+                    call.name
+                );
+                self.messages.push(Message::tool_refusal(
+                    call.id.clone(),
+                    call.name.clone(),
+                    text,
+                ));
+                continue;
+            }
+            let Some(result) = results.next() else {
+                return Err(RunError::Internal("a tool call has no outcome".into()));
+            };
+            let warning = batch.warning(i).map(|w| budget_warning_text(&call.name, w));
+            self.messages.push(Message::tool_result(
+                result.call_id.clone(),
+                result.name.clone(),
+                render_outcome(&result.outcome),
+                warning.as_deref(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The warning appended to a tool result when its tool's budget is nearly spent.
+fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
+    match w.block_at {
+        Some(_) if w.last => format!(
+            "[budget] This was call {} of `{tool}`, the last one allowed: further calls will be refused.",
+            w.call
+        ),
+        Some(block_at) => format!(
+            "[budget] This was call {} of `{tool}`; from call {block_at} on, calls will be refused.",
+            w.call
+        ),
+        None => format!(
+            "[budget] This was call {} of `{tool}`; use it sparingly.",
+            w.call
+        ),
+    }
+}

@@ -1,0 +1,385 @@
+//! The driver: one loop that feeds an event to the machine, drains its commands, carries out the
+//! one action among them (call the model, run tools, verify) while racing the kill switch, the
+//! run's deadline and the lease renewal, and journals every event before the machine sees it.
+//!
+//! The modules: `run` (the [`Run`] builder and [`Resume`]), `resume` (replaying a journal into a
+//! driver), this one (the loop and its race), one per action (`model_step`, `tools_step`,
+//! `verify_step`), `writer` (journaling), `progress` (the words of progress lines). The
+//! conversation both the live path and the replay build is [`crate::conversation`].
+
+mod model_step;
+mod progress;
+mod resume;
+mod run;
+mod tools_step;
+mod verify_step;
+mod writer;
+
+pub use run::Run;
+
+use progress::summarize;
+
+use crate::config::{InDoubt, RuntimeConfig};
+use crate::context::{ContextPolicy, ContextWindow, Tokenizer, state_notice};
+use crate::conversation::Conversation;
+use crate::error::RunError;
+use crate::fault::Fault;
+use crate::journal::{Lease, MemoryStore, RunSpec, Store};
+use crate::kill::KillSwitch;
+use crate::message::Transcript;
+use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};
+use crate::observer::{Observer, Transition};
+use crate::report::Report;
+use crate::tool::{ToolSet, ToolSpec};
+use crate::verifier::{RuleVerifier, Verification, Verifier};
+use futures_util::StreamExt as _;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use terminus_kernel::{
+    CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, ModelErrorKind, ModelTurn,
+    Policy, Record, Replay, StepRecord, Stop, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult,
+    Verdict, VerifyRequest, decision_records, executed,
+};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+
+/// Wall-clock milliseconds since the Unix epoch (a run's start, compared across processes).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn renewal_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+/// What stays fixed during a run (shared by reference while an action is awaited).
+struct Env {
+    task: String,
+    model: Arc<dyn Model>,
+    tools: ToolSet,
+    specs: Vec<ToolSpec>,
+    verifier: Option<Arc<dyn Verifier>>,
+    store: Arc<dyn Store>,
+    config: RuntimeConfig,
+    execution: String,
+    kill: KillSwitch,
+    context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
+}
+
+struct Driver {
+    env: Env,
+    machine: Machine,
+    conversation: Conversation,
+    /// The tool batch being carried out (the results it gets are applied to the conversation
+    /// against it).
+    batch: Option<ToolBatch>,
+    /// The commands of the last step, journaled and not yet carried out (a reused buffer).
+    commands: Vec<Command>,
+    trace: Vec<StepRecord>,
+    /// Appends that found their key stored with the same content (atomic: concurrent tool
+    /// calls journal their results while the driver is borrowed).
+    duplicates: AtomicU64,
+    model_calls: u32,
+    start: Instant,
+    deadline: Option<Instant>,
+    lease: Lease,
+    renewal: Instant,
+    /// On resume, the journal's state of each executed call of the pending tool batch: done
+    /// calls are not run again, in-doubt calls only if their tool is idempotent.
+    resumed_calls: Option<Vec<CallState>>,
+    /// Tool results to journal with the next step (in the same append).
+    carry: std::sync::Mutex<Vec<Record>>,
+    /// The model's view of the conversation, when the run has a context policy.
+    window: Option<ContextWindow>,
+}
+
+/// The one command among those drained that needs an answer.
+enum Action {
+    Model(ModelCall),
+    Tools(ToolBatch),
+    Verify(VerifyRequest),
+    Stop(Stop),
+}
+
+/// How the race between an action, the kill switch and the deadline ended.
+enum Raced<T> {
+    Done(T),
+    Cancel,
+    Deadline,
+}
+
+type EventAndDetail = (Event, Option<String>);
+
+impl Driver {
+    fn new(
+        mut env: Env,
+        machine: Machine,
+        lease: Lease,
+        conversation: Conversation,
+        start: Instant,
+    ) -> Driver {
+        env.specs = env.tools.specs();
+        let window = env.context.take().map(|(policy, tokenizer)| {
+            // Until a turn reports usage, the tokens outside the messages are the tool
+            // definitions and the reply's priming.
+            let tools = serde_json::to_string(&env.specs).unwrap_or_default();
+            let fixed = tokenizer.count(&tools).saturating_add(3);
+            ContextWindow::new(policy, tokenizer, fixed)
+        });
+        Driver {
+            window,
+            deadline: machine
+                .poll_timeout()
+                .map(|ms| start + Duration::from_millis(ms)),
+            renewal: Instant::now() + renewal_interval(lease.duration),
+            env,
+            lease,
+            machine,
+            conversation,
+            batch: None,
+            commands: Vec::with_capacity(4),
+            trace: Vec::with_capacity(32),
+            duplicates: AtomicU64::new(0),
+            model_calls: 0,
+            start,
+            resumed_calls: None,
+            carry: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Goes on from a replayed journal: first re-journals the last replayed step (an
+    /// interrupted run may have written its event and not all of its decisions; stored keys
+    /// come back as prevented duplicates), then loops as [`Driver::drive`] does.
+    async fn resume(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        if let Some(last) = self.trace.last().copied() {
+            self.journal_step(&last).await?;
+        } else {
+            self.put(Record {
+                key: Key::event(0),
+                entry: Entry::User {
+                    task: self.env.task.clone(),
+                },
+            })
+            .await?;
+        }
+        self.run_loop(observer).await
+    }
+
+    async fn drive(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        self.put(Record {
+            key: Key::event(0),
+            entry: Entry::User {
+                task: self.env.task.clone(),
+            },
+        })
+        .await?;
+        // The machine's first command (the first model call) comes from no step.
+        self.commands
+            .extend(std::iter::from_fn(|| self.machine.poll_command()));
+        self.run_loop(observer).await
+    }
+
+    async fn run_loop(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        loop {
+            let (event, detail) = match self.drain()? {
+                Action::Stop(stop) => return self.finish(stop, observer).await,
+                Action::Model(call) => self.model_step(call).await?,
+                Action::Tools(batch) => self.tools_step(batch).await?,
+                Action::Verify(request) => self.verify_step(request).await?,
+            };
+            self.feed(event, detail, observer).await?;
+        }
+    }
+
+    /// Carries out the last step's commands: notices and nudges go into the conversation as the
+    /// kernel's messages; the one command that needs an answer is returned.
+    fn drain(&mut self) -> Result<Action, RunError> {
+        let mut action = None;
+        let mut commands = std::mem::take(&mut self.commands);
+        for command in commands.drain(..) {
+            let next = match command {
+                Command::Notice(notice) => {
+                    self.conversation.apply(&Entry::Notice(notice), None)?;
+                    continue;
+                }
+                Command::Nudge(nudge) => {
+                    self.conversation.apply(&Entry::Nudge(nudge), None)?;
+                    continue;
+                }
+                Command::CallModel(call) => Action::Model(call),
+                Command::RunTools(batch) => Action::Tools(batch),
+                Command::Verify(request) => Action::Verify(request),
+                Command::Stop(stop) => Action::Stop(stop),
+                other => {
+                    return Err(RunError::Internal(format!(
+                        "a kernel command this runtime cannot carry out: {other:?}"
+                    )));
+                }
+            };
+            if action.replace(next).is_some() {
+                return Err(RunError::Internal(
+                    "the kernel issued two actions after one event".into(),
+                ));
+            }
+        }
+        self.commands = commands;
+        action.ok_or_else(|| {
+            RunError::Internal(format!(
+                "the kernel is {} with no command to carry out",
+                self.machine.phase().as_str()
+            ))
+        })
+    }
+
+    /// Awaits `work` unless the kill switch or the deadline comes first; renews the lease while
+    /// waiting. Returns the outcome and the next renewal time.
+    async fn race<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Result<(Raced<T>, Instant), RunError> {
+        tokio::pin!(work);
+        let deadline = async {
+            match self.deadline {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        // The lease is renewed by a branch of its own, polled alongside the work: renewing
+        // inside a select handler would stop polling the work, and a store that serializes
+        // its connection (PostgreSQL) would wait forever for the lock the paused work holds.
+        let renewed = std::sync::Mutex::new(self.renewal);
+        let next = || {
+            *renewed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let renew = async {
+            loop {
+                sleep_until(next()).await;
+                if let Err(e) = self.env.store.renew(&self.lease).await {
+                    return RunError::from(e);
+                }
+                *renewed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Instant::now() + renewal_interval(self.lease.duration);
+            }
+        };
+        tokio::pin!(renew);
+        let raced = tokio::select! {
+            biased;
+            () = self.env.kill.killed() => Raced::Cancel,
+            () = &mut deadline => Raced::Deadline,
+            failed = &mut renew => return Err(failed),
+            out = &mut work => Raced::Done(out),
+        };
+        Ok((raced, next()))
+    }
+
+    fn interrupted<T>(&self, raced: Raced<T>) -> Result<T, EventAndDetail> {
+        match raced {
+            Raced::Done(out) => Ok(out),
+            Raced::Cancel => Err((Event::Cancel, None)),
+            Raced::Deadline => Err((self.tick(), None)),
+        }
+    }
+
+    fn tick(&self) -> Event {
+        let now_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Event::Tick { now_ms }
+    }
+
+    /// Feeds `event` to the machine, journals the event with the step it made and that step's
+    /// commands (before any command is carried out), and reports the transition.
+    async fn feed(
+        &mut self,
+        event: Event,
+        detail: Option<String>,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<(), RunError> {
+        let summary = observer
+            .as_ref()
+            .map(|_| summarize(&event, detail.as_deref()));
+        let checkpoint = self.machine.stats().steps.saturating_add(1);
+        let event_record = Record {
+            key: Key::event(checkpoint),
+            entry: Entry::from_event(&event),
+        };
+        let label = event.label();
+        // What the model is told comes from the entry, as on replay.
+        self.conversation
+            .apply(&event_record.entry, self.batch.as_ref())?;
+        match self.machine.handle(event) {
+            Handled::Step(record) => {
+                self.trace.push(record);
+                self.commands
+                    .extend(std::iter::from_fn(|| self.machine.poll_command()));
+                // The event and what the step decided are written together, before any of it
+                // is carried out: one transaction in a durable store, so a crash leaves the
+                // step either wholly journaled or not at all (the machine is deterministic, so
+                // writing the event after it was fed loses nothing).
+                let mut records = std::mem::take(
+                    &mut *self
+                        .carry
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                records.push(event_record);
+                records.extend(self.decisions(&record));
+                self.put_all(records).await?;
+                if let Some(observer) = observer.as_mut() {
+                    observer.on_transition(&Transition {
+                        record,
+                        stats: self.machine.stats(),
+                        summary: summary.as_deref().unwrap_or(""),
+                        elapsed_ms: u64::try_from(self.start.elapsed().as_millis())
+                            .unwrap_or(u64::MAX),
+                    });
+                }
+                Ok(())
+            }
+            Handled::Observed => Ok(()),
+            Handled::Ignored { why, phase } => Err(RunError::Internal(format!(
+                "the kernel ignored {label} in {} ({why:?})",
+                phase.as_str()
+            ))),
+        }
+    }
+
+    async fn finish(
+        &mut self,
+        stop: Stop,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        // The stop record was journaled with the last step.
+        let entries = self.env.store.count(&self.env.execution).await?;
+        let mut report = Report::new(
+            self.env.execution.clone(),
+            stop,
+            self.machine.todos().to_vec(),
+            std::mem::take(&mut self.trace),
+            entries,
+            self.duplicates.load(Ordering::Relaxed),
+        );
+        report.context = self.window.as_ref().map(ContextWindow::stats);
+        self.env.store.finish(&self.env.execution, &report).await?;
+        if let Some(observer) = observer.as_mut() {
+            observer.on_stop(&report);
+        }
+        Ok(report)
+    }
+}

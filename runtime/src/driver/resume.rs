@@ -1,0 +1,149 @@
+//! Resuming: claim the execution, replay its journal page by page into a fresh machine and
+//! conversation, and hand both to a driver.
+
+use super::*;
+
+/// How many records a resume reads from the store at a time.
+const RESUME_PAGE: usize = 512;
+
+/// The resume path of [`Run::execute`]: claim, replay the journal page by page into a fresh
+/// machine and conversation, and drive on from there.
+pub(super) async fn resume_execution(
+    mut env: Env,
+    observer: &mut Option<Box<dyn Observer>>,
+) -> Result<Report, RunError> {
+    let lease = env
+        .store
+        .claim(&env.execution, &env.config.worker, env.config.lease)
+        .await?;
+    let resumed = replay_journal(&mut env).await;
+    let mut driver = match resumed {
+        Ok(Resumed::Ended(report)) => {
+            let _ = env.store.release(&lease).await;
+            return Ok(*report);
+        }
+        Ok(Resumed::Driver(parts)) => parts.into_driver(env, lease),
+        Err(e) => {
+            let _ = env.store.release(&lease).await;
+            return Err(e);
+        }
+    };
+    let result = driver.resume(observer).await;
+    let _ = driver.env.store.release(&driver.lease).await;
+    result
+}
+
+enum Resumed {
+    Ended(Box<Report>),
+    Driver(Box<ResumedParts>),
+}
+
+/// What a replay rebuilt, before a driver owns it.
+struct ResumedParts {
+    machine: Machine,
+    outstanding: Vec<Command>,
+    calls: Vec<CallState>,
+    conversation: Conversation,
+    trace: Vec<StepRecord>,
+    model_answers: u64,
+    started: Instant,
+}
+
+impl ResumedParts {
+    pub(super) fn into_driver(self, env: Env, lease: Lease) -> Driver {
+        let mut driver = Driver::new(env, self.machine, lease, self.conversation, self.started);
+        driver.commands = self.outstanding;
+        driver.trace = self.trace;
+        driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
+        driver.resumed_calls = Some(self.calls);
+        driver
+    }
+}
+
+/// Reads the journal of `env.execution` in pages and replays it.
+async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
+    let store = Arc::clone(&env.store);
+    let execution = env.execution.clone();
+    let Some(mut spec) = store.spec(&execution).await? else {
+        return Err(crate::journal::StoreError::NotFound(execution).into());
+    };
+    // The host's data (a scenario can be large) is the host's business; free it now.
+    spec.host = None;
+    if let Some(report) = store.report(&execution).await? {
+        return Ok(Resumed::Ended(Box::new(report)));
+    }
+    env.task.clone_from(&spec.task);
+    if env.config.system_prompt.is_none() {
+        env.config.system_prompt.clone_from(&spec.system);
+    }
+    let mut page = store.page(&execution, None, RESUME_PAGE).await?;
+    let Some(first) = page.first() else {
+        // Created and never started (submitted for a worker): start it from the beginning.
+        let mut machine = Machine::new(spec.policy.clone()).map_err(RunError::Policy)?;
+        let outstanding = std::iter::from_fn(|| machine.poll_command()).collect();
+        let conversation = Conversation::new(env.config.system_prompt.as_deref(), &spec.task);
+        return Ok(Resumed::Driver(Box::new(ResumedParts {
+            machine,
+            outstanding,
+            calls: Vec::new(),
+            conversation,
+            trace: Vec::new(),
+            model_answers: 0,
+            started: Instant::now(),
+        })));
+    };
+    let mut replay = Replay::start(spec.policy.clone(), Record::clone(first))
+        .map_err(|e| RunError::Replay(e.to_string()))?;
+    let mut conversation = Conversation::new(env.config.system_prompt.as_deref(), &spec.task);
+    let mut trace = Vec::new();
+    let mut skip = 1;
+    loop {
+        let last = page.last().map(|r| r.key);
+        for record in page.iter().skip(skip) {
+            if let Entry::Transition(step) = &record.entry {
+                trace.push(*step);
+            }
+            // The batch tool results answer is the one the last replayed step issued.
+            let batch = replay.outstanding().iter().find_map(|c| match c {
+                Command::RunTools(b) => Some(b),
+                _ => None,
+            });
+            conversation.apply(&record.entry, batch)?;
+            replay
+                .push(Record::clone(record))
+                .map_err(|e| RunError::Replay(e.to_string()))?;
+        }
+        skip = 0;
+        if page.len() < RESUME_PAGE {
+            break;
+        }
+        page = store.page(&execution, last, RESUME_PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+    }
+    let recovery = replay.finish();
+    env.model.resumed(recovery.model_answers);
+    for (tool, answered) in &recovery.tool_answers {
+        if let Some(t) = env.tools.get(tool) {
+            t.resumed(*answered);
+        }
+    }
+    // The run's clock goes on from its first start, so a deadline spans the interruption.
+    let elapsed = spec
+        .started_unix_ms
+        .map_or(0, |at| unix_ms().saturating_sub(at));
+    let now = Instant::now();
+    let started = now
+        .checked_sub(Duration::from_millis(elapsed))
+        .unwrap_or(now);
+    Ok(Resumed::Driver(Box::new(ResumedParts {
+        machine: recovery.machine,
+        outstanding: recovery.outstanding,
+        calls: recovery.calls,
+        conversation,
+        trace,
+        model_answers: recovery.model_answers,
+        started,
+    })))
+}

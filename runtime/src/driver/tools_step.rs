@@ -1,0 +1,186 @@
+//! The tools action: run the executed calls of a batch, concurrently up to the limit, journaling
+//! each result as it arrives; calls a resumed journal settled are not run again.
+
+use super::*;
+
+impl Driver {
+    pub(super) async fn tools_step(
+        &mut self,
+        batch: ToolBatch,
+    ) -> Result<EventAndDetail, RunError> {
+        // The intents were journaled with the step that issued the batch (write-ahead); the
+        // results go to the same checkpoint, one slot per executed call.
+        let checkpoint = self.machine.stats().steps;
+        let calls = u32::try_from(executed(&batch).count()).unwrap_or(u32::MAX);
+        let resumed = self.resumed_calls.take();
+        if let Some(states) = &resumed
+            && self.env.config.in_doubt == InDoubt::Stop
+            && let Some((call, _)) = executed(&batch)
+                .zip(states)
+                .find(|(_, s)| matches!(s, CallState::InDoubt { idempotent: false }))
+        {
+            return Err(RunError::InDoubt {
+                call: call.id.clone(),
+                tool: call.name.clone(),
+            });
+        }
+        let (raced, renewal) = self
+            .race(self.run_tools(&batch, checkpoint, calls, resumed))
+            .await?;
+        self.renewal = renewal;
+        let outcomes = match self.interrupted(raced) {
+            Ok(out) => out?,
+            Err(event) => return Ok(event),
+        };
+        let mut outcomes = outcomes.into_iter();
+        let mut results = Vec::with_capacity(batch.calls.len());
+        for call in executed(&batch) {
+            let Some((_, outcome)) = outcomes.next() else {
+                return Err(RunError::Internal("a tool call has no outcome".into()));
+            };
+            results.push(ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                outcome,
+            });
+        }
+        // Kept until the results are fed: the conversation applies them against it.
+        self.batch = Some(batch);
+        Ok((Event::ToolResults(results), None))
+    }
+
+    /// Runs the executed calls of `batch`, at most `max_concurrent_tools` at a time, journals
+    /// each result as it arrives (executed call `j` of `calls` under
+    /// `Key::result(checkpoint, calls, j)`, so a crash loses no finished call), and returns the
+    /// outcomes in batch order (so the event does not depend on timing).
+    pub(super) async fn run_tools(
+        &self,
+        batch: &ToolBatch,
+        checkpoint: u32,
+        calls_in_batch: u32,
+        resumed: Option<Vec<CallState>>,
+    ) -> Result<Vec<(usize, ToolOutcome)>, RunError> {
+        let limit = self.env.config.max_concurrent_tools.max(1);
+        let mut resumed = resumed.unwrap_or_default().into_iter();
+        // A batch of one call: its result is journaled in the same transaction as the step it
+        // feeds (see `carry`), which is as soon as the result is known, one commit fewer.
+        let defer = calls_in_batch == 1;
+        let tool_timeout = self.env.config.tool_timeout;
+        // Each tool's `call` is invoked here, in batch order, before anything runs: an adapter
+        // that takes the next scripted result when called stays deterministic.
+        let calls: Vec<_> = batch
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| batch.refusal(*i).is_none())
+            .enumerate()
+            .map(|(j, (i, call))| {
+                let state = resumed.next().unwrap_or(CallState::NotStarted);
+                let known = match state {
+                    CallState::Done(result) => Some(result.outcome),
+                    CallState::InDoubt { idempotent: false } => Some(in_doubt_outcome(&call.name)),
+                    CallState::NotStarted | CallState::InDoubt { idempotent: true } => None,
+                };
+                // Arguments must be a JSON object (every provider's tool calls and every tool
+                // schema say so); anything else, such as the text of arguments a model sent as
+                // broken JSON, is answered `invalid_arguments` without calling the tool.
+                let malformed = known.is_none() && !call.arguments.is_object();
+                let started = match known {
+                    Some(_) => None,
+                    None if malformed => None,
+                    None => self
+                        .env
+                        .tools
+                        .get(&call.name)
+                        .map(|tool| tool.call(call.arguments.clone())),
+                };
+                let name = call.name.as_str();
+                let key = Key::result(
+                    checkpoint,
+                    calls_in_batch,
+                    u32::try_from(j).unwrap_or(u32::MAX),
+                );
+                async move {
+                    if let Some(outcome) = known {
+                        // Journaled already (done), or answered as in doubt: never run again.
+                        let result = ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            outcome: outcome.clone(),
+                        };
+                        self.put_result(key, result, defer).await?;
+                        return Ok::<_, RunError>((i, outcome));
+                    }
+                    let outcome = match started {
+                        None if malformed => Ok(ToolOutcome::Error {
+                            kind: ToolErrorKind::InvalidArguments,
+                            message: invalid_arguments_message(&call.arguments),
+                        }),
+                        None => Ok(ToolOutcome::Error {
+                            kind: ToolErrorKind::NotFound,
+                            message: format!("there is no tool named `{name}`"),
+                        }),
+                        Some(running) => match tool_timeout {
+                            None => running.await,
+                            Some(limit) => timeout(limit, running).await.unwrap_or_else(|_| {
+                                Ok(ToolOutcome::Error {
+                                    kind: ToolErrorKind::Timeout,
+                                    message: format!("no result within {} ms", limit.as_millis()),
+                                })
+                            }),
+                        },
+                    };
+                    let outcome = outcome?;
+                    let result = ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        outcome: outcome.clone(),
+                    };
+                    self.put_result(key, result, defer).await?;
+                    Ok::<_, RunError>((i, outcome))
+                }
+            })
+            .collect();
+        if calls.len() == 1 {
+            // The common case: no stream machinery.
+            let mut out = Vec::with_capacity(1);
+            for call in calls {
+                out.push(call.await?);
+            }
+            return Ok(out);
+        }
+        let mut out: Vec<(usize, ToolOutcome)> = Vec::with_capacity(calls.len());
+        let mut running = futures_util::stream::iter(calls).buffer_unordered(limit);
+        while let Some(result) = running.next().await {
+            out.push(result?);
+        }
+        out.sort_unstable_by_key(|(i, _)| *i);
+        Ok(out)
+    }
+}
+
+/// The answer to a call of a non-idempotent tool that was started before the run stopped and has
+/// no journaled result: it is not run again, and the model is told why.
+fn in_doubt_outcome(tool: &str) -> ToolOutcome {
+    ToolOutcome::Error {
+        kind: ToolErrorKind::Failed,
+        message: format!(
+            "in doubt: the run stopped while this call of `{tool}` was running, and `{tool}` is \
+             not idempotent, so it was not run again. Its effect may or may not have happened: \
+             check before calling it again."
+        ),
+    }
+}
+
+/// What the model is told when its arguments are not a JSON object.
+fn invalid_arguments_message(arguments: &serde_json::Value) -> String {
+    let text = match arguments {
+        serde_json::Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    };
+    let mut shown: String = text.chars().take(200).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    format!("the arguments must be a JSON object; the call was not run. Got: {shown}")
+}
