@@ -55,7 +55,7 @@ pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::context::{
     ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
 };
-pub use crate::driver::Run;
+pub use crate::driver::{Replayed, Resume, Run, Setup};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
 pub use crate::journal::{Appended, Failure, Lease, MemoryStore, RunSpec, Store, StoreError};

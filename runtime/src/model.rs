@@ -103,11 +103,4 @@ impl From<Fault> for ModelError {
 pub trait Model: Send + Sync {
     /// One model turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError>;
-
-    /// Called once when a run resumes from its journal: `answered` model calls (turns and
-    /// errors) are journaled and will not be made again. A live model ignores it (the default);
-    /// a scripted one moves past the answers the journal already holds.
-    fn resumed(&self, answered: u64) {
-        let _ = answered;
-    }
 }

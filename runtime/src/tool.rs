@@ -45,13 +45,6 @@ pub trait Tool: Send + Sync {
     /// Runs one call. A failure of the call is an `Ok(ToolOutcome::Error { .. })` that the
     /// kernel counts; `Err` is a [`Fault`] of the adapter itself and stops the run.
     async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault>;
-
-    /// Called once when a run resumes from its journal: `answered` results of this tool are
-    /// journaled and will not be asked for again. A live tool ignores it (the default); a
-    /// scripted one moves past the results the journal already holds.
-    fn resumed(&self, answered: u64) {
-        let _ = answered;
-    }
 }
 
 /// The tools of a run, by name. [`ToolSet::new`] holds the built-in `write_todos`; a call to a

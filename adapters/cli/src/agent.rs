@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_llm::LlmModel;
 use terminus_runtime::{
-    LlmVerifier, Model, Run, RuntimeConfig, Store, Tokenizer, ToolSet, Verifier,
+    LlmVerifier, Model, Run, RuntimeConfig, Setup, Store, Tokenizer, ToolSet, Verifier,
 };
 use terminus_scenario::{ContextSpec, ScenarioFile};
 use terminus_tools::{McpConfig, McpTools};
@@ -150,12 +150,12 @@ impl LiveAgent {
 
     /// A run with this agent's adapters: `start` makes it (new or resumed) from the model;
     /// the tools are `mcp`'s plus `write_todos`; `recorder` keeps what a recording needs.
-    pub(crate) fn run(
+    pub(crate) fn run<R: Setup>(
         &self,
-        start: impl FnOnce(Arc<dyn Model>) -> Run,
+        start: impl FnOnce(Arc<dyn Model>) -> R,
         mcp: &McpTools,
         recorder: Option<&Arc<Recorder>>,
-    ) -> Run {
+    ) -> R {
         let model: Arc<dyn Model> = match recorder {
             Some(recorder) => Arc::new(RecordingModel {
                 inner: self.model.clone(),

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use terminus_kernel::{Entry, Key};
-use terminus_runtime::{Report, Run, RuntimeConfig, Store, Transition};
+use terminus_runtime::{Report, RuntimeConfig, Setup, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -332,7 +332,10 @@ async fn run(args: RunArgs) -> u8 {
 }
 
 /// Runs with the kill switch on Ctrl-C and progress lines on stderr.
-async fn drive(run: Run, config: RuntimeConfig) -> Result<Report, terminus_runtime::RunError> {
+async fn drive<R: Setup>(
+    run: R,
+    config: RuntimeConfig,
+) -> Result<Report, terminus_runtime::RunError> {
     let on_interrupt = run.kill_handle();
     let watcher = tokio::spawn(async move {
         // Ctrl-C is the kill switch: the run ends `aborted (cancelled)` with its report.

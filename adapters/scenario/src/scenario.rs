@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{Policy, WRITE_TODOS};
-use terminus_runtime::{KillSwitch, Run, ToolSet};
+use terminus_runtime::{KillSwitch, Resume, Run, Setup, ToolSet};
 
 /// A validated scenario: it parses, every script can be run, and the kernel accepts its policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,13 +98,31 @@ impl Scenario {
                 ..terminus_runtime::RuntimeConfig::default()
             });
         }
-        self.adapters(run)
+        self.adapters(run, &self.tools())
     }
 
     /// Resumes `execution` of this scenario from its journal (set the store on the returned
-    /// [`Run`]): the scripted model and tools move past the answers the journal holds.
-    pub fn resume(&self, execution: impl Into<String>) -> Run {
-        self.adapters(Run::resume(execution, self.model()))
+    /// [`Resume`]): the scripted model and tools move past the answers the journal holds.
+    pub fn resume(&self, execution: impl Into<String>) -> Resume {
+        let model = self.model();
+        let tools = self.tools();
+        let (skip_model, skip_tools) = (Arc::clone(&model), tools.clone());
+        self.adapters(Run::resume(execution, model), &tools)
+            .on_replay(move |replayed| {
+                skip_model.skip(replayed.model_answers);
+                for (name, tool) in &skip_tools {
+                    tool.skip(replayed.tool_answers.get(name).copied().unwrap_or(0));
+                }
+            })
+    }
+
+    /// One scripted tool per entry of `tools`.
+    fn tools(&self) -> Vec<(String, Arc<ScriptedTool>)> {
+        self.file
+            .tools
+            .iter()
+            .map(|(name, script)| (name.clone(), Arc::new(ScriptedTool::new(name, script))))
+            .collect()
     }
 
     /// Logs every model turn served to `path` (see [`ScriptedModel::with_log`]); applies to
@@ -123,10 +141,15 @@ impl Scenario {
         })
     }
 
-    fn adapters(&self, mut run: Run) -> Run {
+    /// The scripted tools, verifier, kill switch and context window of the scenario, on a new
+    /// run or a resumed one.
+    fn adapters<R: Setup>(&self, mut run: R, scripted: &[(String, Arc<ScriptedTool>)]) -> R {
         let mut tools = ToolSet::new();
-        for (name, script) in &self.file.tools {
-            tools.insert(name.clone(), Arc::new(ScriptedTool::new(name, script)));
+        for (name, tool) in scripted {
+            tools.insert(
+                name.clone(),
+                Arc::clone(tool) as Arc<dyn terminus_runtime::Tool>,
+            );
         }
         run = run.tools(tools);
         if let Some(ms) = self.file.cancel_after_ms {

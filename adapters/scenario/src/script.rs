@@ -105,12 +105,15 @@ impl ScriptedModel {
     }
 }
 
-#[async_trait]
-impl Model for ScriptedModel {
-    fn resumed(&self, answered: u64) {
+impl ScriptedModel {
+    /// Moves past `answered` turns (a resumed run has them in its journal).
+    pub fn skip(&self, answered: u64) {
         self.turns.skip(answered);
     }
+}
 
+#[async_trait]
+impl Model for ScriptedModel {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
         let served = self.turns.next();
         if let Ok((call, _)) = &served {
@@ -188,6 +191,11 @@ pub struct ScriptedTool {
 }
 
 impl ScriptedTool {
+    /// Moves past `answered` results (a resumed run has them in its journal).
+    pub fn skip(&self, answered: u64) {
+        self.results.skip(answered);
+    }
+
     /// The tool `name` playing `script`.
     pub fn new(name: &str, script: &ToolScript) -> ScriptedTool {
         ScriptedTool {
@@ -247,10 +255,6 @@ impl Tool for ScriptedTool {
         self.parameters
             .clone()
             .unwrap_or_else(|| serde_json::json!({ "type": "object" }))
-    }
-
-    fn resumed(&self, answered: u64) {
-        self.results.skip(answered);
     }
 
     fn idempotent(&self) -> bool {

@@ -15,7 +15,7 @@ mod tools_step;
 mod verify_step;
 mod writer;
 
-pub use run::Run;
+pub use run::{Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 

@@ -11,12 +11,13 @@ const RESUME_PAGE: usize = 512;
 pub(super) async fn resume_execution(
     mut env: Env,
     observer: &mut Option<Box<dyn Observer>>,
+    on_replay: Option<super::run::OnReplay>,
 ) -> Result<Report, RunError> {
     let lease = env
         .store
         .claim(&env.execution, &env.config.worker, env.config.lease)
         .await?;
-    let resumed = replay_journal(&mut env).await;
+    let resumed = replay_journal(&mut env, on_replay).await;
     let mut driver = match resumed {
         Ok(Resumed::Ended(report)) => {
             let _ = env.store.release(&lease).await;
@@ -61,7 +62,10 @@ impl ResumedParts {
 }
 
 /// Reads the journal of `env.execution` in pages and replays it.
-async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
+async fn replay_journal(
+    env: &mut Env,
+    on_replay: Option<super::run::OnReplay>,
+) -> Result<Resumed, RunError> {
     let store = Arc::clone(&env.store);
     let execution = env.execution.clone();
     let Some(mut spec) = store.spec(&execution).await? else {
@@ -123,11 +127,11 @@ async fn replay_journal(env: &mut Env) -> Result<Resumed, RunError> {
         }
     }
     let recovery = replay.finish();
-    env.model.resumed(recovery.model_answers);
-    for (tool, answered) in &recovery.tool_answers {
-        if let Some(t) = env.tools.get(tool) {
-            t.resumed(*answered);
-        }
+    if let Some(on_replay) = on_replay {
+        on_replay(&super::run::Replayed {
+            model_answers: recovery.model_answers,
+            tool_answers: recovery.tool_answers.clone(),
+        });
     }
     // The run's clock goes on from its first start, so a deadline spans the interruption.
     let elapsed = spec

@@ -29,18 +29,213 @@ pub struct Run {
     task: String,
     name: Option<String>,
     policy: Policy,
+    execution: Option<String>,
+    host: Option<serde_json::Value>,
+    parts: Parts,
+}
+
+/// Goes on with an execution from its journal, started with [`Run::resume`]. It takes the
+/// adapters and controls a run takes ([`Setup`]) and nothing else: the task, the name, the
+/// policy and the host's data are the journal's.
+pub struct Resume {
+    execution: String,
+    parts: Parts,
+    on_replay: Option<OnReplay>,
+}
+
+/// What [`Resume::on_replay`] is told.
+pub(super) type OnReplay = Box<dyn FnOnce(&Replayed) + Send>;
+
+/// What a resume found already answered in the journal: those model calls and tool results are
+/// replayed, never asked for again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Replayed {
+    /// Model calls answered (turns and errors).
+    pub model_answers: u64,
+    /// Results journaled, per tool.
+    pub tool_answers: std::collections::BTreeMap<String, u64>,
+}
+
+/// What a new run and a resumed one both take: the adapters and the host's controls.
+struct Parts {
     model: Arc<dyn Model>,
     tools: ToolSet,
     verifier: Option<Arc<dyn Verifier>>,
     store: Arc<dyn Store>,
     config: RuntimeConfig,
-    execution: Option<String>,
     kill: KillSwitch,
     observer: Option<Box<dyn Observer>>,
-    host: Option<serde_json::Value>,
-    resume: bool,
     context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
 }
+
+impl Parts {
+    fn new(model: Arc<dyn Model>) -> Parts {
+        Parts {
+            model,
+            tools: ToolSet::new(),
+            verifier: None,
+            store: Arc::new(MemoryStore::new()),
+            config: RuntimeConfig::default(),
+            kill: KillSwitch::new(),
+            observer: None,
+            context: None,
+        }
+    }
+
+    /// The run's fixed environment, and its observer (which the driver borrows mutably).
+    fn into_env(
+        self,
+        task: String,
+        execution: String,
+    ) -> Result<(Env, Option<Box<dyn Observer>>), RunError> {
+        if let Some((policy, _)) = &self.context {
+            policy.validate().map_err(RunError::Context)?;
+        }
+        let env = Env {
+            task,
+            model: self.model,
+            tools: self.tools,
+            specs: Vec::new(),
+            verifier: self.verifier,
+            store: self.store,
+            config: self.config,
+            execution,
+            kill: self.kill,
+            context: self.context,
+        };
+        Ok((env, self.observer))
+    }
+}
+
+/// The adapters and controls that both [`Run`] and [`Resume`] take, for a host that builds
+/// either the same way (the same methods exist on both types without importing this trait).
+pub trait Setup: Sized {
+    /// The tools the model may call.
+    #[must_use]
+    fn tools(self, tools: ToolSet) -> Self;
+    /// The verifier asked when the policy has `verify_completion` (default [`RuleVerifier`]).
+    #[must_use]
+    fn verifier(self, verifier: Arc<dyn Verifier>) -> Self;
+    /// Where the journal is written (default a fresh [`MemoryStore`]).
+    #[must_use]
+    fn store(self, store: Arc<dyn Store>) -> Self;
+    /// Timeouts, concurrency, system prompt, worker and lease.
+    #[must_use]
+    fn config(self, config: RuntimeConfig) -> Self;
+    /// The kill switch; keep a clone to stop the run.
+    #[must_use]
+    fn kill_switch(self, kill: KillSwitch) -> Self;
+    /// Keeps the model's view of the conversation inside a context window: tokens counted with
+    /// `tokenizer` (a turn's reported usage preferred), long tool results cut, the view pruned
+    /// by `policy` (see [`crate::context`]). The conversation, the journal and the verifier's
+    /// transcript keep everything. A view that cannot fit ends the run with
+    /// `context_exhausted`. Without it the model is sent the whole conversation.
+    #[must_use]
+    fn context(self, policy: ContextPolicy, tokenizer: Arc<dyn Tokenizer>) -> Self;
+    /// Receives one record per transition.
+    #[must_use]
+    fn observer(self, observer: impl Observer + 'static) -> Self;
+    /// The run's kill switch (a clone: killing it stops this run).
+    fn kill_handle(&self) -> KillSwitch;
+    /// Runs to a stop and returns the report.
+    fn execute(self) -> impl Future<Output = Result<Report, RunError>>;
+}
+
+/// The [`Setup`] methods, inherent on both types (so callers need no import) and as the trait.
+macro_rules! setup {
+    ($t:ident) => {
+        impl $t {
+            /// The tools the model may call.
+            #[must_use]
+            pub fn tools(mut self, tools: ToolSet) -> $t {
+                self.parts.tools = tools;
+                self
+            }
+
+            /// The verifier asked when the policy has `verify_completion` (default
+            /// [`RuleVerifier`]).
+            #[must_use]
+            pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> $t {
+                self.parts.verifier = Some(verifier);
+                self
+            }
+
+            /// Where the journal is written (default a fresh [`MemoryStore`]).
+            #[must_use]
+            pub fn store(mut self, store: Arc<dyn Store>) -> $t {
+                self.parts.store = store;
+                self
+            }
+
+            /// Timeouts, concurrency, system prompt, worker and lease.
+            #[must_use]
+            pub fn config(mut self, config: RuntimeConfig) -> $t {
+                self.parts.config = config;
+                self
+            }
+
+            /// The kill switch; keep a clone to stop the run.
+            #[must_use]
+            pub fn kill_switch(mut self, kill: KillSwitch) -> $t {
+                self.parts.kill = kill;
+                self
+            }
+
+            /// Keeps the model's view inside a context window (see [`Setup::context`]).
+            #[must_use]
+            pub fn context(mut self, policy: ContextPolicy, tokenizer: Arc<dyn Tokenizer>) -> $t {
+                self.parts.context = Some((policy, tokenizer));
+                self
+            }
+
+            /// Receives one record per transition.
+            #[must_use]
+            pub fn observer(mut self, observer: impl Observer + 'static) -> $t {
+                self.parts.observer = Some(Box::new(observer));
+                self
+            }
+
+            /// The run's kill switch (a clone: killing it stops this run).
+            pub fn kill_handle(&self) -> KillSwitch {
+                self.parts.kill.clone()
+            }
+        }
+
+        impl Setup for $t {
+            fn tools(self, tools: ToolSet) -> Self {
+                $t::tools(self, tools)
+            }
+            fn verifier(self, verifier: Arc<dyn Verifier>) -> Self {
+                $t::verifier(self, verifier)
+            }
+            fn store(self, store: Arc<dyn Store>) -> Self {
+                $t::store(self, store)
+            }
+            fn config(self, config: RuntimeConfig) -> Self {
+                $t::config(self, config)
+            }
+            fn kill_switch(self, kill: KillSwitch) -> Self {
+                $t::kill_switch(self, kill)
+            }
+            fn context(self, policy: ContextPolicy, tokenizer: Arc<dyn Tokenizer>) -> Self {
+                $t::context(self, policy, tokenizer)
+            }
+            fn observer(self, observer: impl Observer + 'static) -> Self {
+                $t::observer(self, observer)
+            }
+            fn kill_handle(&self) -> KillSwitch {
+                $t::kill_handle(self)
+            }
+            fn execute(self) -> impl Future<Output = Result<Report, RunError>> {
+                $t::execute(self)
+            }
+        }
+    };
+}
+
+setup!(Run);
+setup!(Resume);
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,8 +243,18 @@ impl std::fmt::Debug for Run {
             .field("task", &self.task)
             .field("name", &self.name)
             .field("execution", &self.execution)
-            .field("tools", &self.tools)
-            .field("config", &self.config)
+            .field("tools", &self.parts.tools)
+            .field("config", &self.parts.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Resume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resume")
+            .field("execution", &self.execution)
+            .field("tools", &self.parts.tools)
+            .field("config", &self.parts.config)
             .finish_non_exhaustive()
     }
 }
@@ -62,17 +267,9 @@ impl Run {
             task: task.into(),
             name: None,
             policy,
-            model,
-            tools: ToolSet::new(),
-            verifier: None,
-            store: Arc::new(MemoryStore::new()),
-            config: RuntimeConfig::default(),
             execution: None,
-            kill: KillSwitch::new(),
-            observer: None,
             host: None,
-            resume: false,
-            context: None,
+            parts: Parts::new(model),
         }
     }
 
@@ -81,16 +278,12 @@ impl Run {
     /// turns and tool results are replayed instead of being asked for again, and the run goes
     /// on from where it stopped. An execution that already ended runs nothing and returns its
     /// stored report. A claim held by another live worker is [`crate::StoreError::Claimed`].
-    pub fn resume(execution: impl Into<String>, model: Arc<dyn Model>) -> Run {
-        let mut run = Run::new(String::new(), Policy::default(), model);
-        run.execution = Some(execution.into());
-        run.resume = true;
-        run
-    }
-
-    /// The run's kill switch (a clone: killing it stops this run).
-    pub fn kill_handle(&self) -> KillSwitch {
-        self.kill.clone()
+    pub fn resume(execution: impl Into<String>, model: Arc<dyn Model>) -> Resume {
+        Resume {
+            execution: execution.into(),
+            parts: Parts::new(model),
+            on_replay: None,
+        }
     }
 
     /// Data the host needs to rebuild its adapters when the run is resumed, kept in the
@@ -108,63 +301,10 @@ impl Run {
         self
     }
 
-    /// The tools the model may call.
-    #[must_use]
-    pub fn tools(mut self, tools: ToolSet) -> Run {
-        self.tools = tools;
-        self
-    }
-
-    /// The verifier asked when the policy has `verify_completion` (default [`RuleVerifier`]).
-    #[must_use]
-    pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> Run {
-        self.verifier = Some(verifier);
-        self
-    }
-
-    /// Where the journal is written (default a fresh [`MemoryStore`]).
-    #[must_use]
-    pub fn store(mut self, store: Arc<dyn Store>) -> Run {
-        self.store = store;
-        self
-    }
-
-    /// Timeouts, concurrency, system prompt, worker and lease.
-    #[must_use]
-    pub fn config(mut self, config: RuntimeConfig) -> Run {
-        self.config = config;
-        self
-    }
-
     /// The execution id (default `run-<pid>-<n>`).
     #[must_use]
     pub fn execution(mut self, id: impl Into<String>) -> Run {
         self.execution = Some(id.into());
-        self
-    }
-
-    /// The kill switch; keep a clone to stop the run.
-    #[must_use]
-    pub fn kill_switch(mut self, kill: KillSwitch) -> Run {
-        self.kill = kill;
-        self
-    }
-
-    /// Keeps the model's view of the conversation inside a context window: tokens counted with
-    /// `tokenizer` (a turn's reported usage preferred), long tool results cut, the view pruned
-    /// by `policy` (see [`crate::context`]). The conversation, the journal and the verifier's
-    /// transcript keep everything. A view that cannot fit ends the run with
-    /// `context_exhausted`. Without it the model is sent the whole conversation.
-    #[must_use]
-    pub fn context(mut self, policy: ContextPolicy, tokenizer: Arc<dyn Tokenizer>) -> Run {
-        self.context = Some((policy, tokenizer));
-        self
-    }
-
-    /// Receives one record per transition.
-    #[must_use]
-    pub fn observer(mut self, observer: impl Observer + 'static) -> Run {
-        self.observer = Some(Box::new(observer));
         self
     }
 
@@ -178,40 +318,15 @@ impl Run {
             task,
             name,
             policy,
-            model,
-            tools,
-            verifier,
-            store,
-            config,
             execution,
-            kill,
-            mut observer,
             host,
-            resume,
-            context,
+            parts,
         } = self;
-        if let Some((policy, _)) = &context {
-            policy.validate().map_err(RunError::Context)?;
-        }
         let execution = execution.unwrap_or_else(|| {
             let n = RUNS.fetch_add(1, Ordering::Relaxed);
             format!("run-{}-{n}", std::process::id())
         });
-        let env = Env {
-            task,
-            model,
-            tools,
-            specs: Vec::new(),
-            verifier,
-            store,
-            config,
-            execution,
-            kill,
-            context,
-        };
-        if resume {
-            return resume_execution(env, &mut observer).await;
-        }
+        let (env, mut observer) = parts.into_env(task, execution)?;
         let machine = Machine::new(policy).map_err(RunError::Policy)?;
         let spec = RunSpec {
             task: env.task.clone(),
@@ -235,5 +350,23 @@ impl Run {
         // The lease expires by itself if releasing fails; the run's own result matters more.
         let _ = driver.env.store.release(&driver.lease).await;
         result
+    }
+}
+
+impl Resume {
+    /// Called once after the journal is replayed, before the run goes on, with what it already
+    /// answers. Live adapters need nothing of it; scripted ones (the scenario files) move past
+    /// the answers the journal holds.
+    #[must_use]
+    pub fn on_replay(mut self, f: impl FnOnce(&Replayed) + Send + 'static) -> Resume {
+        self.on_replay = Some(Box::new(f));
+        self
+    }
+
+    /// Claims the execution, replays its journal into a fresh machine and conversation, and
+    /// runs on to a stop (an execution that already ended returns its stored report).
+    pub async fn execute(self) -> Result<Report, RunError> {
+        let (env, mut observer) = self.parts.into_env(String::new(), self.execution)?;
+        resume_execution(env, &mut observer, self.on_replay).await
     }
 }
