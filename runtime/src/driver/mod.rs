@@ -19,31 +19,26 @@ pub use run::{Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 
-use crate::config::{InDoubt, RuntimeConfig};
-use crate::context::{ContextPolicy, ContextWindow, Tokenizer, state_notice};
+use crate::config::RuntimeConfig;
+use crate::context::{ContextPolicy, ContextWindow, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
-use crate::fault::Fault;
-use crate::journal::{Lease, MemoryStore, RunSpec, Store};
+use crate::journal::{Lease, Store};
 use crate::kill::KillSwitch;
-use crate::message::Transcript;
-use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};
+use crate::model::Model;
 use crate::observer::{Observer, Transition};
 use crate::report::Report;
 use crate::tool::{ToolSet, ToolSpec};
-use crate::verifier::{RuleVerifier, Verification, Verifier};
-use futures_util::StreamExt as _;
-use std::fmt::Write as _;
+use crate::verifier::Verifier;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use terminus_kernel::{
-    CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, ModelErrorKind, ModelTurn,
-    Policy, Record, Replay, StepRecord, Stop, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult,
-    Verdict, VerifyRequest, decision_records, executed,
+    CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, Record, StepRecord, Stop,
+    ToolBatch, VerifyRequest,
 };
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until};
 
 /// Wall-clock milliseconds since the Unix epoch (a run's start, compared across processes).
 fn unix_ms() -> u64 {

@@ -1,7 +1,14 @@
 //! The model action: prepare the view, call the model (racing the kill switch and the deadline),
 //! and turn its answer into an event.
 
-use super::*;
+use super::{Driver, EventAndDetail};
+use crate::context::state_notice;
+use crate::error::RunError;
+use crate::fault::Fault;
+use crate::model::{ModelError, ModelFailure, ModelRequest, Purpose};
+use std::time::Duration;
+use terminus_kernel::{Event, ModelCall, ModelErrorKind, ModelTurn};
+use tokio::time::{sleep, timeout};
 
 impl Driver {
     pub(super) async fn model_step(&mut self, call: ModelCall) -> Result<EventAndDetail, RunError> {

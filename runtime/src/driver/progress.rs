@@ -1,6 +1,7 @@
 //! The few words on an event that progress lines show.
 
-use super::*;
+use std::fmt::Write as _;
+use terminus_kernel::{Event, ToolOutcome};
 
 /// A few words on an event, for progress lines.
 pub(super) fn summarize(event: &Event, detail: Option<&str>) -> String {

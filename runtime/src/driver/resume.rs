@@ -1,7 +1,16 @@
 //! Resuming: claim the execution, replay its journal page by page into a fresh machine and
 //! conversation, and hand both to a driver.
 
-use super::*;
+use super::{Driver, Env, unix_ms};
+use crate::conversation::Conversation;
+use crate::error::RunError;
+use crate::journal::Lease;
+use crate::observer::Observer;
+use crate::report::Report;
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_kernel::{CallState, Command, Entry, Machine, Record, Replay, StepRecord};
+use tokio::time::Instant;
 
 /// How many records a resume reads from the store at a time.
 const RESUME_PAGE: usize = 512;

@@ -1,7 +1,23 @@
 //! [`Run`]: one agent run, configured builder style; [`Resume`]: going on from a journal.
 
 use super::resume::resume_execution;
-use super::*;
+use super::{Driver, Env, unix_ms};
+use crate::config::RuntimeConfig;
+use crate::context::{ContextPolicy, Tokenizer};
+use crate::conversation::Conversation;
+use crate::error::RunError;
+use crate::journal::{MemoryStore, RunSpec, Store};
+use crate::kill::KillSwitch;
+use crate::model::Model;
+use crate::observer::Observer;
+use crate::report::Report;
+use crate::tool::ToolSet;
+use crate::verifier::Verifier;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use terminus_kernel::{Machine, Policy};
+use tokio::time::Instant;
 
 /// One agent run, configured builder style and started with [`Run::execute`].
 ///

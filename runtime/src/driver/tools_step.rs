@@ -1,7 +1,14 @@
 //! The tools action: run the executed calls of a batch, concurrently up to the limit, journaling
 //! each result as it arrives; calls a resumed journal settled are not run again.
 
-use super::*;
+use super::{Driver, EventAndDetail};
+use crate::config::InDoubt;
+use crate::error::RunError;
+use futures_util::StreamExt as _;
+use terminus_kernel::{
+    CallState, Event, Key, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult, executed,
+};
+use tokio::time::timeout;
 
 impl Driver {
     pub(super) async fn tools_step(

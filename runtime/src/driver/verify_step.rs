@@ -1,6 +1,12 @@
 //! The verify action: ask the verifier (or the rule verifier) about a completion claim.
 
-use super::*;
+use super::{Driver, EventAndDetail};
+use crate::error::RunError;
+use crate::fault::Fault;
+use crate::message::Transcript;
+use crate::verifier::{RuleVerifier, Verification, Verifier};
+use terminus_kernel::{Event, Verdict, VerifyRequest};
+use tokio::time::timeout;
 
 impl Driver {
     pub(super) async fn verify_step(

@@ -1,7 +1,11 @@
 //! Journaling: a step's decisions, single records, a tool result now or with the next step, and
 //! the check that a replayed append found what it wrote.
 
-use super::*;
+use super::Driver;
+use crate::error::RunError;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use terminus_kernel::{Entry, Key, Record, StepRecord, ToolResult, decision_records};
 
 impl Driver {
     /// Journals what step `step` decided, before any of it is carried out: the transition, the
