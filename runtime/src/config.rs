@@ -12,8 +12,9 @@ pub struct RuntimeConfig {
     /// Longest time one tool call may take; a slower call is dropped and answered with a
     /// `timeout` error. `None`: no limit. Default 60 s.
     pub tool_timeout: Option<Duration>,
-    /// Longest time one verification may take; a slower verifier stops the run with an internal
-    /// fault. `None`: no limit. Default 120 s.
+    /// Longest time one verification may take; a slower one is asked again like a model call
+    /// that timed out (the policy's backoff, up to `max_model_retries` retries), and the run
+    /// stops with an internal fault if none answers. `None`: no limit. Default 120 s.
     pub verifier_timeout: Option<Duration>,
     /// How many tool calls of one turn run at the same time (at least 1). Default 4.
     pub max_concurrent_tools: usize,

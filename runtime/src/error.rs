@@ -8,6 +8,7 @@ use terminus_kernel::{Key, PolicyError};
 /// A run that ended without a report. (A run that the kernel stopped, even aborted, has a
 /// report: that is not an error.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The policy cannot be run.
     #[error("invalid {0}")]

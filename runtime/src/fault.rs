@@ -5,11 +5,16 @@ use std::fmt;
 
 /// Whose fault it is, which decides the process exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FaultKind {
     /// The input the host gave is unusable (a scenario script ran out): exit code 2.
     InvalidInput,
-    /// Anything else (a broken adapter, an unreachable verifier model): exit code 3.
+    /// Anything else (a broken adapter, a verifier model that answers no verdict): exit code 3.
     Internal,
+    /// A peer that may answer if asked again (the verifier's model rate limited, failing with a
+    /// 5xx or timing out): the runtime retries it with the policy's backoff, up to
+    /// `max_model_retries` times, and stops with exit code 3 if it persists.
+    Transient,
 }
 
 /// An adapter that cannot go on. The run stops with [`crate::RunError::Fault`].
@@ -34,6 +39,14 @@ impl Fault {
     pub fn internal(message: impl Into<String>) -> Fault {
         Fault {
             kind: FaultKind::Internal,
+            message: message.into(),
+        }
+    }
+
+    /// A fault that asking again may clear.
+    pub fn transient(message: impl Into<String>) -> Fault {
+        Fault {
+            kind: FaultKind::Transient,
             message: message.into(),
         }
     }

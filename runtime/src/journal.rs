@@ -88,6 +88,7 @@ pub struct Failure {
 
 /// A storage failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// Another worker holds an unexpired claim on the execution (exit code 4).
     #[error("execution `{execution}` is claimed by another worker ({worker})")]

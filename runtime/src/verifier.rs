@@ -12,7 +12,7 @@ use crate::model::{Model, ModelError, ModelRequest, Purpose};
 use async_trait::async_trait;
 use serde::Deserialize;
 use std::sync::Arc;
-use terminus_kernel::{Gate, Ledger, Todo, Verdict};
+use terminus_kernel::{Gate, Ledger, ModelErrorKind, Todo, Verdict};
 
 /// Everything a verifier may look at.
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +166,13 @@ impl Verifier for LlmVerifier {
         let turn = match self.model.complete(request).await {
             Ok(turn) => turn,
             Err(ModelError::Failure(f)) => {
-                return Err(Fault::internal(format!("the verifier's model failed: {f}")));
+                let message = format!("the verifier's model failed: {f}");
+                return Err(match f.kind {
+                    ModelErrorKind::RateLimited
+                    | ModelErrorKind::Server
+                    | ModelErrorKind::Timeout => Fault::transient(message),
+                    _ => Fault::internal(message),
+                });
             }
             Err(ModelError::Fault(f)) => return Err(f),
         };

@@ -223,3 +223,85 @@ fn verdicts_are_read_from_json_fences_prose_or_a_leading_word() {
     assert_eq!(parse_verdict("I think so?"), None);
     assert_eq!(parse_verdict(r#"{"done": true}"#), None);
 }
+
+/// A verifier whose model fails twice the way a provider does under load (a 503, then no answer
+/// within the verifier timeout) is asked again with the policy's backoff, like the agent's own
+/// model calls; its third answer decides.
+#[tokio::test(start_paused = true)]
+async fn a_verifier_model_that_fails_transiently_is_retried_with_backoff() {
+    use common::Answer;
+    use terminus_kernel::ModelErrorKind;
+    use terminus_runtime::{ModelFailure, RuntimeConfig};
+    let judge = Script::new([
+        Answer::Fail(ModelFailure::new(ModelErrorKind::Server, "503 overloaded")),
+        Answer::Hang,
+        text(r#"{"complete": true}"#),
+    ]);
+    let model = Script::new([done("Done.")]);
+    let policy = Policy {
+        retry_base_ms: 1_000,
+        retry_max_ms: 8_000,
+        ..verifying(&[])
+    };
+    let started = tokio::time::Instant::now();
+    let report = Run::new("t", policy, model)
+        .verifier(std::sync::Arc::new(LlmVerifier::new(judge.clone())))
+        .config(RuntimeConfig {
+            verifier_timeout: Some(std::time::Duration::from_secs(30)),
+            ..RuntimeConfig::default()
+        })
+        .execute()
+        .await
+        .expect("the verifier answers on its third try");
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Verified));
+    assert_eq!(judge.requests(), 3);
+    // Two backoffs (at least the base delay each, jittered) and one 30 s timeout passed.
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(31),
+        "waited {waited:?}"
+    );
+}
+
+/// A verifier model that keeps failing ends the run with an internal fault (exit code 3) after
+/// `max_model_retries` retries, not on its first failure and never in a loop.
+#[tokio::test(start_paused = true)]
+async fn a_verifier_model_that_keeps_failing_ends_the_run_after_the_retries() {
+    use common::Answer;
+    use terminus_kernel::ModelErrorKind;
+    use terminus_runtime::{FaultKind, ModelFailure, RunError};
+    let failure = || Answer::Fail(ModelFailure::new(ModelErrorKind::RateLimited, "429"));
+    let judge = Script::new((0..10).map(|_| failure()));
+    let model = Script::new([done("Done.")]);
+    let policy = Policy {
+        max_model_retries: 2,
+        ..verifying(&[])
+    };
+    let err = Run::new("t", policy, model)
+        .verifier(std::sync::Arc::new(LlmVerifier::new(judge.clone())))
+        .execute()
+        .await
+        .expect_err("the verifier never answers");
+    assert_eq!(judge.requests(), 3, "one try and two retries");
+    let RunError::Fault(fault) = &err else {
+        panic!("not a fault: {err}");
+    };
+    assert_eq!(fault.kind, FaultKind::Internal);
+    assert!(fault.message.contains("after 2 retries"), "{fault}");
+    assert_eq!(err.exit_code(), 3);
+}
+
+/// A verifier model that answers something that is not a verdict is not asked again: retrying
+/// cannot help a reply that was read.
+#[tokio::test(start_paused = true)]
+async fn a_verifier_reply_without_a_verdict_is_not_retried() {
+    let judge = Script::new([text("I think it is fine?"), text(r#"{"complete": true}"#)]);
+    let model = Script::new([done("Done.")]);
+    let err = Run::new("t", verifying(&[]), model)
+        .verifier(std::sync::Arc::new(LlmVerifier::new(judge.clone())))
+        .execute()
+        .await
+        .expect_err("no verdict");
+    assert_eq!(judge.requests(), 1);
+    assert_eq!(err.exit_code(), 3);
+}

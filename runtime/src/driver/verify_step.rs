@@ -2,11 +2,12 @@
 
 use super::{Driver, EventAndDetail};
 use crate::error::RunError;
-use crate::fault::Fault;
+use crate::fault::{Fault, FaultKind};
 use crate::message::Transcript;
 use crate::verifier::{RuleVerifier, Verification, Verifier};
-use terminus_kernel::{Event, Verdict, VerifyRequest};
-use tokio::time::timeout;
+use std::time::Duration;
+use terminus_kernel::{Event, Verdict, VerifyRequest, backoff_ms};
+use tokio::time::{sleep, timeout};
 
 impl Driver {
     pub(super) async fn verify_step(
@@ -21,7 +22,37 @@ impl Driver {
         }
     }
 
+    /// Asks the verifier, again after a transient fault (its model rate limited, failing or
+    /// timing out), with the policy's backoff, up to `max_model_retries` retries, as the kernel
+    /// does for the agent's own model calls.
     pub(super) async fn verify(&self, request: &VerifyRequest) -> Result<Verdict, Fault> {
+        let policy = self.machine.policy();
+        let mut attempt = 0u32;
+        loop {
+            match self.verify_once(request).await {
+                Err(fault) if fault.kind == FaultKind::Transient => {
+                    if attempt >= policy.max_model_retries {
+                        return Err(Fault::internal(format!(
+                            "{} (after {attempt} retries)",
+                            fault.message
+                        )));
+                    }
+                    attempt += 1;
+                    let delay = backoff_ms(
+                        policy.retry_base_ms,
+                        policy.retry_max_ms,
+                        policy.seed,
+                        attempt,
+                        None,
+                    );
+                    sleep(Duration::from_millis(delay)).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn verify_once(&self, request: &VerifyRequest) -> Result<Verdict, Fault> {
         let verification = Verification {
             task: &self.env.task,
             claim: &request.claim,
@@ -38,7 +69,7 @@ impl Driver {
         match self.env.config.verifier_timeout {
             None => verdict.await,
             Some(limit) => timeout(limit, verdict).await.unwrap_or_else(|_| {
-                Err(Fault::internal(format!(
+                Err(Fault::transient(format!(
                     "the verifier gave no verdict within {} ms",
                     limit.as_millis()
                 )))
