@@ -183,8 +183,15 @@ impl<'a> Transcript<'a> {
     /// A plain-text rendering for a verifier prompt: one block per message, tool calls with
     /// their arguments, tool results with their tool's name.
     pub fn render(&self) -> String {
-        let mut out = String::new();
+        self.render_blocks().concat()
+    }
+
+    /// The blocks of [`Transcript::render`], oldest first: one per message (system messages
+    /// have none).
+    pub fn render_blocks(&self) -> Vec<String> {
+        let mut blocks = Vec::new();
         for e in self.iter() {
+            let mut out = String::new();
             match e.role {
                 Role::System => continue,
                 Role::User => out.push_str("[user]\n"),
@@ -207,7 +214,8 @@ impl<'a> Transcript<'a> {
                 out.push_str(")\n");
             }
             out.push('\n');
+            blocks.push(out);
         }
-        out
+        blocks
     }
 }

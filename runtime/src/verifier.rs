@@ -6,6 +6,7 @@
 //! (DESIGN.md rule 4), so the kernel's own "you are not done" text can never count as evidence
 //! against completion.
 
+use crate::context::Tokenizer;
 use crate::fault::Fault;
 use crate::message::{Message, Transcript};
 use crate::model::{Model, ModelError, ModelRequest, Purpose};
@@ -107,6 +108,8 @@ or
 /// closings as complete, and the transcript it sends never contains the kernel's nudges.
 pub struct LlmVerifier {
     model: Arc<dyn Model>,
+    /// The verifier's context window (tokens a prompt may take) and how to count them.
+    within: Option<(u32, Arc<dyn Tokenizer>)>,
 }
 
 impl std::fmt::Debug for LlmVerifier {
@@ -118,16 +121,83 @@ impl std::fmt::Debug for LlmVerifier {
 impl LlmVerifier {
     /// A verifier that asks `model`.
     pub fn new(model: Arc<dyn Model>) -> LlmVerifier {
-        LlmVerifier { model }
+        LlmVerifier {
+            model,
+            within: None,
+        }
     }
 
-    /// The two messages sent to the model: the instructions and the evidence.
+    /// Bounds the prompt to `tokens` (the verifier model's window less its reply reserve), as
+    /// counted by `tokenizer`: the instructions, the task, the claim and the todo list are always
+    /// sent, and the transcript keeps its newest messages that fit, saying how many older ones
+    /// were left out. Without it the whole transcript is sent.
+    #[must_use]
+    pub fn within(mut self, tokens: u32, tokenizer: Arc<dyn Tokenizer>) -> LlmVerifier {
+        self.within = Some((tokens, tokenizer));
+        self
+    }
+
+    /// The two messages sent to the model: the instructions and the evidence (the whole
+    /// transcript).
     pub fn prompt(verification: &Verification<'_>) -> [Message; 2] {
-        let mut evidence = String::with_capacity(1024);
+        let transcript = verification.transcript.render();
+        [
+            Message::system(LLM_VERIFIER_PROMPT),
+            Message::user(LlmVerifier::evidence(verification, &transcript)),
+        ]
+    }
+
+    /// The prompt of [`LlmVerifier::prompt`] in at most `tokens` as `tokenizer` counts them,
+    /// keeping the newest transcript messages that fit (see [`LlmVerifier::within`]).
+    pub fn prompt_within(
+        verification: &Verification<'_>,
+        tokens: u32,
+        tokenizer: &dyn Tokenizer,
+    ) -> [Message; 2] {
+        let blocks = verification.transcript.render_blocks();
+        let note = |left_out: usize| {
+            format!(
+                "[{left_out} earlier messages left out to fit the verifier's context window]\n\n"
+            )
+        };
+        // The fixed parts, with room for the note and the chat framing of two messages.
+        let fixed = tokenizer
+            .count(LLM_VERIFIER_PROMPT)
+            .saturating_add(tokenizer.count(&LlmVerifier::evidence(verification, "")))
+            .saturating_add(tokenizer.count(&note(blocks.len())))
+            .saturating_add(8);
+        let mut room = tokens.saturating_sub(fixed);
+        let mut kept = 0;
+        for block in blocks.iter().rev() {
+            let cost = tokenizer.count(block);
+            if cost > room {
+                break;
+            }
+            room -= cost;
+            kept += 1;
+        }
+        let left_out = blocks.len() - kept;
+        let mut transcript = if left_out > 0 {
+            note(left_out)
+        } else {
+            String::new()
+        };
+        for block in &blocks[left_out..] {
+            transcript.push_str(block);
+        }
+        [
+            Message::system(LLM_VERIFIER_PROMPT),
+            Message::user(LlmVerifier::evidence(verification, &transcript)),
+        ]
+    }
+
+    /// The evidence message around a rendered transcript.
+    fn evidence(verification: &Verification<'_>, transcript: &str) -> String {
+        let mut evidence = String::with_capacity(1024 + transcript.len());
         evidence.push_str("Task:\n");
         evidence.push_str(verification.task);
         evidence.push_str("\n\nTranscript:\n");
-        evidence.push_str(&verification.transcript.render());
+        evidence.push_str(transcript);
         evidence.push_str("Final message of the agent:\n");
         evidence.push_str(verification.claim);
         if !verification.todos.is_empty() {
@@ -146,17 +216,19 @@ impl LlmVerifier {
                 evidence.push_str(")\n");
             }
         }
-        [
-            Message::system(LLM_VERIFIER_PROMPT),
-            Message::user(evidence),
-        ]
+        evidence
     }
 }
 
 #[async_trait]
 impl Verifier for LlmVerifier {
     async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
-        let messages = LlmVerifier::prompt(&verification);
+        let messages = match &self.within {
+            Some((tokens, tokenizer)) => {
+                LlmVerifier::prompt_within(&verification, *tokens, tokenizer.as_ref())
+            }
+            None => LlmVerifier::prompt(&verification),
+        };
         let request = ModelRequest {
             messages: &messages,
             tools: &[],

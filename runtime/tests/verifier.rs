@@ -305,3 +305,53 @@ async fn a_verifier_reply_without_a_verdict_is_not_retried() {
     assert_eq!(judge.requests(), 1);
     assert_eq!(err.exit_code(), 3);
 }
+
+/// The LLM verifier's prompt is bounded like the model's view: with a window, the instructions,
+/// task, claim and todos always go, and the transcript keeps its newest messages that fit.
+#[test]
+fn the_llm_verifier_prompt_fits_its_window() {
+    use terminus_runtime::{Heuristic, Tokenizer};
+    let task = "Summarize the logs.";
+    let mut messages = vec![Message::user(task)];
+    for i in 0..40 {
+        messages.push(Message::assistant(format!("Reading part {i}."), Vec::new()));
+        messages.push(Message::tool_result(
+            format!("c{i}"),
+            "read_log",
+            format!("part {i}: {}", "x".repeat(2_000)),
+            None,
+        ));
+    }
+    let todos = [Todo {
+        content: "summarize".into(),
+        status: TodoStatus::Completed,
+    }];
+    let verification = Verification {
+        task,
+        claim: "The summary is in summary.md.",
+        todos: &todos,
+        ledger: &Ledger::default(),
+        completion_requires: &[],
+        transcript: Transcript::new(&messages),
+    };
+    let count =
+        |prompt: &[Message; 2]| -> u32 { prompt.iter().map(|m| Heuristic.count(&m.content)).sum() };
+    let whole = LlmVerifier::prompt(&verification);
+    assert!(count(&whole) > 10_000, "{}", count(&whole));
+    let bounded = LlmVerifier::prompt_within(&verification, 4_000, &Heuristic);
+    assert!(count(&bounded) <= 4_000, "{}", count(&bounded));
+    let evidence = &bounded[1].content;
+    assert!(evidence.contains(task) && evidence.contains("The summary is in summary.md."));
+    assert!(evidence.contains("summarize (completed)"), "{evidence}");
+    assert!(evidence.contains("part 39: "), "the newest result is kept");
+    assert!(!evidence.contains("part 0: "), "the oldest is left out");
+    assert!(
+        evidence.contains("earlier messages left out to fit the verifier's context window"),
+        "{evidence}"
+    );
+    // A window the whole transcript fits in changes nothing.
+    assert_eq!(
+        LlmVerifier::prompt_within(&verification, 1_000_000, &Heuristic)[1].content,
+        whole[1].content
+    );
+}

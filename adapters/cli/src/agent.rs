@@ -173,7 +173,12 @@ impl LiveAgent {
             run = run.context(spec.policy(), tokenizer.clone());
         }
         if self.model_verifier() {
-            let verifier: Arc<dyn Verifier> = Arc::new(LlmVerifier::new(self.model.clone()));
+            // The verifier's prompt is bounded by the same window as the agent's view.
+            let mut judge = LlmVerifier::new(self.model.clone());
+            if let Some((spec, tokenizer)) = &self.context {
+                judge = judge.within(spec.policy().limit(), tokenizer.clone());
+            }
+            let verifier: Arc<dyn Verifier> = Arc::new(judge);
             run = run.verifier(match recorder {
                 Some(recorder) => recorder.verifier(verifier),
                 None => verifier,
