@@ -205,7 +205,7 @@ impl Core {
     #[state]
     fn complete(reason: &mut CompleteReason, context: &mut Desk) -> Out {
         let _ = reason;
-        context.refused = Some(Ignored::Terminal);
+        context.not_accepted = Some(Ignored::Terminal);
         Handled
     }
 
@@ -213,7 +213,7 @@ impl Core {
     #[state]
     fn aborted(reason: &mut AbortReason, context: &mut Desk) -> Out {
         let _ = reason;
-        context.refused = Some(Ignored::Terminal);
+        context.not_accepted = Some(Ignored::Terminal);
         Handled
     }
 
@@ -241,7 +241,7 @@ impl Core {
             }
             _ => {
                 // statig would drop an event every level answers with `Super`; count it instead.
-                context.refused = Some(Ignored::Unexpected);
+                context.not_accepted = Some(Ignored::Unexpected);
                 Handled
             }
         }

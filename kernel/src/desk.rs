@@ -95,7 +95,7 @@ pub(crate) struct Desk {
     pub(crate) rule: Option<Rule>,
     /// Set when this dispatch's input was not accepted.
     #[serde(skip)]
-    pub(crate) refused: Option<Ignored>,
+    pub(crate) not_accepted: Option<Ignored>,
 }
 
 /// A wrapper so that the desk can keep deriving `Clone` and `PartialEq`: an arrival lives for one
@@ -133,7 +133,7 @@ impl Desk {
             out: VecDeque::with_capacity(8),
             arrival: ArrivalSlot(None),
             rule: None,
-            refused: None,
+            not_accepted: None,
         }
     }
 

@@ -76,9 +76,9 @@ impl Loops {
         best
     }
 
-    /// Adds a turn in which every call succeeded; returns what [`Loops::peek`] said of it.
-    pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) -> Repetition {
-        let seen = self.peek(fingerprint, max_period);
+    /// Adds a turn in which every call succeeded (the repetition it makes is what
+    /// [`Loops::peek`] said before).
+    pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) {
         let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
         for k in 1..=periods {
             self.runs[k - 1] = self.next_run(k, fingerprint);
@@ -87,7 +87,6 @@ impl Loops {
         self.ring[head] = fingerprint;
         self.head = ((head + 1) % N) as u8;
         self.filled = (usize::from(self.filled) + 1).min(N) as u8;
-        seen
     }
 
     /// A turn with a failed call: no window spans it.
@@ -108,7 +107,14 @@ mod tests {
 
     fn feed(turns: &[u64], max_period: u32) -> Vec<Repetition> {
         let mut loops = Loops::default();
-        turns.iter().map(|&t| loops.push(t, max_period)).collect()
+        turns
+            .iter()
+            .map(|&t| {
+                let seen = loops.peek(t, max_period);
+                loops.push(t, max_period);
+                seen
+            })
+            .collect()
     }
 
     #[test]
@@ -141,10 +147,15 @@ mod tests {
         loops.break_window();
         // Before the break, 1 2 1 | 2 would complete the window (1 2) twice; after it, only the
         // turns since the break count.
-        assert_eq!(loops.push(2, 8), Repetition::NONE);
-        assert_eq!(loops.push(1, 8), Repetition::NONE);
-        assert_eq!(loops.push(2, 8), Repetition::NONE);
-        assert_eq!(loops.push(1, 8).times, 2);
+        let mut step = |t| {
+            let seen = loops.peek(t, 8);
+            loops.push(t, 8);
+            seen
+        };
+        assert_eq!(step(2), Repetition::NONE);
+        assert_eq!(step(1), Repetition::NONE);
+        assert_eq!(step(2), Repetition::NONE);
+        assert_eq!(step(1).times, 2);
     }
 
     #[test]

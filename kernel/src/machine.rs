@@ -272,11 +272,11 @@ impl Machine {
         #[cfg(debug_assertions)]
         let variant = self.sm.variant();
         self.desk.rule = None;
-        self.desk.refused = None;
+        self.desk.not_accepted = None;
         self.sm.handle_with_context(&input, &mut self.desk);
         // What the accepting state did not commit (or an ignored event's payload) is dropped.
         self.desk.arrival = ArrivalSlot(None);
-        if let Some(why) = self.desk.refused.take() {
+        if let Some(why) = self.desk.not_accepted.take() {
             return self.ignore(from, why);
         }
         let Some(rule) = self.desk.rule.take() else {
