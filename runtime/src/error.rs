@@ -7,7 +7,7 @@ use terminus_kernel::{Key, PolicyError};
 
 /// A run that ended without a report. (A run that the kernel stopped, even aborted, has a
 /// report: that is not an error.)
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
     /// The policy cannot be run.
@@ -20,7 +20,7 @@ pub enum RunError {
     #[error("{0}")]
     Fault(Fault),
     /// The store failed, or another worker holds the execution.
-    #[error("{0}")]
+    #[error(transparent)]
     Store(StoreError),
     /// `run` was asked for an execution that already has journal entries.
     #[error("execution `{0}` already has journal entries; resume it or choose another id")]

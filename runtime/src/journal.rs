@@ -86,8 +86,46 @@ pub struct Failure {
     pub worker: String,
 }
 
-/// A storage failure.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What a storage backend reported (a SQLite or PostgreSQL error, an I/O error): kept whole as
+/// the [`std::error::Error::source`] of a [`StoreError`], never flattened to text. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Cause {
+    /// Wraps a backend's error.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause(Arc::new(error))
+    }
+
+    /// The backend's error, to downcast (`cause.get().downcast_ref::<rusqlite::Error>()`).
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl From<Box<dyn std::error::Error + Send + Sync + 'static>> for Cause {
+    fn from(error: Box<dyn std::error::Error + Send + Sync + 'static>) -> Cause {
+        Cause(Arc::from(error))
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// A storage failure. Messages name the journal (a file, or a URL without its password) so a
+/// user with several can tell which failed; the backend's own error is the
+/// [`source`](std::error::Error::source) of [`StoreError::Backend`], and also shown in the
+/// message, since most hosts print only that.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// Another worker holds an unexpired claim on the execution (exit code 4).
@@ -107,17 +145,32 @@ pub enum StoreError {
     /// The execution does not exist (exit code 2).
     #[error("no execution `{0}` in the journal")]
     NotFound(String),
-    /// The store itself failed (exit code 3).
-    #[error("storage failed: {0}")]
-    Backend(String),
-    /// Stored data is unreadable (exit code 3).
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
+    /// The store itself failed: I/O, a full disk, a read-only or vanished file, a connection
+    /// that could not be re-established (exit code 3).
+    #[error("journal {journal}: cannot {action}: {source}")]
+    Backend {
+        /// The journal: its file, or its URL without the password.
+        journal: String,
+        /// What was being done, e.g. "append to execution `x`".
+        action: String,
+        /// The backend's error.
+        #[source]
+        source: Cause,
+    },
+    /// Stored data is not what this version writes (exit code 3).
+    #[error("journal {journal}: stored data is corrupt: {what}")]
+    Corrupt {
+        /// The journal: its file, or its URL without the password.
+        journal: String,
+        /// What is wrong, naming the row or column.
+        what: String,
+    },
 }
 
-/// Where journals live. Every method is atomic on its own.
+/// The records of executions: what a run appends, replays and reports. Every method is atomic
+/// on its own.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Journal: Send + Sync {
     /// Records a new execution with its spec. Returns false, writing nothing, if the execution
     /// already exists.
     async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError>;
@@ -129,19 +182,13 @@ pub trait Store: Send + Sync {
     /// stored record comes back with `already_existed = true`.
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError>;
 
-    /// Appends several records, in order, as [`Store::append`] does for each; durable stores
-    /// write them in one transaction (one commit per agent step instead of one per record).
+    /// Appends several records, in order, as [`Journal::append`] does for each, all or none:
+    /// durable stores write them in one transaction (one commit per agent step).
     async fn append_all(
         &self,
         execution: &str,
         records: Vec<Arc<Record>>,
-    ) -> Result<Vec<Appended>, StoreError> {
-        let mut out = Vec::with_capacity(records.len());
-        for record in records {
-            out.push(self.append(execution, record).await?);
-        }
-        Ok(out)
-    }
+    ) -> Result<Vec<Appended>, StoreError>;
 
     /// Up to `limit` records of `execution` whose keys come after `after` (all when `None`),
     /// in key order. Long journals are read page by page, never all at once.
@@ -174,7 +221,11 @@ pub trait Store: Send + Sync {
 
     /// The report of `execution`, if it ended.
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError>;
+}
 
+/// Who runs an execution: one worker at a time, under a lease.
+#[async_trait]
+pub trait Claims: Send + Sync {
     /// Claims `execution` for `worker` for `duration` (one compare-and-set). Fails with
     /// [`StoreError::Claimed`] while another worker's lease is unexpired; the same worker may
     /// claim again.
@@ -199,17 +250,28 @@ pub trait Store: Send + Sync {
     /// Why `execution` failed, if a worker marked it failed.
     async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError>;
 
+    /// How many times a worker was refused `execution` or lost its claim on it (each an exit
+    /// code 4 for some process), so operators can see executions fought over.
+    async fn conflicts(&self, execution: &str) -> Result<u64, StoreError>;
+}
+
+/// Executions waiting for any worker (what `terminus submit` stores and `terminus worker` runs).
+#[async_trait]
+pub trait Queue: Send + Sync {
     /// Claims one execution that is waiting for a worker (not ended, not failed, and unclaimed
-    /// or with an expired lease), if any. Stores shared by many workers implement it; the default has none.
+    /// or with an expired lease), if any.
     async fn claim_next(
         &self,
         worker: &str,
         duration: Duration,
-    ) -> Result<Option<Lease>, StoreError> {
-        let _ = (worker, duration);
-        Ok(None)
-    }
+    ) -> Result<Option<Lease>, StoreError>;
 }
+
+/// Where journals live: the journal, its claims and its queue. Implemented for every type that
+/// implements the three; a host holds an `Arc<dyn Store>`.
+pub trait Store: Journal + Claims + Queue {}
+
+impl<T: Journal + Claims + Queue + ?Sized> Store for T {}
 
 #[derive(Debug, Default)]
 struct Execution {
@@ -219,6 +281,7 @@ struct Execution {
     claim: Option<(String, Instant)>,
     report: Option<Report>,
     failure: Option<Failure>,
+    conflicts: u64,
 }
 
 /// The in-memory store: journals live as long as the value; clones share the same data. Leases
@@ -253,21 +316,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
-    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
-        Ok(self.with_execution(execution, |e| {
-            if e.spec.is_some() || !e.records.is_empty() {
-                return false;
-            }
-            e.spec = Some(spec.clone());
-            true
-        }))
-    }
-
-    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
-        Ok(self.with(|all| all.get(execution).and_then(|e| e.spec.clone())))
-    }
-
+impl Journal for MemoryStore {
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
         Ok(self.with_execution(execution, |e| {
             if let Some(stored) = e.records.get(&record.key) {
@@ -282,6 +331,20 @@ impl Store for MemoryStore {
                 already_existed: false,
             }
         }))
+    }
+
+    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
+        Ok(self.with_execution(execution, |e| {
+            if e.spec.is_some() || !e.records.is_empty() {
+                return false;
+            }
+            e.spec = Some(spec.clone());
+            true
+        }))
+    }
+
+    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
+        Ok(self.with(|all| all.get(execution).and_then(|e| e.spec.clone())))
     }
 
     async fn append_all(
@@ -345,7 +408,10 @@ impl Store for MemoryStore {
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
         Ok(self.with(|all| all.get(execution).and_then(|e| e.report.clone())))
     }
+}
 
+#[async_trait]
+impl Claims for MemoryStore {
     async fn claim(
         &self,
         execution: &str,
@@ -353,11 +419,15 @@ impl Store for MemoryStore {
         duration: Duration,
     ) -> Result<Lease, StoreError> {
         let now = Instant::now();
-        self.with_execution(execution, |e| {
+        self.with(|all| {
+            let Some(e) = all.get_mut(execution) else {
+                return Err(StoreError::NotFound(execution.to_owned()));
+            };
             if let Some((holder, expires)) = &e.claim
                 && holder != worker
                 && *expires > now
             {
+                e.conflicts += 1;
                 return Err(StoreError::Claimed {
                     execution: execution.to_owned(),
                     worker: holder.clone(),
@@ -374,17 +444,26 @@ impl Store for MemoryStore {
 
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
         let now = Instant::now();
-        self.with(
-            |all| match all.get_mut(&lease.execution).and_then(|e| e.claim.as_mut()) {
-                Some((holder, expires)) if *holder == lease.worker => {
+        self.with(|all| {
+            let e = all.get_mut(&lease.execution);
+            match e {
+                Some(Execution {
+                    claim: Some((holder, expires)),
+                    ..
+                }) if *holder == lease.worker => {
                     *expires = now + lease.duration;
                     Ok(())
                 }
-                _ => Err(StoreError::LeaseLost {
-                    execution: lease.execution.clone(),
-                }),
-            },
-        )
+                _ => {
+                    if let Some(e) = e {
+                        e.conflicts += 1;
+                    }
+                    Err(StoreError::LeaseLost {
+                        execution: lease.execution.clone(),
+                    })
+                }
+            }
+        })
     }
 
     async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError> {
@@ -409,6 +488,26 @@ impl Store for MemoryStore {
         Ok(self.with(|all| all.get(execution).and_then(|e| e.failure.clone())))
     }
 
+    async fn conflicts(&self, execution: &str) -> Result<u64, StoreError> {
+        Ok(self.with(|all| all.get(execution).map_or(0, |e| e.conflicts)))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.with(|all| {
+            if let Some(e) = all.get_mut(&lease.execution)
+                && e.claim
+                    .as_ref()
+                    .is_some_and(|(holder, _)| *holder == lease.worker)
+            {
+                e.claim = None;
+            }
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Queue for MemoryStore {
     async fn claim_next(
         &self,
         worker: &str,
@@ -434,18 +533,5 @@ impl Store for MemoryStore {
                 duration,
             })
         }))
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.with(|all| {
-            if let Some(e) = all.get_mut(&lease.execution)
-                && e.claim
-                    .as_ref()
-                    .is_some_and(|(holder, _)| *holder == lease.worker)
-            {
-                e.claim = None;
-            }
-        });
-        Ok(())
     }
 }

@@ -58,7 +58,10 @@ pub use crate::context::{
 pub use crate::driver::{Replayed, Resume, Run, Setup};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
-pub use crate::journal::{Appended, Failure, Lease, MemoryStore, RunSpec, Store, StoreError};
+pub use crate::journal::{
+    Appended, Cause, Claims, Failure, Journal, Lease, MemoryStore, Queue, RunSpec, Store,
+    StoreError,
+};
 pub use crate::kill::KillSwitch;
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};
 pub use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};

@@ -18,8 +18,8 @@ use terminus_kernel::{
 };
 use terminus_runtime::context::{Heuristic, NOTICE_HEADER, message_tokens};
 use terminus_runtime::{
-    ContextPolicy, Fault, MemoryStore, Message, Model, ModelError, ModelFailure, ModelRequest,
-    Role, Run, Store, Tokenizer, Tool, ToolSet, Verification, Verifier,
+    ContextPolicy, Fault, Journal, MemoryStore, Message, Model, ModelError, ModelFailure,
+    ModelRequest, Role, Run, Tokenizer, Tool, ToolSet, Verification, Verifier,
 };
 
 const FILES: usize = 8;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use terminus_kernel::{Entry, Policy, ToolOutcome};
 use terminus_runtime::{
-    Fault, InDoubt, MemoryStore, Run, RunError, RuntimeConfig, Store, StoreError, Tool, ToolSet,
+    Fault, InDoubt, Journal, MemoryStore, Run, RunError, RuntimeConfig, StoreError, Tool, ToolSet,
 };
 
 /// A tool whose first `fail_first` calls are adapter faults (the process "dies" mid-call, after
@@ -241,7 +241,10 @@ async fn resuming_an_unknown_execution_is_invalid_input() {
         .execute()
         .await
         .expect_err("unknown");
-    assert_eq!(err, RunError::Store(StoreError::NotFound("nope".into())));
+    assert!(
+        matches!(&err, RunError::Store(StoreError::NotFound(id)) if id == "nope"),
+        "{err:?}"
+    );
     assert_eq!(err.exit_code(), 2);
     assert_eq!(model.requests(), 0);
 }

@@ -232,8 +232,21 @@ fn run_errors_map_to_the_design_exit_codes() {
         (RunError::Fault(Fault::invalid_input("script ran out")), 2),
         (RunError::ExecutionExists("x".into()), 2),
         (RunError::Fault(Fault::internal("verifier down")), 3),
-        (RunError::Store(StoreError::Backend("disk full".into())), 3),
-        (RunError::Store(StoreError::Corrupt("bad row".into())), 3),
+        (
+            RunError::Store(StoreError::Backend {
+                journal: "j.db".into(),
+                action: "append".into(),
+                source: terminus_runtime::Cause::new(std::io::Error::other("disk full")),
+            }),
+            3,
+        ),
+        (
+            RunError::Store(StoreError::Corrupt {
+                journal: "j.db".into(),
+                what: "bad row".into(),
+            }),
+            3,
+        ),
         (RunError::Diverged(terminus_kernel::Key::event(3)), 3),
         (RunError::Internal("bug".into()), 3),
         (

@@ -16,7 +16,7 @@ use terminus_kernel::testing::check_machine;
 use terminus_kernel::{
     AbortReason, CompleteReason, Input, Outcome, Phase, Record, Rule, Stats, TurnKind, recover,
 };
-use terminus_runtime::{MemoryStore, Store};
+use terminus_runtime::{Journal, MemoryStore};
 use terminus_scenario::Scenario;
 use tokio::time::Instant;
 

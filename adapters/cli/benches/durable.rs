@@ -185,7 +185,9 @@ fn main() {
     );
     let entries = rt.block_on(async {
         let store = SqliteStore::open(&db, Durability::Process).expect("sqlite");
-        Store::count(&store, "long").await.expect("count")
+        terminus_runtime::Journal::count(&store, "long")
+            .await
+            .expect("count")
     });
     println!(
         "built an interrupted execution of {entries} entries in {:.1} s",

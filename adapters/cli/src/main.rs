@@ -271,7 +271,7 @@ async fn open_store(journal: &str, durability: Durability) -> Result<Arc<dyn Sto
     terminus_store::open(journal, durability)
         .await
         .map_err(|e| {
-            eprintln!("terminus: journal {journal}: {e}");
+            eprintln!("terminus: {e}");
             INTERNAL
         })
 }
@@ -486,7 +486,7 @@ async fn submit(args: SubmitArgs) -> u8 {
             INVALID
         }
         Err(e) => {
-            eprintln!("terminus: journal {}: {e}", args.journal);
+            eprintln!("terminus: {e}");
             code_of_store_error(&e)
         }
     }
@@ -623,6 +623,7 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
     };
     let report = store.report(execution).await.map_err(fail)?;
     let failure = store.failure(execution).await.map_err(fail)?;
+    let conflicts = store.conflicts(execution).await.map_err(fail)?;
     let mut text = String::new();
     let _ = writeln!(text, "execution {execution}");
     if let Some(name) = &spec.name {
@@ -702,6 +703,10 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let _ = writeln!(
+        text,
+        "conflicts {conflicts} (claims refused or leases lost: each an exit 4 for some process)"
+    );
     let json = serde_json::json!({
         "execution": execution,
         "name": spec.name,
@@ -715,6 +720,7 @@ async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> 
         "result": stop.as_ref().and_then(|s| s.result.clone()),
         "entries": entries,
         "entry_kinds": kinds,
+        "conflicts": conflicts,
         "trace": trace,
     });
     Ok(Explanation { text, json })

@@ -8,7 +8,7 @@ use std::time::Duration;
 use terminus_kernel::{
     AbortReason, Entry, ModelErrorKind, Outcome, Record, ToolErrorKind, ToolOutcome,
 };
-use terminus_runtime::{FaultKind, MemoryStore, RunError, Store, Transition};
+use terminus_runtime::{FaultKind, Journal, MemoryStore, RunError, Transition};
 use terminus_scenario::Scenario;
 use tokio::time::Instant;
 

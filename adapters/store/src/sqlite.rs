@@ -1,10 +1,15 @@
-//! The SQLite store (rusqlite, bundled SQLite).
+//! The SQLite backend (rusqlite, bundled SQLite): the embedded default. Statements run on
+//! tokio's blocking pool, never on the async executor (a write can wait up to the busy timeout
+//! for another process's transaction).
 
-use crate::{ExecutionRow, RawAppended, RawEntry, StoreError, now_ms};
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry, millis, now_ms};
+use crate::durable::Durable;
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use terminus_runtime::{Cause, StoreError};
 
 /// What a committed entry survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -19,27 +24,85 @@ pub enum Durability {
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_001_init.sql"),
     include_str!("../migrations/sqlite_002_failure.sql"),
+    include_str!("../migrations/sqlite_003_conflicts.sql"),
 ];
 
-/// A journal in one SQLite file. Calls are short and synchronous; the connection is behind a
-/// mutex so the store can be shared.
+/// How long a statement waits for another process's write transaction.
+const BUSY: Duration = Duration::from_secs(10);
+
+/// A journal in one SQLite file.
+pub type SqliteStore = Durable<Sqlite>;
+
+/// One SQLite connection, shared behind a mutex by the calls of one store.
 #[derive(Debug)]
-pub struct SqliteStore {
-    conn: Mutex<Connection>,
+pub struct Sqlite {
+    conn: Arc<Mutex<Connection>>,
+    path: String,
+    /// The file the connection opened: SQLite goes on writing into a file deleted or replaced
+    /// under it (another process then sees none of it), so every call first checks the path
+    /// still names this file.
+    file: Arc<FileId>,
 }
 
-fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// Which file a path named when the journal was opened.
+#[derive(Debug, PartialEq, Eq)]
+struct FileId {
+    path: std::path::PathBuf,
+    id: Option<(u64, u64)>,
 }
 
-impl SqliteStore {
+impl FileId {
+    fn of(path: &Path) -> FileId {
+        FileId {
+            // Absolute, so a host that changes directory still checks the same path.
+            path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()),
+            id: Self::id(path),
+        }
+    }
+
+    #[cfg(unix)]
+    fn id(path: &Path) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    #[cfg(not(unix))]
+    fn id(path: &Path) -> Option<(u64, u64)> {
+        std::fs::metadata(path).ok().map(|_| (0, 0))
+    }
+
+    /// An error if the path no longer names the file that was opened.
+    fn check(&self) -> Result<(), Fault> {
+        if Self::id(&self.path) == self.id {
+            return Ok(());
+        }
+        Err(Fault::Db(Cause::new(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the journal file was deleted or replaced while in use; nothing more is written to \
+             it, since no other process could read it",
+        ))))
+    }
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // Every mutation is a single statement or a transaction, so a poisoned lock still guards a
+    // consistent connection.
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Durable<Sqlite> {
     /// Opens (creating if needed) the journal at `path` and migrates its schema.
     pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref();
-        let conn = Connection::open(path)
-            .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(backend)?;
+        let name = path.display().to_string();
+        let failed = |action: &str, e: rusqlite::Error| StoreError::Backend {
+            journal: name.clone(),
+            action: action.to_owned(),
+            source: Cause::new(e),
+        };
+        let conn = Connection::open(path).map_err(|e| failed("open the file", e))?;
+        conn.busy_timeout(BUSY)
+            .map_err(|e| failed("set the busy timeout", e))?;
         let sync = match durability {
             Durability::Process => "NORMAL",
             Durability::PowerLoss => "FULL",
@@ -54,303 +117,340 @@ impl SqliteStore {
             match conn.execute_batch(&pragmas) {
                 Ok(()) => break,
                 Err(rusqlite::Error::SqliteFailure(f, _))
-                    if f.code == rusqlite::ErrorCode::DatabaseBusy
-                        && waited.elapsed() < Duration::from_secs(10) =>
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy && waited.elapsed() < BUSY =>
                 {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                Err(e) => return Err(StoreError::Backend(format!("{}: {e}", path.display()))),
+                Err(e) => return Err(failed("set WAL mode", e)),
             }
         }
-        let store = SqliteStore {
-            conn: Mutex::new(conn),
-        };
+        let store = Durable::new(Sqlite {
+            conn: Arc::new(Mutex::new(conn)),
+            path: name,
+            file: Arc::new(FileId::of(path)),
+        });
         store.migrate()?;
         Ok(store)
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        // Every mutation is a single statement or a transaction, so a poisoned lock still guards
-        // a consistent connection.
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    fn migrate(&self) -> Result<(), StoreError> {
+        let backend = &self.backend;
+        let failed = |e: rusqlite::Error| StoreError::Backend {
+            journal: backend.path.clone(),
+            action: "migrate the schema".into(),
+            source: Cause::new(e),
+        };
+        let mut conn = lock(&backend.conn);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(failed)?;
+        let version = usize::try_from(version).unwrap_or(usize::MAX);
+        if version > MIGRATIONS.len() {
+            return Err(StoreError::Corrupt {
+                journal: backend.path.clone(),
+                what: format!(
+                    "the schema version is {version}, newer than this build knows ({})",
+                    MIGRATIONS.len()
+                ),
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+            tx.execute_batch(sql).map_err(failed)?;
+            tx.pragma_update(None, "user_version", i64::try_from(i + 1).unwrap_or(0))
+                .map_err(failed)?;
+        }
+        tx.commit().map_err(failed)
     }
 
     /// The schema version (`PRAGMA user_version`).
     pub fn schema_version(&self) -> Result<u32, StoreError> {
-        self.conn()
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(backend)
+        self.unchecked(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
     }
 
-    fn migrate(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        let version: i64 = tx
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(backend)?;
-        let version = usize::try_from(version).unwrap_or(usize::MAX);
-        if version > MIGRATIONS.len() {
-            return Err(StoreError::Corrupt(format!(
-                "the journal has schema version {version}, newer than this build knows ({})",
-                MIGRATIONS.len()
-            )));
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-            tx.execute_batch(sql).map_err(backend)?;
-            tx.pragma_update(
-                None,
-                "user_version",
-                i64::try_from(i + 1).unwrap_or(i64::MAX),
-            )
-            .map_err(backend)?;
-        }
-        tx.commit().map_err(backend)
-    }
-
-    /// Runs raw SQL on the journal (tests and maintenance only).
+    /// Runs raw SQL on the journal's own connection (tests and maintenance only: a `PRAGMA`
+    /// holds for this connection alone).
     #[doc(hidden)]
     pub fn execute_unchecked(&self, sql: &str) -> Result<(), StoreError> {
-        self.conn().execute_batch(sql).map_err(backend)
+        self.unchecked(|c| c.execute_batch(sql))
     }
 
-    /// Creates the execution with its spec; returns false if it exists.
-    pub fn create(&self, execution: &str, spec: Option<&str>) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .execute(
-                "INSERT INTO executions (id, created_ms, spec) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO NOTHING",
+    fn unchecked<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        f(&lock(&self.backend.conn)).map_err(|e| StoreError::Backend {
+            journal: self.backend.path.clone(),
+            action: "run a maintenance statement".into(),
+            source: Cause::new(e),
+        })
+    }
+}
+
+impl Sqlite {
+    /// Runs `f` on the connection on the blocking pool.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T, Fault> {
+        let (conn, file) = (Arc::clone(&self.conn), Arc::clone(&self.file));
+        tokio::task::spawn_blocking(move || {
+            file.check()?;
+            f(&mut lock(&conn))
+        })
+        .await
+        .map_err(|e| Fault::Db(Cause::new(e)))?
+    }
+}
+
+fn count(n: i64, what: &str) -> Result<u64, Fault> {
+    u64::try_from(n).map_err(|_| Fault::Corrupt(format!("{what} is negative ({n})")))
+}
+
+#[async_trait]
+impl Backend for Sqlite {
+    fn name(&self) -> &str {
+        &self.path
+    }
+
+    async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault> {
+        let execution = execution.to_owned();
+        self.run(move |c| {
+            let n = c.execute(
+                "INSERT INTO executions (id, created_ms, spec) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(id) DO NOTHING",
                 params![execution, now_ms(), spec],
-            )
-            .map_err(backend)?;
-        Ok(n == 1)
+            )?;
+            Ok(n == 1)
+        })
+        .await
     }
 
-    /// The execution's row.
-    pub fn execution(&self, execution: &str) -> Result<Option<ExecutionRow>, StoreError> {
-        self.conn()
-            .query_row(
-                "SELECT id, status, worker, lease_until_ms, spec, report, failure FROM executions WHERE id = ?1",
-                [execution],
-                |r| {
-                    Ok(ExecutionRow {
-                        id: r.get(0)?,
-                        status: r.get(1)?,
-                        worker: r.get(2)?,
-                        lease_until_ms: r.get(3)?,
-                        spec: r.get(4)?,
-                        report: r.get(5)?,
-                        failure: r.get(6)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(backend)
-    }
-
-    /// Claims the execution for `worker` for `lease`: one atomic compare-and-set that succeeds
-    /// only if the execution is unclaimed, already ours, or its lease expired.
-    pub fn claim(&self, execution: &str, worker: &str, lease: Duration) -> Result<(), StoreError> {
-        let now = now_ms();
-        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
-        let conn = self.conn();
-        let n = conn
-            .execute(
-                "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
-                 WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)",
-                params![execution, worker, until, now],
-            )
-            .map_err(backend)?;
-        if n == 1 {
-            return Ok(());
-        }
-        let holder: Option<Option<String>> = conn
-            .query_row(
-                "SELECT worker FROM executions WHERE id = ?1",
-                [execution],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(backend)?;
-        match holder {
-            None => Err(StoreError::NotFound(execution.to_owned())),
-            Some(worker) => Err(StoreError::Claimed {
-                execution: execution.to_owned(),
-                worker: worker.unwrap_or_default(),
-            }),
-        }
-    }
-
-    /// Takes one runnable execution (not done, and unclaimed or with an expired lease) for
-    /// `worker`, oldest first, in one immediate transaction (SQLite has one writer at a time, so
-    /// two workers cannot take the same row).
-    pub fn claim_next(&self, worker: &str, lease: Duration) -> Result<Option<String>, StoreError> {
-        let now = now_ms();
-        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        let id: Option<String> = tx
-            .query_row(
-                "SELECT id FROM executions WHERE status NOT IN ('done', 'failed') AND spec IS NOT NULL
-                 AND (worker IS NULL OR lease_until_ms < ?1) ORDER BY created_ms, id LIMIT 1",
-                [now],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(backend)?;
-        if let Some(id) = &id {
-            tx.execute(
-                "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running' WHERE id = ?1",
-                params![id, worker, until],
-            )
-            .map_err(backend)?;
-        }
-        tx.commit().map_err(backend)?;
-        Ok(id)
-    }
-
-    /// Extends our claim; fails with `LeaseLost` if another worker took it.
-    pub fn renew(&self, execution: &str, worker: &str, lease: Duration) -> Result<(), StoreError> {
-        let until = now_ms().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
-        let n = self
-            .conn()
-            .execute(
-                "UPDATE executions SET lease_until_ms = ?3 WHERE id = ?1 AND worker = ?2",
-                params![execution, worker, until],
-            )
-            .map_err(backend)?;
-        StoreError::unless_held(n as u64, execution)
-    }
-
-    /// Gives the claim up (if we still hold it).
-    pub fn release(&self, execution: &str, worker: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "UPDATE executions SET worker = NULL, lease_until_ms = 0 WHERE id = ?1 AND worker = ?2",
-                params![execution, worker],
-            )
-            .map_err(backend)?;
-        Ok(())
-    }
-
-    /// Marks the execution failed with `failure` (JSON) and frees the claim, if `worker` still
-    /// holds it; `LeaseLost` otherwise.
-    pub fn fail(&self, execution: &str, worker: &str, failure: &str) -> Result<(), StoreError> {
-        let n = self
-            .conn()
-            .execute(
-                "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL, lease_until_ms = 0
-                 WHERE id = ?1 AND worker = ?2 AND status != 'done'",
-                params![execution, worker, failure],
-            )
-            .map_err(backend)?;
-        StoreError::unless_held(n as u64, execution)
-    }
-
-    /// Marks the execution done with its report.
-    pub fn finish(&self, execution: &str, report: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "UPDATE executions SET status = 'done', report = ?2 WHERE id = ?1",
-                params![execution, report],
-            )
-            .map_err(backend)?;
-        Ok(())
-    }
-
-    /// Appends entries in one transaction. For each, whether its key already existed (then the
-    /// stored body is returned instead of the new one and nothing is written).
-    pub fn append(
-        &self,
-        execution: &str,
-        entries: &[RawEntry],
-    ) -> Result<Vec<RawAppended>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
-        let mut out = Vec::with_capacity(entries.len());
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO entries (execution, checkpoint, idx, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT DO NOTHING",
+    async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault> {
+        let execution = execution.to_owned();
+        self.run(move |c| {
+            let row = c
+                .query_row(
+                    "SELECT status, worker, spec, report, failure, conflicts
+                     FROM executions WHERE id = ?1",
+                    [execution],
+                    |r| {
+                        Ok((
+                            ExecutionRow {
+                                status: r.get(0)?,
+                                worker: r.get(1)?,
+                                spec: r.get(2)?,
+                                report: r.get(3)?,
+                                failure: r.get(4)?,
+                                conflicts: 0,
+                            },
+                            r.get::<_, i64>(5)?,
+                        ))
+                    },
                 )
-                .map_err(backend)?;
-            let mut select = tx
-                .prepare_cached("SELECT body FROM entries WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3")
-                .map_err(backend)?;
-            for e in entries {
-                let cp = i64::try_from(e.checkpoint)
-                    .map_err(|_| StoreError::Corrupt("checkpoint too large".into()))?;
-                let n = insert
-                    .execute(params![execution, cp, e.index, e.kind, e.body])
-                    .map_err(backend)?;
-                if n == 1 {
-                    out.push(RawAppended {
-                        already_existed: false,
-                        body: e.body.clone(),
-                    });
-                } else {
-                    let body: String = select
-                        .query_row(params![execution, cp, e.index], |r| r.get(0))
-                        .map_err(backend)?;
-                    out.push(RawAppended {
-                        already_existed: true,
-                        body,
-                    });
-                }
-            }
-        }
-        tx.commit().map_err(backend)?;
-        Ok(out)
-    }
-
-    /// Up to `limit` entries after `after` (exclusive), in key order: a long journal is read in
-    /// pages, never all at once.
-    pub fn page(
-        &self,
-        execution: &str,
-        after: Option<(u64, u32)>,
-        limit: u32,
-    ) -> Result<Vec<RawEntry>, StoreError> {
-        let (cp, idx) = match after {
-            Some((cp, idx)) => (i64::try_from(cp).unwrap_or(i64::MAX), i64::from(idx)),
-            None => (-1, -1),
-        };
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT checkpoint, idx, kind, body FROM entries
-                 WHERE execution = ?1 AND (checkpoint > ?2 OR (checkpoint = ?2 AND idx > ?3))
-                 ORDER BY checkpoint, idx LIMIT ?4",
-            )
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(params![execution, cp, idx, limit], |r| {
-                let cp: i64 = r.get(0)?;
-                Ok(RawEntry {
-                    checkpoint: u64::try_from(cp).unwrap_or(0),
-                    index: r.get(1)?,
-                    kind: r.get(2)?,
-                    body: r.get(3)?,
+                .optional()?;
+            row.map(|(row, conflicts)| {
+                Ok(ExecutionRow {
+                    conflicts: count(conflicts, "conflicts")?,
+                    ..row
                 })
             })
-            .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+            .transpose()
+        })
+        .await
     }
 
-    /// Entries stored for the execution.
-    pub fn count(&self, execution: &str) -> Result<u64, StoreError> {
-        let n: i64 = self
-            .conn()
-            .query_row(
+    async fn append(
+        &self,
+        execution: &str,
+        entries: Vec<RawEntry>,
+    ) -> Result<Vec<Option<String>>, Fault> {
+        let execution = execution.to_owned();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut out = Vec::with_capacity(entries.len());
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO entries (execution, checkpoint, idx, kind, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                )?;
+                let mut select = tx.prepare_cached(
+                    "SELECT body FROM entries WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3",
+                )?;
+                for e in &entries {
+                    let params = params![execution, e.checkpoint, e.index, e.kind, e.body];
+                    if insert.execute(params)? == 1 {
+                        out.push(None);
+                    } else {
+                        out.push(Some(select.query_row(
+                            params![execution, e.checkpoint, e.index],
+                            |r| r.get(0),
+                        )?));
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<(u32, u32, String)>, Fault> {
+        let execution = execution.to_owned();
+        let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| (i64::from(cp), i64::from(idx)));
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT checkpoint, idx, body FROM entries
+                 WHERE execution = ?1 AND (checkpoint > ?2 OR (checkpoint = ?2 AND idx > ?3))
+                 ORDER BY checkpoint, idx LIMIT ?4",
+            )?;
+            let rows = stmt.query_map(params![execution, cp, idx, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    async fn count(&self, execution: &str) -> Result<u64, Fault> {
+        let execution = execution.to_owned();
+        self.run(move |c| {
+            let n: i64 = c.query_row(
                 "SELECT count(*) FROM entries WHERE execution = ?1",
                 [execution],
                 |r| r.get(0),
-            )
-            .map_err(backend)?;
-        Ok(u64::try_from(n).unwrap_or(0))
+            )?;
+            count(n, "the entry count")
+        })
+        .await
+    }
+
+    async fn finish(&self, execution: &str, report: String) -> Result<(), Fault> {
+        let execution = execution.to_owned();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE executions SET status = 'done', report = ?2 WHERE id = ?1",
+                params![execution, report],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        execution: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<Claimed, Fault> {
+        let (execution, worker) = (execution.to_owned(), worker.to_owned());
+        self.run(move |c| {
+            let now = now_ms();
+            let until = now.saturating_add(millis(lease));
+            let n = c.execute(
+                "UPDATE executions SET worker = ?2, lease_until_ms = ?3,
+                        status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
+                 WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)",
+                params![execution, worker, until, now],
+            )?;
+            if n == 1 {
+                return Ok(Claimed::Taken);
+            }
+            let holder: Option<Option<String>> = c
+                .query_row(
+                    "UPDATE executions SET conflicts = conflicts + 1 WHERE id = ?1 RETURNING worker",
+                    [&execution],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(match holder {
+                None => Claimed::Missing,
+                Some(holder) => Claimed::HeldBy(holder.unwrap_or_default()),
+            })
+        })
+        .await
+    }
+
+    async fn claim_next(&self, worker: &str, lease: Duration) -> Result<Option<String>, Fault> {
+        let worker = worker.to_owned();
+        self.run(move |c| {
+            let now = now_ms();
+            let until = now.saturating_add(millis(lease));
+            // One immediate transaction: SQLite has one writer at a time, so two workers cannot
+            // take the same row.
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let id: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM executions WHERE status NOT IN ('done', 'failed')
+                     AND spec IS NOT NULL AND (worker IS NULL OR lease_until_ms < ?1)
+                     ORDER BY created_ms, id LIMIT 1",
+                    [now],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = &id {
+                tx.execute(
+                    "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running'
+                     WHERE id = ?1",
+                    params![id, worker, until],
+                )?;
+            }
+            tx.commit()?;
+            Ok(id)
+        })
+        .await
+    }
+
+    async fn renew(&self, execution: &str, worker: &str, lease: Duration) -> Result<bool, Fault> {
+        let (execution, worker) = (execution.to_owned(), worker.to_owned());
+        self.run(move |c| {
+            let until = now_ms().saturating_add(millis(lease));
+            let n = c.execute(
+                "UPDATE executions SET lease_until_ms = ?3 WHERE id = ?1 AND worker = ?2",
+                params![execution, worker, until],
+            )?;
+            if n == 0 {
+                c.execute(
+                    "UPDATE executions SET conflicts = conflicts + 1 WHERE id = ?1",
+                    [&execution],
+                )?;
+            }
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn release(&self, execution: &str, worker: &str) -> Result<(), Fault> {
+        let (execution, worker) = (execution.to_owned(), worker.to_owned());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE executions SET worker = NULL, lease_until_ms = 0
+                 WHERE id = ?1 AND worker = ?2",
+                params![execution, worker],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault> {
+        let (execution, worker) = (execution.to_owned(), worker.to_owned());
+        self.run(move |c| {
+            let n = c.execute(
+                "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL,
+                        lease_until_ms = 0
+                 WHERE id = ?1 AND worker = ?2 AND status != 'done'",
+                params![execution, worker, failure],
+            )?;
+            Ok(n == 1)
+        })
+        .await
     }
 }

@@ -1,116 +1,23 @@
-//! The PostgreSQL store against the real server named by `TERMINUS_PG_URL`. Without it the tests
-//! print why they skip; with `CI=true` a missing URL is a failure, not a skip.
+//! What only the PostgreSQL store has, against the real server named by `TERMINUS_PG_URL`:
+//! racing connections, `SKIP LOCKED` polling, columns of the wrong type, and a connection that
+//! drops under a store (the contract itself is in `contract.rs`). Without the URL the tests print
+//! why they skip; with `CI=true` a missing URL is a failure, not a skip.
 
+mod common;
+
+use common::unique;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_store::{PostgresStore, RawEntry, StoreError};
+use terminus_runtime::{Claims, Journal, Queue, StoreError};
+use terminus_store::PostgresStore;
 
 async fn store() -> Option<PostgresStore> {
-    let Ok(url) = std::env::var("TERMINUS_PG_URL") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but TERMINUS_PG_URL is unset"
-        );
-        eprintln!(
-            "skipping: TERMINUS_PG_URL is unset (e.g. postgres://postgres@127.0.0.1:5432/test)"
-        );
-        return None;
-    };
+    let url = common::pg_url()?;
     Some(
         PostgresStore::connect(&url)
             .await
             .expect("PostgreSQL reachable at TERMINUS_PG_URL"),
     )
-}
-
-fn entry(cp: u64, i: u32, body: &str) -> RawEntry {
-    RawEntry {
-        checkpoint: cp,
-        index: i,
-        kind: "event".into(),
-        body: body.into(),
-    }
-}
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        terminus_store::now_ms()
-    )
-}
-
-#[tokio::test]
-async fn appends_are_idempotent_and_pages_come_in_key_order() {
-    let Some(store) = store().await else { return };
-    let id = unique("append");
-    assert!(store.create(&id, Some("{}"), false).await.expect("create"));
-    assert!(!store.create(&id, None, false).await.expect("create twice"));
-    store
-        .append(
-            &id,
-            &[
-                entry(0, 0, "task"),
-                entry(2, 0, "b"),
-                entry(1, 1, "a2"),
-                entry(1, 0, "a"),
-            ],
-        )
-        .await
-        .expect("append");
-    let again = store
-        .append(&id, &[entry(1, 0, "DIFFERENT"), entry(3, 0, "c")])
-        .await
-        .expect("append");
-    assert!(again[0].already_existed && again[0].body == "a");
-    assert!(!again[1].already_existed);
-    assert_eq!(store.count(&id).await.expect("count"), 5);
-    let mut keys = Vec::new();
-    let mut after = None;
-    loop {
-        let page = store.page(&id, after, 2).await.expect("page");
-        if page.is_empty() {
-            break;
-        }
-        after = page.last().map(|e| (e.checkpoint, e.index));
-        keys.extend(page.iter().map(RawEntry::key));
-    }
-    assert_eq!(keys, ["cp0:e0", "cp1:e0", "cp1:e1", "cp2:e0", "cp3:e0"]);
-    assert!(store.schema_version().await.expect("version") >= 1);
-    store.delete(&id).await.expect("cleanup");
-}
-
-#[tokio::test]
-async fn claims_are_exclusive_and_expire() {
-    let Some(store) = store().await else { return };
-    let id = unique("claim");
-    assert!(matches!(
-        store.claim(&id, "w1", Duration::from_secs(5)).await,
-        Err(StoreError::NotFound(_))
-    ));
-    store.create(&id, None, false).await.expect("create");
-    store
-        .claim(&id, "w1", Duration::from_secs(30))
-        .await
-        .expect("w1");
-    match store.claim(&id, "w2", Duration::from_secs(30)).await {
-        Err(StoreError::Claimed { worker, .. }) => assert_eq!(worker, "w1"),
-        other => panic!("w2 must be refused, got {other:?}"),
-    }
-    store
-        .renew(&id, "w1", Duration::from_millis(1))
-        .await
-        .expect("renew");
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    store
-        .claim(&id, "w2", Duration::from_secs(30))
-        .await
-        .expect("takeover after expiry");
-    assert!(matches!(
-        store.renew(&id, "w1", Duration::from_secs(1)).await,
-        Err(StoreError::LeaseLost { .. })
-    ));
-    store.delete(&id).await.expect("cleanup");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,7 +33,7 @@ async fn racing_connections_get_exactly_one_claim_and_workers_skip_locked_rows()
     }
     for round in 0..20 {
         let id = unique(&format!("race{round}"));
-        admin.create(&id, None, false).await.expect("create");
+        admin.create(&id, &common::spec()).await.expect("create");
         let tasks: Vec<_> = stores
             .iter()
             .enumerate()
@@ -141,7 +48,7 @@ async fn racing_connections_get_exactly_one_claim_and_workers_skip_locked_rows()
         let mut winners = 0;
         for t in tasks {
             match t.await.expect("task") {
-                Ok(()) => winners += 1,
+                Ok(_) => winners += 1,
                 Err(StoreError::Claimed { .. }) => {}
                 Err(e) => panic!("unexpected {e}"),
             }
@@ -152,7 +59,7 @@ async fn racing_connections_get_exactly_one_claim_and_workers_skip_locked_rows()
     // Polling workers: each pending execution is taken by exactly one of them.
     let ids: Vec<String> = (0..5).map(|i| unique(&format!("poll{i}"))).collect();
     for id in &ids {
-        admin.create(id, None, true).await.expect("create pending");
+        admin.create(id, &common::spec()).await.expect("create");
     }
     let tasks: Vec<_> = stores
         .iter()
@@ -166,7 +73,7 @@ async fn racing_connections_get_exactly_one_claim_and_workers_skip_locked_rows()
                     .await
                     .expect("poll")
                 {
-                    got.push(id);
+                    got.push(id.execution);
                 }
                 got
             })
@@ -195,11 +102,7 @@ async fn a_column_of_the_wrong_type_is_a_storage_error_not_a_panic() {
     let url = std::env::var("TERMINUS_PG_URL").expect("checked above");
     // A journal this build did not write: the schema says version 2, but `spec` and
     // `checkpoint` are integers. It lives in a schema of its own, reached by search_path.
-    let schema = format!(
-        "terminus_wrong_{}_{}",
-        std::process::id(),
-        terminus_store::now_ms()
-    );
+    let schema = unique("terminus_wrong").replace('-', "_");
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("connect");
@@ -225,10 +128,10 @@ async fn a_column_of_the_wrong_type_is_a_storage_error_not_a_panic() {
     let scoped = format!("{url}{sep}options=-csearch_path%3D{schema}");
     let wrong = PostgresStore::connect(&scoped)
         .await
-        .expect("version 2: nothing to migrate");
+        .expect("version 2: migrated to 3");
     let err = wrong.execution("x").await.expect_err("spec is an integer");
     assert!(
-        matches!(&err, StoreError::Corrupt(m) if m.contains("column `spec`")),
+        matches!(&err, StoreError::Corrupt { what, .. } if what.contains("column `spec`")),
         "{err:?}"
     );
     let err = wrong
@@ -236,7 +139,7 @@ async fn a_column_of_the_wrong_type_is_a_storage_error_not_a_panic() {
         .await
         .expect_err("checkpoint is an integer");
     assert!(
-        matches!(&err, StoreError::Corrupt(m) if m.contains("column `checkpoint`")),
+        matches!(&err, StoreError::Corrupt { what, .. } if what.contains("column `checkpoint`")),
         "{err:?}"
     );
     // Through the runtime's port: a storage error, exit code 3.
@@ -249,4 +152,69 @@ async fn a_column_of_the_wrong_type_is_a_storage_error_not_a_panic() {
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .await
         .expect("cleanup");
+}
+
+/// Ends every server connection whose `application_name` is `name`, as a server restart or a
+/// network cut would, and returns how many there were.
+async fn drop_connections(url: &str, name: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .expect("terminate");
+    row.get(0)
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_opened_again_and_nothing_is_lost_or_doubled() {
+    let Some(url) = common::pg_url() else { return };
+    let name = unique("terminus_drop").replace('-', "_");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let named = format!("{url}{sep}application_name={name}");
+    let store = PostgresStore::connect(&named).await.expect("connect");
+    let id = unique("drop");
+    assert!(store.create(&id, &common::spec()).await.expect("create"));
+    let lease = store
+        .claim(&id, "w1", Duration::from_secs(30))
+        .await
+        .expect("claim");
+    for round in 0..3u32 {
+        store
+            .append_all(
+                &id,
+                vec![
+                    common::record(round, 0, "event"),
+                    common::record(round, 1, "decision"),
+                ],
+            )
+            .await
+            .expect("append on a live or reopened connection");
+        assert_eq!(
+            drop_connections(&url, &name).await,
+            1,
+            "the store's connection was ended"
+        );
+    }
+    store.renew(&lease).await.expect("the claim is still ours");
+    assert_eq!(store.count(&id).await.expect("count"), 6);
+    let keys: Vec<String> = store
+        .records(&id)
+        .await
+        .expect("records")
+        .iter()
+        .map(|r| r.key.to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        ["cp0:e0", "cp0:e1", "cp1:e0", "cp1:e1", "cp2:e0", "cp2:e1"],
+        "each append once"
+    );
+    store.delete(&id).await.expect("cleanup");
 }

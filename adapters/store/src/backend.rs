@@ -1,0 +1,138 @@
+//! What a database must do to hold journals: the [`Backend`] trait. Its methods are the
+//! statements the two stores have in common, in rows and JSON text; everything else (encoding
+//! records, leases, errors that name the journal, the duplicate check) is written once, in
+//! [`crate::Durable`].
+
+use async_trait::async_trait;
+use std::time::Duration;
+use terminus_runtime::Cause;
+
+/// One stored journal entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEntry {
+    /// The checkpoint of its key.
+    pub checkpoint: u32,
+    /// The index of its key.
+    pub index: u32,
+    /// The entry's kind, for queries and `inspect` (e.g. `event`, `tool_intent`).
+    pub kind: &'static str,
+    /// The entry, as JSON.
+    pub body: String,
+}
+
+/// An execution's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionRow {
+    /// `pending`, `running`, `done` or `failed`.
+    pub status: String,
+    /// The worker holding (or last holding) the claim.
+    pub worker: Option<String>,
+    /// The spec (JSON), as given at creation.
+    pub spec: Option<String>,
+    /// The report (JSON), once done.
+    pub report: Option<String>,
+    /// Why a worker gave up on it (JSON), once `failed`.
+    pub failure: Option<String>,
+    /// Claims refused and leases lost.
+    pub conflicts: u64,
+}
+
+/// What a claim's compare-and-set found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// The claim is ours.
+    Taken,
+    /// Another worker holds an unexpired lease (the refusal was counted).
+    HeldBy(String),
+    /// There is no such execution.
+    Missing,
+}
+
+/// Why a backend call failed.
+#[derive(Debug)]
+pub enum Fault {
+    /// The database failed: its own error.
+    Db(Cause),
+    /// A row is not what this version writes (a column of another type, a number out of range).
+    Corrupt(String),
+}
+
+impl From<rusqlite::Error> for Fault {
+    fn from(e: rusqlite::Error) -> Fault {
+        Fault::Db(Cause::new(e))
+    }
+}
+
+impl From<tokio_postgres::Error> for Fault {
+    fn from(e: tokio_postgres::Error) -> Fault {
+        Fault::Db(Cause::new(e))
+    }
+}
+
+/// The statements of a journal database. Each call is atomic: one statement or one
+/// transaction. Lease times are the backend's to take (SQLite's from the host clock,
+/// PostgreSQL's from the server's, so workers on skewed machines agree).
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The journal, for messages: a file, or a URL without its password.
+    fn name(&self) -> &str;
+
+    /// Inserts the execution with its spec, unclaimed; false if it exists.
+    async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault>;
+
+    /// The execution's row.
+    async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault>;
+
+    /// Inserts the entries in one transaction, each unless its key is stored: for each, `None`
+    /// when written, or the body already stored under its key.
+    async fn append(
+        &self,
+        execution: &str,
+        entries: Vec<RawEntry>,
+    ) -> Result<Vec<Option<String>>, Fault>;
+
+    /// Up to `limit` entries after the key `after` (exclusive), in key order.
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<(u32, u32, String)>, Fault>;
+
+    /// How many entries the execution has.
+    async fn count(&self, execution: &str) -> Result<u64, Fault>;
+
+    /// Marks the execution done with its report.
+    async fn finish(&self, execution: &str, report: String) -> Result<(), Fault>;
+
+    /// Takes the claim for `worker` if it is free, already the worker's, or expired; counts a
+    /// refusal.
+    async fn claim(&self, execution: &str, worker: &str, lease: Duration)
+    -> Result<Claimed, Fault>;
+
+    /// Takes the oldest runnable execution (not ended, and unclaimed or expired), if any.
+    async fn claim_next(&self, worker: &str, lease: Duration) -> Result<Option<String>, Fault>;
+
+    /// Extends `worker`'s claim; false (a lost lease, counted) if another worker holds it.
+    async fn renew(&self, execution: &str, worker: &str, lease: Duration) -> Result<bool, Fault>;
+
+    /// Frees `worker`'s claim, if it still holds it.
+    async fn release(&self, execution: &str, worker: &str) -> Result<(), Fault>;
+
+    /// Marks the execution failed and frees the claim, if `worker` holds it and it is not done;
+    /// false otherwise.
+    async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault>;
+}
+
+/// Milliseconds of a lease, saturating.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Unix time in milliseconds (SQLite leases compare across processes, so they use the wall
+/// clock).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

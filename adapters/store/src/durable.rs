@@ -1,0 +1,296 @@
+//! The runtime's store traits ([`Journal`], [`Claims`], [`Queue`]) written once over any
+//! [`Backend`]: records are kept as JSON under their `cp{n}:e{i}` key, the [`RunSpec`], the
+//! [`Report`] and the [`Failure`] as JSON in the execution's row, and every failure names the
+//! journal and what was being done.
+
+use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry};
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_kernel::{Entry, Key, Record};
+use terminus_runtime::{
+    Appended, Cause, Claims, Failure, Journal, Lease, Queue, Report, RunSpec, StoreError,
+};
+
+/// A journal store on a database [`Backend`]: [`crate::SqliteStore`] and
+/// [`crate::PostgresStore`] are this type on their backends.
+#[derive(Debug)]
+pub struct Durable<B> {
+    pub(crate) backend: B,
+}
+
+impl<B: Backend> Durable<B> {
+    /// A store on `backend`.
+    pub fn new(backend: B) -> Durable<B> {
+        Durable { backend }
+    }
+
+    /// The backend, for its own statements (maintenance, tests).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The execution's row as stored (status, claim, conflicts), for operators and tests.
+    pub async fn execution(&self, execution: &str) -> Result<Option<ExecutionRow>, StoreError> {
+        self.backend
+            .row(execution)
+            .await
+            .map_err(|f| self.fault(f, || format!("read execution `{execution}`")))
+    }
+
+    /// The error for `fault`, naming the journal and `action` (what was being done).
+    pub(crate) fn fault(&self, fault: Fault, action: impl FnOnce() -> String) -> StoreError {
+        match fault {
+            Fault::Db(source) => StoreError::Backend {
+                journal: self.backend.name().to_owned(),
+                action: action(),
+                source,
+            },
+            Fault::Corrupt(what) => self.corrupt(what),
+        }
+    }
+
+    fn corrupt(&self, what: String) -> StoreError {
+        StoreError::Corrupt {
+            journal: self.backend.name().to_owned(),
+            what,
+        }
+    }
+
+    /// A value that cannot be encoded (it never happens for the runtime's own types, but a
+    /// host's `serde_json::Value` is not checked).
+    fn encoding(&self, what: &str, e: serde_json::Error) -> StoreError {
+        StoreError::Backend {
+            journal: self.backend.name().to_owned(),
+            action: format!("encode {what}"),
+            source: Cause::new(e),
+        }
+    }
+
+    /// Column `what` of `execution`'s row, parsed.
+    async fn column<T: DeserializeOwned>(
+        &self,
+        execution: &str,
+        what: &str,
+        pick: fn(ExecutionRow) -> Option<String>,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(text) = self.execution(execution).await?.and_then(pick) else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| self.corrupt(format!("the {what} of execution `{execution}`: {e}")))
+    }
+
+    fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost {
+                execution: execution.to_owned(),
+            })
+        }
+    }
+}
+
+fn lease(execution: &str, worker: &str, duration: Duration) -> Lease {
+    Lease {
+        execution: execution.to_owned(),
+        worker: worker.to_owned(),
+        duration,
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Journal for Durable<B> {
+    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
+        let spec = serde_json::to_string(spec).map_err(|e| self.encoding("the spec", e))?;
+        self.backend
+            .create(execution, spec)
+            .await
+            .map_err(|f| self.fault(f, || format!("create execution `{execution}`")))
+    }
+
+    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
+        self.column(execution, "spec", |r| r.spec).await
+    }
+
+    async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
+        let mut out = self.append_all(execution, vec![record]).await?;
+        out.pop()
+            .ok_or_else(|| self.corrupt("an append was answered with nothing".into()))
+    }
+
+    async fn append_all(
+        &self,
+        execution: &str,
+        records: Vec<Arc<Record>>,
+    ) -> Result<Vec<Appended>, StoreError> {
+        let rows = records
+            .iter()
+            .map(|r| {
+                let body = serde_json::to_string(&r.entry)
+                    .map_err(|e| self.encoding(&format!("entry {}", r.key), e))?;
+                Ok(RawEntry {
+                    checkpoint: r.key.checkpoint,
+                    index: r.key.index,
+                    kind: r.entry.kind(),
+                    body,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let first = records.first().map(|r| r.key);
+        let stored = self.backend.append(execution, rows).await.map_err(|f| {
+            self.fault(f, || match first {
+                Some(key) => format!("append {key}.. to execution `{execution}`"),
+                None => format!("append to execution `{execution}`"),
+            })
+        })?;
+        if stored.len() != records.len() {
+            return Err(self.corrupt(format!(
+                "{} appends were answered with {} results",
+                records.len(),
+                stored.len()
+            )));
+        }
+        records
+            .into_iter()
+            .zip(stored)
+            .map(|(record, stored)| match stored {
+                None => Ok(Appended {
+                    record,
+                    already_existed: false,
+                }),
+                Some(body) => {
+                    let entry: Entry = serde_json::from_str(&body)
+                        .map_err(|e| self.corrupt(format!("entry {}: {e}", record.key)))?;
+                    Ok(Appended {
+                        record: Arc::new(Record {
+                            key: record.key,
+                            entry,
+                        }),
+                        already_existed: true,
+                    })
+                }
+            })
+            .collect()
+    }
+
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<Key>,
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>, StoreError> {
+        let rows = self
+            .backend
+            .page(
+                execution,
+                after.map(|k| (k.checkpoint, k.index)),
+                u32::try_from(limit).unwrap_or(u32::MAX),
+            )
+            .await
+            .map_err(|f| self.fault(f, || format!("read the journal of `{execution}`")))?;
+        rows.into_iter()
+            .map(|(checkpoint, index, body)| {
+                let key = Key::new(checkpoint, index);
+                let entry: Entry = serde_json::from_str(&body)
+                    .map_err(|e| self.corrupt(format!("entry {key} of `{execution}`: {e}")))?;
+                Ok(Arc::new(Record { key, entry }))
+            })
+            .collect()
+    }
+
+    async fn count(&self, execution: &str) -> Result<u64, StoreError> {
+        self.backend
+            .count(execution)
+            .await
+            .map_err(|f| self.fault(f, || format!("count the entries of `{execution}`")))
+    }
+
+    async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
+        self.backend
+            .finish(execution, report.to_json_line())
+            .await
+            .map_err(|f| self.fault(f, || format!("store the report of `{execution}`")))
+    }
+
+    async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
+        self.column(execution, "report", |r| r.report).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Claims for Durable<B> {
+    async fn claim(
+        &self,
+        execution: &str,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        let claimed = self
+            .backend
+            .claim(execution, worker, duration)
+            .await
+            .map_err(|f| self.fault(f, || format!("claim execution `{execution}`")))?;
+        match claimed {
+            Claimed::Taken => Ok(lease(execution, worker, duration)),
+            Claimed::HeldBy(holder) => Err(StoreError::Claimed {
+                execution: execution.to_owned(),
+                worker: holder,
+            }),
+            Claimed::Missing => Err(StoreError::NotFound(execution.to_owned())),
+        }
+    }
+
+    async fn renew(&self, l: &Lease) -> Result<(), StoreError> {
+        let held = self
+            .backend
+            .renew(&l.execution, &l.worker, l.duration)
+            .await
+            .map_err(|f| self.fault(f, || format!("renew the claim on `{}`", l.execution)))?;
+        self.held(held, &l.execution)
+    }
+
+    async fn release(&self, l: &Lease) -> Result<(), StoreError> {
+        self.backend
+            .release(&l.execution, &l.worker)
+            .await
+            .map_err(|f| self.fault(f, || format!("release the claim on `{}`", l.execution)))
+    }
+
+    async fn fail(&self, l: &Lease, failure: &Failure) -> Result<(), StoreError> {
+        let text = serde_json::to_string(failure).map_err(|e| self.encoding("the failure", e))?;
+        let held = self
+            .backend
+            .fail(&l.execution, &l.worker, text)
+            .await
+            .map_err(|f| self.fault(f, || format!("mark `{}` failed", l.execution)))?;
+        self.held(held, &l.execution)
+    }
+
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError> {
+        self.column(execution, "failure", |r| r.failure).await
+    }
+
+    async fn conflicts(&self, execution: &str) -> Result<u64, StoreError> {
+        Ok(self.execution(execution).await?.map_or(0, |r| r.conflicts))
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Queue for Durable<B> {
+    async fn claim_next(
+        &self,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let id = self
+            .backend
+            .claim_next(worker, duration)
+            .await
+            .map_err(|f| self.fault(f, || "claim a waiting execution".to_owned()))?;
+        Ok(id.map(|id| lease(&id, worker, duration)))
+    }
+}

@@ -1,0 +1,244 @@
+//! The store contract, written once and run on every store (memory, SQLite, PostgreSQL).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_kernel::{Entry, Key, Record};
+use terminus_runtime::{Failure, Report, RunSpec, Store, StoreError};
+
+/// `TERMINUS_PG_URL`, or `None` after saying why the test skips (with `CI=true` a missing URL
+/// fails instead).
+pub fn pg_url() -> Option<String> {
+    let Ok(url) = std::env::var("TERMINUS_PG_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but TERMINUS_PG_URL is unset"
+        );
+        eprintln!(
+            "skipping: TERMINUS_PG_URL is unset (e.g. postgres://postgres@127.0.0.1:5432/test)"
+        );
+        return None;
+    };
+    Some(url)
+}
+
+/// An execution id no other test run uses (PostgreSQL's database is shared).
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+pub fn spec() -> RunSpec {
+    RunSpec {
+        task: "t".into(),
+        name: None,
+        system: None,
+        policy: terminus_kernel::Policy::default(),
+        host: None,
+        started_unix_ms: Some(1),
+    }
+}
+
+pub fn record(checkpoint: u32, index: u32, text: &str) -> Arc<Record> {
+    Arc::new(Record {
+        key: Key::new(checkpoint, index),
+        entry: Entry::User { task: text.into() },
+    })
+}
+
+fn failure() -> Failure {
+    Failure {
+        exit_code: 2,
+        reason: "the stored config: [model].provider: unknown provider".into(),
+        worker: "w1".into(),
+    }
+}
+
+fn report(id: &str) -> Report {
+    let stop = terminus_kernel::Stop {
+        outcome: terminus_kernel::Outcome::Complete(terminus_kernel::CompleteReason::Answered),
+        rule: terminus_kernel::Rule::ClaimAnswered,
+        result: Some("done".into()),
+        stats: terminus_kernel::Stats::default(),
+        excluded_tools: Vec::new(),
+    };
+    Report::new(id.to_owned(), stop, Vec::new(), Vec::new(), 0, 0)
+}
+
+/// Appends are idempotent by key (the stored record comes back, never overwritten), a step's
+/// records go in together, and pages come in key order.
+pub async fn appends_and_pages(store: &dyn Store, id: &str) {
+    assert!(store.create(id, &spec()).await.expect("create"));
+    assert!(
+        !store.create(id, &spec()).await.expect("create twice"),
+        "create does not overwrite"
+    );
+    assert_eq!(store.spec(id).await.expect("spec"), Some(spec()));
+    let first = store
+        .append_all(
+            id,
+            vec![
+                record(0, 0, "task"),
+                record(2, 0, "b"),
+                record(1, 1, "a2"),
+                record(1, 0, "a"),
+            ],
+        )
+        .await
+        .expect("append");
+    assert!(first.iter().all(|a| !a.already_existed));
+    let again = store
+        .append_all(id, vec![record(1, 0, "DIFFERENT"), record(3, 0, "c")])
+        .await
+        .expect("append");
+    assert!(again[0].already_existed);
+    assert_eq!(
+        *again[0].record,
+        *record(1, 0, "a"),
+        "the stored entry is returned, not overwritten"
+    );
+    assert!(!again[1].already_existed);
+    let one = store.append(id, record(3, 0, "c")).await.expect("append");
+    assert!(one.already_existed);
+    assert_eq!(store.count(id).await.expect("count"), 5);
+    let mut keys = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.page(id, after, 2).await.expect("page");
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 2);
+        after = page.last().map(|r| r.key);
+        keys.extend(page.iter().map(|r| r.key.to_string()));
+    }
+    assert_eq!(keys, ["cp0:e0", "cp1:e0", "cp1:e1", "cp2:e0", "cp3:e0"]);
+    assert_eq!(store.count(&format!("{id}-none")).await.expect("count"), 0);
+    assert_eq!(store.report(id).await.expect("report"), None);
+    store.finish(id, &report(id)).await.expect("finish");
+    assert_eq!(store.report(id).await.expect("report"), Some(report(id)));
+}
+
+/// Claims are exclusive, expire, are renewed only by their holder, and every refusal or lost
+/// lease is counted.
+pub async fn claims(store: &dyn Store, id: &str) {
+    let long = Duration::from_secs(30);
+    assert!(matches!(
+        store.claim(&format!("{id}-none"), "w1", long).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.create(id, &spec()).await.expect("create"));
+    assert_eq!(store.conflicts(id).await.expect("conflicts"), 0);
+    let w1 = store.claim(id, "w1", long).await.expect("w1 claims");
+    store
+        .claim(id, "w1", long)
+        .await
+        .expect("w1 re-claims its own");
+    match store.claim(id, "w2", long).await {
+        Err(StoreError::Claimed { worker, .. }) => assert_eq!(worker, "w1"),
+        other => panic!("w2 must be refused, got {other:?}"),
+    }
+    assert_eq!(store.conflicts(id).await.expect("conflicts"), 1);
+    let mut w2 = w1.clone();
+    w2.worker = "w2".into();
+    assert!(matches!(
+        store.renew(&w2).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(store.conflicts(id).await.expect("conflicts"), 2);
+    // An expired lease (a crashed worker) can be taken over.
+    let mut expiring = w1.clone();
+    expiring.duration = Duration::ZERO;
+    store.renew(&expiring).await.expect("renew");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let w2 = store
+        .claim(id, "w2", long)
+        .await
+        .expect("w2 takes over the expired claim");
+    assert!(matches!(
+        store.renew(&w1).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    store.release(&w2).await.expect("release");
+    store
+        .claim(id, "w3", long)
+        .await
+        .expect("a released claim is free");
+    assert_eq!(store.conflicts(id).await.expect("conflicts"), 3);
+}
+
+/// An execution a worker cannot run is marked failed with its reason: only the claim's holder
+/// can mark it, the reason reads back, and no worker claims it again. `private` stores may use
+/// `claim_next` (a shared PostgreSQL database holds other tests' executions).
+pub async fn fails_once_and_for_good(store: &dyn Store, id: &str, private: bool) {
+    let long = Duration::from_secs(30);
+    assert!(store.create(id, &spec()).await.expect("create"));
+    let lease = if private {
+        store
+            .claim_next("w1", long)
+            .await
+            .expect("claim_next")
+            .expect("the submitted execution is runnable")
+    } else {
+        store.claim(id, "w1", long).await.expect("claim")
+    };
+    assert_eq!(lease.execution, id);
+    assert_eq!(store.failure(id).await.expect("read"), None);
+
+    let mut other = lease.clone();
+    other.worker = "w2".into();
+    assert!(matches!(
+        store.fail(&other, &failure()).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(
+        store.failure(id).await.expect("read"),
+        None,
+        "nothing written"
+    );
+    store
+        .fail(&lease, &failure())
+        .await
+        .expect("the holder fails it");
+    assert_eq!(store.failure(id).await.expect("read"), Some(failure()));
+    assert_eq!(store.report(id).await.expect("read"), None);
+    if private {
+        assert_eq!(
+            store.claim_next("w2", long).await.expect("claim_next"),
+            None,
+            "a failed execution is never claimed again"
+        );
+    }
+    assert!(
+        matches!(
+            store.fail(&lease, &failure()).await,
+            Err(StoreError::LeaseLost { .. })
+        ),
+        "the claim was given up with the failure"
+    );
+
+    // An execution that ended keeps its report: it cannot be marked failed, even by its holder.
+    let ended = format!("{id}-ended");
+    assert!(store.create(&ended, &spec()).await.expect("create"));
+    let lease = store.claim(&ended, "w1", long).await.expect("claim");
+    store.finish(&ended, &report(&ended)).await.expect("finish");
+    assert!(matches!(
+        store.fail(&lease, &failure()).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(store.failure(&ended).await.expect("read"), None);
+    assert_eq!(
+        store.report(&ended).await.expect("read"),
+        Some(report(&ended))
+    );
+}
+
+/// The whole contract on `store`.
+pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
+    appends_and_pages(store, &unique(&format!("{prefix}-append"))).await;
+    claims(store, &unique(&format!("{prefix}-claims"))).await;
+    fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
+}
