@@ -10,8 +10,12 @@
 //!   event (at `cp0` the task), `e1` the transition, `e2..` the nudges and notices it emitted,
 //!   `e15` the stop record of the last step, and `e16 + j` one intent per executed tool call, all
 //!   written before any of its commands is carried out;
-//! - `e16 + k + j` the result of executed call `j` (of `k`), written as soon as it arrives, so a
-//!   crash leaves each call not started, in doubt or done ([`terminus_kernel::CallState`]).
+//! - `e16 + k + j` the result of executed call `j` (of `k`), so a crash leaves each call not
+//!   started, in doubt or done ([`terminus_kernel::CallState`]). A result is written as soon as
+//!   it arrives when its tool must not run twice (several such calls: one append each; a lone
+//!   call: with the step it feeds). When every call of the batch may run again, the results and
+//!   the step they feed go with the next step's append (one commit per agent step): a crash
+//!   before it leaves them in doubt, and a resume runs them again.
 //!
 //! Because the kernel is deterministic, a replay writes exactly the same keys: an append whose
 //! key is already stored returns the stored record with [`Appended::already_existed`] set, and the

@@ -86,8 +86,9 @@ struct Driver {
     /// On resume, the journal's state of each executed call of the pending tool batch: done
     /// calls are not run again, in-doubt calls only if their tool is idempotent.
     resumed_calls: Option<Vec<CallState>>,
-    /// Tool results to journal with the next step (in the same append).
-    carry: std::sync::Mutex<Vec<Record>>,
+    /// Records journaled with the next step, in the same append: the results of a batch that
+    /// is safe to run again, and the step they fed (see [`Driver::feed`]).
+    carry: Vec<Record>,
     /// The model's view of the conversation, when the run has a context policy.
     window: Option<ContextWindow>,
 }
@@ -142,7 +143,7 @@ impl Driver {
             model_calls: 0,
             start,
             resumed_calls: None,
-            carry: std::sync::Mutex::new(Vec::new()),
+            carry: Vec::new(),
         }
     }
 
@@ -185,6 +186,23 @@ impl Driver {
     }
 
     async fn run_loop(
+        &mut self,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<Report, RunError> {
+        let result = self.steps(observer).await;
+        // A run that fails (a model fault, a tool adapter's error) keeps what it carried, so a
+        // resume need not run those calls again; a store that failed is not written again.
+        if let Err(e) = &result
+            && !matches!(e, RunError::Store(_))
+            && !self.carry.is_empty()
+        {
+            let carried = std::mem::take(&mut self.carry);
+            let _ = self.put_all(carried).await;
+        }
+        result
+    }
+
+    async fn steps(
         &mut self,
         observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<Report, RunError> {
@@ -315,6 +333,8 @@ impl Driver {
             entry: Entry::from_event(&event),
         };
         let label = event.label();
+        let results_may_rerun = matches!(event, Event::ToolResults(_))
+            && self.batch.as_ref().is_some_and(|b| self.may_rerun(b));
         // What the model is told comes from the entry, as on replay.
         self.conversation
             .apply(&event_record.entry, self.batch.as_ref())?;
@@ -327,15 +347,18 @@ impl Driver {
                 // is carried out: one transaction in a durable store, so a crash leaves the
                 // step either wholly journaled or not at all (the machine is deterministic, so
                 // writing the event after it was fed loses nothing).
-                let mut records = std::mem::take(
-                    &mut *self
-                        .carry
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                );
+                let mut records = std::mem::take(&mut self.carry);
                 records.push(event_record);
                 records.extend(self.decisions(&record));
-                self.put_all(records).await?;
+                if results_may_rerun && self.only_asks_the_model() {
+                    // The results of calls that may run again, and a step whose only effect is
+                    // the next model call: journaled with the step the model's answer makes (one
+                    // commit per agent step). A crash before then leaves the calls in doubt, and
+                    // a resume runs them again, as it would any idempotent call in doubt.
+                    self.carry = records;
+                } else {
+                    self.put_all(records).await?;
+                }
                 if let Some(observer) = observer.as_mut() {
                     observer.on_transition(&Transition {
                         record,

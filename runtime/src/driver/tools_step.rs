@@ -6,7 +6,7 @@ use crate::config::InDoubt;
 use crate::error::RunError;
 use futures_util::StreamExt as _;
 use terminus_kernel::{
-    CallState, Event, Key, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult, executed,
+    CallState, Event, Key, Record, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult, executed,
 };
 use tokio::time::timeout;
 
@@ -42,9 +42,11 @@ impl Driver {
         let mut outcomes = outcomes.into_iter();
         let mut results = Vec::with_capacity(batch.calls.len());
         for call in executed(&batch) {
-            let Some((_, outcome)) = outcomes.next() else {
+            let Some((_, outcome, deferred)) = outcomes.next() else {
                 return Err(RunError::Internal("a tool call has no outcome".into()));
             };
+            // In batch order, whatever order the results arrived in.
+            self.carry.extend(deferred);
             results.push(ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -59,19 +61,22 @@ impl Driver {
     /// Runs the executed calls of `batch`, at most `max_concurrent_tools` at a time, journals
     /// each result as it arrives (executed call `j` of `calls` under
     /// `Key::result(checkpoint, calls, j)`, so a crash loses no finished call), and returns the
-    /// outcomes in batch order (so the event does not depend on timing).
+    /// outcomes in batch order (so the event does not depend on timing). The result of a lone
+    /// call, or of calls that may all run again, is returned instead of journaled, to go with
+    /// the step it feeds.
     pub(super) async fn run_tools(
         &self,
         batch: &ToolBatch,
         checkpoint: u32,
         calls_in_batch: u32,
         resumed: Option<Vec<CallState>>,
-    ) -> Result<Vec<(usize, ToolOutcome)>, RunError> {
+    ) -> Result<Vec<(usize, ToolOutcome, Option<Record>)>, RunError> {
         let limit = self.env.config.max_concurrent_tools.max(1);
         let mut resumed = resumed.unwrap_or_default().into_iter();
         // A batch of one call: its result is journaled in the same transaction as the step it
-        // feeds (see `carry`), which is as soon as the result is known, one commit fewer.
-        let defer = calls_in_batch == 1;
+        // feeds, which is as soon as the result is known, one commit fewer; so are the results
+        // of calls that may all run again.
+        let defer = calls_in_batch == 1 || self.may_rerun(batch);
         let tool_timeout = self.env.config.tool_timeout;
         // Each tool's `call` is invoked here, in batch order, before anything runs: an adapter
         // that takes the next scripted result when called stays deterministic.
@@ -115,8 +120,8 @@ impl Driver {
                             name: call.name.clone(),
                             outcome: outcome.clone(),
                         };
-                        self.put_result(key, result, defer).await?;
-                        return Ok::<_, RunError>((i, outcome));
+                        let deferred = self.put_result(key, result, defer).await?;
+                        return Ok::<_, RunError>((i, outcome, deferred));
                     }
                     let outcome = match started {
                         None if malformed => Ok(ToolOutcome::Error {
@@ -143,8 +148,8 @@ impl Driver {
                         name: call.name.clone(),
                         outcome: outcome.clone(),
                     };
-                    self.put_result(key, result, defer).await?;
-                    Ok::<_, RunError>((i, outcome))
+                    let deferred = self.put_result(key, result, defer).await?;
+                    Ok::<_, RunError>((i, outcome, deferred))
                 }
             })
             .collect();
@@ -156,12 +161,12 @@ impl Driver {
             }
             return Ok(out);
         }
-        let mut out: Vec<(usize, ToolOutcome)> = Vec::with_capacity(calls.len());
+        let mut out: Vec<(usize, ToolOutcome, Option<Record>)> = Vec::with_capacity(calls.len());
         let mut running = futures_util::stream::iter(calls).buffer_unordered(limit);
         while let Some(result) = running.next().await {
             out.push(result?);
         }
-        out.sort_unstable_by_key(|(i, _)| *i);
+        out.sort_unstable_by_key(|(i, _, _)| *i);
         Ok(out)
     }
 }

@@ -5,7 +5,9 @@ use super::Driver;
 use crate::error::RunError;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use terminus_kernel::{Entry, Key, Record, StepRecord, ToolResult, decision_records};
+use terminus_kernel::{
+    Command, Entry, Key, Record, StepRecord, ToolBatch, ToolResult, decision_records, executed,
+};
 
 impl Driver {
     /// Journals what step `step` decided, before any of it is carried out: the transition, the
@@ -33,25 +35,44 @@ impl Driver {
         self.check_appended(&record, &appended)
     }
 
-    /// Journals a tool result now, or (`defer`) with the step it feeds.
+    /// Journals a tool result now, or (`defer`) returns it, to journal with the step it feeds.
     pub(super) async fn put_result(
         &self,
         key: Key,
         result: ToolResult,
         defer: bool,
-    ) -> Result<(), RunError> {
+    ) -> Result<Option<Record>, RunError> {
         let record = Record {
             key,
             entry: Entry::ToolResult(result),
         };
         if defer {
-            self.carry
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(record);
-            return Ok(());
+            return Ok(Some(record));
         }
-        self.put(record).await
+        self.put(record).await?;
+        Ok(None)
+    }
+
+    /// Whether every executed call of `batch` may run again after a crash (its tool is
+    /// idempotent, or there is no such tool and nothing runs).
+    pub(super) fn may_rerun(&self, batch: &ToolBatch) -> bool {
+        executed(batch).all(|call| {
+            self.env
+                .tools
+                .get(&call.name)
+                .is_none_or(|t| t.idempotent())
+        })
+    }
+
+    /// Whether the commands of the last step only ask the model (with guidance in the
+    /// conversation): nothing outside the run happens before the next step is journaled.
+    pub(super) fn only_asks_the_model(&self) -> bool {
+        self.commands.iter().all(|c| {
+            matches!(
+                c,
+                Command::CallModel(_) | Command::Nudge(_) | Command::Notice(_)
+            )
+        })
     }
 
     /// Appends the records of one step together (one transaction in durable stores).

@@ -1,0 +1,166 @@
+//! One commit per agent step: a turn that calls tools which may run again is journaled with the
+//! step its results feed, so a run of N such turns makes about N appends; a tool that must not
+//! run twice keeps its result durable before the model is asked again (two appends per turn).
+//! Either way the journal holds the same keys.
+
+mod common;
+
+use async_trait::async_trait;
+use common::{Script, calls, done};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use terminus_kernel::{Key, Policy, Record, ToolOutcome};
+use terminus_runtime::{
+    Appended, Claims, Failure, Fault, Journal, Lease, MemoryStore, Queue, Report, Run, RunSpec,
+    StoreError, Tool, ToolSet,
+};
+
+/// A memory store that counts appends (each one transaction in a durable store).
+#[derive(Default)]
+struct Counting {
+    inner: MemoryStore,
+    appends: AtomicUsize,
+}
+
+#[async_trait]
+impl Journal for Counting {
+    async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
+        self.inner.create(execution, spec).await
+    }
+    async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
+        self.inner.spec(execution).await
+    }
+    async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        self.inner.append(execution, record).await
+    }
+    async fn append_all(
+        &self,
+        execution: &str,
+        records: Vec<Arc<Record>>,
+    ) -> Result<Vec<Appended>, StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        self.inner.append_all(execution, records).await
+    }
+    async fn page(
+        &self,
+        execution: &str,
+        after: Option<Key>,
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>, StoreError> {
+        self.inner.page(execution, after, limit).await
+    }
+    async fn count(&self, execution: &str) -> Result<u64, StoreError> {
+        self.inner.count(execution).await
+    }
+    async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
+        self.inner.finish(execution, report).await
+    }
+    async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
+        self.inner.report(execution).await
+    }
+}
+
+#[async_trait]
+impl Claims for Counting {
+    async fn claim(&self, e: &str, w: &str, d: Duration) -> Result<Lease, StoreError> {
+        self.inner.claim(e, w, d).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError> {
+        self.inner.fail(lease, failure).await
+    }
+    async fn failure(&self, execution: &str) -> Result<Option<Failure>, StoreError> {
+        self.inner.failure(execution).await
+    }
+    async fn conflicts(&self, execution: &str) -> Result<u64, StoreError> {
+        self.inner.conflicts(execution).await
+    }
+}
+
+#[async_trait]
+impl Queue for Counting {
+    async fn claim_next(&self, w: &str, d: Duration) -> Result<Option<Lease>, StoreError> {
+        self.inner.claim_next(w, d).await
+    }
+}
+
+/// Answers with its arguments; `idempotent` as told.
+struct Read {
+    idempotent: bool,
+}
+
+#[async_trait]
+impl Tool for Read {
+    fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+    async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault> {
+        Ok(ToolOutcome::Ok(arguments))
+    }
+}
+
+/// Appends and records of a run of `turns` turns of `per_turn` calls each.
+async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Record>) {
+    let mut script: Vec<_> = (0..turns)
+        .map(|t| {
+            let batch: Vec<(&str, Value)> = (0..per_turn)
+                .map(|c| ("read", json!({ "file": t * 10 + c })))
+                .collect();
+            calls(&batch)
+        })
+        .collect();
+    script.push(done("All read."));
+    let store = Arc::new(Counting::default());
+    let report = Run::new("Read the files", Policy::default(), Script::new(script))
+        .tools(ToolSet::new().with("read", Arc::new(Read { idempotent })))
+        .store(store.clone())
+        .execution("x")
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert!(report.is_complete(), "{report:?}");
+    let records = store
+        .inner
+        .records("x")
+        .await
+        .expect("records")
+        .iter()
+        .map(|r| (**r).clone())
+        .collect();
+    (store.appends.load(Ordering::SeqCst), records)
+}
+
+#[tokio::test]
+async fn calls_that_may_run_again_make_one_commit_per_agent_step() {
+    for per_turn in [1, 3] {
+        let (appends, records) = run(10, per_turn, true).await;
+        // The task, one per turn (its results and the step they fed go with the next turn),
+        // and the final answer's step.
+        assert_eq!(appends, 1 + 10 + 1, "{per_turn} calls a turn");
+        let (strict, strict_records) = run(10, per_turn, false).await;
+        // A tool that must not run twice: its results are durable before the model is asked
+        // again, so each turn is two commits (three results of a batch: one each, then the step).
+        let per_result = if per_turn == 1 { 0 } else { per_turn };
+        assert_eq!(
+            strict,
+            1 + 10 * (2 + per_result) + 1,
+            "{per_turn} calls a turn"
+        );
+        let layout = |records: &[Record]| -> Vec<(String, &'static str)> {
+            records
+                .iter()
+                .map(|r| (r.key.to_string(), r.entry.kind()))
+                .collect()
+        };
+        // The same keys and kinds either way (the intents differ only in their tool's flag).
+        assert_eq!(layout(&records), layout(&strict_records));
+    }
+}
