@@ -107,12 +107,6 @@ impl Cause {
     }
 }
 
-impl From<Box<dyn std::error::Error + Send + Sync + 'static>> for Cause {
-    fn from(error: Box<dyn std::error::Error + Send + Sync + 'static>) -> Cause {
-        Cause(Arc::from(error))
-    }
-}
-
 impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)

@@ -41,14 +41,7 @@ impl<B: Backend> Durable<B> {
 
     /// The error for `fault`, naming the journal and `action` (what was being done).
     pub(crate) fn fault(&self, fault: Fault, action: impl FnOnce() -> String) -> StoreError {
-        match fault {
-            Fault::Db(source) => StoreError::Backend {
-                journal: self.backend.name().to_owned(),
-                action: action(),
-                source,
-            },
-            Fault::Corrupt(what) => self.corrupt(what),
-        }
+        store_error(self.backend.name(), fault, action)
     }
 
     fn corrupt(&self, what: String) -> StoreError {
@@ -91,6 +84,25 @@ impl<B: Backend> Durable<B> {
                 execution: execution.to_owned(),
             })
         }
+    }
+}
+
+/// The error for `fault` of `journal`, naming what was being done (`action`).
+pub(crate) fn store_error(
+    journal: &str,
+    fault: Fault,
+    action: impl FnOnce() -> String,
+) -> StoreError {
+    match fault {
+        Fault::Db(source) => StoreError::Backend {
+            journal: journal.to_owned(),
+            action: action(),
+            source,
+        },
+        Fault::Corrupt(what) => StoreError::Corrupt {
+            journal: journal.to_owned(),
+            what,
+        },
     }
 }
 

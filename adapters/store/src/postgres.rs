@@ -5,7 +5,7 @@
 //! stored keys, claims by the same worker succeed again).
 
 use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry};
-use crate::durable::Durable;
+use crate::durable::{Durable, store_error};
 use async_trait::async_trait;
 use std::time::Duration;
 use terminus_runtime::StoreError;
@@ -150,17 +150,9 @@ impl Durable<Postgres> {
     /// schema.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         let shown = redact(url);
-        let conn = Conn::open(url).await.map_err(|f| match f {
-            Fault::Db(source) => StoreError::Backend {
-                journal: shown.clone(),
-                action: "connect".into(),
-                source,
-            },
-            Fault::Corrupt(what) => StoreError::Corrupt {
-                journal: shown.clone(),
-                what,
-            },
-        })?;
+        let conn = Conn::open(url)
+            .await
+            .map_err(|f| store_error(&shown, f, || "connect".into()))?;
         let store = Durable::new(Postgres {
             url: url.to_owned(),
             shown,

@@ -231,33 +231,26 @@ impl Backend for Sqlite {
     async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault> {
         let execution = execution.to_owned();
         self.run(move |c| {
-            let row = c
-                .query_row(
-                    "SELECT status, worker, spec, report, failure, conflicts
-                     FROM executions WHERE id = ?1",
-                    [execution],
-                    |r| {
-                        Ok((
-                            ExecutionRow {
-                                status: r.get(0)?,
-                                worker: r.get(1)?,
-                                spec: r.get(2)?,
-                                report: r.get(3)?,
-                                failure: r.get(4)?,
-                                conflicts: 0,
-                            },
-                            r.get::<_, i64>(5)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            row.map(|(row, conflicts)| {
-                Ok(ExecutionRow {
-                    conflicts: count(conflicts, "conflicts")?,
-                    ..row
-                })
-            })
-            .transpose()
+            Ok(c.query_row(
+                "SELECT status, worker, spec, report, failure, conflicts
+                 FROM executions WHERE id = ?1",
+                [execution],
+                |r| {
+                    Ok(ExecutionRow {
+                        status: r.get(0)?,
+                        worker: r.get(1)?,
+                        spec: r.get(2)?,
+                        report: r.get(3)?,
+                        failure: r.get(4)?,
+                        conflicts: {
+                            let n: i64 = r.get(5)?;
+                            u64::try_from(n)
+                                .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(5, n))?
+                        },
+                    })
+                },
+            )
+            .optional()?)
         })
         .await
     }
