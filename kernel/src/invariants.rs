@@ -56,7 +56,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     if k.repeats > 1 && s.repeats == 0 {
         return inconsistent("a repeat streak without repeats".into());
     }
-    if !desk.loops.is_consistent() {
+    if !desk.loops.is_consistent(k.repeats, p.max_loop_period) {
         return inconsistent("a repeat detector out of range".into());
     }
     // Every step answers an event, and every event but cancel and the deadline answers a model

@@ -95,9 +95,23 @@ impl Loops {
         self.runs = [0; N];
     }
 
-    /// Whether the saved state is one [`Loops::push`] and [`Loops::break_window`] can produce.
-    pub(crate) fn is_consistent(&self) -> bool {
-        usize::from(self.head) < N && usize::from(self.filled) <= N
+    /// Whether the saved state is one [`Loops::push`] and [`Loops::break_window`] can produce
+    /// under `max_period`, beside a repeat streak of `streak`: no run of a period the policy
+    /// does not watch, and none longer than the streak says (the next turn can then repeat at
+    /// most once more than the streak, so the repeat limit still stops it in time).
+    pub(crate) fn is_consistent(&self, streak: u32, max_period: u32) -> bool {
+        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
+        usize::from(self.head) < N
+            && usize::from(self.filled) <= N
+            && self.runs.iter().enumerate().all(|(i, &run)| {
+                // `i + 1` is at most 16, so the cast is exact.
+                let k = i as u32 + 1;
+                if i < periods {
+                    run / k < streak.max(1)
+                } else {
+                    run == 0
+                }
+            })
     }
 }
 
