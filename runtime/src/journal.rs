@@ -265,11 +265,39 @@ pub trait Queue: Send + Sync {
     ) -> Result<Option<Lease>, StoreError>;
 }
 
-/// Where journals live: the journal, its claims and its queue. Implemented for every type that
-/// implements the three; a host holds an `Arc<dyn Store>`.
-pub trait Store: Journal + Claims + Queue {}
+/// A value kept in a [`Cells`] store, with the version a compare-and-set names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Starts at 1 and grows by one with every write.
+    pub version: u64,
+    /// The value, as written.
+    pub value: serde_json::Value,
+}
 
-impl<T: Journal + Claims + Queue + ?Sized> Store for T {}
+/// Small shared values beside the journals, each a JSON document under a key, written by
+/// compare-and-set so that every process on the same store agrees: an orchestrator's circuit
+/// breakers (one per agent id) and a plan's progress live here.
+#[async_trait]
+pub trait Cells: Send + Sync {
+    /// The value under `key`, if one was written.
+    async fn cell(&self, key: &str) -> Result<Option<Cell>, StoreError>;
+
+    /// Writes `value` under `key` if the stored version is still `expected` (`None`: no value
+    /// may be stored yet). Returns the new version, or `None`, writing nothing, when another
+    /// writer came first: read the cell again and decide again.
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError>;
+}
+
+/// Where journals live: the journal, its claims, its queue and its cells. Implemented for every
+/// type that implements the four; a host holds an `Arc<dyn Store>`.
+pub trait Store: Journal + Claims + Queue + Cells {}
+
+impl<T: Journal + Claims + Queue + Cells + ?Sized> Store for T {}
 
 #[derive(Debug, Default)]
 struct Execution {
@@ -287,6 +315,7 @@ struct Execution {
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     executions: Arc<Mutex<HashMap<String, Execution>>>,
+    cells: Arc<Mutex<HashMap<String, Cell>>>,
 }
 
 impl MemoryStore {
@@ -531,5 +560,34 @@ impl Queue for MemoryStore {
                 duration,
             })
         }))
+    }
+}
+
+#[async_trait]
+impl Cells for MemoryStore {
+    async fn cell(&self, key: &str) -> Result<Option<Cell>, StoreError> {
+        let cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(cells.get(key).cloned())
+    }
+
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        if cells.get(key).map(|c| c.version) != expected {
+            return Ok(None);
+        }
+        let version = expected.map_or(1, |v| v + 1);
+        cells.insert(
+            key.to_owned(),
+            Cell {
+                version,
+                value: value.clone(),
+            },
+        );
+        Ok(Some(version))
     }
 }

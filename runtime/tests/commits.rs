@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use terminus_kernel::{Key, Policy, Record, ToolOutcome};
 use terminus_runtime::{
-    Appended, Claims, Failure, Fault, Journal, Lease, MemoryStore, Queue, Report, Run, RunSpec,
-    StoreError, Tool, ToolSet,
+    Appended, Cell, Cells, Claims, Failure, Fault, Journal, Lease, MemoryStore, Queue, Report, Run,
+    RunSpec, StoreError, Tool, ToolSet,
 };
 
 /// A memory store that counts appends (each one transaction in a durable store).
@@ -89,6 +89,21 @@ impl Claims for Counting {
 impl Queue for Counting {
     async fn claim_next(&self, w: &str, d: Duration) -> Result<Option<Lease>, StoreError> {
         self.inner.claim_next(w, d).await
+    }
+}
+
+#[async_trait]
+impl Cells for Counting {
+    async fn cell(&self, key: &str) -> Result<Option<Cell>, StoreError> {
+        self.inner.cell(key).await
+    }
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: &Value,
+    ) -> Result<Option<u64>, StoreError> {
+        self.inner.put_cell(key, expected, value).await
     }
 }
 

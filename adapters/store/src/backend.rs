@@ -122,6 +122,18 @@ pub trait Backend: Send + Sync + 'static {
     /// Marks the execution failed and frees the claim, if `worker` holds it and it is not done;
     /// false otherwise.
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault>;
+
+    /// The cell under `key`: its version and its body (JSON).
+    async fn cell(&self, key: &str) -> Result<Option<(u64, String)>, Fault>;
+
+    /// Writes the cell if its version is still `expected` (`None`: absent), one statement;
+    /// the new version, or `None` when another writer came first.
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        body: String,
+    ) -> Result<Option<u64>, Fault>;
 }
 
 /// Milliseconds of a lease, saturating.

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{Entry, Key, Record};
 use terminus_runtime::{
-    Appended, Cause, Claims, Failure, Journal, Lease, Queue, Report, RunSpec, StoreError,
+    Appended, Cause, Cell, Cells, Claims, Failure, Journal, Lease, Queue, Report, RunSpec,
+    StoreError,
 };
 
 /// A journal store on a database [`Backend`]: [`crate::SqliteStore`] and
@@ -304,5 +305,35 @@ impl<B: Backend> Queue for Durable<B> {
             .await
             .map_err(|f| self.fault(f, || "claim a waiting execution".to_owned()))?;
         Ok(id.map(|id| lease(&id, worker, duration)))
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Cells for Durable<B> {
+    async fn cell(&self, key: &str) -> Result<Option<Cell>, StoreError> {
+        let Some((version, body)) = self
+            .backend
+            .cell(key)
+            .await
+            .map_err(|f| self.fault(f, || format!("read cell `{key}`")))?
+        else {
+            return Ok(None);
+        };
+        let value = serde_json::from_str(&body)
+            .map_err(|e| self.corrupt(format!("the value of cell `{key}`: {e}")))?;
+        Ok(Some(Cell { version, value }))
+    }
+
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError> {
+        let body = value.to_string();
+        self.backend
+            .put_cell(key, expected, body)
+            .await
+            .map_err(|f| self.fault(f, || format!("write cell `{key}`")))
     }
 }

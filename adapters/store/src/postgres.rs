@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres_001_init.sql"),
     include_str!("../migrations/postgres_002_failure.sql"),
     include_str!("../migrations/postgres_003_conflicts.sql"),
+    include_str!("../migrations/postgres_004_cells.sql"),
 ];
 
 /// A journal in a PostgreSQL database, shared by many workers.
@@ -481,6 +482,51 @@ impl Backend for Postgres {
                 )
                 .await?;
             Ok::<_, Fault>(n == 1)
+        })
+    }
+
+    async fn cell(&self, key: &str) -> Result<Option<(u64, String)>, Fault> {
+        retrying!(self, c => async {
+            let row = c
+                .query_opt("SELECT version, body FROM terminus_cells WHERE key = $1", &[&key])
+                .await?;
+            match row {
+                Some(row) => Ok::<_, Fault>(Some((
+                    unsigned(col(&row, 0)?, "a cell's version")?,
+                    col::<String>(&row, 1)?,
+                ))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        body: String,
+    ) -> Result<Option<u64>, Fault> {
+        let version = expected.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+        retrying!(self, c => async {
+            let n = match version {
+                None => {
+                    c.execute(
+                        "INSERT INTO terminus_cells (key, version, body) VALUES ($1, 1, $2)
+                         ON CONFLICT (key) DO NOTHING",
+                        &[&key, &body],
+                    )
+                    .await?
+                }
+                Some(v) => {
+                    c.execute(
+                        "UPDATE terminus_cells SET version = version + 1, body = $3
+                         WHERE key = $1 AND version = $2",
+                        &[&key, &v, &body],
+                    )
+                    .await?
+                }
+            };
+            Ok::<_, Fault>((n == 1).then(|| expected.map_or(1, |v| v + 1)))
         })
     }
 }

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_001_init.sql"),
     include_str!("../migrations/sqlite_002_failure.sql"),
     include_str!("../migrations/sqlite_003_conflicts.sql"),
+    include_str!("../migrations/sqlite_004_cells.sql"),
 ];
 
 /// How long a statement waits for another process's write transaction.
@@ -443,6 +444,47 @@ impl Backend for Sqlite {
                 params![execution, worker, failure],
             )?;
             Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn cell(&self, key: &str) -> Result<Option<(u64, String)>, Fault> {
+        let key = key.to_owned();
+        self.run(move |c| {
+            let row: Option<(i64, String)> = c
+                .query_row(
+                    "SELECT version, body FROM cells WHERE key = ?1",
+                    [&key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            row.map(|(v, body)| Ok((count(v, "a cell's version")?, body)))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn put_cell(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        body: String,
+    ) -> Result<Option<u64>, Fault> {
+        let key = key.to_owned();
+        self.run(move |c| {
+            let n = match expected {
+                None => c.execute(
+                    "INSERT INTO cells (key, version, body) VALUES (?1, 1, ?2)
+                     ON CONFLICT (key) DO NOTHING",
+                    params![key, body],
+                )?,
+                Some(v) => c.execute(
+                    "UPDATE cells SET version = version + 1, body = ?3
+                     WHERE key = ?1 AND version = ?2",
+                    params![key, i64::try_from(v).unwrap_or(i64::MAX), body],
+                )?,
+            };
+            Ok((n == 1).then(|| expected.map_or(1, |v| v + 1)))
         })
         .await
     }

@@ -14,7 +14,7 @@ async fn the_schema_is_created_versioned_and_kept_on_reopen() {
     let path = dir.path().join("j.db");
     {
         let store = SqliteStore::open(&path, Durability::PowerLoss).expect("open");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         store.create("x", &common::spec()).await.expect("create");
         store
             .append("x", common::record(0, 0, "task"))
@@ -22,7 +22,7 @@ async fn the_schema_is_created_versioned_and_kept_on_reopen() {
             .expect("append");
     }
     let store = SqliteStore::open(&path, Durability::Process).expect("reopen");
-    assert_eq!(store.schema_version().expect("version"), 3);
+    assert_eq!(store.schema_version().expect("version"), 4);
     assert_eq!(store.count("x").await.expect("count"), 1);
 }
 
@@ -45,17 +45,19 @@ fn a_newer_schema_is_refused_naming_the_journal() {
 }
 
 #[tokio::test]
-async fn version_1_and_2_journals_are_migrated_and_keep_their_executions() {
+async fn version_1_2_and_3_journals_are_migrated_and_keep_their_executions() {
     for (version, downgrade) in [
         (
             1,
-            "ALTER TABLE executions DROP COLUMN conflicts;
+            "DROP TABLE cells; ALTER TABLE executions DROP COLUMN conflicts;
              ALTER TABLE executions DROP COLUMN failure; PRAGMA user_version = 1",
         ),
         (
             2,
-            "ALTER TABLE executions DROP COLUMN conflicts; PRAGMA user_version = 2",
+            "DROP TABLE cells; ALTER TABLE executions DROP COLUMN conflicts;
+             PRAGMA user_version = 2",
         ),
+        (3, "DROP TABLE cells; PRAGMA user_version = 3"),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("j.db");
@@ -66,7 +68,7 @@ async fn version_1_and_2_journals_are_migrated_and_keep_their_executions() {
             assert_eq!(store.schema_version().expect("version"), version);
         }
         let store = SqliteStore::open(&path, Durability::Process).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         assert_eq!(store.spec("old").await.expect("read"), Some(common::spec()));
         assert_eq!(store.conflicts("old").await.expect("read"), 0);
         // Not private: the old execution is waiting for a worker too.

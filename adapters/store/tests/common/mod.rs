@@ -241,4 +241,43 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     appends_and_pages(store, &unique(&format!("{prefix}-append"))).await;
     claims(store, &unique(&format!("{prefix}-claims"))).await;
     fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
+    cells(store, &unique(&format!("{prefix}-cell"))).await;
+}
+
+/// Cells: absent until written, then versioned; a write naming a stale version (or creating a
+/// cell that exists) writes nothing; the value comes back as written.
+pub async fn cells(store: &dyn Store, key: &str) {
+    assert_eq!(store.cell(key).await.expect("read"), None);
+    let first = serde_json::json!({ "state": "closed", "failures": 0 });
+    assert_eq!(
+        store.put_cell(key, None, &first).await.expect("create"),
+        Some(1)
+    );
+    assert_eq!(
+        store
+            .put_cell(key, None, &first)
+            .await
+            .expect("create again"),
+        None,
+        "a second creation must lose"
+    );
+    let second = serde_json::json!({ "state": "open", "since_ms": 12, "note": "é \" ' ✓" });
+    assert_eq!(
+        store.put_cell(key, Some(2), &second).await.expect("stale"),
+        None
+    );
+    assert_eq!(
+        store.put_cell(key, Some(1), &second).await.expect("write"),
+        Some(2)
+    );
+    assert_eq!(
+        store
+            .put_cell(key, Some(1), &first)
+            .await
+            .expect("stale write"),
+        None,
+        "the first writer's version is stale now"
+    );
+    let cell = store.cell(key).await.expect("read").expect("written");
+    assert_eq!((cell.version, cell.value), (2, second));
 }
