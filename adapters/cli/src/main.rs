@@ -20,6 +20,7 @@ use terminus_store::Durability;
 mod agent;
 mod config;
 mod job;
+mod orchestrate;
 mod record;
 mod tools;
 
@@ -82,6 +83,12 @@ enum Cmd {
     /// Run a live agent from a config file: a real model, the tools of its MCP servers, the
     /// same kernel, progress lines, report and exit codes as `run`. Ctrl-C cancels it.
     Agent(agent::AgentArgs),
+    /// Run a multi-agent plan: validated first (every problem on its own line, exit 2, nothing
+    /// run), then each agent a kernel run as soon as its dependencies ended, with retries,
+    /// timeouts, circuit breakers and the plan's budget. One progress line per agent event on
+    /// stderr; with --json the last line on stdout is the plan's report. With --journal a
+    /// crashed orchestration continues with `terminus resume`.
+    Orchestrate(orchestrate::OrchestrateArgs),
     /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
     /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
     /// the tool's output and exits 0, or its error (`kind: message`) on stderr and exits 1. A bad
@@ -261,6 +268,7 @@ fn main() -> ExitCode {
             Cmd::Worker(args) => worker(args).await,
             Cmd::Submit(args) => submit(args).await,
             Cmd::Agent(args) => agent::agent(args).await,
+            Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
             Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
     });
@@ -416,6 +424,19 @@ async fn resume(args: ResumeArgs) -> u8 {
     match recorded_failure(store.as_ref(), &args.execution).await {
         Ok(None) => {}
         Ok(Some(code)) | Err(code) => return code,
+    }
+    match store.spec(&args.execution).await {
+        Ok(Some(spec)) => {
+            if let Some(plan) = terminus_orchestrator::stored_plan(&spec) {
+                let lease = Duration::from_millis(args.store.lease_ms);
+                return orchestrate::resume(store, &args.execution, plan, lease, args.json).await;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return code_of_store_error(&e);
+        }
     }
     let job = match job::Job::stored(store.as_ref(), &args.execution).await {
         Ok(job) => job,

@@ -46,5 +46,5 @@ pub use crate::format::{
     CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
     VerdictSpec, VerifierScript,
 };
-pub use crate::scenario::Scenario;
+pub use crate::scenario::{Scenario, read_json};
 pub use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};

@@ -22,10 +22,7 @@ pub struct Scenario {
 impl Scenario {
     /// Parses and validates a scenario. Its name is the file's `name`, else `"scenario"`.
     pub fn parse(json: &str) -> Result<Scenario, ScenarioError> {
-        let mut de = serde_json::Deserializer::from_str(json);
-        let file: ScenarioFile =
-            serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
-        de.end().map_err(|e| json_error("$".into(), &e))?;
+        let file: ScenarioFile = read_json(json)?;
         validate(&file)?;
         let name = file.name.clone().unwrap_or_else(|| "scenario".into());
         Ok(Scenario {
@@ -86,12 +83,13 @@ impl Scenario {
     /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
     /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
     pub fn run(&self) -> Run {
-        let mut run = Run::new(
-            self.file.task.clone(),
-            self.file.policy.clone(),
-            self.model(),
-        )
-        .name(self.name.clone());
+        self.run_as(self.file.task.clone(), self.file.policy.clone())
+    }
+
+    /// A run as [`Scenario::run`] builds it, with another task and policy (an orchestrator
+    /// gives an agent its dependencies' results and its share of the plan's budget).
+    pub fn run_as(&self, task: String, policy: Policy) -> Run {
+        let mut run = Run::new(task, policy, self.model()).name(self.name.clone());
         if let Some(prompt) = &self.file.system_prompt {
             run = run.config(terminus_runtime::RuntimeConfig {
                 system_prompt: Some(prompt.clone()),
@@ -166,6 +164,15 @@ impl Scenario {
         }
         run
     }
+}
+
+/// Reads `json` as a `T`; an error names the JSON path at fault (`$.agents[2].id`), the
+/// problem and the position. Other files of the project (plans) read their JSON with it.
+pub fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, ScenarioError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
+    de.end().map_err(|e| json_error("$".into(), &e))?;
+    Ok(value)
 }
 
 fn from_serde_error(e: serde_path_to_error::Error<serde_json::Error>) -> ScenarioError {

@@ -1,0 +1,280 @@
+//! `terminus orchestrate PLAN.json` and the resume of a stored orchestration (DESIGN.md,
+//! "Multi-agent plans"): the plan is validated before anything runs (every problem on its own
+//! line, exit 2), then run with one progress line per agent event and the plan's report.
+
+use crate::agent::{LiveAgent, StoredAgent};
+use crate::{INVALID, JournalArgs};
+use async_trait::async_trait;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_orchestrator::{
+    Context, Launch, Launcher, Orchestration, Own, Plan, PlanEvent, PlanFile, PlanReport, Program,
+    ScenarioLauncher,
+};
+use terminus_runtime::{Report, Run, RunError, RuntimeConfig, Store};
+
+/// `terminus orchestrate` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OrchestrateArgs {
+    /// The plan file (JSON).
+    plan: PathBuf,
+    #[command(flatten)]
+    journal: JournalArgs,
+}
+
+/// Runs scenario agents as the orchestrator crate does, and live agents from their configs.
+struct CliLauncher {
+    lease: Duration,
+}
+
+#[async_trait]
+impl Launcher for CliLauncher {
+    async fn launch(&self, l: Launch) -> Result<Report, RunError> {
+        let Program::Live { config } = &l.agent.program else {
+            return ScenarioLauncher.launch(l).await;
+        };
+        let live = StoredAgent::read(config)
+            .and_then(|stored| LiveAgent::new(&stored))
+            .map_err(|e| RunError::Fault(terminus_runtime::Fault::invalid_input(e)))?;
+        let mcp = live
+            .connect()
+            .await
+            .map_err(|e| RunError::Fault(terminus_runtime::Fault::invalid_input(e)))?;
+        let config = live.runtime(self.lease);
+        let result = if l.resume {
+            live.run(|model| Run::resume(l.execution, model), &mcp, None)
+                .store(l.store)
+                .kill_switch(l.kill)
+                .config(config)
+                .execute()
+                .await
+        } else {
+            let mut policy = live.policy().clone();
+            l.grant.apply(&mut policy);
+            let mut run = live
+                .run(|model| Run::new(l.task, policy, model), &mcp, None)
+                .execution(l.execution)
+                .store(l.store)
+                .kill_switch(l.kill)
+                .config(config);
+            if l.keep_program
+                && let Ok(stored) = StoredAgent::read(Path::new(live.file()))
+            {
+                run = run.host_data(stored.host_data());
+            }
+            run.execute().await
+        };
+        mcp.shutdown().await;
+        result
+    }
+}
+
+/// A live agent config's policy limits, checked at validation.
+fn live_limits(path: &Path) -> Result<Own, String> {
+    let live = StoredAgent::read(path).and_then(|stored| LiveAgent::new(&stored))?;
+    let p = live.policy();
+    Ok(Own {
+        model_calls: p.max_model_calls,
+        tokens: p.token_budget,
+        deadline_ms: p.deadline_ms,
+    })
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Validates a plan; prints every problem (`terminus: FILE: PATH: PROBLEM`) when it is not.
+fn validated(file: Result<PlanFile, String>, base: &Path, shown: &str) -> Result<Plan, u8> {
+    let cx = Context {
+        base,
+        env: &env,
+        live: &live_limits,
+    };
+    let file = file.map_err(|e| {
+        eprintln!("terminus: {shown}: {e}");
+        INVALID
+    })?;
+    Plan::from_file(file, &cx).map_err(|problems| {
+        let mut err = std::io::stderr().lock();
+        for p in &problems {
+            let _ = writeln!(err, "terminus: {shown}: {p}");
+        }
+        let _ = writeln!(
+            err,
+            "terminus: {shown}: {} problem(s); nothing was run",
+            problems.len()
+        );
+        INVALID
+    })
+}
+
+fn read_plan(path: &Path) -> Result<PlanFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
+    terminus_scenario::read_json(&text).map_err(|e| e.to_string())
+}
+
+pub(crate) async fn orchestrate(args: OrchestrateArgs) -> u8 {
+    let shown = args.plan.display().to_string();
+    let base = args
+        .plan
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let plan = match validated(read_plan(&args.plan), &base, &shown) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
+    let store = match args.journal.store().await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let execution = args.journal.execution(&plan.name);
+    eprintln!(
+        "terminus: orchestrating {} ({} agents, execution {execution})",
+        plan.name,
+        plan.agents.len()
+    );
+    let expect = plan.file.expect.clone();
+    let lease = Duration::from_millis(args.journal.lease_ms);
+    let mut orchestration = Orchestration::new(plan, execution);
+    if let Some(store) = store {
+        orchestration = orchestration.store(store, true);
+    }
+    let result = drive(orchestration, lease).execute().await;
+    finish(result, expect.as_ref(), args.journal.json)
+}
+
+/// Resumes the orchestration `execution`, whose spec keeps `plan`.
+pub(crate) async fn resume(
+    store: Arc<dyn Store>,
+    execution: &str,
+    plan: &serde_json::Value,
+    lease: Duration,
+    json: bool,
+) -> u8 {
+    let file = serde_json::from_value::<PlanFile>(plan.clone())
+        .map_err(|e| format!("the plan stored with `{execution}` cannot be read: {e}"));
+    let shown = format!("execution {execution}");
+    let plan = match validated(file, Path::new("."), &shown) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
+    eprintln!(
+        "terminus: resuming plan {} (execution {execution})",
+        plan.name
+    );
+    let expect = plan.file.expect.clone();
+    let orchestration = Orchestration::new(plan, execution).store(store, true);
+    let result = drive(orchestration, lease).resume().await;
+    finish(result, expect.as_ref(), json)
+}
+
+/// Progress lines on stderr, Ctrl-C cancels the plan, live agents run here.
+fn drive(orchestration: Orchestration, lease: Duration) -> Orchestration {
+    let kill = terminus_runtime::KillSwitch::new();
+    let on_interrupt = kill.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.kill();
+        }
+    });
+    let start = tokio::time::Instant::now();
+    orchestration
+        .launcher(Arc::new(CliLauncher { lease }))
+        .kill_switch(kill)
+        .worker(RuntimeConfig::default().worker, lease)
+        .observer(move |event: &PlanEvent| {
+            let line = format!("[{:>6} ms] {event}\n", start.elapsed().as_millis());
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        })
+}
+
+fn finish(
+    result: Result<PlanReport, terminus_orchestrator::OrchestrateError>,
+    expect: Option<&terminus_orchestrator::PlanExpect>,
+    json: bool,
+) -> u8 {
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return e.exit_code();
+        }
+    };
+    let failed = report
+        .agents
+        .iter()
+        .filter(|a| a.status != terminus_orchestrator::Status::Complete)
+        .count();
+    eprintln!(
+        "terminus: plan {} {} ({} of {} agents did not complete)",
+        report.name,
+        report.reason,
+        failed,
+        report.agents.len()
+    );
+    if let Some(expect) = expect {
+        for mismatch in mismatches(expect, &report) {
+            eprintln!("terminus: expectation not met: {mismatch}");
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = if json {
+        writeln!(out, "{}", report.to_json_line())
+    } else {
+        writeln!(out, "{}", report.reason)
+    };
+    report.exit_code()
+}
+
+/// Where `report` differs from a conformance plan's `expect` block.
+pub(crate) fn mismatches(
+    expect: &terminus_orchestrator::PlanExpect,
+    report: &PlanReport,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if expect.outcome != report.outcome {
+        out.push(format!(
+            "outcome {} (expected {})",
+            report.outcome, expect.outcome
+        ));
+    }
+    if expect.reason != report.reason.name() {
+        out.push(format!(
+            "reason {} (expected {})",
+            report.reason.name(),
+            expect.reason
+        ));
+    }
+    for (id, want) in &expect.agents {
+        let Some(got) = report.agents.iter().find(|a| &a.id == id) else {
+            out.push(format!("agent {id}: not in the plan"));
+            continue;
+        };
+        if want.status != got.status.name() {
+            out.push(format!(
+                "agent {id}: status {} (expected {})",
+                got.status, want.status
+            ));
+        }
+        if let Some(attempts) = want.attempts
+            && attempts != got.attempts
+        {
+            out.push(format!(
+                "agent {id}: attempts {} (expected {attempts})",
+                got.attempts
+            ));
+        }
+        if let Some(degraded) = want.degraded_input
+            && degraded != got.degraded_input
+        {
+            out.push(format!(
+                "agent {id}: degraded_input {} (expected {degraded})",
+                got.degraded_input
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,54 @@
+//! # terminus-orchestrator
+//!
+//! Multi-agent plans (DESIGN.md, "Multi-agent plans"): each agent one kernel run, scheduled by
+//! dependency, with every way a plan of the seed system could loop, hang or drop an agent
+//! closed and named:
+//!
+//! - [`Plan`]: the plan file, validated before anything runs, every problem reported together
+//!   (duplicate ids, missing dependencies, every cycle with its path, unsatisfiable
+//!   dependencies, limits out of range) with its JSON path;
+//! - [`Limits`]: the seed's limits and defaults, overridden by its environment variables and by
+//!   the plan, a bad value an error naming its source;
+//! - [`Breaker`]: the circuit breaker of an agent id, an explicit state machine whose table is
+//!   `spec/breaker.md`;
+//! - [`Scheduler`]: the plan's scheduler, sans IO: starts, retries with backoff, budget
+//!   inheritance, early termination, the execution timeout and the phase cap;
+//! - [`Orchestration`]: the executor that carries the scheduler's commands out on the runtime,
+//!   journaling progress so that a crashed orchestration resumes without re-running what
+//!   completed.
+//!
+//! The crate sits beside the runtime rather than under `adapters/`: like the runtime it is a
+//! library hosts embed (the command line is one of them) and it binds no outside system; its
+//! pure parts (plan, limits, breaker, scheduler) do no IO, so they are proven the way the
+//! kernel is, and only [`Orchestration`] touches tokio and the store.
+
+#![forbid(unsafe_code)]
+
+mod breaker;
+mod graph;
+mod limits;
+mod plan;
+mod report;
+mod run;
+mod schedule;
+
+pub use crate::breaker::{
+    Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
+};
+pub use crate::graph::{Graph, MAX_CYCLES, cycles, levels};
+pub use crate::limits::{
+    AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, Limits,
+    LimitsSpec, RETRY_DELAY_MAX_MS, Source, environment_variables,
+};
+pub use crate::plan::{
+    Agent, AgentExpect, AgentSpec, Context, Node, OnError, Own, Plan, PlanExpect, PlanFile,
+    Problem, Program, fill, placeholders,
+};
+pub use crate::report::{AgentReport, PlanEvent, PlanReport};
+pub use crate::run::{
+    Clock, Launch, Launcher, OrchestrateError, Orchestration, ScenarioLauncher, SystemClock,
+    TokioClock, WATCHDOG_GRACE_MS, attempt_execution, breaker, breaker_key, stored_plan,
+};
+pub use crate::schedule::{
+    Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,
+};

@@ -1,0 +1,902 @@
+//! [`Orchestration`]: runs a plan's agents as the [`Scheduler`] says, each attempt one kernel
+//! run in the journal store, under the agent's timeout (a watchdog abandons a run that outlives
+//! its deadline by [`WATCHDOG_GRACE_MS`]), its circuit breaker (kept in the store's cells, so
+//! every process on the journal shares it) and its share of the plan's budget.
+//!
+//! Durable progress: with [`Orchestration::durable`], the orchestration is an execution of its
+//! own (its spec keeps the plan), each agent's progress is a cell written as it changes, and
+//! [`Orchestration::resume`] goes on from them: ended agents stay ended (nothing completed runs
+//! again), an attempt that was running is resumed from its own journal.
+
+use crate::breaker::{Admission, Breaker, BreakerConfig, BreakerInput, BreakerStep};
+use crate::plan::{Agent, Plan, PlanFile, Program, fill};
+use crate::report::{AgentReport, PlanEvent, PlanReport};
+use crate::schedule::{Command, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage};
+use async_trait::async_trait;
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use terminus_kernel::Policy;
+use terminus_runtime::{KillSwitch, MemoryStore, Report, RunError, RunSpec, Store, StoreError};
+use tokio::time::Instant;
+
+/// How long a run may outlive its deadline before the watchdog abandons it.
+pub const WATCHDOG_GRACE_MS: u64 = 5_000;
+
+/// One attempt to run: what a [`Launcher`] is given.
+pub struct Launch {
+    /// The agent.
+    pub agent: Agent,
+    /// The attempt's execution id.
+    pub execution: String,
+    /// The task, with its dependencies' results filled in.
+    pub task: String,
+    /// Its share of the plan's budget: apply it to the policy with [`Grant::apply`].
+    pub grant: Grant,
+    /// Go on with the journaled execution rather than start it.
+    pub resume: bool,
+    /// The store the attempt journals into.
+    pub store: Arc<dyn Store>,
+    /// The attempt's kill switch (the plan's timeout, the host's cancel).
+    pub kill: KillSwitch,
+    /// Keep the program in the execution's host data, so it can be resumed on its own.
+    pub keep_program: bool,
+}
+
+/// Runs one attempt of an agent: the built-in [`ScenarioLauncher`] runs scenarios; the command
+/// line adds live agents.
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Runs (or resumes) the attempt to its report.
+    async fn launch(&self, launch: Launch) -> Result<Report, RunError>;
+}
+
+impl Grant {
+    /// Lowers `policy` to the grant.
+    pub fn apply(&self, policy: &mut Policy) {
+        policy.deadline_ms = Some(self.deadline_ms);
+        policy.max_model_calls = self.model_calls;
+        policy.token_budget = self.tokens;
+    }
+}
+
+/// Runs scenario agents; refuses live ones (the command line runs those).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScenarioLauncher;
+
+#[async_trait]
+impl Launcher for ScenarioLauncher {
+    async fn launch(&self, l: Launch) -> Result<Report, RunError> {
+        let Program::Scenario(scenario) = &l.agent.program else {
+            return Err(RunError::Fault(terminus_runtime::Fault::invalid_input(
+                format!(
+                    "agent `{}` is a live agent; this host runs scenario agents only",
+                    l.agent.id
+                ),
+            )));
+        };
+        if l.resume {
+            return scenario
+                .resume(l.execution)
+                .store(l.store)
+                .kill_switch(l.kill)
+                .execute()
+                .await;
+        }
+        let mut policy = scenario.policy().clone();
+        l.grant.apply(&mut policy);
+        let mut run = scenario
+            .run_as(l.task, policy)
+            .execution(l.execution)
+            .store(l.store)
+            .kill_switch(l.kill);
+        if l.keep_program {
+            run = run.host_data(json!({ "scenario": scenario.file() }));
+        }
+        run.execute().await
+    }
+}
+
+/// The clock breakers read: Unix milliseconds, shared by every process on a journal.
+pub trait Clock: Send + Sync {
+    /// Now, in Unix milliseconds.
+    fn unix_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn unix_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock that follows tokio's (so a paused test clock moves it): `base` plus the time since
+/// it was made.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    base: u64,
+    start: Instant,
+}
+
+impl TokioClock {
+    /// Reads `base` now.
+    pub fn new(base: u64) -> TokioClock {
+        TokioClock {
+            base,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn unix_ms(&self) -> u64 {
+        let elapsed = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.base.saturating_add(elapsed)
+    }
+}
+
+/// Why an orchestration could not run to its report.
+#[derive(Debug)]
+pub enum OrchestrateError {
+    /// The journal failed, or another worker holds the orchestration (exit 4).
+    Store(StoreError),
+    /// The stored progress cannot be read (exit 3).
+    Corrupt(String),
+}
+
+impl std::fmt::Display for OrchestrateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OrchestrateError::Store(e) => write!(f, "{e}"),
+            OrchestrateError::Corrupt(what) => write!(f, "stored progress is corrupt: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for OrchestrateError {}
+
+impl From<StoreError> for OrchestrateError {
+    fn from(e: StoreError) -> Self {
+        OrchestrateError::Store(e)
+    }
+}
+
+impl OrchestrateError {
+    /// The exit code of DESIGN.md: 4 claimed by another worker, else 3.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            OrchestrateError::Store(e) => RunError::Store(e.clone()).exit_code(),
+            OrchestrateError::Corrupt(_) => 3,
+        }
+    }
+}
+
+type Observer = Box<dyn FnMut(&PlanEvent) + Send>;
+type Attempt = Pin<Box<dyn Future<Output = (usize, Result<Report, String>)> + Send>>;
+
+/// A plan run, configured builder style.
+pub struct Orchestration {
+    plan: Arc<Plan>,
+    execution: String,
+    store: Arc<dyn Store>,
+    durable: bool,
+    launcher: Arc<dyn Launcher>,
+    clock: Arc<dyn Clock>,
+    kill: KillSwitch,
+    observer: Option<Observer>,
+    worker: String,
+    lease: Duration,
+}
+
+/// What one agent's progress cell holds.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct AgentCell {
+    saved: Saved,
+    #[serde(default)]
+    clamped: Vec<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// What the orchestration's own cell holds.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct PlanCell {
+    elapsed_ms: u64,
+    used: Usage,
+}
+
+impl Orchestration {
+    /// A run of `plan` as `execution`, in memory, with scenario agents only.
+    pub fn new(plan: Plan, execution: impl Into<String>) -> Orchestration {
+        Orchestration {
+            plan: Arc::new(plan),
+            execution: execution.into(),
+            store: Arc::new(MemoryStore::new()),
+            durable: false,
+            launcher: Arc::new(ScenarioLauncher),
+            clock: Arc::new(SystemClock),
+            kill: KillSwitch::new(),
+            observer: None,
+            worker: format!("orchestrator-{}", std::process::id()),
+            lease: Duration::from_secs(30),
+        }
+    }
+
+    /// Journals into `store` (agents' executions, breakers; with `durable`, the plan's progress
+    /// too, so that a crashed orchestration can be resumed).
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn Store>, durable: bool) -> Orchestration {
+        self.store = store;
+        self.durable = durable;
+        self
+    }
+
+    /// Runs agents with `launcher`.
+    #[must_use]
+    pub fn launcher(mut self, launcher: Arc<dyn Launcher>) -> Orchestration {
+        self.launcher = launcher;
+        self
+    }
+
+    /// The breakers' clock.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Orchestration {
+        self.clock = clock;
+        self
+    }
+
+    /// Cancels the plan when killed.
+    #[must_use]
+    pub fn kill_switch(mut self, kill: KillSwitch) -> Orchestration {
+        self.kill = kill;
+        self
+    }
+
+    /// Told every event (the command line prints them).
+    #[must_use]
+    pub fn observer(mut self, observer: impl FnMut(&PlanEvent) + Send + 'static) -> Orchestration {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// The claim's holder and lease.
+    #[must_use]
+    pub fn worker(mut self, worker: impl Into<String>, lease: Duration) -> Orchestration {
+        self.worker = worker.into();
+        self.lease = lease;
+        self
+    }
+
+    /// The spec a durable orchestration is created with: the plan, kept for `resume`.
+    pub fn spec(file: &PlanFile) -> RunSpec {
+        RunSpec {
+            task: format!("plan {}", file.name),
+            name: Some(file.name.clone()),
+            system: None,
+            policy: Policy::default(),
+            host: Some(json!({ "plan": file })),
+            started_unix_ms: None,
+        }
+    }
+
+    /// Runs the plan from the start. A durable orchestration is created first; one that exists
+    /// is refused ([`StoreError::Claimed`] if another worker runs it, else resume it).
+    pub async fn execute(self) -> Result<PlanReport, OrchestrateError> {
+        if self.durable {
+            let spec = Orchestration::spec(&self.plan.file);
+            if !self.store.create(&self.execution, &spec).await? {
+                return Err(OrchestrateError::Corrupt(format!(
+                    "execution `{}` already exists; resume it or choose another id",
+                    self.execution
+                )));
+            }
+        }
+        self.go(false).await
+    }
+
+    /// Goes on with a durable orchestration from its progress cells (see the module docs).
+    pub async fn resume(self) -> Result<PlanReport, OrchestrateError> {
+        self.go(true).await
+    }
+
+    async fn go(mut self, resuming: bool) -> Result<PlanReport, OrchestrateError> {
+        let report_key = format!("plan/{}/report", self.execution);
+        if resuming && let Some(cell) = self.store.cell(&report_key).await? {
+            // It ended: nothing runs again.
+            return serde_json::from_value(cell.value)
+                .map_err(|e| OrchestrateError::Corrupt(format!("cell `{report_key}`: {e}")));
+        }
+        let lease = if self.durable {
+            Some(
+                self.store
+                    .claim(&self.execution, &self.worker, self.lease)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let mut cells = Cells::new(Arc::clone(&self.store), &self.execution, self.durable);
+        let n = self.plan.agents.len();
+        let mut agents: Vec<AgentState> = vec![AgentState::default(); n];
+        let mut scheduler = if resuming {
+            let plan_cell: PlanCell = cells.read_plan().await?.unwrap_or_default();
+            let mut saved = Vec::with_capacity(n);
+            for (i, a) in self.plan.agents.iter().enumerate() {
+                let cell = cells.read_agent(&a.id).await?;
+                let state = &mut agents[i];
+                match cell {
+                    Some(c) => {
+                        state.clamped = c.clamped;
+                        state.error = c.error;
+                        saved.push(c.saved);
+                    }
+                    None => saved.push(Saved::Fresh),
+                }
+            }
+            cells.elapsed_before = plan_cell.elapsed_ms;
+            Scheduler::restore(
+                self.plan.nodes.clone(),
+                self.plan.limits,
+                &saved,
+                plan_cell.used,
+            )
+        } else {
+            Scheduler::new(self.plan.nodes.clone(), self.plan.limits)
+        };
+        for (i, state) in agents.iter_mut().enumerate() {
+            let attempts = scheduler.attempts(i);
+            if attempts > 0 {
+                let execution =
+                    attempt_execution(&self.execution, &self.plan.agents[i].id, attempts);
+                state.report = self.store.report(&execution).await?.map(Box::new);
+                state.execution = Some(execution);
+            }
+        }
+        let start = Instant::now();
+        let elapsed_before = cells.elapsed_before;
+        let now = move || {
+            elapsed_before
+                .saturating_add(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX))
+        };
+        let config = BreakerConfig {
+            threshold: self.plan.limits.circuit_breaker_failure_threshold,
+            timeout_ms: self.plan.limits.circuit_breaker_timeout_ms,
+        };
+        let mut running: FuturesUnordered<Attempt> = FuturesUnordered::new();
+        let mut kills: HashMap<usize, KillSwitch> = HashMap::new();
+        let mut renew_at = Instant::now() + self.lease / 3;
+        let reason = 'run: loop {
+            let mut again = true;
+            while again {
+                again = false;
+                for command in scheduler.poll(now()) {
+                    match command {
+                        Command::Start {
+                            agent,
+                            attempt,
+                            resume,
+                            grant,
+                            degraded_input,
+                        } => {
+                            let id = self.plan.agents[agent].id.clone();
+                            let step = breaker(
+                                self.store.as_ref(),
+                                &id,
+                                BreakerInput::Admit,
+                                self.clock.unix_ms(),
+                                config,
+                            )
+                            .await?;
+                            self.breaker_event(&id, step);
+                            if let Some(Admission::Refused { until_ms }) = step.1.admission {
+                                scheduler.feed(
+                                    now(),
+                                    Input::Ended {
+                                        agent,
+                                        ran: Ran::Refused { until_ms },
+                                        used: Usage::default(),
+                                    },
+                                );
+                                again = true;
+                                continue;
+                            }
+                            let probe = step.1.admission == Some(Admission::Probe);
+                            let execution = attempt_execution(&self.execution, &id, attempt);
+                            let state = &mut agents[agent];
+                            state.execution = Some(execution.clone());
+                            state.clamped = grant.clamped.clone();
+                            state.error = None;
+                            cells
+                                .write_agent(&id, &Saved::Started { attempts: attempt }, state)
+                                .await?;
+                            self.emit(&PlanEvent::Start {
+                                agent: id,
+                                attempt,
+                                resume,
+                                probe,
+                                clamped: grant.clamped.clone(),
+                                degraded_input,
+                            });
+                            let kill = KillSwitch::new();
+                            kills.insert(agent, kill.clone());
+                            running.push(self.attempt(
+                                agent, execution, grant, resume, kill, &agents, &scheduler,
+                            ));
+                        }
+                        Command::Retry {
+                            agent,
+                            attempt,
+                            delay_ms,
+                        } => {
+                            let id = self.plan.agents[agent].id.clone();
+                            let state = &agents[agent];
+                            cells
+                                .write_agent(
+                                    &id,
+                                    &Saved::Retrying {
+                                        attempts: attempt - 1,
+                                    },
+                                    state,
+                                )
+                                .await?;
+                            let after = state.after();
+                            self.emit(&PlanEvent::Retry {
+                                agent: id,
+                                attempt,
+                                delay_ms,
+                                after,
+                            });
+                        }
+                        Command::Ended { agent, end } => {
+                            let id = self.plan.agents[agent].id.clone();
+                            cells
+                                .write_agent(&id, &Saved::Ended(end.clone()), &agents[agent])
+                                .await?;
+                            let why = end.why.as_ref().map(|w| self.describe(w, &agents[agent]));
+                            self.emit(&PlanEvent::Ended {
+                                agent: id,
+                                status: end.status,
+                                attempts: end.attempts,
+                                why,
+                            });
+                        }
+                        Command::Warn(w) => self.emit(&PlanEvent::Warn(w)),
+                        Command::CancelRunning(reason) => {
+                            self.emit(&PlanEvent::Cancelling(reason));
+                            for kill in kills.values() {
+                                kill.kill();
+                            }
+                        }
+                        Command::Done(reason) => break 'run reason,
+                    }
+                }
+                cells.write_plan(now(), scheduler.used(), false).await?;
+            }
+            let wake = scheduler
+                .next_wake()
+                .map(|ms| start + Duration::from_millis(ms.saturating_sub(elapsed_before)));
+            tokio::select! {
+                Some((agent, result)) = running.next(), if !running.is_empty() => {
+                    kills.remove(&agent);
+                    self.ended(agent, result, &mut agents, &mut scheduler, config, now()).await?;
+                }
+                () = sleep_until(wake) => {}
+                () = self.kill.killed(), if scheduler.stop().is_none() => {
+                    scheduler.feed(now(), Input::Cancel);
+                }
+                () = tokio::time::sleep_until(renew_at), if lease.is_some() => {
+                    if let Some(lease) = &lease {
+                        self.store.renew(lease).await?;
+                    }
+                    renew_at = Instant::now() + self.lease / 3;
+                }
+            }
+        };
+        let elapsed_ms = now();
+        cells.write_plan(elapsed_ms, scheduler.used(), true).await?;
+        self.emit(&PlanEvent::Done(reason));
+        let report = self.report(reason, &scheduler, agents, elapsed_ms);
+        if self.durable {
+            let value = serde_json::to_value(&report)
+                .map_err(|e| OrchestrateError::Corrupt(format!("the plan's report: {e}")))?;
+            self.store.put_cell(&report_key, None, &value).await?;
+        }
+        if let Some(lease) = &lease {
+            // The lease expires by itself if releasing fails.
+            let _ = self.store.release(lease).await;
+        }
+        Ok(report)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &self,
+        agent: usize,
+        execution: String,
+        grant: Grant,
+        resume: bool,
+        kill: KillSwitch,
+        agents: &[AgentState],
+        scheduler: &Scheduler,
+    ) -> Attempt {
+        let spec = &self.plan.agents[agent];
+        let results: Vec<(&str, Option<&Value>)> = scheduler.nodes()[agent]
+            .deps
+            .iter()
+            .map(|&d| (self.plan.agents[d].id.as_str(), agents[d].result.as_ref()))
+            .collect();
+        let task = match (&spec.task, &spec.program) {
+            (Some(template), _) => fill(template, &results),
+            (None, Program::Scenario(s)) => fill(s.task(), &results),
+            (None, Program::Live { .. }) => String::new(),
+        };
+        let watchdog = Duration::from_millis(grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));
+        let launch = Launch {
+            agent: spec.clone(),
+            execution,
+            task,
+            grant,
+            resume,
+            store: Arc::clone(&self.store),
+            kill,
+            keep_program: self.durable,
+        };
+        let launcher = Arc::clone(&self.launcher);
+        Box::pin(async move {
+            let mut launch = launch;
+            if launch.resume {
+                // Crashed between saving the start and creating the run: start it after all.
+                launch.resume = matches!(launch.store.spec(&launch.execution).await, Ok(Some(_)));
+            }
+            let result = match tokio::time::timeout(watchdog, launcher.launch(launch)).await {
+                Ok(Ok(report)) => Ok(report),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!(
+                    "the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
+                )),
+            };
+            (agent, result)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn ended(
+        &mut self,
+        agent: usize,
+        result: Result<Report, String>,
+        agents: &mut [AgentState],
+        scheduler: &mut Scheduler,
+        config: BreakerConfig,
+        now_ms: u64,
+    ) -> Result<(), OrchestrateError> {
+        let id = self.plan.agents[agent].id.clone();
+        let state = &mut agents[agent];
+        let (complete, used) = match result {
+            Ok(report) => {
+                let used = Usage {
+                    model_calls: u64::from(report.stats.model_calls),
+                    tokens: report.stats.tokens(),
+                };
+                let complete = report.is_complete();
+                if complete {
+                    state.result = report.result.clone().map(Value::String);
+                }
+                state.report = Some(Box::new(report));
+                state.error = None;
+                (complete, used)
+            }
+            Err(error) => {
+                state.report = None;
+                state.error = Some(error);
+                (false, Usage::default())
+            }
+        };
+        let input = if complete {
+            BreakerInput::Success
+        } else {
+            BreakerInput::Failure
+        };
+        let step = breaker(
+            self.store.as_ref(),
+            &id,
+            input,
+            self.clock.unix_ms(),
+            config,
+        )
+        .await?;
+        self.breaker_event(&id, step);
+        let ran = if complete {
+            Ran::Complete
+        } else {
+            Ran::Failed {
+                retry_allowed: step.1.next.allows_retry(),
+            }
+        };
+        scheduler.feed(now_ms, Input::Ended { agent, ran, used });
+        Ok(())
+    }
+
+    fn breaker_event(&mut self, id: &str, (before, step): (Breaker, BreakerStep)) {
+        if before.name() != step.next.name() {
+            self.emit(&PlanEvent::Breaker {
+                agent: id.to_owned(),
+                from: before,
+                to: step.next,
+            });
+        }
+    }
+
+    fn emit(&mut self, event: &PlanEvent) {
+        if let Some(observer) = &mut self.observer {
+            observer(event);
+        }
+    }
+
+    fn describe(&self, why: &crate::schedule::Why, state: &AgentState) -> String {
+        use crate::schedule::Why;
+        match why {
+            Why::RunFailed => state.after(),
+            Why::CircuitOpen { until_ms } => {
+                format!("its circuit breaker is open until unix ms {until_ms}")
+            }
+            Why::DependencySkipped { dependency } => format!(
+                "its dependency `{}` was skipped without a result",
+                self.plan.agents[*dependency].id
+            ),
+            Why::BudgetSpent => "the plan's model-call or token budget is spent".into(),
+            Why::PlanStopped => "the plan stopped first".into(),
+        }
+    }
+
+    fn report(
+        &self,
+        reason: PlanReason,
+        scheduler: &Scheduler,
+        agents: Vec<AgentState>,
+        elapsed_ms: u64,
+    ) -> PlanReport {
+        let agents = agents
+            .into_iter()
+            .enumerate()
+            .map(|(i, state)| {
+                let spec = &self.plan.agents[i];
+                let end = scheduler.end(i).cloned();
+                let status = end.as_ref().map_or(Status::NotRun, |e| e.status);
+                let result = match status {
+                    Status::Complete => state.result.clone().or_else(|| {
+                        state
+                            .report
+                            .as_ref()
+                            .and_then(|r| r.result.clone().map(Value::String))
+                    }),
+                    Status::Degraded => spec.degraded_result.clone(),
+                    _ => None,
+                };
+                AgentReport {
+                    id: spec.id.clone(),
+                    status,
+                    attempts: scheduler.attempts(i),
+                    result,
+                    degraded_input: end.as_ref().is_some_and(|e| e.degraded_input),
+                    why: end.and_then(|e| e.why),
+                    clamped: state.clamped,
+                    error: state.error,
+                    last_execution: state.execution,
+                    report: state.report,
+                }
+            })
+            .collect();
+        PlanReport {
+            execution: self.execution.clone(),
+            name: self.plan.name.clone(),
+            outcome: if reason.is_complete() {
+                "complete".into()
+            } else {
+                "aborted".into()
+            },
+            reason,
+            agents,
+            used: scheduler.used(),
+            elapsed_ms,
+        }
+    }
+}
+
+/// What the executor keeps of an agent.
+#[derive(Debug, Clone, Default)]
+struct AgentState {
+    result: Option<Value>,
+    report: Option<Box<Report>>,
+    error: Option<String>,
+    execution: Option<String>,
+    clamped: Vec<String>,
+}
+
+impl AgentState {
+    /// How its last attempt ended, for progress lines.
+    fn after(&self) -> String {
+        match (&self.report, &self.error) {
+            (Some(r), _) => format!("{} (rule {})", r.outcome, r.rule.name()),
+            (None, Some(e)) => e.clone(),
+            (None, None) => "no run".into(),
+        }
+    }
+}
+
+/// The execution id of an agent's attempt.
+pub fn attempt_execution(orchestration: &str, agent: &str, attempt: u32) -> String {
+    format!("{orchestration}/{agent}/{attempt}")
+}
+
+async fn sleep_until(wake: Option<Instant>) {
+    match wake {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The cell key of `agent`'s breaker.
+pub fn breaker_key(agent: &str) -> String {
+    format!("breaker/{agent}")
+}
+
+/// Steps `agent`'s breaker in the store (compare-and-set, read again when another process
+/// wrote first): the state before and the step.
+pub async fn breaker(
+    store: &dyn Store,
+    agent: &str,
+    input: BreakerInput,
+    now_ms: u64,
+    config: BreakerConfig,
+) -> Result<(Breaker, BreakerStep), OrchestrateError> {
+    let key = breaker_key(agent);
+    for _ in 0..64 {
+        let cell = store.cell(&key).await?;
+        let (state, version) = match &cell {
+            Some(c) => (
+                serde_json::from_value::<Breaker>(c.value.clone())
+                    .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")))?,
+                Some(c.version),
+            ),
+            None => (Breaker::default(), None),
+        };
+        let step = state.step(input, now_ms, config);
+        if step.next == state {
+            return Ok((state, step));
+        }
+        let value = serde_json::to_value(step.next)
+            .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")))?;
+        if store.put_cell(&key, version, &value).await?.is_some() {
+            return Ok((state, step));
+        }
+    }
+    Err(OrchestrateError::Corrupt(format!(
+        "cell `{key}`: 64 writers in a row came first; giving up"
+    )))
+}
+
+/// The orchestration's progress cells (written only when durable).
+struct Cells {
+    store: Arc<dyn Store>,
+    execution: String,
+    durable: bool,
+    versions: HashMap<String, u64>,
+    elapsed_before: u64,
+    last_plan: Option<PlanCell>,
+}
+
+impl Cells {
+    fn new(store: Arc<dyn Store>, execution: &str, durable: bool) -> Cells {
+        Cells {
+            store,
+            execution: execution.to_owned(),
+            durable,
+            versions: HashMap::new(),
+            elapsed_before: 0,
+            last_plan: None,
+        }
+    }
+
+    fn plan_key(&self) -> String {
+        format!("plan/{}", self.execution)
+    }
+
+    fn agent_key(&self, agent: &str) -> String {
+        format!("plan/{}/{agent}", self.execution)
+    }
+
+    async fn read<T: serde::de::DeserializeOwned>(
+        &mut self,
+        key: String,
+    ) -> Result<Option<T>, OrchestrateError> {
+        let Some(cell) = self.store.cell(&key).await? else {
+            return Ok(None);
+        };
+        self.versions.insert(key.clone(), cell.version);
+        serde_json::from_value(cell.value)
+            .map(Some)
+            .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")))
+    }
+
+    async fn read_plan(&mut self) -> Result<Option<PlanCell>, OrchestrateError> {
+        let key = self.plan_key();
+        self.read(key).await
+    }
+
+    async fn read_agent(&mut self, agent: &str) -> Result<Option<AgentCell>, OrchestrateError> {
+        let key = self.agent_key(agent);
+        self.read(key).await
+    }
+
+    async fn write(&mut self, key: String, value: Value) -> Result<(), OrchestrateError> {
+        let expected = self.versions.get(&key).copied();
+        match self.store.put_cell(&key, expected, &value).await? {
+            Some(version) => {
+                self.versions.insert(key, version);
+                Ok(())
+            }
+            // Only the claim's holder writes these cells: another process wrote one.
+            None => Err(OrchestrateError::Store(StoreError::LeaseLost {
+                execution: self.execution.clone(),
+            })),
+        }
+    }
+
+    async fn write_agent(
+        &mut self,
+        agent: &str,
+        saved: &Saved,
+        state: &AgentState,
+    ) -> Result<(), OrchestrateError> {
+        if !self.durable {
+            return Ok(());
+        }
+        let cell = AgentCell {
+            saved: saved.clone(),
+            clamped: state.clamped.clone(),
+            error: state.error.clone(),
+        };
+        let value = serde_json::to_value(&cell)
+            .map_err(|e| OrchestrateError::Corrupt(format!("progress of `{agent}`: {e}")))?;
+        let key = self.agent_key(agent);
+        self.write(key, value).await
+    }
+
+    /// Saves the plan's time and spending when the spending changed, or when `force`d (time
+    /// alone is saved with the next change and at the end).
+    async fn write_plan(
+        &mut self,
+        elapsed_ms: u64,
+        used: Usage,
+        force: bool,
+    ) -> Result<(), OrchestrateError> {
+        if !self.durable {
+            return Ok(());
+        }
+        let cell = PlanCell { elapsed_ms, used };
+        if !force && self.last_plan.as_ref().is_some_and(|p| p.used == used) {
+            return Ok(());
+        }
+        let value = serde_json::to_value(&cell)
+            .map_err(|e| OrchestrateError::Corrupt(format!("progress of the plan: {e}")))?;
+        let key = self.plan_key();
+        self.write(key, value).await?;
+        self.last_plan = Some(cell);
+        Ok(())
+    }
+}
+
+/// The plan file kept with a durable orchestration.
+pub fn stored_plan(spec: &RunSpec) -> Option<&Value> {
+    spec.host.as_ref().and_then(|h| h.get("plan"))
+}
