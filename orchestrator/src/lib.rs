@@ -37,8 +37,8 @@ pub use crate::breaker::{
 };
 pub use crate::graph::{Graph, MAX_CYCLES, cycles, levels};
 pub use crate::limits::{
-    AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, Limits,
-    LimitsSpec, RETRY_DELAY_MAX_MS, Source, environment_variables,
+    AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,
+    LimitsSpec, RETRY_DELAY_MAX_MS, Source, limit_rows,
 };
 pub use crate::plan::{
     Agent, AgentExpect, AgentSpec, Context, Node, OnError, Own, Plan, PlanExpect, PlanFile,

@@ -202,9 +202,46 @@ const fn row(field: &'static str, env: Option<&'static str>, min: u64, max: u64)
     }
 }
 
-/// The environment variables the limits read, for documentation and tests.
-pub fn environment_variables() -> impl Iterator<Item = &'static str> {
-    ROWS.iter().filter_map(|r| r.env)
+/// One limit, for documentation: its field, environment variable, default and range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitRow {
+    /// The field of `limits`.
+    pub field: &'static str,
+    /// The environment variable that sets it when the plan does not.
+    pub env: Option<&'static str>,
+    /// The default (none: no limit).
+    pub default: Option<u64>,
+    /// The smallest value.
+    pub min: u64,
+    /// The largest value.
+    pub max: u64,
+}
+
+/// Every limit, in the order of the `limits` block.
+pub fn limit_rows() -> Vec<LimitRow> {
+    let d = Limits::default();
+    let defaults = [
+        Some(u64::from(d.max_phases)),
+        Some(d.execution_timeout_ms),
+        Some(u64::from(d.max_concurrency)),
+        Some(u64::from(d.agent_timeout_multiplier)),
+        Some(u64::from(d.agent_max_retries)),
+        Some(d.agent_retry_base_delay_ms),
+        Some(u64::from(d.circuit_breaker_failure_threshold)),
+        Some(d.circuit_breaker_timeout_ms),
+        d.max_model_calls,
+        d.token_budget,
+    ];
+    ROWS.iter()
+        .zip(defaults)
+        .map(|(r, default)| LimitRow {
+            field: r.field,
+            env: r.env,
+            default,
+            min: r.min,
+            max: r.max,
+        })
+        .collect()
 }
 
 impl LimitsSpec {

@@ -22,7 +22,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::Policy;
-use terminus_runtime::{KillSwitch, MemoryStore, Report, RunError, RunSpec, Store, StoreError};
+use terminus_runtime::{
+    KillSwitch, MemoryStore, Report, RunError, RunSpec, RuntimeConfig, Store, StoreError,
+};
 use tokio::time::Instant;
 
 /// How long a run may outlive its deadline before the watchdog abandons it.
@@ -46,6 +48,8 @@ pub struct Launch {
     pub kill: KillSwitch,
     /// Keep the program in the execution's host data, so it can be resumed on its own.
     pub keep_program: bool,
+    /// The orchestration's worker id and lease, for the attempt's claim.
+    pub config: RuntimeConfig,
 }
 
 /// Runs one attempt of an agent: the built-in [`ScenarioLauncher`] runs scenarios; the command
@@ -85,6 +89,7 @@ impl Launcher for ScenarioLauncher {
                 .resume(l.execution)
                 .store(l.store)
                 .kill_switch(l.kill)
+                .config(l.config)
                 .execute()
                 .await;
         }
@@ -94,7 +99,11 @@ impl Launcher for ScenarioLauncher {
             .run_as(l.task, policy)
             .execution(l.execution)
             .store(l.store)
-            .kill_switch(l.kill);
+            .kill_switch(l.kill)
+            .config(RuntimeConfig {
+                system_prompt: scenario.file().system_prompt.clone(),
+                ..l.config
+            });
         if l.keep_program {
             run = run.host_data(json!({ "scenario": scenario.file() }));
         }
@@ -182,7 +191,15 @@ impl OrchestrateError {
 }
 
 type Observer = Box<dyn FnMut(&PlanEvent) + Send>;
-type Attempt = Pin<Box<dyn Future<Output = (usize, Result<Report, String>)> + Send>>;
+type Attempt = Pin<Box<dyn Future<Output = (usize, Result<Report, Failed>)> + Send>>;
+
+/// Why an attempt has no report.
+enum Failed {
+    /// The journal failed, or another worker holds the attempt: the orchestration stops.
+    Store(StoreError),
+    /// The attempt could not run (its adapters, the watchdog): the attempt failed.
+    Run(String),
+}
 
 /// A plan run, configured builder style.
 pub struct Orchestration {
@@ -550,6 +567,11 @@ impl Orchestration {
             store: Arc::clone(&self.store),
             kill,
             keep_program: self.durable,
+            config: RuntimeConfig {
+                worker: self.worker.clone(),
+                lease: self.lease,
+                ..RuntimeConfig::default()
+            },
         };
         let launcher = Arc::clone(&self.launcher);
         Box::pin(async move {
@@ -560,10 +582,11 @@ impl Orchestration {
             }
             let result = match tokio::time::timeout(watchdog, launcher.launch(launch)).await {
                 Ok(Ok(report)) => Ok(report),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!(
+                Ok(Err(RunError::Store(e))) => Err(Failed::Store(e)),
+                Ok(Err(e)) => Err(Failed::Run(e.to_string())),
+                Err(_) => Err(Failed::Run(format!(
                     "the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
-                )),
+                ))),
             };
             (agent, result)
         })
@@ -573,7 +596,7 @@ impl Orchestration {
     async fn ended(
         &mut self,
         agent: usize,
-        result: Result<Report, String>,
+        result: Result<Report, Failed>,
         agents: &mut [AgentState],
         scheduler: &mut Scheduler,
         config: BreakerConfig,
@@ -595,7 +618,8 @@ impl Orchestration {
                 state.error = None;
                 (complete, used)
             }
-            Err(error) => {
+            Err(Failed::Store(e)) => return Err(OrchestrateError::Store(e)),
+            Err(Failed::Run(error)) => {
                 state.report = None;
                 state.error = Some(error);
                 (false, Usage::default())

@@ -128,6 +128,31 @@ impl PlanReason {
         matches!(self, PlanReason::AllComplete | PlanReason::Degraded)
     }
 
+    /// When the plan ends with this reason.
+    pub fn when(self) -> &'static str {
+        match self {
+            PlanReason::AllComplete => "every agent completed",
+            PlanReason::Degraded => {
+                "every agent ended, none failed, some skipped or degraded (a `skip` agent that \
+                 failed, was refused by its breaker, or lost a dependency's result)"
+            }
+            PlanReason::AgentFailed => {
+                "a `fail` agent failed after its retries, or its breaker refused it, or the plan's \
+                 budget had nothing left for it: nothing left can make the plan complete, so \
+                 nothing more starts and running agents are cancelled"
+            }
+            PlanReason::ExecutionTimeout => {
+                "plan time reached `execution_timeout_ms`: running agents are cancelled (each \
+                 agent's deadline is already lowered to the time the plan has left)"
+            }
+            PlanReason::MaxPhases => {
+                "an agent whose dependency level is beyond `max_phases` became ready: running \
+                 agents are cancelled"
+            }
+            PlanReason::Cancelled => "the host cancelled the plan (Ctrl-C, the kill switch)",
+        }
+    }
+
     /// Every reason, in table order.
     pub const ALL: [PlanReason; 6] = [
         PlanReason::AllComplete,
@@ -472,6 +497,11 @@ impl Scheduler {
 
     /// Tells the scheduler what happened at `now_ms` (plan time).
     pub fn feed(&mut self, now_ms: u64, input: Input) {
+        // An attempt that ends at the timeout (its deadline was lowered to it) does not decide
+        // the plan's reason: the timeout came first.
+        if self.stop.is_none() && now_ms >= self.limits.execution_timeout_ms {
+            self.decide(PlanReason::ExecutionTimeout);
+        }
         match input {
             Input::Cancel => self.decide(PlanReason::Cancelled),
             Input::Ended { agent, ran, used } => self.attempt_ended(now_ms, agent, ran, used),
@@ -528,10 +558,12 @@ impl Scheduler {
             (OnError::Skip, true) => Status::Degraded,
             (OnError::Skip, false) => Status::Skipped,
         };
-        self.finish_agent(agent, status, Some(why));
         if status == Status::Failed {
+            // Decided first, so that its dependents end `not_run` (the plan stopped), not
+            // failed for want of its result.
             self.decide(PlanReason::AgentFailed);
         }
+        self.finish_agent(agent, status, Some(why));
     }
 
     fn finish_agent(&mut self, agent: usize, status: Status, why: Option<Why>) {

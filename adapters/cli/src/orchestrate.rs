@@ -25,9 +25,7 @@ pub(crate) struct OrchestrateArgs {
 }
 
 /// Runs scenario agents as the orchestrator crate does, and live agents from their configs.
-struct CliLauncher {
-    lease: Duration,
-}
+struct CliLauncher;
 
 #[async_trait]
 impl Launcher for CliLauncher {
@@ -42,7 +40,10 @@ impl Launcher for CliLauncher {
             .connect()
             .await
             .map_err(|e| RunError::Fault(terminus_runtime::Fault::invalid_input(e)))?;
-        let config = live.runtime(self.lease);
+        let config = RuntimeConfig {
+            worker: l.config.worker.clone(),
+            ..live.runtime(l.config.lease)
+        };
         let result = if l.resume {
             live.run(|model| Run::resume(l.execution, model), &mcp, None)
                 .store(l.store)
@@ -182,7 +183,7 @@ fn drive(orchestration: Orchestration, lease: Duration) -> Orchestration {
     });
     let start = tokio::time::Instant::now();
     orchestration
-        .launcher(Arc::new(CliLauncher { lease }))
+        .launcher(Arc::new(CliLauncher))
         .kill_switch(kill)
         .worker(RuntimeConfig::default().worker, lease)
         .observer(move |event: &PlanEvent| {
