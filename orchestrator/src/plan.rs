@@ -8,6 +8,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use terminus_scenario::Scenario;
 
 /// A plan file as written.
@@ -189,7 +190,7 @@ pub struct Plan {
     /// The limits.
     pub limits: Limits,
     /// The agents, in file order.
-    pub agents: Vec<Agent>,
+    pub agents: Vec<Arc<Agent>>,
     /// The same agents as the scheduler sees them.
     pub nodes: Vec<Node>,
     /// The file as read (kept with a durable orchestration so that `resume` needs only the
@@ -356,12 +357,12 @@ impl Plan {
             .iter()
             .zip(programs)
             .filter_map(|(a, p)| {
-                Some(Agent {
+                Some(Arc::new(Agent {
                     id: a.id.clone(),
                     program: p?,
                     task: a.task.clone(),
                     degraded_result: a.degraded_result.clone(),
-                })
+                }))
             })
             .collect();
         Ok(Plan {

@@ -33,7 +33,7 @@ pub const WATCHDOG_GRACE_MS: u64 = 5_000;
 /// One attempt to run: what a [`Launcher`] is given.
 pub struct Launch {
     /// The agent.
-    pub agent: Agent,
+    pub agent: Arc<Agent>,
     /// The attempt's execution id.
     pub execution: String,
     /// The task, with its dependencies' results filled in.
@@ -559,7 +559,7 @@ impl Orchestration {
         };
         let watchdog = Duration::from_millis(grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));
         let launch = Launch {
-            agent: spec.clone(),
+            agent: Arc::clone(spec),
             execution,
             task,
             grant,
