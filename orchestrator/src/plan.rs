@@ -444,11 +444,9 @@ fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Ow
         }
         (Some(inline @ Value::Object(_)), None) => {
             let scenario = Scenario::parse(&inline.to_string()).map_err(|e| {
+                // The position is in the scenario's own text, not the plan's: the path says it.
                 let inner = e.path.strip_prefix('$').unwrap_or(&e.path);
-                vec![Problem::new(
-                    format!("{at}.scenario{inner}"),
-                    without_path(&e),
-                )]
+                vec![Problem::new(format!("{at}.scenario{inner}"), e.problem)]
             })?;
             Ok(scenario_program(scenario))
         }

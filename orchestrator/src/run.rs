@@ -157,10 +157,12 @@ impl Clock for TokioClock {
 /// Why an orchestration could not run to its report.
 #[derive(Debug)]
 pub enum OrchestrateError {
-    /// The journal failed, or another worker holds the orchestration (exit 4).
+    /// The journal failed (exit 3), or another worker holds the orchestration (exit 4).
     Store(StoreError),
     /// The stored progress cannot be read (exit 3).
     Corrupt(String),
+    /// A new orchestration was given the id of one that exists (exit 2).
+    Exists(String),
 }
 
 impl std::fmt::Display for OrchestrateError {
@@ -168,6 +170,10 @@ impl std::fmt::Display for OrchestrateError {
         match self {
             OrchestrateError::Store(e) => write!(f, "{e}"),
             OrchestrateError::Corrupt(what) => write!(f, "stored progress is corrupt: {what}"),
+            OrchestrateError::Exists(id) => write!(
+                f,
+                "execution `{id}` already exists in the journal; resume it or choose another id"
+            ),
         }
     }
 }
@@ -181,11 +187,12 @@ impl From<StoreError> for OrchestrateError {
 }
 
 impl OrchestrateError {
-    /// The exit code of DESIGN.md: 4 claimed by another worker, else 3.
+    /// The exit code of DESIGN.md: 4 claimed by another worker, 2 an id in use, else 3.
     pub fn exit_code(&self) -> u8 {
         match self {
             OrchestrateError::Store(e) => RunError::Store(e.clone()).exit_code(),
             OrchestrateError::Corrupt(_) => 3,
+            OrchestrateError::Exists(_) => 2,
         }
     }
 }
@@ -312,10 +319,7 @@ impl Orchestration {
         if self.durable {
             let spec = Orchestration::spec(&self.plan.file);
             if !self.store.create(&self.execution, &spec).await? {
-                return Err(OrchestrateError::Corrupt(format!(
-                    "execution `{}` already exists; resume it or choose another id",
-                    self.execution
-                )));
+                return Err(OrchestrateError::Exists(self.execution.clone()));
             }
         }
         self.go(false).await
