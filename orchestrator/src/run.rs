@@ -13,8 +13,7 @@ use crate::plan::{Agent, Plan, PlanFile, Program, fill};
 use crate::report::{AgentReport, PlanEvent, PlanReport};
 use crate::schedule::{Command, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage};
 use async_trait::async_trait;
-use futures_util::StreamExt as _;
-use futures_util::stream::FuturesUnordered;
+use futures_util::FutureExt as _;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -382,6 +381,15 @@ impl Orchestration {
                 state.report = self.store.report(&execution).await?.map(Box::new);
                 state.execution = Some(execution);
             }
+            // What an agent that ended before the crash gives its dependents.
+            state.result = match scheduler.end(i).map(|e| e.status) {
+                Some(Status::Complete) => state
+                    .report
+                    .as_ref()
+                    .and_then(|r| r.result.clone().map(Value::String)),
+                Some(Status::Degraded) => self.plan.agents[i].degraded_result.clone(),
+                _ => None,
+            };
         }
         let start = Instant::now();
         let elapsed_before = cells.elapsed_before;
@@ -393,7 +401,10 @@ impl Orchestration {
             threshold: self.plan.limits.circuit_breaker_failure_threshold,
             timeout_ms: self.plan.limits.circuit_breaker_timeout_ms,
         };
-        let mut running: FuturesUnordered<Attempt> = FuturesUnordered::new();
+        // Attempts are tasks of their own: they go on while this loop awaits the store (a
+        // store connection an attempt holds must not wait on a future nobody polls).
+        let mut running: tokio::task::JoinSet<(usize, Result<Report, Failed>)> =
+            tokio::task::JoinSet::new();
         let mut kills: HashMap<usize, KillSwitch> = HashMap::new();
         let mut renew_at = Instant::now() + self.lease / 3;
         let reason = 'run: loop {
@@ -450,7 +461,7 @@ impl Orchestration {
                             });
                             let kill = KillSwitch::new();
                             kills.insert(agent, kill.clone());
-                            running.push(self.attempt(
+                            running.spawn(self.attempt(
                                 agent, execution, grant, resume, kill, &agents, &scheduler,
                             ));
                         }
@@ -480,6 +491,11 @@ impl Orchestration {
                         }
                         Command::Ended { agent, end } => {
                             let id = self.plan.agents[agent].id.clone();
+                            if end.status == Status::Degraded {
+                                // What its dependents receive in its place.
+                                agents[agent].result =
+                                    self.plan.agents[agent].degraded_result.clone();
+                            }
                             cells
                                 .write_agent(&id, &Saved::Ended(end.clone()), &agents[agent])
                                 .await?;
@@ -507,7 +523,12 @@ impl Orchestration {
                 .next_wake()
                 .map(|ms| start + Duration::from_millis(ms.saturating_sub(elapsed_before)));
             tokio::select! {
-                Some((agent, result)) = running.next(), if !running.is_empty() => {
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    let Ok((agent, result)) = joined else {
+                        return Err(OrchestrateError::Corrupt(
+                            "an attempt's task was cancelled".into(),
+                        ));
+                    };
                     kills.remove(&agent);
                     self.ended(agent, result, &mut agents, &mut scheduler, config, now()).await?;
                 }
@@ -584,10 +605,19 @@ impl Orchestration {
                 // Crashed between saving the start and creating the run: start it after all.
                 launch.resume = matches!(launch.store.spec(&launch.execution).await, Ok(Some(_)));
             }
-            let result = match tokio::time::timeout(watchdog, launcher.launch(launch)).await {
-                Ok(Ok(report)) => Ok(report),
-                Ok(Err(RunError::Store(e))) => Err(Failed::Store(e)),
-                Ok(Err(e)) => Err(Failed::Run(e.to_string())),
+            let run = std::panic::AssertUnwindSafe(launcher.launch(launch)).catch_unwind();
+            let result = match tokio::time::timeout(watchdog, run).await {
+                Ok(Err(panic)) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Err(Failed::Run(format!("the run panicked: {what}")))
+                }
+                Ok(Ok(Ok(report))) => Ok(report),
+                Ok(Ok(Err(RunError::Store(e)))) => Err(Failed::Store(e)),
+                Ok(Ok(Err(e))) => Err(Failed::Run(e.to_string())),
                 Err(_) => Err(Failed::Run(format!(
                     "the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
                 ))),
