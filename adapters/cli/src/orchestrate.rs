@@ -119,10 +119,13 @@ fn read_plan(path: &Path) -> Result<PlanFile, String> {
 
 pub(crate) async fn orchestrate(args: OrchestrateArgs) -> u8 {
     let shown = args.plan.display().to_string();
-    let base = args
+    // Absolute, so that the live-agent paths kept with a durable plan resume from any folder.
+    let parent = args
         .plan
         .parent()
+        .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let base = std::fs::canonicalize(&parent).unwrap_or(parent);
     let plan = match validated(read_plan(&args.plan), &base, &shown) {
         Ok(plan) => plan,
         Err(code) => return code,
