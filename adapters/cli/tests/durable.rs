@@ -12,15 +12,15 @@
 
 mod common;
 
+use common::journal::{Journal, block_on, postgres, unique};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use terminus_kernel::{Key, Record};
-use terminus_runtime::{RunSpec, Store};
+use terminus_runtime::RunSpec;
 use terminus_scenario::Scenario;
-use terminus_store::Durability;
 
 const SEEDS: u64 = 50;
 const ROUNDS: u64 = 100;
@@ -54,64 +54,6 @@ fn kill_after_ms(seed: u64, max: u64) -> u64 {
     x ^= x << 25;
     x ^= x >> 27;
     5 + x.wrapping_mul(0x2545_F491_4F6C_DD1D) % max
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
-}
-
-/// Where the journal lives.
-#[derive(Clone)]
-enum Journal {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-impl Journal {
-    fn arg(&self) -> String {
-        match self {
-            Journal::Sqlite(p) => p.to_string_lossy().into_owned(),
-            Journal::Postgres(url) => url.clone(),
-        }
-    }
-
-    fn label(&self) -> &'static str {
-        match self {
-            Journal::Sqlite(_) => "sqlite",
-            Journal::Postgres(_) => "postgres",
-        }
-    }
-
-    async fn open(&self) -> Arc<dyn Store> {
-        terminus_store::open(&self.arg(), Durability::Process)
-            .await
-            .expect("the journal opens")
-    }
-
-    fn records(&self, execution: &str) -> Vec<Arc<Record>> {
-        block_on(async {
-            self.open()
-                .await
-                .records(execution)
-                .await
-                .expect("readable")
-        })
-    }
-}
-
-fn postgres() -> Option<Journal> {
-    common::postgres_url().map(Journal::Postgres)
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
 /// Resumes until the run ends; a claim still held by the killed process (exit 4) is waited out.

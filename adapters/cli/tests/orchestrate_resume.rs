@@ -30,6 +30,8 @@
 
 mod common;
 
+use common::journal::{Journal, block_on, postgres, unique};
+
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -38,8 +40,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use terminus_kernel::{Key, Record};
-use terminus_runtime::{Report, RunSpec, Store};
-use terminus_store::Durability;
+use terminus_runtime::{Report, RunSpec};
 
 /// Seeds spread over the plan's run (plus seed 0, an early kill).
 const SQLITE_SEEDS: u64 = 8;
@@ -52,28 +53,12 @@ const ATTEMPTS_PROBED: u32 = 3;
 /// half a second; a resume may wait out a 400 ms lease first).
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The environment variables the plans' limits fall back to: cleared, so that a variable set
-/// where the tests run cannot change the plan (as in `tests/plans.rs`).
-const LIMIT_VARIABLES: [&str; 7] = [
-    "ORCHESTRATOR_MAX_PHASES",
-    "ORCHESTRATOR_EXECUTION_TIMEOUT_MS",
-    "AGENT_TIMEOUT_MULTIPLIER",
-    "AGENT_MAX_RETRIES",
-    "AGENT_RETRY_BASE_DELAY_MS",
-    "CIRCUIT_BREAKER_FAILURE_THRESHOLD",
-    "CIRCUIT_BREAKER_TIMEOUT_MS",
-];
-
 fn plan_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/six-agents.json")
 }
 
 fn terminus() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_terminus"));
-    for var in LIMIT_VARIABLES {
-        command.env_remove(var);
-    }
-    command
+    common::journal::terminus_without_limit_variables()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -139,54 +124,6 @@ fn kill_after_ms(seed: u64, seeds: u64, duration_ms: u64) -> u64 {
     }
     let slice = duration_ms / seeds;
     5 + slice * (seed - 1) + jitter(seed, slice)
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
-}
-
-/// Where the journal lives.
-#[derive(Clone)]
-enum Journal {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-impl Journal {
-    fn arg(&self) -> String {
-        match self {
-            Journal::Sqlite(p) => p.to_string_lossy().into_owned(),
-            Journal::Postgres(url) => url.clone(),
-        }
-    }
-
-    fn label(&self) -> &'static str {
-        match self {
-            Journal::Sqlite(_) => "sqlite",
-            Journal::Postgres(_) => "postgres",
-        }
-    }
-
-    async fn open(&self) -> Arc<dyn Store> {
-        terminus_store::open(&self.arg(), Durability::Process)
-            .await
-            .expect("the journal opens")
-    }
-}
-
-fn postgres() -> Option<Journal> {
-    common::postgres_url().map(Journal::Postgres)
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
 /// What the test needs of the plan file: per agent, in file order, its dependencies, its task

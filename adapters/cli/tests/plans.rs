@@ -6,10 +6,12 @@
 //! `spec/plans/invalid/` must be refused before anything runs: exit 2, nothing on stdout, one
 //! stderr line per problem. `spec/plans/README.md` must have a row for every file.
 
+mod common;
+
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn plans_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/plans")
@@ -38,25 +40,11 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
 }
 
-/// The environment variables the plans' limits fall back to (DESIGN.md, the seed system's).
-const LIMIT_VARIABLES: [&str; 7] = [
-    "ORCHESTRATOR_MAX_PHASES",
-    "ORCHESTRATOR_EXECUTION_TIMEOUT_MS",
-    "AGENT_TIMEOUT_MULTIPLIER",
-    "AGENT_MAX_RETRIES",
-    "AGENT_RETRY_BASE_DELAY_MS",
-    "CIRCUIT_BREAKER_FAILURE_THRESHOLD",
-    "CIRCUIT_BREAKER_TIMEOUT_MS",
-];
-
 /// The binary with `args`, the limits' environment variables cleared (the plans set the limits
 /// they depend on; a variable set where the tests run must not change them).
 fn terminus(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_terminus"));
+    let mut command = common::journal::terminus_without_limit_variables();
     command.args(args);
-    for var in LIMIT_VARIABLES {
-        command.env_remove(var);
-    }
     command.output().expect("the binary runs")
 }
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+pub(crate) mod journal;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Output;
