@@ -28,6 +28,10 @@ pub struct RuntimeConfig {
     /// What a resumed run does with a tool call that was journaled as started but has no result
     /// and whose tool is not idempotent. Default [`InDoubt::AskModel`].
     pub in_doubt: InDoubt,
+    /// Whether model calls' spans carry the prompt and the completion
+    /// (`gen_ai.input.messages`, `gen_ai.output.messages`). Default off: traces then hold
+    /// names, counts and classes, never the conversation.
+    pub capture_content: bool,
 }
 
 /// What to do, on resume, with a started call of a non-idempotent tool that has no result: the
@@ -54,6 +58,7 @@ impl Default for RuntimeConfig {
             worker: format!("terminus-{}", std::process::id()),
             lease: Duration::from_millis(30_000),
             in_doubt: InDoubt::AskModel,
+            capture_content: false,
         }
     }
 }

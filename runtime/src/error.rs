@@ -78,4 +78,21 @@ impl RunError {
             | RunError::Internal(_) => 3,
         }
     }
+
+    /// The class of the error, as a trace's `error.type` and a metric's label.
+    pub fn class(&self) -> &'static str {
+        match self {
+            RunError::Policy(_) => "invalid_policy",
+            RunError::Context(_) => "invalid_context_policy",
+            RunError::Fault(_) => "fault",
+            RunError::Store(StoreError::Claimed { .. }) => "claimed",
+            RunError::Store(StoreError::LeaseLost { .. }) => "lease_lost",
+            RunError::Store(_) => "store",
+            RunError::ExecutionExists(_) => "execution_exists",
+            RunError::Diverged(_) => "diverged",
+            RunError::InDoubt { .. } => "in_doubt",
+            RunError::Replay(_) => "replay",
+            RunError::Internal(_) => "internal",
+        }
+    }
 }

@@ -36,6 +36,7 @@
 
 #![forbid(unsafe_code)]
 
+mod budget;
 mod config;
 pub mod context;
 mod conversation;
@@ -45,12 +46,15 @@ mod fault;
 pub mod journal;
 mod kill;
 mod message;
+pub mod meters;
 mod model;
 mod observer;
 mod report;
+pub mod semconv;
 mod tool;
 mod verifier;
 
+pub use crate::budget::{Budget, BudgetWarning, WARN_PERCENT};
 pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::context::{
     ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
@@ -64,7 +68,7 @@ pub use crate::journal::{
 };
 pub use crate::kill::KillSwitch;
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};
-pub use crate::model::{Model, ModelError, ModelFailure, ModelRequest, Purpose};
+pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose};
 pub use crate::observer::{Observer, Transition};
 pub use crate::report::Report;
 pub use crate::tool::{Tool, ToolSet, ToolSpec, WriteTodos, render_outcome};

@@ -93,6 +93,16 @@ impl From<Fault> for ModelError {
     }
 }
 
+/// What a model is, for traces (`gen_ai.provider.name`, `gen_ai.request.model`). Empty strings
+/// mean unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The provider: `openai`, `anthropic`, or a name of the implementer's choice.
+    pub provider: String,
+    /// The model asked for.
+    pub model: String,
+}
+
 /// A language model. Implementations turn the conversation into one [`ModelTurn`]: its text,
 /// tool calls, `needs_more_work` opinion, usage and finish reason. A turn whose tool calls have
 /// empty ids gets ids from the runtime (`call-{call}-{index}`).
@@ -103,4 +113,11 @@ impl From<Fault> for ModelError {
 pub trait Model: Send + Sync {
     /// One model turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError>;
+
+    /// The provider and model, for traces. Default: unknown. An adapter may also record the
+    /// response's `gen_ai.response.model` and `gen_ai.response.id` on the current span (the
+    /// runtime's `chat` span, see [`crate::semconv`]) while it answers.
+    fn info(&self) -> ModelInfo {
+        ModelInfo::default()
+    }
 }

@@ -1,5 +1,6 @@
 //! Progress: one record per transition, for the CLI's stderr lines or a host's telemetry.
 
+use crate::budget::BudgetWarning;
 use crate::report::Report;
 use std::fmt;
 use terminus_kernel::{Stats, StepRecord};
@@ -32,6 +33,11 @@ impl fmt::Display for Transition<'_> {
 pub trait Observer: Send {
     /// One transition was taken.
     fn on_transition(&mut self, transition: &Transition<'_>);
+
+    /// A budget passed 80 % (once per budget and run).
+    fn on_warning(&mut self, warning: &BudgetWarning) {
+        let _ = warning;
+    }
 
     /// The run ended (the report is journaled already).
     fn on_stop(&mut self, report: &Report) {

@@ -1,5 +1,6 @@
 //! The report of a finished run (DESIGN.md, "Report").
 
+use crate::budget::BudgetWarning;
 use crate::context::ContextStats;
 use serde::{Deserialize, Serialize};
 use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
@@ -47,6 +48,9 @@ pub struct Report {
     /// context policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextStats>,
+    /// Budgets that passed 80 % during the run, in the order they did (absent when none did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<BudgetWarning>,
 }
 
 impl Report {
@@ -79,6 +83,7 @@ impl Report {
             stats: s,
             trace,
             context: None,
+            warnings: Vec::new(),
         }
     }
 

@@ -238,6 +238,10 @@ impl Model for RecordingModel {
         }
         answer
     }
+
+    fn info(&self) -> terminus_runtime::ModelInfo {
+        self.inner.info()
+    }
 }
 
 fn turn_spec(turn: &ModelTurn) -> TurnSpec {

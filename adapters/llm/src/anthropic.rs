@@ -180,7 +180,7 @@ fn assemble(
     tool_calls: Vec<ToolCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    id: Option<String>,
+    (id, model): (Option<String>, Option<String>),
 ) -> Result<Reply, ModelFailure> {
     window_exceeded(finish_reason.as_deref())?;
     Ok(Reply {
@@ -194,6 +194,7 @@ fn assemble(
         },
         finish_reason,
         id,
+        model,
     })
 }
 
@@ -204,6 +205,7 @@ struct ResponseWire {
     #[serde(rename = "type")]
     kind: Option<String>,
     id: Option<String>,
+    model: Option<String>,
     content: Option<Vec<BlockWire>>,
     stop_reason: Option<String>,
     usage: Option<UsageWire>,
@@ -258,7 +260,7 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
         tool_calls,
         wire.stop_reason,
         usage.usage(),
-        wire.id,
+        (wire.id, wire.model),
     )
 }
 
@@ -282,6 +284,8 @@ struct EventWire<'a> {
 struct StartWire<'a> {
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
     usage: Option<UsageWire>,
 }
 
@@ -332,6 +336,7 @@ pub struct Stream {
     stop_reason: Option<String>,
     usage: UsageAcc,
     id: Option<String>,
+    model: Option<String>,
     done: bool,
 }
 
@@ -361,6 +366,7 @@ impl Stream {
             "message_start" => {
                 if let Some(start) = event.message {
                     self.id = start.id.map(Cow::into_owned);
+                    self.model = start.model.map(Cow::into_owned);
                     if let Some(u) = &start.usage {
                         self.usage.add(u);
                     }
@@ -446,7 +452,7 @@ impl Stream {
             tool_calls,
             self.stop_reason,
             self.usage.usage(),
-            self.id,
+            (self.id, self.model),
         )
     }
 }

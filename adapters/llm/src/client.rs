@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use terminus_runtime::{Heuristic, Model, ModelError, ModelFailure, ModelRequest, Tokenizer};
+use terminus_runtime::{
+    Heuristic, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Tokenizer, semconv,
+};
 
 /// The wire format of a model server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,9 +317,26 @@ impl Model for LlmModel {
         &self,
         request: ModelRequest<'_>,
     ) -> Result<terminus_kernel::ModelTurn, ModelError> {
-        self.reply(request)
-            .await
-            .map(|reply| reply.turn)
-            .map_err(ModelError::Failure)
+        let reply = self.reply(request).await.map_err(ModelError::Failure)?;
+        // The runtime's `chat` span declares these; outside one, recording does nothing.
+        let span = tracing::Span::current();
+        if let Some(model) = &reply.model {
+            span.record(semconv::GEN_AI_RESPONSE_MODEL, model.as_str());
+        }
+        if let Some(id) = &reply.id {
+            span.record(semconv::GEN_AI_RESPONSE_ID, id.as_str());
+        }
+        Ok(reply.turn)
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: match self.config.provider {
+                Provider::OpenAi => "openai",
+                Provider::Anthropic => "anthropic",
+            }
+            .into(),
+            model: self.config.model.clone(),
+        }
     }
 }

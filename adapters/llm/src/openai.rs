@@ -121,6 +121,7 @@ impl UsageWire {
 #[derive(Deserialize)]
 struct ResponseWire {
     id: Option<String>,
+    model: Option<String>,
     choices: Option<Vec<ChoiceWire>>,
     usage: Option<UsageWire>,
     error: Option<Box<RawValue>>,
@@ -205,7 +206,7 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
         tool_calls,
         finish_reason,
         wire.usage.as_ref().and_then(UsageWire::usage),
-        wire.id,
+        (wire.id, wire.model),
     ))
 }
 
@@ -216,7 +217,7 @@ fn assemble(
     tool_calls: Vec<terminus_kernel::ToolCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    id: Option<String>,
+    (id, model): (Option<String>, Option<String>),
 ) -> Reply {
     let mut class = finish_reason.as_deref().map(finish).unwrap_or_default();
     if refused {
@@ -233,6 +234,7 @@ fn assemble(
         },
         finish_reason,
         id,
+        model,
     }
 }
 
@@ -298,6 +300,7 @@ pub struct Stream {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     id: Option<String>,
+    model: Option<String>,
     done: bool,
 }
 
@@ -385,7 +388,7 @@ impl Stream {
             tool_calls,
             self.finish_reason,
             self.usage,
-            self.id,
+            (self.id, self.model),
         ))
     }
 }
@@ -471,7 +474,9 @@ impl<'de> Visitor<'de> for ChunkSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<ErrorInfo>, A::Error> {
         let stream = self.0;
         let mut error = None;
-        while let Some(field) = map.next_key_seed(Field(&["id", "choices", "usage", "error"]))? {
+        while let Some(field) =
+            map.next_key_seed(Field(&["id", "choices", "usage", "error", "model"]))?
+        {
             match field {
                 Some(0) => {
                     let raw: Option<&'de RawValue> = map.next_value()?;
@@ -489,6 +494,17 @@ impl<'de> Visitor<'de> for ChunkSeed<'_> {
                     let usage: Option<UsageWire> = map.next_value()?;
                     if let Some(usage) = usage.as_ref().and_then(UsageWire::usage) {
                         stream.usage = Some(usage);
+                    }
+                }
+                Some(4) => {
+                    let raw: Option<&'de RawValue> = map.next_value()?;
+                    if stream.model.is_none()
+                        && let Some(raw) = raw
+                    {
+                        let mut model = String::new();
+                        if push_raw_str(&mut model, raw).is_ok() {
+                            stream.model = Some(model);
+                        }
                     }
                 }
                 Some(_) => {

@@ -27,6 +27,8 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// The provider's id of the reply (`chatcmpl-…`, `msg_…`).
     pub id: Option<String>,
+    /// The model that answered, as the provider names it (`gpt-4.1-mini-2025-04-14`).
+    pub model: Option<String>,
 }
 
 /// The model's `needs_more_work` opinion (DESIGN.md rule 2): a reply whose content is one JSON

@@ -11,7 +11,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{ModelTurn, ToolCall, ToolOutcome, Verdict};
 use terminus_runtime::{
-    Fault, Message, Model, ModelError, ModelFailure, ModelRequest, Tool, Verification, Verifier,
+    Fault, Message, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Tool, Verification,
+    Verifier,
 };
 
 /// A script and how far it has been read.
@@ -154,6 +155,13 @@ impl Model for ScriptedModel {
             finish: spec.finish.unwrap_or_default(),
             reasoning: spec.reasoning.unwrap_or(false),
         })
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: "terminus.scripted".into(),
+            model: "scripted".into(),
+        }
     }
 }
 

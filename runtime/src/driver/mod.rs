@@ -11,6 +11,7 @@ mod model_step;
 mod progress;
 mod resume;
 mod run;
+mod spans;
 mod tools_step;
 mod verify_step;
 mod writer;
@@ -19,13 +20,16 @@ pub use run::{Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 
+use crate::budget::BudgetWarning;
+use crate::budget::Warned;
 use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, ContextWindow, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
 use crate::journal::{Lease, Store};
 use crate::kill::KillSwitch;
-use crate::model::Model;
+use crate::meters;
+use crate::model::{Model, ModelInfo};
 use crate::observer::{Observer, Transition};
 use crate::report::Report;
 use crate::tool::{ToolSet, ToolSpec};
@@ -39,6 +43,7 @@ use terminus_kernel::{
     ToolBatch, VerifyRequest,
 };
 use tokio::time::{Instant, sleep_until};
+use tracing::Instrument as _;
 
 /// Wall-clock milliseconds since the Unix epoch (a run's start, compared across processes).
 fn unix_ms() -> u64 {
@@ -54,7 +59,10 @@ fn renewal_interval(lease: Duration) -> Duration {
 /// What stays fixed during a run (shared by reference while an action is awaited).
 struct Env {
     task: String,
+    /// The run's name (the scenario's, the agent's), for traces.
+    name: Option<String>,
     model: Arc<dyn Model>,
+    model_info: ModelInfo,
     tools: ToolSet,
     specs: Vec<ToolSpec>,
     verifier: Option<Arc<dyn Verifier>>,
@@ -91,6 +99,11 @@ struct Driver {
     carry: Vec<Record>,
     /// The model's view of the conversation, when the run has a context policy.
     window: Option<ContextWindow>,
+    /// Budgets warned about, and the warnings given (for the report).
+    warned: Warned,
+    warnings: Vec<BudgetWarning>,
+    /// Whether this driver goes on from a journal (for the run span).
+    resumed: bool,
 }
 
 /// The one command among those drained that needs an answer.
@@ -144,6 +157,9 @@ impl Driver {
             start,
             resumed_calls: None,
             carry: Vec::new(),
+            warned: Warned::default(),
+            warnings: Vec::new(),
+            resumed: false,
         }
     }
 
@@ -154,6 +170,7 @@ impl Driver {
         &mut self,
         observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<Report, RunError> {
+        self.resumed = true;
         if let Some(last) = self.trace.last().copied() {
             self.journal_step(&last).await?;
         } else {
@@ -189,7 +206,10 @@ impl Driver {
         &mut self,
         observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<Report, RunError> {
-        let result = self.steps(observer).await;
+        let span = spans::run(&self.env, self.resumed);
+        let result = self.steps(observer).instrument(span.clone()).await;
+        spans::end_run(&span, &result);
+        meters::run_ended(&result);
         // A run that fails (a model fault, a tool adapter's error) keeps what it carried, so a
         // resume need not run those calls again; a store that failed is not written again.
         if let Err(e) = &result
@@ -359,14 +379,28 @@ impl Driver {
                 } else {
                     self.put_all(records).await?;
                 }
+                spans::transition(&record);
+                let stats = self.machine.stats();
+                let elapsed_ms =
+                    u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
                 if let Some(observer) = observer.as_mut() {
                     observer.on_transition(&Transition {
                         record,
-                        stats: self.machine.stats(),
+                        stats,
                         summary: summary.as_deref().unwrap_or(""),
-                        elapsed_ms: u64::try_from(self.start.elapsed().as_millis())
-                            .unwrap_or(u64::MAX),
+                        elapsed_ms,
                     });
+                }
+                if !record.to.is_terminal() {
+                    let warned = self.warned.check(self.machine.policy(), &stats, elapsed_ms);
+                    for warning in warned {
+                        spans::budget_warning(&warning);
+                        meters::budget_warning(&warning);
+                        if let Some(observer) = observer.as_mut() {
+                            observer.on_warning(&warning);
+                        }
+                        self.warnings.push(warning);
+                    }
                 }
                 Ok(())
             }
@@ -394,6 +428,7 @@ impl Driver {
             self.duplicates.load(Ordering::Relaxed),
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);
+        report.warnings = std::mem::take(&mut self.warnings);
         self.env.store.finish(&self.env.execution, &report).await?;
         if let Some(observer) = observer.as_mut() {
             observer.on_stop(&report);

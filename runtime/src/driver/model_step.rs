@@ -1,14 +1,16 @@
 //! The model action: prepare the view, call the model (racing the kill switch and the deadline),
 //! and turn its answer into an event.
 
-use super::{Driver, EventAndDetail};
+use super::{Driver, EventAndDetail, spans};
 use crate::context::state_notice;
 use crate::error::RunError;
 use crate::fault::Fault;
+use crate::meters;
 use crate::model::{ModelError, ModelFailure, ModelRequest, Purpose};
 use std::time::Duration;
 use terminus_kernel::{Event, ModelCall, ModelErrorKind, ModelTurn};
-use tokio::time::{sleep, timeout};
+use tokio::time::{Instant, sleep, timeout};
+use tracing::Instrument as _;
 
 impl Driver {
     pub(super) async fn model_step(&mut self, call: ModelCall) -> Result<EventAndDetail, RunError> {
@@ -85,20 +87,59 @@ impl Driver {
                 call: number,
             },
         };
-        let answer = self.env.model.complete(request);
-        let answer = match self.env.config.model_timeout {
-            None => answer.await,
-            Some(limit) => timeout(limit, answer).await.unwrap_or_else(|_| {
-                Err(ModelError::Failure(ModelFailure::new(
-                    ModelErrorKind::Timeout,
-                    format!("no answer within {} ms", limit.as_millis()),
-                )))
-            }),
+        let mut pending = Pending {
+            span: spans::chat(&self.env, number, call.reason, messages),
+            started: Instant::now(),
+            outcome: None,
         };
-        match answer {
-            Ok(turn) => Ok(Ok(turn)),
-            Err(ModelError::Failure(failure)) => Ok(Err(failure)),
-            Err(ModelError::Fault(fault)) => Err(fault),
+        let answer = self.env.model.complete(request);
+        let answer = async {
+            match self.env.config.model_timeout {
+                None => answer.await,
+                Some(limit) => timeout(limit, answer).await.unwrap_or_else(|_| {
+                    Err(ModelError::Failure(ModelFailure::new(
+                        ModelErrorKind::Timeout,
+                        format!("no answer within {} ms", limit.as_millis()),
+                    )))
+                }),
+            }
         }
+        .instrument(pending.span.clone())
+        .await;
+        match answer {
+            Ok(turn) => {
+                spans::end_chat(&pending.span, self.env.config.capture_content, &turn);
+                pending.outcome = Some("ok");
+                Ok(Ok(turn))
+            }
+            Err(ModelError::Failure(failure)) => {
+                spans::fail(&pending.span, spans::model_error(failure.kind));
+                pending.outcome = Some("error");
+                Ok(Err(failure))
+            }
+            Err(ModelError::Fault(fault)) => {
+                spans::fail(&pending.span, "fault");
+                pending.outcome = Some("error");
+                Err(fault)
+            }
+        }
+    }
+}
+
+/// A model call under way: its span, and its latency for the metric. A call the kill switch or
+/// the deadline interrupted is dropped here unanswered and recorded as `interrupted`.
+struct Pending {
+    span: tracing::Span,
+    started: Instant,
+    outcome: Option<&'static str>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let outcome = self.outcome.unwrap_or_else(|| {
+            spans::fail(&self.span, "interrupted");
+            "interrupted"
+        });
+        meters::model_call(outcome, self.started.elapsed());
     }
 }

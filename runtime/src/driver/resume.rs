@@ -25,7 +25,12 @@ pub(super) async fn resume_execution(
     let lease = env
         .store
         .claim(&env.execution, &env.config.worker, env.config.lease)
-        .await?;
+        .await
+        .map_err(|e| {
+            let e = RunError::from(e);
+            crate::meters::claim_refused(&e);
+            e
+        })?;
     let resumed = replay_journal(&mut env, on_replay).await;
     let mut driver = match resumed {
         Ok(Resumed::Ended(report)) => {
@@ -86,6 +91,7 @@ async fn replay_journal(
         return Ok(Resumed::Ended(Box::new(report)));
     }
     env.task.clone_from(&spec.task);
+    env.name.clone_from(&spec.name);
     if env.config.system_prompt.is_none() {
         env.config.system_prompt.clone_from(&spec.system);
     }

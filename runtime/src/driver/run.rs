@@ -8,6 +8,7 @@ use crate::conversation::Conversation;
 use crate::error::RunError;
 use crate::journal::{MemoryStore, RunSpec, Store};
 use crate::kill::KillSwitch;
+use crate::meters;
 use crate::model::Model;
 use crate::observer::Observer;
 use crate::report::Report;
@@ -108,8 +109,11 @@ impl Parts {
         if let Some((policy, _)) = &self.context {
             policy.validate().map_err(RunError::Context)?;
         }
+        let model_info = self.model.info();
         let env = Env {
             task,
+            name: None,
+            model_info,
             model: self.model,
             tools: self.tools,
             specs: Vec::new(),
@@ -342,7 +346,8 @@ impl Run {
             let n = RUNS.fetch_add(1, Ordering::Relaxed);
             format!("run-{}-{n}", std::process::id())
         });
-        let (env, mut observer) = parts.into_env(task, execution)?;
+        let (mut env, mut observer) = parts.into_env(task, execution)?;
+        env.name.clone_from(&name);
         let machine = Machine::new(policy).map_err(RunError::Policy)?;
         let spec = RunSpec {
             task: env.task.clone(),
@@ -359,7 +364,12 @@ impl Run {
         let lease = env
             .store
             .claim(&env.execution, &env.config.worker, env.config.lease)
-            .await?;
+            .await
+            .map_err(|e| {
+                let e = RunError::from(e);
+                meters::claim_refused(&e);
+                e
+            })?;
         let conversation = Conversation::new(env.config.system_prompt.as_deref(), &env.task);
         let mut driver = Driver::new(env, machine, lease, conversation, Instant::now());
         let result = driver.drive(&mut observer).await;

@@ -1,7 +1,7 @@
 //! The tools action: run the executed calls of a batch, concurrently up to the limit, journaling
 //! each result as it arrives; calls a resumed journal settled are not run again.
 
-use super::{Driver, EventAndDetail};
+use super::{Driver, EventAndDetail, spans};
 use crate::config::InDoubt;
 use crate::error::RunError;
 use futures_util::StreamExt as _;
@@ -9,6 +9,7 @@ use terminus_kernel::{
     CallState, Event, Key, Record, ToolBatch, ToolErrorKind, ToolOutcome, ToolResult, executed,
 };
 use tokio::time::timeout;
+use tracing::Instrument as _;
 
 impl Driver {
     pub(super) async fn tools_step(
@@ -107,6 +108,7 @@ impl Driver {
                         .map(|tool| tool.call(call.arguments.clone())),
                 };
                 let name = call.name.as_str();
+                let span = spans::tool(name, &call.id);
                 let key = Key::result(
                     checkpoint,
                     calls_in_batch,
@@ -143,6 +145,7 @@ impl Driver {
                         },
                     };
                     let outcome = outcome?;
+                    spans::end_tool(&tracing::Span::current(), &outcome);
                     let result = ToolResult {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
@@ -151,6 +154,7 @@ impl Driver {
                     let deferred = self.put_result(key, result, defer).await?;
                     Ok::<_, RunError>((i, outcome, deferred))
                 }
+                .instrument(span)
             })
             .collect();
         if calls.len() == 1 {

@@ -1,6 +1,6 @@
 //! The verify action: ask the verifier (or the rule verifier) about a completion claim.
 
-use super::{Driver, EventAndDetail};
+use super::{Driver, EventAndDetail, spans};
 use crate::error::RunError;
 use crate::fault::{Fault, FaultKind};
 use crate::message::Transcript;
@@ -8,17 +8,31 @@ use crate::verifier::{RuleVerifier, Verification, Verifier};
 use std::time::Duration;
 use terminus_kernel::{Event, Verdict, VerifyRequest, backoff_ms};
 use tokio::time::{sleep, timeout};
+use tracing::Instrument as _;
 
 impl Driver {
     pub(super) async fn verify_step(
         &mut self,
         request: VerifyRequest,
     ) -> Result<EventAndDetail, RunError> {
-        let (raced, renewal) = self.race(self.verify(&request)).await?;
+        let span = spans::verify();
+        let (raced, renewal) = self
+            .race(self.verify(&request).instrument(span.clone()))
+            .await?;
         self.renewal = renewal;
         match self.interrupted(raced) {
-            Ok(verdict) => Ok((Event::Verdict(verdict?), None)),
-            Err(event) => Ok(event),
+            Ok(Ok(verdict)) => {
+                spans::end_verify(&span, &verdict);
+                Ok((Event::Verdict(verdict), None))
+            }
+            Ok(Err(fault)) => {
+                spans::fail(&span, "fault");
+                Err(fault.into())
+            }
+            Err(event) => {
+                spans::fail(&span, "interrupted");
+                Ok(event)
+            }
         }
     }
 

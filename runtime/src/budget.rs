@@ -1,0 +1,211 @@
+//! Budget warnings: a run that passes 80 % of a budget says so once per budget, as a progress
+//! line, a span event and a report field, before the budget stops it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use terminus_kernel::{Policy, Stats};
+
+/// A budget a run can spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// Transitions against `max_steps`.
+    Steps,
+    /// Model calls against `max_model_calls`.
+    ModelCalls,
+    /// Tokens against `token_budget`.
+    Tokens,
+    /// Milliseconds since the start against `deadline_ms`.
+    Deadline,
+}
+
+impl Budget {
+    /// Every budget, in the order warnings are checked.
+    pub const ALL: [Budget; 4] = [
+        Budget::Steps,
+        Budget::ModelCalls,
+        Budget::Tokens,
+        Budget::Deadline,
+    ];
+
+    /// The snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Budget::Steps => "steps",
+            Budget::ModelCalls => "model_calls",
+            Budget::Tokens => "tokens",
+            Budget::Deadline => "deadline",
+        }
+    }
+
+    /// The policy field that sets it.
+    pub const fn limit_name(self) -> &'static str {
+        match self {
+            Budget::Steps => "max_steps",
+            Budget::ModelCalls => "max_model_calls",
+            Budget::Tokens => "token_budget",
+            Budget::Deadline => "deadline_ms",
+        }
+    }
+
+    /// What is spent and its limit, if the policy sets one.
+    pub fn spent(self, policy: &Policy, stats: &Stats, elapsed_ms: u64) -> Option<(u64, u64)> {
+        match self {
+            Budget::Steps => Some((stats.steps.into(), policy.max_steps.into())),
+            Budget::ModelCalls => Some((stats.model_calls.into(), policy.max_model_calls.into())),
+            Budget::Tokens => policy.token_budget.map(|limit| (stats.tokens(), limit)),
+            Budget::Deadline => policy.deadline_ms.map(|limit| (elapsed_ms, limit)),
+        }
+    }
+
+    const fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A budget that passed [`WARN_PERCENT`] of its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetWarning {
+    /// Which budget.
+    pub budget: Budget,
+    /// What was spent when the warning was given.
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
+    /// The step after which it was given.
+    pub step: u32,
+}
+
+impl fmt::Display for BudgetWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} % of {} spent ({} of {}) after step {}",
+            percent(self.used, self.limit),
+            self.budget.limit_name(),
+            self.used,
+            self.limit,
+            self.step
+        )
+    }
+}
+
+/// The share of a budget at which a warning is given.
+pub const WARN_PERCENT: u64 = 80;
+
+fn percent(used: u64, limit: u64) -> u64 {
+    used.saturating_mul(100).checked_div(limit).unwrap_or(100)
+}
+
+/// Which budgets have been warned about (each once per run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Warned(u8);
+
+impl Warned {
+    /// The warnings due after `step`: budgets at or past 80 % not yet warned about. A budget
+    /// that is spent whole is the stop's business, not a warning's.
+    pub(crate) fn check(
+        &mut self,
+        policy: &Policy,
+        stats: &Stats,
+        elapsed_ms: u64,
+    ) -> Vec<BudgetWarning> {
+        let step = stats.steps;
+        let mut due = Vec::new();
+        for budget in Budget::ALL {
+            if self.0 & budget.bit() != 0 {
+                continue;
+            }
+            let Some((used, limit)) = budget.spent(policy, stats, elapsed_ms) else {
+                continue;
+            };
+            if used.saturating_mul(100) < limit.saturating_mul(WARN_PERCENT) || used >= limit {
+                continue;
+            }
+            self.0 |= budget.bit();
+            due.push(BudgetWarning {
+                budget,
+                used,
+                limit,
+                step,
+            });
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(steps: u32, model_calls: u32, tokens: u64) -> Stats {
+        let mut stats = Stats::default();
+        stats.steps = steps;
+        stats.model_calls = model_calls;
+        stats.input_tokens = tokens;
+        stats
+    }
+
+    #[test]
+    fn each_budget_warns_once_between_80_percent_and_its_limit() {
+        let policy = Policy {
+            max_steps: 10,
+            max_model_calls: 5,
+            token_budget: Some(1000),
+            deadline_ms: Some(2000),
+            ..Policy::default()
+        };
+        let mut warned = Warned::default();
+        assert_eq!(warned.check(&policy, &stats(7, 3, 799), 1599).len(), 0);
+        let first = warned.check(&policy, &stats(8, 4, 800), 1600);
+        assert_eq!(
+            first.iter().map(|w| w.budget).collect::<Vec<_>>(),
+            Budget::ALL
+        );
+        assert_eq!(
+            first[0],
+            BudgetWarning {
+                budget: Budget::Steps,
+                used: 8,
+                limit: 10,
+                step: 8
+            }
+        );
+        assert_eq!(
+            first[0].to_string(),
+            "80 % of max_steps spent (8 of 10) after step 8"
+        );
+        assert_eq!(warned.check(&policy, &stats(9, 4, 900), 1700).len(), 0);
+    }
+
+    #[test]
+    fn a_budget_spent_whole_at_once_is_the_stop_not_a_warning() {
+        let policy = Policy {
+            max_model_calls: 5,
+            ..Policy::default()
+        };
+        let mut warned = Warned::default();
+        let budgets: Vec<_> = warned
+            .check(&policy, &stats(1, 5, 0), 0)
+            .into_iter()
+            .map(|w| w.budget)
+            .collect();
+        assert!(!budgets.contains(&Budget::ModelCalls));
+    }
+
+    #[test]
+    fn budgets_the_policy_does_not_set_never_warn() {
+        let policy = Policy {
+            token_budget: None,
+            deadline_ms: None,
+            ..Policy::default()
+        };
+        let mut warned = Warned::default();
+        let budgets: Vec<_> = warned
+            .check(&policy, &stats(0, 0, u64::MAX), u64::MAX)
+            .into_iter()
+            .map(|w| w.budget)
+            .collect();
+        assert!(budgets.is_empty(), "{budgets:?}");
+    }
+}

@@ -1,0 +1,315 @@
+//! The run's `tracing` spans and events (names in [`crate::semconv`]). With no subscriber
+//! installed, a span is never built: the macros check the callsite's interest first, so the
+//! formatting below costs nothing then.
+
+use super::Env;
+use crate::budget::BudgetWarning;
+use crate::error::RunError;
+use crate::message::Message;
+use crate::report::Report;
+use crate::semconv::*;
+use terminus_kernel::{
+    CallReason, Finish, ModelErrorKind, ModelTurn, StepRecord, ToolOutcome, Verdict,
+};
+use tracing::Span;
+use tracing::field::Empty;
+
+/// The span of a run (a resumed run gets a span of its own, with the same conversation id).
+pub(super) fn run(env: &Env, resumed: bool) -> Span {
+    let name = env.name.as_deref().unwrap_or("terminus");
+    let span = tracing::info_span!(
+        target: TARGET,
+        SPAN_RUN,
+        otel.name = format!("{SPAN_RUN} {name}"),
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        { GEN_AI_OPERATION_NAME } = SPAN_RUN,
+        { GEN_AI_AGENT_NAME } = name,
+        { GEN_AI_CONVERSATION_ID } = env.execution.as_str(),
+        { GEN_AI_PROVIDER_NAME } = Empty,
+        { GEN_AI_REQUEST_MODEL } = Empty,
+        { GEN_AI_USAGE_INPUT_TOKENS } = Empty,
+        { GEN_AI_USAGE_OUTPUT_TOKENS } = Empty,
+        { ERROR_TYPE } = Empty,
+        { TERMINUS_RESUMED } = resumed,
+        { TERMINUS_OUTCOME } = Empty,
+        { TERMINUS_STOP_REASON } = Empty,
+        { TERMINUS_RULE } = Empty,
+        { TERMINUS_TOTAL_ITERATIONS } = Empty,
+        { TERMINUS_WAS_ABORTED } = Empty,
+        { TERMINUS_MODEL_CALLS } = Empty,
+        { TERMINUS_TOOL_CALLS } = Empty,
+        { TERMINUS_NUDGES } = Empty,
+        { TERMINUS_VERIFICATION_FAILURES } = Empty,
+        { TERMINUS_EMPTY_RESPONSES } = Empty,
+        { TERMINUS_DUPLICATES_PREVENTED } = Empty,
+        { TERMINUS_EXCLUDED_TOOLS } = Empty,
+        { TERMINUS_BUDGET_WARNINGS } = Empty,
+    );
+    if !span.is_disabled() {
+        model_identity(&span, env);
+    }
+    span
+}
+
+fn model_identity(span: &Span, env: &Env) {
+    if !env.model_info.provider.is_empty() {
+        span.record(GEN_AI_PROVIDER_NAME, env.model_info.provider.as_str());
+    }
+    if !env.model_info.model.is_empty() {
+        span.record(GEN_AI_REQUEST_MODEL, env.model_info.model.as_str());
+    }
+}
+
+/// Records how the run ended on its span: the report's outcome and counters, or the error.
+pub(super) fn end_run(span: &Span, result: &Result<Report, RunError>) {
+    if span.is_disabled() {
+        return;
+    }
+    match result {
+        Ok(report) => {
+            let aborted = !report.is_complete();
+            span.record(TERMINUS_OUTCOME, report.outcome.outcome_str());
+            span.record(TERMINUS_STOP_REASON, report.outcome.reason_str());
+            span.record(TERMINUS_RULE, report.rule.name());
+            span.record(TERMINUS_TOTAL_ITERATIONS, int(report.steps));
+            span.record(TERMINUS_WAS_ABORTED, aborted);
+            span.record(TERMINUS_MODEL_CALLS, int(report.model_calls));
+            span.record(TERMINUS_TOOL_CALLS, int(report.tool_calls));
+            span.record(TERMINUS_NUDGES, int(report.nudges));
+            span.record(
+                TERMINUS_VERIFICATION_FAILURES,
+                int(report.verification_failures),
+            );
+            span.record(TERMINUS_EMPTY_RESPONSES, int(report.empty_responses));
+            span.record(
+                TERMINUS_DUPLICATES_PREVENTED,
+                int(report.duplicates_prevented),
+            );
+            span.record(GEN_AI_USAGE_INPUT_TOKENS, int(report.stats.input_tokens));
+            span.record(GEN_AI_USAGE_OUTPUT_TOKENS, int(report.stats.output_tokens));
+            if !report.excluded_tools.is_empty() {
+                span.record(TERMINUS_EXCLUDED_TOOLS, report.excluded_tools.join(","));
+            }
+            if !report.warnings.is_empty() {
+                let budgets: Vec<&str> =
+                    report.warnings.iter().map(|w| w.budget.as_str()).collect();
+                span.record(TERMINUS_BUDGET_WARNINGS, budgets.join(","));
+            }
+            if aborted {
+                // An aborted run is a run that failed at its task: the stop reason is its class.
+                span.record(ERROR_TYPE, report.outcome.reason_str());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        Err(e) => {
+            span.record(ERROR_TYPE, e.class());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// The span of one model call.
+pub(super) fn chat(env: &Env, number: u32, reason: CallReason, messages: &[Message]) -> Span {
+    let model = if env.model_info.model.is_empty() {
+        "model"
+    } else {
+        env.model_info.model.as_str()
+    };
+    let span = tracing::info_span!(
+        target: TARGET,
+        SPAN_CHAT,
+        otel.name = format!("{SPAN_CHAT} {model}"),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        { GEN_AI_OPERATION_NAME } = SPAN_CHAT,
+        { GEN_AI_PROVIDER_NAME } = Empty,
+        { GEN_AI_REQUEST_MODEL } = Empty,
+        { GEN_AI_CONVERSATION_ID } = env.execution.as_str(),
+        { GEN_AI_RESPONSE_MODEL } = Empty,
+        { GEN_AI_RESPONSE_ID } = Empty,
+        { GEN_AI_RESPONSE_FINISH_REASONS } = Empty,
+        { GEN_AI_USAGE_INPUT_TOKENS } = Empty,
+        { GEN_AI_USAGE_OUTPUT_TOKENS } = Empty,
+        { GEN_AI_INPUT_MESSAGES } = Empty,
+        { GEN_AI_OUTPUT_MESSAGES } = Empty,
+        { ERROR_TYPE } = Empty,
+        { TERMINUS_MODEL_CALL } = int(number),
+        { TERMINUS_CALL_REASON } = call_reason(reason),
+    );
+    if !span.is_disabled() {
+        model_identity(&span, env);
+        if env.config.capture_content {
+            span.record(
+                GEN_AI_INPUT_MESSAGES,
+                serde_json::to_string(messages).unwrap_or_default(),
+            );
+        }
+    }
+    span
+}
+
+/// Records a model call's answer on its span.
+pub(super) fn end_chat(span: &Span, capture: bool, turn: &ModelTurn) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(GEN_AI_RESPONSE_FINISH_REASONS, finish_reason(turn.finish));
+    if let Some(usage) = turn.usage {
+        span.record(GEN_AI_USAGE_INPUT_TOKENS, int(usage.input_tokens));
+        span.record(GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.output_tokens));
+    }
+    if capture {
+        let reply = serde_json::json!([{
+            "role": "assistant",
+            "content": turn.text,
+            "tool_calls": turn.tool_calls,
+        }]);
+        span.record(GEN_AI_OUTPUT_MESSAGES, reply.to_string());
+    }
+}
+
+/// Records a failed or interrupted model call on its span (`error.type` is the kind).
+pub(super) fn fail(span: &Span, class: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(ERROR_TYPE, class);
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The class of a model error, as `error.type`.
+pub(super) fn model_error(kind: ModelErrorKind) -> &'static str {
+    kind.as_str()
+}
+
+/// The span of one tool execution.
+pub(super) fn tool(name: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        SPAN_TOOL,
+        otel.name = format!("{SPAN_TOOL} {name}"),
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        { GEN_AI_OPERATION_NAME } = SPAN_TOOL,
+        { GEN_AI_TOOL_NAME } = name,
+        { GEN_AI_TOOL_CALL_ID } = call_id,
+        { GEN_AI_TOOL_TYPE } = "function",
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records a tool's outcome on its span: an error's kind as `error.type`.
+pub(super) fn end_tool(span: &Span, outcome: &ToolOutcome) {
+    if let ToolOutcome::Error { kind, .. } = outcome {
+        fail(span, kind.as_str());
+    }
+}
+
+/// The span of one verification.
+pub(super) fn verify() -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        SPAN_VERIFY,
+        otel.name = SPAN_VERIFY,
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        { TERMINUS_VERDICT } = Empty,
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records the verdict on its span.
+pub(super) fn end_verify(span: &Span, verdict: &Verdict) {
+    if span.is_disabled() {
+        return;
+    }
+    let word = if verdict.complete {
+        "accepted"
+    } else {
+        "rejected"
+    };
+    span.record(TERMINUS_VERDICT, word);
+}
+
+// Events take their field names as literals (the event macros read a leading `{ ... }` as a
+// field set, not a constant); `semconv`'s tests hold them to the constants.
+
+/// The event of one kernel transition, on the run span.
+pub(super) fn transition(record: &StepRecord) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        terminus.step = int(record.step),
+        terminus.from = record.from.as_str(),
+        terminus.to = record.to.as_str(),
+        terminus.input = record.input.label(),
+        terminus.rule = record.rule.name(),
+        "transition"
+    );
+}
+
+/// The event of a budget warning, on the run span.
+pub(super) fn budget_warning(warning: &BudgetWarning) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::WARN,
+        terminus.budget = warning.budget.as_str(),
+        terminus.budget.used = int(warning.used),
+        terminus.budget.limit = int(warning.limit),
+        terminus.step = int(warning.step),
+        "budget_warning"
+    );
+}
+
+/// A count as the signed integer OpenTelemetry attributes hold (`tracing`'s unsigned values
+/// would arrive as strings).
+fn int(n: impl Into<u64>) -> i64 {
+    i64::try_from(n.into()).unwrap_or(i64::MAX)
+}
+
+/// The OpenTelemetry finish reason of a turn.
+const fn finish_reason(finish: Finish) -> &'static str {
+    match finish {
+        Finish::Stop => "stop",
+        Finish::Length => "length",
+        Finish::ContentFilter => "content_filter",
+        Finish::ToolCalls => "tool_calls",
+    }
+}
+
+const fn call_reason(reason: CallReason) -> &'static str {
+    match reason {
+        CallReason::Start => "start",
+        CallReason::AfterTools => "after_tools",
+        CallReason::Retry { .. } => "retry",
+        CallReason::Continue => "continue",
+        CallReason::Nudge => "nudge",
+        CallReason::VerifierRejected => "verifier_rejected",
+        CallReason::FinalAnswer { .. } => "final_answer",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::semconv::*;
+
+    #[test]
+    fn the_literal_event_fields_are_the_constants() {
+        let fields = [
+            ("terminus.step", TERMINUS_STEP),
+            ("terminus.from", TERMINUS_FROM),
+            ("terminus.to", TERMINUS_TO),
+            ("terminus.input", TERMINUS_INPUT),
+            ("terminus.rule", TERMINUS_RULE),
+            ("terminus.budget", TERMINUS_BUDGET),
+            ("terminus.budget.used", TERMINUS_BUDGET_USED),
+            ("terminus.budget.limit", TERMINUS_BUDGET_LIMIT),
+            ("transition", EVENT_TRANSITION),
+            ("budget_warning", EVENT_BUDGET_WARNING),
+        ];
+        for (literal, constant) in fields {
+            assert_eq!(literal, constant);
+        }
+    }
+}

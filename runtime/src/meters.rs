@@ -1,0 +1,71 @@
+//! Metrics, through the `metrics` facade: nothing is recorded (and nothing costs more than a
+//! check) until the host installs a recorder, as `terminus worker --metrics-addr` does with its
+//! Prometheus endpoint. The names are constants here so hosts and tests spell them alike.
+
+use crate::budget::BudgetWarning;
+use crate::error::RunError;
+use crate::journal::StoreError;
+use crate::report::Report;
+use std::time::Duration;
+
+/// Runs that ended with a report, by `outcome` and `reason`.
+pub const RUNS: &str = "terminus_runs_total";
+/// Runs that ended without a report, by `class` ([`RunError::class`]).
+pub const RUN_ERRORS: &str = "terminus_run_errors_total";
+/// Steps per run (a histogram).
+pub const RUN_STEPS: &str = "terminus_run_steps";
+/// Completion claims refused with a nudge.
+pub const NUDGES: &str = "terminus_nudges_total";
+/// Verifier rejections.
+pub const VERIFICATION_FAILURES: &str = "terminus_verification_failures_total";
+/// Empty model replies.
+pub const EMPTY_RESPONSES: &str = "terminus_empty_responses_total";
+/// Journal appends that found their entry already stored.
+pub const DUPLICATES_PREVENTED: &str = "terminus_duplicates_prevented_total";
+/// Claims refused because another live worker holds the execution.
+pub const RESUME_CONFLICTS: &str = "terminus_resume_conflicts_total";
+/// Tools excluded during runs, by `tool`.
+pub const EXCLUDED_TOOLS: &str = "terminus_excluded_tools_total";
+/// Budgets that passed 80 %, by `budget`.
+pub const BUDGET_WARNINGS: &str = "terminus_budget_warnings_total";
+/// Model-call latency in seconds (a histogram), by `outcome` (`ok`, `error`, `interrupted`).
+pub const MODEL_CALL_SECONDS: &str = "terminus_model_call_duration_seconds";
+
+pub(crate) fn run_ended(result: &Result<Report, RunError>) {
+    match result {
+        Ok(report) => report_counters(report),
+        Err(e) => metrics::counter!(RUN_ERRORS, "class" => e.class()).increment(1),
+    }
+}
+
+fn report_counters(report: &Report) {
+    metrics::counter!(
+        RUNS,
+        "outcome" => report.outcome.outcome_str(),
+        "reason" => report.outcome.reason_str()
+    )
+    .increment(1);
+    metrics::histogram!(RUN_STEPS).record(f64::from(report.steps));
+    metrics::counter!(NUDGES).increment(report.nudges.into());
+    metrics::counter!(VERIFICATION_FAILURES).increment(report.verification_failures.into());
+    metrics::counter!(EMPTY_RESPONSES).increment(report.empty_responses.into());
+    metrics::counter!(DUPLICATES_PREVENTED).increment(report.duplicates_prevented);
+    for tool in &report.excluded_tools {
+        metrics::counter!(EXCLUDED_TOOLS, "tool" => tool.clone()).increment(1);
+    }
+}
+
+/// A claim another worker holds (a run or resume that could not start).
+pub(crate) fn claim_refused(error: &RunError) {
+    if matches!(error, RunError::Store(StoreError::Claimed { .. })) {
+        metrics::counter!(RESUME_CONFLICTS).increment(1);
+    }
+}
+
+pub(crate) fn budget_warning(warning: &BudgetWarning) {
+    metrics::counter!(BUDGET_WARNINGS, "budget" => warning.budget.as_str()).increment(1);
+}
+
+pub(crate) fn model_call(outcome: &'static str, took: Duration) {
+    metrics::histogram!(MODEL_CALL_SECONDS, "outcome" => outcome).record(took.as_secs_f64());
+}

@@ -1,0 +1,125 @@
+//! The names of the attributes, spans and events a run emits through `tracing`.
+//!
+//! The `gen_ai.*` and `error.type` names are those of the OpenTelemetry semantic conventions for
+//! generative AI (agent, inference and tool spans) as they stand; they are constants of our own
+//! because the `opentelemetry-semantic-conventions` crate marks its `gen_ai` constants
+//! deprecated while the conventions are in development. The `terminus.*` names are ours: the
+//! run's outcome, stop reason, rule and counters, so a trace backend can filter runs as
+//! `terminus.total_iterations >= 10` or `terminus.was_aborted = true`.
+//!
+//! Spans (the `otel.name` field gives the exported name):
+//!
+//! | span | exported name | when |
+//! |---|---|---|
+//! | [`SPAN_RUN`] | `invoke_agent {name}` | a run, from start (or resume) to stop |
+//! | [`SPAN_CHAT`] | `chat {model}` | one model call (retries are calls of their own) |
+//! | [`SPAN_TOOL`] | `execute_tool {tool}` | one tool execution |
+//! | [`SPAN_VERIFY`] | `verify` | one verification (a verifier's model call is its child) |
+//!
+//! Events on the run span: [`EVENT_TRANSITION`] (one per kernel transition: step, from, to,
+//! input, rule) and [`EVENT_BUDGET_WARNING`] (a budget passed 80 %).
+//!
+//! Prompt and completion text ([`GEN_AI_INPUT_MESSAGES`], [`GEN_AI_OUTPUT_MESSAGES`]) are
+//! recorded only when [`crate::RuntimeConfig::capture_content`] is on. No span ever carries a
+//! credential: the runtime never sees one, and the model adapters record only the response's
+//! model and id.
+
+/// `gen_ai.operation.name`: `invoke_agent`, `chat` or `execute_tool`.
+pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+/// `gen_ai.provider.name`: `openai`, `anthropic`, or `terminus.scripted` for scenario files.
+pub const GEN_AI_PROVIDER_NAME: &str = "gen_ai.provider.name";
+/// `gen_ai.request.model`: the model asked for.
+pub const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
+/// `gen_ai.response.model`: the model that answered, as the provider names it.
+pub const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
+/// `gen_ai.response.id`: the provider's id of the response.
+pub const GEN_AI_RESPONSE_ID: &str = "gen_ai.response.id";
+/// `gen_ai.response.finish_reasons`: why generation stopped (`stop`, `length`, `tool_calls`,
+/// `content_filter`, `error`).
+pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+/// `gen_ai.usage.input_tokens`: input tokens of a call (on the run span: of the whole run).
+pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+/// `gen_ai.usage.output_tokens`: output tokens of a call (on the run span: of the whole run).
+pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// `gen_ai.tool.name`: the tool executed.
+pub const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
+/// `gen_ai.tool.call.id`: the model's id of the tool call.
+pub const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+/// `gen_ai.tool.type`: `function` for every Terminus tool.
+pub const GEN_AI_TOOL_TYPE: &str = "gen_ai.tool.type";
+/// `gen_ai.agent.name`: the run's name (the scenario's, the agent's), or `terminus`.
+pub const GEN_AI_AGENT_NAME: &str = "gen_ai.agent.name";
+/// `gen_ai.conversation.id`: the execution id (a resumed run has the same).
+pub const GEN_AI_CONVERSATION_ID: &str = "gen_ai.conversation.id";
+/// `gen_ai.input.messages`: the messages sent, as JSON (only with content capture on).
+pub const GEN_AI_INPUT_MESSAGES: &str = "gen_ai.input.messages";
+/// `gen_ai.output.messages`: the reply, as JSON (only with content capture on).
+pub const GEN_AI_OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
+/// `error.type`: the class of failure (a model error kind, a tool error kind, a stop reason of
+/// an aborted run, `cancelled`, `deadline`).
+pub const ERROR_TYPE: &str = "error.type";
+
+/// `terminus.outcome`: `complete` or `aborted`.
+pub const TERMINUS_OUTCOME: &str = "terminus.outcome";
+/// `terminus.stop_reason`: the canonical stop reason (DESIGN.md).
+pub const TERMINUS_STOP_REASON: &str = "terminus.stop_reason";
+/// `terminus.rule`: the kernel rule that ended the run, or fired at a transition.
+pub const TERMINUS_RULE: &str = "terminus.rule";
+/// `terminus.total_iterations`: the run's steps (transitions).
+pub const TERMINUS_TOTAL_ITERATIONS: &str = "terminus.total_iterations";
+/// `terminus.was_aborted`: whether the run ended aborted.
+pub const TERMINUS_WAS_ABORTED: &str = "terminus.was_aborted";
+/// `terminus.model_calls`: model calls of the run (retries included).
+pub const TERMINUS_MODEL_CALLS: &str = "terminus.model_calls";
+/// `terminus.tool_calls`: tool executions of the run.
+pub const TERMINUS_TOOL_CALLS: &str = "terminus.tool_calls";
+/// `terminus.nudges`: completion claims refused with a nudge.
+pub const TERMINUS_NUDGES: &str = "terminus.nudges";
+/// `terminus.verification_failures`: verifier rejections.
+pub const TERMINUS_VERIFICATION_FAILURES: &str = "terminus.verification_failures";
+/// `terminus.empty_responses`: empty model replies.
+pub const TERMINUS_EMPTY_RESPONSES: &str = "terminus.empty_responses";
+/// `terminus.duplicates_prevented`: journal appends that found their entry stored.
+pub const TERMINUS_DUPLICATES_PREVENTED: &str = "terminus.duplicates_prevented";
+/// `terminus.excluded_tools`: tools excluded during the run, comma-separated.
+pub const TERMINUS_EXCLUDED_TOOLS: &str = "terminus.excluded_tools";
+/// `terminus.budget_warnings`: budgets that passed 80 %, comma-separated.
+pub const TERMINUS_BUDGET_WARNINGS: &str = "terminus.budget_warnings";
+/// `terminus.resumed`: whether this span continues a run from its journal.
+pub const TERMINUS_RESUMED: &str = "terminus.resumed";
+/// `terminus.call_reason`: why the kernel asked for a model call (`turn`, `retry`,
+/// `final_answer`, ...).
+pub const TERMINUS_CALL_REASON: &str = "terminus.call_reason";
+/// `terminus.model_call`: the model call's number in the run (1-based).
+pub const TERMINUS_MODEL_CALL: &str = "terminus.model_call";
+/// `terminus.verdict`: `accepted` or `rejected`.
+pub const TERMINUS_VERDICT: &str = "terminus.verdict";
+/// `terminus.step` on a transition event.
+pub const TERMINUS_STEP: &str = "terminus.step";
+/// `terminus.from` on a transition event: the state before.
+pub const TERMINUS_FROM: &str = "terminus.from";
+/// `terminus.to` on a transition event: the state after.
+pub const TERMINUS_TO: &str = "terminus.to";
+/// `terminus.input` on a transition event: the abstract input.
+pub const TERMINUS_INPUT: &str = "terminus.input";
+/// `terminus.budget` on a budget warning: `steps`, `model_calls`, `tokens` or `deadline`.
+pub const TERMINUS_BUDGET: &str = "terminus.budget";
+/// `terminus.budget.used` on a budget warning.
+pub const TERMINUS_BUDGET_USED: &str = "terminus.budget.used";
+/// `terminus.budget.limit` on a budget warning.
+pub const TERMINUS_BUDGET_LIMIT: &str = "terminus.budget.limit";
+
+/// The run span's `tracing` name (exported as `invoke_agent {name}`).
+pub const SPAN_RUN: &str = "invoke_agent";
+/// A model call's span.
+pub const SPAN_CHAT: &str = "chat";
+/// A tool execution's span.
+pub const SPAN_TOOL: &str = "execute_tool";
+/// A verification's span.
+pub const SPAN_VERIFY: &str = "verify";
+/// The event of a kernel transition.
+pub const EVENT_TRANSITION: &str = "transition";
+/// The event of a budget passing 80 %.
+pub const EVENT_BUDGET_WARNING: &str = "budget_warning";
+/// The `tracing` target of every span and event of the runtime.
+pub const TARGET: &str = "terminus";
