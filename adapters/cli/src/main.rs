@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use terminus_kernel::{Entry, Key};
-use terminus_runtime::{Report, RuntimeConfig, Setup, Store, Transition};
+use terminus_runtime::{BudgetWarning, Observer, Report, RuntimeConfig, Setup, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -171,6 +171,11 @@ struct WorkerArgs {
     /// Exit when nothing is runnable instead of polling again.
     #[arg(long)]
     until_idle: bool,
+    /// Serve the runtime's metrics as Prometheus text at http://ADDR/metrics (runs by outcome
+    /// and stop reason, nudges, verification failures, empty responses, duplicates prevented,
+    /// resume conflicts, excluded tools, steps per run, model-call latency, budget warnings).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -244,6 +249,21 @@ fn execution_id(given: Option<&str>, name: &str) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Spans go to the OTLP endpoint the standard variables name, if any; a configuration that
+    // names one wrongly is refused before anything runs.
+    let telemetry = match terminus_telemetry::Telemetry::from_env() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    if let Some(t) = &telemetry
+        && let Err(e) = t.install()
+    {
+        eprintln!("terminus: {e}");
+        return ExitCode::from(INTERNAL);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -272,6 +292,13 @@ fn main() -> ExitCode {
             Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
     });
+    drop(runtime);
+    if let Some(telemetry) = telemetry
+        && let Err(e) = telemetry.shutdown()
+    {
+        // The run's outcome stands; its trace is what was lost.
+        eprintln!("terminus: {e}");
+    }
     ExitCode::from(code)
 }
 
@@ -351,17 +378,29 @@ async fn drive<R: Setup>(
             on_interrupt.kill();
         }
     });
-    let result = run
-        .config(config)
-        .observer(|t: &Transition<'_>| {
-            // One write per line (eprintln! writes each piece of the format separately).
-            let line = format!("[{:>6} ms] {t}\n", t.elapsed_ms);
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-        })
-        .execute()
-        .await;
+    let config = RuntimeConfig {
+        capture_content: config.capture_content || terminus_telemetry::capture_content_from_env(),
+        ..config
+    };
+    let result = run.config(config).observer(Progress).execute().await;
     watcher.abort();
     result
+}
+
+/// Progress lines on stderr: one per transition, and one per budget that passes 80 %.
+struct Progress;
+
+impl Observer for Progress {
+    fn on_transition(&mut self, t: &Transition<'_>) {
+        // One write per line (eprintln! writes each piece of the format separately).
+        let line = format!("[{:>6} ms] {t}\n", t.elapsed_ms);
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_warning(&mut self, warning: &BudgetWarning) {
+        let line = format!("terminus: warning: {warning}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
 }
 
 fn finish(
@@ -514,6 +553,13 @@ async fn submit(args: SubmitArgs) -> u8 {
 }
 
 async fn worker(args: WorkerArgs) -> u8 {
+    if let Some(addr) = args.metrics_addr {
+        if let Err(e) = terminus_telemetry::serve_metrics(addr) {
+            eprintln!("terminus: worker: {e}");
+            return INTERNAL;
+        }
+        eprintln!("terminus: worker: metrics at http://{addr}/metrics");
+    }
     let store = match open_store(&args.store.journal, args.store.durability).await {
         Ok(store) => store,
         Err(code) => return code,
