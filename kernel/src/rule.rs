@@ -1,6 +1,7 @@
 //! The named rules of the machine: one per kind of transition, with the metadata `spec/machine.md`
 //! is generated from. Every accepted input reports the rule that fired.
 
+use crate::core::Phase;
 use crate::limits;
 use serde::{Deserialize, Serialize};
 
@@ -303,6 +304,65 @@ impl Rule {
             input,
             guard,
             cites,
+        }
+    }
+}
+
+/// Every live state the host's kill switch and clock can stop.
+const LIVE_TO_ABORTED: &[(Phase, Phase)] = &[
+    (Phase::Exploring, Phase::Aborted),
+    (Phase::Acting, Phase::Aborted),
+    (Phase::Verifying, Phase::Aborted),
+    (Phase::Nudged, Phase::Aborted),
+];
+
+/// A model turn (or model error) that ends the run, from either state that waits for one.
+const TURN_TO_ABORTED: &[(Phase, Phase)] = &[
+    (Phase::Exploring, Phase::Aborted),
+    (Phase::Nudged, Phase::Aborted),
+];
+
+impl Rule {
+    /// The transitions the rule makes, as (from, to) pairs of phases, in table order: the
+    /// kernel's transition table without its guards, for diagrams (`terminus graph`). A rule
+    /// that is not a step (`clock_reading`) has none. `kernel/tests/spec.rs` checks the table
+    /// against the transitions the exhaustive model check observes, both ways.
+    pub fn transitions(self) -> &'static [(Phase, Phase)] {
+        use Phase::{Acting, Complete, Exploring, Nudged, Verifying};
+        match self {
+            Rule::ToolTurn => &[(Exploring, Acting), (Nudged, Acting)],
+            Rule::EmptyRetry | Rule::ModelRetry => &[(Exploring, Exploring), (Nudged, Nudged)],
+            Rule::NoOpContinue | Rule::ClaimRefused => &[(Exploring, Nudged), (Nudged, Nudged)],
+            Rule::ClaimVerify => &[(Exploring, Verifying), (Nudged, Verifying)],
+            Rule::ClaimExplicit | Rule::ClaimAnswered => {
+                &[(Exploring, Complete), (Nudged, Complete)]
+            }
+            Rule::AllToolsExcluded
+            | Rule::EmptyLimit
+            | Rule::NoOpLimit
+            | Rule::ClaimRefusedLimit
+            | Rule::ModelRetryLimit
+            | Rule::ModelFatal
+            | Rule::ContextOverflow
+            | Rule::TokenBudget => TURN_TO_ABORTED,
+            Rule::ToolResultsBack => &[(Acting, Exploring)],
+            Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
+                &[(Acting, Phase::Aborted)]
+            }
+            Rule::VerdictAccepted | Rule::VerificationLimitForced => &[(Verifying, Complete)],
+            Rule::VerdictRejected => &[(Verifying, Nudged)],
+            Rule::VerificationLimitAbort => &[(Verifying, Phase::Aborted)],
+            Rule::StepBudget | Rule::ModelCallBudget | Rule::Cancelled | Rule::DeadlinePassed => {
+                LIVE_TO_ABORTED
+            }
+            Rule::FinalAnswerCall => &[
+                (Exploring, Exploring),
+                (Acting, Exploring),
+                (Verifying, Exploring),
+                (Nudged, Exploring),
+            ],
+            Rule::FinalAnswerDone => &[(Exploring, Phase::Aborted)],
+            Rule::ClockReading => &[],
         }
     }
 }

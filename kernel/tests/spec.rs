@@ -276,3 +276,40 @@ fn every_stop_reason_and_rule_has_a_row_in_the_spec() {
         );
     }
 }
+
+#[test]
+fn the_transition_table_is_what_the_model_check_observes() {
+    let mut observed: BTreeMap<Rule, BTreeSet<(Phase, Phase)>> = BTreeMap::new();
+    for e in edges(&explorations()) {
+        observed.entry(e.rule).or_default().insert((e.from, e.to));
+    }
+    for rule in Rule::ALL {
+        let table: BTreeSet<(Phase, Phase)> = rule.transitions().iter().copied().collect();
+        assert_eq!(
+            table.len(),
+            rule.transitions().len(),
+            "Rule::transitions of {} lists a pair twice",
+            rule.name()
+        );
+        let seen = observed.remove(&rule).unwrap_or_default();
+        assert_eq!(
+            table,
+            seen,
+            "Rule::transitions of {} differs from what the model check observes",
+            rule.name()
+        );
+    }
+    assert!(
+        observed.is_empty(),
+        "rules missing from Rule::ALL: {observed:?}"
+    );
+    for rule in Rule::ALL {
+        for (from, _) in rule.transitions() {
+            assert!(
+                !from.is_terminal(),
+                "{} leaves a terminal state",
+                rule.name()
+            );
+        }
+    }
+}

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use terminus_kernel::{Key, Policy, Record};
+use terminus_kernel::{Entry, Key, Outcome, Policy, Record, Rule};
 use tokio::time::Instant;
 
 /// What a run was started with: with the records, enough to resume it.
@@ -165,6 +165,118 @@ pub enum StoreError {
     },
 }
 
+/// Where an execution stands, as [`Journal::executions`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// Stored (`terminus submit`) and never run: no journal entry yet.
+    Waiting,
+    /// A worker holds an unexpired claim on it: it is running now (or its worker died less than a
+    /// lease ago).
+    Running,
+    /// It has entries but never reached its stop, and nobody holds it: resume it to continue.
+    Interrupted,
+    /// It reached its stop: its report is stored (or its stop entry is, when the process died
+    /// before storing the report).
+    Ended,
+    /// A worker gave up on it ([`Claims::fail`]); it is never run again.
+    Failed,
+}
+
+impl ExecutionStatus {
+    /// The snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Waiting => "waiting",
+            Self::Running => "running",
+            Self::Interrupted => "interrupted",
+            Self::Ended => "ended",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One execution of a journal, as [`Journal::executions`] lists it (`terminus runs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionSummary {
+    /// The execution id.
+    pub execution: String,
+    /// The run's name (the scenario's), if its spec has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where it stands.
+    pub status: ExecutionStatus,
+    /// How it ended, once it did (`"outcome"` and `"reason"` in JSON).
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// The rule that ended it, once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Rule>,
+    /// Transitions taken (so far, for a run that has not ended).
+    pub steps: u32,
+    /// Model calls: the report's count once it ended; before, the calls answered in the journal.
+    pub model_calls: u32,
+    /// Tool executions: the report's count once it ended; before, the intents journaled.
+    pub tool_calls: u32,
+    /// Journal entries stored.
+    pub entries: u64,
+}
+
+/// Which executions [`Journal::executions`] lists; the default lists every one. Like the filters
+/// of trace tools (Langfuse's `wasAborted = true`, `metadata.totalIterations >= 10`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecutionFilter {
+    /// Only executions that ended complete (`Some(true)`) or aborted (`Some(false)`).
+    pub complete: Option<bool>,
+    /// Only executions that ended with this stop reason.
+    pub reason: Option<Outcome>,
+    /// Only executions that took at least this many steps.
+    pub min_steps: Option<u32>,
+}
+
+impl ExecutionFilter {
+    /// Every execution.
+    pub fn all() -> ExecutionFilter {
+        ExecutionFilter::default()
+    }
+
+    /// Only executions that ended complete (`true`) or aborted (`false`).
+    pub fn complete(mut self, complete: bool) -> ExecutionFilter {
+        self.complete = Some(complete);
+        self
+    }
+
+    /// Only executions that ended with `reason`.
+    pub fn reason(mut self, reason: Outcome) -> ExecutionFilter {
+        self.reason = Some(reason);
+        self
+    }
+
+    /// Only executions that took at least `steps` steps.
+    pub fn min_steps(mut self, steps: u32) -> ExecutionFilter {
+        self.min_steps = Some(steps);
+        self
+    }
+
+    /// Whether `summary` passes the filter (what the stores' queries select).
+    pub fn matches(&self, summary: &ExecutionSummary) -> bool {
+        let outcome = summary.outcome;
+        self.complete
+            .is_none_or(|c| outcome.is_some_and(|o| o.is_complete() == c))
+            && self
+                .reason
+                .is_none_or(|r| outcome.is_some_and(|o| o.reason_str() == r.reason_str()))
+            && self.min_steps.is_none_or(|n| summary.steps >= n)
+    }
+}
+
 /// The records of executions: what a run appends, replays and reports. Every method is atomic
 /// on its own.
 #[async_trait]
@@ -219,6 +331,14 @@ pub trait Journal: Send + Sync {
 
     /// The report of `execution`, if it ended.
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError>;
+
+    /// The executions of the journal that pass `filter`, oldest first, one summary each (what
+    /// `terminus runs` lists). Durable stores select in SQL, reading each execution's row, its
+    /// stop entry and its entry counts, never its whole journal.
+    async fn executions(
+        &self,
+        filter: &ExecutionFilter,
+    ) -> Result<Vec<ExecutionSummary>, StoreError>;
 }
 
 /// Who runs an execution: one worker at a time, under a lease.
@@ -301,6 +421,8 @@ impl<T: Journal + Claims + Queue + Cells + ?Sized> Store for T {}
 
 #[derive(Debug, Default)]
 struct Execution {
+    /// Creation order, for listing oldest first.
+    created: u64,
     spec: Option<RunSpec>,
     /// In key order.
     records: BTreeMap<Key, Arc<Record>>,
@@ -315,6 +437,8 @@ struct Execution {
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     executions: Arc<Mutex<HashMap<String, Execution>>>,
+    /// Executions created so far (each one's `created`).
+    created: Arc<std::sync::atomic::AtomicU64>,
     cells: Arc<Mutex<HashMap<String, Cell>>>,
 }
 
@@ -337,7 +461,17 @@ impl MemoryStore {
     fn with_execution<T>(&self, execution: &str, f: impl FnOnce(&mut Execution) -> T) -> T {
         self.with(|all| match all.get_mut(execution) {
             Some(e) => f(e),
-            None => f(all.entry(execution.to_owned()).or_default()),
+            None => {
+                let created = self
+                    .created
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                f(all
+                    .entry(execution.to_owned())
+                    .or_insert_with(|| Execution {
+                        created,
+                        ..Execution::default()
+                    }))
+            }
         })
     }
 }
@@ -434,6 +568,81 @@ impl Journal for MemoryStore {
 
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
         Ok(self.with(|all| all.get(execution).and_then(|e| e.report.clone())))
+    }
+
+    async fn executions(
+        &self,
+        filter: &ExecutionFilter,
+    ) -> Result<Vec<ExecutionSummary>, StoreError> {
+        let now = Instant::now();
+        let mut listed: Vec<(u64, ExecutionSummary)> = self.with(|all| {
+            all.iter()
+                .map(|(id, e)| (e.created, summary(id, e, now)))
+                .filter(|(_, s)| filter.matches(s))
+                .collect()
+        });
+        listed.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.execution.cmp(&b.1.execution))
+        });
+        Ok(listed.into_iter().map(|(_, s)| s).collect())
+    }
+}
+
+/// The summary of an execution of the memory store, as the durable stores' query makes it.
+fn summary(id: &str, e: &Execution, now: Instant) -> ExecutionSummary {
+    let count = |f: fn(&Entry) -> bool| {
+        let n = e.records.values().filter(|r| f(&r.entry)).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    let stop = e.records.values().rev().find_map(|r| match &r.entry {
+        Entry::Stop(stop) => Some(stop),
+        _ => None,
+    });
+    let (outcome, rule, steps, model_calls, tool_calls) = match (&e.report, stop) {
+        (Some(r), _) => (
+            Some(r.outcome),
+            Some(r.rule),
+            r.steps,
+            r.model_calls,
+            r.tool_calls,
+        ),
+        (None, Some(s)) => (
+            Some(s.outcome),
+            Some(s.rule),
+            s.stats.steps,
+            s.stats.model_calls,
+            s.stats.tool_calls,
+        ),
+        (None, None) => (
+            None,
+            None,
+            count(|e| matches!(e, Entry::Transition(_))),
+            count(|e| matches!(e, Entry::Assistant(_) | Entry::ModelError { .. })),
+            count(|e| matches!(e, Entry::ToolCall { .. })),
+        ),
+    };
+    let status = if e.failure.is_some() {
+        ExecutionStatus::Failed
+    } else if outcome.is_some() {
+        ExecutionStatus::Ended
+    } else if e.claim.as_ref().is_some_and(|(_, expires)| *expires > now) {
+        ExecutionStatus::Running
+    } else if e.records.is_empty() {
+        ExecutionStatus::Waiting
+    } else {
+        ExecutionStatus::Interrupted
+    };
+    ExecutionSummary {
+        execution: id.to_owned(),
+        name: e.spec.as_ref().and_then(|s| s.name.clone()),
+        status,
+        outcome,
+        rule,
+        steps,
+        model_calls,
+        tool_calls,
+        entries: u64::try_from(e.records.len()).unwrap_or(u64::MAX),
     }
 }
 

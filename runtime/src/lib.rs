@@ -63,8 +63,8 @@ pub use crate::driver::{Replayed, Resume, Run, Setup};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
 pub use crate::journal::{
-    Appended, Cause, Cell, Cells, Claims, Failure, Journal, Lease, MemoryStore, Queue, RunSpec,
-    Store, StoreError,
+    Appended, Cause, Cell, Cells, Claims, ExecutionFilter, ExecutionStatus, ExecutionSummary,
+    Failure, Journal, Lease, MemoryStore, Queue, RunSpec, Store, StoreError,
 };
 pub use crate::kill::KillSwitch;
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use terminus_kernel::{Key, Policy, Record, ToolOutcome};
 use terminus_runtime::{
-    Appended, Cell, Cells, Claims, Failure, Fault, Journal, Lease, MemoryStore, Queue, Report, Run,
-    RunSpec, StoreError, Tool, ToolSet,
+    Appended, Cell, Cells, Claims, ExecutionFilter, ExecutionSummary, Failure, Fault, Journal,
+    Lease, MemoryStore, Queue, Report, Run, RunSpec, StoreError, Tool, ToolSet,
 };
 
 /// A memory store that counts appends (each one transaction in a durable store).
@@ -57,6 +57,12 @@ impl Journal for Counting {
     }
     async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
         self.inner.finish(execution, report).await
+    }
+    async fn executions(
+        &self,
+        filter: &ExecutionFilter,
+    ) -> Result<Vec<ExecutionSummary>, StoreError> {
+        self.inner.executions(filter).await
     }
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
         self.inner.report(execution).await

@@ -12,19 +12,22 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use terminus_kernel::{Entry, Key};
 use terminus_runtime::{BudgetWarning, Observer, Report, RuntimeConfig, Setup, Store, Transition};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
 mod agent;
 mod config;
+mod graph;
+mod inspect;
 mod job;
 mod orchestrate;
 mod record;
+mod runs;
+mod timeline;
 mod tools;
 
-const INVALID: u8 = 2;
+pub(crate) const INVALID: u8 = 2;
 pub(crate) const INTERNAL: u8 = 3;
 
 /// Terminus runs the LLM agent loop with every way of stopping made explicit, counted and
@@ -59,19 +62,20 @@ enum Cmd {
     /// for what is journaled. An execution another live worker holds exits 4; one that already
     /// ended runs nothing, prints its report and exits with its code.
     Resume(ResumeArgs),
-    /// Explain a run from its journal: the path it took, counters, the stop reason and the rule
-    /// that fired.
-    Inspect {
-        /// The journal: a SQLite file or a postgres:// URL.
-        #[arg(long, value_name = "PATH|URL")]
-        journal: String,
-        /// The execution id.
-        #[arg(long, value_name = "ID")]
-        execution: String,
-        /// Print the explanation as one line of JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Explain a run: the path it took with the rule at each step that was not the plain loop,
+    /// repeated verifier feedback, tools that failed or were excluded, every budget against its
+    /// limit, and one paragraph on why it stopped and what to change. The run is a stored
+    /// execution (--journal, --execution) or a scenario file run in memory (--scenario).
+    /// --svg also draws its timeline. Exit 0 once explained, 2 if there is no such execution.
+    Inspect(inspect::InspectArgs),
+    /// List the executions of a journal, oldest first, one a line: id, status (waiting,
+    /// running, interrupted, ended, failed), outcome, reason, steps, model calls, tool calls.
+    /// Filters: --outcome, --reason, --min-steps (like a trace tool's `wasAborted = true` or
+    /// `totalIterations >= 10`).
+    Runs(runs::RunsArgs),
+    /// Draw the machine from the kernel's own transition table: every state and, per rule, the
+    /// transitions it makes (mermaid by default, or Graphviz dot).
+    Graph(graph::GraphArgs),
     /// Poll the journal for runnable executions (submitted and never claimed, or whose worker's
     /// lease expired) and run each, scenario or live agent; one report line per execution on
     /// stdout. An execution that cannot be run here is marked failed with the reason (see
@@ -280,11 +284,9 @@ fn main() -> ExitCode {
             Cmd::Validate { files } => validate(&files),
             Cmd::Check { files } => check(&files).await,
             Cmd::Resume(args) => resume(args).await,
-            Cmd::Inspect {
-                journal,
-                execution,
-                json,
-            } => inspect(&journal, &execution, json).await,
+            Cmd::Inspect(args) => inspect::inspect(args).await,
+            Cmd::Runs(args) => runs::runs(args).await,
+            Cmd::Graph(args) => graph::graph(&args),
             Cmd::Worker(args) => worker(args).await,
             Cmd::Submit(args) => submit(args).await,
             Cmd::Agent(args) => agent::agent(args).await,
@@ -302,7 +304,10 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn open_store(journal: &str, durability: Durability) -> Result<Arc<dyn Store>, u8> {
+pub(crate) async fn open_store(
+    journal: &str,
+    durability: Durability,
+) -> Result<Arc<dyn Store>, u8> {
     terminus_store::open(journal, durability)
         .await
         .map_err(|e| {
@@ -432,7 +437,7 @@ fn finish(
     }
 }
 
-fn code_of_store_error(e: &terminus_runtime::StoreError) -> u8 {
+pub(crate) fn code_of_store_error(e: &terminus_runtime::StoreError) -> u8 {
     terminus_runtime::RunError::Store(e.clone()).exit_code()
 }
 
@@ -651,146 +656,6 @@ async fn give_up(store: &dyn Store, lease: &terminus_runtime::Lease, why: job::U
     if let Err(e) = store.fail(lease, &failure).await {
         eprintln!("terminus: execution {execution}: cannot mark it failed: {e}");
     }
-}
-
-async fn inspect(journal: &str, execution: &str, json: bool) -> u8 {
-    let store = match open_store(journal, Durability::Process).await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
-    match explain(store.as_ref(), execution).await {
-        Ok(explanation) => {
-            let mut out = std::io::stdout().lock();
-            let _ = if json {
-                writeln!(out, "{}", explanation.json)
-            } else {
-                write!(out, "{}", explanation.text)
-            };
-            0
-        }
-        Err(code) => code,
-    }
-}
-
-struct Explanation {
-    text: String,
-    json: serde_json::Value,
-}
-
-/// Reads the journal page by page: the path (one line per transition), the counters, the stop.
-async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> {
-    use std::fmt::Write as _;
-    let fail = |e: terminus_runtime::StoreError| {
-        eprintln!("terminus: {e}");
-        code_of_store_error(&e)
-    };
-    let Some(spec) = store.spec(execution).await.map_err(fail)? else {
-        eprintln!("terminus: no execution `{execution}` in the journal");
-        return Err(INVALID);
-    };
-    let report = store.report(execution).await.map_err(fail)?;
-    let failure = store.failure(execution).await.map_err(fail)?;
-    let conflicts = store.conflicts(execution).await.map_err(fail)?;
-    let mut text = String::new();
-    let _ = writeln!(text, "execution {execution}");
-    if let Some(name) = &spec.name {
-        let _ = writeln!(text, "scenario  {name}");
-    }
-    let _ = writeln!(text, "task      {}", spec.task);
-    let mut trace = Vec::new();
-    let mut stop = None;
-    let mut entries = 0u64;
-    let mut kinds: std::collections::BTreeMap<&'static str, u64> = Default::default();
-    let mut after: Option<Key> = None;
-    loop {
-        let page = store.page(execution, after, 512).await.map_err(fail)?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.key);
-        for record in &page {
-            entries += 1;
-            *kinds.entry(record.entry.kind()).or_default() += 1;
-            match &record.entry {
-                Entry::Transition(step) => trace.push(*step),
-                Entry::Stop(s) => stop = Some(s.clone()),
-                _ => {}
-            }
-        }
-    }
-    let _ = writeln!(text, "path:");
-    for step in &trace {
-        let _ = writeln!(text, "  {step}");
-    }
-    let status = match (&failure, &report, &stop) {
-        (Some(f), _, _) => format!(
-            "failed (exit {}): {} (worker {} gave up on it; it is not run again)",
-            f.exit_code, f.reason, f.worker
-        ),
-        (None, Some(_), _) => "ended".into(),
-        (None, None, Some(_)) => "stopped (report not yet stored; resume to store it)".into(),
-        (None, None, None) if entries == 0 => {
-            "waiting (submitted; a `terminus worker` on this journal runs it)".into()
-        }
-        (None, None, None) => "interrupted (resume to continue)".into(),
-    };
-    let _ = writeln!(text, "status    {status}");
-    if let Some(s) = &stop {
-        let _ = writeln!(
-            text,
-            "outcome   {} (rule {}: {} when {}; {})",
-            s.outcome,
-            s.rule.name(),
-            s.rule.spec().input,
-            s.rule.spec().guard,
-            s.rule.spec().cites
-        );
-        let st = &s.stats;
-        let _ = writeln!(
-            text,
-            "counters  steps {} · model calls {} · tool calls {} · tool failures {} · nudges {} · \
-             no-ops {} · empty replies {} · verification failures {}",
-            st.steps,
-            st.model_calls,
-            st.tool_calls,
-            st.tool_failures,
-            st.nudges,
-            st.no_ops,
-            st.empty_responses,
-            st.verification_failures
-        );
-        if let Some(result) = &s.result {
-            let _ = writeln!(text, "result    {result}");
-        }
-    }
-    let _ = writeln!(
-        text,
-        "entries   {entries} ({})",
-        kinds
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(
-        text,
-        "conflicts {conflicts} (claims refused or leases lost: each an exit 4 for some process)"
-    );
-    let json = serde_json::json!({
-        "execution": execution,
-        "name": spec.name,
-        "task": spec.task,
-        "status": if failure.is_some() { "failed" } else if report.is_some() { "ended" } else if stop.is_some() { "stopped" } else if entries == 0 { "waiting" } else { "interrupted" },
-        "failure": failure,
-        "outcome": stop.as_ref().map(|s| s.outcome.outcome_str()),
-        "reason": stop.as_ref().map(|s| s.outcome.reason_str()),
-        "rule": stop.as_ref().map(|s| s.rule.name()),
-        "stats": stop.as_ref().map(|s| s.stats),
-        "result": stop.as_ref().and_then(|s| s.result.clone()),
-        "entries": entries,
-        "entry_kinds": kinds,
-        "conflicts": conflicts,
-        "trace": trace,
-    });
-    Ok(Explanation { text, json })
 }
 
 fn print_report(report: &Report, json: bool) {

@@ -37,6 +37,45 @@ pub struct ExecutionRow {
     pub conflicts: u64,
 }
 
+/// The filter of [`Backend::executions`], in the stored words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only executions whose outcome is this (`complete` or `aborted`).
+    pub outcome: Option<String>,
+    /// Only executions whose stop reason is this (e.g. `max_steps`).
+    pub reason: Option<String>,
+    /// Only executions with at least this many steps.
+    pub min_steps: i64,
+}
+
+/// One execution as [`Backend::executions`] lists it: its row, what its report (or, without
+/// one, its stop entry) says, and counts of its entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedRow {
+    /// The execution id.
+    pub id: String,
+    /// The spec's `name`, if any.
+    pub name: Option<String>,
+    /// A worker holds an unexpired claim.
+    pub live: bool,
+    /// A worker marked it failed.
+    pub failed: bool,
+    /// `complete` or `aborted`, from the report or the stop entry.
+    pub outcome: Option<String>,
+    /// The stop reason, from the report or the stop entry.
+    pub reason: Option<String>,
+    /// The rule that ended it.
+    pub rule: Option<String>,
+    /// Steps: the report's, the stop entry's, or the transitions journaled.
+    pub steps: i64,
+    /// Model calls: the report's, the stop entry's, or the model answers journaled.
+    pub model_calls: i64,
+    /// Tool executions: the report's, the stop entry's, or the intents journaled.
+    pub tool_calls: i64,
+    /// Entries stored.
+    pub entries: i64,
+}
+
 /// What a claim's compare-and-set found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claimed {
@@ -122,6 +161,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Marks the execution failed and frees the claim, if `worker` holds it and it is not done;
     /// false otherwise.
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault>;
+
+    /// The executions that pass `filter`, oldest first (one query).
+    async fn executions(&self, filter: &ListFilter) -> Result<Vec<ListedRow>, Fault>;
 
     /// The cell under `key`: its version and its body (JSON).
     async fn cell(&self, key: &str) -> Result<Option<(u64, String)>, Fault>;

@@ -3,15 +3,15 @@
 //! [`Report`] and the [`Failure`] as JSON in the execution's row, and every failure names the
 //! journal and what was being done.
 
-use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry};
+use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_kernel::{Entry, Key, Record};
+use terminus_kernel::{Entry, Key, Outcome, Record, Rule};
 use terminus_runtime::{
-    Appended, Cause, Cell, Cells, Claims, Failure, Journal, Lease, Queue, Report, RunSpec,
-    StoreError,
+    Appended, Cause, Cell, Cells, Claims, ExecutionFilter, ExecutionStatus, ExecutionSummary,
+    Failure, Journal, Lease, Queue, Report, RunSpec, StoreError,
 };
 
 /// A journal store on a database [`Backend`]: [`crate::SqliteStore`] and
@@ -75,6 +75,54 @@ impl<B: Backend> Durable<B> {
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| self.corrupt(format!("the {what} of execution `{execution}`: {e}")))
+    }
+
+    /// The summary of a listed row; stored words this build does not know are corrupt data.
+    fn summary(&self, row: ListedRow) -> Result<ExecutionSummary, StoreError> {
+        let id = row.id;
+        let corrupt = |what: String| self.corrupt(format!("execution `{id}`: {what}"));
+        let outcome = match (&row.outcome, &row.reason) {
+            (Some(outcome), Some(reason)) => Some(
+                serde_json::from_value::<Outcome>(
+                    serde_json::json!({ "outcome": outcome, "reason": reason }),
+                )
+                .map_err(|e| corrupt(format!("outcome `{outcome}` ({reason}): {e}")))?,
+            ),
+            _ => None,
+        };
+        let rule = row
+            .rule
+            .map(|r| {
+                serde_json::from_value::<Rule>(serde_json::Value::String(r.clone()))
+                    .map_err(|e| corrupt(format!("rule `{r}`: {e}")))
+            })
+            .transpose()?;
+        let count = |n: i64, what: &str| {
+            u32::try_from(n).map_err(|_| corrupt(format!("{what} out of range ({n})")))
+        };
+        let status = if row.failed {
+            ExecutionStatus::Failed
+        } else if outcome.is_some() {
+            ExecutionStatus::Ended
+        } else if row.live {
+            ExecutionStatus::Running
+        } else if row.entries == 0 {
+            ExecutionStatus::Waiting
+        } else {
+            ExecutionStatus::Interrupted
+        };
+        Ok(ExecutionSummary {
+            name: row.name,
+            status,
+            outcome,
+            rule,
+            steps: count(row.steps, "steps")?,
+            model_calls: count(row.model_calls, "model calls")?,
+            tool_calls: count(row.tool_calls, "tool calls")?,
+            entries: u64::try_from(row.entries)
+                .map_err(|_| corrupt(format!("entries out of range ({})", row.entries)))?,
+            execution: id.clone(),
+        })
     }
 
     fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
@@ -231,6 +279,25 @@ impl<B: Backend> Journal for Durable<B> {
 
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
         self.column(execution, "report", |r| r.report).await
+    }
+
+    async fn executions(
+        &self,
+        filter: &ExecutionFilter,
+    ) -> Result<Vec<ExecutionSummary>, StoreError> {
+        let list = ListFilter {
+            outcome: filter
+                .complete
+                .map(|c| if c { "complete" } else { "aborted" }.to_owned()),
+            reason: filter.reason.map(|r| r.reason_str().to_owned()),
+            min_steps: i64::from(filter.min_steps.unwrap_or(0)),
+        };
+        let rows = self
+            .backend
+            .executions(&list)
+            .await
+            .map_err(|f| self.fault(f, || "list the executions".to_owned()))?;
+        rows.into_iter().map(|row| self.summary(row)).collect()
     }
 }
 

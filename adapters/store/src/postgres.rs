@@ -4,7 +4,7 @@
 //! again and the statement retried once: every statement here may run twice (appends skip
 //! stored keys, claims by the same worker succeed again).
 
-use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry};
+use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
 use crate::durable::{Durable, store_error};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -18,6 +18,38 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres_003_conflicts.sql"),
     include_str!("../migrations/postgres_004_cells.sql"),
 ];
+
+/// The executions (`Backend::executions`): each one's row, what its report or else its stop
+/// entry says, and else counts of its journal (transitions, model answers, tool intents).
+/// Parameters: outcome, reason, min steps.
+const LIST: &str = "
+SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries
+FROM (
+  SELECT e.id AS id, e.created AS created,
+    e.spec::jsonb ->> 'name' AS name,
+    (e.worker IS NOT NULL AND e.lease_until >= now()) AS live,
+    (e.failure IS NOT NULL) AS failed,
+    COALESCE(e.report::jsonb ->> 'outcome', s.body::jsonb ->> 'outcome') AS outcome,
+    COALESCE(e.report::jsonb ->> 'reason', s.body::jsonb ->> 'reason') AS reason,
+    COALESCE(e.report::jsonb ->> 'rule', s.body::jsonb ->> 'rule') AS rule,
+    COALESCE((e.report::jsonb ->> 'steps')::bigint, (s.body::jsonb -> 'stats' ->> 'steps')::bigint,
+      (SELECT count(*) FROM terminus_entries t
+       WHERE t.execution = e.id AND t.kind = 'transition')) AS steps,
+    COALESCE((e.report::jsonb ->> 'model_calls')::bigint,
+      (s.body::jsonb -> 'stats' ->> 'model_calls')::bigint,
+      (SELECT count(*) FROM terminus_entries t
+       WHERE t.execution = e.id AND t.kind IN ('assistant', 'model_error'))) AS model_calls,
+    COALESCE((e.report::jsonb ->> 'tool_calls')::bigint,
+      (s.body::jsonb -> 'stats' ->> 'tool_calls')::bigint,
+      (SELECT count(*) FROM terminus_entries t
+       WHERE t.execution = e.id AND t.kind = 'tool_call')) AS tool_calls,
+    (SELECT count(*) FROM terminus_entries t WHERE t.execution = e.id) AS entries
+  FROM terminus_executions e
+  LEFT JOIN terminus_entries s ON s.execution = e.id AND s.kind = 'stop'
+) listed
+WHERE ($1::text IS NULL OR outcome = $1) AND ($2::text IS NULL OR reason = $2)
+  AND steps >= $3::bigint
+ORDER BY created, id";
 
 /// A journal in a PostgreSQL database, shared by many workers.
 pub type PostgresStore = Durable<Postgres>;
@@ -482,6 +514,31 @@ impl Backend for Postgres {
                 )
                 .await?;
             Ok::<_, Fault>(n == 1)
+        })
+    }
+
+    async fn executions(&self, filter: &ListFilter) -> Result<Vec<ListedRow>, Fault> {
+        retrying!(self, c => async {
+            let rows = c
+                .query(LIST, &[&filter.outcome, &filter.reason, &filter.min_steps])
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(ListedRow {
+                        id: col(r, 0)?,
+                        name: col(r, 1)?,
+                        live: col(r, 2)?,
+                        failed: col(r, 3)?,
+                        outcome: col(r, 4)?,
+                        reason: col(r, 5)?,
+                        rule: col(r, 6)?,
+                        steps: col(r, 7)?,
+                        model_calls: col(r, 8)?,
+                        tool_calls: col(r, 9)?,
+                        entries: col(r, 10)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, Fault>>()
         })
     }
 

@@ -2,7 +2,9 @@
 //! tokio's blocking pool, never on the async executor (a write can wait up to the busy timeout
 //! for another process's transaction).
 
-use crate::backend::{Backend, Claimed, ExecutionRow, Fault, RawEntry, millis, now_ms};
+use crate::backend::{
+    Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry, millis, now_ms,
+};
 use crate::durable::Durable;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -27,6 +29,34 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_003_conflicts.sql"),
     include_str!("../migrations/sqlite_004_cells.sql"),
 ];
+
+/// The executions (`Backend::executions`): each one's row, what its report or else its stop
+/// entry says, and else counts of its journal (transitions, model answers, tool intents).
+/// Parameters: now (ms), outcome, reason, min steps.
+const LIST: &str = "
+SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries
+FROM (
+  SELECT e.id AS id, e.created_ms AS created,
+    json_extract(e.spec, '$.name') AS name,
+    (e.worker IS NOT NULL AND e.lease_until_ms >= ?1) AS live,
+    (e.failure IS NOT NULL) AS failed,
+    COALESCE(json_extract(e.report, '$.outcome'), json_extract(s.body, '$.outcome')) AS outcome,
+    COALESCE(json_extract(e.report, '$.reason'), json_extract(s.body, '$.reason')) AS reason,
+    COALESCE(json_extract(e.report, '$.rule'), json_extract(s.body, '$.rule')) AS rule,
+    COALESCE(json_extract(e.report, '$.steps'), json_extract(s.body, '$.stats.steps'),
+      (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'transition'))
+      AS steps,
+    COALESCE(json_extract(e.report, '$.model_calls'), json_extract(s.body, '$.stats.model_calls'),
+      (SELECT count(*) FROM entries t
+       WHERE t.execution = e.id AND t.kind IN ('assistant', 'model_error'))) AS model_calls,
+    COALESCE(json_extract(e.report, '$.tool_calls'), json_extract(s.body, '$.stats.tool_calls'),
+      (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'tool_call'))
+      AS tool_calls,
+    (SELECT count(*) FROM entries t WHERE t.execution = e.id) AS entries
+  FROM executions e LEFT JOIN entries s ON s.execution = e.id AND s.kind = 'stop'
+)
+WHERE (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR reason = ?3) AND steps >= ?4
+ORDER BY created, id";
 
 /// How long a statement waits for another process's write transaction.
 const BUSY: Duration = Duration::from_secs(10);
@@ -444,6 +474,33 @@ impl Backend for Sqlite {
                 params![execution, worker, failure],
             )?;
             Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn executions(&self, filter: &ListFilter) -> Result<Vec<ListedRow>, Fault> {
+        let filter = filter.clone();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(LIST)?;
+            let rows = stmt.query_map(
+                params![now_ms(), filter.outcome, filter.reason, filter.min_steps],
+                |r| {
+                    Ok(ListedRow {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        live: r.get(2)?,
+                        failed: r.get(3)?,
+                        outcome: r.get(4)?,
+                        reason: r.get(5)?,
+                        rule: r.get(6)?,
+                        steps: r.get(7)?,
+                        model_calls: r.get(8)?,
+                        tool_calls: r.get(9)?,
+                        entries: r.get(10)?,
+                    })
+                },
+            )?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
         .await
     }

@@ -242,6 +242,253 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     claims(store, &unique(&format!("{prefix}-claims"))).await;
     fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
     cells(store, &unique(&format!("{prefix}-cell"))).await;
+    listings(store, &unique(&format!("{prefix}-list"))).await;
+}
+
+fn stats(steps: u32, model_calls: u32, tool_calls: u32) -> terminus_kernel::Stats {
+    let mut s = terminus_kernel::Stats::default();
+    s.steps = steps;
+    s.model_calls = model_calls;
+    s.tool_calls = tool_calls;
+    s
+}
+
+fn entry(checkpoint: u32, index: u32, entry: Entry) -> Arc<Record> {
+    Arc::new(Record {
+        key: Key::new(checkpoint, index),
+        entry,
+    })
+}
+
+/// Listing executions: one of each status, in creation order, with the counts of its report, of
+/// its stop entry, or of its journal; and the filters of `terminus runs`.
+pub async fn listings(store: &dyn Store, base: &str) {
+    use terminus_kernel::{
+        AbortReason, CompleteReason, Input, ModelTurn, Outcome, Phase, Rule, StepRecord, Stop,
+        ToolCall, TurnKind,
+    };
+    use terminus_runtime::{ExecutionFilter, ExecutionStatus};
+    let id = |i: u32, what: &str| format!("{base}-{i}-{what}");
+    let lease = Duration::from_secs(60);
+    let task = || entry(0, 0, Entry::User { task: "t".into() });
+    let turn = || {
+        entry(
+            1,
+            0,
+            Entry::Assistant(ModelTurn {
+                text: "on it".into(),
+                ..ModelTurn::default()
+            }),
+        )
+    };
+    let step = entry(
+        1,
+        1,
+        Entry::Transition(StepRecord {
+            step: 1,
+            from: Phase::Exploring,
+            to: Phase::Acting,
+            input: Input::Turn {
+                kind: TurnKind::Tools {
+                    runnable: 1,
+                    refused: 0,
+                },
+                input_tokens: 0,
+                output_tokens: 0,
+            },
+            rule: Rule::ToolTurn,
+        }),
+    );
+    let intent = entry(
+        1,
+        16,
+        Entry::ToolCall {
+            call: ToolCall {
+                id: "c1".into(),
+                name: "search".into(),
+                arguments: serde_json::json!({}),
+            },
+            idempotent: true,
+        },
+    );
+    let mut named = spec();
+    named.name = Some("listed".into());
+
+    // 1: waiting (created, never run).
+    assert!(
+        store
+            .create(&id(1, "waiting"), &named)
+            .await
+            .expect("create")
+    );
+    // 2: interrupted (a step journaled, nobody holds it).
+    let interrupted = id(2, "interrupted");
+    assert!(store.create(&interrupted, &spec()).await.expect("create"));
+    store
+        .append_all(
+            &interrupted,
+            vec![task(), turn(), step.clone(), intent.clone()],
+        )
+        .await
+        .expect("append");
+    // 3: ended by its stop entry, the report never stored.
+    let stopped = id(3, "stopped");
+    assert!(store.create(&stopped, &spec()).await.expect("create"));
+    let stop = Stop {
+        outcome: Outcome::Aborted(AbortReason::MaxSteps),
+        rule: Rule::StepBudget,
+        result: None,
+        stats: stats(2, 3, 1),
+        excluded_tools: Vec::new(),
+    };
+    store
+        .append_all(
+            &stopped,
+            vec![task(), turn(), entry(2, 15, Entry::Stop(stop))],
+        )
+        .await
+        .expect("append");
+    // 4: ended with its report.
+    let ended = id(4, "ended");
+    assert!(store.create(&ended, &spec()).await.expect("create"));
+    store.append(&ended, task()).await.expect("append");
+    let mut done = report(&ended);
+    done.steps = 12;
+    done.model_calls = 6;
+    done.tool_calls = 5;
+    store.finish(&ended, &done).await.expect("finish");
+    // 5: failed by a worker.
+    let failed = id(5, "failed");
+    assert!(store.create(&failed, &spec()).await.expect("create"));
+    let l = store.claim(&failed, "w1", lease).await.expect("claim");
+    store.fail(&l, &failure()).await.expect("fail");
+    // 6: running (claimed, a step journaled).
+    let running = id(6, "running");
+    assert!(store.create(&running, &spec()).await.expect("create"));
+    store
+        .append_all(&running, vec![task(), turn(), step, intent])
+        .await
+        .expect("append");
+    let _held = store.claim(&running, "w2", lease).await.expect("claim");
+
+    let mine = |filter: ExecutionFilter| async move {
+        store
+            .executions(&filter)
+            .await
+            .expect("list")
+            .into_iter()
+            .filter(|s| s.execution.starts_with(base))
+            .collect::<Vec<_>>()
+    };
+    let all = mine(ExecutionFilter::all()).await;
+    type Seen<'a> = (
+        &'a str,
+        ExecutionStatus,
+        Option<&'a str>,
+        u32,
+        u32,
+        u32,
+        u64,
+    );
+    let seen: Vec<Seen<'_>> = all
+        .iter()
+        .map(|s| {
+            (
+                &s.execution[base.len() + 1..],
+                s.status,
+                s.outcome.map(|o| o.reason_str()),
+                s.steps,
+                s.model_calls,
+                s.tool_calls,
+                s.entries,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("1-waiting", ExecutionStatus::Waiting, None, 0, 0, 0, 0),
+            (
+                "2-interrupted",
+                ExecutionStatus::Interrupted,
+                None,
+                1,
+                1,
+                1,
+                4
+            ),
+            (
+                "3-stopped",
+                ExecutionStatus::Ended,
+                Some("max_steps"),
+                2,
+                3,
+                1,
+                3
+            ),
+            (
+                "4-ended",
+                ExecutionStatus::Ended,
+                Some("answered"),
+                12,
+                6,
+                5,
+                1
+            ),
+            ("5-failed", ExecutionStatus::Failed, None, 0, 0, 0, 0),
+            ("6-running", ExecutionStatus::Running, None, 1, 1, 1, 4),
+        ]
+    );
+    assert_eq!(all[0].name.as_deref(), Some("listed"));
+    assert_eq!(all[1].name, None);
+    assert_eq!(all[2].rule, Some(Rule::StepBudget));
+    assert_eq!(all[3].rule, Some(Rule::ClaimAnswered));
+
+    let ids = |list: Vec<terminus_runtime::ExecutionSummary>| {
+        list.into_iter()
+            .map(|s| s.execution[base.len() + 1..].to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(mine(ExecutionFilter::all().complete(false)).await),
+        ["3-stopped"],
+        "aborted"
+    );
+    assert_eq!(
+        ids(mine(ExecutionFilter::all().complete(true)).await),
+        ["4-ended"],
+        "complete"
+    );
+    assert_eq!(
+        ids(mine(ExecutionFilter::all().reason(Outcome::Aborted(AbortReason::MaxSteps))).await),
+        ["3-stopped"],
+        "reason"
+    );
+    assert!(
+        ids(mine(ExecutionFilter::all().reason(Outcome::Complete(CompleteReason::Verified))).await)
+            .is_empty(),
+        "no execution of mine was verified"
+    );
+    assert_eq!(
+        ids(mine(ExecutionFilter::all().min_steps(2)).await),
+        ["3-stopped", "4-ended"],
+        "min steps"
+    );
+    assert_eq!(
+        ids(mine(
+            ExecutionFilter::all()
+                .complete(true)
+                .reason(Outcome::Complete(CompleteReason::Answered))
+                .min_steps(13)
+        )
+        .await),
+        Vec::<String>::new(),
+        "filters combine"
+    );
+    // Every listed summary passes its own filter as the stores' queries apply it.
+    for s in &all {
+        assert!(ExecutionFilter::all().matches(s));
+    }
 }
 
 /// Cells: absent until written, then versioned; a write naming a stale version (or creating a
