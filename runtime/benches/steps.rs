@@ -11,92 +11,14 @@
 //! Run: `cargo bench -p terminus-runtime --bench steps`. After criterion's own report, a summary
 //! prints the median of repeated runs per agent step at each size and the 1,000 / 10 ratio.
 
-use async_trait::async_trait;
+mod workload;
+
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
-use serde_json::{Value, json};
 use std::hint::black_box;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use terminus_kernel::{ModelTurn, Policy, ToolCall, ToolOutcome};
-use terminus_runtime::{
-    Fault, MemoryStore, Model, ModelError, ModelRequest, Report, Run, Tool, ToolSet,
-};
+use workload::{execute, runtime, setup};
 
 const SIZES: [u32; 3] = [10, 100, 1000];
-
-/// Calls `echo` with a new argument `turns` times, then answers.
-struct Fake {
-    turns: u32,
-    calls: AtomicU32,
-}
-
-#[async_trait]
-impl Model for Fake {
-    async fn complete(&self, _request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        if n < self.turns {
-            Ok(ModelTurn {
-                tool_calls: vec![ToolCall {
-                    id: String::new(),
-                    name: "echo".into(),
-                    arguments: json!({ "n": n }),
-                }],
-                ..ModelTurn::default()
-            })
-        } else {
-            Ok(ModelTurn {
-                text: "done".into(),
-                needs_more_work: Some(false),
-                ..ModelTurn::default()
-            })
-        }
-    }
-}
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault> {
-        Ok(ToolOutcome::Ok(arguments))
-    }
-}
-
-fn policy(turns: u32) -> Policy {
-    Policy {
-        max_steps: 2 * turns + 10,
-        max_model_calls: turns + 5,
-        ..Policy::default()
-    }
-}
-
-/// A run of `turns` agent steps, and the store the host keeps.
-fn setup(turns: u32) -> (Run, Arc<MemoryStore>) {
-    let model = Arc::new(Fake {
-        turns,
-        calls: AtomicU32::new(0),
-    });
-    let store = Arc::new(MemoryStore::new());
-    let run = Run::new("Echo things.", policy(turns), model)
-        .tools(ToolSet::new().with("echo", Arc::new(Echo)))
-        .store(store.clone());
-    (run, store)
-}
-
-fn execute(rt: &tokio::runtime::Runtime, run: Run, turns: u32) -> Report {
-    let report = rt.block_on(run.execute()).expect("a report");
-    assert_eq!(report.tool_calls, turns, "every turn ran its echo call");
-    assert!(report.is_complete(), "{report:?}");
-    report
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 fn criterion_group(c: &mut Criterion) {
     let rt = runtime();

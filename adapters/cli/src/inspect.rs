@@ -24,7 +24,7 @@ use terminus_kernel::{
     AbortReason, CompleteReason, Entry, Key, ModelErrorKind, Notice, NudgeKind, Outcome, Phase,
     Policy, Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
 };
-use terminus_runtime::{Failure, MemoryStore, Report, RunSpec, Store, StoreError};
+use terminus_runtime::{BudgetWarning, Failure, MemoryStore, Report, RunSpec, Store, StoreError};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -359,6 +359,8 @@ pub(crate) struct Explanation {
     pub(crate) result: Option<String>,
     /// Every bound of the policy against what the run spent.
     pub(crate) budgets: Vec<Budget>,
+    /// Budgets that passed 80 % while the run went on (from its report).
+    pub(crate) warnings: Vec<BudgetWarning>,
     /// The path, a step a line, with what happened at each.
     pub(crate) path: Vec<PathStep>,
     /// Every transition, as the kernel records it.
@@ -695,6 +697,10 @@ impl Builder {
                 .and_then(|s| s.result.clone())
                 .or_else(|| stored.report.and_then(|r| r.result.clone())),
             budgets,
+            warnings: stored
+                .report
+                .map(|r| r.warnings.clone())
+                .unwrap_or_default(),
             trace: self.trace,
             path: self.path,
             verifier_feedback,
@@ -1360,6 +1366,9 @@ impl Explanation {
                 "  {:<31} {:>7} / {:<7} {}{mark}",
                 b.field, used, limit, b.counter
             );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(t, "  warned: {w}");
         }
         if !self.verifier_feedback.is_empty() {
             let _ = writeln!(t, "\nverifier feedback (what it said was missing):");

@@ -85,6 +85,11 @@ async fn a_live_agent_exports_its_spans_over_otlp_and_never_its_api_key() {
     let expected = 1 + model_calls + tool_calls + 1;
     let spans = receiver.wait_for_spans(expected, Duration::from_secs(10));
     assert_eq!(spans.len(), expected, "{spans:#?}");
+    eprintln!(
+        "exported {expected} spans: 1 run, {model_calls} chat, {tool_calls} execute_tool, 1 verify; \
+         {} steps",
+        report["steps"]
+    );
 
     let runs = named(&spans, "invoke_agent ");
     assert_eq!(runs.len(), 1);

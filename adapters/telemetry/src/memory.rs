@@ -29,7 +29,8 @@ impl SpanExporter for Memory {
 
 /// Runs `f` with the runtime's spans exported into memory (on this thread: run a
 /// current-thread tokio runtime inside `f`), and returns its value and the spans, each as it
-/// ended.
+/// ended. `tracing` caches a callsite's interest the first time it is hit: in a process that
+/// ran the runtime with no subscriber at all before, spans may be missed, so capture first.
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<SpanData>) {
     let memory = Memory::default();
     let provider = SdkTracerProvider::builder()
