@@ -4,29 +4,13 @@
 //!
 //! Bless after a reviewed change: `INSTA_UPDATE=always cargo test -p terminus-cli --test inspect`.
 
+mod common;
+
+use common::{run_terminus as terminus, scenario, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use terminus_kernel::{AbortReason, CompleteReason, Outcome};
-
-fn terminus(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn scenario(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../spec/scenarios")
-        .join(format!("{name}.json"))
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// One conformance scenario per stop reason, and one more for the reasons two rules can give
 /// (`no_progress`: no-ops or a loop; `tool_failures`: failing turns or only excluded tools;

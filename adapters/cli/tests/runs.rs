@@ -5,28 +5,8 @@
 mod common;
 
 use common::journal::{Journal, postgres, unique};
+use common::{run_terminus as terminus, scenario, text};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn terminus(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn scenario(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../spec/scenarios")
-        .join(format!("{name}.json"))
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 const RUN: [&str; 4] = [
     "plain-answer",

@@ -69,6 +69,23 @@ pub(crate) async fn terminus(args: Vec<String>) -> Output {
         .expect("the binary runs")
 }
 
+/// The `terminus` binary, run to its end with `args` (no test key: scenario runs need none).
+pub(crate) fn run_terminus(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// The path of the conformance scenario `name` (`spec/scenarios/{name}.json`).
+pub(crate) fn scenario(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../spec/scenarios")
+        .join(format!("{name}.json"))
+        .to_string_lossy()
+        .into_owned()
+}
+
 pub(crate) fn todos(status: &str) -> Value {
     json!({ "todos": [{ "content": "write plan.md", "status": status }] })
 }
