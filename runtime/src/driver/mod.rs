@@ -20,8 +20,7 @@ pub use run::{Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 
-use crate::budget::BudgetWarning;
-use crate::budget::Warned;
+use crate::budget::{BudgetWarning, Warned};
 use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, ContextWindow, Tokenizer};
 use crate::conversation::Conversation;
