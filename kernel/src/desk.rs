@@ -26,7 +26,7 @@ use crate::policy::{OnUnrecoverable, Policy};
 use crate::reason::Outcome;
 use crate::rule::Rule;
 use crate::stats::Stats;
-use crate::todo::{Todo, WRITE_TODOS, parse_todos};
+use crate::todo::{Todo, WRITE_TODOS, open_todos, parse_todos};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -583,18 +583,8 @@ impl Desk {
     }
 
     fn nudge(&self, policy: &Policy, kind: NudgeKind) -> Nudge {
-        let open_todos: Vec<String> = self
-            .todos
-            .iter()
-            .filter(|t| t.status.is_open())
-            .map(|t| t.content.clone())
-            .collect();
-        let missing_tools: Vec<String> = policy
-            .completion_requires
-            .iter()
-            .filter(|t| !self.ledger.succeeded(t))
-            .cloned()
-            .collect();
+        let open_todos = open_todos(&self.todos);
+        let missing_tools = self.ledger.missing(&policy.completion_requires);
         let mut text = String::from(match kind {
             NudgeKind::Incomplete => "You tried to finish, but the task is not done yet.",
             NudgeKind::VerifierRejected => "A check of your work found the task incomplete.",

@@ -77,6 +77,15 @@ impl Ledger {
         self.get(tool).is_some_and(|r| r.successes > 0)
     }
 
+    /// The tools of `required` that never succeeded (what rule 5 still waits for).
+    pub fn missing(&self, required: &[String]) -> Vec<String> {
+        required
+            .iter()
+            .filter(|t| !self.succeeded(t))
+            .cloned()
+            .collect()
+    }
+
     /// Why `tool` is excluded, if it is.
     pub fn exclusion(&self, tool: &str) -> Option<Exclusion> {
         self.get(tool).and_then(|r| r.excluded)

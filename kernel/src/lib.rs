@@ -134,4 +134,4 @@ pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyErro
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
 pub use crate::stats::{Stats, Streaks};
-pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, parse_todos};
+pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, open_todos, parse_todos};

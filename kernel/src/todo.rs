@@ -27,6 +27,15 @@ impl TodoStatus {
     }
 }
 
+/// The contents of the todos that block completion (pending or in progress), in order.
+pub fn open_todos(todos: &[Todo]) -> Vec<String> {
+    todos
+        .iter()
+        .filter(|t| t.status.is_open())
+        .map(|t| t.content.clone())
+        .collect()
+}
+
 /// One todo.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

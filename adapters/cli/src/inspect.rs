@@ -654,21 +654,16 @@ impl Builder {
             .collect();
         verifier_feedback.sort_by(|a, b| b.count.cmp(&a.count).then(a.steps.cmp(&b.steps)));
 
-        let open_todos: Vec<String> = match (machine, stored.report) {
+        let open_todos = terminus_kernel::open_todos(match (machine, stored.report) {
             (Some(m), _) => m.todos(),
             (None, Some(r)) => &r.todos[..],
             (None, None) => &[],
-        }
-        .iter()
-        .filter(|t| t.status.is_open())
-        .map(|t| t.content.clone())
-        .collect();
-        let missing_tools: Vec<String> = policy
-            .completion_requires
-            .iter()
-            .filter(|t| machine.is_none_or(|m| !m.ledger().succeeded(t)))
-            .cloned()
-            .collect();
+        });
+        // With no replayed machine, no required tool is known to have succeeded.
+        let missing_tools = machine.map_or_else(
+            || policy.completion_requires.clone(),
+            |m| m.ledger().missing(&policy.completion_requires),
+        );
 
         let budgets = budgets(
             policy,
