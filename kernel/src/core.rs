@@ -1,15 +1,15 @@
 //! The completion machine: one `statig` state machine over the abstract [`Input`] alphabet. Every
 //! rule of the machine is decided here.
 //!
-//! Shared storage holds the policy, the monotone [`Stats`] and the [`Streaks`]; the context is the
-//! [`Desk`], into which each state handler commits the accepted event and pushes the finished
-//! commands of its transition. Every accepted input is one step (see [`Core::step`]); every bound
+//! Shared storage holds the policy, the monotone [`Stats`] and the [`Streaks`]; the context is a
+//! [`Cx`]: the desk and the event being dispatched (borrowed), through which each state handler
+//! commits the accepted event and pushes the finished commands of its transition. Every accepted input is one step (see [`Core::step`]); every bound
 //! comes from the table in [`crate::limits`]; every non-terminal step strictly decreases
 //! [`Core::variant`] (checked by the machine after each step and by the model check).
 
 #![allow(missing_docs)] // the statig macro generates `State`/`Superstate` items
 
-use crate::desk::Desk;
+use crate::desk::Cx;
 use crate::input::{Batch, ErrorClass, Gate, Input, TurnKind};
 use crate::limits::{self, Limit};
 use crate::policy::{OnUnrecoverable, Policy};
@@ -153,7 +153,7 @@ impl Core {
     fn exploring(
         &mut self,
         finalizing: &mut Option<AbortReason>,
-        context: &mut Desk,
+        context: &mut Cx<'_, '_>,
         event: &Input,
     ) -> Out {
         let Some(budget) = *finalizing else {
@@ -179,13 +179,13 @@ impl Core {
 
     /// Guidance was sent; waiting for the model's next turn.
     #[state(superstate = "live")]
-    fn nudged(&mut self, context: &mut Desk, event: &Input) -> Out {
+    fn nudged(&mut self, context: &mut Cx<'_, '_>, event: &Input) -> Out {
         self.awaiting_model(context, event, State::nudged())
     }
 
     /// Tool calls issued; waiting for their results.
     #[state(superstate = "live")]
-    fn acting(&mut self, context: &mut Desk, event: &Input) -> Out {
+    fn acting(&mut self, context: &mut Cx<'_, '_>, event: &Input) -> Out {
         match event {
             Input::ToolResults(batch) => self.on_results(context, batch),
             _ => Super,
@@ -194,7 +194,7 @@ impl Core {
 
     /// A completion claim is with the verifier.
     #[state(superstate = "live")]
-    fn verifying(&mut self, context: &mut Desk, event: &Input) -> Out {
+    fn verifying(&mut self, context: &mut Cx<'_, '_>, event: &Input) -> Out {
         match *event {
             Input::Verdict { accepted } => self.on_verdict(context, accepted),
             _ => Super,
@@ -203,7 +203,7 @@ impl Core {
 
     /// Terminal: absorbs every event and says so.
     #[state]
-    fn complete(reason: &mut CompleteReason, context: &mut Desk) -> Out {
+    fn complete(reason: &mut CompleteReason, context: &mut Cx<'_, '_>) -> Out {
         let _ = reason;
         context.not_accepted = Some(Ignored::Terminal);
         Handled
@@ -211,7 +211,7 @@ impl Core {
 
     /// Terminal: absorbs every event and says so.
     #[state]
-    fn aborted(reason: &mut AbortReason, context: &mut Desk) -> Out {
+    fn aborted(reason: &mut AbortReason, context: &mut Cx<'_, '_>) -> Out {
         let _ = reason;
         context.not_accepted = Some(Ignored::Terminal);
         Handled
@@ -219,7 +219,7 @@ impl Core {
 
     /// Every live state: the kill switch, the clock, and events no state expects.
     #[superstate]
-    fn live(&mut self, context: &mut Desk, event: &Input) -> Out {
+    fn live(&mut self, context: &mut Cx<'_, '_>, event: &Input) -> Out {
         match *event {
             Input::Cancel => self.stop(
                 context,
@@ -284,7 +284,7 @@ impl Core {
     }
 
     /// `Exploring` and `Nudged`: a turn or a model error. `here` is where a retry waits.
-    fn awaiting_model(&mut self, cx: &mut Desk, event: &Input, here: State) -> Out {
+    fn awaiting_model(&mut self, cx: &mut Cx<'_, '_>, event: &Input, here: State) -> Out {
         match *event {
             Input::Turn {
                 kind,
@@ -301,7 +301,7 @@ impl Core {
         }
     }
 
-    fn on_turn(&mut self, cx: &mut Desk, kind: TurnKind, here: State) -> Out {
+    fn on_turn(&mut self, cx: &mut Cx<'_, '_>, kind: TurnKind, here: State) -> Out {
         match kind {
             TurnKind::Tools { runnable, refused } => {
                 self.stats.refused_calls = self.stats.refused_calls.saturating_add(refused);
@@ -340,7 +340,7 @@ impl Core {
                 if self.reached(&limits::NO_OPS) {
                     return self.stop_at(cx, &limits::NO_OPS);
                 }
-                cx.note_no_op(no_op);
+                cx.desk.note_no_op(no_op);
                 self.call_model(
                     cx,
                     Rule::NoOpContinue,
@@ -356,7 +356,7 @@ impl Core {
         }
     }
 
-    fn on_claim(&mut self, cx: &mut Desk, explicit: bool, gate: Gate) -> Out {
+    fn on_claim(&mut self, cx: &mut Cx<'_, '_>, explicit: bool, gate: Gate) -> Out {
         if gate.refuses() {
             // Rule 5: a claim with open todos or required tools not yet run is refused.
             if self.reached(&limits::NUDGES) {
@@ -368,7 +368,7 @@ impl Core {
             if let Some(spent) = self.budgets(cx, false) {
                 return spent;
             }
-            cx.verify();
+            cx.desk.verify();
             return self.step(cx, Rule::ClaimVerify, State::verifying());
         }
         // Rule 2: `needs_more_work` is tri-state; false is explicit, absent is a plain answer.
@@ -381,7 +381,7 @@ impl Core {
         }
     }
 
-    fn on_model_error(&mut self, cx: &mut Desk, class: ErrorClass, here: State) -> Out {
+    fn on_model_error(&mut self, cx: &mut Cx<'_, '_>, class: ErrorClass, here: State) -> Out {
         self.stats.model_errors += 1;
         match class {
             ErrorClass::Retryable { retry_after_ms } => {
@@ -406,7 +406,7 @@ impl Core {
         }
     }
 
-    fn on_results(&mut self, cx: &mut Desk, batch: &Batch) -> Out {
+    fn on_results(&mut self, cx: &mut Cx<'_, '_>, batch: &Batch) -> Out {
         // Results are facts: the ledger records them whatever happens next (rule 8).
         let (excluded, repetition) = cx.accept_results(&self.policy, batch);
         self.stats.tool_failures = self.stats.tool_failures.saturating_add(batch.failed);
@@ -436,10 +436,10 @@ impl Core {
             return spent;
         }
         if let Some(notice) = excluded {
-            cx.notice(notice);
+            cx.desk.notice(notice);
         }
         if first_repeat {
-            cx.loop_notice(&self.policy, repetition);
+            cx.desk.loop_notice(&self.policy, repetition);
         }
         self.send_call(
             cx,
@@ -449,7 +449,7 @@ impl Core {
         )
     }
 
-    fn on_verdict(&mut self, cx: &mut Desk, accepted: bool) -> Out {
+    fn on_verdict(&mut self, cx: &mut Cx<'_, '_>, accepted: bool) -> Out {
         cx.accept_verdict();
         self.stats.verifications += 1;
         if accepted {
@@ -471,14 +471,14 @@ impl Core {
     }
 
     /// One step: every accepted input takes exactly one.
-    fn step(&mut self, cx: &mut Desk, rule: Rule, target: State) -> Out {
+    fn step(&mut self, cx: &mut Cx<'_, '_>, rule: Rule, target: State) -> Out {
         self.stats.steps = self.stats.steps.saturating_add(1);
         cx.rule = Some(rule);
         Transition(target)
     }
 
     /// A terminal step.
-    fn stop(&mut self, cx: &mut Desk, rule: Rule, outcome: Outcome) -> Out {
+    fn stop(&mut self, cx: &mut Cx<'_, '_>, rule: Rule, outcome: Outcome) -> Out {
         let out = self.step(
             cx,
             rule,
@@ -487,19 +487,19 @@ impl Core {
                 Outcome::Aborted(reason) => State::aborted(reason),
             },
         );
-        cx.stop(rule, outcome, &self.stats);
+        cx.desk.stop(rule, outcome, &self.stats);
         out
     }
 
     /// The terminal step of a limit that fired.
-    fn stop_at(&mut self, cx: &mut Desk, limit: &Limit) -> Out {
+    fn stop_at(&mut self, cx: &mut Cx<'_, '_>, limit: &Limit) -> Out {
         self.stop(cx, limit.rule, limit.outcome(&self.policy))
     }
 
     /// The run-wide budgets, checked before every non-terminal step in table order (steps,
     /// tokens, then model calls when the step calls the model): `Some` is the step that stops
     /// the run, or makes the one final-answer call the policy allows, instead.
-    fn budgets(&mut self, cx: &mut Desk, calls_model: bool) -> Option<Out> {
+    fn budgets(&mut self, cx: &mut Cx<'_, '_>, calls_model: bool) -> Option<Out> {
         let next_step = u64::from(self.stats.steps) + 1;
         let spent = if limits::STEPS.fires_at(&self.policy, next_step) {
             &limits::STEPS
@@ -524,7 +524,13 @@ impl Core {
     }
 
     /// A step that calls the model, unless a budget stops the run first.
-    fn call_model(&mut self, cx: &mut Desk, rule: Rule, target: State, reason: CallReason) -> Out {
+    fn call_model(
+        &mut self,
+        cx: &mut Cx<'_, '_>,
+        rule: Rule,
+        target: State,
+        reason: CallReason,
+    ) -> Out {
         if let Some(spent) = self.budgets(cx, true) {
             return spent;
         }
@@ -532,14 +538,20 @@ impl Core {
     }
 
     /// The model call itself, with the guidance it answers counted when it is sent.
-    fn send_call(&mut self, cx: &mut Desk, rule: Rule, target: State, reason: CallReason) -> Out {
+    fn send_call(
+        &mut self,
+        cx: &mut Cx<'_, '_>,
+        rule: Rule,
+        target: State,
+        reason: CallReason,
+    ) -> Out {
         self.stats.model_calls += 1;
         match reason {
             CallReason::Continue => self.stats.continuations += 1,
             CallReason::Nudge => self.stats.nudges += 1,
             _ => {}
         }
-        cx.call_model(&self.policy, reason);
+        cx.desk.call_model(&self.policy, reason);
         self.step(cx, rule, target)
     }
 }

@@ -1,14 +1,19 @@
 //! The desk: everything the machine keeps besides its state and counters (the tool ledger, the
 //! todo list, the partial result, the verifier's missing items, the repeat detector) and the
-//! outbox of finished commands. It is the context of the state machine in [`crate::core`].
+//! outbox of finished commands. Through [`Cx`] it is the context of the state machine in
+//! [`crate::core`].
 //!
 //! It does two things, in this order, for every event:
 //!
 //! 1. [`Desk::classify`] (pure): the concrete event and what the desk knows become one abstract
-//!    [`Input`] and an [`Arrival`] holding what the event would change.
-//! 2. The state that accepts the input commits the arrival (`accept_*`) and pushes the commands of
-//!    its transition (`call_model`, `run_tools`, `verify`, `stop`, notices). A state that does not
-//!    accept the input commits nothing: the arrival is dropped.
+//!    [`Input`] and an [`Arrival`] that borrows what the event would change.
+//! 2. The state that accepts the input commits the arrival (`Cx::accept_*`) and pushes the
+//!    commands of its transition (`call_model`, `Cx::run_tools`, `verify`, `stop`, notices). A
+//!    state that does not accept the input commits nothing, and the event is left as it came.
+//!
+//! Nothing of an event is copied or moved on the way: the arrival borrows it, so the per-event
+//! cost does not grow with the payload. What the machine keeps is taken out of it only when a
+//! state commits (a turn's text becomes the partial result, its calls go out in `RunTools`).
 
 use crate::backoff::backoff_ms;
 use crate::command::{
@@ -42,20 +47,21 @@ pub(crate) struct Pending {
     pub(crate) calls: u64,
 }
 
-/// What a classified event would change, committed only if a state accepts its input.
+/// What a classified event would change, borrowed from the event; committed only if a state
+/// accepts its input.
 #[derive(Debug)]
-pub(crate) enum Arrival {
+pub(crate) enum Arrival<'e> {
     /// A model turn, and for a tool turn what becomes of each call.
-    Turn { turn: ModelTurn, plan: Plan },
+    Turn { turn: &'e mut ModelTurn, plan: Plan },
     /// Tool results: the turn's fingerprint for the detector (`None`: a call failed, which
     /// breaks every window), and the repetition it makes.
     Results {
-        results: Vec<ToolResult>,
+        results: &'e [ToolResult],
         fingerprint: Option<u64>,
         repetition: Repetition,
     },
     /// A verdict.
-    Verdict(Verdict),
+    Verdict(&'e Verdict),
     /// A clock reading (the later of it and the last one).
     Tick(u64),
     /// Nothing to commit (model errors, cancel, abstract inputs).
@@ -87,35 +93,19 @@ pub(crate) struct Desk {
     pub(crate) ignored: u32,
     pub(crate) last_no_op: NoOpKind,
     pub(crate) out: VecDeque<Command>,
-    /// The event being dispatched (never saved: it lives for one dispatch).
-    #[serde(skip)]
-    pub(crate) arrival: ArrivalSlot,
-    /// The rule that fired in this dispatch.
-    #[serde(skip)]
+}
+
+/// The context of one dispatch: the desk, the event being dispatched (borrowed), and what the
+/// dispatch decided. It lives for one [`crate::Machine`] dispatch.
+#[derive(Debug)]
+pub(crate) struct Cx<'d, 'e> {
+    pub(crate) desk: &'d mut Desk,
+    arrival: Arrival<'e>,
+    /// The rule that fired.
     pub(crate) rule: Option<Rule>,
-    /// Set when this dispatch's input was not accepted.
-    #[serde(skip)]
+    /// Set when the input was not accepted.
     pub(crate) not_accepted: Option<Ignored>,
 }
-
-/// A wrapper so that the desk can keep deriving `Clone` and `PartialEq`: an arrival lives for one
-/// dispatch, so clones and comparisons of machines never see one.
-#[derive(Debug, Default)]
-pub(crate) struct ArrivalSlot(pub(crate) Option<Arrival>);
-
-impl Clone for ArrivalSlot {
-    fn clone(&self) -> Self {
-        ArrivalSlot(None)
-    }
-}
-
-impl PartialEq for ArrivalSlot {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for ArrivalSlot {}
 
 impl Desk {
     pub(crate) fn new() -> Desk {
@@ -131,9 +121,6 @@ impl Desk {
             ignored: 0,
             last_no_op: NoOpKind::Silent,
             out: VecDeque::with_capacity(8),
-            arrival: ArrivalSlot(None),
-            rule: None,
-            not_accepted: None,
         }
     }
 
@@ -141,10 +128,14 @@ impl Desk {
 
     /// The abstract input an event is, with what it would change; `None` for tool results that do
     /// not answer the calls in flight.
-    pub(crate) fn classify(&self, policy: &Policy, event: Event) -> Option<(Input, Arrival)> {
+    pub(crate) fn classify<'e>(
+        &self,
+        policy: &Policy,
+        event: &'e mut Event,
+    ) -> Option<(Input, Arrival<'e>)> {
         Some(match event {
             Event::ModelTurn(turn) => {
-                let (kind, plan) = self.classify_turn(policy, &turn);
+                let (kind, plan) = self.classify_turn(policy, turn);
                 let (input_tokens, output_tokens) = turn
                     .usage
                     .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
@@ -162,24 +153,15 @@ impl Desk {
                 let class = match kind {
                     ModelErrorKind::RateLimited
                     | ModelErrorKind::Server
-                    | ModelErrorKind::Timeout => ErrorClass::Retryable { retry_after_ms },
+                    | ModelErrorKind::Timeout => ErrorClass::Retryable {
+                        retry_after_ms: *retry_after_ms,
+                    },
                     ModelErrorKind::Auth | ModelErrorKind::BadRequest => ErrorClass::Fatal,
                     ModelErrorKind::ContextOverflow => ErrorClass::ContextOverflow,
                 };
                 (Input::ModelError(class), Arrival::Nothing)
             }
-            Event::ToolResults(results) => {
-                if !self.answers_pending(&results) {
-                    return None;
-                }
-                let (batch, fingerprint, repetition) = self.classify_results(policy, &results);
-                let arrival = Arrival::Results {
-                    results,
-                    fingerprint,
-                    repetition,
-                };
-                (Input::ToolResults(batch), arrival)
-            }
+            Event::ToolResults(results) => return self.classify_results(policy, results),
             Event::Verdict(verdict) => {
                 let input = Input::Verdict {
                     accepted: verdict.complete,
@@ -187,12 +169,30 @@ impl Desk {
                 (input, Arrival::Verdict(verdict))
             }
             Event::Tick { now_ms } => {
-                let now_ms = self.now_ms.max(now_ms);
+                let now_ms = self.now_ms.max(*now_ms);
                 let deadline_passed = policy.deadline_ms.is_some_and(|d| now_ms >= d);
                 (Input::Tick { deadline_passed }, Arrival::Tick(now_ms))
             }
             Event::Cancel => (Input::Cancel, Arrival::Nothing),
         })
+    }
+
+    /// Tool results as an input; `None` when they do not answer the calls in flight.
+    pub(crate) fn classify_results<'e>(
+        &self,
+        policy: &Policy,
+        results: &'e [ToolResult],
+    ) -> Option<(Input, Arrival<'e>)> {
+        if !self.answers_pending(results) {
+            return None;
+        }
+        let (batch, fingerprint, repetition) = self.summarize_results(policy, results);
+        let arrival = Arrival::Results {
+            results,
+            fingerprint,
+            repetition,
+        };
+        Some((Input::ToolResults(batch), arrival))
     }
 
     fn classify_turn(&self, policy: &Policy, turn: &ModelTurn) -> (TurnKind, Plan) {
@@ -302,7 +302,7 @@ impl Desk {
             && ids == self.pending.ids
     }
 
-    fn classify_results(
+    fn summarize_results(
         &self,
         policy: &Policy,
         results: &[ToolResult],
@@ -335,41 +335,51 @@ impl Desk {
         (batch, fingerprint, repetition)
     }
 
-    // ----- 2. commits, made by the state that accepted the input -----
-
-    fn take_arrival(&mut self) -> Option<Arrival> {
-        self.arrival.0.take()
-    }
-
-    /// A model turn was accepted: its substantive text is the partial result, whatever the turn.
-    /// (The calls stay in the arrival for [`Desk::run_tools`].)
-    pub(crate) fn accept_turn(&mut self) {
-        if let Some(Arrival::Turn { turn, .. }) = &mut self.arrival.0
-            && !turn.text.trim().is_empty()
-        {
-            self.result = Some(std::mem::take(&mut turn.text));
-        }
-    }
-
     /// A no-op turn was accepted: remembered for the continuation guidance.
     pub(crate) fn note_no_op(&mut self, kind: NoOpKind) {
         self.last_no_op = kind;
+    }
+}
+
+// ----- 2. commits, made by the state that accepted the input -----
+
+impl<'d, 'e> Cx<'d, 'e> {
+    /// The context of one dispatch of an input that changes what `arrival` says.
+    #[inline(always)]
+    pub(crate) fn new(desk: &'d mut Desk, arrival: Arrival<'e>) -> Self {
+        Cx {
+            desk,
+            arrival,
+            rule: None,
+            not_accepted: None,
+        }
+    }
+
+    /// A model turn was accepted: its substantive text is the partial result, whatever the turn.
+    /// (The calls stay in the turn for [`Cx::run_tools`].)
+    pub(crate) fn accept_turn(&mut self) {
+        if let Arrival::Turn { turn, .. } = &mut self.arrival
+            && !turn.text.trim().is_empty()
+        {
+            self.desk.result = Some(std::mem::take(&mut turn.text));
+        }
     }
 
     /// Tool results were accepted. Results are facts: recorded in the ledger, the todo list and
     /// the repeat detector whatever the machine decides next. Returns the notice of the tools
     /// this batch excluded (rule 7), for the model before its next call, and the repetition the
-    /// detector saw (from `batch` alone for an abstract input, which has no payload).
+    /// detector saw (from `batch` alone for an abstract input, which has no payload). The
+    /// results themselves stay with the host.
     pub(crate) fn accept_results(
         &mut self,
         policy: &Policy,
         batch: &Batch,
     ) -> (Option<Notice>, Repetition) {
-        let Some(Arrival::Results {
+        let Arrival::Results {
             results,
             fingerprint,
             repetition,
-        }) = self.take_arrival()
+        } = self.arrival
         else {
             let period = u32::from(batch.repeats > 1);
             return (
@@ -380,43 +390,51 @@ impl Desk {
                 },
             );
         };
+        self.arrival = Arrival::Nothing;
+        let desk = &mut *self.desk;
         match fingerprint {
             Some(fingerprint) => {
-                self.loops.push(fingerprint, policy.max_loop_period);
+                desk.loops.push(fingerprint, policy.max_loop_period);
             }
-            None => self.loops.break_window(),
+            None => desk.loops.break_window(),
         }
         let mut excluded: Vec<(String, Exclusion)> = Vec::new();
-        for r in &results {
-            let record = self.ledger.entry(&r.name);
+        for r in results {
             match &r.outcome {
                 ToolOutcome::Ok(_) => {
-                    record.successes = record.successes.saturating_add(1);
+                    desk.ledger.update(&r.name, |record| {
+                        record.successes = record.successes.saturating_add(1);
+                    });
                     if r.name == WRITE_TODOS {
                         let id = str_fingerprint(&r.call_id);
-                        if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
-                            self.todos = self.staged_todos.swap_remove(pos).1;
+                        if let Some(pos) = desk.staged_todos.iter().position(|(k, _)| *k == id) {
+                            desk.todos = desk.staged_todos.swap_remove(pos).1;
                         }
                     }
                 }
                 ToolOutcome::Error { kind, .. } => {
-                    record.failures = record.failures.saturating_add(1);
-                    if record.excluded.is_some() {
-                        continue;
-                    }
-                    let exclusion = if kind.is_unrecoverable()
-                        && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
-                    {
-                        Exclusion::Unrecoverable { kind: *kind }
-                    } else if record.failures >= policy.max_tool_failures {
-                        Exclusion::Failures {
-                            count: record.failures,
+                    let now_excluded = desk.ledger.update(&r.name, |record| {
+                        record.failures = record.failures.saturating_add(1);
+                        if record.excluded.is_some() {
+                            return None;
                         }
-                    } else {
-                        continue;
-                    };
-                    record.excluded = Some(exclusion);
-                    excluded.push((r.name.clone(), exclusion));
+                        let exclusion = if kind.is_unrecoverable()
+                            && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
+                        {
+                            Exclusion::Unrecoverable { kind: *kind }
+                        } else if record.failures >= policy.max_tool_failures {
+                            Exclusion::Failures {
+                                count: record.failures,
+                            }
+                        } else {
+                            return None;
+                        };
+                        record.excluded = Some(exclusion);
+                        Some(exclusion)
+                    });
+                    if let Some(exclusion) = now_excluded {
+                        excluded.push((r.name.clone(), exclusion));
+                    }
                 }
             }
         }
@@ -441,28 +459,87 @@ impl Desk {
 
     /// A verdict was accepted: what it says is missing joins the list (deduplicated).
     pub(crate) fn accept_verdict(&mut self) {
-        let Some(Arrival::Verdict(verdict)) = self.take_arrival() else {
+        let Arrival::Verdict(verdict) = self.arrival else {
             return;
         };
-        for item in verdict.missing {
-            let item = item.trim().to_owned();
-            if !item.is_empty() && !self.missing_items.contains(&item) {
-                self.missing_items.push(item);
+        self.arrival = Arrival::Nothing;
+        for item in &verdict.missing {
+            let item = item.trim();
+            if !item.is_empty() && !self.desk.missing_items.iter().any(|m| m == item) {
+                self.desk.missing_items.push(item.to_owned());
             }
         }
     }
 
     /// A clock reading was accepted.
     pub(crate) fn accept_tick(&mut self) {
-        if let Some(Arrival::Tick(now_ms)) = self.take_arrival() {
-            self.now_ms = now_ms;
+        if let Arrival::Tick(now_ms) = self.arrival {
+            self.arrival = Arrival::Nothing;
+            self.desk.now_ms = now_ms;
         }
     }
 
+    /// Commits the calls of an accepted tool turn to the ledger and hands them out.
+    #[inline(always)]
+    pub(crate) fn run_tools(&mut self) {
+        let (calls, plan) = match &mut self.arrival {
+            Arrival::Turn { turn, plan } => {
+                (std::mem::take(&mut turn.tool_calls), std::mem::take(plan))
+            }
+            _ => (Vec::new(), Plan::default()),
+        };
+        self.arrival = Arrival::Nothing;
+        let desk = &mut *self.desk;
+        let mut pending = Pending {
+            executed: 0,
+            ids: 0,
+            calls: calls_fingerprint(&calls),
+        };
+        desk.staged_todos.clear();
+        let mut refusals = plan.refused.iter().peekable();
+        for (i, call) in calls.iter().enumerate() {
+            let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
+            let runs = desk.ledger.update(&call.name, |record| match refusal {
+                Some(exclusion) => {
+                    record.refused = record.refused.saturating_add(1);
+                    if record.excluded.is_none() {
+                        record.excluded = Some(exclusion);
+                    }
+                    false
+                }
+                None => {
+                    record.calls = record.calls.saturating_add(1);
+                    true
+                }
+            });
+            if !runs {
+                continue;
+            }
+            pending.executed = pending.executed.saturating_add(1);
+            pending.ids = pending.ids.wrapping_add(str_fingerprint(&call.id));
+            if call.name == WRITE_TODOS
+                && let Ok(todos) = parse_todos(&call.arguments)
+            {
+                desk.staged_todos.push((str_fingerprint(&call.id), todos));
+            }
+        }
+        desk.pending = pending;
+        desk.out.push_back(Command::RunTools(ToolBatch {
+            calls,
+            refused: plan.refused,
+            warnings: plan.warnings,
+        }));
+    }
+}
+
+impl Desk {
     // ----- commands -----
 
     /// Guidance (when the call answers a refused claim, a no-op turn or a rejection), then the
     /// model call itself, with its backoff delay.
+    // Inlined into its callers, which pass a constant reason: the command is then built where
+    // it is queued, not built on the stack and copied (a stall on store forwarding).
+    #[inline(always)]
     pub(crate) fn call_model(&mut self, policy: &Policy, reason: CallReason) {
         let kind = match reason {
             CallReason::Continue => Some(NudgeKind::Continue(self.last_no_op)),
@@ -472,7 +549,7 @@ impl Desk {
         };
         if let Some(kind) = kind {
             let nudge = self.nudge(policy, kind);
-            self.out.push_back(Command::Nudge(nudge));
+            self.out.push_back(Command::Nudge(Box::new(nudge)));
         }
         let delay_ms = match reason {
             CallReason::Retry {
@@ -495,45 +572,6 @@ impl Desk {
         }));
     }
 
-    /// Commits the calls of an accepted tool turn to the ledger and hands them out.
-    pub(crate) fn run_tools(&mut self) {
-        let (calls, plan) = match self.take_arrival() {
-            Some(Arrival::Turn { turn, plan }) => (turn.tool_calls, plan),
-            _ => (Vec::new(), Plan::default()),
-        };
-        let mut pending = Pending {
-            executed: 0,
-            ids: 0,
-            calls: calls_fingerprint(&calls),
-        };
-        self.staged_todos.clear();
-        let mut refusals = plan.refused.iter().peekable();
-        for (i, call) in calls.iter().enumerate() {
-            let record = self.ledger.entry(&call.name);
-            if let Some(&(_, exclusion)) = refusals.next_if(|(j, _)| *j == i) {
-                record.refused = record.refused.saturating_add(1);
-                if record.excluded.is_none() {
-                    record.excluded = Some(exclusion);
-                }
-                continue;
-            }
-            record.calls = record.calls.saturating_add(1);
-            pending.executed = pending.executed.saturating_add(1);
-            pending.ids = pending.ids.wrapping_add(str_fingerprint(&call.id));
-            if call.name == WRITE_TODOS
-                && let Ok(todos) = parse_todos(&call.arguments)
-            {
-                self.staged_todos.push((str_fingerprint(&call.id), todos));
-            }
-        }
-        self.pending = pending;
-        self.out.push_back(Command::RunTools(ToolBatch {
-            calls,
-            refused: plan.refused,
-            warnings: plan.warnings,
-        }));
-    }
-
     /// Ask the verifier about the last claim.
     pub(crate) fn verify(&mut self) {
         let claim = self.result.clone().unwrap_or_default();
@@ -547,13 +585,13 @@ impl Desk {
     pub(crate) fn stop(&mut self, rule: Rule, outcome: Outcome, stats: &Stats) {
         let mut stats = *stats;
         stats.ignored_events = self.ignored;
-        self.out.push_back(Command::Stop(Stop {
+        self.out.push_back(Command::Stop(Box::new(Stop {
             outcome,
             rule,
             result: self.result.clone(),
             stats,
             excluded_tools: self.ledger.excluded().map(|(n, _)| n.to_owned()).collect(),
-        }));
+        })));
     }
 
     /// Tell the model, before its next call, which tools are now excluded and why.

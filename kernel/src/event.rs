@@ -1,7 +1,7 @@
 //! The concrete events a host feeds the machine, with their payloads.
 
+use crate::json::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// Token usage a provider reported for one turn. Absent usage means unknown, not zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -42,8 +42,23 @@ pub struct ToolCall {
     pub id: String,
     /// The tool name.
     pub name: String,
-    /// The arguments, as JSON.
-    pub arguments: Value,
+    /// The arguments, as JSON, with their fingerprint (computed once, when they were made).
+    pub arguments: Json,
+}
+
+impl ToolCall {
+    /// A call of tool `name` with `arguments`, hashed here once for the repeat detector.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Json>,
+    ) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
 }
 
 /// One model turn.
@@ -159,8 +174,8 @@ impl ToolErrorKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolOutcome {
-    /// Success, with the tool's output.
-    Ok(Value),
+    /// Success, with the tool's output and its fingerprint (computed once, when it was made).
+    Ok(Json),
     /// Failure.
     Error {
         /// The class.
@@ -168,6 +183,13 @@ pub enum ToolOutcome {
         /// A message for the model.
         message: String,
     },
+}
+
+impl ToolOutcome {
+    /// Success with `output`, hashed here once for the repeat detector.
+    pub fn ok(output: impl Into<Json>) -> ToolOutcome {
+        ToolOutcome::Ok(output.into())
+    }
 }
 
 /// The result of one executed tool call.

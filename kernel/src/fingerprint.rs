@@ -1,6 +1,10 @@
 //! Fingerprints of tool turns for tight-loop detection: name + canonical arguments, and results.
 //! Canonical means object key order does not matter; nothing is allocated.
 //!
+//! A JSON payload is hashed once, when it is made (see [`crate::Json`]); the per-event
+//! fingerprints here only combine those with the tool names, so their cost does not grow with
+//! the payload.
+//!
 //! Fingerprints are saved with the machine ([`crate::Machine::save`]) and compared after a
 //! restore, possibly by another build of the program, so they come from [`StableHasher`], whose
 //! output is fixed by this file, and never from `std`'s `DefaultHasher`, whose algorithm may
@@ -34,17 +38,15 @@ impl StableHasher {
 impl Hasher for StableHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.mix(u64::from_le_bytes(word));
+        // A plain loop: the strings hashed per event (tool names, call ids) are a word or two,
+        // for which an unrolled loop's setup costs more than it saves.
+        let mut rest = bytes;
+        while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+            self.mix(u64::from_le_bytes(*word));
+            rest = tail;
         }
-        let rest = chunks.remainder();
-        let mut word = [0u8; 8];
-        word[..rest.len()].copy_from_slice(rest);
         // The tail's length goes into the word so that trailing zero bytes still count.
-        self.mix(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+        self.mix(tail_word(rest) ^ ((rest.len() as u64) << 56));
     }
 
     #[inline]
@@ -71,6 +73,26 @@ impl Hasher for StableHasher {
         h ^= h >> 33;
         h = h.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
         h ^ (h >> 33)
+    }
+}
+
+/// The bytes of `rest` (at most 7) as a little-endian word, zero-padded: the same word as
+/// copying them into `[0u8; 8]`, read as two overlapping loads instead of a copy of variable
+/// length (which compiles to a call to `memcpy`, a good part of hashing a short name).
+#[inline]
+fn tail_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    let le = |bytes: &[u8]| {
+        bytes
+            .iter()
+            .rev()
+            .fold(0u64, |w, &b| (w << 8) | u64::from(b))
+    };
+    match n {
+        0 => 0,
+        1 => u64::from(rest[0]),
+        2..=3 => le(&rest[..2]) | (le(&rest[n - 2..]) << (8 * (n - 2))),
+        _ => le(&rest[..4]) | (le(&rest[n - 4..]) << (8 * (n - 4))),
     }
 }
 
@@ -123,23 +145,25 @@ pub(crate) fn str_fingerprint(s: &str) -> u64 {
     h.finish()
 }
 
-/// The fingerprint of a turn's tool calls, in order (ids excluded: they change every turn).
+/// The fingerprint of a turn's tool calls, in order (ids excluded: they change every turn). The
+/// arguments' fingerprints are the ones they carry.
 pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
     let mut h = StableHasher::new();
     calls.len().hash(&mut h);
     for call in calls {
         call.name.hash(&mut h);
-        value_fingerprint(&call.arguments).hash(&mut h);
+        call.arguments.fingerprint().hash(&mut h);
     }
     h.finish()
 }
 
-/// The fingerprint of one result (name and outcome; the call id is excluded).
+/// The fingerprint of one result (name and outcome; the call id is excluded). An output's
+/// fingerprint is the one it carries.
 pub(crate) fn result_fingerprint(r: &ToolResult) -> u64 {
     let mut h = StableHasher::new();
     r.name.hash(&mut h);
     match &r.outcome {
-        ToolOutcome::Ok(v) => (0u8, value_fingerprint(v)).hash(&mut h),
+        ToolOutcome::Ok(v) => (0u8, v.fingerprint()).hash(&mut h),
         ToolOutcome::Error { kind, message } => (1u8, kind, message).hash(&mut h),
     }
     h.finish()
@@ -158,17 +182,31 @@ mod tests {
         // If this changes, machines saved by an older build would no longer detect a repeat
         // that spans the restore: change the hasher only with a migration.
         assert_eq!(
-            calls_fingerprint(&[ToolCall {
-                id: "c1".into(),
-                name: "read_file".into(),
-                arguments: json!({"path": "a.rs", "lines": [1, 2]}),
-            }]),
+            calls_fingerprint(&[ToolCall::new(
+                "c1",
+                "read_file",
+                json!({"path": "a.rs", "lines": [1, 2]})
+            )]),
             PINNED_CALLS
         );
         assert_eq!(str_fingerprint(""), PINNED_EMPTY);
         // Lengths and trailing zero bytes are distinguished.
         assert_ne!(str_fingerprint("a"), str_fingerprint("a\0"));
         assert_ne!(str_fingerprint("abcdefgh"), str_fingerprint("abcdefgh\0"));
+    }
+
+    #[test]
+    fn the_tail_word_is_the_zero_padded_little_endian_bytes() {
+        let bytes = [0x01u8, 0x82, 0x03, 0xF4, 0x05, 0x06, 0xA7];
+        for n in 0..8 {
+            let mut word = [0u8; 8];
+            word[..n].copy_from_slice(&bytes[..n]);
+            assert_eq!(
+                tail_word(&bytes[..n]),
+                u64::from_le_bytes(word),
+                "{n} bytes"
+            );
+        }
     }
 
     #[test]

@@ -281,7 +281,7 @@ pub fn decision_records(
             Command::Nudge(n) => {
                 out.push(Record {
                     key: Key::guidance(cp, guidance),
-                    entry: Entry::Nudge(n.clone()),
+                    entry: Entry::Nudge((**n).clone()),
                 });
                 guidance += 1;
             }
@@ -294,7 +294,7 @@ pub fn decision_records(
             }
             Command::Stop(s) => out.push(Record {
                 key: Key::stop(cp),
-                entry: Entry::Stop(s.clone()),
+                entry: Entry::Stop((**s).clone()),
             }),
             Command::RunTools(batch) => {
                 for (j, call) in executed(batch).enumerate() {

@@ -2,9 +2,10 @@
 //! "which tools has the agent used" (rule 8), because the conversation can be pruned.
 
 use crate::event::ToolErrorKind;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// Why a tool is excluded: its calls are refused and the model is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -60,16 +61,65 @@ pub struct ToolRecord {
 }
 
 /// Per-tool records, ordered by name so that serialization and reports are deterministic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// An agent has a handful of tools, and the machine looks one up on every tool event, so the
+/// records are a vector in name order (serialized as a map, as before) searched by name length
+/// first, which for a few names is cheaper than a tree's string comparisons. Whether any tool is
+/// excluded is kept on the side, so that a turn can skip the exclusion lookup of each call while
+/// none is (exclusions are never lifted).
+#[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    tools: BTreeMap<String, ToolRecord>,
+    tools: Vec<(String, ToolRecord)>,
+    /// Some record has `excluded` set (derived from `tools`, so not compared or saved).
+    any_excluded: bool,
+}
+
+impl PartialEq for Ledger {
+    fn eq(&self, other: &Ledger) -> bool {
+        self.tools == other.tools
+    }
+}
+
+impl Eq for Ledger {}
+
+impl Hash for Ledger {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.tools.hash(state);
+    }
+}
+
+impl Serialize for Ledger {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.tools.iter().map(|(name, record)| (name, record)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ledger {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ledger, D::Error> {
+        let tools: Vec<(String, ToolRecord)> =
+            BTreeMap::<String, ToolRecord>::deserialize(deserializer)?
+                .into_iter()
+                .collect();
+        let any_excluded = tools.iter().any(|(_, r)| r.excluded.is_some());
+        Ok(Ledger {
+            tools,
+            any_excluded,
+        })
+    }
 }
 
 impl Ledger {
+    /// The position of `tool`'s record.
+    #[inline]
+    fn find(&self, tool: &str) -> Option<usize> {
+        self.tools
+            .iter()
+            .position(|(name, _)| name.len() == tool.len() && name == tool)
+    }
+
     /// The record of `tool`, if it was ever called.
     pub fn get(&self, tool: &str) -> Option<&ToolRecord> {
-        self.tools.get(tool)
+        self.find(tool).map(|i| &self.tools[i].1)
     }
 
     /// Whether `tool` succeeded at least once.
@@ -88,6 +138,9 @@ impl Ledger {
 
     /// Why `tool` is excluded, if it is.
     pub fn exclusion(&self, tool: &str) -> Option<Exclusion> {
+        if !self.any_excluded {
+            return None;
+        }
         self.get(tool).and_then(|r| r.excluded)
     }
 
@@ -106,14 +159,53 @@ impl Ledger {
         self.iter().filter_map(|(k, r)| r.excluded.map(|e| (k, e)))
     }
 
-    /// Mutable record for `tool`; allocates its name only the first time.
-    pub(crate) fn entry(&mut self, tool: &str) -> &mut ToolRecord {
-        if !self.tools.contains_key(tool) {
-            self.tools.insert(tool.to_owned(), ToolRecord::default());
+    /// Changes the record of `tool` with `change` and returns what it returns; the name is
+    /// allocated only the first time.
+    pub(crate) fn update<R>(&mut self, tool: &str, change: impl FnOnce(&mut ToolRecord) -> R) -> R {
+        let i = match self.find(tool) {
+            Some(i) => i,
+            None => {
+                let at = self.tools.partition_point(|(name, _)| name.as_str() < tool);
+                self.tools
+                    .insert(at, (tool.to_owned(), ToolRecord::default()));
+                at
+            }
+        };
+        let record = &mut self.tools[i].1;
+        let out = change(record);
+        self.any_excluded |= record.excluded.is_some();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_stay_in_name_order_and_serialize_as_a_map() {
+        let mut ledger = Ledger::default();
+        for tool in ["write_file", "grep", "read_file", "grep"] {
+            ledger.update(tool, |r| r.calls += 1);
         }
-        match self.tools.get_mut(tool) {
-            Some(record) => record,
-            None => unreachable!("the record was inserted above"),
-        }
+        let names: Vec<&str> = ledger.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["grep", "read_file", "write_file"]);
+        assert_eq!(ledger.calls("grep"), 2);
+        assert_eq!(ledger.exclusion("grep"), None);
+        ledger.update("read_file", |r| {
+            r.excluded = Some(Exclusion::Failures { count: 3 })
+        });
+        assert_eq!(
+            ledger.exclusion("read_file"),
+            Some(Exclusion::Failures { count: 3 })
+        );
+        let text = serde_json::to_string(&ledger).unwrap_or_default();
+        assert!(text.starts_with(r#"{"grep":{"calls":2,"#), "{text}");
+        let read: Ledger = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(read, ledger);
+        assert_eq!(
+            read.exclusion("read_file"),
+            Some(Exclusion::Failures { count: 3 })
+        );
     }
 }

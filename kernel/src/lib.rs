@@ -14,7 +14,8 @@
 //! A [`Machine`] has three kinds of methods, used in this order:
 //!
 //! 1. [`Machine::handle`] feeds one [`Event`] (a model turn, a model error, tool results, a verdict,
-//!    a clock reading, the kill switch) and says what happened ([`Handled`]).
+//!    a clock reading, the kill switch) and says what happened ([`Handled`]);
+//!    [`Machine::handle_results`] feeds tool results the host keeps.
 //! 2. [`Machine::poll_command`] returns the next [`Command`]; drain it until `None`.
 //! 3. [`Machine::poll_timeout`] gives the deadline to arm a timer for; when it fires, feed
 //!    `Event::Tick`.
@@ -35,11 +36,8 @@
 //! let mut turns = vec![
 //!     ModelTurn { text: "Done: plan.md is written.".into(), needs_more_work: Some(false), ..Default::default() },
 //!     ModelTurn {
-//!         tool_calls: vec![ToolCall {
-//!             id: "call-1".into(),
-//!             name: "write_file".into(),
-//!             arguments: json!({ "path": "plan.md", "content": "..." }),
-//!         }],
+//!         // The arguments are hashed once, here, where they enter (see `Json`).
+//!         tool_calls: vec![ToolCall::new("call-1", "write_file", json!({ "path": "plan.md", "content": "..." }))],
 //!         ..Default::default()
 //!     },
 //! ];
@@ -52,12 +50,13 @@
 //!             machine.handle(Event::ModelTurn(turn));
 //!         }
 //!         Command::RunTools(batch) => {
-//!             let results = batch.calls.iter().map(|call| ToolResult {
+//!             let results: Vec<ToolResult> = batch.calls.iter().map(|call| ToolResult {
 //!                 call_id: call.id.clone(),
 //!                 name: call.name.clone(),
-//!                 outcome: ToolOutcome::Ok(json!("written")),
-//!             });
-//!             machine.handle(Event::ToolResults(results.collect()));
+//!                 outcome: ToolOutcome::ok(json!("written")),
+//!             }).collect();
+//!             // The host keeps its results (to journal them, to show them to the model).
+//!             machine.handle_results(&results);
 //!         }
 //!         Command::Stop(stop) => break stop,
 //!         _ => {} // guidance (nudges, notices) goes into the conversation
@@ -83,6 +82,8 @@
 //!   finished commands of its transition.
 //! - [`limits`]: every run-wide bound, as a table the guards, the invariants and the spec read.
 //! - `loops.rs`: the repeat detector (loops of any period up to `max_loop_period`).
+//! - `json.rs`: [`Json`], a JSON payload with its fingerprint, hashed once where it enters (the
+//!   adapter that parsed it, the journal it was read from), so no event is hashed by the machine.
 //!
 //! The feature `testing` adds `testing`: the exhaustive model check and the invariant checkers
 //! the property tests, the fuzz targets and the simulation run after every event.
@@ -100,6 +101,7 @@ mod fingerprint;
 mod input;
 mod invariants;
 mod journal;
+mod json;
 mod ledger;
 pub mod limits;
 mod loops;
@@ -127,6 +129,7 @@ pub use crate::journal::{
     CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, decision_records,
     executed, recover, step_records,
 };
+pub use crate::json::Json;
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
 pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Handled, Machine, RestoreError, StepRecord};

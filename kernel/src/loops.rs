@@ -57,19 +57,35 @@ impl Loops {
         }
     }
 
+    /// Whether `fingerprint` may equal a turn of the ring: false means no period can repeat.
+    /// (It compares all slots, stale ones included, in one pass the compiler vectorizes; a
+    /// stale match only sends the caller to the exact check.)
+    #[inline]
+    fn may_repeat(&self, fingerprint: u64) -> bool {
+        self.ring
+            .iter()
+            .fold(false, |any, &f| any | (f == fingerprint))
+    }
+
     /// What [`Loops::push`] would return, without changing anything: the longest repetition of
     /// any period up to `max_period` that a successful turn with `fingerprint` would end (ties
     /// go to the shorter period).
     pub(crate) fn peek(&self, fingerprint: u64, max_period: u32) -> Repetition {
+        if !self.may_repeat(fingerprint) {
+            // The common case: a turn unlike any of the last ones.
+            return Repetition::NONE;
+        }
         let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
         let mut best = Repetition::NONE;
         for k in 1..=periods {
             // `k` is at most 16, so the casts are exact.
-            let times = 1 + self.next_run(k, fingerprint) / k as u32;
-            if times > best.times {
+            let k32 = k as u32;
+            let run = self.next_run(k, fingerprint);
+            // `1 + run / k > best.times`, without a division per period.
+            if u64::from(run) >= u64::from(best.times) * u64::from(k32) {
                 best = Repetition {
-                    period: k as u32,
-                    times,
+                    period: k32,
+                    times: 1 + run / k32,
                 };
             }
         }
@@ -79,9 +95,14 @@ impl Loops {
     /// Adds a turn in which every call succeeded (the repetition it makes is what
     /// [`Loops::peek`] said before).
     pub(crate) fn push(&mut self, fingerprint: u64, max_period: u32) {
-        let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
-        for k in 1..=periods {
-            self.runs[k - 1] = self.next_run(k, fingerprint);
+        if self.may_repeat(fingerprint) {
+            let periods = usize::try_from(max_period).map_or(N, |p| p.min(N));
+            for k in 1..=periods {
+                self.runs[k - 1] = self.next_run(k, fingerprint);
+            }
+        } else {
+            // No slot matches, so every run is broken (those past `max_period` are 0 already).
+            self.runs = [0; N];
         }
         let head = usize::from(self.head);
         self.ring[head] = fingerprint;

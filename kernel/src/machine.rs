@@ -5,8 +5,8 @@
 
 use crate::command::{Command, ModelCall};
 use crate::core::{CallReason, Core, Ignored, Phase};
-use crate::desk::{ArrivalSlot, Desk};
-use crate::event::Event;
+use crate::desk::{Arrival, Cx, Desk};
+use crate::event::{Event, ToolResult};
 use crate::input::{Gate, Input};
 use crate::ledger::Ledger;
 use crate::policy::{Policy, PolicyError};
@@ -248,15 +248,27 @@ impl Machine {
     ///
     /// The event is classified into one abstract [`Input`] (a pure step); the state machine then
     /// accepts it, committing what it changes and queueing the commands of its transition, or
-    /// ignores it (counted in `ignored_events`).
-    pub fn handle(&mut self, event: Event) -> Handled {
+    /// ignores it (counted in `ignored_events`). The machine keeps only what it needs of the
+    /// event (a turn's text as the partial result, its calls to hand out in
+    /// [`Command::RunTools`]); to keep tool results, feed them with [`Machine::handle_results`].
+    pub fn handle(&mut self, mut event: Event) -> Handled {
         let from = self.phase();
-        match self.desk.classify(&self.sm.policy, event) {
-            Some((input, arrival)) => {
-                self.desk.arrival = ArrivalSlot(Some(arrival));
-                self.dispatch(from, input)
-            }
+        match self.desk.classify(&self.sm.policy, &mut event) {
+            Some((input, arrival)) => self.dispatch(from, input, arrival),
             // Tool results that do not answer the calls in flight.
+            None => self.ignore(from, Ignored::Unexpected),
+        }
+    }
+
+    /// Feeds the results of the calls of the last [`Command::RunTools`], which the host keeps:
+    /// the same as `handle(Event::ToolResults(results.to_vec()))`, without the copy. The machine
+    /// keeps nothing of a result but what the ledger, the todo list and the repeat detector
+    /// count (the outputs' fingerprints travel with them, see [`crate::Json`]), so a host that
+    /// journals the results or shows them to the model lends them here and uses them after.
+    pub fn handle_results(&mut self, results: &[ToolResult]) -> Handled {
+        let from = self.phase();
+        match self.desk.classify_results(&self.sm.policy, results) {
+            Some((input, arrival)) => self.dispatch(from, input, arrival),
             None => self.ignore(from, Ignored::Unexpected),
         }
     }
@@ -265,21 +277,23 @@ impl Machine {
     /// use [`Machine::handle`]). Payload-dependent data (ledger, todos) is left untouched.
     pub fn handle_input(&mut self, input: Input) -> Handled {
         let from = self.phase();
-        self.dispatch(from, input)
+        self.dispatch(from, input, Arrival::Nothing)
     }
 
-    fn dispatch(&mut self, from: Phase, input: Input) -> Handled {
+    // Inlined into each `handle_*`, so the arrival is built in place in the context instead of
+    // being copied into it (a copy of a freshly written enum stalls on store forwarding).
+    #[inline(always)]
+    fn dispatch(&mut self, from: Phase, input: Input, arrival: Arrival<'_>) -> Handled {
         #[cfg(debug_assertions)]
         let variant = self.sm.variant();
-        self.desk.rule = None;
-        self.desk.not_accepted = None;
-        self.sm.handle_with_context(&input, &mut self.desk);
-        // What the accepting state did not commit (or an ignored event's payload) is dropped.
-        self.desk.arrival = ArrivalSlot(None);
-        if let Some(why) = self.desk.not_accepted.take() {
+        let mut cx = Cx::new(&mut self.desk, arrival);
+        self.sm.handle_with_context(&input, &mut cx);
+        // What the accepting state did not commit (or an ignored event) stays with the event.
+        let (rule, not_accepted) = (cx.rule, cx.not_accepted);
+        if let Some(why) = not_accepted {
             return self.ignore(from, why);
         }
-        let Some(rule) = self.desk.rule.take() else {
+        let Some(rule) = rule else {
             return Handled::Observed;
         };
         #[cfg(debug_assertions)]

@@ -2,8 +2,9 @@
 //! machine handle model turns with tool calls, their results, clock readings and the draining of
 //! the commands they produce. (Issue 2's speed target; the criterion bench gives the time.)
 //!
-//! The events are built before counting starts: their payloads are the host's allocations, and
-//! the machine moves them into its commands instead of copying them.
+//! The events are built before counting starts (their JSON payloads are hashed then, where they
+//! enter): their payloads are the host's allocations, and the machine moves them into its
+//! commands or borrows them (tool results lent with `handle_results`) instead of copying them.
 //!
 //! This file holds a single test on purpose: the allocator is global, and a second test running
 //! on another thread would be counted too.
@@ -25,37 +26,41 @@ fn tool_turn(i: u32) -> Event {
             ToolCall {
                 id: format!("call-{i}-a"),
                 name: "read_file".into(),
-                arguments: json!({ "path": format!("src/{i}.rs"), "lines": [1, 200] }),
+                arguments: json!({ "path": format!("src/{i}.rs"), "lines": [1, 200] }).into(),
             },
             ToolCall {
                 id: format!("call-{i}-b"),
                 name: "grep".into(),
-                arguments: json!({ "pattern": "fn main", "dir": "src" }),
+                arguments: json!({ "pattern": "fn main", "dir": "src" }).into(),
             },
         ],
         ..ModelTurn::default()
     })
 }
 
-fn results(i: u32) -> Event {
-    Event::ToolResults(vec![
+fn results(i: u32) -> Vec<ToolResult> {
+    vec![
         ToolResult {
             call_id: format!("call-{i}-b"),
             name: "grep".into(),
-            outcome: ToolOutcome::Ok(json!({ "matches": [format!("src/{i}.rs:1")] })),
+            outcome: ToolOutcome::ok(json!({ "matches": [format!("src/{i}.rs:1")] })),
         },
         ToolResult {
             call_id: format!("call-{i}-a"),
             name: "read_file".into(),
-            outcome: ToolOutcome::Ok(json!(format!("// part {i}\nfn main() {{}}"))),
+            outcome: ToolOutcome::ok(json!(format!("// part {i}\nfn main() {{}}"))),
         },
-    ])
+    ]
 }
 
-/// Feeds `event` and drains the commands; returns the allocations (and reallocations) made.
-fn allocations(machine: &mut Machine, event: Event) -> (usize, Handled, usize) {
+/// Feeds an event with `feed` and drains the commands; returns the allocations (and
+/// reallocations) made.
+fn allocations(
+    machine: &mut Machine,
+    feed: impl FnOnce(&mut Machine) -> Handled,
+) -> (usize, Handled, usize) {
     let region = Region::new(GLOBAL);
-    let handled = machine.handle(event);
+    let handled = feed(machine);
     let mut commands = 0;
     while let Some(command) = machine.poll_command() {
         assert!(
@@ -92,7 +97,7 @@ fn steady_state_events_allocate_nothing() {
     const WARM: u32 = 8;
     const MEASURED: u32 = 200;
     // Build every event first.
-    let events: Vec<(Event, Event, Event)> = (0..WARM + MEASURED)
+    let events: Vec<(Event, Vec<ToolResult>, Event)> = (0..WARM + MEASURED)
         .map(|i| {
             (
                 tool_turn(i),
@@ -105,7 +110,16 @@ fn steady_state_events_allocate_nothing() {
         .collect();
     let mut measured = 0;
     for (i, (turn, res, tick)) in events.into_iter().enumerate() {
-        let counted = [turn, res, tick].map(|e| allocations(&mut machine, e));
+        // Results are lent (as the runtime does) on even turns and handed over on odd ones.
+        let counted = [
+            allocations(&mut machine, |m| m.handle(turn)),
+            if i % 2 == 0 {
+                allocations(&mut machine, |m| m.handle_results(&res))
+            } else {
+                allocations(&mut machine, |m| m.handle(Event::ToolResults(res)))
+            },
+            allocations(&mut machine, |m| m.handle(tick)),
+        ];
         for (n, handled, commands) in &counted {
             assert!(
                 matches!(handled, Handled::Step(_) | Handled::Observed),

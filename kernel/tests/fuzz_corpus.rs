@@ -253,7 +253,7 @@ fn restore_accepts_every_machine_a_run_reaches() {
                 tool_calls: vec![ToolCall {
                     id: format!("c{turn}"),
                     name: "read".into(),
-                    arguments: json!({ "n": turn }),
+                    arguments: json!({ "n": turn }).into(),
                 }],
                 ..ModelTurn::default()
             }),
@@ -264,7 +264,7 @@ fn restore_accepts_every_machine_a_run_reaches() {
                     .map(|c| ToolResult {
                         call_id: c.id.clone(),
                         name: c.name.clone(),
-                        outcome: ToolOutcome::Ok(json!("ok")),
+                        outcome: ToolOutcome::ok(json!("ok")),
                     })
                     .collect(),
             ),
@@ -295,7 +295,7 @@ fn a_turn_with_more_than_65535_tool_calls_is_answered() {
         .map(|i| ToolCall {
             id: format!("c{i}"),
             name: "read".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         })
         .collect();
     let results: Vec<ToolResult> = calls
@@ -303,7 +303,7 @@ fn a_turn_with_more_than_65535_tool_calls_is_answered() {
         .map(|c| ToolResult {
             call_id: c.id.clone(),
             name: c.name.clone(),
-            outcome: ToolOutcome::Ok(json!(1)),
+            outcome: ToolOutcome::ok(json!(1)),
         })
         .collect();
     let turn = m.handle(Event::ModelTurn(ModelTurn {

@@ -49,7 +49,7 @@ fn journaled_run(policy: &Policy, turns: &[u8]) -> (Vec<Record>, Vec<(usize, Mac
                             .map(|i| ToolCall {
                                 id: format!("c{t}-{i}"),
                                 name: format!("tool{i}"),
-                                arguments: json!({"t": t}),
+                                arguments: json!({"t": t}).into(),
                             })
                             .collect(),
                         ..Default::default()
@@ -64,7 +64,7 @@ fn journaled_run(policy: &Policy, turns: &[u8]) -> (Vec<Record>, Vec<(usize, Mac
                     let r = ToolResult {
                         call_id: c.id.clone(),
                         name: c.name.clone(),
-                        outcome: ToolOutcome::Ok(json!(j)),
+                        outcome: ToolOutcome::ok(json!(j)),
                     };
                     journal.push(Record {
                         key: Key::result(step, k, j as u32),

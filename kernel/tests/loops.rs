@@ -149,7 +149,7 @@ proptest! {
         let mut m = Machine::new(Policy::default()).expect("the default policy is valid");
         while m.poll_command().is_some() {}
         let calls: Vec<ToolCall> = (0..tools)
-            .map(|i| ToolCall { id: format!("c{i}"), name: format!("missing{i}"), arguments: json!({}) })
+            .map(|i| ToolCall { id: format!("c{i}"), name: format!("missing{i}"), arguments: json!({}).into() })
             .collect();
         m.handle(Event::ModelTurn(ModelTurn { tool_calls: calls.clone(), ..ModelTurn::default() }));
         while m.poll_command().is_some() {}
@@ -214,7 +214,7 @@ fn polling_a_job_whose_status_changes_is_progress() {
     let mut polls = 0u32;
     let tool = move |_: &ToolCall, _: u32| {
         polls += 1;
-        ToolOutcome::Ok(json!({ "progress": polls }))
+        ToolOutcome::ok(json!({ "progress": polls }))
     };
     let policy = Policy {
         max_model_calls: 30,
@@ -235,7 +235,7 @@ fn a_turn_of_more_than_65535_calls_counts_every_call() {
         .map(|i| ToolCall {
             id: format!("c{i}"),
             name: "read".into(),
-            arguments: json!(i),
+            arguments: json!(i).into(),
         })
         .collect();
     m.handle(Event::ModelTurn(ModelTurn {

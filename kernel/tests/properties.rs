@@ -132,7 +132,7 @@ fn model_event(m: &Move, turn: usize) -> Option<Event> {
             tool_calls: vec![ToolCall {
                 id: id(0),
                 name: name.into(),
-                arguments: json!({ "arg": arg }),
+                arguments: json!({ "arg": arg }).into(),
             }],
             needs_more_work,
             finish: Finish::ToolCalls,
@@ -142,7 +142,7 @@ fn model_event(m: &Move, turn: usize) -> Option<Event> {
             tool_calls: vec![ToolCall {
                 id: id(0),
                 name: "write_todos".into(),
-                arguments: json!({"todos": [{"content": "x", "status": if open { "in_progress" } else { "completed" }}]}),
+                arguments: json!({"todos": [{"content": "x", "status": if open { "in_progress" } else { "completed" }}]}).into(),
             }],
             ..Default::default()
         }),
@@ -178,7 +178,7 @@ fn stray(kind: u8) -> Event {
         0 => Event::ToolResults(vec![ToolResult {
             call_id: "nope".into(),
             name: "a".into(),
-            outcome: ToolOutcome::Ok(json!(1)),
+            outcome: ToolOutcome::ok(json!(1)),
         }]),
         1 => Event::Verdict(Verdict {
             complete: true,
@@ -258,8 +258,8 @@ fn play(policy: &Policy, script: &[Move], max_events: usize) -> (Machine, Vec<St
                                 kind: *kind,
                                 message: "scripted".into(),
                             },
-                            Move::ToolOk(v) => ToolOutcome::Ok(json!(v)),
-                            _ => ToolOutcome::Ok(json!("ok")),
+                            Move::ToolOk(v) => ToolOutcome::ok(json!(v)),
+                            _ => ToolOutcome::ok(json!("ok")),
                         },
                     })
                     .collect();
@@ -462,7 +462,7 @@ proptest! {
     ) {
         let p = Policy { max_steps: steps, max_model_calls: calls, final_answer_on_budget: final_answer, ..Policy::default() };
         let replies: Vec<Reply> = (0..100).map(|i| call("read", json!({"page": i}))).collect();
-        let run = drive(p.clone(), Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))));
+        let run = drive(p.clone(), Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))));
         let budget = if 2 * calls < steps { AbortReason::MaxModelCalls } else { AbortReason::MaxSteps };
         prop_assert_eq!(run.stop.outcome, Outcome::Aborted(budget));
         prop_assert_eq!(u64::from(run.stop.stats.steps), p.step_bound(), "the chain meets the step bound exactly");

@@ -21,7 +21,7 @@ fn rule_1_a_turn_with_tool_calls_never_completes() {
         tool_calls: vec![ToolCall {
             id: "1".into(),
             name: "write_file".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         }],
         ..Default::default()
     };
@@ -33,7 +33,7 @@ fn rule_1_a_turn_with_tool_calls_never_completes() {
     let results = vec![ToolResult {
         call_id: "1".into(),
         name: "write_file".into(),
-        outcome: ToolOutcome::Ok(json!("ok")),
+        outcome: ToolOutcome::ok(json!("ok")),
     }];
     feed(&mut m, Event::ToolResults(results));
     // The results go back to the model first.
@@ -219,7 +219,7 @@ fn rule_7_unrecoverable_errors_exclude_at_once_and_the_model_is_told() {
             if c.name == "secret" {
                 fail(ToolErrorKind::PermissionDenied)
             } else {
-                ToolOutcome::Ok(json!("fine"))
+                ToolOutcome::ok(json!("fine"))
             }
         }),
     );
@@ -268,7 +268,7 @@ fn rule_8_tools_already_used_comes_from_the_ledger() {
     replies.push(done("deployed"));
     let run = drive(
         policy,
-        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
     assert_eq!(
         run.stop.outcome,
@@ -300,7 +300,7 @@ fn tool_budgets_warn_then_block() {
         .collect();
     let run = drive(
         policy,
-        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
     let batches: Vec<_> = run
         .commands
@@ -393,12 +393,12 @@ fn results_arrive_in_any_order_but_must_match_the_calls() {
         ToolCall {
             id: "x".into(),
             name: "a".into(),
-            arguments: json!(1),
+            arguments: json!(1).into(),
         },
         ToolCall {
             id: "y".into(),
             name: "b".into(),
-            arguments: json!(2),
+            arguments: json!(2).into(),
         },
     ];
     feed(
@@ -411,7 +411,7 @@ fn results_arrive_in_any_order_but_must_match_the_calls() {
     let r = |id: &str, name: &str| ToolResult {
         call_id: id.into(),
         name: name.into(),
-        outcome: ToolOutcome::Ok(json!(0)),
+        outcome: ToolOutcome::ok(json!(0)),
     };
     // A missing result and a foreign id are not accepted.
     assert!(matches!(
@@ -444,7 +444,7 @@ fn a_budget_stop_can_get_one_final_tool_less_answer() {
     ];
     let run = drive(
         policy,
-        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
     assert_eq!(
         run.stop.outcome,
@@ -480,7 +480,7 @@ fn every_stop_carries_the_partial_result_and_all_counters() {
             tool_calls: vec![ToolCall {
                 id: String::new(),
                 name: "read".into(),
-                arguments: json!({}),
+                arguments: json!({}).into(),
             }],
             ..Default::default()
         }),
@@ -488,7 +488,7 @@ fn every_stop_carries_the_partial_result_and_all_counters() {
     ];
     let run = drive(
         policy,
-        Script::new(replies).tool(|_, n| ToolOutcome::Ok(json!(n))),
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
     assert_eq!(
         run.stop.outcome,
@@ -510,7 +510,7 @@ fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
         tool_calls: vec![ToolCall {
             id: format!("c{i}"),
             name: "read_file".into(),
-            arguments: json!({ "n": i }),
+            arguments: json!({ "n": i }).into(),
         }],
         ..Default::default()
     };
@@ -538,7 +538,7 @@ fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
             Event::ToolResults(vec![ToolResult {
                 call_id: "c1".into(),
                 name: "read_file".into(),
-                outcome: ToolOutcome::Ok(json!("x")),
+                outcome: ToolOutcome::ok(json!("x")),
             }]),
         );
         while m.poll_command().is_some() {}
@@ -564,7 +564,7 @@ fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
         tool_calls: vec![ToolCall {
             id: "t".into(),
             name: "write_todos".into(),
-            arguments: json!({ "todos": [ { "content": "x", "status": "pending" } ] }),
+            arguments: json!({ "todos": [ { "content": "x", "status": "pending" } ] }).into(),
         }],
         ..Default::default()
     };
@@ -575,7 +575,7 @@ fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
         Event::ToolResults(vec![ToolResult {
             call_id: "t".into(),
             name: "write_todos".into(),
-            outcome: ToolOutcome::Ok(json!("ok")),
+            outcome: ToolOutcome::ok(json!("ok")),
         }]),
     );
     while m.poll_command().is_some() {}

@@ -16,7 +16,7 @@ fn aborted(r: AbortReason) -> Outcome {
 
 /// A tool that answers differently every call, so the repeat detector never fires.
 fn counting_tool() -> impl FnMut(&terminus_kernel::ToolCall, u32) -> ToolOutcome {
-    |_, n| ToolOutcome::Ok(json!({ "call": n }))
+    |_, n| ToolOutcome::ok(json!({ "call": n }))
 }
 
 fn chain() -> Vec<common::Reply> {

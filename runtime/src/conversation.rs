@@ -9,20 +9,29 @@ use crate::tool::render_outcome;
 use terminus_kernel::{BudgetWarning, Entry, ToolBatch, ToolResult};
 
 /// The messages of a run, in order: the system prompt, the task, then what the entries add.
+///
+/// A conversation nothing reads (`read` false: a scripted model, a rule verifier, no context
+/// window, no captured content) keeps only its start: entries are checked as they are applied
+/// but add no message, so a run's memory does not grow with its length for nothing.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Conversation {
     messages: Vec<Message>,
+    kept: bool,
 }
 
 impl Conversation {
-    /// The start of every run: the system prompt (if any), then the task.
-    pub(crate) fn new(system: Option<&str>, task: &str) -> Conversation {
-        let mut messages = Vec::with_capacity(64);
+    /// The start of every run: the system prompt (if any), then the task; `read` says whether
+    /// anything will read what follows.
+    pub(crate) fn new(system: Option<&str>, task: &str, read: bool) -> Conversation {
+        let mut messages = Vec::with_capacity(if read { 64 } else { 2 });
         if let Some(system) = system {
             messages.push(Message::system(system));
         }
         messages.push(Message::user(task));
-        Conversation { messages }
+        Conversation {
+            messages,
+            kept: read,
+        }
     }
 
     /// The messages, oldest first.
@@ -39,14 +48,6 @@ impl Conversation {
         batch: Option<&ToolBatch>,
     ) -> Result<(), RunError> {
         match entry {
-            Entry::Assistant(turn)
-                if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() =>
-            {
-                self.messages.push(Message::assistant(
-                    turn.text.clone(),
-                    turn.tool_calls.clone(),
-                ));
-            }
             Entry::ToolResults { results } => {
                 let Some(batch) = batch else {
                     return Err(RunError::Internal(
@@ -54,6 +55,15 @@ impl Conversation {
                     ));
                 };
                 self.push_tool_messages(batch, results)?;
+            }
+            _ if !self.kept => {}
+            Entry::Assistant(turn)
+                if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() =>
+            {
+                self.messages.push(Message::assistant(
+                    turn.text.clone(),
+                    turn.tool_calls.clone(),
+                ));
             }
             Entry::Nudge(nudge) => self.messages.push(Message::kernel(nudge.text.clone())),
             Entry::Notice(notice) => self.messages.push(Message::kernel(notice.text())),
@@ -72,6 +82,13 @@ impl Conversation {
     ) -> Result<(), RunError> {
         let mut results = results.iter();
         for (i, call) in batch.calls.iter().enumerate() {
+            if !self.kept {
+                // Checked all the same: each executed call has its result.
+                if batch.refusal(i).is_none() && results.next().is_none() {
+                    return Err(RunError::Internal("a tool call has no outcome".into()));
+                }
+                continue;
+            }
             if let Some(exclusion) = batch.refusal(i) {
                 // Refused calls are not executed and not sent back to the kernel, but the model
                 // gets an answer for each (chat APIs require one per call).
@@ -116,5 +133,71 @@ fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
             "[budget] This was call {} of `{tool}`; use it sparingly.",
             w.call
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terminus_kernel::{ModelTurn, ToolCall, ToolOutcome};
+
+    fn call() -> ToolCall {
+        ToolCall {
+            id: "call-1-0".into(),
+            name: "read".into(),
+            arguments: serde_json::json!({ "file": 1 }).into(),
+        }
+    }
+
+    fn turn_and_results(conversation: &mut Conversation) -> Result<(), RunError> {
+        let batch = ToolBatch {
+            calls: vec![call()],
+            refused: Vec::new(),
+            warnings: Vec::new(),
+        };
+        conversation.apply(
+            &Entry::Assistant(ModelTurn {
+                tool_calls: vec![call()],
+                ..ModelTurn::default()
+            }),
+            None,
+        )?;
+        conversation.apply(
+            &Entry::ToolResults {
+                results: vec![ToolResult {
+                    call_id: "call-1-0".into(),
+                    name: "read".into(),
+                    outcome: ToolOutcome::Ok(serde_json::json!("contents").into()),
+                }],
+            },
+            Some(&batch),
+        )?;
+        // Results for a batch with one call more than they answer.
+        let two = ToolBatch {
+            calls: vec![call(), call()],
+            ..batch
+        };
+        conversation.apply(
+            &Entry::ToolResults {
+                results: Vec::new(),
+            },
+            Some(&two),
+        )
+    }
+
+    #[test]
+    fn a_conversation_nothing_reads_keeps_its_start_and_still_checks_the_results() {
+        let mut read = Conversation::new(Some("system"), "task", true);
+        let mut unread = Conversation::new(Some("system"), "task", false);
+        assert!(turn_and_results(&mut read).is_err());
+        assert!(turn_and_results(&mut unread).is_err());
+        // The turn and its result, then nothing of the batch without results.
+        assert_eq!(read.messages().len(), 2 + 2);
+        let start: Vec<&str> = unread
+            .messages()
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(start, ["system", "task"]);
     }
 }

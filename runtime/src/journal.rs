@@ -7,9 +7,10 @@
 //! writes, for each step:
 //!
 //! - once the machine took the step, in one append (one transaction in a durable store): `e0` the
-//!   event (at `cp0` the task), `e1` the transition, `e2..` the nudges and notices it emitted,
-//!   `e15` the stop record of the last step, and `e16 + j` one intent per executed tool call, all
-//!   written before any of its commands is carried out;
+//!   event, `e1` the transition, `e2..` the nudges and notices it emitted, `e15` the stop record
+//!   of the last step, and `e16 + j` one intent per executed tool call, all written before any
+//!   of its commands is carried out. The task (`cp0:e0`) goes with the first step: before the
+//!   model's first answer there is nothing to resume;
 //! - `e16 + k + j` the result of executed call `j` (of `k`), so a crash leaves each call not
 //!   started, in doubt or done ([`terminus_kernel::CallState`]). A result is written as soon as
 //!   it arrives when its tool must not run twice (several such calls: one append each; a lone

@@ -7,11 +7,17 @@ use tokio_util::sync::CancellationToken;
 
 /// A kill switch the host holds. Clones share one switch; once killed, the run it was given to
 /// feeds `Event::Cancel` to the kernel at its next await point and ends `aborted (cancelled)`.
+///
+/// A switch made with [`KillSwitch::host_clock`] also carries the run's deadline: the runtime
+/// then arms no timer of its own for the policy's `deadline_ms`, and the deadline passes when
+/// the host says so ([`KillSwitch::expire`]).
 #[derive(Debug, Clone, Default)]
 pub struct KillSwitch {
     token: CancellationToken,
     /// A switch that kills itself this long after the run first waits on it.
     timer: Option<(Duration, Arc<OnceLock<Instant>>)>,
+    /// Set for a host that keeps the clock: cancelled when the host passes the deadline.
+    deadline: Option<CancellationToken>,
 }
 
 impl KillSwitch {
@@ -26,6 +32,39 @@ impl KillSwitch {
         KillSwitch {
             token: CancellationToken::new(),
             timer: Some((after, Arc::new(OnceLock::new()))),
+            deadline: None,
+        }
+    }
+
+    /// A switch for a host that keeps the run's clock itself: a durable engine that replays a
+    /// run must see its deadline pass at the same step as the first time, so the moment is the
+    /// host's to journal and to tell ([`KillSwitch::expire`]), not a timer's in this process.
+    pub fn host_clock() -> KillSwitch {
+        KillSwitch {
+            deadline: Some(CancellationToken::new()),
+            ..KillSwitch::default()
+        }
+    }
+
+    /// Whether the host keeps the clock ([`KillSwitch::host_clock`]).
+    pub fn keeps_clock(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// Tells the run that its deadline has passed: at its next await point it feeds the kernel
+    /// a tick, as its own timer would. Does nothing on a switch the host does not keep the
+    /// clock of.
+    pub fn expire(&self) {
+        if let Some(deadline) = &self.deadline {
+            deadline.cancel();
+        }
+    }
+
+    /// Resolves once the host passes the deadline (never, if it does not keep the clock).
+    pub(crate) async fn expired(&self) {
+        match &self.deadline {
+            Some(deadline) => deadline.cancelled().await,
+            None => std::future::pending().await,
         }
     }
 

@@ -59,7 +59,7 @@ pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::context::{
     ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
 };
-pub use crate::driver::{Replayed, Resume, Run, Setup};
+pub use crate::driver::{Adapters, Replayed, Resume, Run, Setup, in_doubt_outcome};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
 pub use crate::journal::{

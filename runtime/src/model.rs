@@ -120,4 +120,13 @@ pub trait Model: Send + Sync {
     fn info(&self) -> ModelInfo {
         ModelInfo::default()
     }
+
+    /// Whether [`Model::complete`] reads [`ModelRequest::messages`]. Default: true. A model
+    /// that answers without looking at the conversation (a scripted one) says false; when
+    /// nothing else reads it either (the verifier, a context window, traces that capture
+    /// content), the runtime keeps no conversation, so a run's memory, resumed or not, does not
+    /// grow with its length (the messages it is sent are then only the system prompt and task).
+    fn reads_messages(&self) -> bool {
+        true
+    }
 }

@@ -97,6 +97,39 @@ impl Report {
         if self.is_complete() { 0 } else { 1 }
     }
 
+    /// The report without its trace, every other field as it is: what a durable store keeps,
+    /// since the trace is the journal's transition entries, in order (a long run's trace is
+    /// most of its report).
+    pub fn without_trace(&self) -> Report {
+        Report {
+            execution: self.execution.clone(),
+            outcome: self.outcome,
+            steps: self.steps,
+            model_calls: self.model_calls,
+            tool_calls: self.tool_calls,
+            nudges: self.nudges,
+            verification_failures: self.verification_failures,
+            no_ops: self.no_ops,
+            empty_responses: self.empty_responses,
+            excluded_tools: self.excluded_tools.clone(),
+            entries: self.entries,
+            duplicates_prevented: self.duplicates_prevented,
+            result: self.result.clone(),
+            rule: self.rule,
+            todos: self.todos.clone(),
+            stats: self.stats,
+            trace: Vec::new(),
+            context: self.context,
+            warnings: self.warnings.clone(),
+        }
+    }
+
+    /// Writes the report as one line of JSON, without building it in memory first.
+    pub fn write_json_line(&self, mut out: impl std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut out, self)?;
+        out.write_all(b"\n")
+    }
+
     /// The report as one line of JSON.
     pub fn to_json_line(&self) -> String {
         // A report is plain data with string keys: serializing it cannot fail.

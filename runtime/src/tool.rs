@@ -159,7 +159,7 @@ impl Tool for WriteTodos {
         Ok(match parse_todos(&arguments) {
             Ok(todos) => {
                 let open = todos.iter().filter(|t| t.status.is_open()).count();
-                ToolOutcome::Ok(Value::String(format!(
+                ToolOutcome::ok(Value::String(format!(
                     "Todo list updated: {open} of {} open.",
                     todos.len()
                 )))
@@ -176,8 +176,10 @@ impl Tool for WriteTodos {
 /// compact, an error as `error (kind): message`.
 pub fn render_outcome(outcome: &ToolOutcome) -> String {
     match outcome {
-        ToolOutcome::Ok(Value::String(s)) => s.clone(),
-        ToolOutcome::Ok(v) => v.to_string(),
+        ToolOutcome::Ok(v) => match v.value() {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
         ToolOutcome::Error { kind, message } => {
             format!("error ({}): {message}", kind.as_str())
         }

@@ -67,6 +67,13 @@ pub trait Verifier: Send + Sync {
     /// The verdict on `verification.claim`. `Err` is a fault of the verifier itself (it cannot
     /// decide at all) and stops the run; a rejection is `Ok(Verdict { complete: false, .. })`.
     async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault>;
+
+    /// Whether [`Verifier::verify`] reads [`Verification::transcript`]. Default: true. A
+    /// verifier that decides from the ledger and todos alone says false (see
+    /// [`crate::Model::reads_messages`]).
+    fn reads_transcript(&self) -> bool {
+        true
+    }
 }
 
 /// The verifier used when verification is on and the host gives none: the claim is true when no
@@ -82,6 +89,10 @@ impl Verifier for RuleVerifier {
             complete: missing.is_empty(),
             missing,
         })
+    }
+
+    fn reads_transcript(&self) -> bool {
+        false
     }
 }
 

@@ -1,7 +1,7 @@
 //! One commit per agent step: a turn that calls tools which may run again is journaled with the
-//! step its results feed, so a run of N such turns makes about N appends; a tool that must not
-//! run twice keeps its result durable before the model is asked again (two appends per turn).
-//! Either way the journal holds the same keys.
+//! step its results feed, so a run of N such turns makes N + 1 appends (the task goes with the
+//! first turn); a tool that must not run twice keeps its result durable before the model is
+//! asked again (two appends per turn). Either way the journal holds the same keys.
 
 mod common;
 
@@ -124,7 +124,7 @@ impl Tool for Read {
         self.idempotent
     }
     async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault> {
-        Ok(ToolOutcome::Ok(arguments))
+        Ok(ToolOutcome::ok(arguments))
     }
 }
 
@@ -163,18 +163,14 @@ async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Rec
 async fn calls_that_may_run_again_make_one_commit_per_agent_step() {
     for per_turn in [1, 3] {
         let (appends, records) = run(10, per_turn, true).await;
-        // The task, one per turn (its results and the step they fed go with the next turn),
-        // and the final answer's step.
-        assert_eq!(appends, 1 + 10 + 1, "{per_turn} calls a turn");
+        // One per turn (the task goes with the first; its results and the step they fed go
+        // with the next turn), and the final answer's step.
+        assert_eq!(appends, 10 + 1, "{per_turn} calls a turn");
         let (strict, strict_records) = run(10, per_turn, false).await;
         // A tool that must not run twice: its results are durable before the model is asked
         // again, so each turn is two commits (three results of a batch: one each, then the step).
         let per_result = if per_turn == 1 { 0 } else { per_turn };
-        assert_eq!(
-            strict,
-            1 + 10 * (2 + per_result) + 1,
-            "{per_turn} calls a turn"
-        );
+        assert_eq!(strict, 10 * (2 + per_result) + 1, "{per_turn} calls a turn");
         let layout = |records: &[Record]| -> Vec<(String, &'static str)> {
             records
                 .iter()

@@ -84,7 +84,7 @@ fn turn_messages(t: usize, turn: &TurnSpec, out: &mut Vec<Message>) {
         .map(|(k, c)| ToolCall {
             id: call_id(t, k),
             name: TOOLS[c.tool].to_owned(),
-            arguments: json!({ "path": format!("src/f{t}_{k}.rs") }),
+            arguments: json!({ "path": format!("src/f{t}_{k}.rs") }).into(),
         })
         .collect();
     out.push(Message::assistant(
@@ -869,7 +869,7 @@ fn reported_usage_sizes_the_reply_and_recalibrates_the_fixed_tokens() {
     let call = ToolCall {
         id: "call-1".into(),
         name: "read_file".into(),
-        arguments: json!({ "path": "src/lib.rs" }),
+        arguments: json!({ "path": "src/lib.rs" }).into(),
     };
     conversation.push(Message::assistant("Reading it.", vec![call]));
     conversation.push(Message::tool_result(
@@ -902,7 +902,7 @@ fn reported_usage_sizes_the_reply_and_recalibrates_the_fixed_tokens() {
     let call = ToolCall {
         id: "call-2".into(),
         name: "grep".into(),
-        arguments: json!({ "pattern": "bug" }),
+        arguments: json!({ "pattern": "bug" }).into(),
     };
     conversation.push(Message::assistant("", vec![call]));
     conversation.push(Message::tool_result(
@@ -953,12 +953,12 @@ fn a_long_tool_result_is_cut_in_the_view_only() {
         ToolCall {
             id: "call-1".into(),
             name: "run_tests".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         },
         ToolCall {
             id: "call-2".into(),
             name: "read_file".into(),
-            arguments: json!({ "path": "big.log" }),
+            arguments: json!({ "path": "big.log" }).into(),
         },
     ];
     let warning = "[terminus] budget: 2 tool calls left in this run.";
@@ -1123,7 +1123,7 @@ fn pruning_that_cannot_shrink_the_view_sends_the_conversation_whole() {
     let call = ToolCall {
         id: "call-0".into(),
         name: "read_file".into(),
-        arguments: json!({ "path": "src/lib.rs" }),
+        arguments: json!({ "path": "src/lib.rs" }).into(),
     };
     let messages = vec![
         Message::user("Fix the bug."),

@@ -47,7 +47,7 @@ impl Tool for Files {
         self.reads.lock().expect("not poisoned").push(path.clone());
         let i: usize = path.trim_start_matches('f').parse().unwrap_or(usize::MAX);
         Ok(if i < FILES {
-            ToolOutcome::Ok(Value::String(content(i)))
+            ToolOutcome::ok(Value::String(content(i)))
         } else {
             ToolOutcome::Error {
                 kind: terminus_kernel::ToolErrorKind::NotFound,
@@ -179,7 +179,7 @@ impl Model for Agent {
                 tool_calls: vec![ToolCall {
                     id: format!("read-{n}"),
                     name: "read_file".into(),
-                    arguments: json!({ "path": format!("f{i}") }),
+                    arguments: json!({ "path": format!("f{i}") }).into(),
                 }],
                 ..ModelTurn::default()
             },
@@ -288,7 +288,9 @@ async fn terminus_pruning_lets_the_agent_finish_with_every_file_read_once() {
     for r in &records {
         if let Entry::ToolResults { results } = &r.entry {
             for res in results {
-                if let ToolOutcome::Ok(Value::String(s)) = &res.outcome {
+                if let ToolOutcome::Ok(out) = &res.outcome
+                    && let Value::String(s) = out.value()
+                {
                     journaled.insert(res.call_id.clone(), s.clone());
                 }
             }
@@ -420,7 +422,7 @@ struct Log;
 #[async_trait]
 impl Tool for Log {
     async fn call(&self, _arguments: Value) -> Result<ToolOutcome, Fault> {
-        Ok(ToolOutcome::Ok(Value::String(long_log())))
+        Ok(ToolOutcome::ok(Value::String(long_log())))
     }
 }
 
@@ -439,7 +441,7 @@ impl Model for Reader {
                 tool_calls: vec![ToolCall {
                     id: "log-1".into(),
                     name: "dump_log".into(),
-                    arguments: json!({}),
+                    arguments: json!({}).into(),
                 }],
                 ..ModelTurn::default()
             });
@@ -548,7 +550,7 @@ async fn a_long_result_is_cut_for_the_model_and_whole_for_the_journal_and_the_ve
         .collect();
     assert_eq!(
         journaled,
-        vec![&ToolOutcome::Ok(Value::String(log.clone()))]
+        vec![&ToolOutcome::ok(Value::String(log.clone()))]
     );
     let verified = witness.results.lock().expect("not poisoned").clone();
     assert_eq!(verified, vec![log], "the verifier saw a cut result");

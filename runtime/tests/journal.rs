@@ -77,7 +77,7 @@ async fn every_fact_is_journaled_under_its_deterministic_key() {
     };
     assert_eq!(
         (result.call_id.as_str(), &result.outcome),
-        ("call-1-1", &ToolOutcome::Ok(json!({ "v": "b" })))
+        ("call-1-1", &ToolOutcome::ok(json!({ "v": "b" })))
     );
     // The spec and the report are kept with the execution.
     let spec = store.spec("x1").await.expect("stored").expect("created");

@@ -45,7 +45,7 @@ impl Tool for Flaky {
         if n < self.fail_first {
             return Err(Fault::internal("the process died during the call"));
         }
-        Ok(ToolOutcome::Ok(arguments))
+        Ok(ToolOutcome::ok(arguments))
     }
 }
 

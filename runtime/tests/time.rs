@@ -28,7 +28,7 @@ async fn the_deadline_interrupts_a_slow_tool_at_the_exact_time() {
         tool_calls: vec![terminus_kernel::ToolCall {
             id: "c1".into(),
             name: "echo".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         }],
         ..Default::default()
     })]);

@@ -81,7 +81,7 @@ async fn the_builtin_validates_every_todo() {
         .expect("never faults");
     assert_eq!(
         ok,
-        ToolOutcome::Ok(json!("Todo list updated: 1 of 2 open."))
+        ToolOutcome::ok(json!("Todo list updated: 1 of 2 open."))
     );
     let bad = WriteTodos
         .call(json!({ "todos": [ { "content": "a", "status": "later" } ] }))

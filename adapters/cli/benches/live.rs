@@ -124,7 +124,7 @@ impl Tool for Read {
     }
 
     async fn call(&self, _arguments: Value) -> Result<ToolOutcome, Fault> {
-        Ok(ToolOutcome::Ok(json!("contents")))
+        Ok(ToolOutcome::ok(json!("contents")))
     }
 }
 

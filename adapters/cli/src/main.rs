@@ -24,6 +24,7 @@ mod job;
 mod orchestrate;
 mod record;
 mod runs;
+mod serve;
 mod timeline;
 mod tools;
 
@@ -93,6 +94,13 @@ enum Cmd {
     /// stderr; with --json the last line on stdout is the plan's report. With --journal a
     /// crashed orchestration continues with `terminus resume`.
     Orchestrate(orchestrate::OrchestrateArgs),
+    /// Serve the `TerminusAgent` Restate service (a virtual object keyed by execution id,
+    /// handlers `run`, `report`, `cancel`) for a Restate server to call: every model and tool
+    /// call is a journaled Restate step, so Restate resumes a run after a crash without asking
+    /// again for what it journaled. A `run` request is `{"scenario": {...}}` or
+    /// `{"agent": {...config as JSON...}, "task": "..."}`; the answer is the report. Runs until
+    /// Ctrl-C. An address that cannot be bound exits 2.
+    ServeRestate(serve::ServeRestateArgs),
     /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
     /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
     /// the tool's output and exits 0, or its error (`kind: message`) on stderr and exits 1. A bad
@@ -291,6 +299,7 @@ fn main() -> ExitCode {
             Cmd::Submit(args) => submit(args).await,
             Cmd::Agent(args) => agent::agent(args).await,
             Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
+            Cmd::ServeRestate(args) => serve::serve_restate(args).await,
             Cmd::Tools { config, action } => tools::run(&config, action).await,
         }
     });
@@ -326,9 +335,15 @@ fn model_log() -> Option<PathBuf> {
     std::env::var_os("TERMINUS_MODEL_LOG").map(PathBuf::from)
 }
 
+/// The scenario with the call logs the crash tests count with: `TERMINUS_MODEL_LOG` (model
+/// turns served) and `TERMINUS_TOOL_LOG` (tool calls carried out).
 fn with_model_log(scenario: Scenario) -> Scenario {
-    match model_log() {
+    let scenario = match model_log() {
         Some(path) => scenario.with_model_log(path),
+        None => scenario,
+    };
+    match std::env::var_os("TERMINUS_TOOL_LOG") {
+        Some(path) => scenario.with_tool_log(PathBuf::from(path)),
         None => scenario,
     }
 }
@@ -662,7 +677,8 @@ fn print_report(report: &Report, json: bool) {
     let mut out = std::io::stdout().lock();
     // A closed stdout is the reader's choice; the exit code still tells the outcome.
     let _ = if json {
-        writeln!(out, "{}", report.to_json_line())
+        // Written as it is serialized: a long run's trace is most of its report.
+        report.write_json_line(&mut out)
     } else {
         match &report.result {
             Some(result) => writeln!(out, "{}\n{result}", report.outcome),

@@ -242,6 +242,10 @@ impl Model for RecordingModel {
     fn info(&self) -> terminus_runtime::ModelInfo {
         self.inner.info()
     }
+
+    fn reads_messages(&self) -> bool {
+        self.inner.reads_messages()
+    }
 }
 
 fn turn_spec(turn: &ModelTurn) -> TurnSpec {
@@ -252,7 +256,7 @@ fn turn_spec(turn: &ModelTurn) -> TurnSpec {
                 .iter()
                 .map(|c| CallSpec {
                     name: c.name.clone(),
-                    arguments: c.arguments.clone(),
+                    arguments: c.arguments.clone().into(),
                     id: (!c.id.is_empty()).then(|| c.id.clone()),
                 })
                 .collect()
@@ -268,7 +272,7 @@ fn turn_spec(turn: &ModelTurn) -> TurnSpec {
 fn result_spec(outcome: &ToolOutcome) -> ResultSpec {
     match outcome {
         ToolOutcome::Ok(value) => ResultSpec {
-            ok: Some(value.clone()),
+            ok: Some(value.value().clone()),
             ..ResultSpec::default()
         },
         ToolOutcome::Error { kind, message } => ResultSpec {
@@ -344,5 +348,9 @@ impl Verifier for RecordingVerifier {
             });
         }
         verdict
+    }
+
+    fn reads_transcript(&self) -> bool {
+        self.inner.reads_transcript()
     }
 }

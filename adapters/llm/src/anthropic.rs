@@ -245,7 +245,10 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
             "tool_use" => tool_calls.push(ToolCall {
                 id: block.id.unwrap_or_default(),
                 name: block.name.unwrap_or_default(),
-                arguments: block.input.unwrap_or_else(|| Value::Object(Map::new())),
+                arguments: block
+                    .input
+                    .unwrap_or_else(|| Value::Object(Map::new()))
+                    .into(),
             }),
             _ => {}
         }

@@ -65,7 +65,7 @@ pub(crate) fn call(id: String, name: String, raw_arguments: &str) -> ToolCall {
     ToolCall {
         id,
         name,
-        arguments: arguments(raw_arguments),
+        arguments: arguments(raw_arguments).into(),
     }
 }
 

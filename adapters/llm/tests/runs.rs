@@ -276,7 +276,7 @@ impl Tool for ReadFile {
             .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
         let path = arguments["path"].as_str().unwrap_or_default();
         Ok(match self.0.lock().get(path) {
-            Some(text) => ToolOutcome::Ok(Value::String(text.clone())),
+            Some(text) => ToolOutcome::ok(Value::String(text.clone())),
             None => ToolOutcome::Error {
                 kind: ToolErrorKind::NotFound,
                 message: format!("{path}: no such file"),
@@ -301,7 +301,7 @@ impl Tool for WriteFile {
         let path = arguments["path"].as_str().unwrap_or_default().to_owned();
         let content = arguments["content"].as_str().unwrap_or_default().to_owned();
         self.0.lock().insert(path, content);
-        Ok(ToolOutcome::Ok(json!("written")))
+        Ok(ToolOutcome::ok(json!("written")))
     }
 }
 

@@ -106,13 +106,14 @@ async fn parallel_tool_calls_are_assembled_by_index() {
             ToolCall {
                 id: "call_sdg0h3k2aVcl9WYp4k6gUeqW".into(),
                 name: "read_file".into(),
-                arguments: json!({ "path": "src/lib.rs" }),
+                arguments: json!({ "path": "src/lib.rs" }).into(),
             },
             ToolCall {
                 id: "call_Xk2pQ8rT4mNb7vLz1cYwHe3a".into(),
                 name: "write_todos".into(),
                 arguments: json!({ "todos": [{ "content": "write plan — ünïcode",
-                                              "status": "in_progress" }] }),
+                                              "status": "in_progress" }] })
+                .into(),
             },
         ]
     );
@@ -141,12 +142,12 @@ async fn anthropic_thinking_text_and_tool_use_blocks() {
             ToolCall {
                 id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
                 name: "read_file".into(),
-                arguments: json!({ "path": "src/lib.rs" }),
+                arguments: json!({ "path": "src/lib.rs" }).into(),
             },
             ToolCall {
                 id: "toolu_01AbCdEfGhIjKlMnOpQrStUv".into(),
                 name: "list_directory".into(),
-                arguments: json!({}),
+                arguments: json!({}).into(),
             },
         ]
     );
@@ -477,12 +478,12 @@ fn conversation() -> Vec<Message> {
         ToolCall {
             id: "call_1".into(),
             name: "read_file".into(),
-            arguments: json!({ "path": "a" }),
+            arguments: json!({ "path": "a" }).into(),
         },
         ToolCall {
             id: "call_2".into(),
             name: "write_todos".into(),
-            arguments: json!({ "todos": [] }),
+            arguments: json!({ "todos": [] }).into(),
         },
     ];
     vec![

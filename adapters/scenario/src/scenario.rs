@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{Policy, WRITE_TODOS};
-use terminus_runtime::{KillSwitch, Resume, Run, Setup, ToolSet};
+use terminus_runtime::{KillSwitch, Replayed, Resume, Run, Setup, ToolSet};
 
 /// A validated scenario: it parses, every script can be run, and the kernel accepts its policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +17,7 @@ pub struct Scenario {
     name: String,
     file: ScenarioFile,
     model_log: Option<std::path::PathBuf>,
+    tool_log: Option<std::path::PathBuf>,
 }
 
 impl Scenario {
@@ -29,6 +30,7 @@ impl Scenario {
             name,
             file,
             model_log: None,
+            tool_log: None,
         })
     }
 
@@ -89,7 +91,24 @@ impl Scenario {
     /// A run as [`Scenario::run`] builds it, with another task and policy (an orchestrator
     /// gives an agent its dependencies' results and its share of the plan's budget).
     pub fn run_as(&self, task: String, policy: Policy) -> Run {
-        let mut run = Run::new(task, policy, self.model()).name(self.name.clone());
+        self.run_with(task, policy, self.model())
+    }
+
+    /// A run as [`Scenario::run`] builds it, for a durable engine that replays the run's steps
+    /// itself (the Restate service): with it, what to call once such a replay is over, so that
+    /// the scripted model moves past the answers the engine gave back (the scripted tools are
+    /// called on replay too, and move by themselves).
+    pub fn replayable_run(&self) -> (Run, impl FnOnce(&Replayed) + Send + 'static) {
+        let model = self.model();
+        let skip = Arc::clone(&model);
+        let run = self.run_with(self.file.task.clone(), self.file.policy.clone(), model);
+        (run, move |replayed: &Replayed| {
+            skip.skip(replayed.model_answers)
+        })
+    }
+
+    fn run_with(&self, task: String, policy: Policy, model: Arc<ScriptedModel>) -> Run {
+        let mut run = Run::new(task, policy, model).name(self.name.clone());
         if let Some(prompt) = &self.file.system_prompt {
             run = run.config(terminus_runtime::RuntimeConfig {
                 system_prompt: Some(prompt.clone()),
@@ -119,8 +138,23 @@ impl Scenario {
         self.file
             .tools
             .iter()
-            .map(|(name, script)| (name.clone(), Arc::new(ScriptedTool::new(name, script))))
+            .map(|(name, script)| {
+                let tool = ScriptedTool::new(name, script);
+                let tool = match &self.tool_log {
+                    Some(path) => tool.with_log(path.clone()),
+                    None => tool,
+                };
+                (name.clone(), Arc::new(tool))
+            })
             .collect()
+    }
+
+    /// Logs every tool call carried out to `path` (see [`ScriptedTool::with_log`]); applies
+    /// to the runs created after this call.
+    #[must_use]
+    pub fn with_tool_log(mut self, path: impl Into<std::path::PathBuf>) -> Scenario {
+        self.tool_log = Some(path.into());
+        self
     }
 
     /// Logs every model turn served to `path` (see [`ScriptedModel::with_log`]); applies to

@@ -70,6 +70,8 @@ fn plural(n: usize, what: &str) -> String {
 pub struct ScriptedModel {
     turns: Cursor<TurnSpec>,
     log: Option<std::path::PathBuf>,
+    /// Whether a turn checks what the request shows (`sees`, `not_sees`).
+    reads: bool,
 }
 
 impl ScriptedModel {
@@ -78,6 +80,10 @@ impl ScriptedModel {
         ScriptedModel {
             turns: Cursor::new(script.turns.clone(), script.repeat),
             log: None,
+            reads: script
+                .turns
+                .iter()
+                .any(|t| !t.sees.is_empty() || !t.not_sees.is_empty()),
         }
     }
 
@@ -90,20 +96,24 @@ impl ScriptedModel {
     }
 
     fn record(&self, call: usize) -> Result<(), Fault> {
-        use std::io::Write as _;
-        let Some(path) = &self.log else {
-            return Ok(());
-        };
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            // One write of the whole line: `writeln!` on a `File` may write the number and
-            // the newline separately, and a process killed between the two leaves a torn line
-            // that the next process's line is glued to (`7` + `7\n` read as `77`).
-            .and_then(|mut f| f.write_all(format!("{call}\n").as_bytes()))
-            .map_err(|e| Fault::internal(format!("model log {}: {e}", path.display())))
+        match &self.log {
+            Some(path) => append_line(path, &format!("{call}\n"), "model log"),
+            None => Ok(()),
+        }
     }
+}
+
+/// Appends `line` to the log at `path` in one write: `writeln!` on a `File` may write the text
+/// and the newline separately, and a process killed between the two leaves a torn line that the
+/// next process's line is glued to (`7` + `7\n` read as `77`).
+fn append_line(path: &std::path::Path, line: &str, what: &str) -> Result<(), Fault> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|e| Fault::internal(format!("{what} {}: {e}", path.display())))
 }
 
 impl ScriptedModel {
@@ -144,7 +154,7 @@ impl Model for ScriptedModel {
             .map(|(i, c)| ToolCall {
                 id: c.id.unwrap_or_else(|| format!("call-{call}-{i}")),
                 name: c.name,
-                arguments: c.arguments,
+                arguments: c.arguments.into(),
             })
             .collect();
         Ok(ModelTurn {
@@ -162,6 +172,11 @@ impl Model for ScriptedModel {
             provider: "terminus.scripted".into(),
             model: "scripted".into(),
         }
+    }
+
+    /// Only a turn's `sees` and `not_sees` look at the request.
+    fn reads_messages(&self) -> bool {
+        self.reads
     }
 }
 
@@ -196,9 +211,19 @@ pub struct ScriptedTool {
     parameters: Option<Value>,
     idempotent: bool,
     results: Cursor<ResultSpec>,
+    log: Option<std::path::PathBuf>,
 }
 
 impl ScriptedTool {
+    /// Appends `{name} {n}` to `path` each time the tool carries out its `n`-th result (when the
+    /// call's future runs, not when it is called): crash tests count the tool calls carried out
+    /// across processes with it.
+    #[must_use]
+    pub fn with_log(mut self, path: impl Into<std::path::PathBuf>) -> ScriptedTool {
+        self.log = Some(path.into());
+        self
+    }
+
     /// Moves past `answered` results (a resumed run has them in its journal).
     pub fn skip(&self, answered: u64) {
         self.results.skip(answered);
@@ -215,11 +240,12 @@ impl ScriptedTool {
             parameters: script.parameters.clone(),
             idempotent: script.idempotent,
             results: Cursor::new(script.results.clone(), script.repeat),
+            log: None,
         }
     }
 
-    fn next(&self) -> Result<(ToolOutcome, u64), Fault> {
-        let (_, spec) = self.results.next().map_err(|n| {
+    fn next(&self) -> Result<(usize, ToolOutcome, u64), Fault> {
+        let (number, spec) = self.results.next().map_err(|n| {
             Fault::invalid_input(format!(
                 "tool `{}` script exhausted after {} (repeat: \"none\")",
                 self.name,
@@ -234,7 +260,7 @@ impl ScriptedTool {
                     .unwrap_or_else(|| format!("scripted {} error", kind.as_str())),
             },
             (Some(value), None) => match spec.filler_tokens {
-                None => ToolOutcome::Ok(value),
+                None => ToolOutcome::ok(value),
                 Some(n) => {
                     let mut text = match value {
                         Value::String(s) => s,
@@ -244,13 +270,13 @@ impl ScriptedTool {
                     for _ in 0..n {
                         text.push_str(" log");
                     }
-                    ToolOutcome::Ok(Value::String(text))
+                    ToolOutcome::ok(Value::String(text))
                 }
             },
             // Validation rejects a result with neither; answer like an empty success.
-            (None, None) => ToolOutcome::Ok(Value::Null),
+            (None, None) => ToolOutcome::ok(Value::Null),
         };
-        Ok((outcome, spec.delay_ms.unwrap_or(0)))
+        Ok((number, outcome, spec.delay_ms.unwrap_or(0)))
     }
 }
 
@@ -282,7 +308,10 @@ impl Tool for ScriptedTool {
     {
         let next = self.next();
         Box::pin(async move {
-            let (outcome, delay_ms) = next?;
+            let (number, outcome, delay_ms) = next?;
+            if let Some(path) = &self.log {
+                append_line(path, &format!("{} {number}\n", self.name), "tool log")?;
+            }
             if delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }
@@ -308,6 +337,10 @@ impl ScriptedVerifier {
 
 #[async_trait]
 impl Verifier for ScriptedVerifier {
+    fn reads_transcript(&self) -> bool {
+        false
+    }
+
     async fn verify(&self, _verification: Verification<'_>) -> Result<Verdict, Fault> {
         let (_, spec) = self.verdicts.next().map_err(|n| {
             Fault::invalid_input(format!(

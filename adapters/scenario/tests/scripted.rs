@@ -2,6 +2,7 @@
 //! run out as documented, tools answer in call order whatever their delays, undefined tools
 //! answer `not_found`, and expectations report mismatches by path.
 
+use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,9 +102,9 @@ async fn results_follow_call_order_whatever_the_delays_and_ids_are_deterministic
             (
                 "call-1-0".into(),
                 "t".into(),
-                ToolOutcome::Ok("first".into())
+                ToolOutcome::ok(json!("first"))
             ),
-            ("mine".into(), "t".into(), ToolOutcome::Ok("second".into())),
+            ("mine".into(), "t".into(), ToolOutcome::ok(json!("second"))),
             (
                 "call-1-2".into(),
                 "undefined_tool".into(),
@@ -152,11 +153,62 @@ async fn repeat_last_and_cycle_replay_their_scripts() {
     assert_eq!(
         seen,
         [
-            (ToolOutcome::Ok("a".into()), ToolOutcome::Ok(1.into())),
-            (failed, ToolOutcome::Ok(2.into())),
-            (ToolOutcome::Ok("a".into()), ToolOutcome::Ok(2.into())),
+            (ToolOutcome::ok(json!("a")), ToolOutcome::ok(json!(1))),
+            (failed, ToolOutcome::ok(json!(2))),
+            (ToolOutcome::ok(json!("a")), ToolOutcome::ok(json!(2))),
         ]
     );
+}
+
+/// A script with `sees` or `not_sees` reads the conversation, so the runtime keeps it even with
+/// no context window (without one, a scripted model reads nothing and none is kept); its
+/// resumed run sees the journaled results too.
+#[tokio::test]
+async fn a_turn_that_checks_the_request_sees_the_conversation_live_and_resumed() {
+    use terminus_runtime::Model as _;
+    let scenario = Scenario::parse(
+        r#"{
+        "task": "t",
+        "model": { "turns": [
+            { "tool_calls": [ { "name": "read" } ] },
+            { "tool_calls": [ { "name": "read" } ], "sees": [ "contents of a" ] },
+            { "text": "Done.", "needs_more_work": false,
+              "sees": [ "contents of a", "contents of b" ], "not_sees": [ "contents of c" ] } ] },
+        "tools": { "read": { "results": [ { "ok": "contents of a" }, { "ok": "contents of b" } ] } }
+    }"#,
+    )
+    .expect("valid");
+    assert!(terminus_scenario::ScriptedModel::new(&scenario.file().model).reads_messages());
+    let plain = Scenario::parse(
+        r#"{ "task": "t", "model": { "turns": [ { "text": "Done.", "needs_more_work": false } ] } }"#,
+    )
+    .expect("valid");
+    assert!(!terminus_scenario::ScriptedModel::new(&plain.file().model).reads_messages());
+
+    let (report, store) = journal_of(&scenario).await;
+    assert!(report.expect("stops").is_complete());
+    // Cut after the second result and resume: the last turn's `sees` holds on the replayed
+    // conversation.
+    let records = store.records("x").await.expect("records");
+    let cut = records
+        .iter()
+        .position(|r| r.entry.kind() == "tool_results" && r.key.checkpoint > 2)
+        .expect("the second batch's results");
+    let resumed = MemoryStore::new();
+    let spec = store.spec("x").await.expect("spec").expect("a spec");
+    assert!(resumed.create("x", &spec).await.expect("created"));
+    resumed
+        .append_all("x", records[..=cut + 1].to_vec())
+        .await
+        .expect("appended");
+    let report = scenario
+        .resume("x")
+        .store(Arc::new(resumed))
+        .execute()
+        .await
+        .expect("resumes");
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.model_calls, 3);
 }
 
 #[tokio::test]

@@ -138,6 +138,15 @@ pub trait Backend: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<(u32, u32, String)>, Fault>;
 
+    /// Up to `limit` entries of kind `kind` after the key `after` (exclusive), in key order.
+    async fn page_kind(
+        &self,
+        execution: &str,
+        kind: &'static str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<(u32, u32, String)>, Fault>;
+
     /// How many entries the execution has.
     async fn count(&self, execution: &str) -> Result<u64, Fault>;
 

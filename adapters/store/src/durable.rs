@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_kernel::{Entry, Key, Outcome, Record, Rule};
+use terminus_kernel::{Entry, Key, Outcome, Record, Rule, StepRecord};
 use terminus_runtime::{
     Appended, Cause, Cell, Cells, Claims, ExecutionFilter, ExecutionStatus, ExecutionSummary,
     Failure, Journal, Lease, Queue, Report, RunSpec, StoreError,
@@ -123,6 +123,50 @@ impl<B: Backend> Durable<B> {
                 .map_err(|_| corrupt(format!("entries out of range ({})", row.entries)))?,
             execution: id.clone(),
         })
+    }
+
+    /// The transitions of `execution`, in order, read from its journal page by page; there
+    /// must be `steps` of them.
+    async fn trace(&self, execution: &str, steps: u32) -> Result<Vec<StepRecord>, StoreError> {
+        const PAGE: u32 = 4096;
+        let mut trace = Vec::with_capacity(usize::try_from(steps).unwrap_or(0));
+        let mut after = None;
+        loop {
+            let rows = self
+                .backend
+                .page_kind(execution, "transition", after, PAGE)
+                .await
+                .map_err(|f| self.fault(f, || format!("read the trace of `{execution}`")))?;
+            let full = rows.len() >= PAGE as usize;
+            for (checkpoint, index, body) in rows {
+                let key = Key::new(checkpoint, index);
+                after = Some((checkpoint, index));
+                match serde_json::from_str::<Entry>(&body) {
+                    Ok(Entry::Transition(step)) => trace.push(step),
+                    Ok(other) => {
+                        return Err(self.corrupt(format!(
+                            "entry {key} of `{execution}` is stored as a transition but holds \
+                             a {} entry",
+                            other.kind()
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(self.corrupt(format!("entry {key} of `{execution}`: {e}")));
+                    }
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        if trace.len() != usize::try_from(steps).unwrap_or(usize::MAX) {
+            return Err(self.corrupt(format!(
+                "the report of `{execution}` counts {steps} steps; its journal holds {} \
+                 transitions",
+                trace.len()
+            )));
+        }
+        Ok(trace)
     }
 
     fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
@@ -271,14 +315,25 @@ impl<B: Backend> Journal for Durable<B> {
     }
 
     async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
+        // The trace is the journal's transition entries: `report` reads it back from there.
         self.backend
-            .finish(execution, report.to_json_line())
+            .finish(execution, report.without_trace().to_json_line())
             .await
             .map_err(|f| self.fault(f, || format!("store the report of `{execution}`")))
     }
 
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
-        self.column(execution, "report", |r| r.report).await
+        let Some(mut report) = self
+            .column::<Report>(execution, "report", |r| r.report)
+            .await?
+        else {
+            return Ok(None);
+        };
+        // Reports stored before the trace was left out keep theirs.
+        if report.trace.is_empty() && report.steps > 0 {
+            report.trace = self.trace(execution, report.steps).await?;
+        }
+        Ok(Some(report))
     }
 
     async fn executions(

@@ -2,7 +2,8 @@
 //!
 //! Durable journal stores for Terminus. Both keep the same two tables: `executions` (one row per
 //! run: status, the claim — worker and lease expiry — the spec needed to resume it, the report
-//! once it ended, and how many claims on it were refused) and `entries` (one row per journal
+//! once it ended (without its trace, which is read back from the journal's transition entries:
+//! a long run's trace is most of its report), and how many claims on it were refused) and `entries` (one row per journal
 //! entry, primary key `(execution, checkpoint, idx)`, i.e. the idempotency key
 //! `cp{checkpoint}:e{idx}`).
 //!

@@ -7,6 +7,7 @@
 use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
 use crate::durable::{Durable, store_error};
 use async_trait::async_trait;
+use std::collections::HashMap;
 use std::time::Duration;
 use terminus_runtime::StoreError;
 use tokio::sync::{Mutex, MutexGuard};
@@ -137,8 +138,12 @@ struct Conn {
     insert: Option<Statement>,
 }
 
+/// The entries of one append, written in one statement; returns the keys it wrote (a key
+/// already stored is left as it is, and not returned).
 const INSERT: &str = "INSERT INTO terminus_entries (execution, checkpoint, idx, kind, body)
-                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
+                      SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[])
+                      ON CONFLICT DO NOTHING
+                      RETURNING checkpoint, idx";
 
 impl Conn {
     async fn open(url: &str) -> Result<Conn, Fault> {
@@ -326,32 +331,57 @@ impl Backend for Postgres {
         execution: &str,
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault> {
+        let mut checkpoints = Vec::with_capacity(entries.len());
+        let mut indexes = Vec::with_capacity(entries.len());
+        for e in &entries {
+            checkpoints.push(i64::from(e.checkpoint));
+            indexes.push(
+                i32::try_from(e.index)
+                    .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?,
+            );
+        }
+        let kinds: Vec<&str> = entries.iter().map(|e| e.kind).collect();
+        let bodies: Vec<&str> = entries.iter().map(|e| e.body.as_str()).collect();
         retrying!(self, c => async {
+            // One statement, its own transaction: one round trip and one commit per step.
             let insert = c.insert().await?;
-            let tx = c.transaction().await?;
-            let mut out = Vec::with_capacity(entries.len());
-            for e in &entries {
-                let cp = i64::from(e.checkpoint);
-                let idx = i32::try_from(e.index)
-                    .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?;
-                let n = tx
-                    .execute(&insert, &[&execution, &cp, &idx, &e.kind, &e.body])
+            let written = c
+                .query(&insert, &[&execution, &checkpoints, &indexes, &kinds, &bodies])
+                .await?;
+            let mut fresh: HashMap<(i64, i32), usize> = HashMap::with_capacity(written.len());
+            for r in &written {
+                *fresh.entry((col(r, 0)?, col(r, 1)?)).or_default() += 1;
+            }
+            // The keys that were stored already (a replayed step): their stored bodies. A row
+            // is never changed once written, so reading them after the commit is exact.
+            let mut stored = HashMap::new();
+            if written.len() < entries.len() {
+                let rows = c
+                    .query(
+                        "SELECT checkpoint, idx, body FROM terminus_entries
+                         WHERE execution = $1
+                           AND (checkpoint, idx) IN (SELECT * FROM unnest($2::bigint[], $3::int[]))",
+                        &[&execution, &checkpoints, &indexes],
+                    )
                     .await?;
-                if n == 1 {
-                    out.push(None);
-                } else {
-                    let row = tx
-                        .query_one(
-                            "SELECT body FROM terminus_entries
-                             WHERE execution = $1 AND checkpoint = $2 AND idx = $3",
-                            &[&execution, &cp, &idx],
-                        )
-                        .await?;
-                    out.push(Some(col(&row, 0)?));
+                for r in &rows {
+                    stored.insert((col::<i64>(r, 0)?, col::<i32>(r, 1)?), col::<String>(r, 2)?);
                 }
             }
-            tx.commit().await?;
-            Ok::<_, Fault>(out)
+            checkpoints
+                .iter()
+                .zip(&indexes)
+                .map(|(&cp, &idx)| {
+                    // Each written key once, in case a step named one key twice.
+                    if let Some(n) = fresh.get_mut(&(cp, idx)).filter(|n| **n > 0) {
+                        *n -= 1;
+                        return Ok(None);
+                    }
+                    stored.get(&(cp, idx)).cloned().map(Some).ok_or_else(|| {
+                        Fault::Corrupt(format!("entry cp{cp}:e{idx} was neither written nor found"))
+                    })
+                })
+                .collect::<Result<Vec<_>, Fault>>()
         })
     }
 
@@ -371,6 +401,37 @@ impl Backend for Postgres {
                      WHERE execution = $1 AND (checkpoint, idx) > ($2::bigint, $3::int)
                      ORDER BY checkpoint, idx LIMIT $4",
                     &[&execution, &cp, &idx, &i64::from(limit)],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok((
+                        unsigned(col(r, 0)?, "a checkpoint")?,
+                        unsigned(i64::from(col::<i32>(r, 1)?), "an index")?,
+                        col(r, 2)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, Fault>>()
+        })
+    }
+
+    async fn page_kind(
+        &self,
+        execution: &str,
+        kind: &'static str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<(u32, u32, String)>, Fault> {
+        let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| {
+            (i64::from(cp), i32::try_from(idx).unwrap_or(i32::MAX))
+        });
+        retrying!(self, c => async {
+            let rows = c
+                .query(
+                    "SELECT checkpoint, idx, body FROM terminus_entries
+                     WHERE execution = $1 AND kind = $2 AND (checkpoint, idx) > ($3::bigint, $4::int)
+                     ORDER BY checkpoint, idx LIMIT $5",
+                    &[&execution, &kind, &cp, &idx, &i64::from(limit)],
                 )
                 .await?;
             rows.iter()

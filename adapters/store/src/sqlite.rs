@@ -1,15 +1,32 @@
-//! The SQLite backend (rusqlite, bundled SQLite): the embedded default. Statements run on
-//! tokio's blocking pool, never on the async executor (a write can wait up to the busy timeout
-//! for another process's transaction).
+//! The SQLite backend (rusqlite, bundled SQLite): the embedded default.
+//!
+//! Where statements run. A statement that would wait (for another process's write
+//! transaction, up to the busy timeout) or that syncs the disk at commit runs on tokio's
+//! blocking pool, never on the async executor. Every other statement runs on the caller's
+//! thread, sparing the two thread switches of the pool: with [`Durability::Process`] a commit
+//! is a write into the WAL, which is done in microseconds, and reads never wait in WAL mode. So
+//! the connection's busy timeout is zero; a statement that finds the database busy (or the
+//! connection in use by a call on the pool) is run again on the pool with the full timeout.
+//! Every closure given to [`Sqlite::run`] may therefore run twice: a busy statement changed
+//! nothing, and writes of more than one statement take the write lock first
+//! (`BEGIN IMMEDIATE`).
+//!
+//! Checkpoints (copying the WAL back into the database, which syncs the disk) run on a
+//! thread of their own with a connection of their own, started when the WAL passes
+//! [`CHECKPOINT_PAGES`]: a run never waits for one. SQLite's automatic checkpoint, which the
+//! committing connection runs inside its commit, is off.
 
 use crate::backend::{
     Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry, millis, now_ms,
 };
 use crate::durable::Durable;
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread::JoinHandle;
 use std::time::Duration;
 use terminus_runtime::{Cause, StoreError};
 
@@ -22,6 +39,13 @@ pub enum Durability {
     /// Power loss (WAL, `synchronous=FULL`: every commit is fsynced).
     PowerLoss,
 }
+
+/// WAL pages past which a checkpoint is started (SQLite's own default threshold).
+const CHECKPOINT_PAGES: i32 = 1000;
+
+/// WAL pages past which the store's own connection checkpoints before its next write, so that
+/// the WAL starts over (see [`ask_for_checkpoints`]).
+const CATCH_UP_PAGES: i32 = 8 * CHECKPOINT_PAGES;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_001_init.sql"),
@@ -67,12 +91,105 @@ pub type SqliteStore = Durable<Sqlite>;
 /// One SQLite connection, shared behind a mutex by the calls of one store.
 #[derive(Debug)]
 pub struct Sqlite {
+    /// Declared before `_checkpointer`, so it is dropped first (see [`Checkpointer`]).
     conn: Arc<Mutex<Connection>>,
     path: String,
     /// The file the connection opened: SQLite goes on writing into a file deleted or replaced
     /// under it (another process then sees none of it), so every call first checks the path
     /// still names this file.
     file: Arc<FileId>,
+    /// Whether a commit may run on the caller's thread (it does not sync the disk).
+    inline_writes: bool,
+    /// Set by the WAL hook when the next write must checkpoint first.
+    catch_up: Arc<AtomicBool>,
+    _checkpointer: Checkpointer,
+}
+
+/// The thread that checkpoints the WAL. It ends when the store's connection closes (which
+/// drops the connection's WAL hook, and with it the channel the thread waits on); dropping it
+/// waits for that, so that the connection closed last has checkpointed the WAL and removed it:
+/// the file alone then holds the journal, as with SQLite's own checkpoints.
+#[derive(Debug)]
+struct Checkpointer(Option<JoinHandle<()>>);
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Checkpoints the WAL of `path` whenever asked, on a connection of its own opened at the first
+/// request (a journal deleted or replaced meanwhile is left alone: it does not create files).
+/// Once the store's connection has closed, this one closes last, and so checkpoints the WAL and
+/// removes it.
+fn checkpointer(path: PathBuf, file: Arc<FileId>, asked: Receiver<()>) {
+    let mut conn: Option<Connection> = None;
+    while asked.recv().is_ok() {
+        if file.check().is_err() {
+            continue;
+        }
+        if conn.is_none() {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            conn = Connection::open_with_flags(&path, flags)
+                .and_then(|c| c.busy_timeout(BUSY).map(|()| c))
+                .ok();
+        }
+        // A checkpoint copies what no reader still needs and never waits for a writer; what it
+        // could not copy is copied by the next one.
+        if let Some(c) = &conn {
+            let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+    }
+}
+
+/// The WAL hook of the store's connection. Each time the WAL grows by [`CHECKPOINT_PAGES`]
+/// pages it asks the checkpointer for a checkpoint (one request at a time). A checkpoint that
+/// runs beside a writer copies what was committed when it started; the WAL starts over only
+/// when a write finds everything copied, which a writer that never pauses never lets happen:
+/// past [`CATCH_UP_PAGES`] pages it sets `catch_up`, and the store's next write checkpoints
+/// first, itself, with nothing written meanwhile (a wait of one checkpoint of what the
+/// checkpointer has not copied yet).
+fn ask_for_checkpoints(
+    conn: &mut Connection,
+    ask: SyncSender<()>,
+    catch_up: Arc<AtomicBool>,
+) -> rusqlite::Result<()> {
+    let (mut next, mut last) = (CHECKPOINT_PAGES, 0);
+    conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+        if pages < last {
+            // The WAL started over.
+            next = CHECKPOINT_PAGES;
+        }
+        last = pages;
+        if pages >= next {
+            next = pages.saturating_add(CHECKPOINT_PAGES);
+            match ask.try_send(()) {
+                Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+            }
+        }
+        if pages >= CATCH_UP_PAGES {
+            catch_up.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }))
+}
+
+/// Whether `fault` is SQLite's "database is busy/locked": the statement changed nothing and
+/// may run again with a busy timeout.
+fn busy(fault: &Fault) -> bool {
+    let Fault::Db(cause) = fault else {
+        return false;
+    };
+    matches!(
+        cause.get().downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(f, _))
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+    )
 }
 
 /// Which file a path named when the journal was opened.
@@ -155,12 +272,40 @@ impl Durable<Sqlite> {
                 Err(e) => return Err(failed("set WAL mode", e)),
             }
         }
+        let file = Arc::new(FileId::of(path));
+        let (ask, asked) = sync_channel(1);
+        let mut conn = conn;
+        let catch_up = Arc::new(AtomicBool::new(false));
+        ask_for_checkpoints(&mut conn, ask, Arc::clone(&catch_up))
+            .map_err(|e| failed("set the WAL hook", e))?;
+        let thread = {
+            let (path, file) = (file.path.clone(), Arc::clone(&file));
+            std::thread::Builder::new()
+                .name("terminus-sqlite-checkpoint".into())
+                .spawn(move || checkpointer(path, file, asked))
+                .map_err(|e| StoreError::Backend {
+                    journal: name.clone(),
+                    action: "start the checkpoint thread".into(),
+                    source: Cause::new(e),
+                })?
+        };
         let store = Durable::new(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
             path: name,
-            file: Arc::new(FileId::of(path)),
+            file,
+            inline_writes: durability == Durability::Process,
+            catch_up,
+            _checkpointer: Checkpointer(Some(thread)),
         });
         store.migrate()?;
+        // From now on a statement that would wait runs on the blocking pool (`Sqlite::run`).
+        store
+            .unchecked(|c| c.busy_timeout(Duration::ZERO))
+            .map_err(|e| StoreError::Backend {
+                journal: store.backend.path.clone(),
+                action: "set the busy timeout".into(),
+                source: Cause::new(e),
+            })?;
         Ok(store)
     }
 
@@ -208,11 +353,13 @@ impl Durable<Sqlite> {
         self.unchecked(|c| c.execute_batch(sql))
     }
 
+    /// Runs `f` on the connection on this thread, waiting up to the busy timeout for another
+    /// process's transaction.
     fn unchecked<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        f(&lock(&self.backend.conn)).map_err(|e| StoreError::Backend {
+        waiting(&mut lock(&self.backend.conn), |c| f(c)).map_err(|e| StoreError::Backend {
             journal: self.backend.path.clone(),
             action: "run a maintenance statement".into(),
             source: Cause::new(e),
@@ -220,16 +367,63 @@ impl Durable<Sqlite> {
     }
 }
 
+/// Runs `f` with the connection's busy timeout set to [`BUSY`], then zero again.
+fn waiting<T, E: From<rusqlite::Error>>(
+    conn: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    conn.busy_timeout(BUSY)?;
+    let out = f(conn);
+    conn.busy_timeout(Duration::ZERO)?;
+    out
+}
+
+/// What a statement does, for where it may run (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Reads only: never waits in WAL mode, except briefly while a crashed process's WAL is
+    /// recovered (then it is busy, and goes to the pool).
+    Read,
+    /// Writes: commits, which sync the disk with [`Durability::PowerLoss`].
+    Write,
+}
+
 impl Sqlite {
-    /// Runs `f` on the connection on the blocking pool.
+    /// Runs `f` on the connection: on this thread when it cannot wait there (the connection
+    /// is free, and a write does not sync the disk) and the database is not busy, else on the
+    /// blocking pool with the busy timeout. `f` may run twice: a statement that found the
+    /// database busy changed nothing.
     async fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, Fault> + Send + 'static,
+        access: Access,
+        f: impl Fn(&mut Connection) -> Result<T, Fault> + Send + 'static,
     ) -> Result<T, Fault> {
+        let catch_up = access == Access::Write && self.catch_up.swap(false, Ordering::Relaxed);
+        if !catch_up && (access == Access::Read || self.inline_writes) {
+            let conn = match self.conn.try_lock() {
+                Ok(conn) => Some(conn),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut conn) = conn {
+                self.file.check()?;
+                match f(&mut conn) {
+                    Err(fault) if busy(&fault) => {}
+                    done => return done,
+                }
+            }
+        }
         let (conn, file) = (Arc::clone(&self.conn), Arc::clone(&self.file));
         tokio::task::spawn_blocking(move || {
             file.check()?;
-            f(&mut lock(&conn))
+            waiting(&mut lock(&conn), |c| {
+                if catch_up {
+                    // Waits for the checkpointer, then copies the rest: the next write starts
+                    // the WAL over.
+                    c.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))?;
+                }
+                f(c)
+            })
         })
         .await
         .map_err(|e| Fault::Db(Cause::new(e)))?
@@ -248,7 +442,7 @@ impl Backend for Sqlite {
 
     async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault> {
         let execution = execution.to_owned();
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let n = c.execute(
                 "INSERT INTO executions (id, created_ms, spec) VALUES (?1, ?2, ?3)
                  ON CONFLICT(id) DO NOTHING",
@@ -261,11 +455,11 @@ impl Backend for Sqlite {
 
     async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault> {
         let execution = execution.to_owned();
-        self.run(move |c| {
+        self.run(Access::Read, move |c| {
             Ok(c.query_row(
                 "SELECT status, worker, spec, report, failure, conflicts
                  FROM executions WHERE id = ?1",
-                [execution],
+                [&execution],
                 |r| {
                     Ok(ExecutionRow {
                         status: r.get(0)?,
@@ -292,8 +486,9 @@ impl Backend for Sqlite {
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault> {
         let execution = execution.to_owned();
-        self.run(move |c| {
-            let tx = c.transaction()?;
+        self.run(Access::Write, move |c| {
+            // The write lock first: busy now, or never (the closure may then run again).
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut out = Vec::with_capacity(entries.len());
             {
                 let mut insert = tx.prepare_cached(
@@ -329,7 +524,7 @@ impl Backend for Sqlite {
     ) -> Result<Vec<(u32, u32, String)>, Fault> {
         let execution = execution.to_owned();
         let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| (i64::from(cp), i64::from(idx)));
-        self.run(move |c| {
+        self.run(Access::Read, move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT checkpoint, idx, body FROM entries
                  WHERE execution = ?1 AND (checkpoint > ?2 OR (checkpoint = ?2 AND idx > ?3))
@@ -343,12 +538,36 @@ impl Backend for Sqlite {
         .await
     }
 
+    async fn page_kind(
+        &self,
+        execution: &str,
+        kind: &'static str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<(u32, u32, String)>, Fault> {
+        let execution = execution.to_owned();
+        let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| (i64::from(cp), i64::from(idx)));
+        self.run(Access::Read, move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT checkpoint, idx, body FROM entries
+                 WHERE execution = ?1 AND kind = ?2
+                   AND (checkpoint > ?3 OR (checkpoint = ?3 AND idx > ?4))
+                 ORDER BY checkpoint, idx LIMIT ?5",
+            )?;
+            let rows = stmt.query_map(params![execution, kind, cp, idx, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
     async fn count(&self, execution: &str) -> Result<u64, Fault> {
         let execution = execution.to_owned();
-        self.run(move |c| {
+        self.run(Access::Read, move |c| {
             let n: i64 = c.query_row(
                 "SELECT count(*) FROM entries WHERE execution = ?1",
-                [execution],
+                [&execution],
                 |r| r.get(0),
             )?;
             count(n, "the entry count")
@@ -358,7 +577,7 @@ impl Backend for Sqlite {
 
     async fn finish(&self, execution: &str, report: String) -> Result<(), Fault> {
         let execution = execution.to_owned();
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             c.execute(
                 "UPDATE executions SET status = 'done', report = ?2 WHERE id = ?1",
                 params![execution, report],
@@ -375,7 +594,7 @@ impl Backend for Sqlite {
         lease: Duration,
     ) -> Result<Claimed, Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let now = now_ms();
             let until = now.saturating_add(millis(lease));
             let n = c.execute(
@@ -404,7 +623,7 @@ impl Backend for Sqlite {
 
     async fn claim_next(&self, worker: &str, lease: Duration) -> Result<Option<String>, Fault> {
         let worker = worker.to_owned();
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let now = now_ms();
             let until = now.saturating_add(millis(lease));
             // One immediate transaction: SQLite has one writer at a time, so two workers cannot
@@ -434,7 +653,7 @@ impl Backend for Sqlite {
 
     async fn renew(&self, execution: &str, worker: &str, lease: Duration) -> Result<bool, Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let until = now_ms().saturating_add(millis(lease));
             let n = c.execute(
                 "UPDATE executions SET lease_until_ms = ?3 WHERE id = ?1 AND worker = ?2",
@@ -453,7 +672,7 @@ impl Backend for Sqlite {
 
     async fn release(&self, execution: &str, worker: &str) -> Result<(), Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             c.execute(
                 "UPDATE executions SET worker = NULL, lease_until_ms = 0
                  WHERE id = ?1 AND worker = ?2",
@@ -466,7 +685,7 @@ impl Backend for Sqlite {
 
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let n = c.execute(
                 "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL,
                         lease_until_ms = 0
@@ -480,7 +699,7 @@ impl Backend for Sqlite {
 
     async fn executions(&self, filter: &ListFilter) -> Result<Vec<ListedRow>, Fault> {
         let filter = filter.clone();
-        self.run(move |c| {
+        self.run(Access::Read, move |c| {
             let mut stmt = c.prepare_cached(LIST)?;
             let rows = stmt.query_map(
                 params![now_ms(), filter.outcome, filter.reason, filter.min_steps],
@@ -507,7 +726,7 @@ impl Backend for Sqlite {
 
     async fn cell(&self, key: &str) -> Result<Option<(u64, String)>, Fault> {
         let key = key.to_owned();
-        self.run(move |c| {
+        self.run(Access::Read, move |c| {
             let row: Option<(i64, String)> = c
                 .query_row(
                     "SELECT version, body FROM cells WHERE key = ?1",
@@ -528,7 +747,7 @@ impl Backend for Sqlite {
         body: String,
     ) -> Result<Option<u64>, Fault> {
         let key = key.to_owned();
-        self.run(move |c| {
+        self.run(Access::Write, move |c| {
             let n = match expected {
                 None => c.execute(
                     "INSERT INTO cells (key, version, body) VALUES (?1, 1, ?2)

@@ -76,6 +76,53 @@ async fn version_1_2_and_3_journals_are_migrated_and_keep_their_executions() {
     }
 }
 
+/// The row keeps the report without its trace, which is read back from the journal; a report
+/// stored whole (before the trace was left out) reads back as it was; a trace the journal
+/// cannot give whole is corrupt data.
+#[tokio::test]
+async fn a_report_is_kept_without_its_trace_and_read_back_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(dir.path().join("j.db"), Durability::Process).expect("open");
+    store.create("x", &common::spec()).await.expect("create");
+    let (records, report) = common::kernel_run("x");
+    store.append_all("x", records).await.expect("append");
+    store.finish("x", &report).await.expect("finish");
+    let row = store
+        .execution("x")
+        .await
+        .expect("read")
+        .and_then(|r| r.report)
+        .expect("a stored report");
+    let stored: serde_json::Value = serde_json::from_str(&row).expect("JSON");
+    assert_eq!(stored["trace"], serde_json::json!([]));
+    assert_eq!(stored["steps"], 3);
+    assert_eq!(store.report("x").await.expect("read"), Some(report.clone()));
+
+    // A report stored whole, as earlier versions did.
+    let whole = report.to_json_line().replace('\'', "''");
+    store
+        .execute_unchecked(&format!(
+            "UPDATE executions SET report = '{whole}' WHERE id = 'x'; \
+             DELETE FROM entries WHERE execution = 'x' AND kind = 'transition'"
+        ))
+        .expect("stored whole");
+    assert_eq!(store.report("x").await.expect("read"), Some(report.clone()));
+
+    // The trace left out, and the journal's transitions gone.
+    let light = report.without_trace().to_json_line().replace('\'', "''");
+    store
+        .execute_unchecked(&format!(
+            "UPDATE executions SET report = '{light}' WHERE id = 'x'"
+        ))
+        .expect("stored without the trace");
+    match store.report("x").await {
+        Err(StoreError::Corrupt { what, .. }) => {
+            assert!(what.contains("counts 3 steps"), "{what}");
+        }
+        other => panic!("expected corrupt data, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_workers_on_separate_connections_get_exactly_one_claim() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -217,7 +217,7 @@ impl Traffic {
         let call = ToolCall {
             id,
             name: name.to_owned(),
-            arguments,
+            arguments: arguments.into(),
         };
         (call, result)
     }

@@ -16,7 +16,7 @@ pub fn render(result: &CallToolResult) -> ToolOutcome {
             message: text,
         }
     } else {
-        ToolOutcome::Ok(Value::String(text))
+        ToolOutcome::ok(Value::String(text))
     }
 }
 

@@ -163,7 +163,7 @@ where
         };
         Ok(match (self.run)(args).await {
             Ok(output) => match serde_json::to_value(output) {
-                Ok(value) => ToolOutcome::Ok(value),
+                Ok(value) => ToolOutcome::ok(value),
                 Err(e) => ToolOutcome::Error {
                     kind: ToolErrorKind::Failed,
                     message: format!("the tool's output cannot be sent as JSON: {e}"),

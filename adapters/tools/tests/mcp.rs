@@ -10,7 +10,10 @@ use terminus_tools::{McpConfig, McpError, McpServer, McpTools, McpTransport};
 
 fn ok_text(outcome: &ToolOutcome) -> &str {
     match outcome {
-        ToolOutcome::Ok(Value::String(s)) => s,
+        ToolOutcome::Ok(v) => match v.value() {
+            Value::String(s) => s,
+            other => panic!("expected a text result, got {other:?}"),
+        },
         other => panic!("expected a text result, got {other:?}"),
     }
 }

@@ -40,7 +40,7 @@ fn calls(calls: &[(&str, Value)]) -> ModelTurn {
             .map(|(name, arguments)| ToolCall {
                 id: String::new(),
                 name: (*name).into(),
-                arguments: arguments.clone(),
+                arguments: arguments.clone().into(),
             })
             .collect(),
         ..ModelTurn::default()

@@ -66,7 +66,7 @@ async fn arguments_that_do_not_fit_the_struct_never_reach_the_function() {
         .call(json!({ "path": "a.rs", "limit": 2 }))
         .await
         .expect("no fault");
-    assert_eq!(ok, ToolOutcome::Ok(json!("a.rs up to Some(2)")));
+    assert_eq!(ok, ToolOutcome::ok(json!("a.rs up to Some(2)")));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 

@@ -71,7 +71,7 @@ pub fn calls(list: &[(&str, Value)]) -> Reply {
             .map(|(n, a)| ToolCall {
                 id: String::new(),
                 name: (*n).into(),
-                arguments: a.clone(),
+                arguments: a.clone().into(),
             })
             .collect(),
         finish: Finish::ToolCalls,
@@ -102,7 +102,7 @@ impl Script {
     pub fn new(replies: Vec<Reply>) -> Self {
         Script {
             replies,
-            tool: Box::new(|_, _| ToolOutcome::Ok(json!("ok"))),
+            tool: Box::new(|_, _| ToolOutcome::ok(json!("ok"))),
             verdicts: vec![Verdict {
                 complete: true,
                 missing: vec![],
@@ -201,7 +201,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 );
                 assert_eq!(Some(stop.outcome), m.outcome());
                 return Run {
-                    stop,
+                    stop: *stop,
                     trace,
                     commands,
                     nudges,
@@ -210,7 +210,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 };
             }
             Command::Nudge(nudge) => {
-                nudges.push(nudge);
+                nudges.push(*nudge);
                 None
             }
             Command::Notice(notice) => {
@@ -248,7 +248,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                     let k = calls_per_tool.entry(c.name.clone()).or_default();
                     *k += 1;
                     let outcome = if c.name == "write_todos" {
-                        ToolOutcome::Ok(json!("todos updated"))
+                        ToolOutcome::ok(json!("todos updated"))
                     } else {
                         (script.tool)(c, *k)
                     };

@@ -28,7 +28,7 @@ impl Model for Fake {
                 tool_calls: vec![ToolCall {
                     id: String::new(),
                     name: "echo".into(),
-                    arguments: json!({ "n": n }),
+                    arguments: json!({ "n": n }).into(),
                 }],
                 ..ModelTurn::default()
             })
@@ -47,7 +47,7 @@ pub(crate) struct Echo;
 #[async_trait]
 impl Tool for Echo {
     async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault> {
-        Ok(ToolOutcome::Ok(arguments))
+        Ok(ToolOutcome::ok(arguments))
     }
 }
 

@@ -94,7 +94,7 @@ mod tests {
         ToolCall {
             id: id.into(),
             name: name.into(),
-            arguments,
+            arguments: arguments.into(),
         }
     }
 
@@ -136,8 +136,8 @@ mod tests {
         }));
         while m.poll_command().is_some() {}
         m.handle(Event::ToolResults(vec![
-            result("t", "write_todos", ToolOutcome::Ok(json!("ok"))),
-            result("a", "read_file", ToolOutcome::Ok(json!("fn a() {}"))),
+            result("t", "write_todos", ToolOutcome::ok(json!("ok"))),
+            result("a", "read_file", ToolOutcome::ok(json!("fn a() {}"))),
             result(
                 "b",
                 "read_file",

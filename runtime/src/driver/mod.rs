@@ -13,10 +13,11 @@ mod resume;
 mod run;
 mod spans;
 mod tools_step;
+pub use tools_step::in_doubt_outcome;
 mod verify_step;
 mod writer;
 
-pub use run::{Replayed, Resume, Run, Setup};
+pub use run::{Adapters, Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 
@@ -70,6 +71,18 @@ struct Env {
     execution: String,
     kill: KillSwitch,
     context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
+}
+
+impl Env {
+    /// Whether anything reads the conversation: the model, the verifier, the context window,
+    /// or traces that capture content. When nothing does, none is kept (see
+    /// [`crate::Model::reads_messages`]).
+    fn conversation_read(&self) -> bool {
+        self.model.reads_messages()
+            || self.verifier.as_ref().is_some_and(|v| v.reads_transcript())
+            || self.context.is_some()
+            || self.config.capture_content
+    }
 }
 
 struct Driver {
@@ -188,13 +201,15 @@ impl Driver {
         &mut self,
         observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<Report, RunError> {
-        self.put(Record {
+        // The task goes with the first step's append: until the model has answered there is
+        // nothing to resume (a resume of an execution with no entries starts it over, and the
+        // call in flight is made again, as after any crash during a model call).
+        self.carry.push(Record {
             key: Key::event(0),
             entry: Entry::User {
                 task: self.env.task.clone(),
             },
-        })
-        .await?;
+        });
         // The machine's first command (the first model call) comes from no step.
         self.commands
             .extend(std::iter::from_fn(|| self.machine.poll_command()));
@@ -248,13 +263,13 @@ impl Driver {
                     continue;
                 }
                 Command::Nudge(nudge) => {
-                    self.conversation.apply(&Entry::Nudge(nudge), None)?;
+                    self.conversation.apply(&Entry::Nudge(*nudge), None)?;
                     continue;
                 }
                 Command::CallModel(call) => Action::Model(call),
                 Command::RunTools(batch) => Action::Tools(batch),
                 Command::Verify(request) => Action::Verify(request),
-                Command::Stop(stop) => Action::Stop(stop),
+                Command::Stop(stop) => Action::Stop(*stop),
                 other => {
                     return Err(RunError::Internal(format!(
                         "a kernel command this runtime cannot carry out: {other:?}"
@@ -285,6 +300,8 @@ impl Driver {
         tokio::pin!(work);
         let deadline = async {
             match self.deadline {
+                // A host that keeps the clock says when the deadline passes.
+                _ if self.env.kill.keeps_clock() => self.env.kill.expired().await,
                 Some(at) => sleep_until(at).await,
                 None => std::future::pending().await,
             }
@@ -347,17 +364,34 @@ impl Driver {
             .as_ref()
             .map(|_| summarize(&event, detail.as_deref()));
         let checkpoint = self.machine.stats().steps.saturating_add(1);
-        let event_record = Record {
-            key: Key::event(checkpoint),
-            entry: Entry::from_event(&event),
-        };
         let label = event.label();
         let results_may_rerun = matches!(event, Event::ToolResults(_))
             && self.batch.as_ref().is_some_and(|b| self.may_rerun(b));
+        // The journal entry takes tool results and the machine borrows them (it keeps nothing
+        // of a result), so they are not copied; any other event goes to the machine, which
+        // keeps part of it, and the entry keeps a copy.
+        let (entry, event) = match event {
+            Event::ToolResults(results) => (Entry::ToolResults { results }, None),
+            event => (Entry::from_event(&event), Some(event)),
+        };
+        let event_record = Record {
+            key: Key::event(checkpoint),
+            entry,
+        };
         // What the model is told comes from the entry, as on replay.
         self.conversation
             .apply(&event_record.entry, self.batch.as_ref())?;
-        match self.machine.handle(event) {
+        let handled = match (event, &event_record.entry) {
+            (Some(event), _) => self.machine.handle(event),
+            (None, Entry::ToolResults { results }) => self.machine.handle_results(results),
+            (None, entry) => {
+                return Err(RunError::Internal(format!(
+                    "no event for a {} entry",
+                    entry.kind()
+                )));
+            }
+        };
+        match handled {
             Handled::Step(record) => {
                 self.trace.push(record);
                 self.commands

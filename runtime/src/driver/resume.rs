@@ -100,7 +100,11 @@ async fn replay_journal(
         // Created and never started (submitted for a worker): start it from the beginning.
         let mut machine = Machine::new(spec.policy.clone()).map_err(RunError::Policy)?;
         let outstanding = std::iter::from_fn(|| machine.poll_command()).collect();
-        let conversation = Conversation::new(env.config.system_prompt.as_deref(), &spec.task);
+        let conversation = Conversation::new(
+            env.config.system_prompt.as_deref(),
+            &spec.task,
+            env.conversation_read(),
+        );
         return Ok(Resumed::Driver(Box::new(ResumedParts {
             machine,
             outstanding,
@@ -113,12 +117,22 @@ async fn replay_journal(
     };
     let mut replay = Replay::start(spec.policy.clone(), Record::clone(first))
         .map_err(|e| RunError::Replay(e.to_string()))?;
-    let mut conversation = Conversation::new(env.config.system_prompt.as_deref(), &spec.task);
+    let mut conversation = Conversation::new(
+        env.config.system_prompt.as_deref(),
+        &spec.task,
+        env.conversation_read(),
+    );
     let mut trace = Vec::new();
     let mut skip = 1;
     loop {
         let last = page.last().map(|r| r.key);
-        for record in page.iter().skip(skip) {
+        let full = page.len() >= RESUME_PAGE;
+        // Each page is dropped once replayed: what the replay keeps does not grow with the
+        // journal (the machine, the pending batch, the trace's steps, and the conversation
+        // when something reads it).
+        for record in std::mem::take(&mut page).into_iter().skip(skip) {
+            // The page's records are not shared: taken, not copied.
+            let record = Arc::unwrap_or_clone(record);
             if let Entry::Transition(step) = &record.entry {
                 trace.push(*step);
             }
@@ -129,11 +143,11 @@ async fn replay_journal(
             });
             conversation.apply(&record.entry, batch)?;
             replay
-                .push(Record::clone(record))
+                .push(record)
                 .map_err(|e| RunError::Replay(e.to_string()))?;
         }
         skip = 0;
-        if page.len() < RESUME_PAGE {
+        if !full {
             break;
         }
         page = store.page(&execution, last, RESUME_PAGE).await?;

@@ -48,7 +48,23 @@ pub struct Run {
     policy: Policy,
     execution: Option<String>,
     host: Option<serde_json::Value>,
+    /// When the run first started (Unix ms), if not now.
+    started: Option<u64>,
     parts: Parts,
+}
+
+/// A run's adapters and settings, lent to [`Run::adapters`] for a host that wraps them (a
+/// durable engine journals every call).
+#[non_exhaustive]
+pub struct Adapters<'a> {
+    /// The model.
+    pub model: &'a mut Arc<dyn Model>,
+    /// The tools.
+    pub tools: &'a mut ToolSet,
+    /// The verifier, if the host gave one (else the rule verifier, which calls nothing).
+    pub verifier: &'a mut Option<Arc<dyn Verifier>>,
+    /// Timeouts and the rest.
+    pub config: &'a mut RuntimeConfig,
 }
 
 /// Goes on with an execution from its journal, started with [`Run::resume`]. It takes the
@@ -289,8 +305,36 @@ impl Run {
             policy,
             execution: None,
             host: None,
+            started: None,
             parts: Parts::new(model),
         }
+    }
+
+    /// The run's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The run's first start, in milliseconds since the Unix epoch, when it is not now: a run
+    /// that a durable engine carries on after a restart keeps its clock, so the deadline spans
+    /// the interruption, as [`Run::resume`] does from the journal.
+    #[must_use]
+    pub fn started_at(mut self, unix_ms: u64) -> Run {
+        self.started = Some(unix_ms);
+        self
+    }
+
+    /// Lends the run's model, tools, verifier and settings to `f`, which may wrap or replace
+    /// them.
+    #[must_use]
+    pub fn adapters(mut self, f: impl FnOnce(Adapters<'_>)) -> Run {
+        f(Adapters {
+            model: &mut self.parts.model,
+            tools: &mut self.parts.tools,
+            verifier: &mut self.parts.verifier,
+            config: &mut self.parts.config,
+        });
+        self
     }
 
     /// Resumes `execution` from its journal (give the same store, tools and verifier as the
@@ -340,6 +384,7 @@ impl Run {
             policy,
             execution,
             host,
+            started,
             parts,
         } = self;
         let execution = execution.unwrap_or_else(|| {
@@ -355,7 +400,7 @@ impl Run {
             system: env.config.system_prompt.clone(),
             policy: machine.policy().clone(),
             host,
-            started_unix_ms: Some(unix_ms()),
+            started_unix_ms: Some(started.unwrap_or_else(unix_ms)),
         };
         // Create, then claim: a second `run` of the same id finds it created and stops at once.
         if !env.store.create(&env.execution, &spec).await? {
@@ -370,8 +415,19 @@ impl Run {
                 meters::claim_refused(&e);
                 e
             })?;
-        let conversation = Conversation::new(env.config.system_prompt.as_deref(), &env.task);
-        let mut driver = Driver::new(env, machine, lease, conversation, Instant::now());
+        let conversation = Conversation::new(
+            env.config.system_prompt.as_deref(),
+            &env.task,
+            env.conversation_read(),
+        );
+        let now = Instant::now();
+        let start = started.map_or(now, |at| {
+            now.checked_sub(std::time::Duration::from_millis(
+                unix_ms().saturating_sub(at),
+            ))
+            .unwrap_or(now)
+        });
+        let mut driver = Driver::new(env, machine, lease, conversation, start);
         let result = driver.drive(&mut observer).await;
         // The lease expires by itself if releasing fails; the run's own result matters more.
         let _ = driver.env.store.release(&driver.lease).await;

@@ -105,7 +105,7 @@ impl Driver {
                         .env
                         .tools
                         .get(&call.name)
-                        .map(|tool| tool.call(call.arguments.clone())),
+                        .map(|tool| tool.call(call.arguments.value().clone())),
                 };
                 let name = call.name.as_str();
                 let span = spans::tool(name, &call.id);
@@ -177,7 +177,7 @@ impl Driver {
 
 /// The answer to a call of a non-idempotent tool that was started before the run stopped and has
 /// no journaled result: it is not run again, and the model is told why.
-fn in_doubt_outcome(tool: &str) -> ToolOutcome {
+pub fn in_doubt_outcome(tool: &str) -> ToolOutcome {
     ToolOutcome::Error {
         kind: ToolErrorKind::Failed,
         message: format!(

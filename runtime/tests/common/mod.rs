@@ -104,7 +104,7 @@ pub fn calls(calls: &[(&str, Value)]) -> Answer {
             .map(|(name, args)| ToolCall {
                 id: String::new(),
                 name: (*name).into(),
-                arguments: args.clone(),
+                arguments: args.clone().into(),
             })
             .collect(),
         ..ModelTurn::default()
@@ -144,7 +144,7 @@ impl Tool for Echo {
             tokio::time::sleep(self.delay).await;
         }
         self.running.fetch_sub(1, Ordering::SeqCst);
-        Ok(ToolOutcome::Ok(arguments))
+        Ok(ToolOutcome::ok(arguments))
     }
 }
 

@@ -243,6 +243,81 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
     cells(store, &unique(&format!("{prefix}-cell"))).await;
     listings(store, &unique(&format!("{prefix}-list"))).await;
+    reports_keep_their_trace(store, &unique(&format!("{prefix}-trace"))).await;
+}
+
+/// A short run of the kernel alone (a tool turn, its result, an answer): its records as the
+/// runtime journals them, and its report.
+pub fn kernel_run(id: &str) -> (Vec<Arc<Record>>, Report) {
+    use terminus_kernel::{
+        Command, Event, Handled, Machine, ModelTurn, ToolCall, ToolOutcome, ToolResult,
+        step_records,
+    };
+    let mut machine = Machine::new(terminus_kernel::Policy::default()).expect("a valid policy");
+    let _first: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "read".into(),
+        arguments: serde_json::json!({ "file": 1 }).into(),
+    };
+    let events = [
+        Event::ModelTurn(ModelTurn {
+            tool_calls: vec![call],
+            ..ModelTurn::default()
+        }),
+        Event::ToolResults(vec![ToolResult {
+            call_id: "c1".into(),
+            name: "read".into(),
+            outcome: ToolOutcome::Ok(serde_json::json!("contents").into()),
+        }]),
+        Event::ModelTurn(ModelTurn {
+            text: "Done.".into(),
+            needs_more_work: Some(false),
+            ..ModelTurn::default()
+        }),
+    ];
+    let mut records = vec![record(0, 0, "task")];
+    let mut trace = Vec::new();
+    let mut stop = None;
+    for event in events {
+        let Handled::Step(step) = machine.handle(event.clone()) else {
+            panic!("the kernel took no step on {event:?}");
+        };
+        let commands: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        records.extend(
+            step_records(&event, &step, &commands, |_| true)
+                .into_iter()
+                .map(Arc::new),
+        );
+        trace.push(step);
+        stop = stop.or_else(|| {
+            commands.into_iter().find_map(|c| match c {
+                Command::Stop(s) => Some(s),
+                _ => None,
+            })
+        });
+    }
+    let entries = records.len() as u64;
+    let report = Report::new(
+        id.to_owned(),
+        *stop.expect("the run stops"),
+        Vec::new(),
+        trace,
+        entries,
+        0,
+    );
+    (records, report)
+}
+
+/// A report reads back whole, its trace included (durable stores keep the trace as the
+/// journal's transition entries, not in the report).
+pub async fn reports_keep_their_trace(store: &dyn Store, id: &str) {
+    assert!(store.create(id, &spec()).await.expect("create"));
+    let (records, report) = kernel_run(id);
+    assert_eq!(report.trace.len(), 3);
+    store.append_all(id, records).await.expect("append");
+    store.finish(id, &report).await.expect("finish");
+    assert_eq!(store.report(id).await.expect("report"), Some(report));
 }
 
 fn stats(steps: u32, model_calls: u32, tool_calls: u32) -> terminus_kernel::Stats {
@@ -306,7 +381,7 @@ pub async fn listings(store: &dyn Store, base: &str) {
             call: ToolCall {
                 id: "c1".into(),
                 name: "search".into(),
-                arguments: serde_json::json!({}),
+                arguments: serde_json::json!({}).into(),
             },
             idempotent: true,
         },
