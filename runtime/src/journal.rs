@@ -344,7 +344,7 @@ pub trait Journal: Send + Sync {
 
 /// Who runs an execution: one worker at a time, under a lease.
 #[async_trait]
-pub trait Claims: Send + Sync {
+pub trait Claims: Journal {
     /// Claims `execution` for `worker` for `duration` (one compare-and-set). Fails with
     /// [`StoreError::Claimed`] while another worker's lease is unexpired; the same worker may
     /// claim again.
@@ -354,6 +354,29 @@ pub trait Claims: Send + Sync {
         worker: &str,
         duration: Duration,
     ) -> Result<Lease, StoreError>;
+
+    /// Records a new execution (as [`Journal::create`]) already claimed by `worker` for
+    /// `duration`: `None`, writing nothing, if the execution exists. Durable stores write both
+    /// in one commit; the default creates, then claims.
+    async fn create_claimed(
+        &self,
+        execution: &str,
+        spec: &RunSpec,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        if !self.create(execution, spec).await? {
+            return Ok(None);
+        }
+        self.claim(execution, worker, duration).await.map(Some)
+    }
+
+    /// Stores the report (as [`Journal::finish`]) and gives the claim up if the worker still
+    /// holds it. Durable stores write both in one commit; the default finishes, then releases.
+    async fn finish_released(&self, lease: &Lease, report: &Report) -> Result<(), StoreError> {
+        self.finish(&lease.execution, report).await?;
+        self.release(lease).await
+    }
 
     /// Extends the lease. Fails with [`StoreError::LeaseLost`] if the worker no longer holds it.
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError>;

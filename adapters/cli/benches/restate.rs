@@ -24,47 +24,14 @@ use std::time::{Duration, Instant};
 use terminus_fixture::restate::{is_isolated, isolated};
 use terminus_fixture::{RestateServer, peers};
 use terminus_runtime::{MemoryStore, Store};
-use terminus_scenario::Scenario;
 use terminus_store::{Durability, SqliteStore};
+
+mod common;
+use common::{median, parse, run_once, tool_turns};
 
 const TURNS: usize = 100;
 const ROUNDS: usize = 9;
 const ENDPOINT: &str = "127.0.0.1:19080";
-
-fn scenario() -> Value {
-    let mut script: Vec<Value> = (0..TURNS)
-        .map(|i| json!({ "tool_calls": [ { "name": "read", "arguments": { "file": i } } ] }))
-        .collect();
-    script.push(json!({ "text": "All files read.", "needs_more_work": false }));
-    json!({
-        "name": "bench-restate",
-        "task": "Read every file.",
-        "policy": { "max_model_calls": TURNS + 10, "max_steps": 2 * TURNS + 20 },
-        "model": { "turns": script },
-        "tools": { "read": { "results": [ { "ok": "contents" } ], "repeat": "last" } }
-    })
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// Microseconds per agent step of one run on `store`.
-async fn local(store: Arc<dyn Store>, scenario: &Scenario, id: &str) -> f64 {
-    let start = Instant::now();
-    let report = scenario
-        .run()
-        .store(store)
-        .execution(id)
-        .execute()
-        .await
-        .unwrap_or_else(|e| panic!("bench run: {e}"));
-    let elapsed = start.elapsed();
-    assert!(report.is_complete(), "{report:?}");
-    assert_eq!(report.tool_calls as usize, TURNS);
-    elapsed.as_secs_f64() * 1e6 / TURNS as f64
-}
 
 /// Microseconds per agent step of one run through Restate.
 async fn restate(client: &reqwest::Client, body: &str, id: &str) -> f64 {
@@ -116,9 +83,8 @@ async fn inside() {
         .unwrap_or_else(|e| panic!("the admin API: {e}"));
     assert!(registered.status().is_success(), "{}", registered.status());
 
-    let json = scenario();
-    let parsed =
-        Scenario::parse(&json.to_string()).unwrap_or_else(|e| panic!("bench scenario: {e}"));
+    let json = tool_turns(TURNS, None);
+    let parsed = parse(&json);
     let body = json!({ "scenario": json }).to_string();
     let sqlite = dir.path().join("bench.db");
     let sqlite: Arc<dyn Store> = Arc::new(
@@ -136,17 +102,17 @@ async fn inside() {
     let tag = std::process::id();
     // One warm-up run each.
     restate(&client, &body, &format!("warm-{tag}")).await;
-    local(Arc::clone(&sqlite), &parsed, &format!("warm-{tag}")).await;
+    run_once(Arc::clone(&sqlite), &parsed, &format!("warm-{tag}"), TURNS).await;
     if let Some(pg) = &postgres {
-        local(Arc::clone(pg), &parsed, &format!("warm-{tag}")).await;
+        run_once(Arc::clone(pg), &parsed, &format!("warm-{tag}"), TURNS).await;
     }
     let (mut mem, mut lite, mut pg, mut rs) = (vec![], vec![], vec![], vec![]);
     for round in 0..ROUNDS {
         let id = format!("bench-{tag}-{round}");
-        mem.push(local(Arc::new(MemoryStore::new()), &parsed, &id).await);
-        lite.push(local(Arc::clone(&sqlite), &parsed, &id).await);
+        mem.push(run_once(Arc::new(MemoryStore::new()), &parsed, &id, TURNS).await);
+        lite.push(run_once(Arc::clone(&sqlite), &parsed, &id, TURNS).await);
         if let Some(store) = &postgres {
-            pg.push(local(Arc::clone(store), &parsed, &id).await);
+            pg.push(run_once(Arc::clone(store), &parsed, &id, TURNS).await);
         }
         rs.push(restate(&client, &body, &id).await);
     }

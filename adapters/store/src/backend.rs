@@ -116,8 +116,15 @@ pub trait Backend: Send + Sync + 'static {
     /// The journal, for messages: a file, or a URL without its password.
     fn name(&self) -> &str;
 
-    /// Inserts the execution with its spec, unclaimed; false if it exists.
-    async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault>;
+    /// Inserts the execution with its spec, claimed by `claim`'s worker for its lease when
+    /// given (one statement, so a new run is one commit before its first step), else
+    /// unclaimed; false if it exists.
+    async fn create(
+        &self,
+        execution: &str,
+        spec: String,
+        claim: Option<(&str, Duration)>,
+    ) -> Result<bool, Fault>;
 
     /// The execution's row.
     async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault>;
@@ -150,8 +157,14 @@ pub trait Backend: Send + Sync + 'static {
     /// How many entries the execution has.
     async fn count(&self, execution: &str) -> Result<u64, Fault>;
 
-    /// Marks the execution done with its report.
-    async fn finish(&self, execution: &str, report: String) -> Result<(), Fault>;
+    /// Marks the execution done with its report, and in the same statement frees the claim of
+    /// `release` (a worker) if that worker still holds it.
+    async fn finish(
+        &self,
+        execution: &str,
+        report: String,
+        release: Option<&str>,
+    ) -> Result<(), Fault>;
 
     /// Takes the claim for `worker` if it is free, already the worker's, or expired; counts a
     /// refusal.

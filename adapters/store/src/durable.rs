@@ -169,6 +169,34 @@ impl<B: Backend> Durable<B> {
         Ok(trace)
     }
 
+    /// Inserts `execution`, claimed by `claim`'s worker when given: false if it exists.
+    async fn insert(
+        &self,
+        execution: &str,
+        spec: &RunSpec,
+        claim: Option<(&str, Duration)>,
+    ) -> Result<bool, StoreError> {
+        let spec = serde_json::to_string(spec).map_err(|e| self.encoding("the spec", e))?;
+        self.backend
+            .create(execution, spec, claim)
+            .await
+            .map_err(|f| self.fault(f, || format!("create execution `{execution}`")))
+    }
+
+    /// Stores the report, freeing `release`'s claim in the same statement when given.
+    async fn store_report(
+        &self,
+        execution: &str,
+        report: &Report,
+        release: Option<&str>,
+    ) -> Result<(), StoreError> {
+        // The trace is the journal's transition entries: `report` reads it back from there.
+        self.backend
+            .finish(execution, report.without_trace().to_json_line(), release)
+            .await
+            .map_err(|f| self.fault(f, || format!("store the report of `{execution}`")))
+    }
+
     fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
         if held {
             Ok(())
@@ -210,11 +238,7 @@ fn lease(execution: &str, worker: &str, duration: Duration) -> Lease {
 #[async_trait]
 impl<B: Backend> Journal for Durable<B> {
     async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
-        let spec = serde_json::to_string(spec).map_err(|e| self.encoding("the spec", e))?;
-        self.backend
-            .create(execution, spec)
-            .await
-            .map_err(|f| self.fault(f, || format!("create execution `{execution}`")))
+        self.insert(execution, spec, None).await
     }
 
     async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
@@ -315,11 +339,7 @@ impl<B: Backend> Journal for Durable<B> {
     }
 
     async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
-        // The trace is the journal's transition entries: `report` reads it back from there.
-        self.backend
-            .finish(execution, report.without_trace().to_json_line())
-            .await
-            .map_err(|f| self.fault(f, || format!("store the report of `{execution}`")))
+        self.store_report(execution, report, None).await
     }
 
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
@@ -377,6 +397,24 @@ impl<B: Backend> Claims for Durable<B> {
             }),
             Claimed::Missing => Err(StoreError::NotFound(execution.to_owned())),
         }
+    }
+
+    async fn create_claimed(
+        &self,
+        execution: &str,
+        spec: &RunSpec,
+        worker: &str,
+        duration: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let created = self
+            .insert(execution, spec, Some((worker, duration)))
+            .await?;
+        Ok(created.then(|| lease(execution, worker, duration)))
+    }
+
+    async fn finish_released(&self, l: &Lease, report: &Report) -> Result<(), StoreError> {
+        self.store_report(&l.execution, report, Some(&l.worker))
+            .await
     }
 
     async fn renew(&self, l: &Lease) -> Result<(), StoreError> {

@@ -278,13 +278,24 @@ impl Backend for Postgres {
         &self.shown
     }
 
-    async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault> {
+    async fn create(
+        &self,
+        execution: &str,
+        spec: String,
+        claim: Option<(&str, Duration)>,
+    ) -> Result<bool, Fault> {
+        let (worker, lease) = match claim {
+            Some((worker, lease)) => (Some(worker), ms(lease)),
+            None => (None, 0.0),
+        };
         retrying!(self, c, retried => async {
             let n = c
                 .execute(
-                    "INSERT INTO terminus_executions (id, spec) VALUES ($1, $2)
+                    "INSERT INTO terminus_executions (id, spec, worker, lease_until)
+                     VALUES ($1, $2, $3, CASE WHEN $3::text IS NULL THEN 'epoch'
+                         ELSE now() + make_interval(secs => $4::float8 / 1000.0) END)
                      ON CONFLICT (id) DO NOTHING",
-                    &[&execution, &spec],
+                    &[&execution, &spec, &worker, &lease],
                 )
                 .await?;
             if n == 1 || !retried {
@@ -458,11 +469,19 @@ impl Backend for Postgres {
         })
     }
 
-    async fn finish(&self, execution: &str, report: String) -> Result<(), Fault> {
+    async fn finish(
+        &self,
+        execution: &str,
+        report: String,
+        release: Option<&str>,
+    ) -> Result<(), Fault> {
         retrying!(self, c => async {
             c.execute(
-                "UPDATE terminus_executions SET status = 'done', report = $2 WHERE id = $1",
-                &[&execution, &report],
+                "UPDATE terminus_executions SET status = 'done', report = $2,
+                        lease_until = CASE WHEN worker = $3 THEN 'epoch' ELSE lease_until END,
+                        worker = CASE WHEN worker = $3 THEN NULL ELSE worker END
+                 WHERE id = $1",
+                &[&execution, &report, &release],
             )
             .await?;
             Ok::<_, Fault>(())

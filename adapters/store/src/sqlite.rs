@@ -440,13 +440,25 @@ impl Backend for Sqlite {
         &self.path
     }
 
-    async fn create(&self, execution: &str, spec: String) -> Result<bool, Fault> {
+    async fn create(
+        &self,
+        execution: &str,
+        spec: String,
+        claim: Option<(&str, Duration)>,
+    ) -> Result<bool, Fault> {
         let execution = execution.to_owned();
+        let claim = claim.map(|(worker, lease)| (worker.to_owned(), lease));
         self.run(Access::Write, move |c| {
+            let now = now_ms();
+            let (worker, until) = match &claim {
+                Some((worker, lease)) => (Some(worker), now.saturating_add(millis(*lease))),
+                None => (None, 0),
+            };
             let n = c.execute(
-                "INSERT INTO executions (id, created_ms, spec) VALUES (?1, ?2, ?3)
+                "INSERT INTO executions (id, created_ms, spec, worker, lease_until_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT(id) DO NOTHING",
-                params![execution, now_ms(), spec],
+                params![execution, now, spec, worker, until],
             )?;
             Ok(n == 1)
         })
@@ -575,12 +587,21 @@ impl Backend for Sqlite {
         .await
     }
 
-    async fn finish(&self, execution: &str, report: String) -> Result<(), Fault> {
+    async fn finish(
+        &self,
+        execution: &str,
+        report: String,
+        release: Option<&str>,
+    ) -> Result<(), Fault> {
         let execution = execution.to_owned();
+        let release = release.map(str::to_owned);
         self.run(Access::Write, move |c| {
             c.execute(
-                "UPDATE executions SET status = 'done', report = ?2 WHERE id = ?1",
-                params![execution, report],
+                "UPDATE executions SET status = 'done', report = ?2,
+                        lease_until_ms = CASE WHEN worker = ?3 THEN 0 ELSE lease_until_ms END,
+                        worker = CASE WHEN worker = ?3 THEN NULL ELSE worker END
+                 WHERE id = ?1",
+                params![execution, report, release],
             )?;
             Ok(())
         })

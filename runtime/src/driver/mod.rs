@@ -462,7 +462,8 @@ impl Driver {
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);
         report.warnings = std::mem::take(&mut self.warnings);
-        self.env.store.finish(&self.env.execution, &report).await?;
+        // The report and the claim's release are one commit on durable stores.
+        self.env.store.finish_released(&self.lease, &report).await?;
         if let Some(observer) = observer.as_mut() {
             observer.on_stop(&report);
         }

@@ -44,7 +44,10 @@ pub(super) async fn resume_execution(
         }
     };
     let result = driver.resume(observer).await;
-    let _ = driver.env.store.release(&driver.lease).await;
+    // A run that stopped released its claim with its report.
+    if result.is_err() {
+        let _ = driver.env.store.release(&driver.lease).await;
+    }
     result
 }
 

@@ -402,19 +402,20 @@ impl Run {
             host,
             started_unix_ms: Some(started.unwrap_or_else(unix_ms)),
         };
-        // Create, then claim: a second `run` of the same id finds it created and stops at once.
-        if !env.store.create(&env.execution, &spec).await? {
-            return Err(RunError::ExecutionExists(env.execution));
-        }
-        let lease = env
+        // Created already claimed (one commit on durable stores): a second `run` of the same id
+        // finds it created and stops at once.
+        let created = env
             .store
-            .claim(&env.execution, &env.config.worker, env.config.lease)
+            .create_claimed(&env.execution, &spec, &env.config.worker, env.config.lease)
             .await
             .map_err(|e| {
                 let e = RunError::from(e);
                 meters::claim_refused(&e);
                 e
             })?;
+        let Some(lease) = created else {
+            return Err(RunError::ExecutionExists(env.execution));
+        };
         let conversation = Conversation::new(
             env.config.system_prompt.as_deref(),
             &env.task,
@@ -429,8 +430,11 @@ impl Run {
         });
         let mut driver = Driver::new(env, machine, lease, conversation, start);
         let result = driver.drive(&mut observer).await;
-        // The lease expires by itself if releasing fails; the run's own result matters more.
-        let _ = driver.env.store.release(&driver.lease).await;
+        // A run that stopped released its claim with its report. Otherwise the lease expires by
+        // itself if releasing fails; the run's own result matters more.
+        if result.is_err() {
+            let _ = driver.env.store.release(&driver.lease).await;
+        }
         result
     }
 }

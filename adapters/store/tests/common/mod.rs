@@ -170,6 +170,59 @@ pub async fn claims(store: &dyn Store, id: &str) {
     assert_eq!(store.conflicts(id).await.expect("conflicts"), 3);
 }
 
+/// A run's first and last writes: created already claimed (refused to other workers; creating
+/// it again writes nothing), and its report stored with the claim given up in the same write
+/// (free for any worker after; a claim another worker holds by then is left alone).
+pub async fn created_claimed_and_released(store: &dyn Store, id: &str) {
+    let long = Duration::from_secs(30);
+    let refused = |claim: Result<_, StoreError>, holder: &str| match claim {
+        Err(StoreError::Claimed { worker, .. }) => assert_eq!(worker, holder),
+        other => panic!("the claim must be refused, {holder} holds it; got {other:?}"),
+    };
+    let lease = store
+        .create_claimed(id, &spec(), "w1", long)
+        .await
+        .expect("create")
+        .expect("a new execution");
+    assert_eq!(
+        (lease.execution.as_str(), lease.worker.as_str()),
+        (id, "w1")
+    );
+    assert_eq!(store.spec(id).await.expect("spec"), Some(spec()));
+    refused(store.claim(id, "w2", long).await, "w1");
+    let mut other = spec();
+    other.task = "another task".into();
+    assert_eq!(
+        store
+            .create_claimed(id, &other, "w2", long)
+            .await
+            .expect("create"),
+        None,
+        "it exists"
+    );
+    assert_eq!(
+        store.spec(id).await.expect("spec"),
+        Some(spec()),
+        "unchanged"
+    );
+    refused(store.claim(id, "w2", long).await, "w1");
+
+    store
+        .finish_released(&lease, &report(id))
+        .await
+        .expect("finish");
+    assert_eq!(store.report(id).await.expect("report"), Some(report(id)));
+    store
+        .claim(id, "w2", long)
+        .await
+        .expect("the claim was given up with the report");
+    store
+        .finish_released(&lease, &report(id))
+        .await
+        .expect("finish again");
+    refused(store.claim(id, "w3", long).await, "w2");
+}
+
 /// An execution a worker cannot run is marked failed with its reason: only the claim's holder
 /// can mark it, the reason reads back, and no worker claims it again. `private` stores may use
 /// `claim_next` (a shared PostgreSQL database holds other tests' executions).
@@ -240,6 +293,7 @@ pub async fn fails_once_and_for_good(store: &dyn Store, id: &str, private: bool)
 pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     appends_and_pages(store, &unique(&format!("{prefix}-append"))).await;
     claims(store, &unique(&format!("{prefix}-claims"))).await;
+    created_claimed_and_released(store, &unique(&format!("{prefix}-created"))).await;
     fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
     cells(store, &unique(&format!("{prefix}-cell"))).await;
     listings(store, &unique(&format!("{prefix}-list"))).await;
