@@ -595,6 +595,18 @@ impl Desk {
             ),
             _ => 0,
         };
+        // The common calls are constants: the command is copied from read-only memory into the
+        // queue, instead of being written field by field on the stack and copied from there
+        // (a copy of freshly written memory stalls on store forwarding).
+        const AFTER_TOOLS: Command = Command::CallModel(ModelCall {
+            delay_ms: 0,
+            reason: CallReason::AfterTools,
+            tools: true,
+        });
+        if let CallReason::AfterTools = reason {
+            self.out.push_back(AFTER_TOOLS);
+            return;
+        }
         let tools = !matches!(reason, CallReason::FinalAnswer { .. });
         self.out.push_back(Command::CallModel(ModelCall {
             delay_ms,

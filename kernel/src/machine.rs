@@ -226,6 +226,7 @@ impl Machine {
 
     /// The next command, in order. Drain until `None` after every [`Machine::handle`].
     #[must_use]
+    #[inline]
     pub fn poll_command(&mut self) -> Option<Command> {
         self.desk.out.pop_front()
     }
