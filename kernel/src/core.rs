@@ -436,7 +436,7 @@ impl Core {
             return spent;
         }
         if let Some(notice) = excluded {
-            cx.desk.notice(notice);
+            cx.desk.notice(*notice);
         }
         if first_repeat {
             cx.desk.loop_notice(&self.policy, repetition);

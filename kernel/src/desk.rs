@@ -19,7 +19,7 @@ use crate::backoff::backoff_ms;
 use crate::command::{
     BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
-use crate::core::{CallReason, Ignored};
+use crate::core::{CallReason, Ignored, Phase};
 use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult, Verdict,
 };
@@ -27,6 +27,7 @@ use crate::fingerprint::{calls_fingerprint, result_fingerprint, str_fingerprint}
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 use crate::ledger::{Exclusion, Ledger};
 use crate::loops::{Loops, Repetition};
+use crate::machine::Handled;
 use crate::policy::{OnUnrecoverable, Policy};
 use crate::reason::Outcome;
 use crate::rule::Rule;
@@ -100,7 +101,8 @@ pub(crate) struct Desk {
 #[derive(Debug)]
 pub(crate) struct Cx<'d, 'e> {
     pub(crate) desk: &'d mut Desk,
-    arrival: Arrival<'e>,
+    /// Written in place by the classification ([`Desk::classify`]).
+    pub(crate) arrival: Arrival<'e>,
     /// The rule that fired.
     pub(crate) rule: Option<Rule>,
     /// Set when the input was not accepted.
@@ -128,23 +130,47 @@ impl Desk {
 
     /// The abstract input an event is, with what it would change; `None` for tool results that do
     /// not answer the calls in flight.
+    ///
+    /// The arrival is written in place, into `arrival` (which is `Arrival::Nothing` before), so
+    /// that nothing of it is built on the stack and copied (a copy of a freshly written enum
+    /// stalls on store forwarding).
+    #[inline(always)]
     pub(crate) fn classify<'e>(
         &self,
         policy: &Policy,
         event: &'e mut Event,
-    ) -> Option<(Input, Arrival<'e>)> {
+        arrival: &mut Arrival<'e>,
+    ) -> Option<Input> {
         Some(match event {
             Event::ModelTurn(turn) => {
-                let (kind, plan) = self.classify_turn(policy, turn);
                 let (input_tokens, output_tokens) = turn
                     .usage
                     .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
-                let input = Input::Turn {
+                let text = turn
+                    .tool_calls
+                    .is_empty()
+                    .then(|| self.classify_text_turn(policy, turn));
+                *arrival = Arrival::Turn {
+                    turn,
+                    plan: Plan::default(),
+                };
+                let kind = match (text, &mut *arrival) {
+                    (Some(kind), _) => kind,
+                    // A tool turn: its plan is made where the arrival holds it.
+                    (None, Arrival::Turn { turn, plan }) => {
+                        self.plan(policy, &turn.tool_calls, plan);
+                        TurnKind::Tools {
+                            runnable: plan.runnable,
+                            refused: u32::try_from(plan.refused.len()).unwrap_or(u32::MAX),
+                        }
+                    }
+                    (None, _) => return None,
+                };
+                Input::Turn {
                     kind,
                     input_tokens,
                     output_tokens,
-                };
-                (input, Arrival::Turn { turn, plan })
+                }
             }
             Event::ModelError {
                 kind,
@@ -159,55 +185,51 @@ impl Desk {
                     ModelErrorKind::Auth | ModelErrorKind::BadRequest => ErrorClass::Fatal,
                     ModelErrorKind::ContextOverflow => ErrorClass::ContextOverflow,
                 };
-                (Input::ModelError(class), Arrival::Nothing)
+                Input::ModelError(class)
             }
-            Event::ToolResults(results) => return self.classify_results(policy, results),
+            Event::ToolResults(results) => return self.classify_results(policy, results, arrival),
             Event::Verdict(verdict) => {
-                let input = Input::Verdict {
+                *arrival = Arrival::Verdict(verdict);
+                Input::Verdict {
                     accepted: verdict.complete,
-                };
-                (input, Arrival::Verdict(verdict))
+                }
             }
             Event::Tick { now_ms } => {
                 let now_ms = self.now_ms.max(*now_ms);
                 let deadline_passed = policy.deadline_ms.is_some_and(|d| now_ms >= d);
-                (Input::Tick { deadline_passed }, Arrival::Tick(now_ms))
+                *arrival = Arrival::Tick(now_ms);
+                Input::Tick { deadline_passed }
             }
-            Event::Cancel => (Input::Cancel, Arrival::Nothing),
+            Event::Cancel => Input::Cancel,
         })
     }
 
-    /// Tool results as an input; `None` when they do not answer the calls in flight.
+    /// Tool results as an input, their arrival written in place; `None` when they do not answer
+    /// the calls in flight.
+    #[inline(always)]
     pub(crate) fn classify_results<'e>(
         &self,
         policy: &Policy,
         results: &'e [ToolResult],
-    ) -> Option<(Input, Arrival<'e>)> {
+        arrival: &mut Arrival<'e>,
+    ) -> Option<Input> {
         if !self.answers_pending(results) {
             return None;
         }
         let (batch, fingerprint, repetition) = self.summarize_results(policy, results);
-        let arrival = Arrival::Results {
+        *arrival = Arrival::Results {
             results,
             fingerprint,
             repetition,
         };
-        Some((Input::ToolResults(batch), arrival))
+        Some(Input::ToolResults(batch))
     }
 
-    fn classify_turn(&self, policy: &Policy, turn: &ModelTurn) -> (TurnKind, Plan) {
-        if !turn.tool_calls.is_empty() {
-            let plan = self.plan(policy, &turn.tool_calls);
-            let refused = u32::try_from(plan.refused.len()).unwrap_or(u32::MAX);
-            let kind = TurnKind::Tools {
-                runnable: plan.runnable,
-                refused,
-            };
-            return (kind, plan);
-        }
+    /// A turn without tool calls.
+    fn classify_text_turn(&self, policy: &Policy, turn: &ModelTurn) -> TurnKind {
         let substantive = !turn.text.trim().is_empty();
         let zero_usage = turn.usage.is_some_and(|u| u.is_zero());
-        let kind = if !substantive {
+        if !substantive {
             match turn.finish {
                 Finish::Length => TurnKind::Empty(EmptyKind::Truncated),
                 Finish::ContentFilter => TurnKind::Empty(EmptyKind::Filtered),
@@ -225,8 +247,7 @@ impl Desk {
                     gate: self.gate(policy),
                 },
             }
-        };
-        (kind, Plan::default())
+        }
     }
 
     /// What a completion claim still lacks, from the todo list and the ledger (rules 5, 8).
@@ -244,8 +265,7 @@ impl Desk {
     /// would be the `block_at`-th call of its tool counting the earlier calls of this turn (from
     /// which point the tool is excluded); a call at or past `warn_at` carries a warning. Linear
     /// in the calls; allocates only for refusals, warnings and budgeted tools.
-    fn plan(&self, policy: &Policy, calls: &[ToolCall]) -> Plan {
-        let mut plan = Plan::default();
+    fn plan(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
         // Calls of each budgeted tool so far in this turn.
         let mut in_turn: Vec<(&str, u32)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
@@ -291,7 +311,6 @@ impl Desk {
                 plan.warnings.push((i, warning));
             }
         }
-        plan
     }
 
     fn answers_pending(&self, results: &[ToolResult]) -> bool {
@@ -335,6 +354,17 @@ impl Desk {
         (batch, fingerprint, repetition)
     }
 
+    /// An event that was not accepted: counted, and nothing else changes.
+    pub(crate) fn ignore(&mut self, phase: Phase, why: Ignored) -> Handled {
+        self.ignored = self.ignored.saturating_add(1);
+        let why = if phase.is_terminal() {
+            Ignored::Terminal
+        } else {
+            why
+        };
+        Handled::Ignored { why, phase }
+    }
+
     /// A no-op turn was accepted: remembered for the continuation guidance.
     pub(crate) fn note_no_op(&mut self, kind: NoOpKind) {
         self.last_no_op = kind;
@@ -344,12 +374,12 @@ impl Desk {
 // ----- 2. commits, made by the state that accepted the input -----
 
 impl<'d, 'e> Cx<'d, 'e> {
-    /// The context of one dispatch of an input that changes what `arrival` says.
+    /// The context of one dispatch; the classification writes its arrival.
     #[inline(always)]
-    pub(crate) fn new(desk: &'d mut Desk, arrival: Arrival<'e>) -> Self {
+    pub(crate) fn new(desk: &'d mut Desk) -> Self {
         Cx {
             desk,
-            arrival,
+            arrival: Arrival::Nothing,
             rule: None,
             not_accepted: None,
         }
@@ -369,12 +399,13 @@ impl<'d, 'e> Cx<'d, 'e> {
     /// the repeat detector whatever the machine decides next. Returns the notice of the tools
     /// this batch excluded (rule 7), for the model before its next call, and the repetition the
     /// detector saw (from `batch` alone for an abstract input, which has no payload). The
-    /// results themselves stay with the host.
+    /// results themselves stay with the host. (The notice is boxed: it is rare, and a large
+    /// return value is a copy of freshly written memory on every batch.)
     pub(crate) fn accept_results(
         &mut self,
         policy: &Policy,
         batch: &Batch,
-    ) -> (Option<Notice>, Repetition) {
+    ) -> (Option<Box<Notice>>, Repetition) {
         let Arrival::Results {
             results,
             fingerprint,
@@ -454,7 +485,7 @@ impl<'d, 'e> Cx<'d, 'e> {
             tools: excluded,
             text,
         };
-        (Some(notice), repetition)
+        (Some(Box::new(notice)), repetition)
     }
 
     /// A verdict was accepted: what it says is missing joins the list (deduplicated).
@@ -564,6 +595,18 @@ impl Desk {
             ),
             _ => 0,
         };
+        // The common calls are constants: the command is copied from read-only memory into the
+        // queue, instead of being written field by field on the stack and copied from there
+        // (a copy of freshly written memory stalls on store forwarding).
+        const AFTER_TOOLS: Command = Command::CallModel(ModelCall {
+            delay_ms: 0,
+            reason: CallReason::AfterTools,
+            tools: true,
+        });
+        if let CallReason::AfterTools = reason {
+            self.out.push_back(AFTER_TOOLS);
+            return;
+        }
         let tools = !matches!(reason, CallReason::FinalAnswer { .. });
         self.out.push_back(Command::CallModel(ModelCall {
             delay_ms,

@@ -5,7 +5,7 @@
 
 use crate::command::{Command, ModelCall};
 use crate::core::{CallReason, Core, Ignored, Phase};
-use crate::desk::{Arrival, Cx, Desk};
+use crate::desk::{Cx, Desk};
 use crate::event::{Event, ToolResult};
 use crate::input::{Gate, Input};
 use crate::ledger::Ledger;
@@ -226,6 +226,7 @@ impl Machine {
 
     /// The next command, in order. Drain until `None` after every [`Machine::handle`].
     #[must_use]
+    #[inline]
     pub fn poll_command(&mut self) -> Option<Command> {
         self.desk.out.pop_front()
     }
@@ -253,10 +254,14 @@ impl Machine {
     /// [`Command::RunTools`]); to keep tool results, feed them with [`Machine::handle_results`].
     pub fn handle(&mut self, mut event: Event) -> Handled {
         let from = self.phase();
-        match self.desk.classify(&self.sm.policy, &mut event) {
-            Some((input, arrival)) => self.dispatch(from, input, arrival),
+        let mut cx = Cx::new(&mut self.desk);
+        match cx
+            .desk
+            .classify(&self.sm.policy, &mut event, &mut cx.arrival)
+        {
+            Some(input) => Machine::dispatch(&mut self.sm, from, input, &mut cx),
             // Tool results that do not answer the calls in flight.
-            None => self.ignore(from, Ignored::Unexpected),
+            None => cx.desk.ignore(from, Ignored::Unexpected),
         }
     }
 
@@ -267,9 +272,13 @@ impl Machine {
     /// journals the results or shows them to the model lends them here and uses them after.
     pub fn handle_results(&mut self, results: &[ToolResult]) -> Handled {
         let from = self.phase();
-        match self.desk.classify_results(&self.sm.policy, results) {
-            Some((input, arrival)) => self.dispatch(from, input, arrival),
-            None => self.ignore(from, Ignored::Unexpected),
+        let mut cx = Cx::new(&mut self.desk);
+        match cx
+            .desk
+            .classify_results(&self.sm.policy, results, &mut cx.arrival)
+        {
+            Some(input) => Machine::dispatch(&mut self.sm, from, input, &mut cx),
+            None => cx.desk.ignore(from, Ignored::Unexpected),
         }
     }
 
@@ -277,46 +286,40 @@ impl Machine {
     /// use [`Machine::handle`]). Payload-dependent data (ledger, todos) is left untouched.
     pub fn handle_input(&mut self, input: Input) -> Handled {
         let from = self.phase();
-        self.dispatch(from, input, Arrival::Nothing)
+        Machine::dispatch(&mut self.sm, from, input, &mut Cx::new(&mut self.desk))
     }
 
-    // Inlined into each `handle_*`, so the arrival is built in place in the context instead of
-    // being copied into it (a copy of a freshly written enum stalls on store forwarding).
+    // Inlined into each `handle_*`, whose classification wrote the arrival in place in the
+    // context: it is never copied (a copy of a freshly written enum stalls on store forwarding).
     #[inline(always)]
-    fn dispatch(&mut self, from: Phase, input: Input, arrival: Arrival<'_>) -> Handled {
+    fn dispatch<'a>(
+        sm: &mut StateMachine<Core>,
+        from: Phase,
+        input: Input,
+        cx: &mut Cx<'a, 'a>,
+    ) -> Handled {
         #[cfg(debug_assertions)]
-        let variant = self.sm.variant();
-        let mut cx = Cx::new(&mut self.desk, arrival);
-        self.sm.handle_with_context(&input, &mut cx);
+        let variant = sm.variant();
+        sm.handle_with_context(&input, cx);
         // What the accepting state did not commit (or an ignored event) stays with the event.
-        let (rule, not_accepted) = (cx.rule, cx.not_accepted);
-        if let Some(why) = not_accepted {
-            return self.ignore(from, why);
+        if let Some(why) = cx.not_accepted {
+            return cx.desk.ignore(from, why);
         }
-        let Some(rule) = rule else {
+        let Some(rule) = cx.rule else {
             return Handled::Observed;
         };
+        let to = sm.state().phase();
         #[cfg(debug_assertions)]
         debug_assert!(
-            self.phase().is_terminal() || self.sm.variant() < variant,
+            to.is_terminal() || sm.variant() < variant,
             "the termination variant must strictly decrease"
         );
         Handled::Step(StepRecord {
-            step: self.sm.stats.steps,
+            step: sm.stats.steps,
             from,
-            to: self.phase(),
+            to,
             input,
             rule,
         })
-    }
-
-    fn ignore(&mut self, phase: Phase, why: Ignored) -> Handled {
-        self.desk.ignored = self.desk.ignored.saturating_add(1);
-        let why = if phase.is_terminal() {
-            Ignored::Terminal
-        } else {
-            why
-        };
-        Handled::Ignored { why, phase }
     }
 }
