@@ -3,7 +3,8 @@
 //! round alternating with the in-memory store in the same process; the cost of one bare commit
 //! on the same database (the floor a step that is one commit cannot go under); the SQLite
 //! journal's size after 1,000 turns; and resuming an execution of 100,000 and of 1,000,000
-//! entries with the `terminus` binary (wall time and peak RSS from `/usr/bin/time -v`).
+//! entries, SIGKILLed mid-run, with the `terminus` binary (wall time and peak RSS from
+//! `/usr/bin/time -v`; the scenario stored with it is the same size for both).
 //!
 //! An agent step is one model turn calling one tool, plus the tool's result. Figures are medians
 //! of repeated runs.
@@ -112,7 +113,7 @@ async fn steps(durables: &Durables) {
     let mut table: Vec<[f64; 4]> = Vec::new();
     let (mut lite_floor, mut pg_floor) = (Vec::new(), Vec::new());
     for turns in [10usize, 100, 1000] {
-        let scenario = parse(&tool_turns(turns, None));
+        let scenario = parse(&tool_turns(turns));
         let repeats = if turns == 1000 { 5 } else { 15 };
         let mut xs: [Vec<f64>; 4] = Default::default();
         for r in 0..repeats {
@@ -181,13 +182,7 @@ async fn size(dir: &Path) {
     {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&path, Durability::Process).expect("sqlite"));
-        run_once(
-            Arc::clone(&store),
-            &parse(&tool_turns(1000, None)),
-            "size",
-            1000,
-        )
-        .await;
+        run_once(Arc::clone(&store), &parse(&tool_turns(1000)), "size", 1000).await;
         let entries = store.count("size").await.expect("count");
         let wal = path.with_extension("db-wal");
         println!(
@@ -203,31 +198,95 @@ async fn size(dir: &Path) {
     );
 }
 
-/// Builds an interrupted execution of `turns` tool turns with the `terminus` binary and times
-/// three resumes of copies of it.
-fn resume(dir: &Path, turns: usize, rt: &tokio::runtime::Runtime) {
-    let file = dir.join(format!("long-{turns}.json"));
-    std::fs::write(&file, tool_turns(turns, Some(turns - 1)).to_string()).expect("written");
-    let db = dir.join(format!("long-{turns}.db"));
+/// Distinct tool turns the long runs cycle through: more than any loop period the kernel
+/// watches, so the cycle is not a loop, and the scenario (stored with the execution) stays
+/// small however long the journal grows.
+const CYCLE: usize = 64;
+
+/// A scenario that reads files in a cycle until `max_steps`.
+fn cycling(max_steps: u64) -> serde_json::Value {
+    let turns: Vec<serde_json::Value> = (0..CYCLE)
+        .map(|i| serde_json::json!({ "tool_calls": [ { "name": "read", "arguments": { "file": i } } ] }))
+        .collect();
+    serde_json::json!({
+        "name": "bench-long",
+        "task": "Read every file.",
+        "policy": { "max_model_calls": max_steps, "max_steps": max_steps, "max_tool_failures": 5 },
+        "model": { "turns": turns, "repeat": "cycle" },
+        "tools": { "read": { "results": [ { "ok": "contents" } ], "repeat": "last" } }
+    })
+}
+
+/// The WAL beside a SQLite journal.
+fn wal(db: &Path) -> std::path::PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    name.into()
+}
+
+/// Copies the SQLite journal `from` (its file and its WAL, if any) to `to`.
+fn copy_journal(from: &Path, to: &Path) {
+    for (from, to) in [(from.to_owned(), to.to_owned()), (wal(from), wal(to))] {
+        let _ = std::fs::remove_file(&to);
+        if from.exists() {
+            std::fs::copy(&from, &to).expect("copied");
+        }
+    }
+}
+
+/// The lease of the run that is killed.
+const LEASE: Duration = Duration::from_millis(300);
+
+/// Entries a tool turn journals (two steps: the model's turn and the tool's results).
+const ENTRIES_PER_TURN: u64 = 6;
+
+/// Builds an execution of at least `entries` entries interrupted by SIGKILL, with the `terminus`
+/// binary, and times three resumes of copies of it (each replays the journal and runs the
+/// last turns live, to `max_steps`).
+fn resume(dir: &Path, entries: u64, rt: &tokio::runtime::Runtime) {
+    // 5 % more steps than the kill leaves journaled, for the resume to run live.
+    let max_steps = (entries / 100 * 105).div_ceil(ENTRIES_PER_TURN) * 2;
+    let file = dir.join(format!("long-{entries}.json"));
+    std::fs::write(&file, cycling(max_steps).to_string()).expect("written");
+    let db = dir.join(format!("long-{entries}.db"));
     let terminus = env!("CARGO_BIN_EXE_terminus");
     let started = Instant::now();
-    let first = Command::new(terminus)
+    let mut first = Command::new(terminus)
         .args(["run", &file.to_string_lossy()])
         .args(["--journal", &db.to_string_lossy(), "--execution", "long"])
-        .output()
+        // A short lease, so the killed run's claim has expired when the resumes begin.
+        .args(["--lease-ms", &LEASE.as_millis().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("terminus runs");
-    // The tool's script runs out on the last call: the run stops with a fault, unfinished.
-    assert_ne!(
-        first.status.code(),
-        Some(0),
-        "the long run was meant to be interrupted"
-    );
-    let entries = rt.block_on(async {
-        let store = SqliteStore::open(&db, Durability::Process).expect("sqlite");
-        store.count("long").await.expect("count")
-    });
+    // Killed once about `entries` are journaled (two steps a turn), as its progress lines
+    // (`[  12 ms] step N: ...`) say.
+    let kill_at = entries.div_ceil(ENTRIES_PER_TURN) * 2;
+    let progress = std::io::BufReader::new(first.stderr.take().expect("piped"));
+    let reached = std::io::BufRead::lines(progress)
+        .map_while(Result::ok)
+        .filter_map(|line| {
+            let (_, rest) = line.split_once("] step ")?;
+            rest.split(':').next()?.trim().parse::<u64>().ok()
+        })
+        .find(|step| *step >= kill_at);
+    assert!(reached.is_some(), "the long run ended before it was killed");
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    // The journal as the killed process left it, its file and its WAL, before anything opens it.
+    let kept = dir.join("long-kept.db");
+    copy_journal(&db, &kept);
+    std::thread::sleep(LEASE * 2);
+    let count = |db: &Path| {
+        rt.block_on(async {
+            let store = SqliteStore::open(db, Durability::Process).ok()?;
+            store.count("long").await.ok()
+        })
+    };
+    let built = count(&db).expect("the journal reads");
     println!(
-        "built an interrupted execution of {entries} entries in {:.1} s ({:.1} MB)",
+        "built an execution of {built} entries in {:.1} s ({:.1} MB), SIGKILLed mid-run",
         started.elapsed().as_secs_f64(),
         file_size(&db) as f64 / 1e6
     );
@@ -235,8 +294,7 @@ fn resume(dir: &Path, turns: usize, rt: &tokio::runtime::Runtime) {
     let mut rss = Vec::new();
     for _ in 0..3 {
         let copy = dir.join("long-copy.db");
-        let _ = std::fs::remove_file(&copy);
-        std::fs::copy(&db, &copy).expect("copied");
+        copy_journal(&kept, &copy);
         let start = Instant::now();
         let out = Command::new("/usr/bin/time")
             .args([
@@ -251,12 +309,18 @@ fn resume(dir: &Path, turns: usize, rt: &tokio::runtime::Runtime) {
             .expect("time runs");
         times.push(start.elapsed());
         let stderr = String::from_utf8_lossy(&out.stderr);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "resume printed no report ({e}): {}",
+                &stderr[stderr.len().saturating_sub(2000)..]
+            )
+        });
         assert_eq!(
-            out.status.code(),
-            Some(0),
-            "resume failed: {}",
-            &stderr[stderr.len().saturating_sub(2000)..]
+            report["reason"], "max_steps",
+            "resume: {}",
+            report["reason"]
         );
+        assert_eq!(report["steps"], max_steps);
         let kb: f64 = stderr
             .lines()
             .find_map(|l| {
@@ -267,10 +331,13 @@ fn resume(dir: &Path, turns: usize, rt: &tokio::runtime::Runtime) {
             .unwrap_or(f64::NAN);
         rss.push(kb / 1024.0);
     }
-    let _ = std::fs::remove_file(dir.join("long-copy.db"));
-    let _ = std::fs::remove_file(&db);
+    for file in [dir.join("long-copy.db"), kept, db] {
+        let _ = std::fs::remove_file(wal(&file));
+        let _ = std::fs::remove_file(&file);
+    }
     println!(
-        "resume of {entries} entries (replay, in-doubt answer, final turn, report): median {:.3} s, peak RSS median {:.1} MiB",
+        "resume of {built} entries (replay, then {} turns live to max_steps, report): median {:.3} s, peak RSS median {:.1} MiB",
+        (max_steps / 2).saturating_sub(built / ENTRIES_PER_TURN),
         median(times.iter().map(Duration::as_secs_f64).collect()),
         median(rss)
     );
@@ -316,9 +383,9 @@ fn main() {
         rt.block_on(size(&d));
     }
     if wanted("resume") {
-        resume(&d, 16_700, &rt);
+        resume(&d, 100_000, &rt);
     }
     if wanted("resume-1m") {
-        resume(&d, 166_700, &rt);
+        resume(&d, 1_000_000, &rt);
     }
 }

@@ -83,7 +83,7 @@ async fn inside() {
         .unwrap_or_else(|e| panic!("the admin API: {e}"));
     assert!(registered.status().is_success(), "{}", registered.status());
 
-    let json = tool_turns(TURNS, None);
+    let json = tool_turns(TURNS);
     let parsed = parse(&json);
     let body = json!({ "scenario": json }).to_string();
     let sqlite = dir.path().join("bench.db");

@@ -6,21 +6,12 @@ use std::time::Instant;
 use terminus_runtime::Store;
 use terminus_scenario::Scenario;
 
-/// A scenario of `turns` tool turns (each reading another file) and a final answer. With
-/// `tool_results` set, the tool's script holds only that many results and is not idempotent
-/// (the run stops with a fault when they run out: an interrupted execution to resume).
-pub(crate) fn tool_turns(turns: usize, tool_results: Option<usize>) -> Value {
+/// A scenario of `turns` tool turns (each reading another file) and a final answer.
+pub(crate) fn tool_turns(turns: usize) -> Value {
     let mut script: Vec<Value> = (0..turns)
         .map(|i| json!({ "tool_calls": [ { "name": "read", "arguments": { "file": i } } ] }))
         .collect();
     script.push(json!({ "text": "All files read.", "needs_more_work": false }));
-    let read = match tool_results {
-        None => json!({ "results": [ { "ok": "contents" } ], "repeat": "last" }),
-        Some(n) => json!({
-            "idempotent": false,
-            "results": (0..n).map(|_| json!({ "ok": "contents" })).collect::<Vec<_>>()
-        }),
-    };
     json!({
         "name": format!("bench-{turns}"),
         "task": "Read every file.",
@@ -30,7 +21,7 @@ pub(crate) fn tool_turns(turns: usize, tool_results: Option<usize>) -> Value {
             "max_tool_failures": 5
         },
         "model": { "turns": script },
-        "tools": { "read": read }
+        "tools": { "read": { "results": [ { "ok": "contents" } ], "repeat": "last" } }
     })
 }
 
