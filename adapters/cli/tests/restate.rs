@@ -19,9 +19,9 @@
 
 mod common;
 
-use common::{KEY, architect, fs_server, text, write_config};
+use common::{KEY, architect, fs_server, text, turns_served_again, write_config};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -314,25 +314,14 @@ fn inside_crash() {
 
         // Model turns served across the processes: each once, except at most the one in flight
         // at the kill (never journaled).
-        let served: Vec<u64> = stack
-            .log("TERMINUS_MODEL_LOG")
-            .iter()
-            .map(|l| l.parse().expect("a turn number"))
-            .collect();
-        let distinct: BTreeSet<u64> = served.iter().copied().collect();
-        assert_eq!(
-            distinct,
-            (1..=13).collect::<BTreeSet<u64>>(),
-            "seed {seed}: served {served:?}"
-        );
-        let again = served.len() - distinct.len();
+        let again = turns_served_again(stack.log("TERMINUS_MODEL_LOG"), 13, seed);
         // Tool calls carried out: each once, except idempotent ones in flight at the kill; the
         // non-idempotent `write` never twice.
         let mut runs: BTreeMap<String, usize> = BTreeMap::new();
         for line in stack.log("TERMINUS_TOOL_LOG") {
             *runs.entry(line).or_default() += 1;
         }
-        let tools_again: usize = runs.values().map(|n| n - 1).sum();
+        let tools_again = runs.values().map(|n| n - 1).sum::<usize>() as u64;
         assert!(
             runs.iter()
                 .filter(|(call, _)| call.starts_with("write "))
@@ -341,7 +330,7 @@ fn inside_crash() {
         );
         assert!(
             again + tools_again <= 1,
-            "seed {seed}: journaled calls carried out again: model {served:?}, tools {runs:?}"
+            "seed {seed}: journaled calls carried out again: model {again}, tools {runs:?}"
         );
         again_total += again + tools_again;
         let report = comparable(report);

@@ -137,19 +137,12 @@ pub trait Backend: Send + Sync + 'static {
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault>;
 
-    /// Up to `limit` entries after the key `after` (exclusive), in key order.
+    /// Up to `limit` entries after the key `after` (exclusive), in key order; only those of
+    /// kind `kind` when given.
     async fn page(
         &self,
         execution: &str,
-        after: Option<(u32, u32)>,
-        limit: u32,
-    ) -> Result<Vec<(u32, u32, String)>, Fault>;
-
-    /// Up to `limit` entries of kind `kind` after the key `after` (exclusive), in key order.
-    async fn page_kind(
-        &self,
-        execution: &str,
-        kind: &'static str,
+        kind: Option<&'static str>,
         after: Option<(u32, u32)>,
         limit: u32,
     ) -> Result<Vec<(u32, u32, String)>, Fault>;

@@ -134,7 +134,7 @@ impl<B: Backend> Durable<B> {
         loop {
             let rows = self
                 .backend
-                .page_kind(execution, "transition", after, PAGE)
+                .page(execution, Some("transition"), after, PAGE)
                 .await
                 .map_err(|f| self.fault(f, || format!("read the trace of `{execution}`")))?;
             let full = rows.len() >= PAGE as usize;
@@ -316,6 +316,7 @@ impl<B: Backend> Journal for Durable<B> {
             .backend
             .page(
                 execution,
+                None,
                 after.map(|k| (k.checkpoint, k.index)),
                 u32::try_from(limit).unwrap_or(u32::MAX),
             )

@@ -399,6 +399,7 @@ impl Backend for Postgres {
     async fn page(
         &self,
         execution: &str,
+        kind: Option<&'static str>,
         after: Option<(u32, u32)>,
         limit: u32,
     ) -> Result<Vec<(u32, u32, String)>, Fault> {
@@ -409,38 +410,8 @@ impl Backend for Postgres {
             let rows = c
                 .query(
                     "SELECT checkpoint, idx, body FROM terminus_entries
-                     WHERE execution = $1 AND (checkpoint, idx) > ($2::bigint, $3::int)
-                     ORDER BY checkpoint, idx LIMIT $4",
-                    &[&execution, &cp, &idx, &i64::from(limit)],
-                )
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok((
-                        unsigned(col(r, 0)?, "a checkpoint")?,
-                        unsigned(i64::from(col::<i32>(r, 1)?), "an index")?,
-                        col(r, 2)?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, Fault>>()
-        })
-    }
-
-    async fn page_kind(
-        &self,
-        execution: &str,
-        kind: &'static str,
-        after: Option<(u32, u32)>,
-        limit: u32,
-    ) -> Result<Vec<(u32, u32, String)>, Fault> {
-        let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| {
-            (i64::from(cp), i32::try_from(idx).unwrap_or(i32::MAX))
-        });
-        retrying!(self, c => async {
-            let rows = c
-                .query(
-                    "SELECT checkpoint, idx, body FROM terminus_entries
-                     WHERE execution = $1 AND kind = $2 AND (checkpoint, idx) > ($3::bigint, $4::int)
+                     WHERE execution = $1 AND ($2::text IS NULL OR kind = $2)
+                       AND (checkpoint, idx) > ($3::bigint, $4::int)
                      ORDER BY checkpoint, idx LIMIT $5",
                     &[&execution, &kind, &cp, &idx, &i64::from(limit)],
                 )

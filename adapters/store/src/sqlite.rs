@@ -531,6 +531,7 @@ impl Backend for Sqlite {
     async fn page(
         &self,
         execution: &str,
+        kind: Option<&'static str>,
         after: Option<(u32, u32)>,
         limit: u32,
     ) -> Result<Vec<(u32, u32, String)>, Fault> {
@@ -539,30 +540,7 @@ impl Backend for Sqlite {
         self.run(Access::Read, move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT checkpoint, idx, body FROM entries
-                 WHERE execution = ?1 AND (checkpoint > ?2 OR (checkpoint = ?2 AND idx > ?3))
-                 ORDER BY checkpoint, idx LIMIT ?4",
-            )?;
-            let rows = stmt.query_map(params![execution, cp, idx, limit], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-    }
-
-    async fn page_kind(
-        &self,
-        execution: &str,
-        kind: &'static str,
-        after: Option<(u32, u32)>,
-        limit: u32,
-    ) -> Result<Vec<(u32, u32, String)>, Fault> {
-        let execution = execution.to_owned();
-        let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| (i64::from(cp), i64::from(idx)));
-        self.run(Access::Read, move |c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT checkpoint, idx, body FROM entries
-                 WHERE execution = ?1 AND kind = ?2
+                 WHERE execution = ?1 AND (?2 IS NULL OR kind = ?2)
                    AND (checkpoint > ?3 OR (checkpoint = ?3 AND idx > ?4))
                  ORDER BY checkpoint, idx LIMIT ?5",
             )?;

@@ -147,3 +147,24 @@ pub(crate) fn postgres_url() -> Option<String> {
         }
     }
 }
+
+/// The model turns a crash test's processes served, from the scripted model's log (one turn
+/// number a line): every turn of `1..=turns` served, and how many were served again (the
+/// calls in flight at the kills, whose answers were never journaled).
+pub(crate) fn turns_served_again(
+    lines: impl IntoIterator<Item = impl AsRef<str>>,
+    turns: u64,
+    seed: u64,
+) -> u64 {
+    let served: Vec<u64> = lines
+        .into_iter()
+        .map(|l| l.as_ref().parse().expect("a turn number"))
+        .collect();
+    let distinct: std::collections::BTreeSet<u64> = served.iter().copied().collect();
+    assert_eq!(
+        distinct,
+        (1..=turns).collect(),
+        "seed {seed}: served {served:?}"
+    );
+    (served.len() - distinct.len()) as u64
+}
