@@ -1,7 +1,8 @@
 //! One commit per agent step: a turn that calls tools which may run again is journaled with the
 //! step its results feed, so a run of N such turns makes N + 1 appends (the task goes with the
 //! first turn); a tool that must not run twice keeps its result durable before the model is
-//! asked again (two appends per turn). Either way the journal holds the same keys.
+//! asked again (two appends per turn). Either way the journal holds the same keys, and the
+//! run's other writes are two: created already claimed, and its report with the claim given up.
 
 mod common;
 
@@ -17,16 +18,25 @@ use terminus_runtime::{
     Lease, MemoryStore, Queue, Report, Run, RunSpec, StoreError, Tool, ToolSet,
 };
 
-/// A memory store that counts appends (each one transaction in a durable store).
+/// A memory store that counts appends and the other writes of a run (each one transaction in
+/// a durable store).
 #[derive(Default)]
 struct Counting {
     inner: MemoryStore,
     appends: AtomicUsize,
+    others: AtomicUsize,
+}
+
+impl Counting {
+    fn other(&self) {
+        self.others.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 #[async_trait]
 impl Journal for Counting {
     async fn create(&self, execution: &str, spec: &RunSpec) -> Result<bool, StoreError> {
+        self.other();
         self.inner.create(execution, spec).await
     }
     async fn spec(&self, execution: &str) -> Result<Option<RunSpec>, StoreError> {
@@ -56,6 +66,7 @@ impl Journal for Counting {
         self.inner.count(execution).await
     }
     async fn finish(&self, execution: &str, report: &Report) -> Result<(), StoreError> {
+        self.other();
         self.inner.finish(execution, report).await
     }
     async fn executions(
@@ -72,12 +83,28 @@ impl Journal for Counting {
 #[async_trait]
 impl Claims for Counting {
     async fn claim(&self, e: &str, w: &str, d: Duration) -> Result<Lease, StoreError> {
+        self.other();
         self.inner.claim(e, w, d).await
+    }
+    async fn create_claimed(
+        &self,
+        e: &str,
+        spec: &RunSpec,
+        w: &str,
+        d: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        self.other();
+        self.inner.create_claimed(e, spec, w, d).await
+    }
+    async fn finish_released(&self, lease: &Lease, report: &Report) -> Result<(), StoreError> {
+        self.other();
+        self.inner.finish_released(lease, report).await
     }
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.renew(lease).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.other();
         self.inner.release(lease).await
     }
     async fn fail(&self, lease: &Lease, failure: &Failure) -> Result<(), StoreError> {
@@ -128,7 +155,8 @@ impl Tool for Read {
     }
 }
 
-/// Appends and records of a run of `turns` turns of `per_turn` calls each.
+/// Appends and records of a run of `turns` turns of `per_turn` calls each; its other writes
+/// must be two (create and claim in one, the report and the release in one).
 async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Record>) {
     let mut script: Vec<_> = (0..turns)
         .map(|t| {
@@ -148,6 +176,17 @@ async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Rec
         .await
         .expect("the run reaches a stop");
     assert!(report.is_complete(), "{report:?}");
+    assert_eq!(
+        store.others.load(Ordering::SeqCst),
+        2,
+        "writes besides the appends"
+    );
+    assert_eq!(store.inner.report("x").await.expect("report"), Some(report));
+    store
+        .inner
+        .claim("x", "another worker", Duration::from_secs(30))
+        .await
+        .expect("the claim was given up with the report");
     let records = store
         .inner
         .records("x")
