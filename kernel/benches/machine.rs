@@ -65,7 +65,7 @@ fn tool_turn(i: u32) -> Event {
 
 fn tool_results(i: u32) -> Vec<ToolResult> {
     vec![ToolResult {
-        call_id: format!("call-{i}"),
+        call_id: format!("call-{i}").into(),
         name: "read_file".into(),
         outcome: ToolOutcome::ok(output()),
     }]

@@ -29,6 +29,18 @@ impl StableHasher {
         StableHasher(Self::SEED)
     }
 
+    /// A hasher in the state `state` (one a hasher was in: see [`StableHasher::state`]).
+    #[inline]
+    pub(crate) const fn from_state(state: u64) -> StableHasher {
+        StableHasher(state)
+    }
+
+    /// The state, to go on from later with [`StableHasher::from_state`].
+    #[inline]
+    pub(crate) const fn state(&self) -> u64 {
+        self.0
+    }
+
     #[inline]
     fn mix(&mut self, word: u64) {
         self.0 = (self.0 ^ word).wrapping_mul(Self::K).rotate_left(27);
@@ -138,7 +150,8 @@ pub fn value_fingerprint(v: &Value) -> u64 {
     h.finish()
 }
 
-/// The fingerprint of one string (call ids).
+/// The fingerprint of one string (call ids; a [`crate::Name`] carries its own).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn str_fingerprint(s: &str) -> u64 {
     let mut h = StableHasher::new();
     s.hash(&mut h);
@@ -151,7 +164,7 @@ pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
     let mut h = StableHasher::new();
     calls.len().hash(&mut h);
     for call in calls {
-        call.name.hash(&mut h);
+        call.name.as_str().hash(&mut h);
         call.arguments.fingerprint().hash(&mut h);
     }
     h.finish()
@@ -160,8 +173,8 @@ pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
 /// The fingerprint of one result (name and outcome; the call id is excluded). An output's
 /// fingerprint is the one it carries.
 pub(crate) fn result_fingerprint(r: &ToolResult) -> u64 {
-    let mut h = StableHasher::new();
-    r.name.hash(&mut h);
+    // The hasher that has hashed the name, as `r.name.hash(&mut StableHasher::new())` leaves it.
+    let mut h = r.name.hasher();
     match &r.outcome {
         ToolOutcome::Ok(v) => (0u8, v.fingerprint()).hash(&mut h),
         ToolOutcome::Error { kind, message } => (1u8, kind, message).hash(&mut h),
