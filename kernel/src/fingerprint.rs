@@ -92,7 +92,7 @@ impl Hasher for StableHasher {
 /// copying them into `[0u8; 8]`, read as two overlapping loads instead of a copy of variable
 /// length (which compiles to a call to `memcpy`, a good part of hashing a short name).
 #[inline]
-fn tail_word(rest: &[u8]) -> u64 {
+pub(crate) fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
     let le = |bytes: &[u8]| {
         bytes
