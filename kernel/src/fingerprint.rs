@@ -161,6 +161,13 @@ pub(crate) fn str_fingerprint(s: &str) -> u64 {
 /// The fingerprint of a turn's tool calls, in order (ids excluded: they change every turn). The
 /// arguments' fingerprints are the ones they carry.
 pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
+    // A turn of one call (most turns) goes on from the state its tool's name carries: the
+    // state after hashing the length, 1, and the name.
+    if let [call] = calls {
+        let mut h = call.name.lone_call_hasher();
+        call.arguments.fingerprint().hash(&mut h);
+        return h.finish();
+    }
     let mut h = StableHasher::new();
     calls.len().hash(&mut h);
     for call in calls {
@@ -206,6 +213,30 @@ mod tests {
         // Lengths and trailing zero bytes are distinguished.
         assert_ne!(str_fingerprint("a"), str_fingerprint("a\0"));
         assert_ne!(str_fingerprint("abcdefgh"), str_fingerprint("abcdefgh\0"));
+    }
+
+    #[test]
+    fn a_lone_calls_cached_state_gives_the_streamed_fingerprint() {
+        // The fingerprint as it was always computed: every name streamed.
+        fn streamed(calls: &[ToolCall]) -> u64 {
+            let mut h = StableHasher::new();
+            calls.len().hash(&mut h);
+            for call in calls {
+                call.name.as_str().hash(&mut h);
+                call.arguments.fingerprint().hash(&mut h);
+            }
+            h.finish()
+        }
+        let call = |name: &str, n: u32| ToolCall::new("id", name, json!({ "n": n }));
+        for calls in [
+            vec![],
+            vec![call("", 1)],
+            vec![call("read_file", 1)],
+            vec![call("a_rather_long_tool_name_indeed", 2)],
+            vec![call("read_file", 1), call("grep", 2)],
+        ] {
+            assert_eq!(calls_fingerprint(&calls), streamed(&calls), "{calls:?}");
+        }
     }
 
     #[test]

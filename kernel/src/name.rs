@@ -27,6 +27,9 @@ pub struct Name {
     text: String,
     /// [`StableHasher`]'s state after `text.hash(..)` from a fresh hasher.
     state: u64,
+    /// Its state after `1usize.hash(..)` then `text.hash(..)` from a fresh one: where the
+    /// fingerprint of a turn of one call to this tool goes on from ([`crate::calls_fingerprint`]).
+    lone_call: u64,
 }
 
 /// A call id: a [`Name`].
@@ -37,8 +40,12 @@ impl Name {
     pub fn new(text: String) -> Name {
         let mut h = StableHasher::new();
         text.as_str().hash(&mut h);
+        let mut lone = StableHasher::new();
+        1usize.hash(&mut lone);
+        text.as_str().hash(&mut lone);
         Name {
             state: h.state(),
+            lone_call: lone.state(),
             text,
         }
     }
@@ -57,6 +64,12 @@ impl Name {
     #[inline]
     pub(crate) const fn hasher(&self) -> StableHasher {
         StableHasher::from_state(self.state)
+    }
+
+    /// A hasher that has hashed `1usize` then this string from a fresh one.
+    #[inline]
+    pub(crate) const fn lone_call_hasher(&self) -> StableHasher {
+        StableHasher::from_state(self.lone_call)
     }
 
     /// The fingerprint of the string alone (`str_fingerprint` of it).
@@ -259,6 +272,10 @@ mod tests {
             let mut h = StableHasher::new();
             text.hash(&mut h);
             assert_eq!(made.hasher().finish(), h.finish());
+            let mut lone = StableHasher::new();
+            1usize.hash(&mut lone);
+            text.hash(&mut lone);
+            assert_eq!(made.lone_call_hasher().finish(), lone.finish());
             let json = serde_json::to_string(&made).unwrap_or_default();
             assert_eq!(json, serde_json::to_string(text).unwrap_or_default());
             let read: Name = serde_json::from_str(&json).unwrap_or_default();
