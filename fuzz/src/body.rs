@@ -170,7 +170,7 @@ fn call(b: &mut Bytes<'_>, n: u32, i: u32) -> ToolCall {
         format!("c{n}-{i}")
     };
     ToolCall {
-        id,
+        id: id.into(),
         name: name.into(),
         arguments: arguments.into(),
     }
@@ -559,7 +559,7 @@ impl Run {
                 // The pending results and one more.
                 let mut r: Vec<ToolResult> = pending.iter().map(|c| result(b, c)).collect();
                 r.push(ToolResult {
-                    call_id: format!("stray-{}", b.upto(3)),
+                    call_id: format!("stray-{}", b.upto(3)).into(),
                     name: TOOLS[b.index(TOOLS.len())].into(),
                     outcome: outcome(b),
                 });
@@ -569,7 +569,7 @@ impl Run {
                 // The pending results with one id changed.
                 let mut r: Vec<ToolResult> = pending.iter().map(|c| result(b, c)).collect();
                 if let Some(first) = r.first_mut() {
-                    first.call_id.push('x');
+                    first.call_id = format!("{}x", first.call_id).into();
                 } else {
                     r.push(ToolResult {
                         call_id: "c0-0".into(),

@@ -7,7 +7,8 @@
 //! on its own in the `host` group so that nothing is hidden:
 //!
 //! - building the events, including hashing each JSON payload once where it enters
-//!   ([`Json::new`]: `host/fingerprint_arguments`, `host/fingerprint_output`);
+//!   ([`Json::new`]: `host/fingerprint_arguments`, `host/fingerprint_output`), and a call's id
+//!   and tool name ([`Name::new`]: `host/fingerprint_names`);
 //! - freeing the payloads it keeps (the tool results it lends with `Machine::handle_results`,
 //!   the calls the machine hands back in `RunTools`) when it is done with them
 //!   (`host/free_payloads`).
@@ -24,8 +25,8 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use terminus_kernel::{
-    Batch, Command, Event, Gate, Input, Json, Machine, ModelTurn, Policy, ToolCall, ToolOutcome,
-    ToolResult, TurnKind,
+    Batch, Command, Event, Gate, Input, Json, Machine, ModelTurn, Name, Policy, ToolCall,
+    ToolOutcome, ToolResult, TurnKind,
 };
 
 /// Inputs made per batch in the single-event and host benches (a few hundred KiB at most: they
@@ -65,7 +66,7 @@ fn tool_turn(i: u32) -> Event {
 
 fn tool_results(i: u32) -> Vec<ToolResult> {
     vec![ToolResult {
-        call_id: format!("call-{i}"),
+        call_id: format!("call-{i}").into(),
         name: "read_file".into(),
         outcome: ToolOutcome::ok(output()),
     }]
@@ -175,6 +176,14 @@ fn host_side(c: &mut Criterion) {
     });
     group.bench_function("fingerprint_output", |b| {
         b.iter_batched(output, |value| Json::new(black_box(value)), BATCH);
+    });
+    // A call's (or a result's) id and tool name, hashed once where they enter.
+    group.bench_function("fingerprint_names", |b| {
+        b.iter_batched(
+            || ("call-20".to_owned(), "read_file".to_owned()),
+            |(id, name)| (Name::new(black_box(id)), Name::new(black_box(name))),
+            BATCH,
+        );
     });
     // One tool turn's payloads: the `RunTools` batch the machine handed out and the results the
     // host lent it.

@@ -23,7 +23,7 @@ use crate::core::{CallReason, Ignored, Phase};
 use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult, Verdict,
 };
-use crate::fingerprint::{calls_fingerprint, result_fingerprint, str_fingerprint};
+use crate::fingerprint::{calls_fingerprint, result_fingerprint};
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 use crate::ledger::{Exclusion, Ledger};
 use crate::loops::{Loops, Repetition};
@@ -316,7 +316,7 @@ impl Desk {
     fn answers_pending(&self, results: &[ToolResult]) -> bool {
         let ids = results
             .iter()
-            .fold(0u64, |acc, r| acc.wrapping_add(str_fingerprint(&r.call_id)));
+            .fold(0u64, |acc, r| acc.wrapping_add(r.call_id.fingerprint()));
         u32::try_from(results.len()).is_ok_and(|n| n == self.pending.executed)
             && ids == self.pending.ids
     }
@@ -437,7 +437,7 @@ impl<'d, 'e> Cx<'d, 'e> {
                         record.successes = record.successes.saturating_add(1);
                     });
                     if r.name == WRITE_TODOS {
-                        let id = str_fingerprint(&r.call_id);
+                        let id = r.call_id.fingerprint();
                         if let Some(pos) = desk.staged_todos.iter().position(|(k, _)| *k == id) {
                             desk.todos = desk.staged_todos.swap_remove(pos).1;
                         }
@@ -464,7 +464,7 @@ impl<'d, 'e> Cx<'d, 'e> {
                         Some(exclusion)
                     });
                     if let Some(exclusion) = now_excluded {
-                        excluded.push((r.name.clone(), exclusion));
+                        excluded.push((r.name.as_str().to_owned(), exclusion));
                     }
                 }
             }
@@ -547,11 +547,11 @@ impl<'d, 'e> Cx<'d, 'e> {
                 continue;
             }
             pending.executed = pending.executed.saturating_add(1);
-            pending.ids = pending.ids.wrapping_add(str_fingerprint(&call.id));
+            pending.ids = pending.ids.wrapping_add(call.id.fingerprint());
             if call.name == WRITE_TODOS
                 && let Ok(todos) = parse_todos(&call.arguments)
             {
-                desk.staged_todos.push((str_fingerprint(&call.id), todos));
+                desk.staged_todos.push((call.id.fingerprint(), todos));
             }
         }
         desk.pending = pending;

@@ -1,6 +1,7 @@
 //! The concrete events a host feeds the machine, with their payloads.
 
 use crate::json::Json;
+use crate::name::{CallId, Name};
 use serde::{Deserialize, Serialize};
 
 /// Token usage a provider reported for one turn. Absent usage means unknown, not zero.
@@ -38,10 +39,11 @@ pub enum Finish {
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
-    /// The provider's call id (the runtime makes one up when the provider has none).
-    pub id: String,
-    /// The tool name.
-    pub name: String,
+    /// The provider's call id (the runtime makes one up when the provider has none), with its
+    /// fingerprint (computed once, when it was made).
+    pub id: CallId,
+    /// The tool name, with its fingerprint.
+    pub name: Name,
     /// The arguments, as JSON, with their fingerprint (computed once, when they were made).
     pub arguments: Json,
 }
@@ -49,8 +51,8 @@ pub struct ToolCall {
 impl ToolCall {
     /// A call of tool `name` with `arguments`, hashed here once for the repeat detector.
     pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
+        id: impl Into<CallId>,
+        name: impl Into<Name>,
         arguments: impl Into<Json>,
     ) -> ToolCall {
         ToolCall {
@@ -195,10 +197,10 @@ impl ToolOutcome {
 /// The result of one executed tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
-    /// The id of the call this answers.
-    pub call_id: String,
-    /// The tool name.
-    pub name: String,
+    /// The id of the call this answers, with its fingerprint (computed once, when it was made).
+    pub call_id: CallId,
+    /// The tool name, with its fingerprint.
+    pub name: Name,
     /// What it returned.
     pub outcome: ToolOutcome,
 }

@@ -29,6 +29,18 @@ impl StableHasher {
         StableHasher(Self::SEED)
     }
 
+    /// A hasher in the state `state` (one a hasher was in: see [`StableHasher::state`]).
+    #[inline]
+    pub(crate) const fn from_state(state: u64) -> StableHasher {
+        StableHasher(state)
+    }
+
+    /// The state, to go on from later with [`StableHasher::from_state`].
+    #[inline]
+    pub(crate) const fn state(&self) -> u64 {
+        self.0
+    }
+
     #[inline]
     fn mix(&mut self, word: u64) {
         self.0 = (self.0 ^ word).wrapping_mul(Self::K).rotate_left(27);
@@ -80,7 +92,7 @@ impl Hasher for StableHasher {
 /// copying them into `[0u8; 8]`, read as two overlapping loads instead of a copy of variable
 /// length (which compiles to a call to `memcpy`, a good part of hashing a short name).
 #[inline]
-fn tail_word(rest: &[u8]) -> u64 {
+pub(crate) fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
     let le = |bytes: &[u8]| {
         bytes
@@ -138,7 +150,8 @@ pub fn value_fingerprint(v: &Value) -> u64 {
     h.finish()
 }
 
-/// The fingerprint of one string (call ids).
+/// The fingerprint of one string (call ids; a [`crate::Name`] carries its own).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn str_fingerprint(s: &str) -> u64 {
     let mut h = StableHasher::new();
     s.hash(&mut h);
@@ -148,10 +161,17 @@ pub(crate) fn str_fingerprint(s: &str) -> u64 {
 /// The fingerprint of a turn's tool calls, in order (ids excluded: they change every turn). The
 /// arguments' fingerprints are the ones they carry.
 pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
+    // A turn of one call (most turns) goes on from the state its tool's name carries: the
+    // state after hashing the length, 1, and the name.
+    if let [call] = calls {
+        let mut h = call.name.lone_call_hasher();
+        call.arguments.fingerprint().hash(&mut h);
+        return h.finish();
+    }
     let mut h = StableHasher::new();
     calls.len().hash(&mut h);
     for call in calls {
-        call.name.hash(&mut h);
+        call.name.as_str().hash(&mut h);
         call.arguments.fingerprint().hash(&mut h);
     }
     h.finish()
@@ -160,8 +180,8 @@ pub fn calls_fingerprint(calls: &[ToolCall]) -> u64 {
 /// The fingerprint of one result (name and outcome; the call id is excluded). An output's
 /// fingerprint is the one it carries.
 pub(crate) fn result_fingerprint(r: &ToolResult) -> u64 {
-    let mut h = StableHasher::new();
-    r.name.hash(&mut h);
+    // The hasher that has hashed the name, as `r.name.hash(&mut StableHasher::new())` leaves it.
+    let mut h = r.name.hasher();
     match &r.outcome {
         ToolOutcome::Ok(v) => (0u8, v.fingerprint()).hash(&mut h),
         ToolOutcome::Error { kind, message } => (1u8, kind, message).hash(&mut h),
@@ -193,6 +213,30 @@ mod tests {
         // Lengths and trailing zero bytes are distinguished.
         assert_ne!(str_fingerprint("a"), str_fingerprint("a\0"));
         assert_ne!(str_fingerprint("abcdefgh"), str_fingerprint("abcdefgh\0"));
+    }
+
+    #[test]
+    fn a_lone_calls_cached_state_gives_the_streamed_fingerprint() {
+        // The fingerprint as it was always computed: every name streamed.
+        fn streamed(calls: &[ToolCall]) -> u64 {
+            let mut h = StableHasher::new();
+            calls.len().hash(&mut h);
+            for call in calls {
+                call.name.as_str().hash(&mut h);
+                call.arguments.fingerprint().hash(&mut h);
+            }
+            h.finish()
+        }
+        let call = |name: &str, n: u32| ToolCall::new("id", name, json!({ "n": n }));
+        for calls in [
+            vec![],
+            vec![call("", 1)],
+            vec![call("read_file", 1)],
+            vec![call("a_rather_long_tool_name_indeed", 2)],
+            vec![call("read_file", 1), call("grep", 2)],
+        ] {
+            assert_eq!(calls_fingerprint(&calls), streamed(&calls), "{calls:?}");
+        }
     }
 
     #[test]

@@ -493,7 +493,10 @@ impl Replay {
                     .calls
                     .get_mut(j as usize)
                     .ok_or_else(|| diverged("result for a call that was not scheduled".into()))?;
-                *self.tool_answers.entry(result.name.clone()).or_insert(0u64) += 1;
+                *self
+                    .tool_answers
+                    .entry(result.name.as_str().to_owned())
+                    .or_insert(0u64) += 1;
                 *slot = CallState::Done(result);
             }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}

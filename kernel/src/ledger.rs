@@ -2,6 +2,7 @@
 //! "which tools has the agent used" (rule 8), because the conversation can be pruned.
 
 use crate::event::ToolErrorKind;
+use crate::name::Name;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -64,12 +65,13 @@ pub struct ToolRecord {
 ///
 /// An agent has a handful of tools, and the machine looks one up on every tool event, so the
 /// records are a vector in name order (serialized as a map, as before) searched by name length
-/// first, which for a few names is cheaper than a tree's string comparisons. Whether any tool is
+/// first, which for a few names is cheaper than a tree's string comparisons. A name carries its
+/// fingerprint ([`Name`]), so the machine's own lookups compare those before the strings. Whether any tool is
 /// excluded is kept on the side, so that a turn can skip the exclusion lookup of each call while
 /// none is (exclusions are never lifted).
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    tools: Vec<(String, ToolRecord)>,
+    tools: Vec<(Name, ToolRecord)>,
     /// Some record has `excluded` set (derived from `tools`, so not compared or saved).
     any_excluded: bool,
 }
@@ -96,9 +98,10 @@ impl Serialize for Ledger {
 
 impl<'de> Deserialize<'de> for Ledger {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ledger, D::Error> {
-        let tools: Vec<(String, ToolRecord)> =
+        let tools: Vec<(Name, ToolRecord)> =
             BTreeMap::<String, ToolRecord>::deserialize(deserializer)?
                 .into_iter()
+                .map(|(name, record)| (Name::new(name), record))
                 .collect();
         let any_excluded = tools.iter().any(|(_, r)| r.excluded.is_some());
         Ok(Ledger {
@@ -114,7 +117,13 @@ impl Ledger {
     fn find(&self, tool: &str) -> Option<usize> {
         self.tools
             .iter()
-            .position(|(name, _)| name.len() == tool.len() && name == tool)
+            .position(|(name, _)| name.len() == tool.len() && name.as_str() == tool)
+    }
+
+    /// The position of `tool`'s record, by its fingerprint first.
+    #[inline]
+    fn find_name(&self, tool: &Name) -> Option<usize> {
+        self.tools.iter().position(|(name, _)| name.is(tool))
     }
 
     /// The record of `tool`, if it was ever called.
@@ -161,13 +170,16 @@ impl Ledger {
 
     /// Changes the record of `tool` with `change` and returns what it returns; the name is
     /// allocated only the first time.
-    pub(crate) fn update<R>(&mut self, tool: &str, change: impl FnOnce(&mut ToolRecord) -> R) -> R {
-        let i = match self.find(tool) {
+    pub(crate) fn update<R>(
+        &mut self,
+        tool: &Name,
+        change: impl FnOnce(&mut ToolRecord) -> R,
+    ) -> R {
+        let i = match self.find_name(tool) {
             Some(i) => i,
             None => {
-                let at = self.tools.partition_point(|(name, _)| name.as_str() < tool);
-                self.tools
-                    .insert(at, (tool.to_owned(), ToolRecord::default()));
+                let at = self.tools.partition_point(|(name, _)| name < tool);
+                self.tools.insert(at, (tool.clone(), ToolRecord::default()));
                 at
             }
         };
@@ -186,13 +198,13 @@ mod tests {
     fn records_stay_in_name_order_and_serialize_as_a_map() {
         let mut ledger = Ledger::default();
         for tool in ["write_file", "grep", "read_file", "grep"] {
-            ledger.update(tool, |r| r.calls += 1);
+            ledger.update(&tool.into(), |r| r.calls += 1);
         }
         let names: Vec<&str> = ledger.iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["grep", "read_file", "write_file"]);
         assert_eq!(ledger.calls("grep"), 2);
         assert_eq!(ledger.exclusion("grep"), None);
-        ledger.update("read_file", |r| {
+        ledger.update(&"read_file".into(), |r| {
             r.excluded = Some(Exclusion::Failures { count: 3 })
         });
         assert_eq!(

@@ -24,12 +24,12 @@ fn tool_turn(i: u32) -> Event {
         text: format!("Reading part {i}."),
         tool_calls: vec![
             ToolCall {
-                id: format!("call-{i}-a"),
+                id: format!("call-{i}-a").into(),
                 name: "read_file".into(),
                 arguments: json!({ "path": format!("src/{i}.rs"), "lines": [1, 200] }).into(),
             },
             ToolCall {
-                id: format!("call-{i}-b"),
+                id: format!("call-{i}-b").into(),
                 name: "grep".into(),
                 arguments: json!({ "pattern": "fn main", "dir": "src" }).into(),
             },
@@ -41,12 +41,12 @@ fn tool_turn(i: u32) -> Event {
 fn results(i: u32) -> Vec<ToolResult> {
     vec![
         ToolResult {
-            call_id: format!("call-{i}-b"),
+            call_id: format!("call-{i}-b").into(),
             name: "grep".into(),
             outcome: ToolOutcome::ok(json!({ "matches": [format!("src/{i}.rs:1")] })),
         },
         ToolResult {
-            call_id: format!("call-{i}-a"),
+            call_id: format!("call-{i}-a").into(),
             name: "read_file".into(),
             outcome: ToolOutcome::ok(json!(format!("// part {i}\nfn main() {{}}"))),
         },

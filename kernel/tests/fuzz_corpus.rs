@@ -251,7 +251,7 @@ fn restore_accepts_every_machine_a_run_reaches() {
             }),
             Command::CallModel(_) => Event::ModelTurn(ModelTurn {
                 tool_calls: vec![ToolCall {
-                    id: format!("c{turn}"),
+                    id: format!("c{turn}").into(),
                     name: "read".into(),
                     arguments: json!({ "n": turn }).into(),
                 }],
@@ -293,7 +293,7 @@ fn a_turn_with_more_than_65535_tool_calls_is_answered() {
     let mut m = Machine::new(Policy::default()).unwrap_or_else(|e| panic!("{e}"));
     let calls: Vec<ToolCall> = (0..65_537u32)
         .map(|i| ToolCall {
-            id: format!("c{i}"),
+            id: format!("c{i}").into(),
             name: "read".into(),
             arguments: json!({}).into(),
         })

@@ -47,8 +47,8 @@ fn journaled_run(policy: &Policy, turns: &[u8]) -> (Vec<Record>, Vec<(usize, Mac
                     _ => ModelTurn {
                         tool_calls: (0..code % 4)
                             .map(|i| ToolCall {
-                                id: format!("c{t}-{i}"),
-                                name: format!("tool{i}"),
+                                id: format!("c{t}-{i}").into(),
+                                name: format!("tool{i}").into(),
                                 arguments: json!({"t": t}).into(),
                             })
                             .collect(),

@@ -20,7 +20,7 @@ fn turn(n: u32) -> Event {
 
 fn results(n: u32) -> Vec<ToolResult> {
     vec![ToolResult {
-        call_id: format!("c{n}"),
+        call_id: format!("c{n}").into(),
         name: "read_file".into(),
         outcome: ToolOutcome::ok(json!("fn main() {}")),
     }]

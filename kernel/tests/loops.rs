@@ -149,7 +149,7 @@ proptest! {
         let mut m = Machine::new(Policy::default()).expect("the default policy is valid");
         while m.poll_command().is_some() {}
         let calls: Vec<ToolCall> = (0..tools)
-            .map(|i| ToolCall { id: format!("c{i}"), name: format!("missing{i}"), arguments: json!({}).into() })
+            .map(|i| ToolCall { id: format!("c{i}").into(), name: format!("missing{i}").into(), arguments: json!({}).into() })
             .collect();
         m.handle(Event::ModelTurn(ModelTurn { tool_calls: calls.clone(), ..ModelTurn::default() }));
         while m.poll_command().is_some() {}
@@ -233,7 +233,7 @@ fn a_turn_of_more_than_65535_calls_counts_every_call() {
     while m.poll_command().is_some() {}
     let calls: Vec<ToolCall> = (0..70_000)
         .map(|i| ToolCall {
-            id: format!("c{i}"),
+            id: format!("c{i}").into(),
             name: "read".into(),
             arguments: json!(i).into(),
         })

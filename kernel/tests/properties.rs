@@ -130,7 +130,7 @@ fn model_event(m: &Move, turn: usize) -> Option<Event> {
                 String::new()
             },
             tool_calls: vec![ToolCall {
-                id: id(0),
+                id: id(0).into(),
                 name: name.into(),
                 arguments: json!({ "arg": arg }).into(),
             }],
@@ -140,7 +140,7 @@ fn model_event(m: &Move, turn: usize) -> Option<Event> {
         }),
         Move::Todos { open } => Event::ModelTurn(ModelTurn {
             tool_calls: vec![ToolCall {
-                id: id(0),
+                id: id(0).into(),
                 name: "write_todos".into(),
                 arguments: json!({"todos": [{"content": "x", "status": if open { "in_progress" } else { "completed" }}]}).into(),
             }],

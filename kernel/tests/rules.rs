@@ -478,7 +478,7 @@ fn every_stop_carries_the_partial_result_and_all_counters() {
         Reply::Turn(ModelTurn {
             text: "Found the bug in parser.rs; fixing it next.".into(),
             tool_calls: vec![ToolCall {
-                id: String::new(),
+                id: "".into(),
                 name: "read".into(),
                 arguments: json!({}).into(),
             }],
@@ -508,7 +508,7 @@ fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
     // for a nudge and a continuation that a budget stops before they are sent.
     let call = |i: u32| ModelTurn {
         tool_calls: vec![ToolCall {
-            id: format!("c{i}"),
+            id: format!("c{i}").into(),
             name: "read_file".into(),
             arguments: json!({ "n": i }).into(),
         }],

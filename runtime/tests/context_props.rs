@@ -82,8 +82,8 @@ fn turn_messages(t: usize, turn: &TurnSpec, out: &mut Vec<Message>) {
         .iter()
         .enumerate()
         .map(|(k, c)| ToolCall {
-            id: call_id(t, k),
-            name: TOOLS[c.tool].to_owned(),
+            id: call_id(t, k).into(),
+            name: TOOLS[c.tool].into(),
             arguments: json!({ "path": format!("src/f{t}_{k}.rs") }).into(),
         })
         .collect();

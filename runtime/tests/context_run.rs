@@ -177,7 +177,7 @@ impl Model for Agent {
             Some(i) => ModelTurn {
                 text: format!("Reading f{i}."),
                 tool_calls: vec![ToolCall {
-                    id: format!("read-{n}"),
+                    id: format!("read-{n}").into(),
                     name: "read_file".into(),
                     arguments: json!({ "path": format!("f{i}") }).into(),
                 }],
@@ -291,7 +291,7 @@ async fn terminus_pruning_lets_the_agent_finish_with_every_file_read_once() {
                 if let ToolOutcome::Ok(out) = &res.outcome
                     && let Value::String(s) = out.value()
                 {
-                    journaled.insert(res.call_id.clone(), s.clone());
+                    journaled.insert(res.call_id.to_string(), s.clone());
                 }
             }
         }

@@ -468,7 +468,7 @@ impl Builder {
                     if let ToolOutcome::Error { kind, message } = &r.outcome {
                         self.event.errors.push(ToolError {
                             step: checkpoint,
-                            tool: r.name.clone(),
+                            tool: r.name.to_string(),
                             kind: kind.as_str(),
                             message: message.clone(),
                         });
@@ -542,7 +542,7 @@ impl Builder {
             }
             Entry::ToolCall { call, .. } => {
                 if let Some(step) = self.step_at(checkpoint) {
-                    step.tool_calls.push(call.name.clone());
+                    step.tool_calls.push(call.name.to_string());
                 }
             }
             Entry::Stop(stop) => self.stop = Some(stop.clone()),

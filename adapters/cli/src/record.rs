@@ -114,9 +114,9 @@ impl Recorder {
                 // Started calls, in the order they started: the order a replay calls them in.
                 Entry::ToolCall { call, .. } if call.name != terminus_kernel::WRITE_TODOS => {
                     let mut tools = lock(&recorder.tools);
-                    let log = tools.entry(call.name.clone()).or_default();
+                    let log = tools.entry(call.name.to_string()).or_default();
                     log.results.push(None);
-                    slots.insert(&call.id, (call.name.clone(), log.results.len() - 1));
+                    slots.insert(&call.id, (call.name.to_string(), log.results.len() - 1));
                 }
                 // A result as it arrived, or as the batch gave it (a call in doubt after the
                 // crash was answered by the runtime, not run again).
@@ -255,9 +255,9 @@ fn turn_spec(turn: &ModelTurn) -> TurnSpec {
             turn.tool_calls
                 .iter()
                 .map(|c| CallSpec {
-                    name: c.name.clone(),
+                    name: c.name.to_string(),
                     arguments: c.arguments.clone().into(),
-                    id: (!c.id.is_empty()).then(|| c.id.clone()),
+                    id: (!c.id.is_empty()).then(|| c.id.to_string()),
                 })
                 .collect()
         }),

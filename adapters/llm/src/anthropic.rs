@@ -243,8 +243,8 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
             "thinking" => reasoning |= block.thinking.is_some_and(|t| !t.is_empty()),
             "redacted_thinking" => reasoning = true,
             "tool_use" => tool_calls.push(ToolCall {
-                id: block.id.unwrap_or_default(),
-                name: block.name.unwrap_or_default(),
+                id: block.id.unwrap_or_default().into(),
+                name: block.name.unwrap_or_default().into(),
                 arguments: block
                     .input
                     .unwrap_or_else(|| Value::Object(Map::new()))

@@ -63,8 +63,8 @@ pub fn arguments(raw: &str) -> Value {
 /// A tool call with its arguments parsed by [`arguments`].
 pub(crate) fn call(id: String, name: String, raw_arguments: &str) -> ToolCall {
     ToolCall {
-        id,
-        name,
+        id: id.into(),
+        name: name.into(),
         arguments: arguments(raw_arguments).into(),
     }
 }

@@ -152,8 +152,8 @@ impl Model for ScriptedModel {
             .into_iter()
             .enumerate()
             .map(|(i, c)| ToolCall {
-                id: c.id.unwrap_or_else(|| format!("call-{call}-{i}")),
-                name: c.name,
+                id: c.id.unwrap_or_else(|| format!("call-{call}-{i}")).into(),
+                name: c.name.into(),
                 arguments: c.arguments.into(),
             })
             .collect();

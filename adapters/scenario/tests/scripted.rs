@@ -65,7 +65,7 @@ fn tool_results(records: &[Arc<Record>]) -> Vec<Vec<(String, String, ToolOutcome
             Entry::ToolResults { results } => Some(
                 results
                     .iter()
-                    .map(|r| (r.call_id.clone(), r.name.clone(), r.outcome.clone()))
+                    .map(|r| (r.call_id.to_string(), r.name.to_string(), r.outcome.clone()))
                     .collect(),
             ),
             _ => None,

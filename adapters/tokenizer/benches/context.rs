@@ -215,8 +215,8 @@ impl Traffic {
             }
         };
         let call = ToolCall {
-            id,
-            name: name.to_owned(),
+            id: id.into(),
+            name: name.into(),
             arguments: arguments.into(),
         };
         (call, result)

@@ -38,7 +38,7 @@ fn calls(calls: &[(&str, Value)]) -> ModelTurn {
         tool_calls: calls
             .iter()
             .map(|(name, arguments)| ToolCall {
-                id: String::new(),
+                id: "".into(),
                 name: (*name).into(),
                 arguments: arguments.clone().into(),
             })

@@ -69,7 +69,7 @@ pub fn calls(list: &[(&str, Value)]) -> Reply {
         tool_calls: list
             .iter()
             .map(|(n, a)| ToolCall {
-                id: String::new(),
+                id: "".into(),
                 name: (*n).into(),
                 arguments: a.clone().into(),
             })
@@ -229,7 +229,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 Some(match reply {
                     Reply::Turn(mut turn) => {
                         for (i, c) in turn.tool_calls.iter_mut().enumerate() {
-                            c.id = format!("call-{t}-{i}");
+                            c.id = format!("call-{t}-{i}").into();
                         }
                         Event::ModelTurn(turn)
                     }
@@ -245,7 +245,7 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                     if batch.refusal(i).is_some() {
                         continue;
                     }
-                    let k = calls_per_tool.entry(c.name.clone()).or_default();
+                    let k = calls_per_tool.entry(c.name.to_string()).or_default();
                     *k += 1;
                     let outcome = if c.name == "write_todos" {
                         ToolOutcome::ok(json!("todos updated"))

@@ -26,7 +26,7 @@ impl Model for Fake {
         if n < self.turns {
             Ok(ModelTurn {
                 tool_calls: vec![ToolCall {
-                    id: String::new(),
+                    id: "".into(),
                     name: "echo".into(),
                     arguments: json!({ "n": n }).into(),
                 }],

@@ -50,7 +50,7 @@ impl Driver {
                 }
                 for (i, call) in turn.tool_calls.iter_mut().enumerate() {
                     if call.id.is_empty() {
-                        call.id = format!("call-{number}-{i}");
+                        call.id = format!("call-{number}-{i}").into();
                     }
                 }
                 Ok((Event::ModelTurn(turn), None))

@@ -28,8 +28,8 @@ impl Driver {
                 .find(|(_, s)| matches!(s, CallState::InDoubt { idempotent: false }))
         {
             return Err(RunError::InDoubt {
-                call: call.id.clone(),
-                tool: call.name.clone(),
+                call: call.id.to_string(),
+                tool: call.name.to_string(),
             });
         }
         let (raced, renewal) = self

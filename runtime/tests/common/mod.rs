@@ -102,7 +102,7 @@ pub fn calls(calls: &[(&str, Value)]) -> Answer {
         tool_calls: calls
             .iter()
             .map(|(name, args)| ToolCall {
-                id: String::new(),
+                id: "".into(),
                 name: (*name).into(),
                 arguments: args.clone().into(),
             })
