@@ -52,11 +52,13 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_002_failure.sql"),
     include_str!("../migrations/sqlite_003_conflicts.sql"),
     include_str!("../migrations/sqlite_004_cells.sql"),
+    include_str!("../migrations/sqlite_005_packed.sql"),
 ];
 
 /// The executions (`Backend::executions`): each one's row, what its report or else its stop
-/// entry says, and else counts of its journal (transitions, model answers, tool intents).
-/// Parameters: now (ms), outcome, reason, min steps.
+/// entry says, and else counts of its journal (transitions, model answers, tool intents), in
+/// both tables (`packed_entries` by the key range of the execution's number, see
+/// [`key_range`]; `entries` by its id). Parameters: now (ms), outcome, reason, min steps.
 const LIST: &str = "
 SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries
 FROM (
@@ -64,23 +66,141 @@ FROM (
     json_extract(e.spec, '$.name') AS name,
     (e.worker IS NOT NULL AND e.lease_until_ms >= ?1) AS live,
     (e.failure IS NOT NULL) AS failed,
-    COALESCE(json_extract(e.report, '$.outcome'), json_extract(s.body, '$.outcome')) AS outcome,
-    COALESCE(json_extract(e.report, '$.reason'), json_extract(s.body, '$.reason')) AS reason,
-    COALESCE(json_extract(e.report, '$.rule'), json_extract(s.body, '$.rule')) AS rule,
-    COALESCE(json_extract(e.report, '$.steps'), json_extract(s.body, '$.stats.steps'),
-      (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'transition'))
+    COALESCE(json_extract(e.report, '$.outcome'), json_extract(e.stop, '$.outcome')) AS outcome,
+    COALESCE(json_extract(e.report, '$.reason'), json_extract(e.stop, '$.reason')) AS reason,
+    COALESCE(json_extract(e.report, '$.rule'), json_extract(e.stop, '$.rule')) AS rule,
+    COALESCE(json_extract(e.report, '$.steps'), json_extract(e.stop, '$.stats.steps'),
+      (SELECT count(*) FROM packed_entries t
+       WHERE t.key >= e.lo AND t.key < e.hi AND t.kind = 'transition')
+      + (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'transition'))
       AS steps,
-    COALESCE(json_extract(e.report, '$.model_calls'), json_extract(s.body, '$.stats.model_calls'),
-      (SELECT count(*) FROM entries t
-       WHERE t.execution = e.id AND t.kind IN ('assistant', 'model_error'))) AS model_calls,
-    COALESCE(json_extract(e.report, '$.tool_calls'), json_extract(s.body, '$.stats.tool_calls'),
-      (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'tool_call'))
+    COALESCE(json_extract(e.report, '$.model_calls'), json_extract(e.stop, '$.stats.model_calls'),
+      (SELECT count(*) FROM packed_entries t
+       WHERE t.key >= e.lo AND t.key < e.hi AND t.kind IN ('assistant', 'model_error'))
+      + (SELECT count(*) FROM entries t
+         WHERE t.execution = e.id AND t.kind IN ('assistant', 'model_error'))) AS model_calls,
+    COALESCE(json_extract(e.report, '$.tool_calls'), json_extract(e.stop, '$.stats.tool_calls'),
+      (SELECT count(*) FROM packed_entries t
+       WHERE t.key >= e.lo AND t.key < e.hi AND t.kind = 'tool_call')
+      + (SELECT count(*) FROM entries t WHERE t.execution = e.id AND t.kind = 'tool_call'))
       AS tool_calls,
-    (SELECT count(*) FROM entries t WHERE t.execution = e.id) AS entries
-  FROM executions e LEFT JOIN entries s ON s.execution = e.id AND s.kind = 'stop'
+    (SELECT count(*) FROM packed_entries t WHERE t.key >= e.lo AND t.key < e.hi)
+      + (SELECT count(*) FROM entries t WHERE t.execution = e.id) AS entries
+  FROM (
+    SELECT r.*,
+      COALESCE(
+        (SELECT body FROM packed_entries p
+         WHERE p.key >= r.lo AND p.key < r.hi AND p.kind = 'stop' LIMIT 1),
+        (SELECT body FROM entries w WHERE w.execution = r.id AND w.kind = 'stop' LIMIT 1))
+        AS stop
+    FROM (
+      SELECT x.*,
+        CASE WHEN x.num BETWEEN 1 AND 8388606 THEN x.num << 40 END AS lo,
+        CASE WHEN x.num BETWEEN 1 AND 8388606 THEN (x.num + 1) << 40 END AS hi
+      FROM executions x
+    ) r
+  ) e
 )
 WHERE (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR reason = ?3) AND steps >= ?4
 ORDER BY created, id";
+
+/// How an entry's key (checkpoint, index) is packed with its execution's number
+/// (`executions.num`) into the one integer key of `packed_entries`: the number in the high
+/// bits, then the checkpoint, then the index, so that an execution's entries are one range of
+/// keys, in key order, and a step's entries are appended at the end of that range. (The same
+/// numbers are written out in [`LIST`] and in the `journal` view of migration 5.)
+const INDEX_BITS: u32 = 14;
+/// See [`INDEX_BITS`].
+const CHECKPOINT_BITS: u32 = 26;
+/// See [`INDEX_BITS`].
+const NUM_SHIFT: u32 = INDEX_BITS + CHECKPOINT_BITS;
+/// The largest number whose entries are packed: the end of its range, `(num + 1) << 40`, is
+/// still a positive 64-bit integer.
+const MAX_NUM: i64 = (1 << (63 - NUM_SHIFT)) - 2;
+
+/// The range of keys `[lo, hi)` of execution `num`, when its entries are packed.
+fn key_range(num: i64) -> Option<(i64, i64)> {
+    (1..=MAX_NUM)
+        .contains(&num)
+        .then(|| (num << NUM_SHIFT, (num + 1) << NUM_SHIFT))
+}
+
+/// The packed key of entry (`checkpoint`, `index`) of execution `num`; `None` when it does not
+/// fit (the entry is then stored in `entries`, by its execution's id).
+fn packed_key(num: Option<i64>, checkpoint: u32, index: u32) -> Option<i64> {
+    let (lo, _) = key_range(num?)?;
+    (checkpoint < 1 << CHECKPOINT_BITS && index < 1 << INDEX_BITS)
+        .then(|| lo | i64::from(checkpoint) << INDEX_BITS | i64::from(index))
+}
+
+/// The (checkpoint, index) of a packed key.
+fn unpacked(key: i64) -> (u32, u32) {
+    let field = |bits: u32, shift: u32| {
+        u32::try_from((key >> shift) & ((1 << bits) - 1)).unwrap_or(u32::MAX)
+    };
+    (field(CHECKPOINT_BITS, INDEX_BITS), field(INDEX_BITS, 0))
+}
+
+/// The packed keys of execution `num` after entry `after` (all of them for `None`), as the
+/// bounds `(start, end)` of `start < key < end`; `None` when none can be.
+fn packed_after(num: Option<i64>, after: Option<(u32, u32)>) -> Option<(i64, i64)> {
+    let (lo, hi) = key_range(num?)?;
+    match after {
+        None => Some((lo - 1, hi)),
+        // Entries of a checkpoint past the packing's are all in `entries`; an index past it
+        // leaves none of its checkpoint packed after it.
+        Some((checkpoint, _)) if checkpoint >= 1 << CHECKPOINT_BITS => None,
+        Some((checkpoint, index)) => {
+            let index = index.min((1 << INDEX_BITS) - 1);
+            Some((
+                lo | i64::from(checkpoint) << INDEX_BITS | i64::from(index),
+                hi,
+            ))
+        }
+    }
+}
+
+/// The number of `execution` (`None`: no row, or a row from before migration 5).
+fn num_of(c: &Connection, execution: &str) -> rusqlite::Result<Option<i64>> {
+    Ok(
+        c.prepare_cached("SELECT num FROM executions WHERE id = ?1")?
+            .query_row([execution], |r| r.get(0))
+            .optional()?
+            .flatten(),
+    )
+}
+
+/// The range of packed keys of `execution`, if its entries are packed.
+fn key_range_of(c: &Connection, execution: &str) -> rusqlite::Result<Option<(i64, i64)>> {
+    Ok(num_of(c, execution)?.and_then(key_range))
+}
+
+/// Two pages of entries in key order, each sorted and the two disjoint, merged into one of at
+/// most `limit`.
+fn merged(
+    a: Vec<(u32, u32, String)>,
+    b: Vec<(u32, u32, String)>,
+    limit: u32,
+) -> Vec<(u32, u32, String)> {
+    if b.is_empty() {
+        return a;
+    }
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut out = Vec::with_capacity((a.len() + b.len()).min(limit));
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    while out.len() < limit {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if (x.0, x.1) <= (y.0, y.1) => a.next(),
+            (Some(_), Some(_)) | (None, _) => b.next(),
+            (Some(_), None) => a.next(),
+        };
+        match next {
+            Some(entry) => out.push(entry),
+            None => break,
+        }
+    }
+    out
+}
 
 /// How long a statement waits for another process's write transaction.
 const BUSY: Duration = Duration::from_secs(10);
@@ -454,9 +574,14 @@ impl Backend for Sqlite {
                 Some((worker, lease)) => (Some(worker), now.saturating_add(millis(*lease))),
                 None => (None, 0),
             };
+            // A new execution takes the next number, and its entries are packed under it;
+            // one that already has entries by its id (appended before it was created) keeps
+            // them all there, so that each key has one place.
             let n = c.execute(
-                "INSERT INTO executions (id, created_ms, spec, worker, lease_until_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO executions (id, created_ms, spec, worker, lease_until_ms, num)
+                 VALUES (?1, ?2, ?3, ?4, ?5,
+                   CASE WHEN EXISTS (SELECT 1 FROM entries WHERE execution = ?1) THEN NULL
+                        ELSE (SELECT coalesce(max(num), 0) + 1 FROM executions) END)
                  ON CONFLICT(id) DO NOTHING",
                 params![execution, now, spec, worker, until],
             )?;
@@ -501,26 +626,52 @@ impl Backend for Sqlite {
         self.run(Access::Write, move |c| {
             // The write lock first: busy now, or never (the closure may then run again).
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let num = num_of(&tx, &execution)?;
             let mut out = Vec::with_capacity(entries.len());
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO entries (execution, checkpoint, idx, kind, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
-                )?;
-                let mut select = tx.prepare_cached(
-                    "SELECT body FROM entries WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3",
-                )?;
-                for e in &entries {
-                    let params = params![execution, e.checkpoint, e.index, e.kind, e.body];
-                    if insert.execute(params)? == 1 {
-                        out.push(None);
-                    } else {
-                        out.push(Some(select.query_row(
-                            params![execution, e.checkpoint, e.index],
-                            |r| r.get(0),
-                        )?));
+            for e in &entries {
+                let stored = match packed_key(num, e.checkpoint, e.index) {
+                    Some(key) => {
+                        let inserted = tx
+                            .prepare_cached(
+                                "INSERT INTO packed_entries (key, kind, body) VALUES (?1, ?2, ?3)
+                                 ON CONFLICT DO NOTHING",
+                            )?
+                            .execute(params![key, e.kind, e.body])?;
+                        if inserted == 1 {
+                            None
+                        } else {
+                            Some(
+                                tx.prepare_cached(
+                                    "SELECT body FROM packed_entries WHERE key = ?1",
+                                )?
+                                .query_row([key], |r| r.get(0))?,
+                            )
+                        }
                     }
-                }
+                    None => {
+                        let params = params![execution, e.checkpoint, e.index, e.kind, e.body];
+                        let inserted = tx
+                            .prepare_cached(
+                                "INSERT INTO entries (execution, checkpoint, idx, kind, body)
+                                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                            )?
+                            .execute(params)?;
+                        if inserted == 1 {
+                            None
+                        } else {
+                            Some(
+                                tx.prepare_cached(
+                                    "SELECT body FROM entries
+                                     WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3",
+                                )?
+                                .query_row(params![execution, e.checkpoint, e.index], |r| {
+                                    r.get(0)
+                                })?,
+                            )
+                        }
+                    }
+                };
+                out.push(stored);
             }
             tx.commit()?;
             Ok(out)
@@ -538,6 +689,22 @@ impl Backend for Sqlite {
         let execution = execution.to_owned();
         let (cp, idx) = after.map_or((-1, -1), |(cp, idx)| (i64::from(cp), i64::from(idx)));
         self.run(Access::Read, move |c| {
+            let mut packed = Vec::new();
+            if let Some((start, end)) = packed_after(num_of(c, &execution)?, after) {
+                let mut stmt = c.prepare_cached(
+                    "SELECT key, body FROM packed_entries
+                     WHERE key > ?1 AND key < ?2 AND (?3 IS NULL OR kind = ?3)
+                     ORDER BY key LIMIT ?4",
+                )?;
+                let rows = stmt.query_map(params![start, end, kind, limit], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })?;
+                for row in rows {
+                    let (key, body) = row?;
+                    let (checkpoint, index) = unpacked(key);
+                    packed.push((checkpoint, index, body));
+                }
+            }
             let mut stmt = c.prepare_cached(
                 "SELECT checkpoint, idx, body FROM entries
                  WHERE execution = ?1 AND (?2 IS NULL OR kind = ?2)
@@ -547,7 +714,8 @@ impl Backend for Sqlite {
             let rows = stmt.query_map(params![execution, kind, cp, idx, limit], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            let by_id = rows.collect::<Result<Vec<_>, _>>()?;
+            Ok(merged(packed, by_id, limit))
         })
         .await
     }
@@ -555,12 +723,18 @@ impl Backend for Sqlite {
     async fn count(&self, execution: &str) -> Result<u64, Fault> {
         let execution = execution.to_owned();
         self.run(Access::Read, move |c| {
-            let n: i64 = c.query_row(
-                "SELECT count(*) FROM entries WHERE execution = ?1",
-                [&execution],
-                |r| r.get(0),
-            )?;
-            count(n, "the entry count")
+            let packed: i64 = match key_range_of(c, &execution)? {
+                Some((lo, hi)) => c
+                    .prepare_cached(
+                        "SELECT count(*) FROM packed_entries WHERE key >= ?1 AND key < ?2",
+                    )?
+                    .query_row([lo, hi], |r| r.get(0))?,
+                None => 0,
+            };
+            let by_id: i64 = c
+                .prepare_cached("SELECT count(*) FROM entries WHERE execution = ?1")?
+                .query_row([&execution], |r| r.get(0))?;
+            count(packed.saturating_add(by_id), "the entry count")
         })
         .await
     }
