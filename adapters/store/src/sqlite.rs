@@ -202,6 +202,10 @@ fn merged(
     out
 }
 
+/// Prepared statements kept by the connection: more than the store has, so that none is ever
+/// prepared twice (a step's statements were prepared again, evicted by the others).
+const STATEMENTS: usize = 64;
+
 /// How long a statement waits for another process's write transaction.
 const BUSY: Duration = Duration::from_secs(10);
 
@@ -369,6 +373,8 @@ impl Durable<Sqlite> {
             source: Cause::new(e),
         };
         let conn = Connection::open(path).map_err(|e| failed("open the file", e))?;
+        // Every statement is prepared once per connection and kept (rusqlite keeps 16).
+        conn.set_prepared_statement_cache_capacity(STATEMENTS);
         conn.busy_timeout(BUSY)
             .map_err(|e| failed("set the busy timeout", e))?;
         let sync = match durability {
@@ -577,14 +583,15 @@ impl Backend for Sqlite {
             // A new execution takes the next number, and its entries are packed under it;
             // one that already has entries by its id (appended before it was created) keeps
             // them all there, so that each key has one place.
-            let n = c.execute(
-                "INSERT INTO executions (id, created_ms, spec, worker, lease_until_ms, num)
+            let n = c
+                .prepare_cached(
+                    "INSERT INTO executions (id, created_ms, spec, worker, lease_until_ms, num)
                  VALUES (?1, ?2, ?3, ?4, ?5,
                    CASE WHEN EXISTS (SELECT 1 FROM entries WHERE execution = ?1) THEN NULL
                         ELSE (SELECT coalesce(max(num), 0) + 1 FROM executions) END)
                  ON CONFLICT(id) DO NOTHING",
-                params![execution, now, spec, worker, until],
-            )?;
+                )?
+                .execute(params![execution, now, spec, worker, until])?;
             Ok(n == 1)
         })
         .await
@@ -593,25 +600,24 @@ impl Backend for Sqlite {
     async fn row(&self, execution: &str) -> Result<Option<ExecutionRow>, Fault> {
         let execution = execution.to_owned();
         self.run(Access::Read, move |c| {
-            Ok(c.query_row(
+            Ok(c.prepare_cached(
                 "SELECT status, worker, spec, report, failure, conflicts
                  FROM executions WHERE id = ?1",
-                [&execution],
-                |r| {
-                    Ok(ExecutionRow {
-                        status: r.get(0)?,
-                        worker: r.get(1)?,
-                        spec: r.get(2)?,
-                        report: r.get(3)?,
-                        failure: r.get(4)?,
-                        conflicts: {
-                            let n: i64 = r.get(5)?;
-                            u64::try_from(n)
-                                .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(5, n))?
-                        },
-                    })
-                },
-            )
+            )?
+            .query_row([&execution], |r| {
+                Ok(ExecutionRow {
+                    status: r.get(0)?,
+                    worker: r.get(1)?,
+                    spec: r.get(2)?,
+                    report: r.get(3)?,
+                    failure: r.get(4)?,
+                    conflicts: {
+                        let n: i64 = r.get(5)?;
+                        u64::try_from(n)
+                            .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(5, n))?
+                    },
+                })
+            })
             .optional()?)
         })
         .await
@@ -748,13 +754,13 @@ impl Backend for Sqlite {
         let execution = execution.to_owned();
         let release = release.map(str::to_owned);
         self.run(Access::Write, move |c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE executions SET status = 'done', report = ?2,
                         lease_until_ms = CASE WHEN worker = ?3 THEN 0 ELSE lease_until_ms END,
                         worker = CASE WHEN worker = ?3 THEN NULL ELSE worker END
                  WHERE id = ?1",
-                params![execution, report, release],
-            )?;
+            )?
+            .execute(params![execution, report, release])?;
             Ok(())
         })
         .await
@@ -770,10 +776,10 @@ impl Backend for Sqlite {
         self.run(Access::Write, move |c| {
             let now = now_ms();
             let until = now.saturating_add(millis(lease));
-            let n = c.execute(
+            let n = c.prepare_cached(
                 "UPDATE executions SET worker = ?2, lease_until_ms = ?3,
                         status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
-                 WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)",
+                 WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)")?.execute(
                 params![execution, worker, until, now],
             )?;
             if n == 1 {
@@ -812,11 +818,11 @@ impl Backend for Sqlite {
                 )
                 .optional()?;
             if let Some(id) = &id {
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running'
                      WHERE id = ?1",
-                    params![id, worker, until],
-                )?;
+                )?
+                .execute(params![id, worker, until])?;
             }
             tx.commit()?;
             Ok(id)
@@ -828,15 +834,14 @@ impl Backend for Sqlite {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
         self.run(Access::Write, move |c| {
             let until = now_ms().saturating_add(millis(lease));
-            let n = c.execute(
-                "UPDATE executions SET lease_until_ms = ?3 WHERE id = ?1 AND worker = ?2",
-                params![execution, worker, until],
-            )?;
+            let n = c
+                .prepare_cached(
+                    "UPDATE executions SET lease_until_ms = ?3 WHERE id = ?1 AND worker = ?2",
+                )?
+                .execute(params![execution, worker, until])?;
             if n == 0 {
-                c.execute(
-                    "UPDATE executions SET conflicts = conflicts + 1 WHERE id = ?1",
-                    [&execution],
-                )?;
+                c.prepare_cached("UPDATE executions SET conflicts = conflicts + 1 WHERE id = ?1")?
+                    .execute([&execution])?;
             }
             Ok(n == 1)
         })
@@ -846,11 +851,11 @@ impl Backend for Sqlite {
     async fn release(&self, execution: &str, worker: &str) -> Result<(), Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
         self.run(Access::Write, move |c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE executions SET worker = NULL, lease_until_ms = 0
                  WHERE id = ?1 AND worker = ?2",
-                params![execution, worker],
-            )?;
+            )?
+            .execute(params![execution, worker])?;
             Ok(())
         })
         .await
@@ -859,12 +864,13 @@ impl Backend for Sqlite {
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
         self.run(Access::Write, move |c| {
-            let n = c.execute(
-                "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL,
+            let n = c
+                .prepare_cached(
+                    "UPDATE executions SET status = 'failed', failure = ?3, worker = NULL,
                         lease_until_ms = 0
                  WHERE id = ?1 AND worker = ?2 AND status != 'done'",
-                params![execution, worker, failure],
-            )?;
+                )?
+                .execute(params![execution, worker, failure])?;
             Ok(n == 1)
         })
         .await
@@ -922,16 +928,18 @@ impl Backend for Sqlite {
         let key = key.to_owned();
         self.run(Access::Write, move |c| {
             let n = match expected {
-                None => c.execute(
-                    "INSERT INTO cells (key, version, body) VALUES (?1, 1, ?2)
+                None => c
+                    .prepare_cached(
+                        "INSERT INTO cells (key, version, body) VALUES (?1, 1, ?2)
                      ON CONFLICT (key) DO NOTHING",
-                    params![key, body],
-                )?,
-                Some(v) => c.execute(
-                    "UPDATE cells SET version = version + 1, body = ?3
+                    )?
+                    .execute(params![key, body])?,
+                Some(v) => c
+                    .prepare_cached(
+                        "UPDATE cells SET version = version + 1, body = ?3
                      WHERE key = ?1 AND version = ?2",
-                    params![key, i64::try_from(v).unwrap_or(i64::MAX), body],
-                )?,
+                    )?
+                    .execute(params![key, i64::try_from(v).unwrap_or(i64::MAX), body])?,
             };
             Ok((n == 1).then(|| expected.map_or(1, |v| v + 1)))
         })
