@@ -170,11 +170,6 @@ fn num_of(c: &Connection, execution: &str) -> rusqlite::Result<Option<i64>> {
     )
 }
 
-/// The range of packed keys of `execution`, if its entries are packed.
-fn key_range_of(c: &Connection, execution: &str) -> rusqlite::Result<Option<(i64, i64)>> {
-    Ok(num_of(c, execution)?.and_then(key_range))
-}
-
 /// Two pages of entries in key order, each sorted and the two disjoint, merged into one of at
 /// most `limit`.
 fn merged(
@@ -729,18 +724,19 @@ impl Backend for Sqlite {
     async fn count(&self, execution: &str) -> Result<u64, Fault> {
         let execution = execution.to_owned();
         self.run(Access::Read, move |c| {
-            let packed: i64 = match key_range_of(c, &execution)? {
-                Some((lo, hi)) => c
-                    .prepare_cached(
-                        "SELECT count(*) FROM packed_entries WHERE key >= ?1 AND key < ?2",
-                    )?
-                    .query_row([lo, hi], |r| r.get(0))?,
-                None => 0,
-            };
-            let by_id: i64 = c
-                .prepare_cached("SELECT count(*) FROM entries WHERE execution = ?1")?
+            // One statement (one read transaction) over both tables.
+            let n: i64 = c
+                .prepare_cached(
+                    "SELECT
+                       (SELECT count(*) FROM packed_entries
+                        WHERE key >= (SELECT num << 40 FROM executions
+                                      WHERE id = ?1 AND num BETWEEN 1 AND 8388606)
+                          AND key < (SELECT (num + 1) << 40 FROM executions
+                                     WHERE id = ?1 AND num BETWEEN 1 AND 8388606))
+                       + (SELECT count(*) FROM entries WHERE execution = ?1)",
+                )?
                 .query_row([&execution], |r| r.get(0))?;
-            count(packed.saturating_add(by_id), "the entry count")
+            count(n, "the entry count")
         })
         .await
     }
