@@ -15,6 +15,18 @@
 //! thread of their own with a connection of their own, started when the WAL passes
 //! [`CHECKPOINT_PAGES`]: a run never waits for one. SQLite's automatic checkpoint, which the
 //! committing connection runs inside its commit, is off.
+//!
+//! Where entries are stored (schema 5). An execution created since schema 5 has a number
+//! (`executions.num`), and its entries are rows of `packed_entries`, keyed by one integer
+//! that packs the number, the checkpoint and the index ([`packed_key`]): an execution's
+//! entries are one range of keys, and a step's entries go at the end of the table's b-tree, so
+//! its commit writes one page, two when the page fills up. (The entries table of schemas 1-4,
+//! keyed by (execution, checkpoint, index) WITHOUT ROWID, is balanced as an index b-tree: a
+//! full page is rebalanced with its two neighbours, and a step's commit wrote about four
+//! pages.) An entry whose key does not fit the packing, and every entry of an execution that
+//! has no number (created before schema 5, or whose entries were appended before it was
+//! created), is a row of `entries` as before. Each key has one place, so an append stays one
+//! idempotent insert; reads merge both tables in key order.
 
 use crate::backend::{
     Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry, millis, now_ms,
