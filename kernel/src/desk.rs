@@ -265,7 +265,19 @@ impl Desk {
     /// would be the `block_at`-th call of its tool counting the earlier calls of this turn (from
     /// which point the tool is excluded); a call at or past `warn_at` carries a warning. Linear
     /// in the calls; allocates only for refusals, warnings and budgeted tools.
+    #[inline]
     fn plan(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
+        // The common case: no tool is excluded and none has a budget, so every call runs.
+        if !self.ledger.any_excluded() && policy.tool_budgets.is_empty() {
+            plan.runnable = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            return;
+        }
+        self.plan_each(policy, calls, plan);
+    }
+
+    /// [`Desk::plan`], call by call.
+    #[inline(never)]
+    fn plan_each(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
         // Calls of each budgeted tool so far in this turn.
         let mut in_turn: Vec<(&str, u32)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
@@ -389,6 +401,7 @@ impl<'d, 'e> Cx<'d, 'e> {
     /// (The calls stay in the turn for [`Cx::run_tools`].)
     pub(crate) fn accept_turn(&mut self) {
         if let Arrival::Turn { turn, .. } = &mut self.arrival
+            && !turn.text.is_empty()
             && !turn.text.trim().is_empty()
         {
             self.desk.result = Some(std::mem::take(&mut turn.text));
