@@ -59,6 +59,8 @@ pub(crate) enum Arrival<'e> {
     Results {
         results: &'e [ToolResult],
         fingerprint: Option<u64>,
+        /// The fingerprint is in no slot of the detector's ring (see [`Loops::push_new`]).
+        new: bool,
         repetition: Repetition,
     },
     /// A verdict.
@@ -216,10 +218,11 @@ impl Desk {
         if !self.answers_pending(results) {
             return None;
         }
-        let (batch, fingerprint, repetition) = self.summarize_results(policy, results);
+        let (batch, fingerprint, new, repetition) = self.summarize_results(policy, results);
         *arrival = Arrival::Results {
             results,
             fingerprint,
+            new,
             repetition,
         };
         Some(Input::ToolResults(batch))
@@ -325,6 +328,7 @@ impl Desk {
         }
     }
 
+    #[inline(always)]
     fn answers_pending(&self, results: &[ToolResult]) -> bool {
         let ids = results
             .iter()
@@ -333,11 +337,14 @@ impl Desk {
             && ids == self.pending.ids
     }
 
+    // Inlined into the classification: its summary stays in registers (returned through memory,
+    // each part is copied, and a copy of freshly written memory stalls on store forwarding).
+    #[inline(always)]
     fn summarize_results(
         &self,
         policy: &Policy,
         results: &[ToolResult],
-    ) -> (Batch, Option<u64>, Repetition) {
+    ) -> (Batch, Option<u64>, bool, Repetition) {
         let mut failed = 0u32;
         let mut unrecoverable = false;
         let mut fingerprint = self.pending.calls;
@@ -351,11 +358,17 @@ impl Desk {
         }
         // Only turns in which every call succeeded feed the repeat detector (issue: a failing
         // call repeated is a broken tool, for the failure counters to name).
-        let (fingerprint, repetition) = if failed == 0 {
-            let seen = self.loops.peek(fingerprint, policy.max_loop_period);
-            (Some(fingerprint), seen)
+        let (fingerprint, new, repetition) = if failed == 0 {
+            // The common case: a turn unlike any of the last ones, which repeats nothing.
+            let new = !self.loops.may_repeat(fingerprint);
+            let seen = if new {
+                Repetition::NONE
+            } else {
+                self.loops.peek(fingerprint, policy.max_loop_period)
+            };
+            (Some(fingerprint), new, seen)
         } else {
-            (None, Repetition::NONE)
+            (None, false, Repetition::NONE)
         };
         let batch = Batch {
             failed,
@@ -363,7 +376,7 @@ impl Desk {
             unrecoverable,
             repeats: repetition.times,
         };
-        (batch, fingerprint, repetition)
+        (batch, fingerprint, new, repetition)
     }
 
     /// An event that was not accepted: counted, and nothing else changes.
@@ -422,6 +435,7 @@ impl<'d, 'e> Cx<'d, 'e> {
         let Arrival::Results {
             results,
             fingerprint,
+            new,
             repetition,
         } = self.arrival
         else {
@@ -437,9 +451,8 @@ impl<'d, 'e> Cx<'d, 'e> {
         self.arrival = Arrival::Nothing;
         let desk = &mut *self.desk;
         match fingerprint {
-            Some(fingerprint) => {
-                desk.loops.push(fingerprint, policy.max_loop_period);
-            }
+            Some(fingerprint) if new => desk.loops.push_new(fingerprint),
+            Some(fingerprint) => desk.loops.push(fingerprint, policy.max_loop_period),
             None => desk.loops.break_window(),
         }
         let mut excluded: Vec<(String, Exclusion)> = Vec::new();
