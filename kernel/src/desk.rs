@@ -455,63 +455,20 @@ impl<'d, 'e> Cx<'d, 'e> {
             Some(fingerprint) => desk.loops.push(fingerprint, policy.max_loop_period),
             None => desk.loops.break_window(),
         }
-        let mut excluded: Vec<(String, Exclusion)> = Vec::new();
-        for r in results {
-            match &r.outcome {
-                ToolOutcome::Ok(_) => {
-                    desk.ledger.update(&r.name, |record| {
-                        record.successes = record.successes.saturating_add(1);
-                    });
-                    if r.name == WRITE_TODOS {
-                        let id = r.call_id.fingerprint();
-                        if let Some(pos) = desk.staged_todos.iter().position(|(k, _)| *k == id) {
-                            desk.todos = desk.staged_todos.swap_remove(pos).1;
-                        }
-                    }
-                }
-                ToolOutcome::Error { kind, .. } => {
-                    let now_excluded = desk.ledger.update(&r.name, |record| {
-                        record.failures = record.failures.saturating_add(1);
-                        if record.excluded.is_some() {
-                            return None;
-                        }
-                        let exclusion = if kind.is_unrecoverable()
-                            && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
-                        {
-                            Exclusion::Unrecoverable { kind: *kind }
-                        } else if record.failures >= policy.max_tool_failures {
-                            Exclusion::Failures {
-                                count: record.failures,
-                            }
-                        } else {
-                            return None;
-                        };
-                        record.excluded = Some(exclusion);
-                        Some(exclusion)
-                    });
-                    if let Some(exclusion) = now_excluded {
-                        excluded.push((r.name.as_str().to_owned(), exclusion));
-                    }
+        if batch.failed == 0 {
+            // The common case (the batch summarizes these results): every call succeeded, and
+            // no tool can be excluded.
+            for r in results {
+                desk.ledger.update(&r.name, |record| {
+                    record.successes = record.successes.saturating_add(1);
+                });
+                if r.name == WRITE_TODOS {
+                    desk.apply_todos(&r.call_id);
                 }
             }
-        }
-        if excluded.is_empty() {
             return (None, repetition);
         }
-        let text = excluded
-            .iter()
-            .map(|(tool, exclusion)| {
-                format!(
-                    "The tool `{tool}` is now excluded because {exclusion}; do not call it again."
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let notice = Notice::Excluded {
-            tools: excluded,
-            text,
-        };
-        (Some(Box::new(notice)), repetition)
+        (desk.record_results(policy, results), repetition)
     }
 
     /// A verdict was accepted: what it says is missing joins the list (deduplicated).
@@ -586,6 +543,76 @@ impl<'d, 'e> Cx<'d, 'e> {
             refused: plan.refused,
             warnings: plan.warnings,
         }));
+    }
+}
+
+impl Desk {
+    /// Records tool results in the ledger and the todo list, and returns the notice of the
+    /// tools they excluded (see [`Cx::accept_results`]).
+    #[inline(never)]
+    fn record_results(&mut self, policy: &Policy, results: &[ToolResult]) -> Option<Box<Notice>> {
+        let mut excluded: Vec<(String, Exclusion)> = Vec::new();
+        for r in results {
+            match &r.outcome {
+                ToolOutcome::Ok(_) => {
+                    self.ledger.update(&r.name, |record| {
+                        record.successes = record.successes.saturating_add(1);
+                    });
+                    if r.name == WRITE_TODOS {
+                        self.apply_todos(&r.call_id);
+                    }
+                }
+                ToolOutcome::Error { kind, .. } => {
+                    let now_excluded = self.ledger.update(&r.name, |record| {
+                        record.failures = record.failures.saturating_add(1);
+                        if record.excluded.is_some() {
+                            return None;
+                        }
+                        let exclusion = if kind.is_unrecoverable()
+                            && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
+                        {
+                            Exclusion::Unrecoverable { kind: *kind }
+                        } else if record.failures >= policy.max_tool_failures {
+                            Exclusion::Failures {
+                                count: record.failures,
+                            }
+                        } else {
+                            return None;
+                        };
+                        record.excluded = Some(exclusion);
+                        Some(exclusion)
+                    });
+                    if let Some(exclusion) = now_excluded {
+                        excluded.push((r.name.as_str().to_owned(), exclusion));
+                    }
+                }
+            }
+        }
+        if excluded.is_empty() {
+            return None;
+        }
+        let text = excluded
+            .iter()
+            .map(|(tool, exclusion)| {
+                format!(
+                    "The tool `{tool}` is now excluded because {exclusion}; do not call it again."
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let notice = Notice::Excluded {
+            tools: excluded,
+            text,
+        };
+        Some(Box::new(notice))
+    }
+
+    /// A `write_todos` call succeeded: the todos it staged become the list.
+    fn apply_todos(&mut self, call_id: &crate::name::CallId) {
+        let id = call_id.fingerprint();
+        if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
+            self.todos = self.staged_todos.swap_remove(pos).1;
+        }
     }
 }
 
