@@ -547,6 +547,7 @@ impl Core {
     }
 
     /// The model call itself, with the guidance it answers counted when it is sent.
+    #[inline(always)]
     fn send_call(
         &mut self,
         cx: &mut Cx<'_, '_>,

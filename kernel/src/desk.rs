@@ -510,31 +510,34 @@ impl<'d, 'e> Cx<'d, 'e> {
             calls: calls_fingerprint(&calls),
         };
         desk.staged_todos.clear();
-        let mut refusals = plan.refused.iter().peekable();
-        for (i, call) in calls.iter().enumerate() {
-            let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
-            let runs = desk.ledger.update(&call.name, |record| match refusal {
-                Some(exclusion) => {
-                    record.refused = record.refused.saturating_add(1);
-                    if record.excluded.is_none() {
-                        record.excluded = Some(exclusion);
-                    }
-                    false
-                }
-                None => {
+        if plan.refused.is_empty() {
+            // The common case: every call runs.
+            for call in &calls {
+                desk.ledger.update(&call.name, |record| {
                     record.calls = record.calls.saturating_add(1);
-                    true
-                }
-            });
-            if !runs {
-                continue;
+                });
+                desk.run(call, &mut pending);
             }
-            pending.executed = pending.executed.saturating_add(1);
-            pending.ids = pending.ids.wrapping_add(call.id.fingerprint());
-            if call.name == WRITE_TODOS
-                && let Ok(todos) = parse_todos(&call.arguments)
-            {
-                desk.staged_todos.push((call.id.fingerprint(), todos));
+        } else {
+            let mut refusals = plan.refused.iter().peekable();
+            for (i, call) in calls.iter().enumerate() {
+                let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
+                let runs = desk.ledger.update(&call.name, |record| match refusal {
+                    Some(exclusion) => {
+                        record.refused = record.refused.saturating_add(1);
+                        if record.excluded.is_none() {
+                            record.excluded = Some(exclusion);
+                        }
+                        false
+                    }
+                    None => {
+                        record.calls = record.calls.saturating_add(1);
+                        true
+                    }
+                });
+                if runs {
+                    desk.run(call, &mut pending);
+                }
             }
         }
         desk.pending = pending;
@@ -605,6 +608,18 @@ impl Desk {
             text,
         };
         Some(Box::new(notice))
+    }
+
+    /// A call that runs: awaited, and its todos staged if it writes them.
+    #[inline(always)]
+    fn run(&mut self, call: &ToolCall, pending: &mut Pending) {
+        pending.executed = pending.executed.saturating_add(1);
+        pending.ids = pending.ids.wrapping_add(call.id.fingerprint());
+        if call.name == WRITE_TODOS
+            && let Ok(todos) = parse_todos(&call.arguments)
+        {
+            self.staged_todos.push((call.id.fingerprint(), todos));
+        }
     }
 
     /// A `write_todos` call succeeded: the todos it staged become the list.
