@@ -499,6 +499,8 @@ impl Core {
     /// The run-wide budgets, checked before every non-terminal step in table order (steps,
     /// tokens, then model calls when the step calls the model): `Some` is the step that stops
     /// the run, or makes the one final-answer call the policy allows, instead.
+    // Inlined: the check is a few comparisons on every step; what a spent budget does is not.
+    #[inline(always)]
     fn budgets(&mut self, cx: &mut Cx<'_, '_>, calls_model: bool) -> Option<Out> {
         let next_step = u64::from(self.stats.steps) + 1;
         let spent = if limits::STEPS.fires_at(&self.policy, next_step) {
@@ -510,17 +512,24 @@ impl Core {
         } else {
             return None;
         };
+        Some(self.spend(cx, spent))
+    }
+
+    /// The step a spent budget takes: the stop, or the one final-answer call.
+    #[cold]
+    #[inline(never)]
+    fn spend(&mut self, cx: &mut Cx<'_, '_>, spent: &Limit) -> Out {
         let Outcome::Aborted(budget) = spent.outcome(&self.policy) else {
-            return Some(self.stop_at(cx, spent));
+            return self.stop_at(cx, spent);
         };
         if !self.policy.final_answer_on_budget {
-            return Some(self.stop_at(cx, spent));
+            return self.stop_at(cx, spent);
         }
         // The final-answer call is the one step and the one call past the budget; the answer
         // ends the run in `exploring` (a second budget cannot be spent while finalizing).
         let call = CallReason::FinalAnswer { budget };
         let target = State::exploring(Some(budget));
-        Some(self.send_call(cx, Rule::FinalAnswerCall, target, call))
+        self.send_call(cx, Rule::FinalAnswerCall, target, call)
     }
 
     /// A step that calls the model, unless a budget stops the run first.
@@ -538,6 +547,7 @@ impl Core {
     }
 
     /// The model call itself, with the guidance it answers counted when it is sent.
+    #[inline(always)]
     fn send_call(
         &mut self,
         cx: &mut Cx<'_, '_>,

@@ -59,6 +59,8 @@ pub(crate) enum Arrival<'e> {
     Results {
         results: &'e [ToolResult],
         fingerprint: Option<u64>,
+        /// The fingerprint is in no slot of the detector's ring (see [`Loops::push_new`]).
+        new: bool,
         repetition: Repetition,
     },
     /// A verdict.
@@ -216,10 +218,11 @@ impl Desk {
         if !self.answers_pending(results) {
             return None;
         }
-        let (batch, fingerprint, repetition) = self.summarize_results(policy, results);
+        let (batch, fingerprint, new, repetition) = self.summarize_results(policy, results);
         *arrival = Arrival::Results {
             results,
             fingerprint,
+            new,
             repetition,
         };
         Some(Input::ToolResults(batch))
@@ -265,7 +268,19 @@ impl Desk {
     /// would be the `block_at`-th call of its tool counting the earlier calls of this turn (from
     /// which point the tool is excluded); a call at or past `warn_at` carries a warning. Linear
     /// in the calls; allocates only for refusals, warnings and budgeted tools.
+    #[inline]
     fn plan(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
+        // The common case: no tool is excluded and none has a budget, so every call runs.
+        if !self.ledger.any_excluded() && policy.tool_budgets.is_empty() {
+            plan.runnable = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            return;
+        }
+        self.plan_each(policy, calls, plan);
+    }
+
+    /// [`Desk::plan`], call by call.
+    #[inline(never)]
+    fn plan_each(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
         // Calls of each budgeted tool so far in this turn.
         let mut in_turn: Vec<(&str, u32)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
@@ -313,6 +328,7 @@ impl Desk {
         }
     }
 
+    #[inline(always)]
     fn answers_pending(&self, results: &[ToolResult]) -> bool {
         let ids = results
             .iter()
@@ -321,11 +337,14 @@ impl Desk {
             && ids == self.pending.ids
     }
 
+    // Inlined into the classification: its summary stays in registers (returned through memory,
+    // each part is copied, and a copy of freshly written memory stalls on store forwarding).
+    #[inline(always)]
     fn summarize_results(
         &self,
         policy: &Policy,
         results: &[ToolResult],
-    ) -> (Batch, Option<u64>, Repetition) {
+    ) -> (Batch, Option<u64>, bool, Repetition) {
         let mut failed = 0u32;
         let mut unrecoverable = false;
         let mut fingerprint = self.pending.calls;
@@ -339,11 +358,17 @@ impl Desk {
         }
         // Only turns in which every call succeeded feed the repeat detector (issue: a failing
         // call repeated is a broken tool, for the failure counters to name).
-        let (fingerprint, repetition) = if failed == 0 {
-            let seen = self.loops.peek(fingerprint, policy.max_loop_period);
-            (Some(fingerprint), seen)
+        let (fingerprint, new, repetition) = if failed == 0 {
+            // The common case: a turn unlike any of the last ones, which repeats nothing.
+            let new = !self.loops.may_repeat(fingerprint);
+            let seen = if new {
+                Repetition::NONE
+            } else {
+                self.loops.peek(fingerprint, policy.max_loop_period)
+            };
+            (Some(fingerprint), new, seen)
         } else {
-            (None, Repetition::NONE)
+            (None, false, Repetition::NONE)
         };
         let batch = Batch {
             failed,
@@ -351,7 +376,7 @@ impl Desk {
             unrecoverable,
             repeats: repetition.times,
         };
-        (batch, fingerprint, repetition)
+        (batch, fingerprint, new, repetition)
     }
 
     /// An event that was not accepted: counted, and nothing else changes.
@@ -389,6 +414,7 @@ impl<'d, 'e> Cx<'d, 'e> {
     /// (The calls stay in the turn for [`Cx::run_tools`].)
     pub(crate) fn accept_turn(&mut self) {
         if let Arrival::Turn { turn, .. } = &mut self.arrival
+            && !turn.text.is_empty()
             && !turn.text.trim().is_empty()
         {
             self.desk.result = Some(std::mem::take(&mut turn.text));
@@ -409,6 +435,7 @@ impl<'d, 'e> Cx<'d, 'e> {
         let Arrival::Results {
             results,
             fingerprint,
+            new,
             repetition,
         } = self.arrival
         else {
@@ -424,68 +451,24 @@ impl<'d, 'e> Cx<'d, 'e> {
         self.arrival = Arrival::Nothing;
         let desk = &mut *self.desk;
         match fingerprint {
-            Some(fingerprint) => {
-                desk.loops.push(fingerprint, policy.max_loop_period);
-            }
+            Some(fingerprint) if new => desk.loops.push_new(fingerprint),
+            Some(fingerprint) => desk.loops.push(fingerprint, policy.max_loop_period),
             None => desk.loops.break_window(),
         }
-        let mut excluded: Vec<(String, Exclusion)> = Vec::new();
-        for r in results {
-            match &r.outcome {
-                ToolOutcome::Ok(_) => {
-                    desk.ledger.update(&r.name, |record| {
-                        record.successes = record.successes.saturating_add(1);
-                    });
-                    if r.name == WRITE_TODOS {
-                        let id = r.call_id.fingerprint();
-                        if let Some(pos) = desk.staged_todos.iter().position(|(k, _)| *k == id) {
-                            desk.todos = desk.staged_todos.swap_remove(pos).1;
-                        }
-                    }
-                }
-                ToolOutcome::Error { kind, .. } => {
-                    let now_excluded = desk.ledger.update(&r.name, |record| {
-                        record.failures = record.failures.saturating_add(1);
-                        if record.excluded.is_some() {
-                            return None;
-                        }
-                        let exclusion = if kind.is_unrecoverable()
-                            && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
-                        {
-                            Exclusion::Unrecoverable { kind: *kind }
-                        } else if record.failures >= policy.max_tool_failures {
-                            Exclusion::Failures {
-                                count: record.failures,
-                            }
-                        } else {
-                            return None;
-                        };
-                        record.excluded = Some(exclusion);
-                        Some(exclusion)
-                    });
-                    if let Some(exclusion) = now_excluded {
-                        excluded.push((r.name.as_str().to_owned(), exclusion));
-                    }
+        if batch.failed == 0 {
+            // The common case (the batch summarizes these results): every call succeeded, and
+            // no tool can be excluded.
+            for r in results {
+                desk.ledger.update(&r.name, |record| {
+                    record.successes = record.successes.saturating_add(1);
+                });
+                if r.name == WRITE_TODOS {
+                    desk.apply_todos(&r.call_id);
                 }
             }
-        }
-        if excluded.is_empty() {
             return (None, repetition);
         }
-        let text = excluded
-            .iter()
-            .map(|(tool, exclusion)| {
-                format!(
-                    "The tool `{tool}` is now excluded because {exclusion}; do not call it again."
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let notice = Notice::Excluded {
-            tools: excluded,
-            text,
-        };
-        (Some(Box::new(notice)), repetition)
+        (desk.record_results(policy, results), repetition)
     }
 
     /// A verdict was accepted: what it says is missing joins the list (deduplicated).
@@ -527,31 +510,34 @@ impl<'d, 'e> Cx<'d, 'e> {
             calls: calls_fingerprint(&calls),
         };
         desk.staged_todos.clear();
-        let mut refusals = plan.refused.iter().peekable();
-        for (i, call) in calls.iter().enumerate() {
-            let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
-            let runs = desk.ledger.update(&call.name, |record| match refusal {
-                Some(exclusion) => {
-                    record.refused = record.refused.saturating_add(1);
-                    if record.excluded.is_none() {
-                        record.excluded = Some(exclusion);
-                    }
-                    false
-                }
-                None => {
+        if plan.refused.is_empty() {
+            // The common case: every call runs.
+            for call in &calls {
+                desk.ledger.update(&call.name, |record| {
                     record.calls = record.calls.saturating_add(1);
-                    true
-                }
-            });
-            if !runs {
-                continue;
+                });
+                desk.run(call, &mut pending);
             }
-            pending.executed = pending.executed.saturating_add(1);
-            pending.ids = pending.ids.wrapping_add(call.id.fingerprint());
-            if call.name == WRITE_TODOS
-                && let Ok(todos) = parse_todos(&call.arguments)
-            {
-                desk.staged_todos.push((call.id.fingerprint(), todos));
+        } else {
+            let mut refusals = plan.refused.iter().peekable();
+            for (i, call) in calls.iter().enumerate() {
+                let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
+                let runs = desk.ledger.update(&call.name, |record| match refusal {
+                    Some(exclusion) => {
+                        record.refused = record.refused.saturating_add(1);
+                        if record.excluded.is_none() {
+                            record.excluded = Some(exclusion);
+                        }
+                        false
+                    }
+                    None => {
+                        record.calls = record.calls.saturating_add(1);
+                        true
+                    }
+                });
+                if runs {
+                    desk.run(call, &mut pending);
+                }
             }
         }
         desk.pending = pending;
@@ -560,6 +546,88 @@ impl<'d, 'e> Cx<'d, 'e> {
             refused: plan.refused,
             warnings: plan.warnings,
         }));
+    }
+}
+
+impl Desk {
+    /// Records tool results in the ledger and the todo list, and returns the notice of the
+    /// tools they excluded (see [`Cx::accept_results`]).
+    #[inline(never)]
+    fn record_results(&mut self, policy: &Policy, results: &[ToolResult]) -> Option<Box<Notice>> {
+        let mut excluded: Vec<(String, Exclusion)> = Vec::new();
+        for r in results {
+            match &r.outcome {
+                ToolOutcome::Ok(_) => {
+                    self.ledger.update(&r.name, |record| {
+                        record.successes = record.successes.saturating_add(1);
+                    });
+                    if r.name == WRITE_TODOS {
+                        self.apply_todos(&r.call_id);
+                    }
+                }
+                ToolOutcome::Error { kind, .. } => {
+                    let now_excluded = self.ledger.update(&r.name, |record| {
+                        record.failures = record.failures.saturating_add(1);
+                        if record.excluded.is_some() {
+                            return None;
+                        }
+                        let exclusion = if kind.is_unrecoverable()
+                            && policy.on_unrecoverable_tool_error == OnUnrecoverable::Exclude
+                        {
+                            Exclusion::Unrecoverable { kind: *kind }
+                        } else if record.failures >= policy.max_tool_failures {
+                            Exclusion::Failures {
+                                count: record.failures,
+                            }
+                        } else {
+                            return None;
+                        };
+                        record.excluded = Some(exclusion);
+                        Some(exclusion)
+                    });
+                    if let Some(exclusion) = now_excluded {
+                        excluded.push((r.name.as_str().to_owned(), exclusion));
+                    }
+                }
+            }
+        }
+        if excluded.is_empty() {
+            return None;
+        }
+        let text = excluded
+            .iter()
+            .map(|(tool, exclusion)| {
+                format!(
+                    "The tool `{tool}` is now excluded because {exclusion}; do not call it again."
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let notice = Notice::Excluded {
+            tools: excluded,
+            text,
+        };
+        Some(Box::new(notice))
+    }
+
+    /// A call that runs: awaited, and its todos staged if it writes them.
+    #[inline(always)]
+    fn run(&mut self, call: &ToolCall, pending: &mut Pending) {
+        pending.executed = pending.executed.saturating_add(1);
+        pending.ids = pending.ids.wrapping_add(call.id.fingerprint());
+        if call.name == WRITE_TODOS
+            && let Ok(todos) = parse_todos(&call.arguments)
+        {
+            self.staged_todos.push((call.id.fingerprint(), todos));
+        }
+    }
+
+    /// A `write_todos` call succeeded: the todos it staged become the list.
+    fn apply_todos(&mut self, call_id: &crate::name::CallId) {
+        let id = call_id.fingerprint();
+        if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
+            self.todos = self.staged_todos.swap_remove(pos).1;
+        }
     }
 }
 

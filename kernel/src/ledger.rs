@@ -153,6 +153,12 @@ impl Ledger {
         self.get(tool).and_then(|r| r.excluded)
     }
 
+    /// Whether any tool is excluded.
+    #[inline]
+    pub(crate) fn any_excluded(&self) -> bool {
+        self.any_excluded
+    }
+
     /// Executions issued for `tool`.
     pub fn calls(&self, tool: &str) -> u32 {
         self.get(tool).map_or(0, |r| r.calls)
@@ -169,7 +175,9 @@ impl Ledger {
     }
 
     /// Changes the record of `tool` with `change` and returns what it returns; the name is
-    /// allocated only the first time.
+    /// allocated only the first time. (Inlined: the lookup of a known tool is a few
+    /// instructions, and the insertion of a new one is out of line.)
+    #[inline]
     pub(crate) fn update<R>(
         &mut self,
         tool: &Name,
@@ -177,16 +185,24 @@ impl Ledger {
     ) -> R {
         let i = match self.find_name(tool) {
             Some(i) => i,
-            None => {
-                let at = self.tools.partition_point(|(name, _)| name < tool);
-                self.tools.insert(at, (tool.clone(), ToolRecord::default()));
-                at
-            }
+            None => self.insert(tool),
         };
-        let record = &mut self.tools[i].1;
-        let out = change(record);
-        self.any_excluded |= record.excluded.is_some();
+        let (out, excluded) = match self.tools.get_mut(i) {
+            Some((_, record)) => (change(record), record.excluded.is_some()),
+            // `i` is the position of the record found or inserted.
+            None => (change(&mut ToolRecord::default()), false),
+        };
+        self.any_excluded |= excluded;
         out
+    }
+
+    /// Inserts an empty record for `tool`, in name order, and returns its position.
+    #[cold]
+    #[inline(never)]
+    fn insert(&mut self, tool: &Name) -> usize {
+        let at = self.tools.partition_point(|(name, _)| name < tool);
+        self.tools.insert(at, (tool.clone(), ToolRecord::default()));
+        at
     }
 }
 

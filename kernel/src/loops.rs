@@ -61,7 +61,7 @@ impl Loops {
     /// (It compares all slots, stale ones included, in one pass the compiler vectorizes; a
     /// stale match only sends the caller to the exact check.)
     #[inline]
-    fn may_repeat(&self, fingerprint: u64) -> bool {
+    pub(crate) fn may_repeat(&self, fingerprint: u64) -> bool {
         self.ring
             .iter()
             .fold(false, |any, &f| any | (f == fingerprint))
@@ -104,6 +104,20 @@ impl Loops {
             // No slot matches, so every run is broken (those past `max_period` are 0 already).
             self.runs = [0; N];
         }
+        self.write(fingerprint);
+    }
+
+    /// [`Loops::push`] of a fingerprint that [`Loops::may_repeat`] said no slot holds: every run
+    /// is broken.
+    #[inline]
+    pub(crate) fn push_new(&mut self, fingerprint: u64) {
+        self.runs = [0; N];
+        self.write(fingerprint);
+    }
+
+    /// Writes a turn into the ring.
+    #[inline]
+    fn write(&mut self, fingerprint: u64) {
         let head = usize::from(self.head);
         self.ring[head] = fingerprint;
         self.head = ((head + 1) % N) as u8;

@@ -252,6 +252,7 @@ impl Machine {
     /// ignores it (counted in `ignored_events`). The machine keeps only what it needs of the
     /// event (a turn's text as the partial result, its calls to hand out in
     /// [`Command::RunTools`]); to keep tool results, feed them with [`Machine::handle_results`].
+    #[inline]
     pub fn handle(&mut self, mut event: Event) -> Handled {
         let from = self.phase();
         let mut cx = Cx::new(&mut self.desk);
@@ -270,6 +271,7 @@ impl Machine {
     /// keeps nothing of a result but what the ledger, the todo list and the repeat detector
     /// count (the outputs' fingerprints travel with them, see [`crate::Json`]), so a host that
     /// journals the results or shows them to the model lends them here and uses them after.
+    #[inline]
     pub fn handle_results(&mut self, results: &[ToolResult]) -> Handled {
         let from = self.phase();
         let mut cx = Cx::new(&mut self.desk);
