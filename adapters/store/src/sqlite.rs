@@ -209,8 +209,8 @@ fn merged(
     out
 }
 
-/// Prepared statements kept by the connection: more than the store has, so that none is ever
-/// prepared twice (a step's statements were prepared again, evicted by the others).
+/// Prepared statements kept by the connection: more than the store has (21, above rusqlite's
+/// default of 16), so that none is evicted and prepared again.
 const STATEMENTS: usize = 64;
 
 /// How long a statement waits for another process's write transaction.
@@ -380,7 +380,7 @@ impl Durable<Sqlite> {
             source: Cause::new(e),
         };
         let conn = Connection::open(path).map_err(|e| failed("open the file", e))?;
-        // Every statement is prepared once per connection and kept (rusqlite keeps 16).
+        // Every statement is prepared once per connection and kept.
         conn.set_prepared_statement_cache_capacity(STATEMENTS);
         conn.busy_timeout(BUSY)
             .map_err(|e| failed("set the busy timeout", e))?;
