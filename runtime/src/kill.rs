@@ -78,6 +78,22 @@ impl KillSwitch {
         self.token.is_cancelled()
     }
 
+    /// Whether [`KillSwitch::killed`] would resolve at once: killed, or its timer ran out
+    /// (checked on the clock, without arming a timer).
+    pub(crate) fn killed_now(&self) -> bool {
+        self.token.is_cancelled()
+            || self.timer.as_ref().is_some_and(|(after, start)| {
+                Instant::now() >= *start.get_or_init(Instant::now) + *after
+            })
+    }
+
+    /// Whether [`KillSwitch::expired`] would resolve at once.
+    pub(crate) fn expired_now(&self) -> bool {
+        self.deadline
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+
     /// Resolves once the switch is killed.
     pub async fn killed(&self) {
         match &self.timer {

@@ -201,6 +201,55 @@ async fn a_run_killed_before_it_starts_never_calls_the_model() {
     assert_eq!(report.steps, 1);
 }
 
+/// Sleeps (on the real clock) at the run's first transition, outside any action.
+struct Stalls;
+
+impl terminus_runtime::Observer for Stalls {
+    fn on_transition(&mut self, t: &Transition<'_>) {
+        if t.record.step == 1 {
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+}
+
+/// An action that is ready at once is still raced against a kill timer that ran out before
+/// it (here while the first step was reported): the tool is never called.
+#[tokio::test]
+async fn a_kill_timer_that_ran_out_between_actions_stops_the_next_one() {
+    let (tools, echo) = slow_tools(Duration::ZERO);
+    let model = Script::new([calls(&[("echo", json!({}))]), done("Echoed.")]);
+    let report = Run::new("t", Policy::default(), model.clone())
+        .tools(tools)
+        .kill_switch(KillSwitch::after(Duration::from_millis(20)))
+        .observer(Stalls)
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Aborted(AbortReason::Cancelled));
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "the tool never ran");
+    assert_eq!(model.requests(), 1);
+}
+
+/// The same for the run's deadline: the tool is never called, and the run ends at its deadline.
+#[tokio::test]
+async fn a_deadline_that_passed_between_actions_stops_the_next_one() {
+    let (tools, echo) = slow_tools(Duration::ZERO);
+    let model = Script::new([calls(&[("echo", json!({}))]), done("Echoed.")]);
+    let policy = Policy {
+        deadline_ms: Some(20),
+        ..Policy::default()
+    };
+    let report = Run::new("t", policy, model.clone())
+        .tools(tools)
+        .observer(Stalls)
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.outcome, Outcome::Aborted(AbortReason::Deadline));
+    assert_eq!(report.rule, Rule::DeadlinePassed);
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "the tool never ran");
+}
+
 async fn run_batch(calls_in_turn: usize, limit: usize) -> (Duration, usize, Vec<String>) {
     let (tools, echo) = slow_tools(Duration::from_millis(100));
     let args: Vec<(&str, serde_json::Value)> = (0..calls_in_turn)

@@ -34,9 +34,10 @@ use crate::observer::{Observer, Transition};
 use crate::report::Report;
 use crate::tool::{ToolSet, ToolSpec};
 use crate::verifier::Verifier;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 use terminus_kernel::{
     CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, Record, StepRecord, Stop,
@@ -298,6 +299,29 @@ impl Driver {
         work: impl Future<Output = T>,
     ) -> Result<(Raced<T>, Instant), RunError> {
         tokio::pin!(work);
+        // What is due already decides at once, in the order of the race below: a timer that
+        // ran out while no action was awaited might not be seen to fire before an action that
+        // is ready at once.
+        let now = Instant::now();
+        if self.env.kill.killed_now() {
+            return Ok((Raced::Cancel, self.renewal));
+        }
+        let passed = if self.env.kill.keeps_clock() {
+            self.env.kill.expired_now()
+        } else {
+            self.deadline.is_some_and(|at| now >= at)
+        };
+        if passed {
+            return Ok((Raced::Deadline, self.renewal));
+        }
+        // Most actions are done at their first poll (a scripted or cached answer, a native
+        // tool): unless the lease is due for renewal, they are polled once before any timer is
+        // armed, since arming one wakes the runtime's driver (a system call an action).
+        if now < self.renewal
+            && let Poll::Ready(out) = poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await
+        {
+            return Ok((Raced::Done(out), self.renewal));
+        }
         let deadline = async {
             match self.deadline {
                 // A host that keeps the clock says when the deadline passes.
