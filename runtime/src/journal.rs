@@ -378,6 +378,22 @@ pub trait Claims: Journal {
         self.release(lease).await
     }
 
+    /// Appends `records` (the step that stopped the run, as [`Journal::append_all`] would),
+    /// stores the report and gives the claim up (as [`Claims::finish_released`]), all in one
+    /// commit, provided none of the records' keys is stored yet. Returns false, writing
+    /// nothing, when one is (a resumed run's last step), or when the store cannot write them
+    /// together (the default): the caller then appends them with [`Journal::append_all`],
+    /// which checks each, and finishes.
+    async fn finish_with_step(
+        &self,
+        lease: &Lease,
+        records: Vec<Arc<Record>>,
+        report: &Report,
+    ) -> Result<bool, StoreError> {
+        let _ = (lease, records, report);
+        Ok(false)
+    }
+
     /// Extends the lease. Fails with [`StoreError::LeaseLost`] if the worker no longer holds it.
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
 
@@ -454,6 +470,19 @@ struct Execution {
     report: Option<Report>,
     failure: Option<Failure>,
     conflicts: u64,
+}
+
+impl Execution {
+    /// Gives the claim up if `worker` holds it.
+    fn release(&mut self, worker: &str) {
+        if self
+            .claim
+            .as_ref()
+            .is_some_and(|(holder, _)| holder == worker)
+        {
+            self.claim = None;
+        }
+    }
 }
 
 /// The in-memory store: journals live as long as the value; clones share the same data. Leases
@@ -754,15 +783,36 @@ impl Claims for MemoryStore {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.with(|all| {
-            if let Some(e) = all.get_mut(&lease.execution)
-                && e.claim
-                    .as_ref()
-                    .is_some_and(|(holder, _)| *holder == lease.worker)
-            {
-                e.claim = None;
+            if let Some(e) = all.get_mut(&lease.execution) {
+                e.release(&lease.worker);
             }
         });
         Ok(())
+    }
+
+    async fn finish_released(&self, lease: &Lease, report: &Report) -> Result<(), StoreError> {
+        self.with_execution(&lease.execution, |e| {
+            e.report = Some(report.clone());
+            e.release(&lease.worker);
+        });
+        Ok(())
+    }
+
+    async fn finish_with_step(
+        &self,
+        lease: &Lease,
+        records: Vec<Arc<Record>>,
+        report: &Report,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with_execution(&lease.execution, |e| {
+            if records.iter().any(|r| e.records.contains_key(&r.key)) {
+                return false;
+            }
+            e.records.extend(records.into_iter().map(|r| (r.key, r)));
+            e.report = Some(report.clone());
+            e.release(&lease.worker);
+            true
+        }))
     }
 }
 

@@ -1,8 +1,9 @@
 //! One commit per agent step: a turn that calls tools which may run again is journaled with the
-//! step its results feed, so a run of N such turns makes N + 1 appends (the task goes with the
-//! first turn); a tool that must not run twice keeps its result durable before the model is
-//! asked again (two appends per turn). Either way the journal holds the same keys, and the
-//! run's other writes are two: created already claimed, and its report with the claim given up.
+//! step its results feed, so a run of N such turns makes N appends (the task goes with the
+//! first turn, the final answer with the report); a tool that must not run twice keeps its
+//! result durable before the model is asked again (two appends per turn). Either way the
+//! journal holds the same keys, and the run's other writes are two: created already claimed,
+//! and its last step with its report and the claim given up.
 
 mod common;
 
@@ -19,12 +20,14 @@ use terminus_runtime::{
 };
 
 /// A memory store that counts appends and the other writes of a run (each one transaction in
-/// a durable store).
+/// a durable store). `apart`: it cannot write a run's last step with its report (as a store
+/// without [`Claims::finish_with_step`]).
 #[derive(Default)]
 struct Counting {
     inner: MemoryStore,
     appends: AtomicUsize,
     others: AtomicUsize,
+    apart: bool,
 }
 
 impl Counting {
@@ -100,6 +103,18 @@ impl Claims for Counting {
         self.other();
         self.inner.finish_released(lease, report).await
     }
+    async fn finish_with_step(
+        &self,
+        lease: &Lease,
+        records: Vec<Arc<Record>>,
+        report: &Report,
+    ) -> Result<bool, StoreError> {
+        if self.apart {
+            return Ok(false);
+        }
+        self.other();
+        self.inner.finish_with_step(lease, records, report).await
+    }
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.renew(lease).await
     }
@@ -156,8 +171,17 @@ impl Tool for Read {
 }
 
 /// Appends and records of a run of `turns` turns of `per_turn` calls each; its other writes
-/// must be two (create and claim in one, the report and the release in one).
+/// must be two (create and claim in one; the last step, the report and the release in one).
 async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Record>) {
+    run_on(Counting::default(), turns, per_turn, idempotent).await
+}
+
+async fn run_on(
+    store: Counting,
+    turns: usize,
+    per_turn: usize,
+    idempotent: bool,
+) -> (usize, Vec<Record>) {
     let mut script: Vec<_> = (0..turns)
         .map(|t| {
             let batch: Vec<(&str, Value)> = (0..per_turn)
@@ -167,7 +191,7 @@ async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Rec
         })
         .collect();
     script.push(done("All read."));
-    let store = Arc::new(Counting::default());
+    let store = Arc::new(store);
     let report = Run::new("Read the files", Policy::default(), Script::new(script))
         .tools(ToolSet::new().with("read", Arc::new(Read { idempotent })))
         .store(store.clone())
@@ -180,6 +204,11 @@ async fn run(turns: usize, per_turn: usize, idempotent: bool) -> (usize, Vec<Rec
         store.others.load(Ordering::SeqCst),
         2,
         "writes besides the appends"
+    );
+    assert_eq!(
+        report.entries,
+        store.inner.count("x").await.expect("count"),
+        "the report counts the journal"
     );
     assert_eq!(store.inner.report("x").await.expect("report"), Some(report));
     store
@@ -203,13 +232,13 @@ async fn calls_that_may_run_again_make_one_commit_per_agent_step() {
     for per_turn in [1, 3] {
         let (appends, records) = run(10, per_turn, true).await;
         // One per turn (the task goes with the first; its results and the step they fed go
-        // with the next turn), and the final answer's step.
-        assert_eq!(appends, 10 + 1, "{per_turn} calls a turn");
+        // with the next turn); the final answer's step goes with the report.
+        assert_eq!(appends, 10, "{per_turn} calls a turn");
         let (strict, strict_records) = run(10, per_turn, false).await;
         // A tool that must not run twice: its results are durable before the model is asked
         // again, so each turn is two commits (three results of a batch: one each, then the step).
         let per_result = if per_turn == 1 { 0 } else { per_turn };
-        assert_eq!(strict, 10 * (2 + per_result) + 1, "{per_turn} calls a turn");
+        assert_eq!(strict, 10 * (2 + per_result), "{per_turn} calls a turn");
         let layout = |records: &[Record]| -> Vec<(String, &'static str)> {
             records
                 .iter()
@@ -219,4 +248,20 @@ async fn calls_that_may_run_again_make_one_commit_per_agent_step() {
         // The same keys and kinds either way (the intents differ only in their tool's flag).
         assert_eq!(layout(&records), layout(&strict_records));
     }
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_finish_with_the_last_step_appends_it_apart() {
+    let store = Counting {
+        apart: true,
+        ..Counting::default()
+    };
+    let (appends, records) = run_on(store, 10, 1, true).await;
+    assert_eq!(
+        appends,
+        10 + 1,
+        "the final answer's step is an append of its own"
+    );
+    let (_, together) = run(10, 1, true).await;
+    assert_eq!(records, together, "the same journal either way");
 }

@@ -159,6 +159,17 @@ pub trait Backend: Send + Sync + 'static {
         release: Option<&str>,
     ) -> Result<(), Fault>;
 
+    /// Inserts the entries and marks the execution done with its report, freeing `release`'s
+    /// claim if that worker still holds it, in one transaction, provided none of the entries'
+    /// keys is stored: false, writing nothing, when one is.
+    async fn finish_appending(
+        &self,
+        execution: &str,
+        entries: Vec<RawEntry>,
+        report: String,
+        release: &str,
+    ) -> Result<bool, Fault>;
+
     /// Takes the claim for `worker` if it is free, already the worker's, or expired; counts a
     /// refusal.
     async fn claim(&self, execution: &str, worker: &str, lease: Duration)

@@ -197,6 +197,23 @@ impl<B: Backend> Durable<B> {
             .map_err(|f| self.fault(f, || format!("store the report of `{execution}`")))
     }
 
+    /// The stored rows of `records`.
+    fn raw(&self, records: &[Arc<Record>]) -> Result<Vec<RawEntry>, StoreError> {
+        records
+            .iter()
+            .map(|r| {
+                let body = serde_json::to_string(&r.entry)
+                    .map_err(|e| self.encoding(&format!("entry {}", r.key), e))?;
+                Ok(RawEntry {
+                    checkpoint: r.key.checkpoint,
+                    index: r.key.index,
+                    kind: r.entry.kind(),
+                    body,
+                })
+            })
+            .collect()
+    }
+
     fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
         if held {
             Ok(())
@@ -256,19 +273,7 @@ impl<B: Backend> Journal for Durable<B> {
         execution: &str,
         records: Vec<Arc<Record>>,
     ) -> Result<Vec<Appended>, StoreError> {
-        let rows = records
-            .iter()
-            .map(|r| {
-                let body = serde_json::to_string(&r.entry)
-                    .map_err(|e| self.encoding(&format!("entry {}", r.key), e))?;
-                Ok(RawEntry {
-                    checkpoint: r.key.checkpoint,
-                    index: r.key.index,
-                    kind: r.entry.kind(),
-                    body,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let rows = self.raw(&records)?;
         let first = records.first().map(|r| r.key);
         let stored = self.backend.append(execution, rows).await.map_err(|f| {
             self.fault(f, || match first {
@@ -416,6 +421,25 @@ impl<B: Backend> Claims for Durable<B> {
     async fn finish_released(&self, l: &Lease, report: &Report) -> Result<(), StoreError> {
         self.store_report(&l.execution, report, Some(&l.worker))
             .await
+    }
+
+    async fn finish_with_step(
+        &self,
+        l: &Lease,
+        records: Vec<Arc<Record>>,
+        report: &Report,
+    ) -> Result<bool, StoreError> {
+        let rows = self.raw(&records)?;
+        // The trace is the journal's transition entries, as in `store_report`.
+        let report = report.without_trace().to_json_line();
+        self.backend
+            .finish_appending(&l.execution, rows, report, &l.worker)
+            .await
+            .map_err(|f| {
+                self.fault(f, || {
+                    format!("store the last step and the report of `{}`", l.execution)
+                })
+            })
     }
 
     async fn renew(&self, l: &Lease) -> Result<(), StoreError> {

@@ -135,7 +135,9 @@ fn lost(fault: &Fault) -> bool {
 #[derive(Debug)]
 struct Conn {
     client: Client,
-    insert: Option<Statement>,
+    /// The statements of every run, prepared once per connection (a statement given as text
+    /// costs a round trip more: it is prepared, then run).
+    prepared: HashMap<&'static str, Statement>,
 }
 
 /// The entries of one append, written in one statement; returns the keys it wrote (a key
@@ -144,6 +146,52 @@ const INSERT: &str = "INSERT INTO terminus_entries (execution, checkpoint, idx, 
                       SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[])
                       ON CONFLICT DO NOTHING
                       RETURNING checkpoint, idx";
+
+/// Inserts execution `$1` with spec `$2`, claimed by worker `$3` for `$4` milliseconds when
+/// given, unless it exists.
+const CREATE: &str = "INSERT INTO terminus_executions (id, spec, worker, lease_until)
+                      VALUES ($1, $2, $3, CASE WHEN $3::text IS NULL THEN 'epoch'
+                          ELSE now() + make_interval(secs => $4::float8 / 1000.0) END)
+                      ON CONFLICT (id) DO NOTHING";
+
+/// Marks execution `$1` done with report `$2`, freeing the claim of worker `$3` if it holds it.
+const FINISH: &str = "UPDATE terminus_executions SET status = 'done', report = $2,
+                             lease_until = CASE WHEN worker = $3 THEN 'epoch' ELSE lease_until END,
+                             worker = CASE WHEN worker = $3 THEN NULL ELSE worker END
+                      WHERE id = $1";
+
+/// [`FINISH`] (report `$6`, worker `$7`) with the entries of [`INSERT`], in one statement (one
+/// round trip, one commit): nothing is inserted when a key is stored already, and the report is
+/// stored only when every entry was inserted. Updates one row when it wrote them.
+const FINISH_APPENDING: &str = "WITH fresh AS (
+       SELECT NOT EXISTS (
+         SELECT 1 FROM terminus_entries
+         WHERE execution = $1
+           AND (checkpoint, idx) IN (SELECT * FROM unnest($2::bigint[], $3::int[]))) AS ok),
+     written AS (
+       INSERT INTO terminus_entries (execution, checkpoint, idx, kind, body)
+       SELECT $1, u.cp, u.idx, u.kind, u.body
+       FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[]) AS u (cp, idx, kind, body),
+            fresh
+       WHERE fresh.ok
+       ON CONFLICT DO NOTHING
+       RETURNING 1)
+     UPDATE terminus_executions SET status = 'done', report = $6,
+            lease_until = CASE WHEN worker = $7 THEN 'epoch' ELSE lease_until END,
+            worker = CASE WHEN worker = $7 THEN NULL ELSE worker END
+     WHERE id = $1 AND (SELECT count(*) FROM written) = cardinality($2::bigint[])";
+
+/// The checkpoints and the indexes of `entries`, as their columns store them.
+fn keys(entries: &[RawEntry]) -> Result<(Vec<i64>, Vec<i32>), Fault> {
+    entries
+        .iter()
+        .map(|e| {
+            let index = i32::try_from(e.index)
+                .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?;
+            Ok((i64::from(e.checkpoint), index))
+        })
+        .collect()
+}
 
 impl Conn {
     async fn open(url: &str) -> Result<Conn, Fault> {
@@ -155,17 +203,17 @@ impl Conn {
         });
         Ok(Conn {
             client,
-            insert: None,
+            prepared: HashMap::new(),
         })
     }
 
-    /// The prepared insert of an entry.
-    async fn insert(&mut self) -> Result<Statement, Fault> {
-        if let Some(s) = &self.insert {
+    /// `sql`, prepared on this connection.
+    async fn prepared(&mut self, sql: &'static str) -> Result<Statement, Fault> {
+        if let Some(s) = self.prepared.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.client.prepare(INSERT).await?;
-        self.insert = Some(s.clone());
+        let s = self.client.prepare(sql).await?;
+        self.prepared.insert(sql, s.clone());
         Ok(s)
     }
 }
@@ -289,14 +337,9 @@ impl Backend for Postgres {
             None => (None, 0.0),
         };
         retrying!(self, c, retried => async {
+            let create = c.prepared(CREATE).await?;
             let n = c
-                .execute(
-                    "INSERT INTO terminus_executions (id, spec, worker, lease_until)
-                     VALUES ($1, $2, $3, CASE WHEN $3::text IS NULL THEN 'epoch'
-                         ELSE now() + make_interval(secs => $4::float8 / 1000.0) END)
-                     ON CONFLICT (id) DO NOTHING",
-                    &[&execution, &spec, &worker, &lease],
-                )
+                .execute(&create, &[&execution, &spec, &worker, &lease])
                 .await?;
             if n == 1 || !retried {
                 return Ok(n == 1);
@@ -342,20 +385,12 @@ impl Backend for Postgres {
         execution: &str,
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault> {
-        let mut checkpoints = Vec::with_capacity(entries.len());
-        let mut indexes = Vec::with_capacity(entries.len());
-        for e in &entries {
-            checkpoints.push(i64::from(e.checkpoint));
-            indexes.push(
-                i32::try_from(e.index)
-                    .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?,
-            );
-        }
+        let (checkpoints, indexes) = keys(&entries)?;
         let kinds: Vec<&str> = entries.iter().map(|e| e.kind).collect();
         let bodies: Vec<&str> = entries.iter().map(|e| e.body.as_str()).collect();
         retrying!(self, c => async {
             // One statement, its own transaction: one round trip and one commit per step.
-            let insert = c.insert().await?;
+            let insert = c.prepared(INSERT).await?;
             let written = c
                 .query(&insert, &[&execution, &checkpoints, &indexes, &kinds, &bodies])
                 .await?;
@@ -447,15 +482,31 @@ impl Backend for Postgres {
         release: Option<&str>,
     ) -> Result<(), Fault> {
         retrying!(self, c => async {
-            c.execute(
-                "UPDATE terminus_executions SET status = 'done', report = $2,
-                        lease_until = CASE WHEN worker = $3 THEN 'epoch' ELSE lease_until END,
-                        worker = CASE WHEN worker = $3 THEN NULL ELSE worker END
-                 WHERE id = $1",
-                &[&execution, &report, &release],
-            )
-            .await?;
+            let finish = c.prepared(FINISH).await?;
+            c.execute(&finish, &[&execution, &report, &release]).await?;
             Ok::<_, Fault>(())
+        })
+    }
+
+    async fn finish_appending(
+        &self,
+        execution: &str,
+        entries: Vec<RawEntry>,
+        report: String,
+        release: &str,
+    ) -> Result<bool, Fault> {
+        let (checkpoints, indexes) = keys(&entries)?;
+        let kinds: Vec<&str> = entries.iter().map(|e| e.kind).collect();
+        let bodies: Vec<&str> = entries.iter().map(|e| e.body.as_str()).collect();
+        retrying!(self, c => async {
+            let finish = c.prepared(FINISH_APPENDING).await?;
+            let n = c
+                .execute(
+                    &finish,
+                    &[&execution, &checkpoints, &indexes, &kinds, &bodies, &report, &release],
+                )
+                .await?;
+            Ok::<_, Fault>(n == 1)
         })
     }
 

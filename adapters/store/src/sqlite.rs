@@ -182,6 +182,56 @@ fn num_of(c: &Connection, execution: &str) -> rusqlite::Result<Option<i64>> {
     )
 }
 
+/// Inserts entry `e` of `execution` (numbered `num`) unless its key is stored: whether it was
+/// written.
+fn insert_entry(
+    c: &Connection,
+    execution: &str,
+    num: Option<i64>,
+    e: &RawEntry,
+) -> rusqlite::Result<bool> {
+    let inserted = match packed_key(num, e.checkpoint, e.index) {
+        Some(key) => c
+            .prepare_cached(
+                "INSERT INTO packed_entries (key, kind, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![key, e.kind, e.body])?,
+        None => c
+            .prepare_cached(
+                "INSERT INTO entries (execution, checkpoint, idx, kind, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![execution, e.checkpoint, e.index, e.kind, e.body])?,
+    };
+    Ok(inserted == 1)
+}
+
+/// The body stored under the key of entry `e` of `execution` (numbered `num`).
+fn stored_body(
+    c: &Connection,
+    execution: &str,
+    num: Option<i64>,
+    e: &RawEntry,
+) -> rusqlite::Result<String> {
+    match packed_key(num, e.checkpoint, e.index) {
+        Some(key) => c
+            .prepare_cached("SELECT body FROM packed_entries WHERE key = ?1")?
+            .query_row([key], |r| r.get(0)),
+        None => c
+            .prepare_cached(
+                "SELECT body FROM entries WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3",
+            )?
+            .query_row(params![execution, e.checkpoint, e.index], |r| r.get(0)),
+    }
+}
+
+/// Marks execution `?1` done with report `?2`, freeing the claim of worker `?3` if it holds it.
+const FINISH: &str = "UPDATE executions SET status = 'done', report = ?2,
+                             lease_until_ms = CASE WHEN worker = ?3 THEN 0 ELSE lease_until_ms END,
+                             worker = CASE WHEN worker = ?3 THEN NULL ELSE worker END
+                      WHERE id = ?1";
+
 /// Two pages of entries in key order, each sorted and the two disjoint, merged into one of at
 /// most `limit`.
 fn merged(
@@ -642,47 +692,10 @@ impl Backend for Sqlite {
             let num = num_of(&tx, &execution)?;
             let mut out = Vec::with_capacity(entries.len());
             for e in &entries {
-                let stored = match packed_key(num, e.checkpoint, e.index) {
-                    Some(key) => {
-                        let inserted = tx
-                            .prepare_cached(
-                                "INSERT INTO packed_entries (key, kind, body) VALUES (?1, ?2, ?3)
-                                 ON CONFLICT DO NOTHING",
-                            )?
-                            .execute(params![key, e.kind, e.body])?;
-                        if inserted == 1 {
-                            None
-                        } else {
-                            Some(
-                                tx.prepare_cached(
-                                    "SELECT body FROM packed_entries WHERE key = ?1",
-                                )?
-                                .query_row([key], |r| r.get(0))?,
-                            )
-                        }
-                    }
-                    None => {
-                        let params = params![execution, e.checkpoint, e.index, e.kind, e.body];
-                        let inserted = tx
-                            .prepare_cached(
-                                "INSERT INTO entries (execution, checkpoint, idx, kind, body)
-                                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
-                            )?
-                            .execute(params)?;
-                        if inserted == 1 {
-                            None
-                        } else {
-                            Some(
-                                tx.prepare_cached(
-                                    "SELECT body FROM entries
-                                     WHERE execution = ?1 AND checkpoint = ?2 AND idx = ?3",
-                                )?
-                                .query_row(params![execution, e.checkpoint, e.index], |r| {
-                                    r.get(0)
-                                })?,
-                            )
-                        }
-                    }
+                let stored = if insert_entry(&tx, &execution, num, e)? {
+                    None
+                } else {
+                    Some(stored_body(&tx, &execution, num, e)?)
                 };
                 out.push(stored);
             }
@@ -762,14 +775,35 @@ impl Backend for Sqlite {
         let execution = execution.to_owned();
         let release = release.map(str::to_owned);
         self.run(Access::Write, move |c| {
-            c.prepare_cached(
-                "UPDATE executions SET status = 'done', report = ?2,
-                        lease_until_ms = CASE WHEN worker = ?3 THEN 0 ELSE lease_until_ms END,
-                        worker = CASE WHEN worker = ?3 THEN NULL ELSE worker END
-                 WHERE id = ?1",
-            )?
-            .execute(params![execution, report, release])?;
+            c.prepare_cached(FINISH)?
+                .execute(params![execution, report, release])?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn finish_appending(
+        &self,
+        execution: &str,
+        entries: Vec<RawEntry>,
+        report: String,
+        release: &str,
+    ) -> Result<bool, Fault> {
+        let execution = execution.to_owned();
+        let release = release.to_owned();
+        self.run(Access::Write, move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let num = num_of(&tx, &execution)?;
+            for e in &entries {
+                if !insert_entry(&tx, &execution, num, e)? {
+                    // Dropping the transaction rolls it back.
+                    return Ok(false);
+                }
+            }
+            tx.prepare_cached(FINISH)?
+                .execute(params![execution, report, release])?;
+            tx.commit()?;
+            Ok(true)
         })
         .await
     }

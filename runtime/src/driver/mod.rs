@@ -16,6 +16,7 @@ mod tools_step;
 pub use tools_step::in_doubt_outcome;
 mod verify_step;
 mod writer;
+use writer::Tally;
 
 pub use run::{Adapters, Replayed, Resume, Run, Setup};
 
@@ -36,7 +37,6 @@ use crate::tool::{ToolSet, ToolSpec};
 use crate::verifier::Verifier;
 use std::future::{Future, poll_fn};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 use terminus_kernel::{
@@ -96,9 +96,8 @@ struct Driver {
     /// The commands of the last step, journaled and not yet carried out (a reused buffer).
     commands: Vec<Command>,
     trace: Vec<StepRecord>,
-    /// Appends that found their key stored with the same content (atomic: concurrent tool
-    /// calls journal their results while the driver is borrowed).
-    duplicates: AtomicU64,
+    /// The entries the journal holds, and the appends that found theirs stored.
+    tally: Tally,
     model_calls: u32,
     start: Instant,
     deadline: Option<Instant>,
@@ -165,7 +164,7 @@ impl Driver {
             batch: None,
             commands: Vec::with_capacity(4),
             trace: Vec::with_capacity(32),
-            duplicates: AtomicU64::new(0),
+            tally: Tally::default(),
             model_calls: 0,
             start,
             resumed_calls: None,
@@ -427,11 +426,13 @@ impl Driver {
                 let mut records = std::mem::take(&mut self.carry);
                 records.push(event_record);
                 records.extend(self.decisions(&record));
-                if results_may_rerun && self.only_asks_the_model() {
+                if self.only_stops() || (results_may_rerun && self.only_asks_the_model()) {
                     // The results of calls that may run again, and a step whose only effect is
                     // the next model call: journaled with the step the model's answer makes (one
                     // commit per agent step). A crash before then leaves the calls in doubt, and
-                    // a resume runs them again, as it would any idempotent call in doubt.
+                    // a resume runs them again, as it would any idempotent call in doubt. A step
+                    // that stops the run is journaled with its report (one commit); a crash
+                    // before then leaves the run going, to resume from the step before.
                     self.carry = records;
                 } else {
                     self.put_all(records).await?;
@@ -474,20 +475,39 @@ impl Driver {
         stop: Stop,
         observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<Report, RunError> {
-        // The stop record was journaled with the last step.
-        let entries = self.env.store.count(&self.env.execution).await?;
+        // The step that stopped the run (with what it carried), its report and the claim's
+        // release are one commit on durable stores, when none of its keys is stored yet.
+        let last: Vec<Arc<Record>> = std::mem::take(&mut self.carry)
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let written = u64::try_from(last.len()).unwrap_or(u64::MAX);
         let mut report = Report::new(
             self.env.execution.clone(),
             stop,
             self.machine.todos().to_vec(),
             std::mem::take(&mut self.trace),
-            entries,
-            self.duplicates.load(Ordering::Relaxed),
+            self.tally.entries().saturating_add(written),
+            self.tally.duplicates(),
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);
         report.warnings = std::mem::take(&mut self.warnings);
-        // The report and the claim's release are one commit on durable stores.
-        self.env.store.finish_released(&self.lease, &report).await?;
+        let store = &self.env.store;
+        if last.is_empty() {
+            store.finish_released(&self.lease, &report).await?;
+        } else if store
+            .finish_with_step(&self.lease, last.clone(), &report)
+            .await?
+        {
+            self.tally.wrote(written);
+        } else {
+            // Some key was stored already (or the store writes them apart): appended as any
+            // step is, which checks each, and the journal counted.
+            self.put_shared(last).await?;
+            report.entries = self.env.store.count(&self.env.execution).await?;
+            report.duplicates_prevented = self.tally.duplicates();
+            self.env.store.finish_released(&self.lease, &report).await?;
+        }
         if let Some(observer) = observer.as_mut() {
             observer.on_stop(&report);
         }

@@ -1,7 +1,7 @@
 //! Resuming: claim the execution, replay its journal page by page into a fresh machine and
 //! conversation, and hand both to a driver.
 
-use super::{Driver, Env, unix_ms};
+use super::{Driver, Env, Tally, unix_ms};
 use crate::conversation::Conversation;
 use crate::error::RunError;
 use crate::journal::Lease;
@@ -64,6 +64,8 @@ struct ResumedParts {
     conversation: Conversation,
     trace: Vec<StepRecord>,
     model_answers: u64,
+    /// The journal's entries, all replayed.
+    entries: u64,
     started: Instant,
 }
 
@@ -74,6 +76,7 @@ impl ResumedParts {
         driver.trace = self.trace;
         driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
         driver.resumed_calls = Some(self.calls);
+        driver.tally = Tally::replayed(self.entries);
         driver
     }
 }
@@ -115,6 +118,7 @@ async fn replay_journal(
             conversation,
             trace: Vec::new(),
             model_answers: 0,
+            entries: 0,
             started: Instant::now(),
         })));
     };
@@ -126,6 +130,7 @@ async fn replay_journal(
         env.conversation_read(),
     );
     let mut trace = Vec::new();
+    let mut entries = 1;
     let mut skip = 1;
     loop {
         let last = page.last().map(|r| r.key);
@@ -136,6 +141,7 @@ async fn replay_journal(
         for record in std::mem::take(&mut page).into_iter().skip(skip) {
             // The page's records are not shared: taken, not copied.
             let record = Arc::unwrap_or_clone(record);
+            entries += 1;
             if let Entry::Transition(step) = &record.entry {
                 trace.push(*step);
             }
@@ -180,6 +186,7 @@ async fn replay_journal(
         conversation,
         trace,
         model_answers: recovery.model_answers,
+        entries,
         started,
     })))
 }

@@ -4,10 +4,45 @@
 use super::Driver;
 use crate::error::RunError;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use terminus_kernel::{
     Command, Entry, Key, Record, StepRecord, ToolBatch, ToolResult, decision_records, executed,
 };
+
+/// What the run's journal holds and what its appends found (atomic: concurrent tool calls
+/// journal their results while the driver is borrowed). The claim keeps other workers from
+/// writing, so the entries are those replayed plus those this driver wrote: the report's count
+/// needs no query.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    entries: AtomicU64,
+    duplicates: AtomicU64,
+}
+
+impl Tally {
+    /// A tally of a journal that holds `entries` already (replayed).
+    pub(super) fn replayed(entries: u64) -> Tally {
+        Tally {
+            entries: AtomicU64::new(entries),
+            duplicates: AtomicU64::new(0),
+        }
+    }
+
+    /// `n` entries written.
+    pub(super) fn wrote(&self, n: u64) {
+        self.entries.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The entries the journal holds.
+    pub(super) fn entries(&self) -> u64 {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Appends that found their key stored with the same content.
+    pub(super) fn duplicates(&self) -> u64 {
+        self.duplicates.load(Ordering::Relaxed)
+    }
+}
 
 impl Driver {
     /// Journals what step `step` decided, before any of it is carried out: the transition, the
@@ -75,9 +110,24 @@ impl Driver {
         })
     }
 
+    /// Whether the commands of the last step stop the run (with guidance in the conversation,
+    /// which a stopped run no longer reads): nothing outside the run happens before its report.
+    pub(super) fn only_stops(&self) -> bool {
+        self.commands.iter().any(|c| matches!(c, Command::Stop(_)))
+            && self
+                .commands
+                .iter()
+                .all(|c| matches!(c, Command::Stop(_) | Command::Nudge(_) | Command::Notice(_)))
+    }
+
     /// Appends the records of one step together (one transaction in durable stores).
     pub(super) async fn put_all(&self, records: Vec<Record>) -> Result<(), RunError> {
-        let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
+        self.put_shared(records.into_iter().map(Arc::new).collect())
+            .await
+    }
+
+    /// [`Driver::put_all`] of records already shared.
+    pub(super) async fn put_shared(&self, records: Vec<Arc<Record>>) -> Result<(), RunError> {
         let appended = self
             .env
             .store
@@ -103,7 +153,9 @@ impl Driver {
             if *appended.record != *record {
                 return Err(RunError::Diverged(record.key));
             }
-            self.duplicates.fetch_add(1, Ordering::Relaxed);
+            self.tally.duplicates.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.tally.wrote(1);
         }
         Ok(())
     }

@@ -223,6 +223,52 @@ pub async fn created_claimed_and_released(store: &dyn Store, id: &str) {
     refused(store.claim(id, "w3", long).await, "w2");
 }
 
+/// A run's last step, written with its report and the claim's release: all of it when none
+/// of its keys is stored, else nothing (the claim is still held, the report absent). The keys
+/// include one past SQLite's packing, which it stores apart.
+pub async fn finishes_with_its_last_step(store: &dyn Store, id: &str) {
+    let long = Duration::from_secs(30);
+    let lease = store
+        .create_claimed(id, &spec(), "w1", long)
+        .await
+        .expect("create")
+        .expect("a new execution");
+    let earlier = vec![record(0, 0, "task"), record(1, 0, "a step")];
+    store.append_all(id, earlier.clone()).await.expect("append");
+    let far = 1 << 27;
+    let replayed = vec![record(1, 0, "a step"), record(2, 0, "the last step")];
+    assert!(
+        !store
+            .finish_with_step(&lease, replayed, &report(id))
+            .await
+            .expect("finish"),
+        "a key is stored: nothing is written"
+    );
+    assert_eq!(store.count(id).await.expect("count"), 2);
+    assert_eq!(store.report(id).await.expect("report"), None);
+    assert!(matches!(
+        store.claim(id, "w2", long).await,
+        Err(StoreError::Claimed { .. })
+    ));
+
+    let last = vec![record(2, 0, "the last step"), record(far, 3, "its stop")];
+    assert!(
+        store
+            .finish_with_step(&lease, last.clone(), &report(id))
+            .await
+            .expect("finish"),
+        "none of the keys is stored"
+    );
+    let all: Vec<Arc<Record>> = earlier.into_iter().chain(last).collect();
+    assert_eq!(store.records(id).await.expect("records"), all);
+    assert_eq!(store.count(id).await.expect("count"), 4);
+    assert_eq!(store.report(id).await.expect("report"), Some(report(id)));
+    store
+        .claim(id, "w2", long)
+        .await
+        .expect("the claim was given up with the report");
+}
+
 /// An execution a worker cannot run is marked failed with its reason: only the claim's holder
 /// can mark it, the reason reads back, and no worker claims it again. `private` stores may use
 /// `claim_next` (a shared PostgreSQL database holds other tests' executions).
@@ -294,6 +340,7 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     appends_and_pages(store, &unique(&format!("{prefix}-append"))).await;
     claims(store, &unique(&format!("{prefix}-claims"))).await;
     created_claimed_and_released(store, &unique(&format!("{prefix}-created"))).await;
+    finishes_with_its_last_step(store, &unique(&format!("{prefix}-last"))).await;
     fails_once_and_for_good(store, &unique(&format!("{prefix}-failed")), private).await;
     cells(store, &unique(&format!("{prefix}-cell"))).await;
     listings(store, &unique(&format!("{prefix}-list"))).await;
