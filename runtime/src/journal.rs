@@ -16,7 +16,10 @@
 //!   it arrives when its tool must not run twice (several such calls: one append each; a lone
 //!   call: with the step it feeds). When every call of the batch may run again, the results and
 //!   the step they feed go with the next step's append (one commit per agent step): a crash
-//!   before it leaves them in doubt, and a resume runs them again.
+//!   before it leaves them in doubt, and a resume runs them again;
+//! - the last step (the one whose commands stop the run) goes with the report and the claim's
+//!   release ([`Claims::finish_with_step`]): one commit, when the store can. A crash before it
+//!   leaves the run going from the step before, as any crash during an action does.
 //!
 //! Because the kernel is deterministic, a replay writes exactly the same keys: an append whose
 //! key is already stored returns the stored record with [`Appended::already_existed`] set, and the
