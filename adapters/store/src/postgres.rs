@@ -181,16 +181,31 @@ const FINISH_APPENDING: &str = "WITH fresh AS (
             worker = CASE WHEN worker = $7 THEN NULL ELSE worker END
      WHERE id = $1 AND (SELECT count(*) FROM written) = cardinality($2::bigint[])";
 
-/// The checkpoints and the indexes of `entries`, as their columns store them.
-fn keys(entries: &[RawEntry]) -> Result<(Vec<i64>, Vec<i32>), Fault> {
-    entries
-        .iter()
-        .map(|e| {
-            let index = i32::try_from(e.index)
-                .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?;
-            Ok((i64::from(e.checkpoint), index))
+/// The columns of `entries`, one array each, as [`INSERT`] takes them.
+struct Columns<'a> {
+    checkpoints: Vec<i64>,
+    indexes: Vec<i32>,
+    kinds: Vec<&'a str>,
+    bodies: Vec<&'a str>,
+}
+
+impl Columns<'_> {
+    fn of(entries: &[RawEntry]) -> Result<Columns<'_>, Fault> {
+        let (checkpoints, indexes) = entries
+            .iter()
+            .map(|e| {
+                let index = i32::try_from(e.index)
+                    .map_err(|_| Fault::Corrupt(format!("index {} is too large", e.index)))?;
+                Ok((i64::from(e.checkpoint), index))
+            })
+            .collect::<Result<_, Fault>>()?;
+        Ok(Columns {
+            checkpoints,
+            indexes,
+            kinds: entries.iter().map(|e| e.kind).collect(),
+            bodies: entries.iter().map(|e| e.body.as_str()).collect(),
         })
-        .collect()
+    }
 }
 
 impl Conn {
@@ -385,9 +400,12 @@ impl Backend for Postgres {
         execution: &str,
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault> {
-        let (checkpoints, indexes) = keys(&entries)?;
-        let kinds: Vec<&str> = entries.iter().map(|e| e.kind).collect();
-        let bodies: Vec<&str> = entries.iter().map(|e| e.body.as_str()).collect();
+        let Columns {
+            checkpoints,
+            indexes,
+            kinds,
+            bodies,
+        } = Columns::of(&entries)?;
         retrying!(self, c => async {
             // One statement, its own transaction: one round trip and one commit per step.
             let insert = c.prepared(INSERT).await?;
@@ -495,9 +513,12 @@ impl Backend for Postgres {
         report: String,
         release: &str,
     ) -> Result<bool, Fault> {
-        let (checkpoints, indexes) = keys(&entries)?;
-        let kinds: Vec<&str> = entries.iter().map(|e| e.kind).collect();
-        let bodies: Vec<&str> = entries.iter().map(|e| e.body.as_str()).collect();
+        let Columns {
+            checkpoints,
+            indexes,
+            kinds,
+            bodies,
+        } = Columns::of(&entries)?;
         retrying!(self, c => async {
             let finish = c.prepared(FINISH_APPENDING).await?;
             let n = c
