@@ -383,10 +383,12 @@ pub trait Claims: Journal {
 
     /// Appends `records` (the step that stopped the run, as [`Journal::append_all`] would),
     /// stores the report and gives the claim up (as [`Claims::finish_released`]), all in one
-    /// commit, provided none of the records' keys is stored yet. Returns false, writing
-    /// nothing, when one is (a resumed run's last step), or when the store cannot write them
+    /// commit, provided none of the records' keys is stored yet. Returns false, storing no
+    /// report, when one is (a resumed run's last step), or when the store cannot write them
     /// together (the default): the caller then appends them with [`Journal::append_all`],
-    /// which checks each, and finishes.
+    /// which checks each, and finishes. Nothing else is written then either, unless another
+    /// writer raced for the same keys (a worker that lost its lease): PostgreSQL may then keep
+    /// the records that did not collide.
     async fn finish_with_step(
         &self,
         lease: &Lease,

@@ -79,12 +79,16 @@ impl KillSwitch {
     }
 
     /// Whether [`KillSwitch::killed`] would resolve at once: killed, or its timer ran out
-    /// (checked on the clock, without arming a timer).
+    /// (checked on the clock, without arming a timer; the switch is then killed).
     pub(crate) fn killed_now(&self) -> bool {
+        let ran_out = self.timer.as_ref().is_some_and(|(after, start)| {
+            Instant::now() >= *start.get_or_init(Instant::now) + *after
+        });
+        if ran_out {
+            // As `killed` does when its timer fires: the switch reads killed from now on.
+            self.token.cancel();
+        }
         self.token.is_cancelled()
-            || self.timer.as_ref().is_some_and(|(after, start)| {
-                Instant::now() >= *start.get_or_init(Instant::now) + *after
-            })
     }
 
     /// Whether [`KillSwitch::expired`] would resolve at once.

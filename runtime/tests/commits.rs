@@ -28,11 +28,23 @@ struct Counting {
     appends: AtomicUsize,
     others: AtomicUsize,
     apart: bool,
+    /// Single appends are written, then answered this much later (a slow network).
+    slow: Option<Duration>,
+    /// Every append is answered as found stored (as a retried append whose first answer was
+    /// lost is), after writing it.
+    answer_stored: bool,
 }
 
 impl Counting {
     fn other(&self) {
         self.others.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn answer(&self, appended: Appended) -> Appended {
+        Appended {
+            already_existed: appended.already_existed || self.answer_stored,
+            ..appended
+        }
     }
 }
 
@@ -47,7 +59,11 @@ impl Journal for Counting {
     }
     async fn append(&self, execution: &str, record: Arc<Record>) -> Result<Appended, StoreError> {
         self.appends.fetch_add(1, Ordering::SeqCst);
-        self.inner.append(execution, record).await
+        let appended = self.inner.append(execution, record).await;
+        if let Some(delay) = self.slow {
+            tokio::time::sleep(delay).await;
+        }
+        appended.map(|a| self.answer(a))
     }
     async fn append_all(
         &self,
@@ -55,7 +71,8 @@ impl Journal for Counting {
         records: Vec<Arc<Record>>,
     ) -> Result<Vec<Appended>, StoreError> {
         self.appends.fetch_add(1, Ordering::SeqCst);
-        self.inner.append_all(execution, records).await
+        let appended = self.inner.append_all(execution, records).await?;
+        Ok(appended.into_iter().map(|a| self.answer(a)).collect())
     }
     async fn page(
         &self,
@@ -264,4 +281,63 @@ async fn a_store_that_cannot_finish_with_the_last_step_appends_it_apart() {
     );
     let (_, together) = run(10, 1, true).await;
     assert_eq!(records, together, "the same journal either way");
+}
+
+/// The report counts what the journal holds even when the driver cannot know it from its own
+/// appends: an append abandoned by a kill while its answer was on the way, and appends
+/// answered as found stored after they were written.
+#[tokio::test(start_paused = true)]
+async fn the_report_counts_appends_it_was_not_told_about() {
+    let slow = Arc::new(Counting {
+        slow: Some(Duration::from_millis(200)),
+        ..Counting::default()
+    });
+    let batch = calls(&[
+        ("read", json!({ "file": 1 })),
+        ("read", json!({ "file": 2 })),
+    ]);
+    let report = Run::new(
+        "Read",
+        Policy::default(),
+        Script::new([batch, done("Read.")]),
+    )
+    .tools(ToolSet::new().with("read", Arc::new(Read { idempotent: false })))
+    .store(slow.clone())
+    .kill_switch(terminus_runtime::KillSwitch::after(Duration::from_millis(
+        50,
+    )))
+    .execution("killed")
+    .execute()
+    .await
+    .expect("the run reaches a stop");
+    assert_eq!(
+        report.outcome,
+        terminus_kernel::Outcome::Aborted(terminus_kernel::AbortReason::Cancelled)
+    );
+    assert_eq!(
+        report.entries,
+        slow.inner.count("killed").await.expect("count"),
+        "a result written while the kill came counts"
+    );
+
+    let retried = Arc::new(Counting {
+        answer_stored: true,
+        ..Counting::default()
+    });
+    let report = Run::new(
+        "Read",
+        Policy::default(),
+        Script::new([calls(&[("read", json!({}))]), done("Read.")]),
+    )
+    .tools(ToolSet::new().with("read", Arc::new(Read { idempotent: true })))
+    .store(retried.clone())
+    .execution("retried")
+    .execute()
+    .await
+    .expect("the run reaches a stop");
+    assert!(report.duplicates_prevented > 0);
+    assert_eq!(
+        report.entries,
+        retried.inner.count("retried").await.expect("count")
+    );
 }

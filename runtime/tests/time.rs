@@ -218,9 +218,10 @@ impl terminus_runtime::Observer for Stalls {
 async fn a_kill_timer_that_ran_out_between_actions_stops_the_next_one() {
     let (tools, echo) = slow_tools(Duration::ZERO);
     let model = Script::new([calls(&[("echo", json!({}))]), done("Echoed.")]);
+    let kill = KillSwitch::after(Duration::from_millis(20));
     let report = Run::new("t", Policy::default(), model.clone())
         .tools(tools)
-        .kill_switch(KillSwitch::after(Duration::from_millis(20)))
+        .kill_switch(kill.clone())
         .observer(Stalls)
         .execute()
         .await
@@ -228,6 +229,10 @@ async fn a_kill_timer_that_ran_out_between_actions_stops_the_next_one() {
     assert_eq!(report.outcome, Outcome::Aborted(AbortReason::Cancelled));
     assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "the tool never ran");
     assert_eq!(model.requests(), 1);
+    assert!(
+        kill.is_killed(),
+        "the switch reads killed once its timer ran out"
+    );
 }
 
 /// The same for the run's deadline: the tool is never called, and the run ends at its deadline.

@@ -162,7 +162,9 @@ const FINISH: &str = "UPDATE terminus_executions SET status = 'done', report = $
 
 /// [`FINISH`] (report `$6`, worker `$7`) with the entries of [`INSERT`], in one statement (one
 /// round trip, one commit): nothing is inserted when a key is stored already, and the report is
-/// stored only when every entry was inserted. Updates one row when it wrote them.
+/// stored only when every entry was inserted. Updates one row when it wrote them. (Another
+/// session inserting one of the keys after the statement's snapshot, which only a worker that
+/// lost its lease can do, leaves the other entries written and no report.)
 const FINISH_APPENDING: &str = "WITH fresh AS (
        SELECT NOT EXISTS (
          SELECT 1 FROM terminus_entries
@@ -519,7 +521,7 @@ impl Backend for Postgres {
             kinds,
             bodies,
         } = Columns::of(&entries)?;
-        retrying!(self, c => async {
+        retrying!(self, c, retried => async {
             let finish = c.prepared(FINISH_APPENDING).await?;
             let n = c
                 .execute(
@@ -527,7 +529,22 @@ impl Backend for Postgres {
                     &[&execution, &checkpoints, &indexes, &kinds, &bodies, &report, &release],
                 )
                 .await?;
-            Ok::<_, Fault>(n == 1)
+            if n == 1 || !retried {
+                return Ok(n == 1);
+            }
+            // A retried statement can find what its first attempt committed before the answer
+            // was lost: the same report stored is this finish.
+            let row = c
+                .query_opt(
+                    "SELECT report FROM terminus_executions WHERE id = $1 AND status = 'done'",
+                    &[&execution],
+                )
+                .await?;
+            let stored = match row {
+                Some(r) => col::<Option<String>>(&r, 0)?,
+                None => None,
+            };
+            Ok::<_, Fault>(stored.as_deref() == Some(report.as_str()))
         })
     }
 

@@ -359,6 +359,10 @@ impl Driver {
             failed = &mut renew => return Err(failed),
             out = &mut work => Raced::Done(out),
         };
+        if !matches!(raced, Raced::Done(_)) {
+            // The work is dropped, perhaps with an append sent and not yet answered.
+            self.tally.unsure();
+        }
         Ok((raced, next()))
     }
 
@@ -482,12 +486,16 @@ impl Driver {
             .map(Arc::new)
             .collect();
         let written = u64::try_from(last.len()).unwrap_or(u64::MAX);
+        let entries = match self.tally.entries() {
+            Some(n) => n,
+            None => self.env.store.count(&self.env.execution).await?,
+        };
         let mut report = Report::new(
             self.env.execution.clone(),
             stop,
             self.machine.todos().to_vec(),
             std::mem::take(&mut self.trace),
-            self.tally.entries().saturating_add(written),
+            entries.saturating_add(written),
             self.tally.duplicates(),
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);

@@ -4,19 +4,28 @@
 use super::Driver;
 use crate::error::RunError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use terminus_kernel::{
     Command, Entry, Key, Record, StepRecord, ToolBatch, ToolResult, decision_records, executed,
 };
 
 /// What the run's journal holds and what its appends found (atomic: concurrent tool calls
 /// journal their results while the driver is borrowed). The claim keeps other workers from
-/// writing, so the entries are those replayed plus those this driver wrote: the report's count
-/// needs no query.
-#[derive(Debug, Default)]
+/// writing, so the entries are those replayed plus those this driver wrote, and the report's
+/// count needs no query, unless the tally is unsure: an append found its key stored (a replay,
+/// or a retried append whose first answer was lost, which wrote it), or an action was
+/// abandoned while an append of its own may have been under way.
+#[derive(Debug)]
 pub(super) struct Tally {
     entries: AtomicU64,
     duplicates: AtomicU64,
+    sure: AtomicBool,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally::replayed(0)
+    }
 }
 
 impl Tally {
@@ -25,6 +34,7 @@ impl Tally {
         Tally {
             entries: AtomicU64::new(entries),
             duplicates: AtomicU64::new(0),
+            sure: AtomicBool::new(true),
         }
     }
 
@@ -33,9 +43,16 @@ impl Tally {
         self.entries.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The entries the journal holds.
-    pub(super) fn entries(&self) -> u64 {
-        self.entries.load(Ordering::Relaxed)
+    /// An append may have been written without this tally knowing.
+    pub(super) fn unsure(&self) {
+        self.sure.store(false, Ordering::Relaxed);
+    }
+
+    /// The entries the journal holds, when the tally is sure of them.
+    pub(super) fn entries(&self) -> Option<u64> {
+        self.sure
+            .load(Ordering::Relaxed)
+            .then(|| self.entries.load(Ordering::Relaxed))
     }
 
     /// Appends that found their key stored with the same content.
@@ -154,6 +171,7 @@ impl Driver {
                 return Err(RunError::Diverged(record.key));
             }
             self.tally.duplicates.fetch_add(1, Ordering::Relaxed);
+            self.tally.unsure();
         } else {
             self.tally.wrote(1);
         }
