@@ -50,6 +50,12 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
             ));
         }
     }
+    // What the limits allow together (`Policy::step_bound`): no run takes more steps, ended or
+    // not, though a saved machine can claim more under a policy of lower limits.
+    let bound = limits::step_bound(p);
+    if u64::from(s.steps) > bound {
+        return inconsistent(format!("{} steps are past the step bound {bound}", s.steps));
+    }
     if s.verifications < s.verification_failures {
         return inconsistent("more verification failures than verifications".into());
     }

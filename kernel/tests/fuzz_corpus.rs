@@ -226,6 +226,23 @@ fn restore_refuses_live_machines_at_a_limit() {
 }
 
 #[test]
+fn restore_refuses_an_ended_machine_past_its_step_bound() {
+    // Found by the CI campaign (`regressions/restore/ended-steps-past-the-step-bound`): a save
+    // of a run aborted at its model-call budget, its `max_model_calls` damaged to 1 (as the
+    // fuzz target restored it). Each counter stayed within its own bound, but 4 steps are more
+    // than the limits allow together (`Policy::step_bound`: 2 x 1 model calls + the final
+    // answer = 3).
+    let saved = r#"{"sm":{"shared_storage":{"policy":{"max_steps":17,"max_model_calls":1,"max_no_ops":2,"max_nudges":4,"max_verification_failures":2,"on_verification_limit":"complete","verify_completion":true,"completion_requires":[],"max_tool_failures":2,"max_consecutive_tool_failures":2,"on_unrecoverable_tool_error":"exclude","max_repeats":4,"max_loop_period":3,"max_empty_responses":2,"max_model_retries":0,"retry_base_ms":105,"retry_max_ms":1080,"deadline_ms":null,"token_budget":1140,"tool_budgets":{},"seed":7774064181650846793,"final_answer_on_budget":true},"stats":{"steps":4,"model_calls":2,"tool_calls":4,"refused_calls":0,"tool_failures":1,"failed_tool_turns":1,"nudges":0,"continuations":0,"verifications":0,"verification_failures":0,"no_ops":0,"empty_responses":0,"model_errors":1,"repeats":0,"input_tokens":0,"output_tokens":0,"ignored_events":0},"streaks":{"no_ops":0,"empty_responses":0,"model_retries":0,"failed_tool_turns":1,"repeats":1}},"state":{"Aborted":{"reason":"max_model_calls"}}},"desk":{"ledger":{"write":{"calls":1,"successes":0,"failures":1,"refused":0,"excluded":{"why":"unrecoverable","kind":"not_found"}}},"todos":[],"staged_todos":[],"result":"Done.","missing_items":[],"pending":{"executed":1,"ids":7379108960372921241,"calls":15442943559065827310},"loops":{"ring":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"head":0,"filled":0,"runs":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]},"now_ms":0,"ignored":23,"last_no_op":"silent","out":[]}}"#;
+    match Machine::restore(saved.as_bytes()) {
+        Err(RestoreError::Inconsistent(why)) => assert!(why.contains("step bound 3"), "{why}"),
+        other => panic!("4 steps past a step bound of 3: expected Inconsistent, got {other:?}"),
+    }
+    // The same save under the budget it was taken with restores.
+    let undamaged = tampered(saved, "\"max_model_calls\":1", "\"max_model_calls\":2");
+    assert!(Machine::restore(undamaged.as_bytes()).is_ok());
+}
+
+#[test]
 fn restore_accepts_every_machine_a_run_reaches() {
     // The other side of the check above: each machine of a run, saved, restores equal.
     let policy = Policy {
