@@ -795,14 +795,6 @@ impl Claims for MemoryStore {
         Ok(())
     }
 
-    async fn finish_released(&self, lease: &Lease, report: &Report) -> Result<(), StoreError> {
-        self.with_execution(&lease.execution, |e| {
-            e.report = Some(report.clone());
-            e.release(&lease.worker);
-        });
-        Ok(())
-    }
-
     async fn finish_with_step(
         &self,
         lease: &Lease,

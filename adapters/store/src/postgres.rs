@@ -402,17 +402,15 @@ impl Backend for Postgres {
         execution: &str,
         entries: Vec<RawEntry>,
     ) -> Result<Vec<Option<String>>, Fault> {
-        let Columns {
-            checkpoints,
-            indexes,
-            kinds,
-            bodies,
-        } = Columns::of(&entries)?;
+        let cols = Columns::of(&entries)?;
         retrying!(self, c => async {
             // One statement, its own transaction: one round trip and one commit per step.
             let insert = c.prepared(INSERT).await?;
             let written = c
-                .query(&insert, &[&execution, &checkpoints, &indexes, &kinds, &bodies])
+                .query(
+                    &insert,
+                    &[&execution, &cols.checkpoints, &cols.indexes, &cols.kinds, &cols.bodies],
+                )
                 .await?;
             let mut fresh: HashMap<(i64, i32), usize> = HashMap::with_capacity(written.len());
             for r in &written {
@@ -427,16 +425,16 @@ impl Backend for Postgres {
                         "SELECT checkpoint, idx, body FROM terminus_entries
                          WHERE execution = $1
                            AND (checkpoint, idx) IN (SELECT * FROM unnest($2::bigint[], $3::int[]))",
-                        &[&execution, &checkpoints, &indexes],
+                        &[&execution, &cols.checkpoints, &cols.indexes],
                     )
                     .await?;
                 for r in &rows {
                     stored.insert((col::<i64>(r, 0)?, col::<i32>(r, 1)?), col::<String>(r, 2)?);
                 }
             }
-            checkpoints
+            cols.checkpoints
                 .iter()
-                .zip(&indexes)
+                .zip(&cols.indexes)
                 .map(|(&cp, &idx)| {
                     // Each written key once, in case a step named one key twice.
                     if let Some(n) = fresh.get_mut(&(cp, idx)).filter(|n| **n > 0) {
@@ -515,18 +513,21 @@ impl Backend for Postgres {
         report: String,
         release: &str,
     ) -> Result<bool, Fault> {
-        let Columns {
-            checkpoints,
-            indexes,
-            kinds,
-            bodies,
-        } = Columns::of(&entries)?;
+        let cols = Columns::of(&entries)?;
         retrying!(self, c, retried => async {
             let finish = c.prepared(FINISH_APPENDING).await?;
             let n = c
                 .execute(
                     &finish,
-                    &[&execution, &checkpoints, &indexes, &kinds, &bodies, &report, &release],
+                    &[
+                        &execution,
+                        &cols.checkpoints,
+                        &cols.indexes,
+                        &cols.kinds,
+                        &cols.bodies,
+                        &report,
+                        &release,
+                    ],
                 )
                 .await?;
             if n == 1 || !retried {

@@ -43,6 +43,13 @@ impl Tally {
         self.entries.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// An append found its key stored with the same content: a duplicate, and perhaps this
+    /// driver's own write whose first answer was lost.
+    fn found_stored(&self) {
+        self.duplicates.fetch_add(1, Ordering::Relaxed);
+        self.unsure();
+    }
+
     /// An append may have been written without this tally knowing.
     pub(super) fn unsure(&self) {
         self.sure.store(false, Ordering::Relaxed);
@@ -170,8 +177,7 @@ impl Driver {
             if *appended.record != *record {
                 return Err(RunError::Diverged(record.key));
             }
-            self.tally.duplicates.fetch_add(1, Ordering::Relaxed);
-            self.tally.unsure();
+            self.tally.found_stored();
         } else {
             self.tally.wrote(1);
         }
