@@ -5,7 +5,7 @@
 
 use crate::agent::{LiveAgent, StoredAgent};
 use crate::{INTERNAL, INVALID, drive, with_model_log};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_runtime::{Report, Run, RunError, RunSpec, RuntimeConfig, Store};
@@ -36,8 +36,13 @@ impl Unrunnable {
 }
 
 impl Job {
-    /// Reads the program stored with `execution`.
-    pub(crate) async fn stored(store: &dyn Store, execution: &str) -> Result<Job, Unrunnable> {
+    /// Reads the program stored with `execution`; with `agents`, a live agent runs only if its
+    /// config is a file under that folder, unchanged since it was stored.
+    pub(crate) async fn stored(
+        store: &dyn Store,
+        execution: &str,
+        agents: Option<&AgentsDir>,
+    ) -> Result<Job, Unrunnable> {
         let spec = match store.spec(execution).await {
             Ok(Some(spec)) => spec,
             Ok(None) => {
@@ -53,13 +58,14 @@ impl Job {
                 ));
             }
         };
-        Job::from_host(execution, spec.host.as_ref())
+        Job::from_host(execution, spec.host.as_ref(), agents)
     }
 
     /// The program kept in an execution's host data.
     pub(crate) fn from_host(
         execution: &str,
         host: Option<&serde_json::Value>,
+        agents: Option<&AgentsDir>,
     ) -> Result<Job, Unrunnable> {
         if let Some(json) = host.and_then(|h| h.get("scenario")) {
             return Scenario::parse(&json.to_string())
@@ -78,6 +84,14 @@ impl Job {
                     format!("the agent config stored with `{execution}` cannot be read: {e}"),
                 )
             })?;
+            if let Some(agents) = agents {
+                agents.admit(&stored).map_err(|e| {
+                    Unrunnable::new(
+                        INVALID,
+                        format!("the agent config stored with `{execution}`: {e}"),
+                    )
+                })?;
+            }
             return LiveAgent::new(&stored)
                 .map(|live| Job::Agent(Box::new(live)))
                 .map_err(|e| {
@@ -161,6 +175,59 @@ impl Job {
                 Ok(result)
             }
         }
+    }
+}
+
+/// `worker --agents-dir DIR`: the folder whose config files the worker's live agents may come
+/// from. A journal keeps each live agent's config text with its execution, and a worker runs it
+/// (the commands of its `[[mcp]]` servers included), so without this whoever can write the
+/// journal chooses what the worker runs. With it, a stored config runs only if the file it was
+/// read from is under the folder (links resolved) and still holds exactly the stored text.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentsDir {
+    /// The folder, canonical.
+    dir: PathBuf,
+}
+
+impl AgentsDir {
+    /// The folder `path`, which must exist; the message names the flag.
+    pub(crate) fn open(path: &Path) -> Result<AgentsDir, String> {
+        let dir = path
+            .canonicalize()
+            .map_err(|e| format!("--agents-dir {}: {e}", path.display()))?;
+        if !dir.is_dir() {
+            return Err(format!("--agents-dir {}: not a folder", path.display()));
+        }
+        Ok(AgentsDir { dir })
+    }
+
+    /// Whether `stored` may run: `Err` says why not.
+    pub(crate) fn admit(&self, stored: &StoredAgent) -> Result<(), String> {
+        let outside = || {
+            format!(
+                "`{}` is not a file under --agents-dir {}",
+                stored.file,
+                self.dir.display()
+            )
+        };
+        let name = Path::new(&stored.file).file_name().ok_or_else(outside)?;
+        let file = stored
+            .dir
+            .join(name)
+            .canonicalize()
+            .map_err(|_| outside())?;
+        if !file.starts_with(&self.dir) {
+            return Err(outside());
+        }
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+        if text != stored.config {
+            return Err(format!(
+                "{} has changed since the execution was stored; submit it again",
+                file.display()
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -98,8 +98,9 @@ enum Cmd {
     /// handlers `run`, `report`, `cancel`) for a Restate server to call: every model and tool
     /// call is a journaled Restate step, so Restate resumes a run after a crash without asking
     /// again for what it journaled. A `run` request is `{"scenario": {...}}` or
-    /// `{"agent": {...config as JSON...}, "task": "..."}`; the answer is the report. Runs until
-    /// Ctrl-C. An address that cannot be bound exits 2.
+    /// `{"agent": "NAME", "task": "..."}` naming a config given with `--agent`; the answer is the
+    /// report. Runs until Ctrl-C. An address that cannot be bound, a config that does not parse
+    /// or a key that is not one exits 2. What it trusts: docs/security.md.
     ServeRestate(serve::ServeRestateArgs),
     /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
     /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
@@ -188,6 +189,12 @@ struct WorkerArgs {
     /// resume conflicts, excluded tools, steps per run, model-call latency, budget warnings).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Run a stored live agent only if its config is a file under DIR, unchanged since it was
+    /// stored (otherwise the execution is marked failed, the reason in `inspect`). Without it,
+    /// the worker runs whatever config the journal holds: whoever can write the journal chooses
+    /// the commands the worker starts.
+    #[arg(long, value_name = "DIR")]
+    agents_dir: Option<PathBuf>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -497,7 +504,7 @@ async fn resume(args: ResumeArgs) -> u8 {
             return code_of_store_error(&e);
         }
     }
-    let job = match job::Job::stored(store.as_ref(), &args.execution).await {
+    let job = match job::Job::stored(store.as_ref(), &args.execution, None).await {
         Ok(job) => job,
         Err(u) => {
             eprintln!("terminus: {}", u.reason);
@@ -573,6 +580,18 @@ async fn submit(args: SubmitArgs) -> u8 {
 }
 
 async fn worker(args: WorkerArgs) -> u8 {
+    let agents = match args
+        .agents_dir
+        .as_deref()
+        .map(job::AgentsDir::open)
+        .transpose()
+    {
+        Ok(agents) => agents,
+        Err(e) => {
+            eprintln!("terminus: worker: {e}");
+            return INVALID;
+        }
+    };
     if let Some(addr) = args.metrics_addr {
         if let Err(e) = terminus_telemetry::serve_metrics(addr) {
             eprintln!("terminus: worker: {e}");
@@ -602,7 +621,7 @@ async fn worker(args: WorkerArgs) -> u8 {
             continue;
         };
         let execution = lease.execution.clone();
-        let job = match job::Job::stored(store.as_ref(), &execution).await {
+        let job = match job::Job::stored(store.as_ref(), &execution, agents.as_ref()).await {
             Ok(job) => job,
             Err(u) => {
                 give_up(store.as_ref(), &lease, u).await;

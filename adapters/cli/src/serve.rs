@@ -1,13 +1,22 @@
-//! `terminus serve-restate [--bind ADDR]`: serves the `TerminusAgent` Restate virtual object,
-//! whose runs are scenario files or live agents, as `terminus run` and `terminus agent` run
-//! them, with Restate's journal in place of Terminus's own (see `terminus-restate`).
+//! `terminus serve-restate [--bind ADDR] [--agent NAME=CONFIG.toml]... [--allow-inline-agents]
+//! [--identity-key KEY]...`: serves the `TerminusAgent` Restate virtual object, whose runs are
+//! scenario files or live agents, as `terminus run` and `terminus agent` run them, with Restate's
+//! journal in place of Terminus's own (see `terminus-restate`).
+//!
+//! The trust boundary (`docs/security.md`): a scenario scripts everything and starts nothing, so
+//! any caller may send one. A live agent starts commands, talks to servers and reads key
+//! variables, so a caller only names one of the configs the endpoint was started with; an
+//! inline config is refused unless the operator passed `--allow-inline-agents`. With
+//! `--identity-key`, only requests Restate signed reach a handler.
 
 use crate::agent::{LiveAgent, StoredAgent};
 use crate::{INTERNAL, INVALID, with_model_log};
 use async_trait::async_trait;
 use clap::Args;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_restate::{Blueprint, Built, Unbuildable};
@@ -19,10 +28,88 @@ pub(crate) struct ServeRestateArgs {
     /// Where the endpoint listens (Restate's server calls it there over HTTP/2).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
     bind: SocketAddr,
+    /// A live agent the endpoint serves under NAME (repeatable): a request names it,
+    /// `{"agent": "NAME", "task": "..."}`. The config is read and checked at start.
+    #[arg(long = "agent", value_name = "NAME=CONFIG.toml", value_parser = parse_named_agent)]
+    agents: Vec<(String, PathBuf)>,
+    /// Also run agent configs sent inline in requests (`{"agent": {...}}`): whoever can call
+    /// the endpoint then chooses the commands it starts (`[[mcp]].command`), the servers it
+    /// talks to and the key variables it reads. Off by default.
+    #[arg(long)]
+    allow_inline_agents: bool,
+    /// Restate's request-identity public key (`publickeyv1_...`, repeatable): with it, only
+    /// requests signed by that Restate server are served; every other request is refused.
+    #[arg(long = "identity-key", value_name = "KEY")]
+    identity_keys: Vec<String>,
 }
 
-/// Builds the runs of `run` requests: `{"scenario": {...}}` or `{"agent": {...}, "task": "..."}`.
-struct Programs;
+/// `NAME=CONFIG.toml`.
+fn parse_named_agent(s: &str) -> Result<(String, PathBuf), String> {
+    let Some((name, path)) = s.split_once('=') else {
+        return Err(format!("`{s}` is not NAME=CONFIG.toml"));
+    };
+    if name.is_empty() || path.is_empty() {
+        return Err(format!("`{s}` is not NAME=CONFIG.toml"));
+    }
+    Ok((name.to_owned(), PathBuf::from(path)))
+}
+
+/// Builds the runs of `run` requests: `{"scenario": {...}}`, `{"agent": "NAME", "task": "..."}`
+/// naming a config the endpoint was started with, and, only when allowed,
+/// `{"agent": {...}, "task": "..."}` with the config inline.
+struct Programs {
+    /// The configs the endpoint was started with, by name: read and checked once, at start.
+    agents: BTreeMap<String, StoredAgent>,
+    allow_inline: bool,
+}
+
+impl Programs {
+    /// Reads and checks each named config; the message names the flag and the file.
+    fn new(named: &[(String, PathBuf)], allow_inline: bool) -> Result<Programs, String> {
+        let mut agents = BTreeMap::new();
+        for (name, path) in named {
+            let stored = StoredAgent::read(path).map_err(|e| format!("--agent {name}: {e}"))?;
+            LiveAgent::new(&stored).map_err(|e| format!("--agent {name}: {e}"))?;
+            if agents.insert(name.clone(), stored).is_some() {
+                return Err(format!("--agent {name}: the name is given twice"));
+            }
+        }
+        Ok(Programs {
+            agents,
+            allow_inline,
+        })
+    }
+
+    /// The config a request's `agent` field stands for.
+    fn agent(&self, field: &Value) -> Result<StoredAgent, Unbuildable> {
+        match field {
+            Value::String(name) => self.agents.get(name).cloned().ok_or_else(|| {
+                Unbuildable::Invalid(if self.agents.is_empty() {
+                    format!(
+                        "$.agent: no agent named `{name}`: this endpoint serves no live agents \
+                         (start it with --agent NAME=CONFIG.toml)"
+                    )
+                } else {
+                    let names: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                    format!(
+                        "$.agent: no agent named `{name}`; this endpoint serves {}",
+                        names.join(", ")
+                    )
+                })
+            }),
+            Value::Object(_) if self.allow_inline => inline(field),
+            Value::Object(_) => Err(Unbuildable::Invalid(
+                "$.agent: an inline agent config is refused: this endpoint runs only the configs \
+                 it was started with (--agent NAME=CONFIG.toml); name one, \
+                 {\"agent\": \"NAME\", \"task\": \"...\"}"
+                    .to_owned(),
+            )),
+            _ => Err(Unbuildable::Invalid(
+                "$.agent: expected the name of a config this endpoint serves (a string)".to_owned(),
+            )),
+        }
+    }
+}
 
 #[async_trait]
 impl Blueprint for Programs {
@@ -38,33 +125,41 @@ impl Blueprint for Programs {
             return Ok(built);
         }
         if let Some(json) = request.get("agent") {
-            return live(json, request.get("task")).await;
+            // Checked before the agent is: a request that cannot run starts nothing.
+            let task = request.get("task").and_then(Value::as_str).ok_or_else(|| {
+                Unbuildable::Invalid(
+                    "$.task: a live agent's request needs its task, a string".into(),
+                )
+            })?;
+            let stored = self.agent(json)?;
+            return live(&stored, task).await;
         }
         Err(Unbuildable::Invalid(
-            "the request needs `scenario` (a scenario file's JSON) or `agent` (a live agent's \
-             config as JSON) with `task`"
+            "the request needs `scenario` (a scenario file's JSON) or `agent` (the name of a \
+             config this endpoint serves) with `task`"
                 .to_owned(),
         ))
     }
 }
 
-/// A live agent's run: the config given as JSON is read as `terminus agent` reads its TOML
-/// file, relative paths from the endpoint's folder.
-async fn live(config: &Value, task: Option<&Value>) -> Result<Built, Unbuildable> {
-    let task = task.and_then(Value::as_str).ok_or_else(|| {
-        Unbuildable::Invalid("$.task: a live agent's request needs its task, a string".into())
-    })?;
+/// An inline config (`--allow-inline-agents`), read as `terminus agent` reads its TOML file,
+/// relative paths from the endpoint's folder.
+fn inline(config: &Value) -> Result<StoredAgent, Unbuildable> {
     let text = toml::to_string(config)
         .map_err(|e| Unbuildable::Invalid(format!("$.agent: not a config: {e}")))?;
     let cwd = std::env::current_dir()
         .map_err(|e| Unbuildable::Unavailable(format!("cannot tell the current folder: {e}")))?;
-    let stored = StoredAgent {
+    Ok(StoredAgent {
         file: "$.agent".to_owned(),
         config: text,
         dir: cwd.clone(),
         cwd,
-    };
-    let live = LiveAgent::new(&stored).map_err(Unbuildable::Invalid)?;
+    })
+}
+
+/// A live agent's run.
+async fn live(stored: &StoredAgent, task: &str) -> Result<Built, Unbuildable> {
+    let live = LiveAgent::new(stored).map_err(Unbuildable::Invalid)?;
     // A server that does not start now may start on Restate's next attempt.
     let mcp = live.connect().await.map_err(Unbuildable::Unavailable)?;
     let policy = live.policy().clone();
@@ -81,6 +176,20 @@ async fn live(config: &Value, task: Option<&Value>) -> Result<Built, Unbuildable
 }
 
 pub(crate) async fn serve_restate(args: ServeRestateArgs) -> u8 {
+    let programs = match Programs::new(&args.agents, args.allow_inline_agents) {
+        Ok(programs) => programs,
+        Err(e) => {
+            eprintln!("terminus: serve-restate: {e}");
+            return INVALID;
+        }
+    };
+    let endpoint = match terminus_restate::endpoint(Arc::new(programs), &args.identity_keys) {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            eprintln!("terminus: serve-restate: --identity-key: {e}");
+            return INVALID;
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(args.bind).await {
         Ok(l) => l,
         Err(e) => {
@@ -103,6 +212,6 @@ pub(crate) async fn serve_restate(args: ServeRestateArgs) -> u8 {
         // Ctrl-C (or the signal's failure) ends the endpoint; Restate retries what was running.
         let _ = tokio::signal::ctrl_c().await;
     };
-    terminus_restate::serve(listener, Arc::new(Programs), shutdown).await;
+    terminus_restate::serve(listener, endpoint, shutdown).await;
     0
 }

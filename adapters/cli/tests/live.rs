@@ -234,6 +234,25 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
 }
 
 /// A live agent with only the built-in `write_todos`: three turns per task.
+/// `inspect` says the execution `id` failed with exit code 2 and a reason that contains `says`.
+async fn assert_failed(journal: &str, id: &str, says: &str) {
+    let inspect = terminus(vec![
+        "inspect".into(),
+        "--journal".into(),
+        journal.to_owned(),
+        "--execution".into(),
+        id.into(),
+        "--json".into(),
+    ])
+    .await;
+    assert_eq!(inspect.status.code(), Some(0), "{}", text(&inspect.stderr));
+    let explained = last_json(&inspect.stdout);
+    assert_eq!(explained["status"], "failed", "{id}: {explained}");
+    assert_eq!(explained["failure"]["exit_code"], 2, "{id}");
+    let reason = explained["failure"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(says), "{id}: {reason}");
+}
+
 fn short_agent(task: &str, turn: usize, n: usize) -> Response {
     let todo = |status: &str| json!({ "todos": [{ "content": task, "status": status }] });
     match turn {
@@ -532,21 +551,7 @@ async fn a_worker_marks_what_it_cannot_run_failed_and_goes_on() {
         ),
     ] {
         assert!(log.contains(&format!("cannot run {id}: ")), "{log}");
-        let inspect = terminus(vec![
-            "inspect".into(),
-            "--journal".into(),
-            journal.clone(),
-            "--execution".into(),
-            id.into(),
-            "--json".into(),
-        ])
-        .await;
-        assert_eq!(inspect.status.code(), Some(0), "{}", text(&inspect.stderr));
-        let explained = last_json(&inspect.stdout);
-        assert_eq!(explained["status"], "failed", "{explained}");
-        assert_eq!(explained["failure"]["exit_code"], 2);
-        let reason = explained["failure"]["reason"].as_str().unwrap_or_default();
-        assert!(reason.contains(says), "{id}: {reason}");
+        assert_failed(&journal, id, says).await;
         let resumed = terminus(vec![
             "resume".into(),
             "--journal".into(),
@@ -572,4 +577,137 @@ async fn a_worker_marks_what_it_cannot_run_failed_and_goes_on() {
     .await;
     assert_eq!(again.status.code(), Some(0));
     assert_eq!(text(&again.stdout), "", "{}", text(&again.stderr));
+}
+
+/// `worker --agents-dir DIR` runs a stored live agent only from a config file under DIR that
+/// still holds the stored text: a config submitted from elsewhere, and one forged in the journal
+/// under an admitted file's name, are marked failed (the reason in `inspect`) and start nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_agents_dir_runs_only_the_configs_under_it() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path");
+    let journal = root.join("journal.db").to_string_lossy().into_owned();
+    let agents = root.join("agents");
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let fixture = Fixture::start(vec![reply("The answer is 42.", &[], 0)])
+        .await
+        .expect("a port");
+    let config = |mcp: &str| {
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+             api_key_env = \"TERMINUS_TEST_KEY\"\nstream = false\ntimeout_ms = 5000\n\
+             [policy]\nmax_steps = 10\n{mcp}",
+            fixture.url()
+        )
+    };
+    // What an attacker's config would do: start a command that leaves a mark.
+    let mark = root.join("pwned");
+    let evil = config(&format!(
+        "[[mcp]]\nname = \"x\"\ncommand = [\"sh\", \"-c\", \"touch {}\"]\n",
+        mark.display()
+    ));
+    let admitted = agents.join("answer.toml");
+    std::fs::write(&admitted, config("")).expect("write");
+    let stranger = outside.join("evil.toml");
+    std::fs::write(&stranger, &evil).expect("write");
+
+    let submit = |file: &Path, id: &str| {
+        terminus(vec![
+            "submit".into(),
+            file.to_string_lossy().into_owned(),
+            "--task".into(),
+            "What is the answer?".into(),
+            "--journal".into(),
+            journal.clone(),
+            "--execution".into(),
+            id.into(),
+        ])
+    };
+    for (file, id) in [(&admitted, "admitted"), (&stranger, "stranger")] {
+        let out = submit(file, id).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    // Written straight into the journal: the admitted file's name, another text.
+    let store = terminus_store::open(&journal, terminus_store::Durability::Process)
+        .await
+        .expect("opens");
+    let forged = json!({ "agent": { "file": admitted.to_string_lossy(), "config": evil,
+                                    "dir": agents.to_string_lossy(), "cwd": root.to_string_lossy() } });
+    let spec = terminus_runtime::RunSpec {
+        task: "x".into(),
+        name: Some("agent".into()),
+        system: None,
+        policy: terminus_kernel::Policy::default(),
+        host: Some(forged),
+        started_unix_ms: None,
+    };
+    assert!(store.create("forged", &spec).await.expect("created"));
+    drop(store);
+
+    // A folder that is not there: exit 2, nothing claimed.
+    let out = terminus(vec![
+        "worker".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--until-idle".into(),
+        "--agents-dir".into(),
+        root.join("missing").to_string_lossy().into_owned(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--agents-dir"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let worker = tokio::time::timeout(
+        Duration::from_secs(60),
+        terminus(vec![
+            "worker".into(),
+            "--journal".into(),
+            journal.clone(),
+            "--until-idle".into(),
+            "--agents-dir".into(),
+            agents.to_string_lossy().into_owned(),
+        ]),
+    )
+    .await
+    .expect("the worker ends");
+    let log = text(&worker.stderr);
+    assert_eq!(worker.status.code(), Some(0), "{log}");
+    let ran: Vec<Value> = text(&worker.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a report line"))
+        .collect();
+    assert_eq!(ran.len(), 1, "{ran:?}\n{log}");
+    assert_eq!(ran[0]["execution"], "admitted");
+    assert_eq!(ran[0]["outcome"], "complete", "{}", ran[0]);
+    assert_eq!(
+        fixture.count(),
+        1,
+        "only the admitted agent asked the model"
+    );
+    assert!(!mark.exists(), "a refused config started its command");
+    for (id, says) in [
+        ("stranger", "is not a file under --agents-dir"),
+        ("forged", "has changed since the execution was stored"),
+    ] {
+        assert_failed(&journal, id, says).await;
+    }
+    // The same config on a worker without the flag: the journal is trusted, the command runs
+    // (so the refusal above is what kept it from running).
+    let out = submit(&stranger, "stranger-2").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let worker = terminus(vec![
+        "worker".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--until-idle".into(),
+    ])
+    .await;
+    assert_eq!(worker.status.code(), Some(0), "{}", text(&worker.stderr));
+    assert!(mark.exists(), "{}", text(&worker.stderr));
 }

@@ -18,10 +18,12 @@
 //! again; the model is told it is in doubt, as on `terminus resume`.
 //!
 //! [`serve`] runs the HTTP/2 endpoint Restate calls; a [`Blueprint`] builds the run a request
-//! asks for.
+//! asks for. [`endpoint`] takes Restate's request-identity keys: with them, only requests
+//! Restate signed reach a handler.
 
 mod bridge;
 mod journaled;
 mod service;
 
-pub use service::{Blueprint, Built, OnReplay, TerminusAgent, Unbuildable, serve};
+pub use restate_sdk::endpoint::Endpoint;
+pub use service::{Blueprint, Built, OnReplay, TerminusAgent, Unbuildable, endpoint, serve};

@@ -368,19 +368,34 @@ fn started_first_time(stored: &Stored) -> bool {
     }
 }
 
-/// Serves the `TerminusAgent` object on `listener` (Restate's HTTP/2 service protocol) until
-/// `shutdown` resolves, then lets the connections under way finish (10 s at most).
+/// The endpoint that serves the `TerminusAgent` object, building its runs with `blueprint`.
+///
+/// With `identity_keys` (Restate's request-identity public keys, `publickeyv1_...`), every
+/// request, discovery included, must carry a JWT signed by one of them: anything else is refused
+/// (401) before a handler runs. Without keys, the endpoint answers whoever reaches it. `Err`
+/// names the key that is not one.
+pub fn endpoint(
+    blueprint: Arc<dyn Blueprint>,
+    identity_keys: &[String],
+) -> Result<Endpoint, String> {
+    let mut builder = Endpoint::builder().bind(TerminusAgent::new(blueprint));
+    for key in identity_keys {
+        builder = builder
+            .identity_key(key)
+            .map_err(|e| format!("`{key}` is not a Restate identity key: {e}"))?;
+    }
+    Ok(builder.build())
+}
+
+/// Serves `endpoint` (see [`endpoint`]) on `listener` (Restate's HTTP/2 service protocol)
+/// until `shutdown` resolves, then lets the connections under way finish (10 s at most).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    blueprint: Arc<dyn Blueprint>,
+    endpoint: Endpoint,
     shutdown: impl Future<Output = ()>,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    let endpoint = restate_sdk::hyper::HyperEndpoint::new(
-        Endpoint::builder()
-            .bind(TerminusAgent::new(blueprint))
-            .build(),
-    );
+    let endpoint = restate_sdk::hyper::HyperEndpoint::new(endpoint);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
