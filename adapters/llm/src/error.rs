@@ -5,7 +5,7 @@
 //!
 //! | what the provider said | kind | retried |
 //! |---|---|---|
-//! | a context-length error: OpenAI `context_length_exceeded`, Anthropic `model_context_window_exceeded`, "prompt is too long", "maximum context length" | `context_overflow` | no: the run ends `context_exhausted` |
+//! | a context-length error on a 4xx ([`ErrorInfo::is_context_length`]: OpenAI and OpenRouter, Anthropic, llama.cpp, vLLM, SGLang, LiteLLM, Gemini), or llama.cpp's on a 5xx | `context_overflow` | no: the window is pruned, or the run ends `context_exhausted` |
 //! | `insufficient_quota` (any status) | `auth` | no: the account must be fixed |
 //! | 401, 403 | `auth` | no |
 //! | 408 | `timeout` | yes |
@@ -92,14 +92,43 @@ impl ErrorInfo {
         self.kind.as_deref() == Some(needle) || self.code.as_deref() == Some(needle)
     }
 
-    fn is_context_length(&self) -> bool {
+    /// Whether the error says the prompt does not fit the model's context, in the wording of
+    /// the servers people run (each seen in a real error body; the tests hold them):
+    ///
+    /// | server | says |
+    /// |---|---|
+    /// | OpenAI | code `context_length_exceeded`, "This model's maximum context length is ..." |
+    /// | OpenRouter, vLLM | "... maximum context length is N tokens" |
+    /// | Anthropic | type `model_context_window_exceeded`, "prompt is too long: ...", "input length and `max_tokens` exceed context limit: ..." |
+    /// | llama.cpp `llama-server` | type `exceed_context_size_error` ("request (N tokens) exceeds the available context size"), and "Context size has been exceeded." (a 500) |
+    /// | SGLang | "The input (N tokens) is longer than the model's context length (M tokens)." |
+    /// | LiteLLM (proxy) | "litellm.ContextWindowExceededError: ..." |
+    /// | Gemini's OpenAI-compatible endpoint | "The input token count (N) exceeds the maximum number of tokens allowed (M)." |
+    pub fn is_context_length(&self) -> bool {
+        const SAYS: [&str; 9] = [
+            "prompt is too long",
+            "maximum context length",
+            "context length exceeded",
+            "context_length_exceeded",
+            "exceed context limit",
+            "exceeds the available context size",
+            "longer than the model's context length",
+            "contextwindowexceedederror",
+            "exceeds the maximum number of tokens allowed",
+        ];
         let message = self.message.to_ascii_lowercase();
         self.says("context_length_exceeded")
             || self.says("model_context_window_exceeded")
-            || message.contains("prompt is too long")
-            || message.contains("maximum context length")
-            || message.contains("context length exceeded")
-            || message.contains("context_length_exceeded")
+            || SAYS.iter().any(|s| message.contains(s))
+            || self.is_llama_cpp_context()
+    }
+
+    /// llama.cpp's own over-long prompt, whatever its status.
+    fn is_llama_cpp_context(&self) -> bool {
+        self.says("exceed_context_size_error")
+            || self
+                .message
+                .eq_ignore_ascii_case("context size has been exceeded.")
     }
 }
 
@@ -107,6 +136,11 @@ impl ErrorInfo {
 /// to the kernel's error class.
 pub fn classify(status: u16, info: &ErrorInfo) -> ModelErrorKind {
     if (400..500).contains(&status) && info.is_context_length() {
+        return ModelErrorKind::ContextOverflow;
+    }
+    // A context-length message on a 5xx is the server's failure, except llama.cpp's, which
+    // answers an over-long prompt with a 500 in some releases: the same prompt would fail again.
+    if (500..600).contains(&status) && info.is_llama_cpp_context() {
         return ModelErrorKind::ContextOverflow;
     }
     if info.says("insufficient_quota") {
@@ -282,6 +316,65 @@ mod tests {
         // vLLM's wording, without a code.
         let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}"#;
         assert_eq!(kind(400, vllm), ContextOverflow);
+    }
+
+    /// The real bodies of the OpenAI-compatible servers people run, as they answer a prompt
+    /// longer than their context.
+    #[test]
+    fn the_servers_people_run_say_context_overflow_in_their_own_words() {
+        let bodies = [
+            // llama.cpp's llama-server, since its exceed_context_size_error type (400).
+            (
+                400,
+                r#"{"error":{"code":400,"message":"request (4390 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4390,"n_ctx":4096}}"#,
+            ),
+            // ... the same type in its first releases, with a 500.
+            (
+                500,
+                r#"{"error":{"code":500,"message":"the request exceeds the available context size. try increasing the context size or enable context shift","type":"exceed_context_size_error","n_prompt_tokens":1407,"n_ctx":256}}"#,
+            ),
+            // ... and when generation fills the context.
+            (
+                500,
+                r#"{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}"#,
+            ),
+            // LiteLLM's proxy, wrapping Anthropic's answer.
+            (
+                400,
+                r#"{"error":{"message":"litellm.BadRequestError: litellm.ContextWindowExceededError: AnthropicError - {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 200480 tokens > 200000 maximum\"}}\nReceived Model Group=anthropic/claude-3-5-sonnet-20241022\nAvailable Model Group Fallbacks=None","type":null,"param":null,"code":"400"}}"#,
+            ),
+            // SGLang.
+            (
+                400,
+                r#"{"object":"error","message":"The input (5120 tokens) is longer than the model's context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}"#,
+            ),
+            // OpenRouter.
+            (
+                400,
+                r#"{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9000 tokens (9000 of text input). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400}}"#,
+            ),
+            // Anthropic, the prompt and the output cap together.
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 179413 + 32768 > 200000, decrease input length or `max_tokens` and try again"}}"#,
+            ),
+            // Gemini's OpenAI-compatible endpoint.
+            (
+                400,
+                r#"[{"error":{"code":400,"message":"The input token count (2800010) exceeds the maximum number of tokens allowed (1048575).","status":"INVALID_ARGUMENT"}}]"#,
+            ),
+        ];
+        for (status, body) in bodies {
+            assert_eq!(kind(status, body), ContextOverflow, "{status} {body}");
+        }
+        // A 5xx that says nothing of the context is still a server error, retried.
+        assert_eq!(
+            kind(
+                500,
+                r#"{"error":{"code":500,"message":"Internal server error","type":"server_error"}}"#
+            ),
+            Server
+        );
     }
 
     #[test]
