@@ -122,7 +122,7 @@ impl ModelErrorKind {
     }
 }
 
-/// The class of a tool failure (DESIGN.md, scenario files).
+/// The class of a tool failure (`docs/design.md`, "Scenario files").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolErrorKind {

@@ -1,8 +1,8 @@
 //! The table of limits: every run-wide bound in one place.
 //!
 //! Each row names the policy field, the counter it bounds, how the counter meets the limit, the
-//! rule that fires and the stop reason. The machine's guards ([`crate::core`]), the invariant
-//! checks ([`crate::invariants`]), [`crate::Policy::step_bound`] and the guard column of
+//! rule that fires and the stop reason. The machine's guards (`core.rs`), the invariant checks
+//! (`invariants.rs`), [`crate::Policy::step_bound`] and the guard column of
 //! `spec/machine.md` all read this table, so adding a limit is a policy field, a row here, the
 //! counter it bounds, and a test that reaches it.
 //!

@@ -1,4 +1,5 @@
-//! The run policy: every limit of DESIGN.md, with conservative defaults documented in one place.
+//! The run policy: every limit of `docs/design.md` ("The policy"), with conservative defaults
+//! documented in one place.
 
 use crate::loops::MAX_LOOP_PERIOD;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,5 @@
-//! Stop reasons: the canonical names of every way a run can end (`spec/machine.md`, DESIGN.md).
+//! Stop reasons: the canonical names of every way a run can end (`docs/design.md`, "Stop reasons";
+//! `spec/machine.md`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

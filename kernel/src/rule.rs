@@ -81,7 +81,7 @@ pub struct RuleSpec {
     pub input: &'static str,
     /// The guard, in words over counters and limits; the bounds come from the table of limits.
     pub guard: String,
-    /// The DESIGN.md rule or stop reason it encodes.
+    /// The rule of `docs/design.md` (1-8) or stop reason it encodes.
     pub cites: &'static str,
 }
 

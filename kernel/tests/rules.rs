@@ -1,4 +1,4 @@
-//! Rules 1-8 of DESIGN.md, each as an explicit transition a test drives, plus the absorbing
+//! Rules 1-8 of `docs/design.md`, each as an explicit transition a test drives, plus the absorbing
 //! terminal states, the partial result, budget warnings and the final-answer option.
 
 mod common;
@@ -126,8 +126,8 @@ fn rule_4_the_verifier_never_sees_nudges() {
 
 #[test]
 fn rule_5_design_example_is_nudged_once_then_verified() {
-    // The scenario of DESIGN.md: the third turn is refused with a nudge (a todo is still open and
-    // `write_file` has not run), so `nudges` is 1.
+    // The scenario of `docs/design.md`, "Scenario files": the third turn is refused with a nudge (a
+    // todo is still open and `write_file` has not run), so `nudges` is 1.
     let policy = Policy {
         max_nudges: 2,
         verify_completion: true,
@@ -503,9 +503,9 @@ fn every_stop_carries_the_partial_result_and_all_counters() {
 
 #[test]
 fn counters_count_what_was_carried_out_not_what_a_budget_stopped() {
-    // DESIGN.md: `tool_calls` counts tool executions. A tool turn that arrives when the step
-    // budget is spent stops the run; its calls never run and are not counted. The same holds
-    // for a nudge and a continuation that a budget stops before they are sent.
+    // `docs/design.md`, "The report": `tool_calls` counts tool executions. A tool turn that arrives
+    // when the step budget is spent stops the run; its calls never run and are not counted. The
+    // same holds for a nudge and a continuation that a budget stops before they are sent.
     let call = |i: u32| ModelTurn {
         tool_calls: vec![ToolCall {
             id: format!("c{i}").into(),

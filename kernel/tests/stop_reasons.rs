@@ -1,5 +1,6 @@
-//! Every stop reason of DESIGN.md, reached by a scripted run, with the counter that names it at
-//! exactly its limit. `kernel/tests/spec.rs` checks that each reason has a `reaches_<reason>` test.
+//! Every stop reason of `docs/design.md`, reached by a scripted run, with the counter that names it
+//! at exactly its limit. `kernel/tests/spec.rs` checks that each reason has a `reaches_<reason>`
+//! test.
 
 mod common;
 
@@ -301,8 +302,8 @@ fn reaches_unrecoverable_tool_error() {
 
 #[test]
 fn reaches_empty_responses() {
-    // DESIGN.md: `max_empty_responses: 3` and a model that only returns empty replies gives 3
-    // model calls.
+    // `docs/design.md`, "The policy": `max_empty_responses: 3` and a model that only returns empty
+    // replies gives 3 model calls.
     let policy = Policy {
         max_empty_responses: 3,
         ..Policy::default()

@@ -1,6 +1,6 @@
 //! # terminus-orchestrator
 //!
-//! Multi-agent plans (DESIGN.md, "Multi-agent plans"): each agent one kernel run, scheduled by
+//! Multi-agent plans (`docs/plans.md`): each agent one kernel run, scheduled by
 //! dependency, with every way a plan of the seed system could loop, hang or drop an agent
 //! closed and named:
 //!

@@ -1,4 +1,4 @@
-//! The plan file (DESIGN.md, "Multi-agent plans") and its validation: every problem is found
+//! The plan file (`docs/plans.md`, "The plan file") and its validation: every problem is found
 //! before anything runs and reported together, each with the JSON path at fault.
 
 use crate::graph::{Graph, cycles, levels};

@@ -1,4 +1,4 @@
-//! The report of a plan run (DESIGN.md, "Multi-agent plans"), and the progress lines.
+//! The report of a plan run (`docs/plans.md`, "The report"), and the progress lines.
 
 use crate::breaker::Breaker;
 use crate::schedule::{PlanReason, Status, Usage, Warning, Why};
@@ -27,7 +27,7 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
-    /// The exit code of DESIGN.md: 0 complete, 1 aborted.
+    /// The exit code (`docs/design.md`, "Exit codes"): 0 complete, 1 aborted.
     pub fn exit_code(&self) -> u8 {
         if self.reason.is_complete() { 0 } else { 1 }
     }

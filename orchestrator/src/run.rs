@@ -186,7 +186,8 @@ impl From<StoreError> for OrchestrateError {
 }
 
 impl OrchestrateError {
-    /// The exit code of DESIGN.md: 4 claimed by another worker, 2 an id in use, else 3.
+    /// The exit code (`docs/design.md`, "Exit codes"): 4 claimed by another worker, 2 an id in use,
+    /// else 3.
     pub fn exit_code(&self) -> u8 {
         match self {
             OrchestrateError::Store(e) => RunError::Store(e.clone()).exit_code(),

@@ -60,8 +60,8 @@ impl From<Fault> for RunError {
 }
 
 impl RunError {
-    /// The process exit code of DESIGN.md: 2 invalid input, 3 internal or storage error,
-    /// 4 claimed by another worker.
+    /// The process exit code (`docs/design.md`, "Exit codes"): 2 invalid input, 3 internal or
+    /// storage error, 4 claimed by another worker.
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Policy(_)

@@ -3,7 +3,7 @@
 //! Every message says who wrote it ([`Author`]). The kernel's own text (nudges, notices, refusals
 //! of excluded tools, budget warnings appended to tool results) is marked [`Author::Kernel`] or
 //! kept past [`Message::evidence`], so that the verifier's [`Transcript`] can never show it
-//! (DESIGN.md rule 4).
+//! (`docs/design.md`, rule 4).
 
 use serde::{Deserialize, Serialize};
 use terminus_kernel::ToolCall;
@@ -138,8 +138,8 @@ impl Message {
 }
 
 /// The verifier's view of the conversation: every message except the kernel's own, and tool
-/// results without the kernel's budget warnings (DESIGN.md rule 4). It borrows the runtime's
-/// conversation; nothing is copied.
+/// results without the kernel's budget warnings (`docs/design.md`, rule 4). It borrows the
+/// runtime's conversation; nothing is copied.
 #[derive(Debug, Clone, Copy)]
 pub struct Transcript<'a> {
     messages: &'a [Message],

@@ -1,4 +1,4 @@
-//! The report of a finished run (DESIGN.md, "Report").
+//! The report of a finished run (`docs/design.md`, "The report").
 
 use crate::budget::BudgetWarning;
 use crate::context::ContextStats;
@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
 
 /// How a run ended, with its counters and the path it took. Serialized, its first fields are
-/// exactly the report of DESIGN.md; `rule`, `todos`, `stats` and `trace` follow.
+/// exactly the report of `docs/design.md`, "The report"; `rule`, `todos`, `stats` and `trace`
+/// follow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The execution id.
@@ -92,7 +93,7 @@ impl Report {
         self.outcome.is_complete()
     }
 
-    /// The process exit code of DESIGN.md: 0 complete, 1 aborted.
+    /// The process exit code (`docs/design.md`, "Exit codes"): 0 complete, 1 aborted.
     pub fn exit_code(&self) -> u8 {
         if self.is_complete() { 0 } else { 1 }
     }

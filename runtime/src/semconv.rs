@@ -61,7 +61,7 @@ pub const ERROR_TYPE: &str = "error.type";
 
 /// `terminus.outcome`: `complete` or `aborted`.
 pub const TERMINUS_OUTCOME: &str = "terminus.outcome";
-/// `terminus.stop_reason`: the canonical stop reason (DESIGN.md).
+/// `terminus.stop_reason`: the canonical stop reason (`docs/design.md`, "Stop reasons").
 pub const TERMINUS_STOP_REASON: &str = "terminus.stop_reason";
 /// `terminus.rule`: the kernel rule that ended the run, or fired at a transition.
 pub const TERMINUS_RULE: &str = "terminus.rule";

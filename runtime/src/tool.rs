@@ -124,7 +124,7 @@ impl ToolSet {
 
 /// The built-in `write_todos` tool: it validates its `todos` argument with
 /// [`terminus_kernel::parse_todos`] and answers ok or `invalid_arguments`. The kernel itself
-/// replaces its todo list when it sees the ok result (DESIGN.md, scenario files).
+/// replaces its todo list when it sees the ok result (`docs/design.md`, "Scenario files").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTodos;
 

@@ -3,8 +3,8 @@
 //!
 //! A verifier sees the task, the model's claim, the todo list, the tool ledger and the
 //! [`Transcript`]: the conversation without the kernel's nudges, notices and warnings
-//! (DESIGN.md rule 4), so the kernel's own "you are not done" text can never count as evidence
-//! against completion.
+//! (`docs/design.md`, rule 4), so the kernel's own "you are not done" text can never count as
+//! evidence against completion.
 
 use crate::context::Tokenizer;
 use crate::fault::Fault;

@@ -1,4 +1,4 @@
-//! The live-agent config file (DESIGN.md, "Live agents (contract)"): TOML, every unknown key
+//! The live-agent config file (`docs/live-agents.md`, "The config"): TOML, every unknown key
 //! refused with its path, every value checked before anything starts.
 
 use serde::Deserialize;

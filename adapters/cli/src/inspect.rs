@@ -239,7 +239,7 @@ pub(crate) struct RuleRow {
     pub(crate) input: &'static str,
     /// Its guard, over counters and limits.
     pub(crate) guard: String,
-    /// The DESIGN.md rule or stop reason it encodes.
+    /// The rule of `docs/design.md` (1-8) or stop reason it encodes.
     pub(crate) cites: &'static str,
 }
 

@@ -1,4 +1,4 @@
-//! `terminus`: run, validate and check scenario files (DESIGN.md, "The `terminus` command line").
+//! `terminus`: run, validate and check scenario files (`docs/cli.md`).
 //!
 //! Exit codes: 0 complete, 1 aborted (or an expectation not met, for `check`), 2 invalid input
 //! (nothing is run or written), 3 internal or storage error, 4 execution claimed by another

@@ -1,5 +1,5 @@
-//! `terminus orchestrate PLAN.json` and the resume of a stored orchestration (DESIGN.md,
-//! "Multi-agent plans"): the plan is validated before anything runs (every problem on its own
+//! `terminus orchestrate PLAN.json` and the resume of a stored orchestration (`docs/plans.md`,
+//! "Durable plans"): the plan is validated before anything runs (every problem on its own
 //! line, exit 2), then run with one progress line per agent event and the plan's report.
 
 use crate::agent::{LiveAgent, StoredAgent};

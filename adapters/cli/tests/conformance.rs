@@ -5,10 +5,10 @@
 //! path is a reviewed diff.
 //!
 //! Together the scenarios must reach every stop reason the kernel defines (enumerated from its
-//! types, not from a list here) and exercise every rule 1-8 of DESIGN.md (from the rules cited by
-//! the kernel transitions their traces took). The suite's table in `spec/scenarios/README.md`
-//! (scenario, how it ends, the rules it exercises, what it shows) is generated from the same runs
-//! and checked here.
+//! types, not from a list here) and exercise every rule 1-8 of `docs/design.md` (from the rules
+//! cited by the kernel transitions their traces took). The suite's table in
+//! `spec/scenarios/README.md` (scenario, how it ends, the rules it exercises, what it shows) is
+//! generated from the same runs and checked here.
 //!
 //! Bless after a reviewed change of path (snapshots) or of the suite (the README table):
 //! `INSTA_UPDATE=always TERMINUS_BLESS=1 cargo test -p terminus-cli --test conformance`,
@@ -88,7 +88,7 @@ fn trace_text(report: &Report) -> String {
     out
 }
 
-/// The DESIGN.md rules (1-8) a kernel rule cites, e.g. "rules 1, 7, 8" gives 1, 7 and 8.
+/// The rules of `docs/design.md` (1-8) a kernel rule cites, e.g. "rules 1, 7, 8" gives 1, 7 and 8.
 fn design_rules(rule: Rule) -> Vec<u32> {
     let cites = rule.spec().cites;
     let mut out = Vec::new();
@@ -107,7 +107,7 @@ fn design_rules(rule: Rule) -> Vec<u32> {
     out
 }
 
-/// The DESIGN.md rules a run exercised: those cited by the transitions it took.
+/// The rules of `docs/design.md` a run exercised: those cited by the transitions it took.
 fn rules_of(report: &Report) -> BTreeSet<u32> {
     report
         .trace
@@ -206,7 +206,7 @@ async fn every_scenario_meets_its_expectations_through_library_and_binary() {
     let mut design = BTreeSet::new();
     let mut fired = BTreeSet::new();
     let mut table =
-        String::from("| scenario | ends | DESIGN rules | what it shows |\n|---|---|---|---|\n");
+        String::from("| scenario | ends | rules | what it shows |\n|---|---|---|---|\n");
     for file in &files {
         let scenario = Scenario::load(file).unwrap_or_else(|e| panic!("{e}"));
         let name = scenario.name().to_owned();
@@ -289,7 +289,7 @@ async fn every_scenario_meets_its_expectations_through_library_and_binary() {
     let missing: Vec<_> = rules.difference(&design).collect();
     assert!(
         missing.is_empty(),
-        "DESIGN.md rules no scenario exercises: {missing:?}"
+        "rules of docs/design.md no scenario exercises: {missing:?}"
     );
     check_readme_table(&table);
     let unfired: Vec<&str> = Rule::ALL
@@ -298,7 +298,7 @@ async fn every_scenario_meets_its_expectations_through_library_and_binary() {
         .map(Rule::name)
         .collect();
     eprintln!(
-        "conformance: {} scenarios, {} of {} stop reasons, DESIGN rules {design:?}, {} of {} kernel transitions fired (not fired: {unfired:?})",
+        "conformance: {} scenarios, {} of {} stop reasons, rules {design:?}, {} of {} kernel transitions fired (not fired: {unfired:?})",
         files.len(),
         reasons.len(),
         all.len(),

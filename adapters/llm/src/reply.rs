@@ -31,8 +31,8 @@ pub struct Reply {
     pub model: Option<String>,
 }
 
-/// The model's `needs_more_work` opinion (DESIGN.md rule 2): a reply whose content is one JSON
-/// object (bare, or in a ```` ```json ```` fence) with a boolean `needs_more_work` gives it; a
+/// The model's `needs_more_work` opinion (`docs/design.md`, rule 2): a reply whose content is one
+/// JSON object (bare, or in a ```` ```json ```` fence) with a boolean `needs_more_work` gives it; a
 /// JSON reply without the field, or with `null`, is treated like text without it.
 pub fn needs_more_work(text: &str) -> Option<bool> {
     let mut body = text.trim();

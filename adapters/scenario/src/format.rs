@@ -1,4 +1,4 @@
-//! The scenario file format (DESIGN.md, "Scenario files"; `spec/scenarios/README.md`).
+//! The scenario file format (`docs/design.md`, "Scenario files"; `spec/scenarios/README.md`).
 //!
 //! Every object rejects unknown fields. These types are what a file deserializes into;
 //! [`crate::Scenario::parse`] then checks what serde cannot (a turn that is both a reply and an

@@ -1,6 +1,6 @@
 //! # terminus-scenario
 //!
-//! Scenario files: the offline, deterministic way to run the Terminus kernel (DESIGN.md,
+//! Scenario files: the offline, deterministic way to run the Terminus kernel (`docs/design.md`,
 //! "Scenario files"; the format with every field is in `spec/scenarios/README.md`).
 //!
 //! - [`Scenario::parse`] / [`Scenario::load`] read a file and validate it. Every error names the

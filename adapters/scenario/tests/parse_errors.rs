@@ -288,7 +288,7 @@ fn null_is_a_valid_ok_result_and_absent_fields_default() {
 #[test]
 fn cancel_after_ms_is_a_checked_extension() {
     // `cancel_after_ms` (the host's kill switch, so `cancelled` is reachable offline) is an
-    // extension of DESIGN.md's format: validated like every other field.
+    // extension of the format of `docs/design.md`: validated like every other field.
     let s = Scenario::parse(&with(serde_json::json!({ "cancel_after_ms": 250 }))).expect("valid");
     assert_eq!(s.file().cancel_after_ms, Some(250));
     assert_eq!(

@@ -1,7 +1,7 @@
 //! # terminus-tokenizer
 //!
 //! Exact token counts for OpenAI model families behind the runtime's
-//! [`Tokenizer`](terminus_runtime::Tokenizer) trait: tiktoken's `o200k_base` (GPT-4o, GPT-4.1,
+//! [`Tokenizer`] trait: tiktoken's `o200k_base` (GPT-4o, GPT-4.1,
 //! GPT-5, o1, o3, o4) and `cl100k_base` (GPT-4, GPT-3.5), chosen by model name, with the
 //! runtime's [`Heuristic`] as the fallback for every other model. The BPE tables are compiled
 //! in (no download at run time); each is loaded once per process, on first use.

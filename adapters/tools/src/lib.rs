@@ -1,11 +1,11 @@
 //! # terminus-tools
 //!
-//! Real tools for Terminus. [`McpTools`] connects MCP servers (stdio children and streamable
-//! HTTP, see [`mcp`]) and makes their tools runtime tools. [`native`] turns an async Rust function with a typed argument struct
-//! into a runtime [`Tool`]: the JSON Schema the model is shown comes from the struct
-//! (`schemars`), and the arguments are checked against the struct before the function runs, so
-//! a model that sends the wrong shape gets an `invalid_arguments` error naming the field, which
-//! it can fix, and the function never sees bad input.
+//! Real tools for Terminus. [`McpTools`] connects MCP servers (stdio children and streamable HTTP,
+//! see [`mcp`]) and makes their tools runtime tools. [`native`] turns an async Rust function with a
+//! typed argument struct into a runtime [`Tool`](terminus_runtime::Tool): the JSON Schema the model
+//! is shown comes from the struct (`schemars`), and the arguments are checked against the struct
+//! before the function runs, so a model that sends the wrong shape gets an `invalid_arguments`
+//! error naming the field, which it can fix, and the function never sees bad input.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -150,7 +150,8 @@ pub trait Setup: Sized {
     /// The tools the model may call.
     #[must_use]
     fn tools(self, tools: ToolSet) -> Self;
-    /// The verifier asked when the policy has `verify_completion` (default [`RuleVerifier`]).
+    /// The verifier asked when the policy has `verify_completion` (default
+    /// [`RuleVerifier`](crate::RuleVerifier)).
     #[must_use]
     fn verifier(self, verifier: Arc<dyn Verifier>) -> Self;
     /// Where the journal is written (default a fresh [`MemoryStore`]).
@@ -190,7 +191,7 @@ macro_rules! setup {
             }
 
             /// The verifier asked when the policy has `verify_completion` (default
-            /// [`RuleVerifier`]).
+            /// [`RuleVerifier`](crate::RuleVerifier)).
             #[must_use]
             pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> $t {
                 self.parts.verifier = Some(verifier);
