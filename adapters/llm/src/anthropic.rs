@@ -18,7 +18,7 @@ use terminus_runtime::{Message, ModelFailure, ModelRequest, Role};
 pub const API_VERSION: &str = "2023-06-01";
 
 /// `max_tokens` is required by the Messages API; this is sent when the config sets none.
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+pub const DEFAULT_MAX_TOKENS: u32 = crate::DEFAULT_MAX_OUTPUT_TOKENS;
 
 /// The JSON body of a `POST {base_url}/messages`. System messages go to `system`; tool results
 /// (and the kernel's guidance that follows them) are merged into one user message, tool results

@@ -59,8 +59,8 @@ pub struct LlmConfig {
     /// Longest time one call may take, body included; then it is a retryable `timeout`.
     /// Default 120 s.
     pub timeout: Duration,
-    /// `max_tokens` of each reply. Default none (Anthropic, which requires it, gets
-    /// [`anthropic::DEFAULT_MAX_TOKENS`]).
+    /// The longest reply, in tokens (OpenAI's `max_completion_tokens`, Anthropic's
+    /// `max_tokens`). Default none: [`crate::DEFAULT_MAX_OUTPUT_TOKENS`] is sent.
     pub max_output_tokens: Option<u32>,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,

@@ -45,3 +45,7 @@ pub mod sse;
 pub use crate::client::{ConfigError, LlmConfig, LlmModel, Provider, Stream};
 pub use crate::reply::{Options, Reply, arguments, needs_more_work};
 pub use crate::secret::ApiKey;
+
+/// The output cap sent with every request whose config sets no `max_output_tokens`: a model
+/// that rambles stops there instead of running until the call's timeout.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;

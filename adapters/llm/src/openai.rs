@@ -68,9 +68,14 @@ pub fn request_body(options: Options<'_>, request: &ModelRequest<'_>) -> Value {
             body["tool_choice"] = json!("none");
         }
     }
-    if let Some(max) = options.max_output_tokens {
-        body["max_tokens"] = json!(max);
-    }
+    // Always a cap: a model that rambles must not run until the call's timeout. The field is
+    // `max_completion_tokens`, which OpenAI takes for every model (its reasoning models refuse
+    // `max_tokens`) and llama.cpp, vLLM, LiteLLM and OpenRouter take too.
+    body["max_completion_tokens"] = json!(
+        options
+            .max_output_tokens
+            .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS)
+    );
     if options.stream {
         body["stream"] = json!(true);
         body["stream_options"] = json!({ "include_usage": true });

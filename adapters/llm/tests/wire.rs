@@ -553,6 +553,9 @@ async fn requests_carry_the_conversation_in_each_format() {
                 assert_eq!(sent[0]["tools"][0]["function"]["name"], "read_file");
                 assert_eq!(sent[0]["stream_options"], json!({ "include_usage": true }));
                 assert_eq!(sent[0]["model"], common::MODEL_OPENAI);
+                // No cap in the config: the default one, on every request.
+                assert!(sent.iter().all(|s| s["max_completion_tokens"] == 4096));
+                assert!(sent[0].get("max_tokens").is_none());
                 assert!(sent[0].get("tool_choice").is_none());
                 assert_eq!(sent[1]["tool_choice"], "none", "the final-answer call");
                 assert_eq!(sent[1]["tools"].as_array().map(Vec::len), Some(2));
