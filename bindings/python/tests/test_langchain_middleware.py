@@ -1,0 +1,335 @@
+"""``terminus_kernel.langchain.TerminusMiddleware`` under the seed 000 architect (DeepAgents) and
+``langchain.agents.create_agent``, with a scripted model: no network.
+
+Needs the real kernel (``pip install ./bindings/python``) and the pinned peers
+(``pip install -r bindings/python/requirements-langchain.txt``). Under CI both must be there;
+elsewhere the module is skipped when a peer is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if os.environ.get("CI"):
+    import deepagents  # noqa: F401  (CI installs the pinned peers: a missing one is a failure)
+else:
+    pytest.importorskip(
+        "deepagents", reason="pip install -r bindings/python/requirements-langchain.txt"
+    )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import seed_architect as seed  # noqa: E402
+from langchain.agents import create_agent  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import ToolException, tool  # noqa: E402
+from langgraph.errors import GraphRecursionError  # noqa: E402
+
+from terminus_kernel import Machine, run_scenario  # noqa: E402
+from terminus_kernel.langchain import (  # noqa: E402
+    MACHINE_KEY,
+    REPORT_KEY,
+    TerminusMiddleware,
+    model_turn_event,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+ARCHITECT_POLICY = {"completion_requires": ["write_file"]}
+COMPARED = ("outcome", "reason", "steps", "model_calls", "tool_calls", "nudges", "result")
+
+
+def run(
+    script: list[seed.Turn],
+    policy: dict[str, Any] | None,
+    *,
+    repeat_last: bool = False,
+    tools: list[Any] | None = None,
+) -> dict[str, Any]:
+    """The architect with ``script``, under the middleware when ``policy`` is not None."""
+    model = seed.ScriptedChatModel(script=script, repeat_last=repeat_last)
+    middleware = [] if policy is None else [TerminusMiddleware(policy)]
+    agent = seed.build_agent(model, middleware, tools=tools or [])
+    return agent.invoke(seed.task_input())
+
+
+def kernel_messages(state: dict[str, Any], kind: str) -> list[HumanMessage]:
+    """The kernel's own messages (``nudge`` or ``notice``) in the conversation."""
+    return [
+        m
+        for m in state["messages"]
+        if isinstance(m, HumanMessage) and m.response_metadata.get("terminus") == kind
+    ]
+
+
+def assert_history_valid(state: dict[str, Any]) -> None:
+    """Every tool call of every assistant message has exactly one answer."""
+    answers: dict[str, int] = {}
+    for m in state["messages"]:
+        if isinstance(m, ToolMessage):
+            answers[m.tool_call_id] = answers.get(m.tool_call_id, 0) + 1
+    for m in state["messages"]:
+        if isinstance(m, AIMessage):
+            for call in m.tool_calls:
+                assert answers.get(call["id"]) == 1, f"call {call['id']} has {answers.get(call['id'])} answers"
+
+
+def same_as_terminus_run(report: dict[str, Any], scenario: dict[str, Any]) -> None:
+    """The middleware's report equals ``terminus run``'s for the same script, on every counter
+    that does not depend on how the host stores its conversation."""
+    expected = run_scenario(scenario)
+    assert {k: report[k] for k in COMPARED} == {k: expected[k] for k in COMPARED}
+
+
+# ----- the seed's bug, and its fix -----
+
+
+def test_without_the_middleware_the_architect_stops_with_no_plan() -> None:
+    state = run(seed.ARCHITECT, None)
+    assert seed.PLAN_PATH not in state["files"]
+    assert state["todos"] == [{"content": "write plan", "status": "in_progress"}]
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage) and not last.tool_calls
+    assert last.content == seed.ARCHITECT[3]["text"]
+    assert REPORT_KEY not in state
+
+
+def test_with_the_middleware_the_premature_stop_is_nudged_and_the_plan_written() -> None:
+    state = run(seed.ARCHITECT, ARCHITECT_POLICY)
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "complete"
+    assert report["reason"] == "answered"
+    assert report["nudges"] == 1
+    assert report["model_calls"] == len(seed.ARCHITECT)
+    assert report["tool_calls"] == 5
+    assert report["result"] == "Plan written to /plan.md."
+    assert state["files"][seed.PLAN_PATH]["content"] == seed.PLAN_TEXT
+    assert state["todos"] == [{"content": "write plan", "status": "completed"}]
+    nudges = kernel_messages(state, "nudge")
+    assert len(nudges) == 1
+    assert "write_file" in nudges[0].content
+    # The nudge follows the refused stop, and the model's next turn follows the nudge.
+    index = state["messages"].index(nudges[0])
+    assert state["messages"][index - 1].content == seed.ARCHITECT[3]["text"]
+    assert isinstance(state["messages"][index + 1], AIMessage)
+    assert_history_valid(state)
+    same_as_terminus_run(report, seed.as_scenario(seed.ARCHITECT, ARCHITECT_POLICY))
+
+
+def test_the_report_holds_the_kernels_snapshot_counters() -> None:
+    state = run(seed.ARCHITECT, ARCHITECT_POLICY)
+    assert MACHINE_KEY not in state  # private: in the checkpoint, not in the output
+    report = state[REPORT_KEY]
+    for key in ("steps", "entries", "excluded_tools", "empty_responses", "no_ops"):
+        assert key in report
+
+
+def test_async_invoke_gives_the_same_report() -> None:
+    model = seed.ScriptedChatModel(script=seed.ARCHITECT)
+    agent = seed.build_agent(model, [TerminusMiddleware(ARCHITECT_POLICY)])
+    state = asyncio.run(agent.ainvoke(seed.task_input()))
+    sync = run(seed.ARCHITECT, ARCHITECT_POLICY)[REPORT_KEY]
+    assert {k: state[REPORT_KEY][k] for k in COMPARED} == {k: sync[k] for k in COMPARED}
+    assert seed.PLAN_PATH in state["files"]
+
+
+# ----- stops the kernel decides end the loop without an exception -----
+
+
+def test_a_loop_on_one_identical_call_ends_no_progress() -> None:
+    state = run(seed.looping(), {}, repeat_last=True)
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "aborted"
+    assert report["reason"] == "no_progress"
+    assert report["model_calls"] == 3  # max_repeats 3: the third identical turn stops the run
+    notices = kernel_messages(state, "notice")
+    assert notices and "same calls with the same results" in notices[0].content
+    assert_history_valid(state)
+    same_as_terminus_run(report, seed.as_scenario(seed.looping(), {}, repeat_last=True))
+
+
+def test_a_long_honest_chain_ends_max_steps_without_graph_recursion_error() -> None:
+    chain = seed.honest_chain(seed.CHAIN_PARTS)
+    state = run(chain, {"max_steps": 21})
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "aborted"
+    assert report["reason"] == "max_steps"
+    assert report["steps"] == 21
+    assert_history_valid(state)  # the calls of the last turn were answered "not run"
+    same_as_terminus_run(report, seed.as_scenario(chain, {"max_steps": 21}))
+
+
+def test_without_the_middleware_the_same_chain_hits_langgraphs_recursion_limit() -> None:
+    model = seed.ScriptedChatModel(script=seed.honest_chain(seed.CHAIN_PARTS))
+    agent = seed.build_agent(model)
+    with pytest.raises(GraphRecursionError):
+        agent.invoke(seed.task_input(), {"recursion_limit": 25})
+
+
+def test_the_kernel_stops_before_langgraphs_recursion_limit() -> None:
+    model = seed.ScriptedChatModel(script=seed.honest_chain(seed.CHAIN_PARTS))
+    agent = seed.build_agent(model, [TerminusMiddleware({"max_steps": 8})])
+    state = agent.invoke(seed.task_input(), {"recursion_limit": 60})
+    assert state[REPORT_KEY]["reason"] == "max_steps"
+
+
+def test_empty_replies_end_empty_responses() -> None:
+    policy = {"retry_base_ms": 1, "retry_max_ms": 2}
+    state = run([seed.EMPTY_TURN], policy, repeat_last=True)
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "aborted"
+    assert report["reason"] == "empty_responses"
+    assert report["empty_responses"] == 3
+    assert report["model_calls"] == 3
+    # Retried replies are not kept: no empty assistant message is left in the conversation.
+    assert not [m for m in state["messages"] if isinstance(m, AIMessage)]
+
+
+def test_a_premature_stop_past_max_nudges_ends_incomplete() -> None:
+    stops = [seed.ARCHITECT[0], seed.text_turn("Done.")]
+    state = run(stops, {**ARCHITECT_POLICY, "max_nudges": 2}, repeat_last=True)
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "aborted"
+    assert report["reason"] == "incomplete"
+    assert report["nudges"] == 2
+    assert seed.PLAN_PATH not in state["files"]
+
+
+# ----- excluded tools are refused, not run -----
+
+
+def test_an_excluded_tool_is_answered_with_the_kernels_refusal_and_not_run() -> None:
+    runs: list[str] = []
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploys the plan."""
+        runs.append(target)
+        raise ToolException(f"deploy to {target} failed")
+
+    deploy.handle_tool_error = True
+    script = [
+        seed.tools_turn(("deploy", {"target": "a"})),
+        seed.tools_turn(("deploy", {"target": "b"})),
+        seed.tools_turn(("deploy", {"target": "c"})),
+        seed.tools_turn(("deploy", {"target": "d"}), ("ls", {"path": "/"})),
+        seed.text_turn("Deployment is not possible; the plan is in the repository."),
+    ]
+    state = run(script, {"max_tool_failures": 3}, tools=[deploy])
+    report = state[REPORT_KEY]
+    assert runs == ["a", "b", "c"]  # the fourth call was refused, never run
+    assert report["excluded_tools"] == ["deploy"]
+    assert report["tool_calls"] == 4  # three deploys and the ls
+    assert report["outcome"] == "complete"
+    refusal = next(
+        m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_3_0"
+    )
+    assert refusal.status == "error"
+    assert "excluded" in refusal.content and "deploy" in refusal.content
+    assert kernel_messages(state, "notice")  # the model was told when the tool was excluded
+    assert_history_valid(state)
+
+
+def test_every_call_refused_ends_tool_failures() -> None:
+    @tool
+    def deploy(target: str) -> str:
+        """Deploys the plan."""
+        raise ToolException("no")
+
+    deploy.handle_tool_error = True
+    script = [seed.tools_turn(("deploy", {"target": "x"}))]
+    state = run(script, {"max_tool_failures": 1}, repeat_last=True, tools=[deploy])
+    assert state[REPORT_KEY]["reason"] == "tool_failures"
+    assert_history_valid(state)
+
+
+# ----- plain create_agent, a verifier -----
+
+
+def test_create_agent_with_the_middleware_refuses_a_stop_before_a_required_tool() -> None:
+    written: dict[str, str] = {}
+
+    @tool
+    def write_file(file_path: str, content: str) -> str:
+        """Writes a file."""
+        written[file_path] = content
+        return f"wrote {file_path}"
+
+    script = [
+        seed.text_turn("The plan is clear in my head."),
+        seed.tools_turn(("write_file", {"file_path": "plan.md", "content": "# Plan"})),
+        seed.text_turn("Plan written."),
+    ]
+    model = seed.ScriptedChatModel(script=script)
+    agent = create_agent(model, tools=[write_file], middleware=[TerminusMiddleware(ARCHITECT_POLICY)])
+    state = agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
+    report = state[REPORT_KEY]
+    assert written == {"plan.md": "# Plan"}
+    assert (report["outcome"], report["reason"], report["nudges"]) == ("complete", "answered", 1)
+
+
+def test_a_verifier_rejection_goes_back_to_the_model_with_its_feedback() -> None:
+    claims: list[str] = []
+
+    def verifier(claim: str) -> tuple[bool, str]:
+        claims.append(claim)
+        return (len(claims) > 1, "the plan has no test section")
+
+    script = [
+        seed.tools_turn(("write_file", {"file_path": seed.PLAN_PATH, "content": "# Plan"})),
+        seed.text_turn("Plan written."),
+        seed.text_turn("Plan written, with tests."),
+    ]
+    model = seed.ScriptedChatModel(script=script)
+    middleware = TerminusMiddleware({"verify_completion": True}, verifier=verifier)
+    state = seed.build_agent(model, [middleware]).invoke(seed.task_input())
+    report = state[REPORT_KEY]
+    assert claims == ["Plan written.", "Plan written, with tests."]
+    assert (report["outcome"], report["reason"]) == ("complete", "verified")
+    assert report["verification_failures"] == 1
+    assert any("no test section" in m.content for m in kernel_messages(state, "nudge"))
+
+
+# ----- bad input -----
+
+
+def test_a_bad_policy_is_refused_at_construction_naming_the_field() -> None:
+    with pytest.raises(ValueError, match=r"policy\.max_stpes"):
+        TerminusMiddleware({"max_stpes": 3})
+    with pytest.raises(ValueError, match=r"policy\.max_steps"):
+        TerminusMiddleware({"max_steps": "many"})
+    with pytest.raises(TypeError, match="policy"):
+        TerminusMiddleware(["max_steps"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="verifier"):
+        TerminusMiddleware({}, verifier="yes")  # type: ignore[arg-type]
+
+
+def test_model_turn_event_maps_an_ai_message() -> None:
+    message = AIMessage(
+        content=[{"type": "text", "text": "Reading."}],
+        tool_calls=[{"id": "c1", "name": "read_file", "args": {"file_path": "/a"}, "type": "tool_call"}],
+        usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+        response_metadata={"stop_reason": "tool_use"},
+    )
+    event = model_turn_event(message)
+    assert event == {
+        "model_turn": {
+            "text": "Reading.",
+            "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"file_path": "/a"}}],
+            "usage": {"input_tokens": 5, "output_tokens": 2},
+            "finish": "tool_calls",
+        }
+    }
+    Machine().handle(event)  # the kernel accepts it
+    assert "usage" not in model_turn_event(AIMessage(content="hi"))["model_turn"]
+    with pytest.raises(TypeError, match="AIMessage"):
+        model_turn_event(HumanMessage(content="hi"))  # type: ignore[arg-type]
+    nameless = AIMessage(content="", tool_calls=[{"id": None, "name": "ls", "args": {}, "type": "tool_call"}])
+    with pytest.raises(ValueError, match=r"tool_calls\[0\]"):
+        model_turn_event(nameless)
