@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ class ScriptedChatModel(BaseChatModel):
 
     The reply to a conversation is ``script[n]``, where ``n`` is the number of assistant messages
     already in it; past the end, the last entry repeats when ``repeat_last`` is set, and a
-    ``IndexError`` names the script otherwise. Every call is appended to ``log_path`` (one JSON
+    ``IndexError`` names the script otherwise. A call takes ``sleep_s`` seconds. Every call is appended to ``log_path`` (one JSON
     line: the process id and the turn index), and a call whose index is ``exit_at`` ends the
     process at once with ``os._exit(17)`` before replying (a crash in the middle of a run).
     """
@@ -90,6 +91,7 @@ class ScriptedChatModel(BaseChatModel):
     repeat_last: bool = False
     log_path: str | None = None
     exit_at: int | None = None
+    sleep_s: float = 0.0
 
     @property
     def _llm_type(self) -> str:
@@ -118,6 +120,8 @@ class ScriptedChatModel(BaseChatModel):
                 log.write(json.dumps({"pid": os.getpid(), "turn": index}) + "\n")
         if self.exit_at is not None and index == self.exit_at:
             os._exit(17)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
         if index >= len(self.script) and not self.repeat_last:
             raise IndexError(
                 f"scripted model: turn {index} asked of a script of {len(self.script)} turns"

@@ -34,6 +34,7 @@ from langgraph.errors import GraphRecursionError  # noqa: E402
 from terminus_kernel import Machine, run_scenario  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
     MACHINE_KEY,
+    NOTICE_KEY,
     REPORT_KEY,
     TerminusMiddleware,
     model_turn_event,
@@ -59,12 +60,21 @@ def run(
     return agent.invoke(seed.task_input())
 
 
-def kernel_messages(state: dict[str, Any], kind: str) -> list[HumanMessage]:
-    """The kernel's own messages (``nudge`` or ``notice``) in the conversation."""
+def nudges(state: dict[str, Any]) -> list[HumanMessage]:
+    """The kernel's nudges in the conversation."""
     return [
         m
         for m in state["messages"]
-        if isinstance(m, HumanMessage) and m.response_metadata.get("terminus") == kind
+        if isinstance(m, HumanMessage) and m.response_metadata.get("terminus") == "nudge"
+    ]
+
+
+def notices(state: dict[str, Any]) -> list[str]:
+    """The kernel's notices, appended to tool results."""
+    return [
+        m.response_metadata[NOTICE_KEY]
+        for m in state["messages"]
+        if isinstance(m, ToolMessage) and NOTICE_KEY in m.response_metadata
     ]
 
 
@@ -111,11 +121,11 @@ def test_with_the_middleware_the_premature_stop_is_nudged_and_the_plan_written()
     assert report["result"] == "Plan written to /plan.md."
     assert state["files"][seed.PLAN_PATH]["content"] == seed.PLAN_TEXT
     assert state["todos"] == [{"content": "write plan", "status": "completed"}]
-    nudges = kernel_messages(state, "nudge")
-    assert len(nudges) == 1
-    assert "write_file" in nudges[0].content
+    given = nudges(state)
+    assert len(given) == 1
+    assert "write_file" in given[0].content
     # The nudge follows the refused stop, and the model's next turn follows the nudge.
-    index = state["messages"].index(nudges[0])
+    index = state["messages"].index(given[0])
     assert state["messages"][index - 1].content == seed.ARCHITECT[3]["text"]
     assert isinstance(state["messages"][index + 1], AIMessage)
     assert_history_valid(state)
@@ -142,14 +152,20 @@ def test_async_invoke_gives_the_same_report() -> None:
 # ----- stops the kernel decides end the loop without an exception -----
 
 
-def test_a_loop_on_one_identical_call_ends_no_progress() -> None:
-    state = run(seed.looping(), {}, repeat_last=True)
+def test_a_loop_on_one_identical_call_ends_no_progress(tmp_path: Path) -> None:
+    log = tmp_path / "model.log"
+    model = seed.ScriptedChatModel(script=seed.looping(), repeat_last=True, log_path=str(log))
+    state = seed.build_agent(model, [TerminusMiddleware({})]).invoke(seed.task_input())
     report = state[REPORT_KEY]
+    # The stop is decided on the third turn's results: the model is not called a fourth time,
+    # and the conversation ends with those results (no stand-in reply is left in it).
+    assert len(log.read_text(encoding="utf-8").splitlines()) == 3
+    assert isinstance(state["messages"][-1], ToolMessage)
     assert report["outcome"] == "aborted"
     assert report["reason"] == "no_progress"
     assert report["model_calls"] == 3  # max_repeats 3: the third identical turn stops the run
-    notices = kernel_messages(state, "notice")
-    assert notices and "same calls with the same results" in notices[0].content
+    told = notices(state)
+    assert told and "same calls with the same results" in told[0]
     assert_history_valid(state)
     same_as_terminus_run(report, seed.as_scenario(seed.looping(), {}, repeat_last=True))
 
@@ -201,6 +217,30 @@ def test_a_premature_stop_past_max_nudges_ends_incomplete() -> None:
     assert seed.PLAN_PATH not in state["files"]
 
 
+def test_a_spent_deadline_ends_deadline() -> None:
+    model = seed.ScriptedChatModel(script=seed.ARCHITECT, sleep_s=0.03)
+    agent = seed.build_agent(model, [TerminusMiddleware({"deadline_ms": 20})])
+    report = agent.invoke(seed.task_input())[REPORT_KEY]
+    assert (report["outcome"], report["reason"]) == ("aborted", "deadline")
+
+
+def test_a_new_input_on_a_thread_whose_run_ended_starts_a_new_run() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    script = [*seed.ARCHITECT, seed.text_turn("You are welcome.")]
+    model = seed.ScriptedChatModel(script=script)
+    agent = seed.build_agent(model, [TerminusMiddleware({})], InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    first = agent.invoke(seed.task_input(), config)[REPORT_KEY]
+    assert (first["outcome"], first["model_calls"], first["nudges"]) == ("complete", 7, 1)
+    second = agent.invoke({"messages": [{"role": "user", "content": "Thanks."}]}, config)
+    report = second[REPORT_KEY]
+    # A new run with its own counters (the first one's todos were all closed).
+    assert (report["outcome"], report["reason"]) == ("complete", "answered")
+    assert (report["model_calls"], report["steps"], report["nudges"]) == (1, 1, 0)
+    assert report["result"] == "You are welcome."
+
+
 # ----- excluded tools are refused, not run -----
 
 
@@ -232,7 +272,10 @@ def test_an_excluded_tool_is_answered_with_the_kernels_refusal_and_not_run() -> 
     )
     assert refusal.status == "error"
     assert "excluded" in refusal.content and "deploy" in refusal.content
-    assert kernel_messages(state, "notice")  # the model was told when the tool was excluded
+    told = notices(state)  # the model was told when the tool was excluded
+    assert len(told) == 1 and "`deploy` is now excluded" in told[0]
+    third = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_2_0")
+    assert third.content.endswith(told[0])
     assert_history_valid(state)
 
 
@@ -293,7 +336,7 @@ def test_a_verifier_rejection_goes_back_to_the_model_with_its_feedback() -> None
     assert claims == ["Plan written.", "Plan written, with tests."]
     assert (report["outcome"], report["reason"]) == ("complete", "verified")
     assert report["verification_failures"] == 1
-    assert any("no test section" in m.content for m in kernel_messages(state, "nudge"))
+    assert any("no test section" in m.content for m in nudges(state))
 
 
 # ----- bad input -----

@@ -21,12 +21,17 @@ Every model reply and every tool result goes through the machine:
   stop the kernel decides (complete, or a named abort such as ``max_steps``) jumps to the end of
   the graph, without an exception and so without ``GraphRecursionError``.
 - ``wrap_tool_call`` answers a call of a tool the kernel excluded with the kernel's refusal
-  instead of running it, and records each executed call's result for the kernel.
-- ``before_model`` feeds the turn's results as one ``tool_results`` event before the next model
-  call (the tools of one turn run in parallel tasks, so one event per turn is fed once they have
-  all finished); a stop decided there (a repeated loop, failing tools) ends the graph.
-- ``after_agent`` makes sure the final state always has the report: a graph that another
-  middleware ended while the kernel was still live is cancelled and reported so.
+  instead of running it (and a call of a tool the agent does not have with ``not_found``), and
+  appends the kernel's budget warnings to results.
+- ``wrap_model_call`` feeds the turn's tool results (the ``ToolMessage`` answering each call the
+  kernel said to run, as the model will see it) as one ``tool_results`` event before the model is
+  called again; the tools of a turn run in parallel tasks, so this is the first point where they
+  have all finished. A stop decided on them (a repeated loop, failing tools, a spent budget or
+  deadline) does not call the model: the graph ends there. The kernel's notices (a tool excluded,
+  a loop seen) are appended to the turn's last tool result, so the model reads them in order.
+  It also waits the kernel's backoff before a retried call.
+- ``before_agent`` starts the run's machine; ``after_agent`` makes sure the final state always
+  has the report (a graph another middleware ended while the kernel was live is cancelled).
 
 The machine's snapshot lives in the graph state (a private key of this middleware's state
 schema), so a thread resumed from a LangGraph checkpointer, in another process after a crash,
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import threading
 import time
 import uuid
@@ -48,6 +52,7 @@ from typing import Annotated, Any, NotRequired, Union
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
@@ -68,11 +73,13 @@ from terminus_kernel import Machine
 
 __all__ = [
     "MACHINE_KEY",
+    "NOTICE_KEY",
     "REPORT_KEY",
     "TerminusMiddleware",
     "TerminusState",
     "Verifier",
     "model_turn_event",
+    "tool_result",
 ]
 
 REPORT_KEY = "terminus"
@@ -82,14 +89,15 @@ MACHINE_KEY = "terminus_machine"
 """The state key of the machine's snapshot (``Machine.snapshot()``): private, checkpointed."""
 
 TURN_KEY = "terminus_turn"
-"""The state key of what the current turn awaits (private): the calls to run, the refusals, the
-next model call's settings, whether the run has ended."""
+"""The state key of what the run awaits (private): the calls to run and their refusals and
+warnings, the next model call's settings, whether the run has ended."""
 
-RESULTS_KEY = "terminus_results"
-"""The state key where each executed tool call of the turn leaves its result (private)."""
+ERROR_KIND = "terminus_error"
+"""A ``ToolMessage.response_metadata`` key: the kernel's error class for a failed call (default
+``failed`` for a ``status="error"`` message)."""
 
-_RESET = "reset"
-"""Written to ``RESULTS_KEY`` to empty it once the turn's results are fed."""
+NOTICE_KEY = "terminus_notice"
+"""A ``ToolMessage.response_metadata`` key: the kernel's notices appended to that result."""
 
 _FINISH = {
     "stop": "stop",
@@ -109,32 +117,15 @@ Verifier = Callable[[str], Union[bool, tuple[bool, str]]]
 ``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
 
-def _collect_results(
-    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | str | None
-) -> list[dict[str, Any]]:
-    """Reducer of ``RESULTS_KEY``: tool tasks of one turn each add their result; ``"reset"``
-    empties the list once the kernel has them."""
-    if right == _RESET:
-        return []
-    if right is None:
-        return list(left or [])
-    if not isinstance(right, list):
-        raise TypeError(f"{RESULTS_KEY}: expected a list of tool results, got {type(right).__name__}")
-    return [*(left or []), *right]
-
-
 class TerminusState(AgentState):
     """The state this middleware adds to the agent's graph."""
 
     terminus: NotRequired[dict[str, Any] | None]
     terminus_machine: NotRequired[Annotated[str, PrivateStateAttr]]
     terminus_turn: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
-    terminus_results: NotRequired[
-        Annotated[list[dict[str, Any]], PrivateStateAttr, _collect_results]
-    ]
 
 
-def _text(content: str | list[Any] | Any) -> str:
+def _text(content: str | list[Any]) -> str:
     """The visible text of a message's content (a string, or content blocks)."""
     if isinstance(content, str):
         return content
@@ -146,13 +137,9 @@ def _text(content: str | list[Any] | Any) -> str:
             elif isinstance(block, Mapping) and block.get("type") == "text":
                 parts.append(str(block.get("text", "")))
         return "".join(parts)
-    raise TypeError(f"message content: expected a string or a list of blocks, got {type(content).__name__}")
-
-
-def _digest(text: str) -> str:
-    """A tool output as the kernel needs it: only its identity (the repeat detector compares
-    results), so the checkpoint does not carry every output twice."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    raise TypeError(
+        f"message content: expected a string or a list of blocks, got {type(content).__name__}"
+    )
 
 
 def model_turn_event(message: AIMessage) -> dict[str, Any]:
@@ -186,6 +173,24 @@ def model_turn_event(message: AIMessage) -> dict[str, Any]:
     return {"model_turn": turn}
 
 
+def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]:
+    """The kernel's result for a call answered by ``message``: an error (class from
+    ``response_metadata["terminus_error"]``, else ``failed``) when its status is ``"error"``,
+    else ``ok`` with the output's digest (the kernel compares outputs, it never reads them, so
+    the checkpoint does not carry every output twice)."""
+    text = _text(message.content)
+    kind = (message.response_metadata or {}).get(ERROR_KIND)
+    if message.status == "error" or kind is not None:
+        return {
+            "call_id": call_id,
+            "name": name,
+            "error": kind if isinstance(kind, str) else "failed",
+            "message": text,
+        }
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
+
+
 def _task(messages: Sequence[AnyMessage]) -> str:
     """The run's task, for the kernel's journal and explanation: the first user message."""
     for message in messages:
@@ -204,17 +209,22 @@ def _last_ai(messages: Sequence[AnyMessage]) -> AIMessage | None:
 def _call_id(call: Mapping[str, Any], where: str) -> str:
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
-        raise ValueError(f"{where}: a call has no id: {call!r}")
+        raise ValueError(f"{where}: a call has no id: {dict(call)!r}")
     return call_id
+
+
+def _turn(state: Any) -> Mapping[str, Any]:
+    turn = state.get(TURN_KEY) if isinstance(state, Mapping) else None
+    return turn if isinstance(turn, Mapping) else {}
 
 
 @dataclass
 class _Outcome:
-    """What a hook returns to the graph once the kernel's commands are carried out."""
+    """What the kernel's commands ask of the graph."""
 
     messages: list[BaseMessage] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
     jump: str | None = None
-    delay_ms: int = 0
 
 
 class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
@@ -224,8 +234,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         policy: the kernel's policy (the scenario ``policy`` fields, same names and defaults);
             an unknown or ill-typed field raises ``ValueError`` naming it, here, at construction.
         verifier: judges completion claims when the policy sets ``verify_completion``; without
-            one, a claim that passes the rules (todos closed, ``completion_requires`` met) is
-            complete.
+            one, a claim the rules accept (todos closed, ``completion_requires`` met) is complete.
 
     The report is in the final state under ``"terminus"``.
     """
@@ -274,11 +283,6 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 self._machines.popitem(last=False)
         return snapshot
 
-    def _tick(self, machine: Machine, turn: Mapping[str, Any]) -> None:
-        if self._deadline:
-            now = int(time.time() * 1000) - int(turn.get("started_ms", 0))
-            machine.handle({"tick": max(now, 0)})
-
     def _verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
         """The verdict on a ``verify`` command: the verifier's, or the rules' (complete when the
         kernel says nothing is missing)."""
@@ -298,31 +302,40 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
 
     def _carry_out(self, machine: Machine, turn: dict[str, Any]) -> _Outcome:
-        """Drains the kernel's commands and carries out each: guidance becomes a user message,
-        a verification is answered, ``call_model`` and ``run_tools`` are recorded in ``turn``
-        for the model and tool hooks, ``stop`` puts the report in ``turn``."""
+        """Drains the kernel's commands: a nudge becomes a user message, a notice is kept for
+        the turn's last tool result, a verification is answered, ``call_model`` and
+        ``run_tools`` are recorded in ``turn`` for the model and tool hooks, ``stop`` puts the
+        report in ``turn``."""
         out = _Outcome()
         while (command := machine.next_command()) is not None:
             kind = command.get("command")
-            if kind in ("nudge", "notice"):
+            if kind == "nudge":
                 out.messages.append(
                     HumanMessage(
                         content=str(command["text"]),
                         id=f"terminus-{uuid.uuid4().hex}",
-                        response_metadata={"terminus": kind},
+                        response_metadata={"terminus": "nudge"},
                     )
                 )
+            elif kind == "notice":
+                out.notices.append(str(command["text"]))
             elif kind == "call_model":
-                delay = int(command.get("delay_ms", 0) or 0)
-                turn["call"] = {"delay_ms": delay, "tools": bool(command.get("tools", True))}
+                turn["call"] = {
+                    "delay_ms": int(command.get("delay_ms", 0) or 0),
+                    "tools": bool(command.get("tools", True)),
+                }
                 out.jump = "model"
             elif kind == "run_tools":
                 calls = command.get("calls") or []
-                turn["awaiting"] = {
-                    _call_id(c, "run_tools"): str(c.get("name", "")) for c in calls
+                turn["awaiting"] = {_call_id(c, "run_tools") : str(c["name"]) for c in calls}
+                turn["refused"] = {
+                    _call_id(r, "run_tools.refused"): str(r["text"])
+                    for r in command.get("refused") or []
                 }
-                turn["refused"] = _refusals(command)
-                turn["warnings"] = _warnings(command)
+                turn["warnings"] = {
+                    _call_id(w, "run_tools.warnings"): str(w["text"])
+                    for w in command.get("warnings") or []
+                }
                 out.jump = None
             elif kind == "verify":
                 machine.handle({"verdict": self._verdict(command)})
@@ -335,33 +348,73 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 raise RuntimeError(f"TerminusMiddleware: unknown kernel command {command!r}")
         return out
 
+    def _feed(self, machine: Machine, turn: dict[str, Any], event: dict[str, Any]) -> _Outcome:
+        """Feeds one event (after a clock reading when the policy has a deadline) and carries
+        out the commands it brings."""
+        if self._deadline:
+            now = int(time.time() * 1000) - int(turn.get("started_ms", 0))
+            machine.handle({"tick": max(now, 0)})
+            early = self._carry_out(machine, turn)
+            if turn.get("ended"):
+                return early
+        machine.handle(event)
+        return self._carry_out(machine, turn)
+
+    def _feed_results(
+        self, machine: Machine, turn: dict[str, Any], messages: Sequence[AnyMessage]
+    ) -> tuple[_Outcome, ToolMessage | None]:
+        """Feeds the awaited calls' results, read from the ``ToolMessage`` answering each (a
+        call with none failed: no result came back); returns what the kernel asks and the
+        turn's last tool result (where its notices go)."""
+        awaiting: Mapping[str, str] = turn.get("awaiting") or {}
+        answered: dict[str, ToolMessage] = {}
+        last: ToolMessage | None = None
+        for message in reversed(messages):
+            if isinstance(message, ToolMessage):
+                if message.tool_call_id in awaiting and message.tool_call_id not in answered:
+                    answered[message.tool_call_id] = message
+                    last = last or message
+            elif isinstance(message, AIMessage):
+                break
+        results = [
+            tool_result(call_id, name, answered[call_id])
+            if call_id in answered
+            else {
+                "call_id": call_id,
+                "name": name,
+                "error": "failed",
+                "message": "no result came back for this call",
+            }
+            for call_id, name in awaiting.items()
+        ]
+        turn["awaiting"], turn["refused"], turn["warnings"] = {}, {}, {}
+        return self._feed(machine, turn, {"tool_results": results}), last
+
     def _update(
-        self, machine: Machine, turn: dict[str, Any], out: _Outcome, extra: dict[str, Any]
+        self, machine: Machine, turn: dict[str, Any], messages: list[BaseMessage]
     ) -> dict[str, Any]:
-        update: dict[str, Any] = {MACHINE_KEY: self._keep(machine), **extra}
+        update: dict[str, Any] = {MACHINE_KEY: self._keep(machine)}
         report = turn.pop("report", None)
         if report is not None:
             update[REPORT_KEY] = report
         update[TURN_KEY] = turn
-        if out.messages:
-            update["messages"] = [*update.get("messages", []), *out.messages]
-        if out.jump is not None:
-            update["jump_to"] = out.jump
+        if messages:
+            update["messages"] = messages
         return update
 
-    # ----- hooks -----
+    # ----- run start and end -----
 
     def before_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Starts a run: a new machine, unless the thread's state holds one still live (a
         thread resumed with new input goes on with its counters)."""
         turn = state.get(TURN_KEY)
-        if isinstance(state.get(MACHINE_KEY), str) and isinstance(turn, Mapping) and not turn.get("ended"):
-            return None
+        if isinstance(state.get(MACHINE_KEY), str) and isinstance(turn, Mapping):
+            if not turn.get("ended"):
+                return None
         machine = Machine(self._policy, task=_task(state.get("messages") or []))
         fresh: dict[str, Any] = {"started_ms": int(time.time() * 1000)}
-        out = self._carry_out(machine, fresh)
-        out.jump = None  # the first command is a model call: the graph goes there anyway
-        return self._update(machine, fresh, out, {REPORT_KEY: None, RESULTS_KEY: _RESET})
+        self._carry_out(machine, fresh)  # the first command: call the model
+        return {**self._update(machine, fresh, []), REPORT_KEY: None}
 
     async def abefore_agent(
         self, state: TerminusState, runtime: Runtime[Any]
@@ -369,51 +422,65 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         """Async ``before_agent``."""
         return self.before_agent(state, runtime)
 
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Feeds the finished tool turn's results; a stop decided on them ends the graph, and
-        the kernel's notices go to the model before its next call."""
-        turn = state.get(TURN_KEY)
-        if not isinstance(turn, Mapping) or turn.get("ended") or not turn.get("awaiting"):
+    def after_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Makes sure the final state has the report: a run still live here was ended by
+        something else than the kernel (another middleware's jump, a ``return_direct`` tool),
+        and is cancelled."""
+        turn = dict(_turn(state))
+        if not turn or turn.get("ended"):
             return None
-        turn = dict(turn)
         machine = self._take(state)
-        results = self._results(state, turn)
-        turn["awaiting"], turn["refused"], turn["warnings"] = {}, {}, {}
-        out = self._feed(machine, turn, {"tool_results": results})
-        if out.jump == "model":
-            out.jump = None  # the graph is on its way to the model
-        return self._update(machine, turn, out, {RESULTS_KEY: _RESET})
+        if turn.get("awaiting"):
+            self._feed_results(machine, turn, state.get("messages") or [])
+        if not turn.get("ended"):
+            self._feed(machine, turn, {"cancel": True})
+        return self._update(machine, turn, [])
 
-    async def abefore_model(
+    async def aafter_agent(
         self, state: TerminusState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async ``before_model``."""
-        return self.before_model(state, runtime)
+        """Async ``after_agent``."""
+        return self.after_agent(state, runtime)
+
+    # ----- the model's reply -----
 
     @hook_config(can_jump_to=["model", "end"])
     def after_model(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Feeds the model's reply; carries out the kernel's answer (run the tools, nudge and go
         back to the model, retry, or stop)."""
-        turn = state.get(TURN_KEY)
-        if not isinstance(turn, Mapping) or turn.get("ended"):
+        turn = dict(_turn(state))
+        messages = state.get("messages") or []
+        message = _last_ai(messages)
+        if not turn or message is None:
             return None
-        message = _last_ai(state.get("messages") or [])
-        if message is None or (message.id is not None and message.id == turn.get("fed")):
+        if turn.get("ended"):
+            # The kernel stopped before this model call (in ``wrap_model_call``): the reply is the
+            # stand-in that call returned instead of calling the model.
+            if message.id is not None and message.id == turn.get("stand_in"):
+                return {"messages": [RemoveMessage(id=message.id)], "jump_to": "end"}
             return None
-        turn = dict(turn)
-        turn["fed"] = message.id
+        if message.id is not None and message.id == turn.get("fed"):
+            return None
         machine = self._take(state)
-        out = self._feed(machine, turn, model_turn_event(message))
-        extra: dict[str, Any] = {}
-        if not message.tool_calls and not _text(message.content).strip() and message.id is not None:
+        update_messages: list[BaseMessage] = []
+        if turn.get("awaiting"):
+            # A middleware outside this one answered the model call without ``wrap_model_call``
+            # reaching here (a cache): the results still go first.
+            early, _ = self._feed_results(machine, turn, messages[: messages.index(message)])
+            update_messages += early.messages
+        turn["fed"] = message.id
+        if not turn.get("ended"):
+            out = self._feed(machine, turn, model_turn_event(message))
+        else:
+            out = _Outcome(jump="end")
+        if not message.tool_calls and not _text(message.content).strip() and message.id:
             # An empty reply is an error (retried, or the run stops), never part of the
             # conversation: chat APIs refuse an empty assistant message.
-            extra["messages"] = [RemoveMessage(id=message.id)]
+            update_messages.append(RemoveMessage(id=message.id))
         if out.jump == "end" and message.tool_calls:
             # The run stopped on a tool turn: each call gets an answer, so the history stays valid.
             reason = (turn.get("report") or {}).get("reason") or "stopped"
-            extra["messages"] = [
+            update_messages += [
                 ToolMessage(
                     content=f"Not run: the run stopped ({reason}).",
                     tool_call_id=_call_id(call, "model reply"),
@@ -422,7 +489,13 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 )
                 for call in message.tool_calls
             ]
-        return self._update(machine, turn, out, extra)
+        update_messages += out.messages
+        if out.notices:  # notices come with tool results; a reply brings none
+            raise RuntimeError(f"TerminusMiddleware: a notice after a model reply: {out.notices}")
+        update = self._update(machine, turn, update_messages)
+        if out.jump is not None:
+            update["jump_to"] = out.jump
+        return update
 
     async def aafter_model(
         self, state: TerminusState, runtime: Runtime[Any]
@@ -430,99 +503,81 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         """Async ``after_model``."""
         return self.after_model(state, runtime)
 
-    def after_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Makes sure the final state has the report: a run still live here was ended by
-        something else than the kernel (another middleware's jump, a ``return_direct`` tool),
-        and is cancelled."""
-        turn = state.get(TURN_KEY)
-        if not isinstance(turn, Mapping) or turn.get("ended"):
-            return None
-        turn = dict(turn)
-        machine = self._take(state)
-        extra: dict[str, Any] = {}
-        messages: list[BaseMessage] = []
-        if turn.get("awaiting"):
-            results = self._results(state, turn)
-            turn["awaiting"], turn["refused"], turn["warnings"] = {}, {}, {}
-            extra[RESULTS_KEY] = _RESET
-            messages += self._feed(machine, turn, {"tool_results": results}).messages
-        if not turn.get("ended"):
-            messages += self._feed(machine, turn, {"cancel": True}).messages
-        return self._update(machine, turn, _Outcome(messages=messages), extra)
+    # ----- the model call -----
 
-    async def aafter_agent(
-        self, state: TerminusState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async ``after_agent``."""
-        return self.after_agent(state, runtime)
-
-    def _feed(self, machine: Machine, turn: dict[str, Any], event: dict[str, Any]) -> _Outcome:
-        """Feeds one event (after a clock reading when the policy has a deadline) and carries
-        out the commands it brings."""
-        if self._deadline:
-            self._tick(machine, turn)
-            early = self._carry_out(machine, turn)
-            if turn.get("ended"):
-                return early
-        machine.handle(event)
-        return self._carry_out(machine, turn)
-
-    def _results(self, state: Mapping[str, Any], turn: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The turn's results, one per call the kernel said to run, in call order: from what
-        ``wrap_tool_call`` recorded, else from the call's ``ToolMessage`` (a middleware outside
-        this one answered it), else a failure saying no result came back."""
-        awaiting: Mapping[str, str] = turn.get("awaiting") or {}
-        recorded = {
-            r["call_id"]: r
-            for r in state.get(RESULTS_KEY) or []
-            if isinstance(r, Mapping) and r.get("call_id") in awaiting
-        }
-        answered: dict[str, ToolMessage] = {}
-        if len(recorded) < len(awaiting):
-            for message in state.get("messages") or []:
-                if isinstance(message, ToolMessage) and message.tool_call_id in awaiting:
-                    answered[message.tool_call_id] = message
-        results = []
-        for call_id, name in awaiting.items():
-            if call_id in recorded:
-                results.append(dict(recorded[call_id]))
-            elif call_id in answered:
-                results.append(_result(call_id, name, answered[call_id]))
-            else:
-                results.append(
-                    {
-                        "call_id": call_id,
-                        "name": name,
-                        "error": "failed",
-                        "message": "no result came back for this call",
+    def _before_call(
+        self, request: ModelRequest[Any]
+    ) -> tuple[ModelRequest[Any], int, dict[str, Any] | None, AIMessage | None]:
+        """Feeds the finished tool turn's results before the model call: the request to send
+        (with the kernel's notices), the backoff delay, the state update, and the stand-in reply
+        when the kernel stopped (then the model is not called)."""
+        state = request.state
+        turn = dict(_turn(state))
+        update: dict[str, Any] | None = None
+        stand_in: AIMessage | None = None
+        if turn.get("awaiting") and not turn.get("ended"):
+            machine = self._take(state)
+            out, last = self._feed_results(machine, turn, state.get("messages") or [])
+            amended: list[BaseMessage] = []
+            if out.notices and last is not None:
+                notice = "\n\n".join(out.notices)
+                text = _text(last.content)
+                copy = last.model_copy(
+                    update={
+                        "content": f"{text}\n\n{notice}" if text else notice,
+                        "response_metadata": {**last.response_metadata, NOTICE_KEY: notice},
                     }
                 )
-        return results
-
-    # ----- the model call -----
+                amended.append(copy)
+                request = request.override(
+                    messages=[copy if m.id == last.id else m for m in request.messages]
+                )
+            if turn.get("ended"):
+                stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
+                turn["stand_in"] = stand_in.id
+            update = self._update(machine, turn, amended)
+        call = turn.get("call")
+        if not isinstance(call, Mapping):
+            return request, 0, update, stand_in
+        if call.get("tools") is False:
+            request = request.override(tools=[], tool_choice=None)
+        return request, int(call.get("delay_ms", 0) or 0), update, stand_in
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelResponse[Any] | AIMessage:
-        """Waits the kernel's backoff delay before a retried call, and offers no tools to the
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Feeds the tool results first (a stop there answers with a stand-in, not the model),
+        waits the kernel's backoff before a retried call, and offers no tools to the
         final-answer call of a spent budget."""
-        request, delay_ms = _model_call(request)
-        if delay_ms:
-            time.sleep(delay_ms / 1000)
-        return handler(request)
+        request, delay_ms, update, stand_in = self._before_call(request)
+        if stand_in is not None:
+            response: ModelResponse[Any] = ModelResponse(result=[stand_in])
+        else:
+            if delay_ms:
+                time.sleep(delay_ms / 1000)
+            response = handler(request)
+        if update is None:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | AIMessage:
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async ``wrap_model_call``."""
-        request, delay_ms = _model_call(request)
-        if delay_ms:
-            await asyncio.sleep(delay_ms / 1000)
-        return await handler(request)
+        request, delay_ms, update, stand_in = self._before_call(request)
+        if stand_in is not None:
+            response: ModelResponse[Any] = ModelResponse(result=[stand_in])
+        else:
+            if delay_ms:
+                await asyncio.sleep(delay_ms / 1000)
+            response = await handler(request)
+        if update is None:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     # ----- tool calls -----
 
@@ -532,11 +587,12 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Answers a refused call with the kernel's refusal (the tool does not run); runs any
-        other and records its result for the kernel."""
-        early = _before_tool(request)
+        other, with the kernel's budget warning appended to its result."""
+        early, warning = _before_tool(request)
         if early is not None:
             return early
-        return _after_tool(request, handler(request))
+        result = handler(request)
+        return result if warning is None else _warned(request, result, warning)
 
     async def awrap_tool_call(
         self,
@@ -544,127 +600,61 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async ``wrap_tool_call``."""
-        early = _before_tool(request)
+        early, warning = _before_tool(request)
         if early is not None:
             return early
-        return _after_tool(request, await handler(request))
+        result = await handler(request)
+        return result if warning is None else _warned(request, result, warning)
 
 
-def _model_call(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], int]:
-    turn = request.state.get(TURN_KEY) if isinstance(request.state, Mapping) else None
-    call = turn.get("call") if isinstance(turn, Mapping) else None
-    if not isinstance(call, Mapping):
-        return request, 0
-    if call.get("tools") is False:
-        request = request.override(tools=[], tool_choice=None)
-    return request, int(call.get("delay_ms", 0) or 0)
-
-
-def _turn_of(request: ToolCallRequest) -> Mapping[str, Any]:
-    state = request.state
-    turn = state.get(TURN_KEY) if isinstance(state, Mapping) else None
-    return turn if isinstance(turn, Mapping) else {}
-
-
-def _before_tool(request: ToolCallRequest) -> ToolMessage | None:
-    """The answer to a call that must not run: the kernel's refusal, or ``not_found`` for a tool
-    the agent does not have."""
+def _before_tool(request: ToolCallRequest) -> tuple[ToolMessage | None, str | None]:
+    """The answer to a call that must not run (the kernel's refusal, or ``not_found`` for a
+    tool the agent does not have), or the budget warning for its result."""
     call = request.tool_call
+    turn = _turn(request.state)
+    awaiting = turn.get("awaiting")
+    if not awaiting and not turn.get("refused"):
+        return None, None
     call_id = _call_id(call, "tool call")
-    turn = _turn_of(request)
     refusal = (turn.get("refused") or {}).get(call_id)
     if refusal is not None:
-        return ToolMessage(
+        message = ToolMessage(
             content=str(refusal), tool_call_id=call_id, name=call["name"], status="error"
         )
-    if request.tool is None and call_id in (turn.get("awaiting") or {}):
-        return ToolMessage(
+        return message, None
+    if request.tool is None and call_id in (awaiting or {}):
+        message = ToolMessage(
             content=f"Error: there is no tool named `{call['name']}`.",
             tool_call_id=call_id,
             name=call["name"],
             status="error",
-            response_metadata={"terminus_error": "not_found"},
+            response_metadata={ERROR_KIND: "not_found"},
         )
-    return None
+        return message, None
+    return None, (turn.get("warnings") or {}).get(call_id)
 
 
-def _result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]:
-    """The kernel's result for a call answered by ``message``."""
-    text = _text(message.content)
-    kind = (message.response_metadata or {}).get("terminus_error")
-    if message.status == "error" or kind is not None:
-        return {
-            "call_id": call_id,
-            "name": name,
-            "error": kind if isinstance(kind, str) else "failed",
-            "message": text,
-        }
-    return {"call_id": call_id, "name": name, "ok": _digest(text)}
+def _warned(
+    request: ToolCallRequest, result: ToolMessage | Command[Any], warning: str
+) -> ToolMessage | Command[Any]:
+    """``result`` with the kernel's budget warning appended to the call's message."""
+    call_id = request.tool_call["id"]
 
+    def amend(message: ToolMessage) -> ToolMessage:
+        content = message.content
+        if isinstance(content, str):
+            content = f"{content}\n\n{warning}" if content else warning
+        else:
+            content = [*content, {"type": "text", "text": warning}]
+        return message.model_copy(update={"content": content})
 
-def _after_tool(request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
-    """Records the executed call's result for the kernel (in ``RESULTS_KEY``, beside the tool's
-    own update) and appends the kernel's budget warning to what the model sees."""
-    call = request.tool_call
-    call_id = _call_id(call, "tool call")
-    turn = _turn_of(request)
-    awaiting = turn.get("awaiting") or {}
-    if call_id not in awaiting:
-        return result  # not a call the kernel is waiting for (e.g. no machine in this graph)
-    warning = (turn.get("warnings") or {}).get(call_id)
-    name = str(awaiting[call_id])
     if isinstance(result, ToolMessage):
-        message = _warned(result, warning)
-        return Command(update={"messages": [message], RESULTS_KEY: [_result(call_id, name, message)]})
-    if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
-        update = dict(result.update)
-        messages = list(update.get("messages") or [])
+        return amend(result)
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        messages = list(result.update.get("messages") or [])
         for i, m in enumerate(messages):
             if isinstance(m, ToolMessage) and m.tool_call_id == call_id:
-                messages[i] = _warned(m, warning)
-                update["messages"] = messages
-                update[RESULTS_KEY] = [_result(call_id, name, messages[i])]
-                return Command(update=update, goto=result.goto, resume=result.resume)
-        # A command without the call's message: the tool succeeded with a state update.
-        update[RESULTS_KEY] = [{"call_id": call_id, "name": name, "ok": _digest(repr(sorted(update)))}]
-        return Command(update=update, goto=result.goto, resume=result.resume)
-    raise TypeError(
-        f"tool call {call_id!r}: expected a ToolMessage or a Command from the tool, got {type(result).__name__}"
-    )
-
-
-def _warned(message: ToolMessage, warning: str | None) -> ToolMessage:
-    if not warning:
-        return message
-    content = message.content
-    if isinstance(content, str):
-        content = f"{content}\n\n{warning}" if content else warning
-    else:
-        content = [*content, {"type": "text", "text": warning}]
-    return message.model_copy(update={"content": content})
-
-
-def _refusals(command: Mapping[str, Any]) -> dict[str, str]:
-    """The refused calls of a ``run_tools`` command, by call id, with the text the model gets."""
-    refused: dict[str, str] = {}
-    for entry in command.get("refused") or []:
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"run_tools.refused: expected objects, got {entry!r}")
-        call_id = _call_id({"id": entry.get("id", entry.get("call_id"))}, "run_tools.refused")
-        text = entry.get("text") or entry.get("message")
-        if not isinstance(text, str):
-            name = entry.get("name", "?")
-            why = entry.get("why") or entry.get("reason") or "it is excluded"
-            text = f"Not run: the tool `{name}` is excluded because {why}."
-        refused[call_id] = text
-    return refused
-
-
-def _warnings(command: Mapping[str, Any]) -> dict[str, str]:
-    """The budget warnings of a ``run_tools`` command, by call id."""
-    warnings: dict[str, str] = {}
-    for entry in command.get("warnings") or []:
-        if isinstance(entry, Mapping) and isinstance(entry.get("text"), str):
-            call_id = _call_id({"id": entry.get("id", entry.get("call_id"))}, "run_tools.warnings")
-            warnings[call_id] = entry["text"]
-    return warnings
+                messages[i] = amend(m)
+                update = {**result.update, "messages": messages}
+                return Command(graph=result.graph, update=update, goto=result.goto, resume=result.resume)
+    return result
