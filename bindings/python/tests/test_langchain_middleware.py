@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import seed_architect as seed  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
@@ -239,6 +241,53 @@ def test_a_new_input_on_a_thread_whose_run_ended_starts_a_new_run() -> None:
     assert (report["outcome"], report["reason"]) == ("complete", "answered")
     assert (report["model_calls"], report["steps"], report["nudges"]) == (1, 1, 0)
     assert report["result"] == "You are welcome."
+
+
+# ----- the machine restored from the state gives the same run -----
+
+
+class ForgetMachines(AgentMiddleware):
+    """Outside the middleware: empties its live machines after every model call, so each hook
+    restores the machine from the snapshot in the state (as a new process does)."""
+
+    def __init__(self, terminus: TerminusMiddleware) -> None:
+        super().__init__()
+        self.terminus = terminus
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Calls the model, then forgets."""
+        response = handler(request)
+        self.terminus._machines.clear()
+        return response
+
+
+class AnswerFromScript(AgentMiddleware):
+    """Outside the middleware: answers every model call itself (as a response cache does), so
+    the middleware's own ``wrap_model_call`` never runs."""
+
+    def __init__(self, model: seed.ScriptedChatModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The scripted model's reply, without the handler."""
+        return self.model.invoke(request.messages)
+
+
+@pytest.mark.parametrize("outer", ["forget", "answer"])
+@pytest.mark.parametrize("case", ["architect", "loop"])
+def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(outer: str, case: str) -> None:
+    script, policy = (seed.ARCHITECT, ARCHITECT_POLICY) if case == "architect" else (seed.looping(), {})
+    expected = run(script, policy, repeat_last=case == "loop")
+    model = seed.ScriptedChatModel(script=script, repeat_last=case == "loop")
+    terminus = TerminusMiddleware(policy)
+    first = ForgetMachines(terminus) if outer == "forget" else AnswerFromScript(model)
+    state = seed.build_agent(model, [first, terminus]).invoke(seed.task_input())
+    assert {k: state[REPORT_KEY][k] for k in COMPARED} == {
+        k: expected[REPORT_KEY][k] for k in COMPARED
+    }
+    assert notices(state) == notices(expected)
+    assert_history_valid(state)
 
 
 # ----- excluded tools are refused, not run -----

@@ -257,30 +257,51 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         self._deadline = self._policy.get("deadline_ms") is not None
         self._verifier = verifier
         self.tools = []
-        # Machines by the snapshot they were saved as: a hook whose state holds the snapshot the
-        # previous hook wrote takes the live machine instead of restoring it.
-        self._machines: OrderedDict[str, Machine] = OrderedDict()
+        # Live machines by the snapshot in the state they belong to: a hook whose state holds
+        # the snapshot the previous hook wrote takes the live machine instead of restoring it.
+        # An entry with a turn is a machine already past its snapshot: the tool results were
+        # fed before the model call, and the state keeps the snapshot of before them until the
+        # reply is fed (a process that misses the entry restores the snapshot and feeds the same
+        # results from the state again, to the same machine).
+        # Such an entry is keyed by its snapshot and the tool turn's reply (two runs can have
+        # equal snapshots, never the same reply).
+        self._machines: OrderedDict[
+            tuple[str, str | None], tuple[Machine, dict[str, Any] | None]
+        ] = OrderedDict()
         self._lock = threading.Lock()
 
     # ----- the machine in the state -----
 
-    def _take(self, state: Mapping[str, Any]) -> Machine:
+    def _take(self, state: Mapping[str, Any]) -> tuple[Machine, dict[str, Any] | None]:
+        """The run's machine, and the turn it has reached when it is past the state's snapshot."""
         snapshot = state.get(MACHINE_KEY)
         if not isinstance(snapshot, str):
             raise RuntimeError(
                 f"TerminusMiddleware: the graph state has no machine ({MACHINE_KEY!r}); "
                 "was the agent built with this middleware?"
             )
+        reply = _turn(state).get("fed")
         with self._lock:
-            machine = self._machines.pop(snapshot, None)
-        return machine if machine is not None else Machine.restore(snapshot)
+            entry = self._machines.pop((snapshot, reply), None) if reply else None
+            if entry is None:
+                entry = self._machines.pop((snapshot, None), None)
+        return entry if entry is not None else (Machine.restore(snapshot), None)
+
+    def _put(self, state: Mapping[str, Any], machine: Machine, turn: dict[str, Any]) -> None:
+        """Keeps a machine that is past the state's snapshot, with the turn it has reached."""
+        self._store((state[MACHINE_KEY], _turn(state).get("fed")), machine, turn)
+
+    def _store(
+        self, key: tuple[str, str | None], machine: Machine, turn: dict[str, Any] | None
+    ) -> None:
+        with self._lock:
+            self._machines[key] = (machine, turn)
+            while len(self._machines) > 256:
+                self._machines.popitem(last=False)
 
     def _keep(self, machine: Machine) -> str:
         snapshot = machine.snapshot()
-        with self._lock:
-            self._machines[snapshot] = machine
-            while len(self._machines) > 64:
-                self._machines.popitem(last=False)
+        self._store((snapshot, None), machine, None)
         return snapshot
 
     def _verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
@@ -429,7 +450,8 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         turn = dict(_turn(state))
         if not turn or turn.get("ended"):
             return None
-        machine = self._take(state)
+        machine, reached = self._take(state)
+        turn = reached if reached is not None else turn
         if turn.get("awaiting"):
             self._feed_results(machine, turn, state.get("messages") or [])
         if not turn.get("ended"):
@@ -461,13 +483,16 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             return None
         if message.id is not None and message.id == turn.get("fed"):
             return None
-        machine = self._take(state)
+        machine, reached = self._take(state)
+        turn = reached if reached is not None else turn
         update_messages: list[BaseMessage] = []
         if turn.get("awaiting"):
-            # A middleware outside this one answered the model call without ``wrap_model_call``
-            # reaching here (a cache): the results still go first.
-            early, _ = self._feed_results(machine, turn, messages[: messages.index(message)])
+            # The results were not fed before the model call (this process did not make it, or
+            # a middleware outside this one answered it): they still go first.
+            early, last = self._feed_results(machine, turn, messages[: messages.index(message)])
             update_messages += early.messages
+            if early.notices and last is not None:
+                update_messages.append(_noticed(last, early.notices))
         turn["fed"] = message.id
         if not turn.get("ended"):
             out = self._feed(machine, turn, model_turn_event(message))
@@ -490,8 +515,6 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 for call in message.tool_calls
             ]
         update_messages += out.messages
-        if out.notices:  # notices come with tool results; a reply brings none
-            raise RuntimeError(f"TerminusMiddleware: a notice after a model reply: {out.notices}")
         update = self._update(machine, turn, update_messages)
         if out.jump is not None:
             update["jump_to"] = out.jump
@@ -516,26 +539,28 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         update: dict[str, Any] | None = None
         stand_in: AIMessage | None = None
         if turn.get("awaiting") and not turn.get("ended"):
-            machine = self._take(state)
-            out, last = self._feed_results(machine, turn, state.get("messages") or [])
-            amended: list[BaseMessage] = []
-            if out.notices and last is not None:
-                notice = "\n\n".join(out.notices)
-                text = _text(last.content)
-                copy = last.model_copy(
-                    update={
-                        "content": f"{text}\n\n{notice}" if text else notice,
-                        "response_metadata": {**last.response_metadata, NOTICE_KEY: notice},
-                    }
-                )
-                amended.append(copy)
-                request = request.override(
-                    messages=[copy if m.id == last.id else m for m in request.messages]
-                )
-            if turn.get("ended"):
-                stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
-                turn["stand_in"] = stand_in.id
-            update = self._update(machine, turn, amended)
+            machine, reached = self._take(state)
+            if reached is not None:  # this call was tried before: the results are in
+                self._put(state, machine, reached)
+                turn = reached
+            else:
+                out, last = self._feed_results(machine, turn, state.get("messages") or [])
+                if out.notices or out.messages or turn.get("ended"):
+                    amended: list[BaseMessage] = list(out.messages)
+                    if out.notices and last is not None:
+                        copy = _noticed(last, out.notices)
+                        amended.append(copy)
+                        request = request.override(
+                            messages=[copy if m.id == last.id else m for m in request.messages]
+                        )
+                    if turn.get("ended"):
+                        stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
+                        turn["stand_in"] = stand_in.id
+                    update = self._update(machine, turn, amended)
+                else:
+                    # The common case (the kernel only says: call the model): nothing to write
+                    # yet; the reply's hook takes the machine as it is now.
+                    self._put(state, machine, dict(turn))
         call = turn.get("call")
         if not isinstance(call, Mapping):
             return request, 0, update, stand_in
@@ -605,6 +630,18 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             return early
         result = await handler(request)
         return result if warning is None else _warned(request, result, warning)
+
+
+def _noticed(message: ToolMessage, notices: list[str]) -> ToolMessage:
+    """``message`` (the same id, so it is replaced in place) with the kernel's notices appended."""
+    notice = "\n\n".join(notices)
+    text = _text(message.content)
+    return message.model_copy(
+        update={
+            "content": f"{text}\n\n{notice}" if text else notice,
+            "response_metadata": {**message.response_metadata, NOTICE_KEY: notice},
+        }
+    )
 
 
 def _before_tool(request: ToolCallRequest) -> tuple[ToolMessage | None, str | None]:
