@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import seed_architect as seed  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-
 from terminus_kernel.langchain import TerminusMiddleware  # noqa: E402
 
 SCRIPTS = {"architect": seed.ARCHITECT, "chain": seed.honest_chain(40)}

@@ -80,9 +80,10 @@ class ScriptedChatModel(BaseChatModel):
 
     The reply to a conversation is ``script[n]``, where ``n`` is the number of assistant messages
     already in it; past the end, the last entry repeats when ``repeat_last`` is set, and a
-    ``IndexError`` names the script otherwise. A call takes ``sleep_s`` seconds. Every call is appended to ``log_path`` (one JSON
-    line: the process id and the turn index), and a call whose index is ``exit_at`` ends the
-    process at once with ``os._exit(17)`` before replying (a crash in the middle of a run).
+    ``IndexError`` names the script otherwise. A call takes ``sleep_s`` seconds. Every call is
+    appended to ``log_path`` (one JSON line: the process id and the turn index), and a call whose
+    index is ``exit_at`` ends the process at once with ``os._exit(17)`` before replying (a crash
+    in the middle of a run).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -30,7 +30,6 @@ else:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import seed_architect as seed  # noqa: E402
-
 from terminus_kernel.langchain import REPORT_KEY, TerminusMiddleware  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "langchain_worker.py"

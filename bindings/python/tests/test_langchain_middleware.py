@@ -32,7 +32,6 @@ from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
-
 from terminus_kernel import Machine, run_scenario  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
     MACHINE_KEY,
@@ -89,7 +88,9 @@ def assert_history_valid(state: dict[str, Any]) -> None:
     for m in state["messages"]:
         if isinstance(m, AIMessage):
             for call in m.tool_calls:
-                assert answers.get(call["id"]) == 1, f"call {call['id']} has {answers.get(call['id'])} answers"
+                assert answers.get(call["id"]) == 1, (
+                    f"call {call['id']} has {answers.get(call['id'])} answers"
+                )
 
 
 def same_as_terminus_run(report: dict[str, Any], scenario: dict[str, Any]) -> None:
@@ -277,7 +278,9 @@ class AnswerFromScript(AgentMiddleware):
 @pytest.mark.parametrize("outer", ["forget", "answer"])
 @pytest.mark.parametrize("case", ["architect", "loop"])
 def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(outer: str, case: str) -> None:
-    script, policy = (seed.ARCHITECT, ARCHITECT_POLICY) if case == "architect" else (seed.looping(), {})
+    script, policy = (
+        (seed.ARCHITECT, ARCHITECT_POLICY) if case == "architect" else (seed.looping(), {})
+    )
     expected = run(script, policy, repeat_last=case == "loop")
     model = seed.ScriptedChatModel(script=script, repeat_last=case == "loop")
     terminus = TerminusMiddleware(policy)
@@ -323,7 +326,9 @@ def test_an_excluded_tool_is_answered_with_the_kernels_refusal_and_not_run() -> 
     assert "excluded" in refusal.content and "deploy" in refusal.content
     told = notices(state)  # the model was told when the tool was excluded
     assert len(told) == 1 and "`deploy` is now excluded" in told[0]
-    third = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_2_0")
+    third = next(
+        m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_2_0"
+    )
     assert third.content.endswith(told[0])
     assert_history_valid(state)
 
@@ -359,7 +364,9 @@ def test_create_agent_with_the_middleware_refuses_a_stop_before_a_required_tool(
         seed.text_turn("Plan written."),
     ]
     model = seed.ScriptedChatModel(script=script)
-    agent = create_agent(model, tools=[write_file], middleware=[TerminusMiddleware(ARCHITECT_POLICY)])
+    agent = create_agent(
+        model, tools=[write_file], middleware=[TerminusMiddleware(ARCHITECT_POLICY)]
+    )
     state = agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
     report = state[REPORT_KEY]
     assert written == {"plan.md": "# Plan"}
@@ -405,7 +412,9 @@ def test_a_bad_policy_is_refused_at_construction_naming_the_field() -> None:
 def test_model_turn_event_maps_an_ai_message() -> None:
     message = AIMessage(
         content=[{"type": "text", "text": "Reading."}],
-        tool_calls=[{"id": "c1", "name": "read_file", "args": {"file_path": "/a"}, "type": "tool_call"}],
+        tool_calls=[
+            {"id": "c1", "name": "read_file", "args": {"file_path": "/a"}, "type": "tool_call"}
+        ],
         usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
         response_metadata={"stop_reason": "tool_use"},
     )
@@ -422,6 +431,8 @@ def test_model_turn_event_maps_an_ai_message() -> None:
     assert "usage" not in model_turn_event(AIMessage(content="hi"))["model_turn"]
     with pytest.raises(TypeError, match="AIMessage"):
         model_turn_event(HumanMessage(content="hi"))  # type: ignore[arg-type]
-    nameless = AIMessage(content="", tool_calls=[{"id": None, "name": "ls", "args": {}, "type": "tool_call"}])
+    nameless = AIMessage(
+        content="", tool_calls=[{"id": None, "name": "ls", "args": {}, "type": "tool_call"}]
+    )
     with pytest.raises(ValueError, match=r"tool_calls\[0\]"):
         model_turn_event(nameless)

@@ -48,7 +48,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, Union
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import (
@@ -112,7 +112,7 @@ _FINISH = {
 }
 """Providers' finish reasons (``finish_reason`` / ``stop_reason``) as the kernel's ``finish``."""
 
-Verifier = Callable[[str], Union[bool, tuple[bool, str]]]
+Verifier = Callable[[str], bool | tuple[bool, str]]
 """Judges a completion claim (the model's last substantive content): ``True``/``False``, or
 ``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
@@ -199,11 +199,13 @@ def _task(messages: Sequence[AnyMessage]) -> str:
     return ""
 
 
-def _last_ai(messages: Sequence[AnyMessage]) -> AIMessage | None:
-    for message in reversed(messages):
+def _last_ai(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage | None]:
+    """The last assistant message and its index (``-1, None`` when there is none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if isinstance(message, AIMessage):
-            return message
-    return None
+            return index, message
+    return -1, None
 
 
 def _call_id(call: Mapping[str, Any], where: str) -> str:
@@ -348,7 +350,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 out.jump = "model"
             elif kind == "run_tools":
                 calls = command.get("calls") or []
-                turn["awaiting"] = {_call_id(c, "run_tools") : str(c["name"]) for c in calls}
+                turn["awaiting"] = {_call_id(c, "run_tools"): str(c["name"]) for c in calls}
                 turn["refused"] = {
                     _call_id(r, "run_tools.refused"): str(r["text"])
                     for r in command.get("refused") or []
@@ -472,7 +474,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         back to the model, retry, or stop)."""
         turn = dict(_turn(state))
         messages = state.get("messages") or []
-        message = _last_ai(messages)
+        index, message = _last_ai(messages)
         if not turn or message is None:
             return None
         if turn.get("ended"):
@@ -489,7 +491,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         if turn.get("awaiting"):
             # The results were not fed before the model call (this process did not make it, or
             # a middleware outside this one answered it): they still go first.
-            early, last = self._feed_results(machine, turn, messages[: messages.index(message)])
+            early, last = self._feed_results(machine, turn, messages[:index])
             update_messages += early.messages
             if early.notices and last is not None:
                 update_messages.append(_noticed(last, early.notices))
@@ -693,5 +695,7 @@ def _warned(
             if isinstance(m, ToolMessage) and m.tool_call_id == call_id:
                 messages[i] = amend(m)
                 update = {**result.update, "messages": messages}
-                return Command(graph=result.graph, update=update, goto=result.goto, resume=result.resume)
+                return Command(
+                    graph=result.graph, update=update, goto=result.goto, resume=result.resume
+                )
     return result
