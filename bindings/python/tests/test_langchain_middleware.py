@@ -293,6 +293,20 @@ def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(outer: str, ca
     assert_history_valid(state)
 
 
+def test_a_graph_ended_by_another_middleware_still_reports_cancelled() -> None:
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+
+    model = seed.ScriptedChatModel(script=seed.ARCHITECT)
+    limit = ModelCallLimitMiddleware(run_limit=2, exit_behavior="end")
+    state = seed.build_agent(model, [limit, TerminusMiddleware(ARCHITECT_POLICY)]).invoke(
+        seed.task_input()
+    )
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["reason"]) == ("aborted", "cancelled")
+    assert (report["steps"], report["tool_calls"]) == (5, 2)  # two tool turns, then the cancel
+    assert state["messages"][-1].content.startswith("Model call limits exceeded")
+
+
 # ----- excluded tools are refused, not run -----
 
 
