@@ -45,6 +45,7 @@ import hashlib
 import threading
 import time
 import uuid
+import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,7 +87,8 @@ REPORT_KEY = "terminus"
 """The state key of the kernel's report, set when the run stops."""
 
 MACHINE_KEY = "terminus_machine"
-"""The state key of the machine's snapshot (``Machine.snapshot()``): private, checkpointed."""
+"""The state key of the machine's snapshot (``Machine.snapshot()``, zlib-compressed: it holds the
+run's journal, which a checkpointer stores again at every step): private, checkpointed."""
 
 TURN_KEY = "terminus_turn"
 """The state key of what the run awaits (private): the calls to run and their refusals and
@@ -121,7 +123,7 @@ class TerminusState(AgentState):
     """The state this middleware adds to the agent's graph."""
 
     terminus: NotRequired[dict[str, Any] | None]
-    terminus_machine: NotRequired[Annotated[str, PrivateStateAttr]]
+    terminus_machine: NotRequired[Annotated[bytes, PrivateStateAttr]]
     terminus_turn: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
@@ -189,6 +191,14 @@ def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]
         }
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
+
+
+def _unpack(snapshot: bytes) -> str:
+    """The machine's snapshot text from the state's compressed form."""
+    try:
+        return zlib.decompress(snapshot).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as e:
+        raise ValueError(f"{MACHINE_KEY}: not a compressed machine snapshot ({e})") from e
 
 
 def _task(messages: Sequence[AnyMessage]) -> str:
@@ -268,7 +278,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         # Such an entry is keyed by its snapshot and the tool turn's reply (two runs can have
         # equal snapshots, never the same reply).
         self._machines: OrderedDict[
-            tuple[str, str | None], tuple[Machine, dict[str, Any] | None]
+            tuple[bytes, str | None], tuple[Machine, dict[str, Any] | None]
         ] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -277,7 +287,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
     def _take(self, state: Mapping[str, Any]) -> tuple[Machine, dict[str, Any] | None]:
         """The run's machine, and the turn it has reached when it is past the state's snapshot."""
         snapshot = state.get(MACHINE_KEY)
-        if not isinstance(snapshot, str):
+        if not isinstance(snapshot, bytes):
             raise RuntimeError(
                 f"TerminusMiddleware: the graph state has no machine ({MACHINE_KEY!r}); "
                 "was the agent built with this middleware?"
@@ -287,22 +297,22 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             entry = self._machines.pop((snapshot, reply), None) if reply else None
             if entry is None:
                 entry = self._machines.pop((snapshot, None), None)
-        return entry if entry is not None else (Machine.restore(snapshot), None)
+        return entry if entry is not None else (Machine.restore(_unpack(snapshot)), None)
 
     def _put(self, state: Mapping[str, Any], machine: Machine, turn: dict[str, Any]) -> None:
         """Keeps a machine that is past the state's snapshot, with the turn it has reached."""
         self._store((state[MACHINE_KEY], _turn(state).get("fed")), machine, turn)
 
     def _store(
-        self, key: tuple[str, str | None], machine: Machine, turn: dict[str, Any] | None
+        self, key: tuple[bytes, str | None], machine: Machine, turn: dict[str, Any] | None
     ) -> None:
         with self._lock:
             self._machines[key] = (machine, turn)
             while len(self._machines) > 256:
                 self._machines.popitem(last=False)
 
-    def _keep(self, machine: Machine) -> str:
-        snapshot = machine.snapshot()
+    def _keep(self, machine: Machine) -> bytes:
+        snapshot = zlib.compress(machine.snapshot().encode("utf-8"), 1)
         self._store((snapshot, None), machine, None)
         return snapshot
 
@@ -431,7 +441,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         """Starts a run: a new machine, unless the thread's state holds one still live (a
         thread resumed with new input goes on with its counters)."""
         turn = state.get(TURN_KEY)
-        if isinstance(state.get(MACHINE_KEY), str) and isinstance(turn, Mapping):
+        if isinstance(state.get(MACHINE_KEY), bytes) and isinstance(turn, Mapping):
             if not turn.get("ended"):
                 return None
         machine = Machine(self._policy, task=_task(state.get("messages") or []))
