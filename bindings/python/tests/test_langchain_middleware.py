@@ -423,6 +423,21 @@ def test_a_bad_policy_is_refused_at_construction_naming_the_field() -> None:
         TerminusMiddleware({}, verifier="yes")  # type: ignore[arg-type]
 
 
+def test_a_corrupt_snapshot_in_the_state_is_a_clear_error() -> None:
+    middleware = TerminusMiddleware({})
+    reply = AIMessage(content="done", id="r1")
+    state: dict[str, Any] = {
+        "messages": [HumanMessage(content=seed.TASK), reply],
+        "terminus_turn": {"started_ms": 0},
+        MACHINE_KEY: b"not a snapshot",
+    }
+    with pytest.raises(ValueError, match="terminus_machine: not a compressed machine snapshot"):
+        middleware.after_model(state, None)  # type: ignore[arg-type]
+    state[MACHINE_KEY] = "text"
+    with pytest.raises(RuntimeError, match="no machine"):
+        middleware.after_model(state, None)  # type: ignore[arg-type]
+
+
 def test_model_turn_event_maps_an_ai_message() -> None:
     message = AIMessage(
         content=[{"type": "text", "text": "Reading."}],
