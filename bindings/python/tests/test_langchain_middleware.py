@@ -38,6 +38,7 @@ from terminus_kernel.langchain import (  # noqa: E402
     NOTICE_KEY,
     REPORT_KEY,
     TerminusMiddleware,
+    model_error_kind,
     model_turn_event,
 )
 
@@ -305,6 +306,91 @@ def test_a_graph_ended_by_another_middleware_still_reports_cancelled() -> None:
     assert (report["outcome"], report["reason"]) == ("aborted", "cancelled")
     assert (report["steps"], report["tool_calls"]) == (5, 2)  # two tool turns, then the cancel
     assert state["messages"][-1].content.startswith("Model call limits exceeded")
+
+
+# ----- provider errors -----
+
+
+class ProviderError(Exception):
+    """A provider SDK's error: an HTTP status and the response's headers."""
+
+    def __init__(self, status_code: int, message: str = "", retry_after: str | None = None):
+        super().__init__(message or f"HTTP {status_code}")
+        self.status_code = status_code
+        self.response = type(
+            "Response", (), {"headers": {"retry-after": retry_after} if retry_after else {}}
+        )()
+
+
+class FailingModel(seed.ScriptedChatModel):
+    """The scripted model, whose first ``len(errors)`` calls raise those errors."""
+
+    errors: list[Exception]
+    calls: int = 0
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+FAST_RETRY = {"retry_base_ms": 1, "retry_max_ms": 2}
+
+
+def test_a_rate_limited_model_call_is_retried_by_the_kernel() -> None:
+    model = FailingModel(script=seed.ARCHITECT, errors=[ProviderError(429), ProviderError(503)])
+    agent = seed.build_agent(model, [TerminusMiddleware({**ARCHITECT_POLICY, **FAST_RETRY})])
+    report = agent.invoke(seed.task_input())[REPORT_KEY]
+    assert (report["outcome"], report["nudges"]) == ("complete", 1)
+    assert report["stats"]["model_errors"] == 2
+    assert model.calls == len(seed.ARCHITECT) + 2
+
+
+def test_an_auth_error_ends_model_error_without_an_exception() -> None:
+    model = FailingModel(script=seed.ARCHITECT, errors=[ProviderError(401, "invalid x-api-key")])
+    state = seed.build_agent(model, [TerminusMiddleware(FAST_RETRY)]).invoke(seed.task_input())
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["reason"]) == ("aborted", "model_error")
+    assert model.calls == 1  # auth is not retried
+    assert not [m for m in state["messages"] if isinstance(m, AIMessage)]  # no stand-in left
+
+
+def test_retryable_errors_past_max_model_retries_end_model_error() -> None:
+    errors: list[Exception] = [ProviderError(429, retry_after="0") for _ in range(10)]
+    model = FailingModel(script=seed.ARCHITECT, errors=errors)
+    policy = {**FAST_RETRY, "max_model_retries": 2}
+    report = seed.build_agent(model, [TerminusMiddleware(policy)]).invoke(seed.task_input())[
+        REPORT_KEY
+    ]
+    assert (report["outcome"], report["reason"]) == ("aborted", "model_error")
+    assert model.calls == 3  # the call and two retries
+
+
+def test_an_error_that_is_not_a_providers_propagates() -> None:
+    model = FailingModel(script=seed.ARCHITECT, errors=[KeyError("bug")])
+    with pytest.raises(KeyError, match="bug"):
+        seed.build_agent(model, [TerminusMiddleware({})]).invoke(seed.task_input())
+    model = FailingModel(script=seed.ARCHITECT, errors=[ProviderError(429)])
+    middleware = TerminusMiddleware({}, handle_model_errors=False)
+    with pytest.raises(ProviderError):
+        seed.build_agent(model, [middleware]).invoke(seed.task_input())
+
+
+def test_model_error_kind_classifies_provider_errors() -> None:
+    assert model_error_kind(ProviderError(401)) == ("auth", None)
+    assert model_error_kind(ProviderError(429, retry_after="1.5")) == ("rate_limited", 1500)
+    assert model_error_kind(ProviderError(529)) == ("server", None)
+    assert model_error_kind(ProviderError(400, "prompt is too long: 210000 tokens")) == (
+        "context_overflow",
+        None,
+    )
+    assert model_error_kind(ProviderError(422)) == ("bad_request", None)
+    assert model_error_kind(TimeoutError()) == ("timeout", None)
+    assert model_error_kind(ConnectionResetError()) == ("server", None)
+    assert model_error_kind(ValueError("x")) is None
 
 
 # ----- excluded tools are refused, not run -----

@@ -79,6 +79,7 @@ __all__ = [
     "TerminusMiddleware",
     "TerminusState",
     "Verifier",
+    "model_error_kind",
     "model_turn_event",
     "tool_result",
 ]
@@ -193,6 +194,71 @@ def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]
     return {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
 
 
+_OVERFLOW = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+)
+
+
+def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
+    """The kernel's class of a failed model call (``rate_limited``, ``server``, ``timeout``,
+    ``auth``, ``bad_request``, ``context_overflow``) with the delay the provider asked for in
+    milliseconds, or ``None`` for an exception that is not a provider's error (a bug, an
+    interrupt: it propagates). Reads the HTTP status of the provider SDKs' errors
+    (``status_code``, or ``response.status_code``), else the class: a timeout, a rate limit, a
+    connection failure."""
+    response = getattr(error, "response", None)
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(response, "status_code", None)
+    retry_after = _retry_after_ms(response)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status in (401, 403):
+            return "auth", None
+        if status == 408:
+            return "timeout", retry_after
+        if status in (409, 429):
+            return "rate_limited", retry_after
+        if status >= 500:
+            return "server", retry_after
+        if 400 <= status < 500:
+            text = str(error).lower()
+            return (
+                "context_overflow" if any(t in text for t in _OVERFLOW) else "bad_request"
+            ), None
+        return None
+    names = [cls.__name__.lower() for cls in type(error).__mro__]
+    if isinstance(error, TimeoutError) or any("timeout" in n for n in names):
+        return "timeout", None
+    if any("ratelimit" in n for n in names):
+        return "rate_limited", retry_after
+    if isinstance(error, ConnectionError) or any(
+        "connecterror" in n or "connectionerror" in n for n in names
+    ):
+        return "server", None
+    return None
+
+
+def _retry_after_ms(response: Any) -> int | None:
+    """The ``retry-after-ms`` or ``retry-after`` (seconds) header of an HTTP response."""
+    headers = getattr(response, "headers", None)
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0, int(float(value) * scale))
+        except (TypeError, ValueError):
+            return None  # an HTTP date: the kernel's own backoff decides
+    return None
+
+
 def _unpack(snapshot: bytes) -> str:
     """The machine's snapshot text from the state's compressed form."""
     try:
@@ -247,6 +313,10 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             an unknown or ill-typed field raises ``ValueError`` naming it, here, at construction.
         verifier: judges completion claims when the policy sets ``verify_completion``; without
             one, a claim the rules accept (todos closed, ``completion_requires`` met) is complete.
+        handle_model_errors: a provider's error from the model call (see
+            :func:`model_error_kind`) goes to the kernel, which retries it with its backoff or
+            ends the run with ``model_error``; any other exception propagates. With ``False``,
+            every exception propagates (for an outer retry or fallback middleware).
 
     The report is in the final state under ``"terminus"``.
     """
@@ -258,6 +328,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         policy: Mapping[str, Any] | None = None,
         *,
         verifier: Verifier | None = None,
+        handle_model_errors: bool = True,
     ) -> None:
         super().__init__()
         if policy is not None and not isinstance(policy, Mapping):
@@ -268,6 +339,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         Machine(self._policy)  # validates the policy now: a bad field fails here, not mid-run
         self._deadline = self._policy.get("deadline_ms") is not None
         self._verifier = verifier
+        self._handle_model_errors = bool(handle_model_errors)
         self.tools = []
         # Live machines by the snapshot in the state they belong to: a hook whose state holds
         # the snapshot the previous hook wrote takes the live machine instead of restoring it.
@@ -580,21 +652,51 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             request = request.override(tools=[], tool_choice=None)
         return request, int(call.get("delay_ms", 0) or 0), update, stand_in
 
+    def _on_model_error(
+        self, request: ModelRequest[Any], error: Exception, update: dict[str, Any] | None
+    ) -> tuple[int | None, dict[str, Any], AIMessage | None]:
+        """Feeds a failed model call (re-raising an error that is not a provider's): the delay
+        before the retry (``None`` when the kernel stopped), the state update, the stand-in."""
+        kind = model_error_kind(error)
+        if kind is None:
+            raise error
+        view = {**request.state, **(update or {})}
+        machine, reached = self._take(view)
+        turn = reached if reached is not None else dict(_turn(view))
+        event: dict[str, Any] = {"kind": kind[0]}
+        if kind[1] is not None:
+            event["retry_after_ms"] = kind[1]
+        out = self._feed(machine, turn, {"model_error": event})
+        stand_in: AIMessage | None = None
+        if turn.get("ended"):
+            stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
+            turn["stand_in"] = stand_in.id
+        delay = None if stand_in is not None else int((turn.get("call") or {}).get("delay_ms", 0))
+        return delay, self._update(machine, turn, out.messages), stand_in
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Feeds the tool results first (a stop there answers with a stand-in, not the model),
-        waits the kernel's backoff before a retried call, and offers no tools to the
-        final-answer call of a spent budget."""
+        waits the kernel's backoff before a retried call, offers no tools to the final-answer
+        call of a spent budget, and (``handle_model_errors``) retries a provider error as the
+        kernel says, or stops the run with ``model_error``."""
         request, delay_ms, update, stand_in = self._before_call(request)
-        if stand_in is not None:
-            response: ModelResponse[Any] = ModelResponse(result=[stand_in])
-        else:
+        while stand_in is None:
             if delay_ms:
                 time.sleep(delay_ms / 1000)
-            response = handler(request)
+            try:
+                response = handler(request)
+                break
+            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+                if not self._handle_model_errors:
+                    raise
+                retry, update, stand_in = self._on_model_error(request, error, update)
+                delay_ms = retry or 0
+        if stand_in is not None:
+            response = ModelResponse(result=[stand_in])
         if update is None:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
@@ -606,12 +708,19 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async ``wrap_model_call``."""
         request, delay_ms, update, stand_in = self._before_call(request)
-        if stand_in is not None:
-            response: ModelResponse[Any] = ModelResponse(result=[stand_in])
-        else:
+        while stand_in is None:
             if delay_ms:
                 await asyncio.sleep(delay_ms / 1000)
-            response = await handler(request)
+            try:
+                response = await handler(request)
+                break
+            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+                if not self._handle_model_errors:
+                    raise
+                retry, update, stand_in = self._on_model_error(request, error, update)
+                delay_ms = retry or 0
+        if stand_in is not None:
+            response = ModelResponse(result=[stand_in])
         if update is None:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
