@@ -29,7 +29,8 @@ Every model reply and every tool result goes through the machine:
   have all finished. A stop decided on them (a repeated loop, failing tools, a spent budget or
   deadline) does not call the model: the graph ends there. The kernel's notices (a tool excluded,
   a loop seen) are appended to the turn's last tool result, so the model reads them in order.
-  It also waits the kernel's backoff before a retried call.
+  A provider's error from the call goes to the kernel too: retried after the kernel's backoff,
+  or the run ends with ``model_error`` (``handle_model_errors=False`` lets it propagate).
 - ``before_agent`` starts the run's machine; ``after_agent`` makes sure the final state always
   has the report (a graph another middleware ended while the kernel was live is cancelled).
 
