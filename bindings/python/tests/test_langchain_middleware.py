@@ -144,6 +144,26 @@ def test_the_report_holds_the_kernels_snapshot_counters() -> None:
         assert key in report
 
 
+@pytest.mark.parametrize(
+    ("script", "policy", "reason"),
+    [
+        (seed.looping(), {}, "no_progress"),
+        (seed.honest_chain(seed.CHAIN_PARTS), {"max_steps": 21}, "max_steps"),
+        ([seed.EMPTY_TURN], {"retry_base_ms": 1, "retry_max_ms": 2}, "empty_responses"),
+    ],
+)
+def test_async_stops_are_the_sync_ones(
+    script: list[seed.Turn], policy: dict[str, Any], reason: str
+) -> None:
+    model = seed.ScriptedChatModel(script=script, repeat_last=True)
+    agent = seed.build_agent(model, [TerminusMiddleware(policy)])
+    state = asyncio.run(agent.ainvoke(seed.task_input()))
+    sync = run(script, policy, repeat_last=True)[REPORT_KEY]
+    assert state[REPORT_KEY]["reason"] == reason
+    assert {k: state[REPORT_KEY][k] for k in COMPARED} == {k: sync[k] for k in COMPARED}
+    assert_history_valid(state)
+
+
 def test_async_invoke_gives_the_same_report() -> None:
     model = seed.ScriptedChatModel(script=seed.ARCHITECT)
     agent = seed.build_agent(model, [TerminusMiddleware(ARCHITECT_POLICY)])
