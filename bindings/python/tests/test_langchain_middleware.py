@@ -453,6 +453,27 @@ def test_an_excluded_tool_is_answered_with_the_kernels_refusal_and_not_run() -> 
     assert_history_valid(state)
 
 
+def test_a_tool_budget_warns_in_the_result_then_refuses() -> None:
+    read = seed.honest_chain(3)
+    script = [
+        read[0],
+        read[1],
+        seed.tools_turn(*read[2]["tool_calls"], ("ls", {"path": "/"})),
+        seed.text_turn("Enough reading."),
+    ]
+    policy = {"tool_budgets": {"read_file": {"warn_at": 2, "block_at": 3}}}
+    state = run(script, policy)
+    results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert "[budget]" not in results["call_0_0"].content
+    assert results["call_1_0"].content.endswith(
+        "[budget] This was call 2 of `read_file`, the last one allowed: further calls will be refused."
+    )
+    assert results["call_2_0"].status == "error" and "Not run" in results["call_2_0"].content
+    assert results["call_2_1"].status == "success"
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["tool_calls"]) == ("complete", 3)
+
+
 def test_every_call_refused_ends_tool_failures() -> None:
     @tool
     def deploy(target: str) -> str:
