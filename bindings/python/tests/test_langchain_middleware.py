@@ -466,7 +466,8 @@ def test_a_tool_budget_warns_in_the_result_then_refuses() -> None:
     results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
     assert "[budget]" not in results["call_0_0"].content
     assert results["call_1_0"].content.endswith(
-        "[budget] This was call 2 of `read_file`, the last one allowed: further calls will be refused."
+        "[budget] This was call 2 of `read_file`, the last one allowed: "
+        "further calls will be refused."
     )
     assert results["call_2_0"].status == "error" and "Not run" in results["call_2_0"].content
     assert results["call_2_1"].status == "success"
