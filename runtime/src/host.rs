@@ -569,10 +569,10 @@ impl Host {
                 entry,
             });
         }
-        let commands: Vec<Command> = self.keep.out.iter().cloned().collect();
-        records.extend(decision_records(&record, &commands, |_| true));
+        let commands: &[Command] = self.keep.out.make_contiguous();
+        records.extend(decision_records(&record, commands, |_| true));
         self.keep.trace.push(record);
-        for command in &commands {
+        for command in commands.iter() {
             match command {
                 Command::RunTools(batch) => self.keep.batch = Some(batch.clone()),
                 Command::Stop(stop) => self.keep.stop = Some((**stop).clone()),
@@ -815,5 +815,124 @@ impl Host {
             ));
         }
         Ok(Host { machine, keep })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(policy: &str) -> Host {
+        let policy = policy_from_json(policy).expect("a valid policy");
+        Host::new(policy, "task".into(), Some("t".into())).expect("a host")
+    }
+
+    fn event(json: &str) -> EventIn {
+        EventIn::from_json(json).expect("a valid event")
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = policy_from_json(r#"{"max_stpes": 3}"#).expect_err("unknown field");
+        assert!(
+            e.to_string()
+                .starts_with("policy.max_stpes: unknown field, expected one of")
+        );
+        let e = policy_from_json(r#"{"max_steps": 0}"#).expect_err("zero steps");
+        assert_eq!(e.to_string(), "policy.max_steps: must be at least 1, got 0");
+        let e = EventIn::from_json(r#"{"model_turn": {"tool_calls": [{"id": "a"}]}}"#)
+            .expect_err("no name");
+        assert!(
+            e.to_string()
+                .starts_with("event.model_turn.tool_calls[0]: missing field `name`"),
+            "{e}"
+        );
+        let e = EventIn::from_json(r#"{"verdict": {"complete": "yes"}}"#).expect_err("a string");
+        assert!(
+            e.to_string()
+                .starts_with("event.verdict.complete: invalid type")
+        );
+    }
+
+    #[test]
+    fn a_refused_event_changes_nothing() {
+        let mut h = host("{}");
+        let before = h.snapshot();
+        let e = h
+            .handle(event(r#"{"cancel": false}"#))
+            .expect_err("refused");
+        assert_eq!(e.path, "event.cancel");
+        let e = h
+            .handle(event(
+                r#"{"tool_results": [{"call_id": "a", "name": "t"}]}"#,
+            ))
+            .expect_err("neither ok nor error");
+        assert_eq!(e.path, "event.tool_results[0]");
+        assert_eq!(h.snapshot(), before);
+    }
+
+    #[test]
+    fn a_run_journals_what_the_runtime_journals_and_restores() {
+        let mut h = host(r#"{"completion_requires": ["write_file"]}"#);
+        assert_eq!(
+            h.next_command(),
+            Some(CommandOut::CallModel {
+                delay_ms: 0,
+                tools: true
+            })
+        );
+        assert_eq!(h.next_command(), None);
+        let turn = r#"{"model_turn": {"tool_calls": [{"name": "write_file"}]}}"#;
+        assert_eq!(h.handle(event(turn)), Ok(Handle::Step));
+        let Some(CommandOut::RunTools { calls, .. }) = h.next_command() else {
+            panic!("run_tools expected");
+        };
+        assert_eq!(calls[0].id, "call-1-0");
+        let saved = h.snapshot();
+        let results =
+            r#"{"tool_results": [{"call_id": "call-1-0", "name": "write_file", "ok": "written"}]}"#;
+        assert_eq!(h.handle(event(results)), Ok(Handle::Step));
+        let mut copy = Host::restore(&saved).expect("a snapshot");
+        assert_eq!(copy.handle(event(results)), Ok(Handle::Step));
+        assert_eq!(copy, h);
+        let done = r#"{"model_turn": {"text": "Done.", "needs_more_work": false}}"#;
+        h.next_command();
+        assert_eq!(h.handle(event(done)), Ok(Handle::Step));
+        let Some(CommandOut::Stop { report }) = h.next_command() else {
+            panic!("stop expected");
+        };
+        assert_eq!(report["reason"], "explicit");
+        assert!(report.get("execution").is_none());
+        // The task; per step the event and transition; the tool intent and result; the stop.
+        assert_eq!(report["entries"], 10);
+        let kinds: Vec<&str> = h.records().iter().map(|r| r.entry.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "user",
+                "assistant",
+                "transition",
+                "tool_call",
+                "tool_result",
+                "tool_results",
+                "transition",
+                "assistant",
+                "transition",
+                "stop"
+            ]
+        );
+        let keys: Vec<Key> = h.records().iter().map(|r| r.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "records in key order, as a store pages them");
+        assert_eq!(h.explain().status, "ended");
+    }
+
+    #[test]
+    fn restore_refuses_text_that_is_not_a_snapshot() {
+        for text in ["", "{}", "[]", r#"{"terminus_snapshot": 2}"#] {
+            let e = Host::restore(text).expect_err("not a snapshot");
+            assert!(e.path.starts_with("snapshot"), "{e}");
+        }
     }
 }

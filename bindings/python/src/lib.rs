@@ -12,7 +12,7 @@ use pythonize::pythonize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use terminus_kernel::Policy;
-use terminus_runtime::host::{EventIn, Host, InputError};
+use terminus_runtime::host::{CommandOut, EventIn, Handle, Host, InputError};
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -114,6 +114,181 @@ fn read<T: DeserializeOwned>(root: &str, obj: &Bound<'_, PyAny>) -> PyResult<T> 
         .map_err(|e| value_error(InputError::from_serde(root, &e)))
 }
 
+/// The common events read straight from Python objects, without the JSON detour; `None` for
+/// anything this path does not take as it is (an unknown key, a type it does not expect, a rare
+/// event kind), which [`read`] then reads or refuses with the error naming its path. It accepts
+/// exactly what [`read`] accepts for the shapes it handles, with the same value.
+mod fast {
+    use super::to_json;
+    use pyo3::prelude::*;
+    use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
+    use terminus_kernel::{Finish, ToolErrorKind};
+    use terminus_runtime::host::{CallIn, EventIn, ResultIn, TurnIn};
+
+    pub(super) fn event(obj: &Bound<'_, PyAny>) -> Option<EventIn> {
+        let dict = obj.cast_exact::<PyDict>().ok()?;
+        if dict.len() != 1 {
+            return None;
+        }
+        let (key, value) = dict.iter().next()?;
+        match key.cast::<PyString>().ok()?.to_str().ok()? {
+            "model_turn" => turn(&value).map(EventIn::ModelTurn),
+            "tool_results" => results(&value).map(EventIn::ToolResults),
+            "tick" => tick(&value),
+            "cancel" => value
+                .cast_exact::<PyBool>()
+                .ok()
+                .filter(|b| b.is_true())
+                .map(|_| EventIn::Cancel(true)),
+            _ => None,
+        }
+    }
+
+    fn tick(value: &Bound<'_, PyAny>) -> Option<EventIn> {
+        let int = value.cast_exact::<PyInt>().ok()?;
+        int.extract::<u64>().ok().map(EventIn::Tick)
+    }
+
+    fn string(value: &Bound<'_, PyAny>) -> Option<String> {
+        value
+            .cast_exact::<PyString>()
+            .ok()?
+            .to_str()
+            .ok()
+            .map(str::to_owned)
+    }
+
+    /// `None` or a string: `Some(None)` for `None`.
+    fn opt_string(value: &Bound<'_, PyAny>) -> Option<Option<String>> {
+        if value.is_none() {
+            return Some(None);
+        }
+        string(value).map(Some)
+    }
+
+    fn opt_bool(value: &Bound<'_, PyAny>) -> Option<Option<bool>> {
+        if value.is_none() {
+            return Some(None);
+        }
+        value.cast_exact::<PyBool>().ok().map(|b| Some(b.is_true()))
+    }
+
+    /// JSON at `depth` below the event (the depth [`to_json`] would count from the root).
+    fn json(value: &Bound<'_, PyAny>, depth: usize) -> Option<serde_json::Value> {
+        let mut at = String::new();
+        to_json(value, &mut at, depth).ok()
+    }
+
+    fn turn(value: &Bound<'_, PyAny>) -> Option<TurnIn> {
+        let dict = value.cast_exact::<PyDict>().ok()?;
+        let mut turn = TurnIn::default();
+        for (key, value) in dict.iter() {
+            match key.cast::<PyString>().ok()?.to_str().ok()? {
+                "text" => turn.text = opt_string(&value)?,
+                "needs_more_work" => turn.needs_more_work = opt_bool(&value)?,
+                "reasoning" => turn.reasoning = opt_bool(&value)?,
+                "finish" => {
+                    turn.finish = if value.is_none() {
+                        None
+                    } else {
+                        Some(match string(&value)?.as_str() {
+                            "stop" => Finish::Stop,
+                            "length" => Finish::Length,
+                            "content_filter" => Finish::ContentFilter,
+                            "tool_calls" => Finish::ToolCalls,
+                            _ => return None,
+                        })
+                    }
+                }
+                "tool_calls" => {
+                    turn.tool_calls = if value.is_none() {
+                        None
+                    } else {
+                        let list = value.cast_exact::<PyList>().ok()?;
+                        let mut calls = Vec::with_capacity(list.len());
+                        for item in list.iter() {
+                            calls.push(call(&item)?);
+                        }
+                        Some(calls)
+                    }
+                }
+                // `usage` and anything else: the full reader.
+                _ => return None,
+            }
+        }
+        Some(turn)
+    }
+
+    fn call(value: &Bound<'_, PyAny>) -> Option<CallIn> {
+        let dict = value.cast_exact::<PyDict>().ok()?;
+        let (mut id, mut name, mut arguments) = (None, None, None);
+        for (key, value) in dict.iter() {
+            match key.cast::<PyString>().ok()?.to_str().ok()? {
+                "id" => id = opt_string(&value)?,
+                "name" => name = Some(string(&value)?),
+                "arguments" => {
+                    arguments = if value.is_none() {
+                        None
+                    } else {
+                        // event > model_turn > tool_calls > [i] > arguments
+                        Some(json(&value, 4)?)
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(CallIn {
+            id,
+            name: name?,
+            arguments,
+        })
+    }
+
+    fn results(value: &Bound<'_, PyAny>) -> Option<Vec<ResultIn>> {
+        let list = value.cast_exact::<PyList>().ok()?;
+        let mut out = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            let dict = item.cast_exact::<PyDict>().ok()?;
+            let (mut call_id, mut name, mut ok, mut error, mut message) =
+                (None, None, None, None, None);
+            for (key, value) in dict.iter() {
+                match key.cast::<PyString>().ok()?.to_str().ok()? {
+                    "call_id" => call_id = Some(string(&value)?),
+                    "name" => name = Some(string(&value)?),
+                    // Present, even as `None` (a null output).
+                    // event > tool_results > [i] > ok
+                    "ok" => ok = Some(json(&value, 3)?),
+                    "error" => {
+                        error = if value.is_none() {
+                            None
+                        } else {
+                            Some(match string(&value)?.as_str() {
+                                "permission_denied" => ToolErrorKind::PermissionDenied,
+                                "not_found" => ToolErrorKind::NotFound,
+                                "auth_failed" => ToolErrorKind::AuthFailed,
+                                "timeout" => ToolErrorKind::Timeout,
+                                "invalid_arguments" => ToolErrorKind::InvalidArguments,
+                                "failed" => ToolErrorKind::Failed,
+                                _ => return None,
+                            })
+                        }
+                    }
+                    "message" => message = opt_string(&value)?,
+                    _ => return None,
+                }
+            }
+            out.push(ResultIn {
+                call_id: call_id?,
+                name: name?,
+                ok,
+                error,
+                message,
+            });
+        }
+        Some(out)
+    }
+}
+
 fn policy_of(policy: Option<&Bound<'_, PyAny>>) -> PyResult<Policy> {
     let policy: Policy = match policy {
         None => Policy::default(),
@@ -153,12 +328,18 @@ impl Machine {
     }
 
     /// Feeds one event; returns `"step"`, `"observed"` or `"ignored"`.
-    fn handle(&mut self, event: &Bound<'_, PyAny>) -> PyResult<&'static str> {
-        let event: EventIn = read("event", event)?;
-        self.host
-            .handle(event)
-            .map(|h| h.as_str())
-            .map_err(value_error)
+    fn handle(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<Py<PyString>> {
+        let event: EventIn = match fast::event(event) {
+            Some(event) => event,
+            None => read("event", event)?,
+        };
+        let handled = self.host.handle(event).map_err(value_error)?;
+        let name = match handled {
+            Handle::Step => pyo3::intern!(py, "step"),
+            Handle::Observed => pyo3::intern!(py, "observed"),
+            Handle::Ignored => pyo3::intern!(py, "ignored"),
+        };
+        Ok(name.clone().unbind())
     }
 
     /// The next command as a dict, or `None` while the kernel waits for an event.
@@ -175,6 +356,30 @@ impl Machine {
         }
         match self.host.next_command() {
             None => Ok(None),
+            Some(CommandOut::RunTools {
+                calls,
+                refused,
+                warnings,
+            }) => {
+                let dict = PyDict::new(py);
+                dict.set_item(pyo3::intern!(py, "command"), pyo3::intern!(py, "run_tools"))?;
+                let list = PyList::empty(py);
+                for call in calls {
+                    let item = PyDict::new(py);
+                    item.set_item(pyo3::intern!(py, "id"), call.id)?;
+                    item.set_item(pyo3::intern!(py, "name"), call.name)?;
+                    item.set_item(pyo3::intern!(py, "arguments"), to_py(py, &call.arguments)?)?;
+                    list.append(item)?;
+                }
+                dict.set_item(pyo3::intern!(py, "calls"), list)?;
+                if !refused.is_empty() {
+                    dict.set_item(pyo3::intern!(py, "refused"), to_py(py, &refused)?)?;
+                }
+                if !warnings.is_empty() {
+                    dict.set_item(pyo3::intern!(py, "warnings"), to_py(py, &warnings)?)?;
+                }
+                Ok(Some(dict.into_any().unbind()))
+            }
             Some(command) => to_py(py, &command).map(Some),
         }
     }

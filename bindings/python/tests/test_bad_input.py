@@ -228,3 +228,67 @@ def test_run_scenario_takes_a_dict() -> None:
     assert report["result"] == "Hello!"
     assert "execution" not in report
     assert not math.isnan(report["steps"])
+
+
+# ----- the fast reader and the full reader agree -----
+
+
+class Slow(dict):
+    """A dict subclass: the binding's fast reader takes exact dicts only, so an event wrapped in
+    this is read by the full (JSON) reader."""
+
+
+valid_calls = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["read_file", "write_todos"])},
+        optional={
+            "id": st.none() | st.sampled_from(["a", "b"]),
+            "arguments": st.none() | json_values,
+        },
+    ),
+    max_size=3,
+)
+valid_turns = st.fixed_dictionaries(
+    {},
+    optional={
+        "text": st.none() | st.text(max_size=6),
+        "needs_more_work": st.none() | st.booleans(),
+        "reasoning": st.none() | st.booleans(),
+        "finish": st.none() | st.sampled_from(["stop", "length", "content_filter", "tool_calls", "x"]),
+        "tool_calls": st.none() | valid_calls,
+        "usage": st.none() | st.fixed_dictionaries({"input_tokens": st.integers(0, 9), "output_tokens": st.integers(0, 9)}),
+    },
+)
+valid_results = st.lists(
+    st.fixed_dictionaries(
+        {"call_id": st.sampled_from(["a", "call-1-0"]), "name": st.sampled_from(["read_file", "t"])},
+        optional={
+            "ok": json_values,
+            "error": st.none() | st.sampled_from(["failed", "not_found", "nope"]),
+            "message": st.none() | st.text(max_size=4),
+        },
+    ),
+    max_size=2,
+)
+near_valid_events = (
+    st.builds(lambda t: {"model_turn": t}, valid_turns)
+    | st.builds(lambda r: {"tool_results": r}, valid_results)
+    | st.builds(lambda t: {"tick": t}, st.integers(-1, 2**64) | st.booleans())
+    | st.builds(lambda c: {"cancel": c}, st.booleans() | st.none())
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(first=near_valid_events, second=near_valid_events)
+def test_the_fast_reader_agrees_with_the_full_reader(first: dict, second: dict) -> None:
+    fast, full = Machine(), Machine()
+    for event in (first, second):
+        outcomes = []
+        for machine, given_as in ((fast, event), (full, Slow(event))):
+            try:
+                outcomes.append(machine.handle(given_as))
+            except ValueError as e:
+                outcomes.append(("refused", str(e)))
+            machine.next_command()
+        assert outcomes[0] == outcomes[1]
+        assert fast.snapshot() == full.snapshot()
