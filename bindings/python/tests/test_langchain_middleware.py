@@ -585,6 +585,12 @@ def test_model_turn_event_maps_an_ai_message() -> None:
         }
     }
     Machine().handle(event)  # the kernel accepts it
+    thinking = AIMessage(content=[{"type": "thinking", "thinking": "hmm"}])
+    assert model_turn_event(thinking) == {
+        "model_turn": {"text": "", "tool_calls": [], "reasoning": True}
+    }
+    truncated = AIMessage(content="", response_metadata={"finish_reason": "length"})
+    assert model_turn_event(truncated)["model_turn"]["finish"] == "length"
     assert "usage" not in model_turn_event(AIMessage(content="hi"))["model_turn"]
     with pytest.raises(TypeError, match="AIMessage"):
         model_turn_event(HumanMessage(content="hi"))  # type: ignore[arg-type]

@@ -148,7 +148,8 @@ def _text(content: str | list[Any]) -> str:
 
 def model_turn_event(message: AIMessage) -> dict[str, Any]:
     """The kernel's ``model_turn`` event for an ``AIMessage``: its text, its tool calls, its usage
-    when the provider reported it (absent usage means unknown, not zero) and its finish reason.
+    when the provider reported it (absent usage means unknown, not zero), its finish reason, and
+    whether it carries reasoning output.
 
     Raises:
         TypeError: ``message`` is not an ``AIMessage``.
@@ -174,7 +175,20 @@ def model_turn_event(message: AIMessage) -> dict[str, Any]:
     reason = meta.get("finish_reason") or meta.get("stop_reason")
     if isinstance(reason, str) and reason in _FINISH:
         turn["finish"] = _FINISH[reason]
+    if _reasoned(message):
+        turn["reasoning"] = True
     return {"model_turn": turn}
+
+
+def _reasoned(message: AIMessage) -> bool:
+    """Whether the reply carries reasoning (thinking) output: a reply with reasoning and no
+    content is an empty reply to retry, not a silent turn."""
+    if isinstance(message.content, list):
+        for block in message.content:
+            if isinstance(block, Mapping) and block.get("type") in ("reasoning", "thinking"):
+                return True
+    extra = message.additional_kwargs or {}
+    return bool(extra.get("reasoning_content") or extra.get("reasoning"))
 
 
 def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]:
