@@ -36,7 +36,9 @@ PLAN_TEXT = "# Plan\n\n1. Split the parser out of lib.rs.\n2. Add tests for each
 SOURCE = {"/src/lib.rs": "fn main() {}\n", "/README.md": "# demo\n"}
 
 Turn = dict[str, Any]
-"""One scripted reply: ``{"text": str, "tool_calls": [(name, args), ...], "usage": (in, out)}``."""
+"""One scripted reply: ``{"text": str, "tool_calls": [(name, args), ...], "usage": (in, out)}``,
+and optionally ``"invalid": [(name, raw arguments text), ...]`` (calls whose arguments are not
+JSON)."""
 
 
 def tools_turn(*calls: tuple[str, dict[str, Any]], text: str = "") -> Turn:
@@ -132,10 +134,21 @@ class ScriptedChatModel(BaseChatModel):
             {"id": f"call_{index}_{j}", "name": name, "args": args, "type": "tool_call"}
             for j, (name, args) in enumerate(turn["tool_calls"])
         ]
+        invalid = [
+            {
+                "id": f"bad_{index}_{j}",
+                "name": name,
+                "args": raw,
+                "error": "not JSON",
+                "type": "invalid_tool_call",
+            }
+            for j, (name, raw) in enumerate(turn.get("invalid", []))
+        ]
         input_tokens, output_tokens = turn["usage"]
         message = AIMessage(
             content=turn["text"],
             tool_calls=calls,
+            invalid_tool_calls=invalid,
             usage_metadata={
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,

@@ -475,6 +475,23 @@ def test_a_tool_budget_warns_in_the_result_then_refuses() -> None:
     assert (report["outcome"], report["tool_calls"]) == ("complete", 3)
 
 
+def test_a_call_with_arguments_that_are_not_json_is_answered_invalid_arguments() -> None:
+    bad = {"text": "", "tool_calls": [], "invalid": [("write_file", '{"file_path": ')]}
+    script = [
+        {**bad, "usage": (100, 10)},
+        seed.ARCHITECT[4],
+        seed.text_turn("Plan written."),
+    ]
+    state = run(script, ARCHITECT_POLICY)
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["model_calls"], report["tool_calls"]) == ("complete", 3, 2)
+    answer = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert answer.tool_call_id == "bad_0_0" and answer.status == "error"
+    assert "not valid JSON" in answer.content
+    assert report["stats"]["tool_failures"] == 1
+    assert seed.PLAN_PATH in state["files"]
+
+
 def test_every_call_refused_ends_tool_failures() -> None:
     @tool
     def deploy(target: str) -> str:

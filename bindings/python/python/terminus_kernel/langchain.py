@@ -164,6 +164,10 @@ def model_turn_event(message: AIMessage) -> dict[str, Any]:
                 f"model reply {message.id!r}: tool_calls[{index}] ({call.get('name')!r}) has no id"
             )
         calls.append({"id": call["id"], "name": call["name"], "arguments": call.get("args", {})})
+    for call in _invalid_calls(message):
+        # Arguments that are not valid JSON: still a tool call (rule 1), answered with an
+        # ``invalid_arguments`` error by ``after_model``; the kernel sees the raw text.
+        calls.append({"id": call["id"], "name": call["name"], "arguments": call["args"]})
     turn: dict[str, Any] = {"text": _text(message.content), "tool_calls": calls}
     usage = message.usage_metadata
     if usage is not None:
@@ -178,6 +182,21 @@ def model_turn_event(message: AIMessage) -> dict[str, Any]:
     if _reasoned(message):
         turn["reasoning"] = True
     return {"model_turn": turn}
+
+
+def _invalid_calls(message: AIMessage) -> list[dict[str, Any]]:
+    """The reply's tool calls whose arguments could not be parsed and that have an id to answer
+    (``id``, ``name``, raw ``args`` text, ``error``)."""
+    return [
+        {
+            "id": call["id"],
+            "name": call.get("name") or "",
+            "args": call.get("args") if isinstance(call.get("args"), str) else "",
+            "error": call.get("error") or "",
+        }
+        for call in message.invalid_tool_calls
+        if isinstance(call.get("id"), str) and call.get("id")
+    ]
 
 
 def _reasoned(message: AIMessage) -> bool:
@@ -593,15 +612,20 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             if early.notices and last is not None:
                 update_messages.append(_noticed(last, early.notices))
         turn["fed"] = message.id
+        invalid = _invalid_calls(message)
         if not turn.get("ended"):
             out = self._feed(machine, turn, model_turn_event(message))
         else:
             out = _Outcome(jump="end")
-        if not message.tool_calls and not _text(message.content).strip() and message.id:
+        if (
+            not (message.tool_calls or invalid)
+            and not _text(message.content).strip()
+            and message.id
+        ):
             # An empty reply is an error (retried, or the run stops), never part of the
             # conversation: chat APIs refuse an empty assistant message.
             update_messages.append(RemoveMessage(id=message.id))
-        if out.jump == "end" and message.tool_calls:
+        if out.jump == "end" and (message.tool_calls or invalid):
             # The run stopped on a tool turn: each call gets an answer, so the history stays valid.
             reason = (turn.get("report") or {}).get("reason") or "stopped"
             update_messages += [
@@ -611,8 +635,37 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                     name=call["name"],
                     status="error",
                 )
-                for call in message.tool_calls
+                for call in [*message.tool_calls, *invalid]
             ]
+        if invalid and out.jump is None:
+            # The tools node runs only the parsed calls: the kernel's other calls are answered
+            # here (an error the model can fix, or the kernel's refusal), and with none parsed
+            # the loop goes back to the model.
+            awaiting = turn.get("awaiting") or {}
+            refused = turn.get("refused") or {}
+            for call in invalid:
+                if call["id"] in refused:
+                    content, meta = str(refused[call["id"]]), {}
+                elif call["id"] in awaiting:
+                    detail = f" ({call['error']})" if call["error"] else ""
+                    content = (
+                        f"Error: the arguments of `{call['name']}` are not valid JSON{detail}. "
+                        "Call it again with a JSON object."
+                    )
+                    meta = {ERROR_KIND: "invalid_arguments"}
+                else:
+                    continue
+                update_messages.append(
+                    ToolMessage(
+                        content=content,
+                        tool_call_id=call["id"],
+                        name=call["name"],
+                        status="error",
+                        response_metadata=meta,
+                    )
+                )
+            if not message.tool_calls:
+                out.jump = "model"
         update_messages += out.messages
         update = self._update(machine, turn, update_messages)
         if out.jump is not None:
