@@ -157,17 +157,17 @@ def model_turn_event(message: AIMessage) -> dict[str, Any]:
     """
     if not isinstance(message, AIMessage):
         raise TypeError(f"model_turn_event: expected an AIMessage, got {type(message).__name__}")
-    calls = []
+    calls: list[dict[str, Any]] = []
     for index, call in enumerate(message.tool_calls):
         if not call.get("id"):
             raise ValueError(
                 f"model reply {message.id!r}: tool_calls[{index}] ({call.get('name')!r}) has no id"
             )
         calls.append({"id": call["id"], "name": call["name"], "arguments": call.get("args", {})})
-    for call in _invalid_calls(message):
+    for bad in _invalid_calls(message):
         # Arguments that are not valid JSON: still a tool call (rule 1), answered with an
         # ``invalid_arguments`` error by ``after_model``; the kernel sees the raw text.
-        calls.append({"id": call["id"], "name": call["name"], "arguments": call["args"]})
+        calls.append({"id": bad["id"], "name": bad["name"], "arguments": bad["args"]})
     turn: dict[str, Any] = {"text": _text(message.content), "tool_calls": calls}
     usage = message.usage_metadata
     if usage is not None:
