@@ -51,4 +51,5 @@ if [ -z "${TERMINUS_BIN:-}" ]; then
 fi
 
 cd "$root/bindings/python"
-"$dir/bin/python" -m pytest -q -p no:cacheprovider "$@"
+# -rs prints the reason of every skipped test.
+"$dir/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
