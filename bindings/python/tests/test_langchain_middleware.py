@@ -583,6 +583,19 @@ def test_a_corrupt_snapshot_in_the_state_is_a_clear_error() -> None:
         middleware.after_model(state, None)  # type: ignore[arg-type]
 
 
+def test_the_middleware_copies_and_pickles_with_its_policy() -> None:
+    import copy
+    import pickle
+
+    middleware = TerminusMiddleware(ARCHITECT_POLICY)
+    run_once = seed.build_agent(seed.ScriptedChatModel(script=seed.ARCHITECT), [middleware])
+    run_once.invoke(seed.task_input())
+    for twin in (copy.deepcopy(middleware), pickle.loads(pickle.dumps(middleware))):
+        model = seed.ScriptedChatModel(script=seed.ARCHITECT)
+        report = seed.build_agent(model, [twin]).invoke(seed.task_input())[REPORT_KEY]
+        assert (report["outcome"], report["nudges"]) == ("complete", 1)
+
+
 def test_model_turn_event_maps_an_ai_message() -> None:
     message = AIMessage(
         content=[{"type": "text", "text": "Reading."}],

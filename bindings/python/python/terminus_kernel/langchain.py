@@ -388,6 +388,17 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         ] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (``copy.deepcopy``, pickling) has the policy, not the live machines."""
+        state = dict(self.__dict__)
+        state["_machines"] = OrderedDict()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     # ----- the machine in the state -----
 
     def _take(self, state: Mapping[str, Any]) -> tuple[Machine, dict[str, Any] | None]:
