@@ -265,6 +265,34 @@ def test_a_new_input_on_a_thread_whose_run_ended_starts_a_new_run() -> None:
     assert report["result"] == "You are welcome."
 
 
+def test_a_run_interrupted_for_approval_resumes_with_its_counters() -> None:
+    from deepagents import create_deep_agent
+    from langchain.agents.middleware import TodoListMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    saver = InMemorySaver()
+
+    def architect() -> Any:
+        # A new agent and middleware each time: the resumed run's machine comes from the state.
+        return create_deep_agent(
+            model=seed.ScriptedChatModel(script=seed.ARCHITECT),
+            middleware=[TodoListMiddleware(), TerminusMiddleware(ARCHITECT_POLICY)],
+            interrupt_on={"write_file": True},
+            checkpointer=saver,
+        )
+
+    config = {"configurable": {"thread_id": "approval"}}
+    paused = architect().invoke(seed.task_input(), config)
+    assert paused.get("__interrupt__"), "the write_file call waits for approval"
+    assert REPORT_KEY not in paused or paused[REPORT_KEY] is None
+    state = architect().invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    report = state[REPORT_KEY]
+    expected = run(seed.ARCHITECT, ARCHITECT_POLICY)[REPORT_KEY]
+    assert {k: report[k] for k in COMPARED} == {k: expected[k] for k in COMPARED}
+    assert seed.PLAN_PATH in state["files"]
+
+
 # ----- the machine restored from the state gives the same run -----
 
 
