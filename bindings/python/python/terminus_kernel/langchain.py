@@ -37,6 +37,12 @@ Every model reply and every tool result goes through the machine:
 The machine's snapshot lives in the graph state (a private key of this middleware's state
 schema), so a thread resumed from a LangGraph checkpointer, in another process after a crash,
 goes on with its counters and budgets. The final state has key ``"terminus"``: the report.
+
+The kernel's counters always agree with the checkpoint a thread resumes from. Whether a crash
+can make a tool run again is LangGraph's durability: with ``invoke(..., durability="sync")``
+every step's checkpoint is written before the next step starts, so no finished tool runs twice;
+with the default ``"async"`` the last step's checkpoint may be lost with the process, and that
+step (its tools included) runs again on resume.
 """
 
 from __future__ import annotations
