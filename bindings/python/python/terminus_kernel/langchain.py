@@ -41,8 +41,8 @@ goes on with its counters and budgets. The final state has key ``"terminus"``: t
 The kernel's counters always agree with the checkpoint a thread resumes from. Whether a crash
 can make a tool run again is LangGraph's durability: with ``invoke(..., durability="sync")``
 every step's checkpoint is written before the next step starts, so no finished tool runs twice;
-with the default ``"async"`` the last step's checkpoint may be lost with the process, and that
-step (its tools included) runs again on resume.
+with the default ``"async"`` the checkpoints still being written when the process dies are
+lost, and the steps since the last one written (their tools included) run again on resume.
 """
 
 from __future__ import annotations
