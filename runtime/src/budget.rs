@@ -97,19 +97,16 @@ fn percent(used: u64, limit: u64) -> u64 {
     used.saturating_mul(100).checked_div(limit).unwrap_or(100)
 }
 
-/// Which budgets have been warned about (each once per run).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Warned(u8);
+/// Which budgets have been warned about (each once per run). A host that drives the machine
+/// itself keeps one per run (it is saved with the run's snapshot).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Warned(u8);
 
 impl Warned {
     /// The warnings due after `step`: budgets at or past 80 % not yet warned about. A budget
     /// that is spent whole is the stop's business, not a warning's.
-    pub(crate) fn check(
-        &mut self,
-        policy: &Policy,
-        stats: &Stats,
-        elapsed_ms: u64,
-    ) -> Vec<BudgetWarning> {
+    pub fn check(&mut self, policy: &Policy, stats: &Stats, elapsed_ms: u64) -> Vec<BudgetWarning> {
         let step = stats.steps;
         let mut due = Vec::new();
         for budget in Budget::ALL {

@@ -6,7 +6,7 @@
 use crate::error::RunError;
 use crate::message::Message;
 use crate::tool::render_outcome;
-use terminus_kernel::{BudgetWarning, Entry, ToolBatch, ToolResult};
+use terminus_kernel::{BudgetWarning, Entry, Exclusion, ToolBatch, ToolResult};
 
 /// The messages of a run, in order: the system prompt, the task, then what the entries add.
 ///
@@ -92,10 +92,7 @@ impl Conversation {
             if let Some(exclusion) = batch.refusal(i) {
                 // Refused calls are not executed and not sent back to the kernel, but the model
                 // gets an answer for each (chat APIs require one per call).
-                let text = format!(
-                    "Not run: the tool `{}` is excluded because {exclusion}.",
-                    call.name
-                );
+                let text = refusal_text(&call.name, exclusion);
                 self.messages.push(Message::tool_refusal(
                     call.id.clone(),
                     call.name.clone(),
@@ -118,8 +115,14 @@ impl Conversation {
     }
 }
 
+/// What the model is told instead of the result of a call the kernel refused (its tool is
+/// excluded).
+pub fn refusal_text(tool: &str, exclusion: Exclusion) -> String {
+    format!("Not run: the tool `{tool}` is excluded because {exclusion}.")
+}
+
 /// The warning appended to a tool result when its tool's budget is nearly spent.
-fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
+pub fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
     match w.block_at {
         Some(_) if w.last => format!(
             "[budget] This was call {} of `{tool}`, the last one allowed: further calls will be refused.",

@@ -42,7 +42,9 @@ pub mod context;
 mod conversation;
 mod driver;
 mod error;
+pub mod explain;
 mod fault;
+pub mod host;
 pub mod journal;
 mod kill;
 mod message;
@@ -54,11 +56,12 @@ pub mod semconv;
 mod tool;
 mod verifier;
 
-pub use crate::budget::{Budget, BudgetWarning, WARN_PERCENT};
+pub use crate::budget::{Budget, BudgetWarning, WARN_PERCENT, Warned};
 pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::context::{
     ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
 };
+pub use crate::conversation::{budget_warning_text, refusal_text};
 pub use crate::driver::{Adapters, Replayed, Resume, Run, Setup, in_doubt_outcome};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
@@ -73,5 +76,6 @@ pub use crate::observer::{Observer, Transition};
 pub use crate::report::Report;
 pub use crate::tool::{Tool, ToolSet, ToolSpec, WriteTodos, render_outcome};
 pub use crate::verifier::{
-    LLM_VERIFIER_PROMPT, LlmVerifier, RuleVerifier, Verification, Verifier, parse_verdict,
+    LLM_VERIFIER_PROMPT, LlmVerifier, RuleVerifier, Verification, Verifier, missing_by_rules,
+    parse_verdict,
 };

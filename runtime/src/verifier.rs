@@ -47,18 +47,27 @@ impl Verification<'_> {
 
     /// The open todos and missing required tools, in words.
     pub fn missing_by_rules(&self) -> Vec<String> {
-        let todos = self
-            .todos
-            .iter()
-            .filter(|t| t.status.is_open())
-            .map(|t| format!("todo not done: {}", t.content));
-        let tools = self
-            .completion_requires
-            .iter()
-            .filter(|t| !self.ledger.succeeded(t))
-            .map(|t| format!("required tool not yet run successfully: {t}"));
-        todos.chain(tools).collect()
+        missing_by_rules(self.todos, self.ledger, self.completion_requires)
     }
+}
+
+/// What a completion claim lacks by the rules, in words: each open todo (`todo not done: ...`),
+/// then each `completion_requires` tool the ledger has no success of. The rule verifier's
+/// `missing`; a host that drives the machine itself gives it as its verdict.
+pub fn missing_by_rules(
+    todos: &[Todo],
+    ledger: &Ledger,
+    completion_requires: &[String],
+) -> Vec<String> {
+    let todos = todos
+        .iter()
+        .filter(|t| t.status.is_open())
+        .map(|t| format!("todo not done: {}", t.content));
+    let tools = completion_requires
+        .iter()
+        .filter(|t| !ledger.succeeded(t))
+        .map(|t| format!("required tool not yet run successfully: {t}"));
+    todos.chain(tools).collect()
 }
 
 /// Decides whether a completion claim is true.

@@ -1,0 +1,18 @@
+"""Terminus: an agent kernel that makes every way an LLM agent run stops explicit, counted and
+bounded.
+
+The kernel is sans-IO: the host keeps its own model client and tools, feeds the kernel what
+happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.next_command`).
+
+- :class:`Machine` -- the kernel, with the JSON vocabulary of events and commands.
+- :func:`run_scenario` -- runs a scenario file (scripted model, tools and verifier) in process
+  and returns the report ``terminus run --json`` prints, without the execution id.
+- ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
+  the kernel.
+
+Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
+"""
+
+from terminus_kernel._native import Machine, __version__, run_scenario
+
+__all__ = ["Machine", "run_scenario", "__version__"]

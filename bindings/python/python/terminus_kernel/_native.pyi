@@ -1,0 +1,98 @@
+"""Type stubs of the compiled core, ``terminus_kernel._native``."""
+
+from os import PathLike
+from typing import Any, Literal, final
+
+__version__: str
+
+Phase = Literal["Exploring", "Acting", "Verifying", "Nudged", "Complete", "Aborted"]
+Handled = Literal["step", "observed", "ignored"]
+
+@final
+class Machine:
+    """The kernel: feed it events with :meth:`handle`, take its commands with
+    :meth:`next_command` until it returns ``None``, repeat until a ``stop`` command.
+
+    ``policy`` takes the scenario ``policy`` fields (``max_steps``, ``max_model_calls``,
+    ``max_no_ops``, ``max_nudges``, ``verify_completion``, ``completion_requires``, ...), same
+    names and defaults; an unknown or ill-typed field raises ``ValueError`` naming it
+    (``policy.max_stpes: unknown field, ...``). ``task`` and ``name`` only label the run in
+    :meth:`explain`.
+    """
+
+    def __init__(
+        self,
+        policy: dict[str, Any] | None = None,
+        *,
+        task: str = "",
+        name: str | None = None,
+    ) -> None: ...
+    def handle(self, event: dict[str, Any]) -> Handled:
+        """Feeds one event, a dict with one key:
+
+        - ``{"model_turn": {"text", "tool_calls": [{"id", "name", "arguments"}],
+          "needs_more_work", "usage": {"input_tokens", "output_tokens"}, "finish",
+          "reasoning"}}`` (every key optional but a call's ``name``; a call without ``id``
+          gets ``call-{model call}-{index}``);
+        - ``{"model_error": {"kind", "retry_after_ms"}}`` with kind ``rate_limited``,
+          ``server``, ``timeout``, ``auth``, ``bad_request`` or ``context_overflow``;
+        - ``{"tool_results": [{"call_id", "name", "ok": ANY} |
+          {"call_id", "name", "error": KIND, "message"}]}`` for the calls of the last
+          ``run_tools`` (KIND: ``permission_denied``, ``not_found``, ``auth_failed``,
+          ``timeout``, ``invalid_arguments``, ``failed``);
+        - ``{"verdict": {"complete": bool, "feedback": str, "missing": [str]}}``;
+        - ``{"tick": now_ms}`` (milliseconds since the run started);
+        - ``{"cancel": True}``.
+
+        Returns ``"step"`` (a transition: commands are waiting), ``"observed"`` (a clock
+        reading before the deadline) or ``"ignored"`` (the kernel does not expect this event in
+        its state; counted in ``stats["ignored_events"]``). A malformed event raises
+        ``ValueError`` naming its JSON path (``event.model_turn.tool_calls[0].name: ...``) and
+        changes nothing.
+        """
+    def next_command(self) -> dict[str, Any] | None:
+        """The next command, or ``None`` while the kernel waits for an event:
+
+        - ``{"command": "call_model", "delay_ms": int, "tools": bool}``: call the model after
+          ``delay_ms`` (backoff); ``tools`` is false for the final-answer call;
+        - ``{"command": "run_tools", "calls": [{"id", "name", "arguments"}]}``: run these
+          calls and answer with ``tool_results``; with ``"refused": [{"id", "name",
+          "arguments", "text"}]`` (calls of excluded tools: give the model ``text`` as their
+          result, do not run them) and ``"warnings": [{"id", "text"}]`` (append to that call's
+          result) when there are any;
+        - ``{"command": "verify", "claim": str, "todos": [...], "missing": [str]}``: ask the
+          verifier and answer with ``verdict`` (``missing`` is what the rules say is still
+          open: a rule verifier answers ``complete`` when it is empty);
+        - ``{"command": "nudge" | "notice", "text": str}``: add ``text`` to the conversation
+          before the next model call;
+        - ``{"command": "stop", "report": dict}``: the run ended (see :meth:`report`).
+        """
+    @property
+    def phase(self) -> Phase:
+        """The current state."""
+    @property
+    def stats(self) -> dict[str, int]:
+        """Every counter of the kernel (``steps``, ``model_calls``, ``tool_calls``,
+        ``nudges``, ``no_ops``, ``empty_responses``, ``ignored_events``, ...)."""
+    def report(self) -> dict[str, Any]:
+        """The report, with the fields of ``terminus run --json`` but the execution id:
+        ``outcome``, ``reason``, ``steps``, ``model_calls``, ``tool_calls``, ``nudges``,
+        ``verification_failures``, ``no_ops``, ``empty_responses``, ``excluded_tools``,
+        ``entries``, ``duplicates_prevented``, ``result``, ``rule``, ``todos``, ``stats``,
+        ``trace``. While the run goes on, ``outcome``, ``reason`` and ``rule`` are ``None``."""
+    def explain(self) -> str:
+        """Why the run stopped and what to change: the text ``terminus inspect`` prints for
+        the same run (for a live run: where it is)."""
+    def snapshot(self) -> str:
+        """The whole machine (state, counters, pending commands, the run's journal) as JSON
+        text; :meth:`restore` gives it back."""
+    @staticmethod
+    def restore(snapshot: str) -> Machine:
+        """A machine saved by :meth:`snapshot`, which goes on exactly as the saved one would.
+        Text that is not a consistent snapshot raises ``ValueError``."""
+
+def run_scenario(scenario: str | PathLike[str] | dict[str, Any]) -> dict[str, Any]:
+    """Runs a scenario (a file path or the scenario as a dict) in process, with the runtime
+    ``terminus run`` uses, and returns its report without the execution id. A scenario that is
+    not valid, or a script that runs out, raises ``ValueError`` with the message the command
+    line gives."""

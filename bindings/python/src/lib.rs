@@ -1,0 +1,497 @@
+//! `terminus_kernel._native`: the Terminus kernel for Python.
+//!
+//! A thin layer over [`terminus_runtime::host::Host`] (the kernel with the embedding contract's
+//! JSON vocabulary, its journal, report and explanation) and over the runtime for
+//! [`run_scenario`]. Python values cross as JSON-shaped data (`pythonize`); every bad input is a
+//! `ValueError` naming the field or JSON path, and nothing here panics on any input.
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pythonize::pythonize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use terminus_kernel::Policy;
+use terminus_runtime::host::{CommandOut, EventIn, Handle, Host, InputError};
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// How deep a Python value may nest (serde_json's own limit): deeper is refused, not recursed
+/// into, so no input can exhaust the stack.
+const MAX_DEPTH: usize = 128;
+
+/// `obj` as JSON, strictly: `None`, `bool`, `int` (64-bit), finite `float`, `str`, `list` or
+/// `tuple`, and `dict` with `str` keys. Anything else is an error naming its path under `at`.
+fn to_json(obj: &Bound<'_, PyAny>, at: &mut String, depth: usize) -> Result<Value, InputError> {
+    let fail = |at: &str, message: String| InputError {
+        path: at.to_owned(),
+        message,
+    };
+    if depth > MAX_DEPTH {
+        return Err(fail(at, format!("nested deeper than {MAX_DEPTH} levels")));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        return Err(fail(at, "integer out of the 64-bit range".to_owned()));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return serde_json::Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| fail(at, format!("{} is not a JSON number", f.value())));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s
+            .to_str()
+            .map(|s| Value::String(s.to_owned()))
+            .map_err(|e| fail(at, e.to_string()));
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let Ok(key) = key.cast::<PyString>() else {
+                return Err(fail(at, format!("a key is not a string: {key}")));
+            };
+            let key = key
+                .to_str()
+                .map_err(|e| fail(at, e.to_string()))?
+                .to_owned();
+            let len = at.len();
+            at.push('.');
+            at.push_str(&key);
+            let value = to_json(&value, at, depth + 1)?;
+            at.truncate(len);
+            map.insert(key, value);
+        }
+        return Ok(Value::Object(map));
+    }
+    let items: Option<Vec<Bound<'_, PyAny>>> = if let Ok(list) = obj.cast::<PyList>() {
+        Some(list.iter().collect())
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        Some(tuple.iter().collect())
+    } else {
+        None
+    };
+    match items {
+        Some(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("[{i}]"));
+                out.push(to_json(item, at, depth + 1)?);
+                at.truncate(len);
+            }
+            Ok(Value::Array(out))
+        }
+        None => {
+            let kind = obj
+                .get_type()
+                .name()
+                .map_or_else(|_| "object".to_owned(), |n| n.to_string());
+            Err(fail(at, format!("a {kind} is not JSON")))
+        }
+    }
+}
+
+/// Reads `obj` as `T`: strictly as JSON first, then with serde; every error names its path
+/// under `root` (`event.model_turn.text: invalid type: ...`).
+fn read<T: DeserializeOwned>(root: &str, obj: &Bound<'_, PyAny>) -> PyResult<T> {
+    let mut at = root.to_owned();
+    let value = to_json(obj, &mut at, 0).map_err(value_error)?;
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| value_error(InputError::from_serde(root, &e)))
+}
+
+/// The common events read straight from Python objects, without the JSON detour; `None` for
+/// anything this path does not take as it is (an unknown key, a type it does not expect, a rare
+/// event kind), which [`read`] then reads or refuses with the error naming its path. It accepts
+/// exactly what [`read`] accepts for the shapes it handles, with the same value.
+mod fast {
+    use super::to_json;
+    use pyo3::prelude::*;
+    use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
+    use terminus_kernel::{Finish, ToolErrorKind};
+    use terminus_runtime::host::{CallIn, EventIn, ResultIn, TurnIn};
+
+    pub(super) fn event(obj: &Bound<'_, PyAny>) -> Option<EventIn> {
+        let dict = obj.cast_exact::<PyDict>().ok()?;
+        if dict.len() != 1 {
+            return None;
+        }
+        let (key, value) = dict.iter().next()?;
+        match key.cast::<PyString>().ok()?.to_str().ok()? {
+            "model_turn" => turn(&value).map(EventIn::ModelTurn),
+            "tool_results" => results(&value).map(EventIn::ToolResults),
+            "tick" => tick(&value),
+            "cancel" => value
+                .cast_exact::<PyBool>()
+                .ok()
+                .filter(|b| b.is_true())
+                .map(|_| EventIn::Cancel(true)),
+            _ => None,
+        }
+    }
+
+    fn tick(value: &Bound<'_, PyAny>) -> Option<EventIn> {
+        let int = value.cast_exact::<PyInt>().ok()?;
+        int.extract::<u64>().ok().map(EventIn::Tick)
+    }
+
+    fn string(value: &Bound<'_, PyAny>) -> Option<String> {
+        value
+            .cast_exact::<PyString>()
+            .ok()?
+            .to_str()
+            .ok()
+            .map(str::to_owned)
+    }
+
+    /// `None` or a string: `Some(None)` for `None`.
+    fn opt_string(value: &Bound<'_, PyAny>) -> Option<Option<String>> {
+        if value.is_none() {
+            return Some(None);
+        }
+        string(value).map(Some)
+    }
+
+    fn opt_bool(value: &Bound<'_, PyAny>) -> Option<Option<bool>> {
+        if value.is_none() {
+            return Some(None);
+        }
+        value.cast_exact::<PyBool>().ok().map(|b| Some(b.is_true()))
+    }
+
+    /// JSON at `depth` below the event (the depth [`to_json`] would count from the root).
+    fn json(value: &Bound<'_, PyAny>, depth: usize) -> Option<serde_json::Value> {
+        let mut at = String::new();
+        to_json(value, &mut at, depth).ok()
+    }
+
+    fn turn(value: &Bound<'_, PyAny>) -> Option<TurnIn> {
+        let dict = value.cast_exact::<PyDict>().ok()?;
+        let mut turn = TurnIn::default();
+        for (key, value) in dict.iter() {
+            match key.cast::<PyString>().ok()?.to_str().ok()? {
+                "text" => turn.text = opt_string(&value)?,
+                "needs_more_work" => turn.needs_more_work = opt_bool(&value)?,
+                "reasoning" => turn.reasoning = opt_bool(&value)?,
+                "finish" => {
+                    turn.finish = if value.is_none() {
+                        None
+                    } else {
+                        Some(match string(&value)?.as_str() {
+                            "stop" => Finish::Stop,
+                            "length" => Finish::Length,
+                            "content_filter" => Finish::ContentFilter,
+                            "tool_calls" => Finish::ToolCalls,
+                            _ => return None,
+                        })
+                    }
+                }
+                "tool_calls" => {
+                    turn.tool_calls = if value.is_none() {
+                        None
+                    } else {
+                        let list = value.cast_exact::<PyList>().ok()?;
+                        let mut calls = Vec::with_capacity(list.len());
+                        for item in list.iter() {
+                            calls.push(call(&item)?);
+                        }
+                        Some(calls)
+                    }
+                }
+                // `usage` and anything else: the full reader.
+                _ => return None,
+            }
+        }
+        Some(turn)
+    }
+
+    fn call(value: &Bound<'_, PyAny>) -> Option<CallIn> {
+        let dict = value.cast_exact::<PyDict>().ok()?;
+        let (mut id, mut name, mut arguments) = (None, None, None);
+        for (key, value) in dict.iter() {
+            match key.cast::<PyString>().ok()?.to_str().ok()? {
+                "id" => id = opt_string(&value)?,
+                "name" => name = Some(string(&value)?),
+                "arguments" => {
+                    arguments = if value.is_none() {
+                        None
+                    } else {
+                        // event > model_turn > tool_calls > [i] > arguments
+                        Some(json(&value, 4)?)
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(CallIn {
+            id,
+            name: name?,
+            arguments,
+        })
+    }
+
+    fn results(value: &Bound<'_, PyAny>) -> Option<Vec<ResultIn>> {
+        let list = value.cast_exact::<PyList>().ok()?;
+        let mut out = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            let dict = item.cast_exact::<PyDict>().ok()?;
+            let (mut call_id, mut name, mut ok, mut error, mut message) =
+                (None, None, None, None, None);
+            for (key, value) in dict.iter() {
+                match key.cast::<PyString>().ok()?.to_str().ok()? {
+                    "call_id" => call_id = Some(string(&value)?),
+                    "name" => name = Some(string(&value)?),
+                    // Present, even as `None` (a null output).
+                    // event > tool_results > [i] > ok
+                    "ok" => ok = Some(json(&value, 3)?),
+                    "error" => {
+                        error = if value.is_none() {
+                            None
+                        } else {
+                            Some(match string(&value)?.as_str() {
+                                "permission_denied" => ToolErrorKind::PermissionDenied,
+                                "not_found" => ToolErrorKind::NotFound,
+                                "auth_failed" => ToolErrorKind::AuthFailed,
+                                "timeout" => ToolErrorKind::Timeout,
+                                "invalid_arguments" => ToolErrorKind::InvalidArguments,
+                                "failed" => ToolErrorKind::Failed,
+                                _ => return None,
+                            })
+                        }
+                    }
+                    "message" => message = opt_string(&value)?,
+                    _ => return None,
+                }
+            }
+            out.push(ResultIn {
+                call_id: call_id?,
+                name: name?,
+                ok,
+                error,
+                message,
+            });
+        }
+        Some(out)
+    }
+}
+
+fn policy_of(policy: Option<&Bound<'_, PyAny>>) -> PyResult<Policy> {
+    let policy: Policy = match policy {
+        None => Policy::default(),
+        Some(obj) if obj.is_none() => Policy::default(),
+        Some(obj) => read("policy", obj)?,
+    };
+    policy
+        .validate()
+        .map_err(|e| value_error(InputError::from(e)))?;
+    Ok(policy)
+}
+
+fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
+    pythonize(py, value)
+        .map(Bound::unbind)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// The kernel: feed it events with `handle`, take its commands with `next_command`.
+#[pyclass(module = "terminus_kernel._native", name = "Machine")]
+struct Machine {
+    host: Host,
+}
+
+#[pymethods]
+impl Machine {
+    #[new]
+    #[pyo3(signature = (policy = None, *, task = String::new(), name = None))]
+    fn new(
+        policy: Option<&Bound<'_, PyAny>>,
+        task: String,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let policy = policy_of(policy)?;
+        let host = Host::new(policy, task, name).map_err(value_error)?;
+        Ok(Machine { host })
+    }
+
+    /// Feeds one event; returns `"step"`, `"observed"` or `"ignored"`.
+    fn handle(&mut self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<Py<PyString>> {
+        let event: EventIn = match fast::event(event) {
+            Some(event) => event,
+            None => read("event", event)?,
+        };
+        let handled = self.host.handle(event).map_err(value_error)?;
+        let name = match handled {
+            Handle::Step => pyo3::intern!(py, "step"),
+            Handle::Observed => pyo3::intern!(py, "observed"),
+            Handle::Ignored => pyo3::intern!(py, "ignored"),
+        };
+        Ok(name.clone().unbind())
+    }
+
+    /// The next command as a dict, or `None` while the kernel waits for an event.
+    fn next_command(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if let Some((delay_ms, tools)) = self.host.next_call_model() {
+            let dict = PyDict::new(py);
+            dict.set_item(
+                pyo3::intern!(py, "command"),
+                pyo3::intern!(py, "call_model"),
+            )?;
+            dict.set_item(pyo3::intern!(py, "delay_ms"), delay_ms)?;
+            dict.set_item(pyo3::intern!(py, "tools"), tools)?;
+            return Ok(Some(dict.into_any().unbind()));
+        }
+        match self.host.next_command() {
+            None => Ok(None),
+            Some(CommandOut::RunTools {
+                calls,
+                refused,
+                warnings,
+            }) => {
+                let dict = PyDict::new(py);
+                dict.set_item(pyo3::intern!(py, "command"), pyo3::intern!(py, "run_tools"))?;
+                let list = PyList::empty(py);
+                for call in calls {
+                    let item = PyDict::new(py);
+                    item.set_item(pyo3::intern!(py, "id"), call.id)?;
+                    item.set_item(pyo3::intern!(py, "name"), call.name)?;
+                    item.set_item(pyo3::intern!(py, "arguments"), to_py(py, &call.arguments)?)?;
+                    list.append(item)?;
+                }
+                dict.set_item(pyo3::intern!(py, "calls"), list)?;
+                if !refused.is_empty() {
+                    dict.set_item(pyo3::intern!(py, "refused"), to_py(py, &refused)?)?;
+                }
+                if !warnings.is_empty() {
+                    dict.set_item(pyo3::intern!(py, "warnings"), to_py(py, &warnings)?)?;
+                }
+                Ok(Some(dict.into_any().unbind()))
+            }
+            Some(command) => to_py(py, &command).map(Some),
+        }
+    }
+
+    /// The current state: `Exploring`, `Acting`, `Verifying`, `Nudged`, `Complete`, `Aborted`.
+    #[getter]
+    fn phase(&self, py: Python<'_>) -> Py<PyString> {
+        PyString::intern(py, self.host.phase().as_str()).unbind()
+    }
+
+    /// Every counter of the kernel, as a dict.
+    #[getter]
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.host.machine().stats())
+    }
+
+    /// The report: the fields of `terminus run --json` without the execution id (while the run
+    /// goes on, `outcome`, `reason` and `rule` are `None` and the counters are those so far).
+    fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.host.report_json())
+    }
+
+    /// Why the run stopped and what to change: the text of `terminus inspect`.
+    fn explain(&self) -> String {
+        self.host.explain().text()
+    }
+
+    /// The whole machine as JSON text.
+    fn snapshot(&self) -> String {
+        self.host.snapshot()
+    }
+
+    /// A machine saved by `snapshot`; text that is not one raises `ValueError`.
+    #[staticmethod]
+    fn restore(snapshot: &str) -> PyResult<Self> {
+        let host = Host::restore(snapshot).map_err(value_error)?;
+        Ok(Machine { host })
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.host.machine().stats();
+        format!(
+            "<terminus_kernel.Machine {} steps={} model_calls={} tool_calls={}>",
+            self.host.phase().as_str(),
+            s.steps,
+            s.model_calls,
+            s.tool_calls
+        )
+    }
+}
+
+/// Runs a scenario (a path or a dict) in process and returns its report.
+#[pyfunction]
+fn run_scenario(py: Python<'_>, scenario: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    use terminus_scenario::Scenario;
+    let (loaded, what) = if scenario.is_instance_of::<PyDict>() {
+        let value: Value = read("scenario", scenario)?;
+        let parsed = Scenario::parse(&value.to_string()).map_err(value_error)?;
+        (parsed, "scenario".to_owned())
+    } else {
+        let path: std::path::PathBuf = scenario.extract()?;
+        let loaded = Scenario::load(&path).map_err(value_error)?;
+        (loaded, path.display().to_string())
+    };
+    let result = py.detach(move || -> Result<terminus_runtime::Report, Failed> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("cannot start a runtime: {e}"))?;
+        let execution = loaded.name().to_owned();
+        let config = terminus_runtime::RuntimeConfig {
+            system_prompt: loaded.file().system_prompt.clone(),
+            ..terminus_runtime::RuntimeConfig::default()
+        };
+        runtime
+            .block_on(loaded.run().execution(execution).config(config).execute())
+            .map_err(|e| Failed::Run(e.exit_code(), e.to_string()))
+    });
+    match result {
+        Ok(report) => {
+            let mut value = serde_json::to_value(&report)
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            if let serde_json::Value::Object(map) = &mut value {
+                map.remove("execution");
+            }
+            to_py(py, &value)
+        }
+        Err(Failed::Run(2, message)) => Err(PyValueError::new_err(format!("{what}: {message}"))),
+        Err(Failed::Run(_, message)) => Err(PyRuntimeError::new_err(format!("{what}: {message}"))),
+        Err(Failed::Setup(message)) => Err(PyRuntimeError::new_err(message)),
+    }
+}
+
+/// Why [`run_scenario`] gave no report.
+enum Failed {
+    /// The run failed with this exit code and message.
+    Run(u8, String),
+    /// The runtime could not start.
+    Setup(String),
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        Failed::Setup(message)
+    }
+}
+
+/// The compiled core of `terminus_kernel`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Machine>()?;
+    m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,938 @@
+//! Driving the kernel from a host that keeps its own model client and tools: the JSON vocabulary
+//! of the embedding contract (events in, commands out), and the run's journal, report and
+//! explanation exactly as [`crate::Run`] would give them. The Python binding is a thin layer over
+//! [`Host`]; it is pure (no clock, no IO), so the same events always give the same commands.
+//!
+//! Events ([`EventIn`], one key each):
+//! `{"model_turn": {"text", "tool_calls": [{"id", "name", "arguments"}], "needs_more_work",
+//! "usage": {"input_tokens", "output_tokens"}, "finish", "reasoning"}}` (every key optional but
+//! a tool call's `name`), `{"model_error": {"kind", "retry_after_ms"}}`,
+//! `{"tool_results": [{"call_id", "name", "ok": ANY} | {"call_id", "name", "error": KIND,
+//! "message"}]}`, `{"verdict": {"complete", "feedback", "missing"}}`, `{"tick": NOW_MS}`,
+//! `{"cancel": true}`.
+//!
+//! Commands ([`CommandOut`]): `call_model` (with its backoff `delay_ms` and whether the model may
+//! call `tools`), `run_tools` (only the calls to run; the refused ones with the text the model is
+//! given instead, and the budget warnings to append to results), `verify` (the claim, the todos,
+//! and what the rules say is missing), `nudge` and `notice` (text for the conversation), and
+//! `stop` with the report.
+//!
+//! The journal the host keeps is the one [`crate::Run`] writes for the same events (the task,
+//! then per step its event, transition, guidance, stop, tool intents and results, under the same
+//! keys), so the report's `entries` and [`crate::explain`]'s explanation are those of
+//! `terminus run` and `terminus inspect` for the same run.
+
+use crate::budget::{BudgetWarning, Warned};
+use crate::conversation::{budget_warning_text, refusal_text};
+use crate::explain::{Builder, Explanation, Stored};
+use crate::journal::RunSpec;
+use crate::report::Report;
+use crate::verifier::missing_by_rules;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::fmt;
+use terminus_kernel::{
+    Command, Entry, Event, Finish, Handled, Key, Machine, ModelErrorKind, ModelTurn, Phase, Policy,
+    PolicyError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall, ToolErrorKind, ToolOutcome,
+    ToolResult, Usage, Verdict, decision_records, executed,
+};
+
+/// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
+/// fault (`event.model_turn.tool_calls[0].name`, `policy.max_stpes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// Where: the root's name (`event`, `policy`, `snapshot`) then the path inside it.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl InputError {
+    /// The error `serde_path_to_error` gives, under `root`: `root.a.b[2]: message`. An unknown
+    /// field reads `root.a.field: unknown field, expected one of ...`.
+    pub fn from_serde<E: fmt::Display>(root: &str, error: &serde_path_to_error::Error<E>) -> Self {
+        let inner = error.inner().to_string();
+        let path = error.path().to_string();
+        let path = if path == "." {
+            root.to_owned()
+        } else {
+            format!("{root}.{path}")
+        };
+        // serde says "unknown field `x`, expected ...": the path already names the field.
+        let message = match inner.strip_prefix("unknown field `") {
+            Some(rest) => match rest.split_once('`') {
+                Some((_, tail)) => format!("unknown field{tail}"),
+                None => inner,
+            },
+            None => inner,
+        };
+        InputError { path, message }
+    }
+
+    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+        InputError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<PolicyError> for InputError {
+    fn from(e: PolicyError) -> Self {
+        InputError {
+            path: format!("policy.{}", e.field),
+            message: e.problem,
+        }
+    }
+}
+
+/// Reads a policy from JSON text, every error naming its field (`policy.max_stpes: unknown
+/// field, ...`), and checks that the kernel can run it.
+pub fn policy_from_json(json: &str) -> Result<Policy, InputError> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    let policy: Policy =
+        serde_path_to_error::deserialize(de).map_err(|e| InputError::from_serde("policy", &e))?;
+    policy.validate()?;
+    Ok(policy)
+}
+
+/// One event, as the host sends it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum EventIn {
+    /// The model answered.
+    ModelTurn(TurnIn),
+    /// The model call failed.
+    ModelError(ModelErrorIn),
+    /// The results of the calls of the last `run_tools`, any order.
+    ToolResults(Vec<ResultIn>),
+    /// The verifier's verdict on the last `verify`.
+    Verdict(VerdictIn),
+    /// A clock reading: milliseconds since the run started.
+    Tick(u64),
+    /// The host's kill switch (`true`).
+    Cancel(bool),
+}
+
+/// A model turn.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnIn {
+    /// The visible content.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Tool calls.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<CallIn>>,
+    /// Tri-state: true, false or absent (`None` is absent).
+    #[serde(default)]
+    pub needs_more_work: Option<bool>,
+    /// Reported usage; absent means unknown, not zero.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`).
+    #[serde(default)]
+    pub finish: Option<Finish>,
+    /// The model produced reasoning output.
+    #[serde(default)]
+    pub reasoning: Option<bool>,
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallIn {
+    /// The provider's call id (default `call-{model call}-{index}`, as the scripted model).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool.
+    pub name: String,
+    /// The arguments (default `{}`).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// A failed model call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelErrorIn {
+    /// The class.
+    pub kind: ModelErrorKind,
+    /// The delay the provider asked for.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+}
+
+/// One tool result: `ok` (any JSON, `null` included) or `error` with a `message`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultIn {
+    /// The id of the call it answers.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// A success with this output.
+    #[serde(default, deserialize_with = "present")]
+    pub ok: Option<Value>,
+    /// A failure of this class.
+    #[serde(default)]
+    pub error: Option<ToolErrorKind>,
+    /// With `error`: the message for the model.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A field that is present is `Some`, even when its value is `null`.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// A verdict.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictIn {
+    /// Whether the task is complete.
+    pub complete: bool,
+    /// What is missing, in the verifier's words (one item).
+    #[serde(default)]
+    pub feedback: Option<String>,
+    /// What is missing, item by item (the scenario format's `missing`).
+    #[serde(default)]
+    pub missing: Option<Vec<String>>,
+}
+
+impl EventIn {
+    /// Reads an event from JSON text; errors name the JSON path (`event.model_turn.text: ...`).
+    pub fn from_json(json: &str) -> Result<EventIn, InputError> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        serde_path_to_error::deserialize(de).map_err(|e| InputError::from_serde("event", &e))
+    }
+}
+
+/// A tool call to run, or refused, as the host is given it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallOut {
+    /// The call id (answer with it as `call_id`).
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Value,
+}
+
+/// A call the kernel refused: the host gives the model `text` as its result and does not send
+/// it back in `tool_results`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusedOut {
+    /// The call id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Value,
+    /// What the model is told instead of a result.
+    pub text: String,
+}
+
+/// A budget warning to append to the result of call `id` as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WarningOut {
+    /// The call id.
+    pub id: String,
+    /// The text to append.
+    pub text: String,
+}
+
+/// One command for the host, in the contract's JSON (`{"command": "call_model", ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum CommandOut {
+    /// Call the model after `delay_ms` (backoff); `tools: false` is the final-answer call.
+    CallModel {
+        /// Wait this long first.
+        delay_ms: u64,
+        /// Whether the model may call tools.
+        tools: bool,
+    },
+    /// Run these calls; answer with `tool_results`.
+    RunTools {
+        /// The calls to run, in order.
+        calls: Vec<CallOut>,
+        /// Calls not to run (their tool is excluded), each with the text the model gets.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        refused: Vec<RefusedOut>,
+        /// Budget warnings for the model, appended to the named calls' results.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<WarningOut>,
+    },
+    /// Ask the verifier; answer with `verdict`.
+    Verify {
+        /// The model's completion claim.
+        claim: String,
+        /// The todo list the kernel tracks.
+        todos: Vec<Todo>,
+        /// What the rules say is still missing (open todos, required tools that never
+        /// succeeded): the rule verifier's verdict is `complete` when it is empty.
+        missing: Vec<String>,
+    },
+    /// Add `text` to the conversation (a user message) before the next model call.
+    Nudge {
+        /// The kernel's guidance.
+        text: String,
+    },
+    /// Add `text` to the conversation before the next model call.
+    Notice {
+        /// The kernel's message.
+        text: String,
+    },
+    /// The run ended.
+    Stop {
+        /// The report (the fields of `terminus run --json`, without the execution id).
+        report: Value,
+    },
+}
+
+/// What [`Host::handle`] did with an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handle {
+    /// A transition: commands are waiting.
+    Step,
+    /// Observed, not a step (a clock reading before the deadline).
+    Observed,
+    /// The kernel ignored it in its state (counted in `ignored_events`).
+    Ignored,
+}
+
+impl Handle {
+    /// `step`, `observed` or `ignored`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Handle::Step => "step",
+            Handle::Observed => "observed",
+            Handle::Ignored => "ignored",
+        }
+    }
+}
+
+/// What the host keeps besides the machine; saved with it by [`Host::snapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Keep {
+    task: String,
+    name: Option<String>,
+    /// Commands of the last step not yet taken by the host.
+    out: VecDeque<Command>,
+    /// The last tool batch handed out, until its results arrive.
+    batch: Option<ToolBatch>,
+    trace: Vec<StepRecord>,
+    /// The journal as [`crate::Run`] writes it.
+    records: Vec<Record>,
+    warned: Warned,
+    warnings: Vec<BudgetWarning>,
+    /// The last clock reading (milliseconds since the start).
+    now_ms: u64,
+    stop: Option<Stop>,
+}
+
+/// A saved host: the version, the machine and what the host keeps.
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    terminus_snapshot: u32,
+    machine: &'a Machine,
+    #[serde(flatten)]
+    keep: &'a Keep,
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    terminus_snapshot: u32,
+    machine: Value,
+    #[serde(flatten)]
+    keep: Keep,
+}
+
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// The kernel driven by a host that runs the model and tools itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    machine: Machine,
+    keep: Keep,
+}
+
+impl Host {
+    /// A run of `task` under `policy`; `name` is the run's name (a scenario's) for the
+    /// explanation. Its first command is `call_model`.
+    pub fn new(policy: Policy, task: String, name: Option<String>) -> Result<Host, InputError> {
+        let mut machine = Machine::new(policy)?;
+        let out: VecDeque<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        Ok(Host {
+            machine,
+            keep: Keep {
+                task,
+                name,
+                out,
+                batch: None,
+                trace: Vec::new(),
+                records: Vec::new(),
+                warned: Warned::default(),
+                warnings: Vec::new(),
+                now_ms: 0,
+                stop: None,
+            },
+        })
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The current state.
+    pub fn phase(&self) -> Phase {
+        self.machine.phase()
+    }
+
+    /// The journal so far, as [`crate::Run`] would have written it.
+    pub fn records(&self) -> &[Record] {
+        &self.keep.records
+    }
+
+    /// Feeds one event. An event that is not valid (a `cancel` that is not `true`) is refused
+    /// with an error and changes nothing; a valid one the kernel does not expect in its state is
+    /// [`Handle::Ignored`].
+    pub fn handle(&mut self, event: EventIn) -> Result<Handle, InputError> {
+        let event = match event {
+            EventIn::ModelTurn(turn) => Event::ModelTurn(self.turn(turn)),
+            EventIn::ModelError(e) => Event::ModelError {
+                kind: e.kind,
+                retry_after_ms: e.retry_after_ms,
+            },
+            EventIn::ToolResults(results) => return self.results(results),
+            EventIn::Verdict(v) => {
+                let mut missing = v.missing.unwrap_or_default();
+                if let Some(feedback) = v.feedback.filter(|f| !f.trim().is_empty()) {
+                    missing.push(feedback);
+                }
+                Event::Verdict(Verdict {
+                    complete: v.complete,
+                    missing,
+                })
+            }
+            EventIn::Tick(now_ms) => {
+                self.keep.now_ms = self.keep.now_ms.max(now_ms);
+                Event::Tick { now_ms }
+            }
+            EventIn::Cancel(true) => Event::Cancel,
+            EventIn::Cancel(false) => {
+                return Err(InputError::at(
+                    "event.cancel",
+                    "must be true (the kill switch has no off)",
+                ));
+            }
+        };
+        // Journaled only if it makes a step (a clock reading before the deadline does not).
+        let entry = Entry::from_event(&event);
+        let handled = self.machine.handle(event);
+        Ok(self.after(handled, Some(entry), Vec::new()))
+    }
+
+    /// The tool calls of a turn, with the scripted model's ids where the host gave none.
+    fn turn(&self, turn: TurnIn) -> ModelTurn {
+        let call = self.machine.stats().model_calls;
+        let tool_calls = turn
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                ToolCall::new(
+                    c.id.unwrap_or_else(|| format!("call-{call}-{i}")),
+                    c.name,
+                    c.arguments
+                        .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+                )
+            })
+            .collect();
+        ModelTurn {
+            text: turn.text.unwrap_or_default(),
+            tool_calls,
+            needs_more_work: turn.needs_more_work,
+            usage: turn.usage,
+            finish: turn.finish.unwrap_or_default(),
+            reasoning: turn.reasoning.unwrap_or(false),
+        }
+    }
+
+    fn results(&mut self, results: Vec<ResultIn>) -> Result<Handle, InputError> {
+        let mut out = Vec::with_capacity(results.len());
+        for (i, r) in results.into_iter().enumerate() {
+            let outcome = match (r.ok, r.error) {
+                (Some(_), Some(_)) => {
+                    return Err(InputError::at(
+                        format!("event.tool_results[{i}]"),
+                        "has both `ok` and `error`",
+                    ));
+                }
+                (None, None) => {
+                    return Err(InputError::at(
+                        format!("event.tool_results[{i}]"),
+                        "needs `ok` or `error`",
+                    ));
+                }
+                (Some(value), None) => {
+                    if r.message.is_some() {
+                        return Err(InputError::at(
+                            format!("event.tool_results[{i}].message"),
+                            "goes with `error`, not `ok`",
+                        ));
+                    }
+                    ToolOutcome::ok(value)
+                }
+                (None, Some(kind)) => ToolOutcome::Error {
+                    kind,
+                    message: r.message.unwrap_or_default(),
+                },
+            };
+            out.push(ToolResult {
+                call_id: r.call_id.into(),
+                name: r.name.into(),
+                outcome,
+            });
+        }
+        // In the batch's order, as the runtime feeds them (the kernel takes any order).
+        let mut results_records = Vec::new();
+        if let Some(batch) = &self.keep.batch {
+            let calls: Vec<&ToolCall> = executed(batch).collect();
+            if calls.len() == out.len() {
+                let mut ordered = Vec::with_capacity(out.len());
+                for call in &calls {
+                    if let Some(at) = out.iter().position(|r| r.call_id == call.id) {
+                        ordered.push(out.swap_remove(at));
+                    }
+                }
+                ordered.append(&mut out);
+                out = ordered;
+                let checkpoint = self.machine.stats().steps;
+                let k = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+                for (j, r) in out.iter().enumerate() {
+                    results_records.push(Record {
+                        key: Key::result(checkpoint, k, u32::try_from(j).unwrap_or(u32::MAX)),
+                        entry: Entry::ToolResult(r.clone()),
+                    });
+                }
+            }
+        }
+        let handled = self.machine.handle_results(&out);
+        let entry = Entry::ToolResults { results: out };
+        Ok(self.after(handled, Some(entry), results_records))
+    }
+
+    /// Journals a step (as the runtime does: the results of the batch, the event, the
+    /// transition and what it decided) and queues its commands.
+    fn after(&mut self, handled: Handled, entry: Option<Entry>, results: Vec<Record>) -> Handle {
+        let record = match handled {
+            Handled::Step(record) => record,
+            Handled::Observed => return Handle::Observed,
+            Handled::Ignored { .. } => return Handle::Ignored,
+        };
+        // Commands of an earlier step the host never took are superseded.
+        self.keep.out.clear();
+        self.keep
+            .out
+            .extend(std::iter::from_fn(|| self.machine.poll_command()));
+        let records = &mut self.keep.records;
+        if records.is_empty() {
+            records.push(Record {
+                key: Key::event(0),
+                entry: Entry::User {
+                    task: self.keep.task.clone(),
+                },
+            });
+        }
+        if matches!(entry, Some(Entry::ToolResults { .. })) {
+            self.keep.batch = None;
+        }
+        records.extend(results);
+        if let Some(entry) = entry {
+            records.push(Record {
+                key: Key::event(record.step),
+                entry,
+            });
+        }
+        let commands: &[Command] = self.keep.out.make_contiguous();
+        records.extend(decision_records(&record, commands, |_| true));
+        self.keep.trace.push(record);
+        for command in commands.iter() {
+            match command {
+                Command::RunTools(batch) => self.keep.batch = Some(batch.clone()),
+                Command::Stop(stop) => self.keep.stop = Some((**stop).clone()),
+                _ => {}
+            }
+        }
+        if !record.to.is_terminal() {
+            let due = self.keep.warned.check(
+                self.machine.policy(),
+                &self.machine.stats(),
+                self.keep.now_ms,
+            );
+            self.keep.warnings.extend(due);
+        }
+        Handle::Step
+    }
+
+    /// The next command, or `None` while the kernel waits for an event.
+    pub fn next_command(&mut self) -> Option<CommandOut> {
+        let command = self.keep.out.pop_front()?;
+        Some(self.command_out(command))
+    }
+
+    /// Takes the next command if it is `call_model` (the hot path of a binding), returning its
+    /// delay and whether tools are allowed; any other command stays queued.
+    pub fn next_call_model(&mut self) -> Option<(u64, bool)> {
+        match self.keep.out.front() {
+            Some(Command::CallModel(call)) => {
+                let out = (call.delay_ms, call.tools);
+                self.keep.out.pop_front();
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    fn command_out(&self, command: Command) -> CommandOut {
+        match command {
+            Command::CallModel(call) => CommandOut::CallModel {
+                delay_ms: call.delay_ms,
+                tools: call.tools,
+            },
+            Command::RunTools(batch) => {
+                let mut calls = Vec::new();
+                let mut refused = Vec::new();
+                let mut warnings = Vec::new();
+                for (i, call) in batch.calls.iter().enumerate() {
+                    let id = call.id.to_string();
+                    if let Some(exclusion) = batch.refusal(i) {
+                        refused.push(RefusedOut {
+                            id,
+                            name: call.name.to_string(),
+                            arguments: call.arguments.value().clone(),
+                            text: refusal_text(&call.name, exclusion),
+                        });
+                        continue;
+                    }
+                    if let Some(w) = batch.warning(i) {
+                        warnings.push(WarningOut {
+                            id: id.clone(),
+                            text: budget_warning_text(&call.name, w),
+                        });
+                    }
+                    calls.push(CallOut {
+                        id,
+                        name: call.name.to_string(),
+                        arguments: call.arguments.value().clone(),
+                    });
+                }
+                CommandOut::RunTools {
+                    calls,
+                    refused,
+                    warnings,
+                }
+            }
+            Command::Verify(request) => CommandOut::Verify {
+                missing: missing_by_rules(
+                    &request.todos,
+                    self.machine.ledger(),
+                    &self.machine.policy().completion_requires,
+                ),
+                claim: request.claim,
+                todos: request.todos,
+            },
+            Command::Nudge(nudge) => CommandOut::Nudge { text: nudge.text },
+            Command::Notice(notice) => CommandOut::Notice {
+                text: notice.text().to_owned(),
+            },
+            Command::Stop(_) => CommandOut::Stop {
+                report: self.report_json(),
+            },
+            // A command a later kernel adds: the host is told its name.
+            other => CommandOut::Notice {
+                text: format!("unsupported kernel command: {other:?}"),
+            },
+        }
+    }
+
+    /// The report of the ended run, as [`crate::Run`] gives it (execution id empty), or `None`
+    /// while the run goes on.
+    pub fn report(&self) -> Option<Report> {
+        let stop = self.keep.stop.clone()?;
+        let mut report = Report::new(
+            String::new(),
+            stop,
+            self.machine.todos().to_vec(),
+            self.keep.trace.clone(),
+            u64::try_from(self.keep.records.len()).unwrap_or(u64::MAX),
+            0,
+        );
+        report.warnings = self.keep.warnings.clone();
+        Some(report)
+    }
+
+    /// The report as JSON without the execution id: the ended run's, or while it goes on the
+    /// same fields with `outcome`, `reason`, `rule` null and the counters so far.
+    pub fn report_json(&self) -> Value {
+        let mut value = match self.report() {
+            Some(report) => serde_json::to_value(report).unwrap_or(Value::Null),
+            None => {
+                let s = self.machine.stats();
+                serde_json::json!({
+                    "outcome": null,
+                    "reason": null,
+                    "steps": s.steps,
+                    "model_calls": s.model_calls,
+                    "tool_calls": s.tool_calls,
+                    "nudges": s.nudges,
+                    "verification_failures": s.verification_failures,
+                    "no_ops": s.no_ops,
+                    "empty_responses": s.empty_responses,
+                    "excluded_tools": self.machine.ledger().excluded().map(|(t, _)| t).collect::<Vec<_>>(),
+                    "entries": self.keep.records.len(),
+                    "duplicates_prevented": 0,
+                    "result": self.machine.result(),
+                    "rule": null,
+                    "todos": self.machine.todos(),
+                    "stats": s,
+                    "trace": self.keep.trace,
+                })
+            }
+        };
+        if let Value::Object(map) = &mut value {
+            map.remove("execution");
+            if !self.keep.warnings.is_empty() && !map.contains_key("warnings") {
+                map.insert(
+                    "warnings".into(),
+                    serde_json::to_value(&self.keep.warnings).unwrap_or(Value::Null),
+                );
+            }
+        }
+        value
+    }
+
+    /// Why the run stopped and what to change: the explanation `terminus inspect` gives of the
+    /// same run (execution id: the run's name, else `run`); for a live run, where it is.
+    pub fn explain(&self) -> Explanation {
+        let policy = self.machine.policy();
+        let mut builder = Builder::new(policy);
+        for record in &self.keep.records {
+            builder.push(record);
+        }
+        let spec = RunSpec {
+            task: self.keep.task.clone(),
+            name: self.keep.name.clone(),
+            system: None,
+            policy: policy.clone(),
+            host: None,
+            started_unix_ms: None,
+        };
+        let report = self.report();
+        let execution = self.keep.name.as_deref().unwrap_or("run");
+        let mut explanation = builder.finish(&Stored {
+            execution,
+            spec: &spec,
+            report: report.as_ref(),
+            failure: None,
+            conflicts: 0,
+        });
+        if report.is_none() {
+            explanation.set_running(policy);
+        }
+        explanation
+    }
+
+    /// The whole host (machine, pending commands, journal) as JSON text.
+    pub fn snapshot(&self) -> String {
+        let saved = SavedRef {
+            terminus_snapshot: SNAPSHOT_VERSION,
+            machine: &self.machine,
+            keep: &self.keep,
+        };
+        // Plain data with string keys: serializing cannot fail.
+        serde_json::to_string(&saved).unwrap_or_default()
+    }
+
+    /// A host saved by [`Host::snapshot`]. Text from outside is checked: its format, the
+    /// machine's policy and invariants ([`Machine::restore`]), and that the host's trace and
+    /// journal agree with the machine.
+    pub fn restore(text: &str) -> Result<Host, InputError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let saved: Saved = serde_path_to_error::deserialize(de)
+            .map_err(|e| InputError::from_serde("snapshot", &e))?;
+        if saved.terminus_snapshot != SNAPSHOT_VERSION {
+            return Err(InputError::at(
+                "snapshot.terminus_snapshot",
+                format!(
+                    "version {} is not {SNAPSHOT_VERSION}",
+                    saved.terminus_snapshot
+                ),
+            ));
+        }
+        let bytes = serde_json::to_vec(&saved.machine).unwrap_or_default();
+        let machine = Machine::restore(&bytes)
+            .map_err(|e| InputError::at("snapshot.machine", e.to_string()))?;
+        let keep = saved.keep;
+        let steps = machine.stats().steps;
+        if keep.trace.len() != steps as usize
+            || keep
+                .trace
+                .iter()
+                .enumerate()
+                .any(|(i, r)| r.step as usize != i + 1)
+        {
+            return Err(InputError::at(
+                "snapshot.trace",
+                format!("does not hold the machine's {steps} steps in order"),
+            ));
+        }
+        if keep.stop.is_some() != machine.phase().is_terminal() {
+            return Err(InputError::at(
+                "snapshot.stop",
+                "disagrees with the machine's state",
+            ));
+        }
+        if (steps == 0) != keep.records.is_empty() {
+            return Err(InputError::at(
+                "snapshot.records",
+                "disagree with the machine's steps",
+            ));
+        }
+        Ok(Host { machine, keep })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(policy: &str) -> Host {
+        let policy = policy_from_json(policy).expect("a valid policy");
+        Host::new(policy, "task".into(), Some("t".into())).expect("a host")
+    }
+
+    fn event(json: &str) -> EventIn {
+        EventIn::from_json(json).expect("a valid event")
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = policy_from_json(r#"{"max_stpes": 3}"#).expect_err("unknown field");
+        assert!(
+            e.to_string()
+                .starts_with("policy.max_stpes: unknown field, expected one of")
+        );
+        let e = policy_from_json(r#"{"max_steps": 0}"#).expect_err("zero steps");
+        assert_eq!(e.to_string(), "policy.max_steps: must be at least 1, got 0");
+        let e = EventIn::from_json(r#"{"model_turn": {"tool_calls": [{"id": "a"}]}}"#)
+            .expect_err("no name");
+        assert!(
+            e.to_string()
+                .starts_with("event.model_turn.tool_calls[0]: missing field `name`"),
+            "{e}"
+        );
+        let e = EventIn::from_json(r#"{"verdict": {"complete": "yes"}}"#).expect_err("a string");
+        assert!(
+            e.to_string()
+                .starts_with("event.verdict.complete: invalid type")
+        );
+    }
+
+    #[test]
+    fn a_refused_event_changes_nothing() {
+        let mut h = host("{}");
+        let before = h.snapshot();
+        let e = h
+            .handle(event(r#"{"cancel": false}"#))
+            .expect_err("refused");
+        assert_eq!(e.path, "event.cancel");
+        let e = h
+            .handle(event(
+                r#"{"tool_results": [{"call_id": "a", "name": "t"}]}"#,
+            ))
+            .expect_err("neither ok nor error");
+        assert_eq!(e.path, "event.tool_results[0]");
+        assert_eq!(h.snapshot(), before);
+    }
+
+    #[test]
+    fn a_run_journals_what_the_runtime_journals_and_restores() {
+        let mut h = host(r#"{"completion_requires": ["write_file"]}"#);
+        assert_eq!(
+            h.next_command(),
+            Some(CommandOut::CallModel {
+                delay_ms: 0,
+                tools: true
+            })
+        );
+        assert_eq!(h.next_command(), None);
+        let turn = r#"{"model_turn": {"tool_calls": [{"name": "write_file"}]}}"#;
+        assert_eq!(h.handle(event(turn)), Ok(Handle::Step));
+        let Some(CommandOut::RunTools { calls, .. }) = h.next_command() else {
+            panic!("run_tools expected");
+        };
+        assert_eq!(calls[0].id, "call-1-0");
+        let saved = h.snapshot();
+        let results =
+            r#"{"tool_results": [{"call_id": "call-1-0", "name": "write_file", "ok": "written"}]}"#;
+        assert_eq!(h.handle(event(results)), Ok(Handle::Step));
+        let mut copy = Host::restore(&saved).expect("a snapshot");
+        assert_eq!(copy.handle(event(results)), Ok(Handle::Step));
+        assert_eq!(copy, h);
+        let done = r#"{"model_turn": {"text": "Done.", "needs_more_work": false}}"#;
+        h.next_command();
+        assert_eq!(h.handle(event(done)), Ok(Handle::Step));
+        let Some(CommandOut::Stop { report }) = h.next_command() else {
+            panic!("stop expected");
+        };
+        assert_eq!(report["reason"], "explicit");
+        assert!(report.get("execution").is_none());
+        // The task; per step the event and transition; the tool intent and result; the stop.
+        assert_eq!(report["entries"], 10);
+        let kinds: Vec<&str> = h.records().iter().map(|r| r.entry.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "user",
+                "assistant",
+                "transition",
+                "tool_call",
+                "tool_result",
+                "tool_results",
+                "transition",
+                "assistant",
+                "transition",
+                "stop"
+            ]
+        );
+        let keys: Vec<Key> = h.records().iter().map(|r| r.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "records in key order, as a store pages them");
+        assert_eq!(h.explain().status, "ended");
+    }
+
+    #[test]
+    fn restore_refuses_text_that_is_not_a_snapshot() {
+        for text in ["", "{}", "[]", r#"{"terminus_snapshot": 2}"#] {
+            let e = Host::restore(text).expect_err("not a snapshot");
+            assert!(e.path.starts_with("snapshot"), "{e}");
+        }
+    }
+}
