@@ -114,13 +114,27 @@ pub enum Notice {
         /// The message for the model.
         text: String,
     },
+    /// The run's tokens passed a share of `token_budget` (80 %, then 90 %): said once each, so
+    /// the model can finish before the budget stops the run.
+    TokenBudget {
+        /// The share passed, in percent (80 or 90).
+        percent: u8,
+        /// Tokens used so far (input and output).
+        used: u64,
+        /// `token_budget`.
+        budget: u64,
+        /// The message for the model.
+        text: String,
+    },
 }
 
 impl Notice {
     /// The message for the model.
     pub fn text(&self) -> &str {
         match self {
-            Notice::Excluded { text, .. } | Notice::Repeating { text, .. } => text,
+            Notice::Excluded { text, .. }
+            | Notice::Repeating { text, .. }
+            | Notice::TokenBudget { text, .. } => text,
         }
     }
 }

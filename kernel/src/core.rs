@@ -561,6 +561,15 @@ impl Core {
             CallReason::Nudge => self.stats.nudges += 1,
             _ => {}
         }
+        // Before a model call, the one place a kernel message never splits a tool turn from
+        // its results.
+        if self.policy.token_budget.is_some() {
+            let used = self
+                .stats
+                .input_tokens
+                .saturating_add(self.stats.output_tokens);
+            cx.desk.token_notices(&self.policy, used);
+        }
         cx.desk.call_model(&self.policy, reason);
         self.step(cx, rule, target)
     }

@@ -95,6 +95,10 @@ pub(crate) struct Desk {
     pub(crate) now_ms: u64,
     pub(crate) ignored: u32,
     pub(crate) last_no_op: NoOpKind,
+    /// The largest share of `token_budget` (in percent, one of [`TOKEN_WARNINGS`]) the model
+    /// was told it used; 0 when none.
+    #[serde(default)]
+    pub(crate) told_tokens: u8,
     pub(crate) out: VecDeque<Command>,
 }
 
@@ -111,6 +115,9 @@ pub(crate) struct Cx<'d, 'e> {
     pub(crate) not_accepted: Option<Ignored>,
 }
 
+/// The shares of `token_budget`, in percent, at which the model is told how much it has used.
+pub(crate) const TOKEN_WARNINGS: [u8; 2] = [80, 90];
+
 impl Desk {
     pub(crate) fn new() -> Desk {
         Desk {
@@ -124,6 +131,7 @@ impl Desk {
             now_ms: 0,
             ignored: 0,
             last_no_op: NoOpKind::Silent,
+            told_tokens: 0,
             out: VecDeque::with_capacity(8),
         }
     }
@@ -729,6 +737,36 @@ impl Desk {
             limit: policy.max_repeats,
             text,
         }));
+    }
+
+    /// Tell the model, once each, when the run's tokens (`used`, input and output) have passed
+    /// 80 % and 90 % of `token_budget`. Called where a kernel message may go into the
+    /// conversation: after a turn without tool calls, and after tool results (never between a
+    /// tool turn and its results). Nothing is said once the budget is spent: it stops the run.
+    pub(crate) fn token_notices(&mut self, policy: &Policy, used: u64) {
+        let Some(budget) = policy.token_budget.filter(|b| *b > 0) else {
+            return;
+        };
+        if used >= budget {
+            return;
+        }
+        for percent in TOKEN_WARNINGS {
+            let passed = u128::from(used) * 100 >= u128::from(budget) * u128::from(percent);
+            if percent <= self.told_tokens || !passed {
+                continue;
+            }
+            self.told_tokens = percent;
+            let text = format!(
+                "You have used {percent} % of this run's token budget ({used} of {budget} tokens). \
+                 When it is spent the run stops: finish the task or give your final answer soon."
+            );
+            self.out.push_back(Command::Notice(Notice::TokenBudget {
+                percent,
+                used,
+                budget,
+                text,
+            }));
+        }
     }
 
     fn nudge(&self, policy: &Policy, kind: NudgeKind) -> Nudge {

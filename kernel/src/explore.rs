@@ -94,6 +94,9 @@ fn command_labels(m: &mut Machine) -> String {
         labels.push(match command {
             Command::Notice(Notice::Excluded { .. }) => "Notice(excluded)".to_owned(),
             Command::Notice(Notice::Repeating { .. }) => "Notice(repeating)".to_owned(),
+            Command::Notice(Notice::TokenBudget { percent, .. }) => {
+                format!("Notice(tokens {percent} %)")
+            }
             Command::Nudge(nudge) => match nudge.kind {
                 NudgeKind::Continue(_) => "Nudge(continue)".to_owned(),
                 NudgeKind::Incomplete => "Nudge(incomplete)".to_owned(),

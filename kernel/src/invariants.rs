@@ -65,6 +65,19 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     if !desk.loops.is_consistent(k.repeats, p.max_loop_period) {
         return inconsistent("a repeat detector out of range".into());
     }
+    // A token warning was given only at one of its shares, and only once the tokens passed it.
+    if desk.told_tokens != 0 {
+        let used = u128::from(s.input_tokens.saturating_add(s.output_tokens));
+        let passed = p
+            .token_budget
+            .is_some_and(|budget| used * 100 >= u128::from(budget) * u128::from(desk.told_tokens));
+        if !crate::desk::TOKEN_WARNINGS.contains(&desk.told_tokens) || !passed {
+            return inconsistent(format!(
+                "a token warning at {} % the tokens used do not reach",
+                desk.told_tokens
+            ));
+        }
+    }
     // Every step answers an event, and every event but cancel and the deadline answers a model
     // call (a turn or error) or a turn (results or verdict): at most two steps per model call,
     // and a live machine waiting for the model has not taken the step of its answer yet.

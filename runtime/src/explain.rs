@@ -375,6 +375,12 @@ impl Builder {
                         "repeating: a window of {period} tool turn(s) occurred {times} times \
                          in a row (stops at {limit})"
                     ),
+                    Notice::TokenBudget {
+                        percent,
+                        used,
+                        budget,
+                        ..
+                    } => format!("tokens: {percent} % of the budget used ({used} of {budget})"),
                     _ => "notice".to_owned(),
                 };
                 if let Some(step) = self.step_at(checkpoint) {
