@@ -232,6 +232,8 @@ pub struct Explanation {
 /// Builds an [`Explanation`] from records fed in key order; no IO.
 pub struct Builder {
     policy: Policy,
+    /// Whether the records are replayed through the kernel (not when the host has the machine).
+    replaying: bool,
     replay: Option<Replay>,
     replay_error: Option<String>,
     path: Vec<PathStep>,
@@ -268,6 +270,7 @@ impl Builder {
     pub fn new(policy: &Policy) -> Builder {
         Builder {
             policy: policy.clone(),
+            replaying: true,
             replay: None,
             replay_error: None,
             path: Vec::new(),
@@ -280,6 +283,17 @@ impl Builder {
             exclusions: BTreeMap::new(),
             tokens: 0,
             model_answers: 0,
+        }
+    }
+
+    /// A builder for a host that has the run's machine itself (it gives it to
+    /// [`Builder::finish_with`]): the records are not replayed, so they need only say what
+    /// the explanation reads of them (usage, error kinds and messages, verdicts, transitions,
+    /// guidance, tool names, the stop), not carry the payloads a replay needs.
+    pub fn without_replay(policy: &Policy) -> Builder {
+        Builder {
+            replaying: false,
+            ..Builder::new(policy)
         }
     }
 
@@ -403,7 +417,7 @@ impl Builder {
 
     /// Feeds the kernel's replay; the first divergence stops it and is reported.
     fn replay(&mut self, record: &Record) {
-        if self.replay_error.is_some() {
+        if !self.replaying || self.replay_error.is_some() {
             return;
         }
         let result = match self.replay.as_mut() {
@@ -418,9 +432,19 @@ impl Builder {
     }
 
     /// The explanation, with what the store keeps besides the records.
-    pub fn finish(self, stored: &Stored<'_>) -> Explanation {
+    pub fn finish(mut self, stored: &Stored<'_>) -> Explanation {
+        let replayed = self.replay.take();
+        self.finish_with(stored, replayed.as_ref().map(Replay::machine))
+    }
+
+    /// The explanation, with the run's machine as it is at the last record (the replayed one,
+    /// or the host's own for a builder made [`Builder::without_replay`]).
+    pub fn finish_with(
+        self,
+        stored: &Stored<'_>,
+        machine: Option<&terminus_kernel::Machine>,
+    ) -> Explanation {
         let policy = &self.policy;
-        let machine = self.replay.as_ref().map(Replay::machine);
         let stop = self.stop.clone();
         let stats = stop
             .as_ref()

@@ -17,10 +17,12 @@
 //! and what the rules say is missing), `nudge` and `notice` (text for the conversation), and
 //! `stop` with the report.
 //!
-//! The journal the host keeps is the one [`crate::Run`] writes for the same events (the task,
-//! then per step its event, transition, guidance, stop, tool intents and results, under the same
-//! keys), so the report's `entries` and [`crate::explain`]'s explanation are those of
-//! `terminus run` and `terminus inspect` for the same run.
+//! The journal the host keeps has the records [`crate::Run`] writes for the same events (the
+//! task, then per step its event, transition, guidance, stop, tool intents and results, under
+//! the same keys), so the report's `entries` and [`crate::explain`]'s explanation are those of
+//! `terminus run` and `terminus inspect` for the same run. It leaves out the payloads the
+//! explanation never reads (turns' texts and calls, tool arguments and outputs): the host has
+//! the machine itself and never replays its journal, and snapshots stay small.
 
 use crate::budget::{BudgetWarning, Warned};
 use crate::conversation::{budget_warning_text, refusal_text};
@@ -33,9 +35,9 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
 use terminus_kernel::{
-    Command, Entry, Event, Finish, Handled, Key, Machine, ModelErrorKind, ModelTurn, Phase, Policy,
-    PolicyError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall, ToolErrorKind, ToolOutcome,
-    ToolResult, Usage, Verdict, decision_records, executed,
+    Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
+    Policy, PolicyError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall, ToolErrorKind,
+    ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
 };
 
 /// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
@@ -323,6 +325,38 @@ impl Handle {
     }
 }
 
+/// The journal entry of an event, without the payloads the explanation never reads (a turn's
+/// text and calls, tool outputs): the host keeps the machine itself, so its journal is never
+/// replayed, and a lean journal keeps snapshots small.
+fn lean_entry(event: &Event) -> Entry {
+    match event {
+        Event::ModelTurn(turn) => Entry::Assistant(ModelTurn {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            needs_more_work: turn.needs_more_work,
+            usage: turn.usage,
+            finish: turn.finish,
+            reasoning: turn.reasoning,
+        }),
+        Event::ToolResults(results) => Entry::ToolResults {
+            results: results.iter().map(lean_result).collect(),
+        },
+        other => Entry::from_event(other),
+    }
+}
+
+/// A tool result without its output (an error keeps its class and message).
+fn lean_result(result: &ToolResult) -> ToolResult {
+    ToolResult {
+        call_id: result.call_id.clone(),
+        name: result.name.clone(),
+        outcome: match &result.outcome {
+            ToolOutcome::Ok(_) => ToolOutcome::Ok(Json::from(Value::Null)),
+            error => error.clone(),
+        },
+    }
+}
+
 /// What the host keeps besides the machine; saved with it by [`Host::snapshot`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -334,7 +368,7 @@ struct Keep {
     /// The last tool batch handed out, until its results arrive.
     batch: Option<ToolBatch>,
     trace: Vec<StepRecord>,
-    /// The journal as [`crate::Run`] writes it.
+    /// The journal's records as [`crate::Run`] writes them, lean (see [`Host::records`]).
     records: Vec<Record>,
     warned: Warned,
     warnings: Vec<BudgetWarning>,
@@ -402,7 +436,9 @@ impl Host {
         self.machine.phase()
     }
 
-    /// The journal so far, as [`crate::Run`] would have written it.
+    /// The journal so far, as [`crate::Run`] would have written it (every record under the same
+    /// key), without the payloads the explanation does not read: turns' texts and calls, tool
+    /// arguments and outputs.
     pub fn records(&self) -> &[Record] {
         &self.keep.records
     }
@@ -441,7 +477,7 @@ impl Host {
             }
         };
         // Journaled only if it makes a step (a clock reading before the deadline does not).
-        let entry = Entry::from_event(&event);
+        let entry = lean_entry(&event);
         let handled = self.machine.handle(event);
         Ok(self.after(handled, Some(entry), Vec::new()))
     }
@@ -527,13 +563,15 @@ impl Host {
                 for (j, r) in out.iter().enumerate() {
                     results_records.push(Record {
                         key: Key::result(checkpoint, k, u32::try_from(j).unwrap_or(u32::MAX)),
-                        entry: Entry::ToolResult(r.clone()),
+                        entry: Entry::ToolResult(lean_result(r)),
                     });
                 }
             }
         }
         let handled = self.machine.handle_results(&out);
-        let entry = Entry::ToolResults { results: out };
+        let entry = Entry::ToolResults {
+            results: out.iter().map(lean_result).collect(),
+        };
         Ok(self.after(handled, Some(entry), results_records))
     }
 
@@ -570,7 +608,16 @@ impl Host {
             });
         }
         let commands: &[Command] = self.keep.out.make_contiguous();
-        records.extend(decision_records(&record, commands, |_| true));
+        records.extend(
+            decision_records(&record, commands, |_| true)
+                .into_iter()
+                .map(|mut r| {
+                    if let Entry::ToolCall { call, .. } = &mut r.entry {
+                        call.arguments = Json::from(Value::Null);
+                    }
+                    r
+                }),
+        );
         self.keep.trace.push(record);
         for command in commands.iter() {
             match command {
@@ -731,7 +778,8 @@ impl Host {
     /// same run (execution id: the run's name, else `run`); for a live run, where it is.
     pub fn explain(&self) -> Explanation {
         let policy = self.machine.policy();
-        let mut builder = Builder::new(policy);
+        // The host has the machine: the (lean) records are not replayed.
+        let mut builder = Builder::without_replay(policy);
         for record in &self.keep.records {
             builder.push(record);
         }
@@ -745,13 +793,16 @@ impl Host {
         };
         let report = self.report();
         let execution = self.keep.name.as_deref().unwrap_or("run");
-        let mut explanation = builder.finish(&Stored {
-            execution,
-            spec: &spec,
-            report: report.as_ref(),
-            failure: None,
-            conflicts: 0,
-        });
+        let mut explanation = builder.finish_with(
+            &Stored {
+                execution,
+                spec: &spec,
+                report: report.as_ref(),
+                failure: None,
+                conflicts: 0,
+            },
+            Some(&self.machine),
+        );
         if report.is_none() {
             explanation.set_running(policy);
         }
