@@ -324,12 +324,18 @@ class AnswerFromScript(AgentMiddleware):
         return self.model.invoke(request.messages)
 
 
+CASES = {
+    "architect": (seed.ARCHITECT, ARCHITECT_POLICY),
+    "loop": (seed.looping(), {}),
+    # Long enough for the snapshot to pass COMPRESS_AT: restored from its compressed form.
+    "chain": ([*seed.honest_chain(seed.CHAIN_PARTS), seed.text_turn("Read.")], {}),
+}
+
+
 @pytest.mark.parametrize("outer", ["forget", "answer"])
-@pytest.mark.parametrize("case", ["architect", "loop"])
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(outer: str, case: str) -> None:
-    script, policy = (
-        (seed.ARCHITECT, ARCHITECT_POLICY) if case == "architect" else (seed.looping(), {})
-    )
+    script, policy = CASES[case]
     expected = run(script, policy, repeat_last=case == "loop")
     model = seed.ScriptedChatModel(script=script, repeat_last=case == "loop")
     terminus = TerminusMiddleware(policy)
@@ -604,7 +610,7 @@ def test_a_corrupt_snapshot_in_the_state_is_a_clear_error() -> None:
         "terminus_turn": {"started_ms": 0},
         MACHINE_KEY: b"not a snapshot",
     }
-    with pytest.raises(ValueError, match="terminus_machine: not a compressed machine snapshot"):
+    with pytest.raises(ValueError, match="terminus_machine: not a machine snapshot"):
         middleware.after_model(state, None)  # type: ignore[arg-type]
     state[MACHINE_KEY] = "text"
     with pytest.raises(RuntimeError, match="no machine"):

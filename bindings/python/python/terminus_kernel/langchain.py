@@ -95,8 +95,8 @@ REPORT_KEY = "terminus"
 """The state key of the kernel's report, set when the run stops."""
 
 MACHINE_KEY = "terminus_machine"
-"""The state key of the machine's snapshot (``Machine.snapshot()``, zlib-compressed: it holds the
-run's journal, which a checkpointer stores again at every step): private, checkpointed."""
+"""The state key of the machine's snapshot (``Machine.snapshot()`` as bytes, compressed from
+``COMPRESS_AT`` on): private, checkpointed."""
 
 TURN_KEY = "terminus_turn"
 """The state key of what the run awaits (private): the calls to run and their refusals and
@@ -299,12 +299,28 @@ def _retry_after_ms(response: Any) -> int | None:
     return None
 
 
+COMPRESS_AT = 32 * 1024
+"""Snapshots from this size (bytes) on are kept zlib-compressed in the state. The snapshot
+carries the run's journal, so it grows with the run, and a checkpointer stores it again at every
+step: compressed (about 15 times smaller), a long run's checkpoints stay small; a short run's
+snapshot is kept as it is, where compressing would cost more time than it saves room."""
+
+
+def _pack(snapshot: str) -> bytes:
+    """The state's form of a snapshot: its UTF-8 text (a JSON object, so it starts with ``{``),
+    or that text zlib-compressed (a zlib stream never starts with ``{``)."""
+    data = snapshot.encode("utf-8")
+    return zlib.compress(data, 1) if len(data) >= COMPRESS_AT else data
+
+
 def _unpack(snapshot: bytes) -> str:
-    """The machine's snapshot text from the state's compressed form."""
+    """The machine's snapshot text from the state's form."""
     try:
+        if snapshot[:1] == b"{":
+            return snapshot.decode("utf-8")
         return zlib.decompress(snapshot).decode("utf-8")
     except (zlib.error, UnicodeDecodeError) as e:
-        raise ValueError(f"{MACHINE_KEY}: not a compressed machine snapshot ({e})") from e
+        raise ValueError(f"{MACHINE_KEY}: not a machine snapshot ({e})") from e
 
 
 def _task(messages: Sequence[AnyMessage]) -> str:
@@ -435,7 +451,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 self._machines.popitem(last=False)
 
     def _keep(self, machine: Machine) -> bytes:
-        snapshot = zlib.compress(machine.snapshot().encode("utf-8"), 1)
+        snapshot = _pack(machine.snapshot())
         self._store((snapshot, None), machine, None)
         return snapshot
 
