@@ -158,6 +158,8 @@ class Machine {
       }
     }
     this._native = new native.NativeMachine(text, task, name ?? undefined);
+    /** How many commands wait in the kernel: `nextCommand` answers `null` without a call at 0. */
+    this._pending = this._native.pending;
   }
 
   /**
@@ -165,12 +167,16 @@ class Machine {
    * `Error` naming its JSON path and changes nothing.
    */
   handle(event) {
-    return HANDLED[this._native.handle(jsonText('event', event))];
+    const handled = this._native.handle(jsonText('event', event));
+    this._pending = handled >>> 2;
+    return HANDLED[handled & 3];
   }
 
   /** The next command, or `null` while the kernel waits for an event. */
   nextCommand() {
+    if (this._pending === 0) return null;
     const text = this._native.nextCommand();
+    this._pending = text === null ? 0 : this._pending - 1;
     return text === null ? null : JSON.parse(text);
   }
 
@@ -204,6 +210,7 @@ class Machine {
     if (typeof snapshot !== 'string') throw inputError('snapshot', `a ${typeof snapshot} is not snapshot text`);
     const machine = Object.create(Machine.prototype);
     machine._native = native.NativeMachine.restore(snapshot);
+    machine._pending = machine._native.pending;
     return machine;
   }
 

@@ -62,16 +62,31 @@ impl NativeMachine {
         Ok(NativeMachine { host })
     }
 
-    /// Feeds one event (JSON text); 0: a step, 1: observed, 2: ignored. A malformed event is an
-    /// error naming its JSON path and changes nothing.
+    /// Feeds one event (JSON text). Returns what the kernel did in the low two bits (0: a step,
+    /// 1: observed, 2: ignored) and above them how many commands now wait for `nextCommand`
+    /// (`index.js` answers `null` without a call when none do). A malformed event is an error
+    /// naming its JSON path and changes nothing.
     #[napi]
     pub fn handle(&mut self, event: String) -> Result<u32> {
-        let event = EventIn::from_json(&event).map_err(input)?;
-        Ok(match self.host.handle(event).map_err(input)? {
+        // The common case without the path bookkeeping; an error is read again for its path.
+        let event = match serde_json::from_str::<EventIn>(&event) {
+            Ok(event) => event,
+            Err(_) => EventIn::from_json(&event).map_err(input)?,
+        };
+        let handled = match self.host.handle(event).map_err(input)? {
             Handle::Step => 0,
             Handle::Observed => 1,
             Handle::Ignored => 2,
-        })
+        };
+        Ok(handled | (self.pending() << 2))
+    }
+
+    /// How many commands wait for `nextCommand`.
+    #[napi(getter)]
+    pub fn pending(&self) -> u32 {
+        u32::try_from(self.host.pending())
+            .unwrap_or(u32::MAX >> 2)
+            .min(u32::MAX >> 2)
     }
 
     /// The next command as JSON text, or nothing while the kernel waits for an event.
