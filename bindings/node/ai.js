@@ -113,6 +113,8 @@ async function runAgent(options) {
     declared[name] = rest;
   }
   let text = '';
+  // Calls the SDK answered itself (input that fails the tool's schema): id -> its error text.
+  let answeredBySdk = new Map();
   const cancel = () => machine.handle({ cancel: true });
   for (;;) {
     if (abortSignal && abortSignal.aborted && machine.phase !== 'Complete' && machine.phase !== 'Aborted') cancel();
@@ -141,6 +143,15 @@ async function runAgent(options) {
           break;
         }
         messages.push(...result.response.messages);
+        answeredBySdk = new Map();
+        for (const message of result.response.messages) {
+          if (message.role !== 'tool') continue;
+          for (const part of message.content) {
+            if (part.type !== 'tool-result') continue;
+            const value = part.output && part.output.value;
+            answeredBySdk.set(part.toolCallId, typeof value === 'string' ? value : JSON.stringify(value ?? null));
+          }
+        }
         if (result.text) text = result.text;
         machine.handle({ model_turn: turnOf(result) });
         break;
@@ -152,6 +163,11 @@ async function runAgent(options) {
         for (const call of command.calls) {
           const tool = tools[call.name];
           let result;
+          if (answeredBySdk.has(call.id)) {
+            // The SDK refused the input and told the model so; the kernel counts the failure.
+            results.push({ call_id: call.id, name: call.name, error: 'invalid_arguments', message: answeredBySdk.get(call.id) });
+            continue;
+          }
           if (!tool) result = { error: 'not_found', message: `there is no tool named \`${call.name}\`` };
           else if (typeof tool.execute !== 'function') result = { error: 'failed', message: `tool \`${call.name}\` has no execute` };
           else {
@@ -173,6 +189,7 @@ async function runAgent(options) {
           parts.push({ type: 'tool-result', toolCallId: call.id, toolName: call.name, output });
         }
         for (const refused of command.refused || []) {
+          if (answeredBySdk.has(refused.id)) continue;
           parts.push({ type: 'tool-result', toolCallId: refused.id, toolName: refused.name, output: { type: 'error-text', value: refused.text } });
         }
         if (parts.length) messages.push({ role: 'tool', content: parts });

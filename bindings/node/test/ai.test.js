@@ -190,3 +190,19 @@ test('a failed model call is the kernel\'s to retry, with its backoff', async ()
   assert.equal(n, 2);
   assert.equal(report.stats.model_calls, 2);
 });
+
+test('a call whose input fails the tool schema is answered once (by the SDK) and counted as a failure', async () => {
+  const log = [];
+  const { model } = scripted([
+    { calls: [['read_file', { path: 5 }, 'bad-1']] },
+    { calls: [['read_file', { path: 'a.ts' }, 'good-1']] },
+    { text: 'a.ts is fine.' },
+  ]);
+  const { report, messages } = await runAgent({ model, tools: workflowTools(log), prompt: 'Read a.ts.' });
+  assert.equal(report.outcome, 'complete');
+  assert.deepStrictEqual(log, [['read_file', 'a.ts']], 'the invalid call never ran');
+  const answers = messages.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.toolCallId === 'bad-1');
+  assert.equal(answers.length, 1);
+  assert.equal(answers[0].output.type, 'error-text');
+  assert.equal(report.stats.tool_failures, 1, JSON.stringify(report.stats));
+});
