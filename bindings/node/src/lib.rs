@@ -5,7 +5,9 @@
 //! [`run_scenario`]. Values cross the boundary as JSON text: the package's JavaScript layer
 //! (`index.js`) checks a JavaScript value is JSON (naming the path of what is not), serializes
 //! it and parses what comes back, so every event is read by the same `serde` code as in Rust and
-//! Python and every error names its JSON path. Nothing here panics on any input.
+//! Python and every error names its JSON path. Nothing here panics on any input (every input
+//! error is a `Result`); `catch_unwind` on every export is only a backstop that would turn a bug
+//! into a JavaScript `Error` instead of aborting the process.
 
 use napi::{Error, Result, Status};
 use napi_derive::napi;
@@ -52,7 +54,7 @@ pub struct NativeMachine {
 impl NativeMachine {
     /// A run under `policy` (JSON text of the scenario `policy` fields, or absent for the
     /// defaults); `task` and `name` only label the run in `explain()`.
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(policy: Option<String>, task: Option<String>, name: Option<String>) -> Result<Self> {
         let policy = match policy {
             Some(json) => policy_from_json(&json).map_err(input)?,
@@ -66,7 +68,7 @@ impl NativeMachine {
     /// 1: observed, 2: ignored) and above them how many commands now wait for `nextCommand`
     /// (`index.js` answers `null` without a call when none do). A malformed event is an error
     /// naming its JSON path and changes nothing.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn handle(&mut self, event: String) -> Result<u32> {
         // The common case without the path bookkeeping; an error is read again for its path.
         let event = match serde_json::from_str::<EventIn>(&event) {
@@ -82,7 +84,7 @@ impl NativeMachine {
     }
 
     /// How many commands wait for `nextCommand`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn pending(&self) -> u32 {
         u32::try_from(self.host.pending())
             .unwrap_or(u32::MAX >> 2)
@@ -90,7 +92,7 @@ impl NativeMachine {
     }
 
     /// The next command as JSON text, or nothing while the kernel waits for an event.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn next_command(&mut self) -> Option<String> {
         if let Some((delay_ms, tools)) = self.host.next_call_model() {
             return Some(format!(
@@ -103,38 +105,38 @@ impl NativeMachine {
     }
 
     /// The current state: `Exploring`, `Acting`, `Verifying`, `Nudged`, `Complete`, `Aborted`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn phase(&self) -> &'static str {
         self.host.phase().as_str()
     }
 
     /// Every counter of the kernel, as JSON text.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> String {
         serde_json::to_string(&self.host.machine().stats()).unwrap_or_default()
     }
 
     /// The report as JSON text: the fields of `terminus run --json` without the execution id
     /// (while the run goes on, `outcome`, `reason` and `rule` are null).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn report(&self) -> String {
         self.host.report_json().to_string()
     }
 
     /// Why the run stopped and what to change: the text of `terminus inspect`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn explain(&self) -> String {
         self.host.explain().text()
     }
 
     /// The whole machine as JSON text.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn snapshot(&self) -> String {
         self.host.snapshot()
     }
 
     /// A machine saved by `snapshot`; text that is not one is an error naming what is wrong.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn restore(snapshot: String) -> Result<Self> {
         let host = Host::restore(&snapshot).map_err(input)?;
         Ok(NativeMachine { host })
@@ -144,7 +146,7 @@ impl NativeMachine {
 /// Runs a scenario in process and returns its report as JSON text (that of `terminus run
 /// --json` without the execution id). `scenario` is a path, or with `inline` the scenario's JSON
 /// text. An invalid scenario is an `InvalidArg` error with the command line's message.
-#[napi]
+#[napi(catch_unwind)]
 pub fn run_scenario(scenario: String, inline: bool) -> Result<String> {
     use terminus_scenario::Scenario;
     let (loaded, what) = if inline {
