@@ -643,6 +643,12 @@ impl Host {
         Some(self.command_out(command))
     }
 
+    /// How many commands wait for [`Host::next_command`]: a binding that knows none wait can
+    /// answer `None` without asking.
+    pub fn pending(&self) -> usize {
+        self.keep.out.len()
+    }
+
     /// Takes the next command if it is `call_model` (the hot path of a binding), returning its
     /// delay and whether tools are allowed; any other command stays queued.
     pub fn next_call_model(&mut self) -> Option<(u64, bool)> {

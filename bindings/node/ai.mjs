@@ -1,0 +1,8 @@
+// terminus-kernel/ai as an ES module: the same objects as the CommonJS one (`ai.js`).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const kernelAi = require('./ai.js');
+
+export const { runAgent, turnOf, modelErrorOf } = kernelAi;
+export default kernelAi;

@@ -1,0 +1,163 @@
+// Types of `terminus-kernel`: the JSON vocabulary of the embedding contract (docs/embedding.md).
+// Keys inside events, commands and reports stay snake_case, as in Rust and Python.
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** The scenario `policy` fields, same names and defaults (docs/design.md, "The policy"). */
+export interface Policy {
+  max_steps?: number;
+  max_model_calls?: number;
+  max_no_ops?: number;
+  max_nudges?: number;
+  max_verification_failures?: number;
+  on_verification_limit?: string;
+  verify_completion?: boolean;
+  completion_requires?: string[];
+  max_tool_failures?: number;
+  max_consecutive_tool_failures?: number;
+  on_unrecoverable_tool_error?: string;
+  max_repeats?: number;
+  max_loop_period?: number;
+  max_empty_responses?: number;
+  max_model_retries?: number;
+  retry_base_ms?: number;
+  retry_max_ms?: number;
+  deadline_ms?: number | null;
+  token_budget?: number | null;
+  tool_budgets?: { [tool: string]: { warn_at?: number; block_at?: number; reset_on?: string[] } };
+  seed?: number;
+  final_answer_on_budget?: boolean;
+  [field: string]: Json | undefined;
+}
+
+export type Finish = 'stop' | 'length' | 'content_filter' | 'tool_calls';
+export type ModelErrorKind = 'rate_limited' | 'server' | 'timeout' | 'auth' | 'bad_request' | 'context_overflow';
+export type ToolErrorKind = 'permission_denied' | 'not_found' | 'auth_failed' | 'timeout' | 'invalid_arguments' | 'failed';
+
+export interface ToolCallIn {
+  /** Default `call-{model call}-{index}`. */
+  id?: string | null;
+  name: string;
+  /** Default `{}`. */
+  arguments?: Json;
+}
+
+export interface ModelTurn {
+  text?: string | null;
+  tool_calls?: ToolCallIn[] | null;
+  needs_more_work?: boolean | null;
+  usage?: { input_tokens: number; output_tokens: number } | null;
+  finish?: Finish | null;
+  reasoning?: boolean | null;
+}
+
+export type ToolResultIn =
+  | { call_id: string; name: string; ok: Json }
+  | { call_id: string; name: string; error: ToolErrorKind; message?: string | null };
+
+/** One event: an object with exactly one of these keys. */
+export type Event =
+  | { model_turn: ModelTurn }
+  | { model_error: { kind: ModelErrorKind; retry_after_ms?: number | null } }
+  | { tool_results: ToolResultIn[] }
+  | { verdict: { complete: boolean; feedback?: string | null; missing?: string[] | null } }
+  | { tick: number }
+  | { cancel: true };
+
+export interface CallOut {
+  id: string;
+  name: string;
+  arguments: Json;
+}
+
+export interface Todo {
+  content: string;
+  status: 'pending' | 'in_progress' | 'completed' | 'cancelled';
+  [key: string]: Json;
+}
+
+/** Every counter of the kernel (`stats` and the report's `stats`). */
+export interface Stats {
+  steps: number;
+  model_calls: number;
+  tool_calls: number;
+  nudges: number;
+  [counter: string]: Json;
+}
+
+/** The fields of `terminus run --json` but the execution id. */
+export interface Report {
+  /** `complete` or `aborted`; null while the run goes on. */
+  outcome: 'complete' | 'aborted' | null;
+  /** Why it stopped (`explicit`, `max_steps`, `no_progress`, `empty_responses`, ...). */
+  reason: string | null;
+  rule: string | null;
+  steps: number;
+  model_calls: number;
+  tool_calls: number;
+  nudges: number;
+  verification_failures: number;
+  no_ops: number;
+  empty_responses: number;
+  excluded_tools: string[];
+  entries: number;
+  duplicates_prevented: number;
+  result: string | null;
+  todos: Todo[];
+  stats: Stats;
+  trace: Json[];
+  [field: string]: Json;
+}
+
+/** One command for the host. */
+export type Command =
+  | { command: 'call_model'; delay_ms: number; tools: boolean }
+  | {
+      command: 'run_tools';
+      calls: CallOut[];
+      refused?: (CallOut & { text: string })[];
+      warnings?: { id: string; text: string }[];
+    }
+  | { command: 'verify'; claim: string; todos: Todo[]; missing: string[] }
+  | { command: 'nudge'; text: string }
+  | { command: 'notice'; text: string }
+  | { command: 'stop'; report: Report };
+
+export type Phase = 'Exploring' | 'Acting' | 'Verifying' | 'Nudged' | 'Complete' | 'Aborted';
+
+/** The kernel: feed it events with `handle`, take its commands with `nextCommand`. */
+export declare class Machine {
+  /**
+   * A run under `policy`. An unknown or ill-typed field throws an `Error` naming it
+   * (`policy.max_stpes: unknown field, ...`). `task` and `name` only label the run in `explain()`.
+   */
+  constructor(policy?: Policy | null, options?: { task?: string; name?: string | null });
+  /**
+   * Feeds one event. A malformed event throws an `Error` naming its JSON path
+   * (`event.model_turn.tool_calls[0]: missing field \`name\``) and changes nothing.
+   */
+  handle(event: Event): 'step' | 'observed' | 'ignored';
+  /** The next command, or `null` while the kernel waits for an event. */
+  nextCommand(): Command | null;
+  /** The current state. */
+  readonly phase: Phase;
+  /** Every counter of the kernel. */
+  readonly stats: Stats;
+  /** The report (while the run goes on: `outcome`, `reason`, `rule` null, counters so far). */
+  report(): Report;
+  /** Why the run stopped and what to change: the text of `terminus inspect`. */
+  explain(): string;
+  /** The whole machine as JSON text. */
+  snapshot(): string;
+  /** A machine saved by `snapshot()`; text that is not one throws an `Error`. */
+  static restore(snapshot: string): Machine;
+}
+
+/**
+ * Runs a scenario (a file path, or the scenario object) in process: the report `terminus run
+ * --json` gives, but the execution id. Synchronous.
+ */
+export declare function runScenario(scenario: string | URL | { [key: string]: Json }): Report;
+
+export declare const version: string;

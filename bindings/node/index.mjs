@@ -1,0 +1,8 @@
+// The ES module entry point: the same objects as the CommonJS one (`index.js`).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const kernel = require('./index.js');
+
+export const { Machine, runScenario, version } = kernel;
+export default kernel;

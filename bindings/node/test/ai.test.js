@@ -1,0 +1,208 @@
+'use strict';
+// The seed 004 pattern with the real `ai` package (`generateText`) and its mock language model
+// (`MockLanguageModelV3` of `ai/test`), run by `terminus-kernel/ai`'s `runAgent`: a Claude-style
+// workflow with a read budget (warn, warn, block) and an early stop with an open todo, nudged to
+// the end; a loop on one identical call ends `no_progress`; empty replies end `empty_responses`.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { tool } = require('ai');
+const { MockLanguageModelV3 } = require('ai/test');
+const { z } = require('zod');
+const { runAgent } = require('terminus-kernel/ai');
+
+const USAGE = {
+  inputTokens: { total: 100, noCache: 100, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 20, text: 20, reasoning: undefined },
+};
+
+/** One reply of the mock model: text and tool calls (`[name, args]` or `[name, args, id]`). */
+function reply({ text, calls = [], usage = USAGE }) {
+  const content = [];
+  if (text) content.push({ type: 'text', text });
+  calls.forEach(([name, args, id], i) => {
+    content.push({ type: 'tool-call', toolCallId: id || `${name}-${i}-${Math.random().toString(36).slice(2, 8)}`, toolName: name, input: JSON.stringify(args) });
+  });
+  return {
+    content,
+    finishReason: { unified: calls.length ? 'tool-calls' : 'stop', raw: undefined },
+    usage,
+    warnings: [],
+  };
+}
+
+/** A mock model playing `replies` in order (the last one again once they run out). */
+function scripted(replies) {
+  let i = 0;
+  const prompts = [];
+  const model = new MockLanguageModelV3({
+    doGenerate: async (options) => {
+      prompts.push(options.prompt);
+      const next = replies[Math.min(i, replies.length - 1)];
+      i += 1;
+      return reply(typeof next === 'function' ? next(options) : next);
+    },
+  });
+  return { model, prompts, calls: () => i };
+}
+
+/** What the model was shown last, as text (every message part's text or tool output). */
+function shown(prompt) {
+  return JSON.stringify(prompt);
+}
+
+function workflowTools(log) {
+  const todoSchema = z.object({
+    todos: z.array(z.object({ content: z.string(), status: z.enum(['pending', 'in_progress', 'completed', 'cancelled']) })),
+  });
+  return {
+    write_todos: tool({
+      description: 'Replace the todo list.',
+      inputSchema: todoSchema,
+      execute: async ({ todos }) => {
+        log.push(['write_todos', todos.map((t) => t.status)]);
+        const open = todos.filter((t) => t.status === 'pending' || t.status === 'in_progress').length;
+        return `Todo list updated: ${open} of ${todos.length} open.`;
+      },
+    }),
+    read_file: tool({
+      description: 'Read a file.',
+      inputSchema: z.object({ path: z.string() }),
+      execute: async ({ path }) => {
+        log.push(['read_file', path]);
+        return `contents of ${path}`;
+      },
+    }),
+    write_file: tool({
+      description: 'Write a file.',
+      inputSchema: z.object({ path: z.string(), content: z.string() }),
+      execute: async ({ path }) => {
+        log.push(['write_file', path]);
+        return `wrote ${path}`;
+      },
+    }),
+  };
+}
+
+test('seed 004: a read budget warns, warns, blocks; an early stop with an open todo is nudged to the end', async () => {
+  const log = [];
+  const todos = (a, b) => ({ todos: [{ content: 'read the sources', status: a }, { content: 'write REPORT.md', status: b }] });
+  const { model, prompts, calls } = scripted([
+    { calls: [['write_todos', todos('in_progress', 'pending')]] },
+    { calls: [['read_file', { path: 'a.ts' }]] },
+    { calls: [['read_file', { path: 'b.ts' }]] }, // warned
+    { calls: [['read_file', { path: 'c.ts' }]] }, // warned
+    { calls: [['read_file', { path: 'd.ts' }], ['write_todos', todos('completed', 'pending')]] }, // read blocked
+    { text: 'I have read enough; the review is done.' }, // an early stop: a todo is open
+    { calls: [['write_file', { path: 'REPORT.md', content: '# Review' }]] },
+    { calls: [['write_todos', todos('completed', 'completed')]] },
+    { text: 'REPORT.md is written; every todo is done.' },
+  ]);
+  const { text, report, messages } = await runAgent({
+    model,
+    tools: workflowTools(log),
+    system: 'You are a careful code reviewer.',
+    prompt: 'Review the sources and write REPORT.md.',
+    policy: { max_steps: 30, tool_budgets: { read_file: { warn_at: 2, block_at: 4 } } },
+  });
+  assert.equal(report.outcome, 'complete');
+  // A final text reply with nothing left open: the kernel takes it as the answer.
+  assert.equal(report.reason, 'answered');
+  assert.equal(report.nudges, 1, 'the early stop was refused once');
+  assert.equal(text, 'REPORT.md is written; every todo is done.');
+  assert.equal(calls(), 9, 'the model was called for every reply, the early stop included');
+  // Three reads ran; the fourth was refused by the kernel and never executed.
+  assert.deepStrictEqual(log.filter(([n]) => n === 'read_file').map(([, p]) => p), ['a.ts', 'b.ts', 'c.ts']);
+  assert.ok(log.some(([n, p]) => n === 'write_file' && p === 'REPORT.md'));
+  assert.equal(report.todos.length, 2);
+  assert.ok(report.todos.every((t) => t.status === 'completed'), JSON.stringify(report.todos));
+  // What the model saw: the warnings with the second and third reads, the refusal of the
+  // fourth, and the nudge after the early stop.
+  const toolOutputs = messages.filter((m) => m.role === 'tool').flatMap((m) => m.content);
+  const readOutputs = toolOutputs.filter((p) => p.toolName === 'read_file');
+  assert.equal(readOutputs.length, 4);
+  assert.equal(readOutputs[0].output.value, 'contents of a.ts');
+  assert.equal(readOutputs[1].output.value, 'contents of b.ts\n\n[budget] This was call 2 of `read_file`; from call 4 on, calls will be refused.');
+  assert.equal(readOutputs[2].output.value, 'contents of c.ts\n\n[budget] This was call 3 of `read_file`, the last one allowed: further calls will be refused.');
+  assert.equal(readOutputs[3].output.type, 'error-text', 'the blocked read is answered with the refusal');
+  assert.match(readOutputs[3].output.value, /read_file/);
+  // The model was shown the warnings and the refusal in its next requests.
+  assert.ok(shown(prompts[3]).includes('This was call 2 of `read_file`'));
+  assert.ok(shown(prompts[5]).includes(readOutputs[3].output.value.slice(0, 30)));
+  const nudgeAt = messages.findIndex((m) => m.role === 'user' && m !== messages[0]);
+  assert.ok(nudgeAt > 0, 'a nudge went into the conversation');
+  assert.ok(shown(prompts[6]).includes(messages[nudgeAt].content.slice(0, 40)), 'the model saw the nudge');
+  assert.equal(report.stats.nudges, 1);
+});
+
+test('seed 004: a loop on one identical call ends no_progress (the AI SDK never runs on)', async () => {
+  const log = [];
+  const { model, calls } = scripted([{ calls: [['read_file', { path: 'same.ts' }]] }]);
+  const { report } = await runAgent({
+    model,
+    tools: workflowTools(log),
+    prompt: 'Find the bug.',
+    policy: { max_steps: 50 },
+  });
+  assert.equal(report.outcome, 'aborted');
+  assert.equal(report.reason, 'no_progress');
+  assert.ok(calls() < 50, `${calls()} model calls`);
+  assert.equal(report.model_calls, calls());
+  assert.ok(log.length >= 2 && log.every(([n, p]) => n === 'read_file' && p === 'same.ts'));
+});
+
+test('seed 004: empty replies end empty_responses', async () => {
+  // A blank reply (the kernel's rule 6, as in spec/scenarios/empty-responses.json): no
+  // content and zero usage; each is retried with backoff, never taken as an answer.
+  const nothing = {
+    inputTokens: { total: 0, noCache: 0, cacheRead: undefined, cacheWrite: undefined },
+    outputTokens: { total: 0, text: 0, reasoning: undefined },
+  };
+  const { model, calls } = scripted([{ text: '', usage: nothing }]);
+  const { report, text } = await runAgent({
+    model,
+    prompt: 'Say something.',
+    policy: { max_empty_responses: 3, retry_base_ms: 1, retry_max_ms: 4 },
+  });
+  assert.equal(report.outcome, 'aborted');
+  assert.equal(report.reason, 'empty_responses');
+  assert.equal(report.rule, 'empty_limit');
+  assert.equal(report.empty_responses, 3);
+  assert.equal(calls(), 3);
+  assert.equal(text, '');
+});
+
+test('a failed model call is the kernel\'s to retry, with its backoff', async () => {
+  const { APICallError } = require('ai');
+  let n = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => {
+      n += 1;
+      if (n === 1) {
+        throw new APICallError({ message: 'slow down', url: 'http://x', requestBodyValues: {}, statusCode: 429, responseHeaders: { 'retry-after-ms': '1' }, isRetryable: true });
+      }
+      return reply({ text: 'Hello.' });
+    },
+  });
+  const { report, text } = await runAgent({ model, prompt: 'Greet.', policy: {} });
+  assert.equal(report.outcome, 'complete');
+  assert.equal(text, 'Hello.');
+  assert.equal(n, 2);
+  assert.equal(report.stats.model_calls, 2);
+});
+
+test('a call whose input fails the tool schema is answered once (by the SDK) and counted as a failure', async () => {
+  const log = [];
+  const { model } = scripted([
+    { calls: [['read_file', { path: 5 }, 'bad-1']] },
+    { calls: [['read_file', { path: 'a.ts' }, 'good-1']] },
+    { text: 'a.ts is fine.' },
+  ]);
+  const { report, messages } = await runAgent({ model, tools: workflowTools(log), prompt: 'Read a.ts.' });
+  assert.equal(report.outcome, 'complete');
+  assert.deepStrictEqual(log, [['read_file', 'a.ts']], 'the invalid call never ran');
+  const answers = messages.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.toolCallId === 'bad-1');
+  assert.equal(answers.length, 1);
+  assert.equal(answers[0].output.type, 'error-text');
+  assert.equal(report.stats.tool_failures, 1, JSON.stringify(report.stats));
+});

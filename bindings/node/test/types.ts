@@ -1,0 +1,44 @@
+// Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
+// ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
+import { Machine, runScenario, type Command, type Event, type Report } from 'terminus-kernel';
+import { runAgent } from 'terminus-kernel/ai';
+import { MockLanguageModelV3 } from 'ai/test';
+
+// The README's quick start.
+const m = new Machine({ completion_requires: ['write_file'], max_steps: 40 });
+const replies = [
+  { text: 'Done.' },
+  { tool_calls: [{ id: 'c1', name: 'write_file', arguments: { path: 'plan.md' } }] },
+  { text: 'plan.md is written.', needs_more_work: false },
+];
+for (let cmd = m.nextCommand(); cmd !== null; cmd = m.nextCommand()) {
+  if (cmd.command === 'call_model') {
+    m.handle({ model_turn: replies.shift()! });
+  } else if (cmd.command === 'run_tools') {
+    m.handle({ tool_results: cmd.calls.map((c) => ({ call_id: c.id, name: c.name, ok: 'written' })) });
+  } else if (cmd.command === 'nudge' || cmd.command === 'notice') {
+    console.log('to the model:', cmd.text.split('\n')[0]);
+  } else if (cmd.command === 'stop') {
+    const r: Report = cmd.report;
+    console.log(r.outcome, r.reason, 'nudges:', r.nudges);
+    break;
+  }
+}
+
+const events: Event[] = [{ tick: 5 }, { cancel: true }, { verdict: { complete: true, missing: [] } }];
+const handled: 'step' | 'observed' | 'ignored' = m.handle(events[0]);
+const next: Command | null = m.nextCommand();
+const copy: Machine = Machine.restore(m.snapshot());
+const steps: number = copy.stats.steps + runScenario('spec/scenarios/explicit-done.json').steps;
+const text: string = copy.explain() + copy.phase + handled + String(next);
+
+// @ts-expect-error: an event needs one of the contract's keys.
+m.handle({ shout: 1 });
+
+async function agent(): Promise<string> {
+  const model = new MockLanguageModelV3({});
+  const { text, report } = await runAgent({ model, prompt: 'Review.', policy: { max_steps: 10 } });
+  return `${text} ${report.reason} ${steps}`;
+}
+void agent;
+void text;
