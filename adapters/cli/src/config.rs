@@ -39,6 +39,7 @@ pub(crate) struct ModelSection {
     pub(crate) api_key_env: Option<String>,
     pub(crate) stream: Option<bool>,
     pub(crate) timeout_ms: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
     pub(crate) max_output_tokens: Option<u32>,
 }
 
@@ -117,6 +118,9 @@ impl AgentConfig {
             }
             if model.timeout_ms == Some(0) {
                 return Err("[model].timeout_ms: must be at least 1".into());
+            }
+            if model.idle_timeout_ms == Some(0) {
+                return Err("[model].idle_timeout_ms: must be at least 1".into());
             }
         }
         self.policy
@@ -198,6 +202,7 @@ impl AgentConfig {
         if let Some(ms) = m.timeout_ms {
             config.timeout = Duration::from_millis(ms);
         }
+        config.idle_timeout = m.idle_timeout_ms.map(Duration::from_millis);
         config.max_output_tokens = m.max_output_tokens;
         Ok(config)
     }
@@ -240,6 +245,16 @@ kind = "rules"
         assert_eq!(c.policy.max_steps, 200);
         assert_eq!(c.mcp.len(), 1);
         assert_eq!(c.llm_config().expect("a model").model, "gpt-4.1-mini");
+        assert_eq!(c.llm_config().expect("a model").idle_timeout, None);
+        let idle = GOOD.replace(
+            "api_key_env = \"OPENAI_API_KEY\"",
+            "api_key_env = \"OPENAI_API_KEY\"\nidle_timeout_ms = 30000",
+        );
+        let c = AgentConfig::parse(&idle).expect("valid");
+        assert_eq!(
+            c.llm_config().expect("a model").idle_timeout,
+            Some(std::time::Duration::from_secs(30))
+        );
     }
 
     #[test]
@@ -266,6 +281,13 @@ kind = "rules"
                 "[context].window",
             ),
             (format!("{GOOD}\nextra = 1\n"), "unknown field `extra`"),
+            (
+                GOOD.replace(
+                    "api_key_env = \"OPENAI_API_KEY\"",
+                    "api_key_env = \"OPENAI_API_KEY\"\nidle_timeout_ms = 0",
+                ),
+                "[model].idle_timeout_ms: must be at least 1",
+            ),
         ];
         for (text, says) in cases {
             let err = AgentConfig::parse(&text).expect_err("invalid");

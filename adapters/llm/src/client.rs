@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use terminus_kernel::ModelErrorKind;
 use terminus_runtime::{
     Heuristic, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Tokenizer, semconv,
 };
@@ -64,6 +65,10 @@ pub struct LlmConfig {
     pub max_output_tokens: Option<u32>,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,
+    /// The longest a streamed reply may go without a byte; then it is a retryable `timeout`
+    /// (a stalled stream is given up at once, not at the end of [`LlmConfig::timeout`]).
+    /// Default none: only `timeout` applies.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl LlmConfig {
@@ -77,6 +82,7 @@ impl LlmConfig {
             stream: true,
             timeout: Duration::from_secs(120),
             max_output_tokens: None,
+            idle_timeout: None,
             max_retry_after: Duration::from_secs(60),
         }
     }
@@ -241,7 +247,25 @@ impl LlmModel {
         }
         let mut decoder = SseDecoder::new();
         let mut stream = Stream::new(self.config.provider);
-        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+        loop {
+            let next = match self.config.idle_timeout {
+                None => response.chunk().await,
+                Some(idle) => match tokio::time::timeout(idle, response.chunk()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        return Err(ModelFailure::new(
+                            ModelErrorKind::Timeout,
+                            format!(
+                                "the stream sent no byte for {} ms (idle_timeout_ms)",
+                                idle.as_millis()
+                            ),
+                        ));
+                    }
+                },
+            };
+            let Some(chunk) = next.map_err(transport)? else {
+                break;
+            };
             decoder.feed(&chunk, |event| stream.data(event.data))?;
             if stream.is_done() {
                 break;

@@ -326,6 +326,48 @@ async fn a_slow_reply_past_timeout_ms_is_a_timeout() {
     }
 }
 
+/// `idle_timeout`: a stream that stalls between two chunks is given up when the idle time
+/// passes, long before the whole-answer timeout; a stream whose pauses stay under it completes.
+#[tokio::test]
+async fn a_stream_that_stalls_past_idle_timeout_is_a_timeout_at_once() {
+    for provider in BOTH {
+        let stalled = say("stalled")
+            .response(provider, true)
+            .pause_before(2, Duration::from_millis(1500));
+        let fixture = serve(vec![stalled.clone(), stalled]).await;
+        let messages = [Message::user("hi")];
+        let request = || ModelRequest {
+            messages: &messages,
+            tools: &[],
+            tools_enabled: true,
+            purpose: Purpose::Verify,
+        };
+        let started = std::time::Instant::now();
+        let failure = model_with(&fixture, provider, true, |c| {
+            c.timeout = Duration::from_secs(30);
+            c.idle_timeout = Some(Duration::from_millis(200));
+        })
+        .reply(request())
+        .await
+        .expect_err("stalled");
+        assert_eq!(failure.kind, ModelErrorKind::Timeout, "{failure}");
+        assert!(failure.message.contains("200 ms"), "{failure}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1400),
+            "given up only after {:?}",
+            started.elapsed()
+        );
+        // The same pause under a longer idle time: the reply completes.
+        let reply = model_with(&fixture, provider, true, |c| {
+            c.idle_timeout = Some(Duration::from_secs(5));
+        })
+        .reply(request())
+        .await
+        .expect("a pause under the idle time");
+        assert_eq!(reply.turn.text, "stalled");
+    }
+}
+
 #[tokio::test]
 async fn an_error_event_mid_stream_is_mapped() {
     let anthropic = Response::sse([
