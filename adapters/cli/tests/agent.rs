@@ -272,3 +272,75 @@ async fn a_recording_replays_offline_with_the_same_report() {
     assert_eq!(live["model_calls"], 6);
     assert_eq!(live, replayed, "every field but the execution id");
 }
+
+/// `[verifier] kind = "model"`: the same model judges each completion claim. A rejection's
+/// missing items reach the model with the nudge; the verifier's own prompt never shows the
+/// kernel's nudges (rule 4); the second claim is accepted: verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_verifier_judges_claims_through_terminus_agent() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let fixture = Fixture::start(vec![
+        reply("The plan is done.", &[], 1),
+        reply(
+            "{\"complete\": false, \"missing\": [\"the risks section\"]}",
+            &[],
+            2,
+        ),
+        reply("Added the risks section; the plan is done.", &[], 3),
+        reply("{\"complete\": true}", &[], 4),
+    ])
+    .await
+    .expect("a port");
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+             stream = false\ntimeout_ms = 5000\n\
+             [policy]\nverify_completion = true\nmax_verification_failures = 3\n\
+             [verifier]\nkind = \"model\"\n",
+            fixture.url()
+        ),
+    )
+    .expect("write the config");
+    let out = terminus(vec![
+        "agent".into(),
+        config.to_string_lossy().into_owned(),
+        "--task".into(),
+        "Write the plan, with a risks section.".into(),
+        "--json".into(),
+    ])
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_str(text(&out.stdout).lines().last().expect("a report"))
+        .expect("the report is JSON");
+    assert_eq!(report["reason"], "verified", "{report}");
+    assert_eq!(report["verification_failures"], 1, "{report}");
+    assert_eq!(report["stats"]["verifications"], 2, "{report}");
+    assert_eq!(
+        report["result"],
+        "Added the risks section; the plan is done."
+    );
+    let requests: Vec<String> = fixture
+        .requests()
+        .iter()
+        .map(|r| r.json().to_string())
+        .collect();
+    assert_eq!(requests.len(), 4, "two turns, two verdicts");
+    // The model's second call carries the verifier's missing item.
+    assert!(requests[2].contains("the risks section"), "{}", requests[2]);
+    // Each verifier call asks for a verdict on the claim, and never shows the kernel's nudge.
+    for verdict in [&requests[1], &requests[3]] {
+        assert!(verdict.contains("\\\"complete\\\""), "{verdict}");
+        assert!(
+            !verdict.contains("found the task incomplete"),
+            "the verifier saw the kernel's nudge: {verdict}"
+        );
+    }
+    assert!(
+        requests[3].contains("Added the risks section"),
+        "{}",
+        requests[3]
+    );
+}
