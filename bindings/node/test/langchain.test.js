@@ -82,6 +82,7 @@ class ScriptedChatModel extends BaseChatModel {
 /** The repository the architect explores (and writes its plan into). */
 function repository() {
   const files = { '/src/lib.rs': 'fn main() {}\n', '/README.md': '# demo\n' };
+  const reads = [];
   for (let i = 0; i < CHAIN_PARTS; i++) files[`/src/part${i}.rs`] = `// part ${i}\n`;
   const ls = tool(async ({ path }) => Object.keys(files).filter((f) => f.startsWith(path)).sort().join('\n'), {
     name: 'ls',
@@ -90,6 +91,7 @@ function repository() {
   });
   const readFile = tool(
     async ({ file_path }) => {
+      reads.push(file_path);
       if (!(file_path in files)) throw new Error(`no such file: ${file_path}`);
       return files[file_path];
     },
@@ -102,7 +104,7 @@ function repository() {
     },
     { name: 'write_file', description: 'Write a file.', schema: z.object({ file_path: z.string(), content: z.string() }) },
   );
-  return { files, tools: [ls, readFile, writeFile] };
+  return { files, reads, tools: [ls, readFile, writeFile] };
 }
 
 /**
@@ -111,14 +113,14 @@ function repository() {
  * two after-model hooks, tools), so its default 25 ends a run of five turns: the runs under the
  * kernel raise it, and the kernel's `max_steps` ends them first.
  */
-async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 } } = {}) {
+async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 }, options } = {}) {
   const model = new ScriptedChatModel(script, { repeatLast });
   const repo = repository();
   const middleware = [todoListMiddleware()];
-  if (policy !== null) middleware.push(terminusMiddleware(policy));
+  if (policy !== null) middleware.push(terminusMiddleware(policy, options));
   const agent = createAgent({ model, tools: repo.tools, systemPrompt: 'You are a careful software architect.', middleware });
   const state = await agent.invoke({ messages: [{ role: 'user', content: TASK }] }, config);
-  return { state, files: repo.files, model };
+  return { state, files: repo.files, reads: repo.reads, model };
 }
 
 const nudges = (state) =>
@@ -234,6 +236,48 @@ test('without the middleware the same chain hits LangGraph\'s recursion limit', 
 test('the kernel stops before LangGraph\'s recursion limit', async () => {
   const { state } = await run(honestChain(CHAIN_PARTS), { max_steps: 8 }, { config: { recursionLimit: 60 } });
   assert.equal(state[REPORT_KEY].reason, 'max_steps');
+});
+
+test('a read budget warns, then the kernel refuses the call: the tool does not run', async () => {
+  const script = [
+    ...honestChain(3), // reads part0 .. part2
+    // The fourth read is refused (a turn with every call refused would end `tool_failures`).
+    toolsTurn(['read_file', { file_path: '/src/part3.rs' }], ['ls', { path: '/src' }]),
+    toolsTurn(['write_file', { file_path: PLAN_PATH, content: PLAN_TEXT }]),
+    textTurn('Plan written.'),
+  ];
+  const policy = { ...ARCHITECT_POLICY, tool_budgets: { read_file: { warn_at: 2, block_at: 4 } } };
+  const { state, reads, files } = await run(script, policy);
+  assert.deepEqual(reads, ['/src/part0.rs', '/src/part1.rs', '/src/part2.rs']); // the fourth is refused, not run
+  const results = state.messages.filter((m) => ToolMessage.isInstance(m) && m.name === 'read_file');
+  assert.equal(results.length, 4);
+  assert.match(results[1].content, /^\/\/ part 1\n\n\n\[budget\] This was call 2 of `read_file`/);
+  assert.match(results[2].content, /the last one allowed/);
+  assert.equal(results[3].status, 'error');
+  assert.ok(!results[3].content.includes('// part 3'));
+  assert.match(results[3].content, /^Not run: the tool `read_file` is excluded because its budget of 4 calls is spent/);
+  const report = state[REPORT_KEY];
+  assert.equal(report.outcome, 'complete');
+  assert.equal(report.stats.refused_calls, 1);
+  assert.equal(files[PLAN_PATH], PLAN_TEXT);
+  assertHistoryValid(state);
+});
+
+test('a claim the verifier rejects is answered with its feedback and the loop goes on', async () => {
+  const claims = [];
+  const verifier = (claim) => {
+    claims.push(claim);
+    return claims.length > 1 ? true : [false, 'the risks section'];
+  };
+  const script = [textTurn('Done.'), textTurn('Done, with the risks section.')];
+  const { state } = await run(script, { verify_completion: true }, { options: { verifier } });
+  assert.deepEqual(claims, ['Done.', 'Done, with the risks section.']);
+  const report = state[REPORT_KEY];
+  assert.equal(report.outcome, 'complete');
+  assert.equal(report.reason, 'verified');
+  assert.equal(report.verification_failures, 1);
+  const asks = state.messages.filter((m) => HumanMessage.isInstance(m) && /the risks section/.test(m.content));
+  assert.equal(asks.length, 1);
 });
 
 test('a bad policy field throws at construction', () => {
