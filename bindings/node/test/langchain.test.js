@@ -8,11 +8,11 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { createAgent, todoListMiddleware } = require('langchain');
+const { createAgent, humanInTheLoopMiddleware, todoListMiddleware } = require('langchain');
 const { BaseChatModel } = require('@langchain/core/language_models/chat_models');
 const { AIMessage, HumanMessage, ToolMessage } = require('@langchain/core/messages');
 const { tool } = require('@langchain/core/tools');
-const { GraphRecursionError } = require('@langchain/langgraph');
+const { Command, GraphRecursionError, MemorySaver } = require('@langchain/langgraph');
 const { z } = require('zod');
 const { runScenario } = require('terminus-kernel');
 const { terminusMiddleware, REPORT_KEY, NOTICE_KEY } = require('terminus-kernel/langchain');
@@ -278,6 +278,46 @@ test('a claim the verifier rejects is answered with its feedback and the loop go
   assert.equal(report.verification_failures, 1);
   const asks = state.messages.filter((m) => HumanMessage.isInstance(m) && /the risks section/.test(m.content));
   assert.equal(asks.length, 1);
+});
+
+test('a new input on a thread whose run ended starts a new run (a checkpointer)', async () => {
+  const script = [...ARCHITECT, textTurn('You are welcome.')];
+  const repo = repository();
+  const agent = createAgent({
+    model: new ScriptedChatModel(script),
+    tools: repo.tools,
+    middleware: [todoListMiddleware(), terminusMiddleware({})],
+    checkpointer: new MemorySaver(),
+  });
+  const config = { configurable: { thread_id: 't' }, recursionLimit: 250 };
+  const first = (await agent.invoke({ messages: [{ role: 'user', content: TASK }] }, config))[REPORT_KEY];
+  assert.deepEqual([first.outcome, first.model_calls, first.nudges], ['complete', 7, 1]);
+  const report = (await agent.invoke({ messages: [{ role: 'user', content: 'Thanks.' }] }, config))[REPORT_KEY];
+  // A new run with its own counters (the first one's todos were all closed).
+  assert.deepEqual([report.outcome, report.reason, report.model_calls, report.steps, report.nudges], ['complete', 'answered', 1, 1, 0]);
+  assert.equal(report.result, 'You are welcome.');
+});
+
+test('a run interrupted for approval resumes with its counters from the checkpoint', async () => {
+  const saver = new MemorySaver();
+  const repo = repository();
+  // A new agent and middleware each time: the resumed run's machine comes from the state.
+  const architect = () =>
+    createAgent({
+      model: new ScriptedChatModel(ARCHITECT),
+      tools: repo.tools,
+      middleware: [todoListMiddleware(), terminusMiddleware(ARCHITECT_POLICY), humanInTheLoopMiddleware({ interruptOn: { write_file: true } })],
+      checkpointer: saver,
+    });
+  const config = { configurable: { thread_id: 'approval' }, recursionLimit: 250 };
+  const paused = await architect().invoke({ messages: [{ role: 'user', content: TASK }] }, config);
+  assert.ok(paused.__interrupt__ && paused.__interrupt__.length, 'the write_file call waits for approval');
+  assert.ok(!(PLAN_PATH in repo.files));
+  assert.equal(paused[REPORT_KEY], null);
+  const state = await architect().invoke(new Command({ resume: { decisions: [{ type: 'approve' }] } }), config);
+  const expected = (await run(ARCHITECT, ARCHITECT_POLICY)).state[REPORT_KEY];
+  assert.deepEqual(pick(state[REPORT_KEY]), pick(expected));
+  assert.equal(repo.files[PLAN_PATH], PLAN_TEXT);
 });
 
 test('a bad policy field throws at construction', () => {
