@@ -8,6 +8,11 @@ export interface TerminusMiddlewareOptions {
    * `verify_completion`: `true`/`false`, or `[complete, feedback]`. Default: the kernel's rules.
    */
   verifier?: (claim: string) => boolean | [boolean, string];
+  /**
+   * A provider's error from the model call goes to the kernel (retried after its backoff, or the
+   * run ends `model_error`); `false`: every exception propagates. Default `true`.
+   */
+  handleModelErrors?: boolean;
   /** The middleware's name (default `TerminusMiddleware`). */
   name?: string;
 }
@@ -30,6 +35,15 @@ export declare const TURN_KEY: '_terminus_turn';
 export declare const ERROR_KIND: 'terminus_error';
 /** A `ToolMessage.response_metadata` key: the kernel's notices appended to that result. */
 export declare const NOTICE_KEY: 'terminus_notice';
+
+/** An `AIMessage.response_metadata` key: the state update of a run a model error stopped. */
+export declare const STOP_KEY: 'terminus_stop';
+
+/**
+ * The kernel's `model_error` for a failed model call (by HTTP status, LangChain's
+ * `lc_error_code`, or the error's class), or `null` for an error that is not a provider's.
+ */
+export declare function modelErrorKind(error: unknown): { kind: string; retry_after_ms?: number } | null;
 
 /** The kernel's `model_turn` event for an `AIMessage`. */
 export declare function modelTurnEvent(message: unknown): { model_turn: Record<string, unknown> };

@@ -16,8 +16,10 @@
 //   tasks, and this is the first point where they have all finished. A stop decided on them (a
 //   repeated loop, failing tools, a spent budget) jumps to the end: the model is not called. The
 //   kernel's notices (a tool excluded, a loop seen) are appended to the turn's last tool result.
-// - `wrapModelCall` waits the kernel's backoff before a retried call and offers no tools to the
-//   final-answer call of a spent budget.
+// - `wrapModelCall` waits the kernel's backoff before a retried call, offers no tools to the
+//   final-answer call of a spent budget, and (`handleModelErrors`, default on) gives a provider's
+//   error to the kernel (`model_error`, by HTTP status): retried after the kernel's backoff, or
+//   the run ends with `model_error`, without an exception; any other exception propagates.
 // - `afterModel` feeds the reply as a `model_turn`. A stop the kernel refuses (open todos of
 //   `write_todos`, `completion_requires` unmet, an empty or no-op reply) is answered with the
 //   kernel's nudge as a user message and the loop jumps back to the model; a stop the kernel
@@ -42,6 +44,7 @@ function peers() {
     return {
       langchain: require('langchain'),
       messages: require('@langchain/core/messages'),
+      langgraph: require('@langchain/langgraph'),
       zod: require('zod'),
     };
   } catch (e) {
@@ -56,6 +59,8 @@ const TURN_KEY = '_terminus_turn';
 const ERROR_KIND = 'terminus_error';
 /** A `ToolMessage.response_metadata` key: the kernel's notices appended to that result. */
 const NOTICE_KEY = 'terminus_notice';
+/** An `AIMessage.response_metadata` key: the state update of a run stopped by a model error. */
+const STOP_KEY = 'terminus_stop';
 
 const FINISH = {
   stop: 'stop',
@@ -124,6 +129,44 @@ function callId(call, where) {
   return call.id;
 }
 
+const OVERFLOW = /context (length|window)|context_length|maximum context|too many tokens|prompt is too long/i;
+
+/**
+ * The kernel's `model_error` of a failed model call (`{ kind, retry_after_ms? }`), or `null` for an
+ * exception that is not a provider's error (it propagates). Reads the HTTP status of the provider
+ * SDKs' errors (`status`, `statusCode`, `response.status`, also on a wrapped `cause`), LangChain's
+ * `lc_error_code`, else the class (a timeout, a connection failure).
+ */
+function modelErrorKind(error) {
+  for (let e = error, depth = 0; e && depth < 4; e = e.cause, depth++) {
+    const status = [e.status, e.statusCode, e.response && e.response.status].find((v) => Number.isInteger(v));
+    const headers = e.headers || (e.response && e.response.headers) || {};
+    const header = (name) => (typeof headers.get === 'function' ? headers.get(name) : headers[name]);
+    let retry;
+    const ms = Number(header('retry-after-ms'));
+    const seconds = Number(header('retry-after'));
+    if (header('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) retry = Math.round(ms);
+    else if (header('retry-after') != null && Number.isFinite(seconds) && seconds >= 0) retry = Math.round(seconds * 1000);
+    const out = (kind) => (retry === undefined ? { kind } : { kind, retry_after_ms: retry });
+    const message = String(e.message || '');
+    if (status !== undefined) {
+      if (status === 401 || status === 403) return { kind: 'auth' };
+      if (status === 408) return out('timeout');
+      if (status === 409 || status === 429) return out('rate_limited');
+      if (status >= 500) return out('server');
+      if (status >= 400) return { kind: status === 413 || OVERFLOW.test(message) ? 'context_overflow' : 'bad_request' };
+    }
+    if (e.lc_error_code === 'MODEL_RATE_LIMIT') return out('rate_limited');
+    if (e.lc_error_code === 'MODEL_AUTHENTICATION') return { kind: 'auth' };
+    if (e.lc_error_code === 'CONTEXT_OVERFLOW') return { kind: 'context_overflow' };
+    const name = String(e.name || (e.constructor && e.constructor.name) || '');
+    if (/timeout/i.test(name) || e.code === 'ETIMEDOUT') return { kind: 'timeout' };
+    if (/ratelimit/i.test(name)) return out('rate_limited');
+    if (/connect(ion)?error/i.test(name) || ['ECONNRESET', 'ECONNREFUSED', 'EAI_AGAIN'].includes(e.code)) return { kind: 'server' };
+  }
+  return null;
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -134,18 +177,24 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * @param {object} [options]
  * @param {(claim: string) => boolean | [boolean, string]} [options.verifier] judges completion
  *   claims when the policy sets `verify_completion` (default: the kernel's rules).
+ * @param {boolean} [options.handleModelErrors] a provider's error from the model call goes to the
+ *   kernel (retried with its backoff, or the run ends `model_error`); `false`: every exception
+ *   propagates (for an outer retry or fallback middleware). Default `true`.
  * @param {string} [options.name] the middleware's name (default `TerminusMiddleware`).
  */
 function terminusMiddleware(policy, options = {}) {
   if (policy != null && (typeof policy !== 'object' || Array.isArray(policy))) {
     throw new TypeError('terminusMiddleware: `policy` must be an object or undefined');
   }
-  const { langchain, messages: msgs, zod } = peers();
+  const { langchain, messages: msgs, langgraph, zod } = peers();
+  const { Command } = langgraph;
   const { z } = zod;
   const thePolicy = { ...(policy || {}) };
   new Machine(thePolicy); // validates the policy now: a bad field fails here, not mid-run
   const deadline = thePolicy.deadline_ms != null;
   const verifier = options.verifier;
+  const handleModelErrors = options.handleModelErrors !== false;
+  const AIMessageOf = (response) => (msgs.AIMessage.isInstance(response) ? response : null);
 
   const restore = (state) => {
     const snapshot = state[MACHINE_KEY];
@@ -315,10 +364,41 @@ function terminusMiddleware(policy, options = {}) {
     },
 
     wrapModelCall: async (request, handler) => {
-      const call = (request.state && request.state[TURN_KEY] && request.state[TURN_KEY].call) || {};
-      if (call.delay_ms > 0) await sleep(call.delay_ms);
-      if (call.tools === false) return handler({ ...request, tools: [], toolChoice: undefined });
-      return handler(request);
+      const state = request.state || {};
+      let turn = state[TURN_KEY] || {};
+      let call = turn.call || {};
+      let machine = null; // restored at the first provider error: the errors go to the kernel
+      for (;;) {
+        if (call.delay_ms > 0) await sleep(call.delay_ms);
+        const asked = call.tools === false ? { ...request, tools: [], toolChoice: undefined } : request;
+        let response;
+        try {
+          response = await handler(asked);
+        } catch (error) {
+          const kind = handleModelErrors ? modelErrorKind(error) : null;
+          if (kind === null) throw error;
+          if (machine === null) {
+            machine = restore(state);
+            turn = { ...turn };
+          }
+          const out = feed(machine, turn, { model_error: kind });
+          if (out.notices.length) turn.notices = [...(turn.notices || []), ...out.notices];
+          if (turn.ended) {
+            // The kernel gave up (`model_error`): a stand-in reply carrying the state update,
+            // which `afterModel` applies and removes the reply (a Command returned here, with no
+            // reply, would reach the graph once per middleware wrapping this one).
+            const id = `terminus-stop-${crypto.randomUUID()}`;
+            return new msgs.AIMessage({ content: '', id, response_metadata: { [STOP_KEY]: update(machine, turn, []) } });
+          }
+          call = turn.call || {};
+          continue;
+        }
+        if (machine === null) return response;
+        // Errors were fed before this reply: the state gets the machine past them (the reply
+        // itself is added by the model node, as for any reply).
+        if (AIMessageOf(response) === null) return response;
+        return new Command({ update: update(machine, turn, []) });
+      }
     },
 
     afterModel: {
@@ -327,7 +407,13 @@ function terminusMiddleware(policy, options = {}) {
         const turn = { ...(state[TURN_KEY] || {}) };
         const messages = state.messages || [];
         const message = lastAI(messages);
-        if (!message || turn.ended || !state[MACHINE_KEY]) return undefined;
+        if (!message || !state[MACHINE_KEY]) return undefined;
+        const stop = (message.response_metadata || {})[STOP_KEY];
+        if (stop && message.id === messages[messages.length - 1].id) {
+          // The kernel stopped in `wrapModelCall`: the reply is its stand-in.
+          return { ...stop, messages: [new msgs.RemoveMessage({ id: message.id })], jumpTo: 'end' };
+        }
+        if (turn.ended) return undefined;
         if (message.id != null && message.id === turn.fed) return undefined;
         const machine = restore(state);
         turn.fed = message.id;
@@ -400,4 +486,4 @@ function terminusMiddleware(policy, options = {}) {
   });
 }
 
-module.exports = { terminusMiddleware, modelTurnEvent, toolResult, REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY };
+module.exports = { terminusMiddleware, modelTurnEvent, modelErrorKind, toolResult, REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY, STOP_KEY };

@@ -4,5 +4,8 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const kernelLangchain = require('./langchain.js');
 
-export const { terminusMiddleware, modelTurnEvent, toolResult, REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY } = kernelLangchain;
+export const {
+  terminusMiddleware, modelTurnEvent, modelErrorKind, toolResult,
+  REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY, STOP_KEY,
+} = kernelLangchain;
 export default kernelLangchain;

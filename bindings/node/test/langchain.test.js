@@ -45,10 +45,11 @@ const looping = () => [toolsTurn(['ls', { path: '/src' }])];
  * of assistant messages already in it (past the end, the last entry again when `repeatLast`).
  */
 class ScriptedChatModel extends BaseChatModel {
-  constructor(script, { repeatLast = false } = {}) {
+  constructor(script, { repeatLast = false, failures = [] } = {}) {
     super({});
     this.script = script;
     this.repeatLast = repeatLast;
+    this.failures = [...failures]; // errors thrown by the first calls, in order
     this.calls = 0;
   }
 
@@ -63,6 +64,7 @@ class ScriptedChatModel extends BaseChatModel {
   async _generate(messages) {
     const index = messages.filter((m) => AIMessage.isInstance(m)).length;
     this.calls += 1;
+    if (this.failures.length) throw this.failures.shift();
     if (index >= this.script.length && !this.repeatLast) {
       throw new Error(`scripted model: turn ${index} asked of a script of ${this.script.length} turns`);
     }
@@ -113,8 +115,8 @@ function repository() {
  * two after-model hooks, tools), so its default 25 ends a run of five turns: the runs under the
  * kernel raise it, and the kernel's `max_steps` ends them first.
  */
-async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 }, options } = {}) {
-  const model = new ScriptedChatModel(script, { repeatLast });
+async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 }, options, failures } = {}) {
+  const model = new ScriptedChatModel(script, { repeatLast, failures });
   const repo = repository();
   const middleware = [todoListMiddleware()];
   if (policy !== null) middleware.push(terminusMiddleware(policy, options));
@@ -318,6 +320,35 @@ test('a run interrupted for approval resumes with its counters from the checkpoi
   const expected = (await run(ARCHITECT, ARCHITECT_POLICY)).state[REPORT_KEY];
   assert.deepEqual(pick(state[REPORT_KEY]), pick(expected));
   assert.equal(repo.files[PLAN_PATH], PLAN_TEXT);
+});
+
+/** A provider's HTTP error, as the provider SDKs throw it (`status`, `headers`). */
+function httpError(status, headers = {}) {
+  return Object.assign(new Error(`HTTP ${status}`), { status, headers });
+}
+
+test('a rate limit is retried by the kernel after its backoff; the run goes on', async () => {
+  const failures = [httpError(429, { 'retry-after-ms': '5' }), httpError(503)];
+  const { state, model, files } = await run(ARCHITECT, { ...ARCHITECT_POLICY, retry_base_ms: 1, retry_max_ms: 5 }, { failures });
+  const report = state[REPORT_KEY];
+  assert.equal(report.outcome, 'complete');
+  assert.equal(report.stats.model_errors, 2);
+  assert.equal(model.calls, ARCHITECT.length + 2);
+  assert.equal(report.nudges, 1);
+  assert.equal(files[PLAN_PATH], PLAN_TEXT);
+});
+
+test('an auth error ends the run model_error, without an exception', async () => {
+  const { state, model } = await run(ARCHITECT, ARCHITECT_POLICY, { failures: [httpError(401)] });
+  const report = state[REPORT_KEY];
+  assert.equal(report.outcome, 'aborted');
+  assert.equal(report.reason, 'model_error');
+  assert.equal(model.calls, 1);
+  assert.equal(state.messages.filter((m) => AIMessage.isInstance(m)).length, 0); // no stand-in left
+});
+
+test('an error that is not a provider\'s propagates', async () => {
+  await assert.rejects(run(ARCHITECT, ARCHITECT_POLICY, { failures: [new TypeError('a bug')] }), /a bug/);
 });
 
 test('a bad policy field throws at construction', () => {
