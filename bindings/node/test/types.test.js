@@ -1,12 +1,13 @@
 'use strict';
-// The package's TypeScript types compile a host's use of them (test/types.ts, `tsc --strict`).
+// The package's TypeScript types compile a host's use of them (test/types.ts, `tsc --strict`),
+// `terminus-kernel/langchain` in `langchain`'s `createAgent` included.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
 const { join } = require('node:path');
 
-test('index.d.ts and ai.d.ts type a TypeScript host (tsc --noEmit --strict)', () => {
+test('index.d.ts, ai.d.ts and langchain.d.ts type a TypeScript host (tsc --noEmit --strict)', () => {
   const tsc = join(__dirname, '..', 'node_modules', 'typescript', 'bin', 'tsc');
   const done = spawnSync(process.execPath, [
     tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',

@@ -2,6 +2,8 @@
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
 import { Machine, runScenario, type Command, type Event, type Report } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
+import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
+import { createAgent, fakeModel } from 'langchain';
 import { MockLanguageModelV3 } from 'ai/test';
 
 // The README's quick start.
@@ -42,3 +44,15 @@ async function agent(): Promise<string> {
 }
 void agent;
 void text;
+
+async function langchainAgent(): Promise<string> {
+  const agent = createAgent({
+    model: fakeModel(),
+    tools: [],
+    middleware: [terminusMiddleware({ completion_requires: ['write_file'] }, { verifier: (claim) => [claim.length > 0, 'say more'] })],
+  });
+  const state = (await agent.invoke({ messages: [{ role: 'user', content: 'Plan.' }] })) as TerminusState;
+  const report: Report | null | undefined = state[REPORT_KEY];
+  return report?.outcome ?? 'running';
+}
+void langchainAgent;
