@@ -740,9 +740,9 @@ impl Desk {
     }
 
     /// Tell the model, once each, when the run's tokens (`used`, input and output) have passed
-    /// 80 % and 90 % of `token_budget`. Called where a kernel message may go into the
-    /// conversation: after a turn without tool calls, and after tool results (never between a
-    /// tool turn and its results). Nothing is said once the budget is spent: it stops the run.
+    /// 80 % and 90 % of `token_budget`. Called just before a model call is issued, the one
+    /// point where a kernel message may go into the conversation (never between a tool turn and
+    /// its results). Nothing is said once the budget is spent: it stops the run.
     pub(crate) fn token_notices(&mut self, policy: &Policy, used: u64) {
         let Some(budget) = policy.token_budget.filter(|b| *b > 0) else {
             return;
