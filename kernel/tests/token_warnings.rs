@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use terminus_kernel::{
-    AbortReason, Command, Event, Machine, ModelTurn, Notice, Outcome, Policy, ToolCall,
+    AbortReason, Command, Event, Machine, ModelTurn, Notice, Outcome, Policy, ToolBatch, ToolCall,
     ToolOutcome, ToolResult, Usage,
 };
 
@@ -49,6 +49,19 @@ fn tool_turn(n: u64, tokens: u64) -> ModelTurn {
     }
 }
 
+/// Every call of `batch` answered ok.
+fn ok_results(batch: &ToolBatch) -> Vec<ToolResult> {
+    batch
+        .calls
+        .iter()
+        .map(|c| ToolResult {
+            call_id: c.id.clone(),
+            name: c.name.clone(),
+            outcome: ToolOutcome::ok(json!("ok")),
+        })
+        .collect()
+}
+
 /// Drives `turns` (tool turns, each answered ok) and returns what the host saw.
 fn run(policy: Policy, turns: &[u64]) -> (Machine, Vec<String>) {
     let mut m = Machine::new(policy).expect("a valid policy");
@@ -63,16 +76,7 @@ fn run(policy: Policy, turns: &[u64]) -> (Machine, Vec<String>) {
                 m.handle(Event::ModelTurn(tool_turn(n as u64, *tokens)));
             }
             Some(Command::RunTools(batch)) => {
-                let results: Vec<ToolResult> = batch
-                    .calls
-                    .iter()
-                    .map(|c| ToolResult {
-                        call_id: c.id.clone(),
-                        name: c.name.clone(),
-                        outcome: ToolOutcome::ok(json!("ok")),
-                    })
-                    .collect();
-                m.handle_results(&results);
+                m.handle_results(&ok_results(&batch));
             }
             _ => return (m, seen),
         }
@@ -161,16 +165,7 @@ fn a_restored_machine_does_not_tell_a_share_again() {
     let Some(Command::RunTools(batch)) = drain(&mut restored, &mut again) else {
         panic!("a tool turn runs its tools: {again:?}");
     };
-    let results: Vec<ToolResult> = batch
-        .calls
-        .iter()
-        .map(|c| ToolResult {
-            call_id: c.id.clone(),
-            name: c.name.clone(),
-            outcome: ToolOutcome::ok(json!("ok")),
-        })
-        .collect();
-    restored.handle_results(&results);
+    restored.handle_results(&ok_results(&batch));
     drain(&mut restored, &mut again);
     assert_eq!(again, ["tools", "call"]);
 }

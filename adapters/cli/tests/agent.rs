@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{architect, fs_server, reply, terminus, text, todos, write_config};
+use common::{architect, fs_server, last_json, reply, terminus, text, todos, write_config};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -34,8 +34,7 @@ async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_serve
     .await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let report: Value = serde_json::from_str(text(&out.stdout).lines().last().expect("a report"))
-        .expect("the report is JSON");
+    let report = last_json(&out.stdout);
     assert_eq!(report["outcome"], "complete");
     assert_eq!(report["reason"], "verified");
     assert_eq!(report["execution"], "live-1");
@@ -313,8 +312,7 @@ async fn the_model_verifier_judges_claims_through_terminus_agent() {
     .await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let report: Value = serde_json::from_str(text(&out.stdout).lines().last().expect("a report"))
-        .expect("the report is JSON");
+    let report = last_json(&out.stdout);
     assert_eq!(report["reason"], "verified", "{report}");
     assert_eq!(report["verification_failures"], 1, "{report}");
     assert_eq!(report["stats"]["verifications"], 2, "{report}");

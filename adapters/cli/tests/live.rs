@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{KEY, architect, fs_server, postgres_url, reply, terminus, text, write_config};
+use common::{
+    KEY, architect, fs_server, last_json, postgres_url, reply, terminus, text, write_config,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,15 +43,6 @@ fn no_more() -> Response {
         500,
         r#"{"error":{"message":"fixture: no such turn","type":"server_error"}}"#,
     )
-}
-
-fn last_json(stdout: &[u8]) -> Value {
-    serde_json::from_str(text(stdout).lines().last().unwrap_or_default()).unwrap_or_else(|e| {
-        panic!(
-            "the last stdout line is a JSON report ({e}): {}",
-            text(stdout)
-        )
-    })
 }
 
 fn terminus_in(dir: &Path) -> tokio::process::Command {
@@ -234,6 +227,24 @@ async fn a_killed_agent_is_resumed_from_elsewhere_without_resending_a_journaled_
 }
 
 /// A live agent with only the built-in `write_todos`: three turns per task.
+/// `terminus worker --journal J --until-idle` and `extra`, which must end (exit 0) within a
+/// minute: the reports it printed, one a line, and its log.
+async fn worker_until_idle(journal: &str, extra: &[&str]) -> (Vec<Value>, String) {
+    let mut args: Vec<String> = vec!["worker".into(), "--journal".into(), journal.to_owned()];
+    args.push("--until-idle".into());
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let worker = tokio::time::timeout(Duration::from_secs(60), terminus(args))
+        .await
+        .expect("the worker ends");
+    let log = text(&worker.stderr);
+    assert_eq!(worker.status.code(), Some(0), "{log}");
+    let ran = text(&worker.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a report line"))
+        .collect();
+    (ran, log)
+}
+
 /// `inspect` says the execution `id` failed with exit code 2 and a reason that contains `says`.
 async fn assert_failed(journal: &str, id: &str, says: &str) {
     let inspect = terminus(vec![
@@ -517,23 +528,7 @@ async fn a_worker_marks_what_it_cannot_run_failed_and_goes_on() {
     drop(store);
 
     // One worker, until idle: it must end (the old worker claimed the same execution forever).
-    let worker = tokio::time::timeout(
-        Duration::from_secs(60),
-        terminus(vec![
-            "worker".into(),
-            "--journal".into(),
-            journal.clone(),
-            "--until-idle".into(),
-        ]),
-    )
-    .await
-    .expect("the worker goes on past what it cannot run");
-    let log = text(&worker.stderr);
-    assert_eq!(worker.status.code(), Some(0), "{log}");
-    let ran: Vec<Value> = text(&worker.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a report line"))
-        .collect();
+    let (ran, log) = worker_until_idle(&journal, &[]).await;
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert_eq!(
         (ran[0]["execution"].as_str(), ran[0]["outcome"].as_str()),
@@ -663,25 +658,8 @@ async fn a_worker_with_agents_dir_runs_only_the_configs_under_it() {
         text(&out.stderr)
     );
 
-    let worker = tokio::time::timeout(
-        Duration::from_secs(60),
-        terminus(vec![
-            "worker".into(),
-            "--journal".into(),
-            journal.clone(),
-            "--until-idle".into(),
-            "--agents-dir".into(),
-            agents.to_string_lossy().into_owned(),
-        ]),
-    )
-    .await
-    .expect("the worker ends");
-    let log = text(&worker.stderr);
-    assert_eq!(worker.status.code(), Some(0), "{log}");
-    let ran: Vec<Value> = text(&worker.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a report line"))
-        .collect();
+    let agents_dir = agents.to_string_lossy().into_owned();
+    let (ran, log) = worker_until_idle(&journal, &["--agents-dir", &agents_dir]).await;
     assert_eq!(ran.len(), 1, "{ran:?}\n{log}");
     assert_eq!(ran[0]["execution"], "admitted");
     assert_eq!(ran[0]["outcome"], "complete", "{}", ran[0]);
@@ -701,13 +679,6 @@ async fn a_worker_with_agents_dir_runs_only_the_configs_under_it() {
     // (so the refusal above is what kept it from running).
     let out = submit(&stranger, "stranger-2").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let worker = terminus(vec![
-        "worker".into(),
-        "--journal".into(),
-        journal.clone(),
-        "--until-idle".into(),
-    ])
-    .await;
-    assert_eq!(worker.status.code(), Some(0), "{}", text(&worker.stderr));
-    assert!(mark.exists(), "{}", text(&worker.stderr));
+    let (_, log) = worker_until_idle(&journal, &[]).await;
+    assert!(mark.exists(), "{log}");
 }

@@ -17,6 +17,16 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The report on the last stdout line of a `--json` run.
+pub(crate) fn last_json(stdout: &[u8]) -> Value {
+    serde_json::from_str(text(stdout).lines().last().unwrap_or_default()).unwrap_or_else(|e| {
+        panic!(
+            "the last stdout line is a JSON report ({e}): {}",
+            text(stdout)
+        )
+    })
+}
+
 /// A Chat Completions object (not streamed) with `content` and `tool_calls`.
 pub(crate) fn reply(content: &str, calls: &[(&str, Value)], n: usize) -> Response {
     let tool_calls: Vec<Value> = calls
