@@ -11,6 +11,7 @@
 
 use crate::command::{Command, Notice, Nudge, Stop, ToolBatch};
 use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdict};
+use crate::hold::{Decision, HeldCall, Hold};
 use crate::machine::StepRecord;
 use crate::machine::{Handled, Machine};
 use crate::policy::{Policy, PolicyError};
@@ -72,6 +73,17 @@ impl Key {
     /// The key of the result of executed call `j` of `calls` executed calls of step `checkpoint`.
     pub const fn result(checkpoint: u32, calls: u32, j: u32) -> Key {
         Key::new(checkpoint, Self::FIRST_CALL + calls + j)
+    }
+
+    /// The key of the hold of executed call `j` of `calls` (a call held for a decision: written
+    /// instead of its intent).
+    pub const fn held(checkpoint: u32, calls: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + 2 * calls + j)
+    }
+
+    /// The key of the decision on held call `j` of `calls`.
+    pub const fn decision(checkpoint: u32, calls: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + 3 * calls + j)
     }
 }
 
@@ -175,6 +187,21 @@ pub enum Entry {
     },
     /// The result of one executed call (written when it arrives).
     ToolResult(ToolResult),
+    /// A call held for a decision from outside (written instead of its intent): it runs, or is
+    /// answered, only once decided.
+    Held {
+        /// The call.
+        call: ToolCall,
+        /// Why it is held.
+        hold: Hold,
+    },
+    /// The decision on a held call (written by whoever decided, while the run was suspended).
+    Decided {
+        /// The held call's id.
+        call_id: crate::name::CallId,
+        /// The decision.
+        decision: Decision,
+    },
     /// The end of the run.
     Stop(Stop),
 }
@@ -232,6 +259,8 @@ impl Entry {
             Entry::Notice(_) => "notice",
             Entry::ToolCall { .. } => "tool_call",
             Entry::ToolResult(_) => "tool_result",
+            Entry::Held { .. } => "held",
+            Entry::Decided { .. } => "decided",
             Entry::Stop(_) => "stop",
         }
     }
@@ -270,6 +299,17 @@ pub fn decision_records(
     commands: &[Command],
     idempotent: impl Fn(&str) -> bool,
 ) -> Vec<Record> {
+    held_decision_records(step, commands, |name| (idempotent(name), None))
+}
+
+/// [`decision_records`] for a host with held tools: `tool` says, per tool name, whether running
+/// a call twice is harmless and whether its calls are held for a decision. A held call gets a
+/// [`Entry::Held`] record under [`Key::held`] instead of an intent: it is not about to run.
+pub fn held_decision_records(
+    step: &StepRecord,
+    commands: &[Command],
+    tool: impl Fn(&str) -> (bool, Option<Hold>),
+) -> Vec<Record> {
     let cp = step.step;
     let mut out = vec![Record {
         key: Key::transition(cp),
@@ -297,15 +337,25 @@ pub fn decision_records(
                 entry: Entry::Stop((**s).clone()),
             }),
             Command::RunTools(batch) => {
+                let k = u32::try_from(executed(batch).count()).unwrap_or(u32::MAX);
                 for (j, call) in executed(batch).enumerate() {
                     let j = u32::try_from(j).unwrap_or(u32::MAX);
-                    let entry = Entry::ToolCall {
-                        call: call.clone(),
-                        idempotent: idempotent(&call.name),
-                    };
-                    out.push(Record {
-                        key: Key::intent(cp, j),
-                        entry,
+                    let (idempotent, hold) = tool(&call.name);
+                    out.push(match hold {
+                        Some(hold) => Record {
+                            key: Key::held(cp, k, j),
+                            entry: Entry::Held {
+                                call: call.clone(),
+                                hold,
+                            },
+                        },
+                        None => Record {
+                            key: Key::intent(cp, j),
+                            entry: Entry::ToolCall {
+                                call: call.clone(),
+                                idempotent,
+                            },
+                        },
                     });
                 }
             }
@@ -381,11 +431,15 @@ pub struct Recovery {
     pub outstanding: Vec<Command>,
     /// For the outstanding `RunTools`, the state of each executed call `j`.
     pub calls: Vec<CallState>,
+    /// For the outstanding `RunTools`, each executed call `j` held for a decision, with the
+    /// decision once journaled (`None`: not held).
+    pub held: Vec<Option<HeldCall>>,
     /// Records read.
     pub records: u64,
     /// Model calls answered in the journal (turns and errors): a scripted model resumes after them.
     pub model_answers: u64,
-    /// Results journaled per tool name: a scripted tool resumes after them.
+    /// Results journaled per tool name, of calls the tool answered (not those a decision
+    /// answered): a scripted tool resumes after them.
     pub tool_answers: std::collections::BTreeMap<String, u64>,
 }
 
@@ -415,6 +469,7 @@ pub struct Replay {
     task: String,
     outstanding: Vec<Command>,
     calls: Vec<CallState>,
+    held: Vec<Option<HeldCall>>,
     last_step: Option<StepRecord>,
     records: u64,
     model_answers: u64,
@@ -438,6 +493,7 @@ impl Replay {
             task,
             outstanding,
             calls: Vec::new(),
+            held: Vec::new(),
             last_step: None,
             records: 1,
             model_answers: 0,
@@ -499,6 +555,42 @@ impl Replay {
                     .or_insert(0u64) += 1;
                 *slot = CallState::Done(result);
             }
+            Entry::Held { call, hold } => {
+                let k = self.calls.len() as u32;
+                let j = key
+                    .index
+                    .checked_sub(Key::FIRST_CALL + 2 * k)
+                    .ok_or_else(|| diverged("hold key out of range".into()))?;
+                let slot = self
+                    .held
+                    .get_mut(j as usize)
+                    .ok_or_else(|| diverged("hold of a call that was not scheduled".into()))?;
+                *slot = Some(HeldCall {
+                    call_id: call.id,
+                    hold,
+                    decision: None,
+                });
+            }
+            Entry::Decided { call_id, decision } => {
+                let k = self.calls.len() as u32;
+                let j = key.index.checked_sub(Key::FIRST_CALL + 3 * k);
+                let held = j
+                    .and_then(|j| self.held.get_mut(j as usize))
+                    .and_then(Option::as_mut)
+                    .filter(|held| held.call_id == call_id)
+                    .ok_or_else(|| {
+                        diverged(format!("a decision on `{call_id}`, not held there"))
+                    })?;
+                // A call decided without running has a journaled result the tool never gave.
+                if decision != Decision::Approve
+                    && let Some(CallState::Done(result)) =
+                        j.and_then(|j| self.calls.get(j as usize))
+                    && let Some(n) = self.tool_answers.get_mut(result.name.as_str())
+                {
+                    *n = n.saturating_sub(1);
+                }
+                held.decision = Some(decision);
+            }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
             Entry::User { .. } => return Err(diverged("a second task entry".into())),
             other => {
@@ -522,13 +614,16 @@ impl Replay {
                 self.outstanding.clear();
                 self.outstanding
                     .extend(std::iter::from_fn(|| self.machine.poll_command()));
-                self.calls = match self.outstanding.iter().find_map(|c| match c {
-                    Command::RunTools(b) => Some(executed(b).count()),
-                    _ => None,
-                }) {
-                    Some(k) => vec![CallState::NotStarted; k],
-                    None => Vec::new(),
-                };
+                let k = self
+                    .outstanding
+                    .iter()
+                    .find_map(|c| match c {
+                        Command::RunTools(b) => Some(executed(b).count()),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                self.calls = vec![CallState::NotStarted; k];
+                self.held = vec![None; k];
             }
         }
         Ok(())
@@ -541,6 +636,7 @@ impl Replay {
             task: self.task,
             outstanding: self.outstanding,
             calls: self.calls,
+            held: self.held,
             records: self.records,
             model_answers: self.model_answers,
             tool_answers: self.tool_answers,

@@ -98,6 +98,7 @@ mod event;
 #[cfg(feature = "testing")]
 mod explore;
 mod fingerprint;
+mod hold;
 mod input;
 mod invariants;
 mod journal;
@@ -125,10 +126,11 @@ pub use crate::event::{
     Usage, Verdict,
 };
 pub use crate::fingerprint::{calls_fingerprint, value_fingerprint};
+pub use crate::hold::{Decision, HeldCall, Hold};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
     CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, decision_records,
-    executed, recover, step_records,
+    executed, held_decision_records, recover, step_records,
 };
 pub use crate::json::Json;
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};

@@ -39,6 +39,14 @@ pub enum RunError {
         /// The tool.
         tool: String,
     },
+    /// The run stopped to wait for decisions on held calls (`docs/approvals.md`): its pending
+    /// calls are journaled and its claim released; decide them, then resume it (exit code 5).
+    #[error(
+        "execution `{}` is suspended: {} held call(s) wait for a decision",
+        .0.execution,
+        .0.pending.len()
+    )]
+    Suspended(Box<crate::suspend::Suspended>),
     /// The journal cannot be replayed.
     #[error("the journal cannot be replayed: {0}")]
     Replay(String),
@@ -61,13 +69,14 @@ impl From<Fault> for RunError {
 
 impl RunError {
     /// The process exit code (`docs/design.md`, "Exit codes"): 2 invalid input, 3 internal or
-    /// storage error, 4 claimed by another worker.
+    /// storage error, 4 claimed by another worker, 5 suspended (waiting for a decision).
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Policy(_)
             | RunError::Context(_)
             | RunError::ExecutionExists(_)
-            | RunError::Store(StoreError::NotFound(_)) => 2,
+            | RunError::Store(StoreError::NotFound(_) | StoreError::NotSuspended(_)) => 2,
+            RunError::Suspended(_) => 5,
             RunError::Fault(f) if f.kind == FaultKind::InvalidInput => 2,
             RunError::Store(StoreError::Claimed { .. } | StoreError::LeaseLost { .. }) => 4,
             RunError::Fault(_)
@@ -91,6 +100,7 @@ impl RunError {
             RunError::ExecutionExists(_) => "execution_exists",
             RunError::Diverged(_) => "diverged",
             RunError::InDoubt { .. } => "in_doubt",
+            RunError::Suspended(_) => "suspended",
             RunError::Replay(_) => "replay",
             RunError::Internal(_) => "internal",
         }

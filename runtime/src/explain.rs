@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use terminus_kernel::limits;
 use terminus_kernel::{
-    AbortReason, CompleteReason, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase, Policy,
-    Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
+    AbortReason, CompleteReason, Decision, Entry, ModelErrorKind, Notice, NudgeKind, Outcome,
+    Phase, Policy, Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
 };
 
 /// What the store keeps of an execution besides its records.
@@ -227,6 +227,10 @@ pub struct Explanation {
     /// the ledger and the todos are then unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay_error: Option<String>,
+    /// The held calls of a suspended run's pending tool batch, with their decisions so far
+    /// (`docs/approvals.md`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<crate::suspend::HeldState>,
 }
 
 /// Builds an [`Explanation`] from records fed in key order; no IO.
@@ -247,6 +251,8 @@ pub struct Builder {
     exclusions: BTreeMap<String, (u32, String)>,
     tokens: u64,
     model_answers: u32,
+    /// The held calls of the pending tool batch, once the replay is finished.
+    held: Vec<crate::suspend::HeldState>,
 }
 
 #[derive(Default)]
@@ -283,6 +289,7 @@ impl Builder {
             exclusions: BTreeMap::new(),
             tokens: 0,
             model_answers: 0,
+            held: Vec::new(),
         }
     }
 
@@ -406,6 +413,23 @@ impl Builder {
                     step.tool_calls.push(call.name.to_string());
                 }
             }
+            Entry::Held { call, hold } => {
+                if let Some(step) = self.step_at(checkpoint) {
+                    step.tool_calls
+                        .push(format!("{} (held for {})", call.name, hold.as_str()));
+                }
+            }
+            Entry::Decided { call_id, decision } => {
+                if let Some(step) = self.step_at(checkpoint) {
+                    let words = match decision {
+                        Decision::Deny {
+                            reason: Some(reason),
+                        } => format!("decided: deny `{call_id}` ({reason})"),
+                        other => format!("decided: {} `{call_id}`", other.as_str()),
+                    };
+                    step.notices.push(words);
+                }
+            }
             Entry::Stop(stop) => self.stop = Some(stop.clone()),
             Entry::User { .. } | Entry::ToolResult(_) | Entry::Tick { .. } | Entry::Cancel => {}
         }
@@ -434,6 +458,11 @@ impl Builder {
     /// The explanation, with what the store keeps besides the records.
     pub fn finish(mut self, stored: &Stored<'_>) -> Explanation {
         let replayed = self.replay.take();
+        if let Some(replay) = &replayed
+            && stored.report.is_none()
+        {
+            self.held = crate::suspend::held_calls(&replay.clone().finish());
+        }
         self.finish_with(stored, replayed.as_ref().map(Replay::machine))
     }
 
@@ -465,6 +494,8 @@ impl Builder {
             (None, Some(_), _) => "ended",
             (None, None, Some(_)) => "stopped",
             (None, None, None) if self.entries == 0 => "waiting",
+            (None, None, None) if self.held.iter().any(|h| h.decision.is_none()) => "suspended",
+            (None, None, None) if !self.held.is_empty() => "decided",
             (None, None, None) => "interrupted",
         };
 
@@ -578,6 +609,7 @@ impl Builder {
             entry_kinds: self.kinds,
             conflicts: stored.conflicts,
             replay_error: self.replay_error,
+            held: self.held,
         };
         explanation.why = why(&explanation, outcome, policy);
         explanation
@@ -748,6 +780,21 @@ fn why(e: &Explanation, outcome: Option<Outcome>, policy: &Policy) -> String {
             return "The execution was submitted and has not run yet: start a `terminus worker` \
                     on this journal to run it."
                 .to_owned();
+        }
+        "suspended" => {
+            let pending = e.held.iter().filter(|h| h.decision.is_none()).count();
+            return format!(
+                "The run is suspended after step {at}: {} waiting for a decision. Decide each with \
+                 `terminus approve`, `deny` or `answer`; once all are decided, `terminus resume` \
+                 or a worker continues it. Time suspended does not count against the deadline.",
+                plural(pending as u64, "held call", "held calls"),
+            );
+        }
+        "decided" => {
+            return format!(
+                "The run was suspended after step {at} and every held call is decided: \
+                 `terminus resume` or a worker continues it."
+            );
         }
         "running" => {
             let waiting = waiting_for(last.map_or(Phase::Exploring, |s| s.to), last);
@@ -1180,9 +1227,35 @@ impl Explanation {
                 "waiting (submitted; a `terminus worker` on this journal runs it)".to_owned()
             }
             ("interrupted", _) => "interrupted (resume to continue)".to_owned(),
+            ("suspended", _) => "suspended (held calls wait for a decision: `terminus approve`, \
+                                 `deny` or `answer`)"
+                .to_owned(),
+            ("decided", _) => "decided (every held call is decided; resume it, or a worker \
+                               runs it)"
+                .to_owned(),
             (other, _) => other.to_owned(),
         };
         let _ = writeln!(t, "status    {status}");
+        if !self.held.is_empty() {
+            let _ = writeln!(t, "\nheld calls:");
+            for h in &self.held {
+                let decided = match &h.decision {
+                    None => "pending".to_owned(),
+                    Some(terminus_kernel::Decision::Deny {
+                        reason: Some(reason),
+                    }) => format!("denied ({reason})"),
+                    Some(d) => format!("decided: {}", d.as_str()),
+                };
+                let _ = writeln!(
+                    t,
+                    "  {} {} {} {}: {decided}",
+                    h.call.kind.as_str(),
+                    h.call.call_id,
+                    h.call.name,
+                    h.call.arguments
+                );
+            }
+        }
         if let (Some(outcome), Some(reason), Some(rule), Some(row)) =
             (self.outcome, self.reason, self.rule, &self.rule_spec)
         {

@@ -159,6 +159,9 @@ pub enum StoreError {
         #[source]
         source: Cause,
     },
+    /// A decision was given for an execution that is not suspended (exit code 2).
+    #[error("execution `{0}` is not suspended: it waits for no decision")]
+    NotSuspended(String),
     /// Stored data is not what this version writes (exit code 3).
     #[error("journal {journal}: stored data is corrupt: {what}")]
     Corrupt {
@@ -185,6 +188,9 @@ pub enum ExecutionStatus {
     Ended,
     /// A worker gave up on it ([`Claims::fail`]); it is never run again.
     Failed,
+    /// It waits for decisions on held calls ([`Claims::suspend`]): no worker claims it until
+    /// every one is decided (then it is `waiting` again).
+    Suspended,
 }
 
 impl ExecutionStatus {
@@ -196,6 +202,7 @@ impl ExecutionStatus {
             Self::Interrupted => "interrupted",
             Self::Ended => "ended",
             Self::Failed => "failed",
+            Self::Suspended => "suspended",
         }
     }
 }
@@ -203,6 +210,53 @@ impl ExecutionStatus {
 impl std::fmt::Display for ExecutionStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Where a suspended execution stands with its decisions, and how long its suspensions lasted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspension {
+    /// Held calls not yet decided (0: not suspended).
+    pub pending: u32,
+    /// When the last suspension began, Unix milliseconds, while it lasts or until a worker
+    /// claims the execution again.
+    pub since_unix_ms: Option<u64>,
+    /// Milliseconds spent suspended, each suspension from its start to its last decision: a
+    /// resumed run's deadline does not count them.
+    pub paused_ms: u64,
+}
+
+impl Suspension {
+    /// Whether held calls wait for a decision.
+    pub const fn is_suspended(&self) -> bool {
+        self.pending > 0
+    }
+
+    /// Whether every held call of the last suspension is decided and no worker took it up
+    /// yet: it is `waiting` for one.
+    pub const fn is_decided(&self) -> bool {
+        self.pending == 0 && self.since_unix_ms.is_some()
+    }
+
+    /// One held call decided at `at_unix_ms`: the last ends the suspension and counts its
+    /// length (what a durable store's `decide` statement does in SQL).
+    pub fn decided(&mut self, at_unix_ms: u64) {
+        self.pending = self.pending.saturating_sub(1);
+        if self.pending == 0
+            && let Some(since) = self.since_unix_ms
+        {
+            self.paused_ms = self
+                .paused_ms
+                .saturating_add(at_unix_ms.saturating_sub(since));
+        }
+    }
+
+    /// A worker claimed the execution: a decided suspension is over (a claim of a suspended
+    /// one changes nothing: the run suspends again at once).
+    pub fn taken_up(&mut self) {
+        if self.pending == 0 {
+            self.since_unix_ms = None;
+        }
     }
 }
 
@@ -336,6 +390,29 @@ pub trait Journal: Send + Sync {
     /// The report of `execution`, if it ended.
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError>;
 
+    /// Appends the decision `record` on a held call of suspended `execution`
+    /// (`docs/approvals.md`) unless its key is stored (then, as [`Journal::append`], the stored
+    /// record comes back with `already_existed`, whether or not the execution is still
+    /// suspended). A new decision counts down the held calls waiting; the last one ends the
+    /// suspension, adding its length (to `at_unix_ms`) to [`Suspension::paused_ms`]. One
+    /// transaction in a durable store. An execution that is not suspended is
+    /// [`StoreError::NotSuspended`], nothing written.
+    async fn decide(
+        &self,
+        execution: &str,
+        record: Arc<Record>,
+        at_unix_ms: u64,
+    ) -> Result<Appended, StoreError> {
+        let _ = (record, at_unix_ms);
+        Err(StoreError::NotSuspended(execution.to_owned()))
+    }
+
+    /// Where `execution` stands with its held calls (the default: never suspended).
+    async fn suspension(&self, execution: &str) -> Result<Suspension, StoreError> {
+        let _ = execution;
+        Ok(Suspension::default())
+    }
+
     /// The executions of the journal that pass `filter`, oldest first, one summary each (what
     /// `terminus runs` lists). Durable stores select in SQL, reading each execution's row, its
     /// stop entry and its entry counts, never its whole journal.
@@ -401,6 +478,22 @@ pub trait Claims: Journal {
 
     /// Extends the lease. Fails with [`StoreError::LeaseLost`] if the worker no longer holds it.
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Suspends the execution `lease` holds until `pending` held calls are decided
+    /// ([`Journal::decide`]), from `at_unix_ms`, and gives the claim up, in one commit: no worker
+    /// claims it meanwhile ([`Queue::claim_next`]); a claim by id ([`Claims::claim`], a resume)
+    /// still may. Fails with [`StoreError::LeaseLost`] if the worker no longer holds the claim.
+    /// The default only gives the claim up: the store cannot keep a suspension, so the next
+    /// claim finds the calls undecided and suspends again at once, running nothing.
+    async fn suspend(
+        &self,
+        lease: &Lease,
+        pending: u32,
+        at_unix_ms: u64,
+    ) -> Result<(), StoreError> {
+        let _ = (pending, at_unix_ms);
+        self.release(lease).await
+    }
 
     /// Gives the claim up (a no-op if the worker no longer holds it).
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
@@ -475,6 +568,7 @@ struct Execution {
     report: Option<Report>,
     failure: Option<Failure>,
     conflicts: u64,
+    suspension: Suspension,
 }
 
 impl Execution {
@@ -628,6 +722,38 @@ impl Journal for MemoryStore {
         Ok(self.with(|all| all.get(execution).and_then(|e| e.report.clone())))
     }
 
+    async fn decide(
+        &self,
+        execution: &str,
+        record: Arc<Record>,
+        at_unix_ms: u64,
+    ) -> Result<Appended, StoreError> {
+        self.with(|all| {
+            let Some(e) = all.get_mut(execution) else {
+                return Err(StoreError::NotFound(execution.to_owned()));
+            };
+            if let Some(stored) = e.records.get(&record.key) {
+                return Ok(Appended {
+                    record: Arc::clone(stored),
+                    already_existed: true,
+                });
+            }
+            if !e.suspension.is_suspended() {
+                return Err(StoreError::NotSuspended(execution.to_owned()));
+            }
+            e.records.insert(record.key, Arc::clone(&record));
+            e.suspension.decided(at_unix_ms);
+            Ok(Appended {
+                record,
+                already_existed: false,
+            })
+        })
+    }
+
+    async fn suspension(&self, execution: &str) -> Result<Suspension, StoreError> {
+        Ok(self.with(|all| all.get(execution).map(|e| e.suspension).unwrap_or_default()))
+    }
+
     async fn executions(
         &self,
         filter: &ExecutionFilter,
@@ -686,7 +812,9 @@ fn summary(id: &str, e: &Execution, now: Instant) -> ExecutionSummary {
         ExecutionStatus::Ended
     } else if e.claim.as_ref().is_some_and(|(_, expires)| *expires > now) {
         ExecutionStatus::Running
-    } else if e.records.is_empty() {
+    } else if e.suspension.is_suspended() {
+        ExecutionStatus::Suspended
+    } else if e.records.is_empty() || e.suspension.is_decided() {
         ExecutionStatus::Waiting
     } else {
         ExecutionStatus::Interrupted
@@ -728,6 +856,7 @@ impl Claims for MemoryStore {
                 });
             }
             e.claim = Some((worker.to_owned(), now + duration));
+            e.suspension.taken_up();
             Ok(Lease {
                 execution: execution.to_owned(),
                 worker: worker.to_owned(),
@@ -757,6 +886,29 @@ impl Claims for MemoryStore {
                     })
                 }
             }
+        })
+    }
+
+    async fn suspend(
+        &self,
+        lease: &Lease,
+        pending: u32,
+        at_unix_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.with(|all| match all.get_mut(&lease.execution) {
+            Some(e)
+                if e.claim
+                    .as_ref()
+                    .is_some_and(|(holder, _)| *holder == lease.worker) =>
+            {
+                e.suspension.pending = pending;
+                e.suspension.since_unix_ms = Some(at_unix_ms);
+                e.claim = None;
+                Ok(())
+            }
+            _ => Err(StoreError::LeaseLost {
+                execution: lease.execution.clone(),
+            }),
         })
     }
 
@@ -828,12 +980,14 @@ impl Queue for MemoryStore {
                     e.spec.is_some()
                         && e.report.is_none()
                         && e.failure.is_none()
+                        && !e.suspension.is_suspended()
                         && e.claim.as_ref().is_none_or(|(_, expires)| *expires <= now)
                 })
                 .collect();
             waiting.sort_by(|a, b| a.0.cmp(b.0));
             let (id, e) = waiting.into_iter().next()?;
             e.claim = Some((worker.to_owned(), now + duration));
+            e.suspension.taken_up();
             Some(Lease {
                 execution: id.clone(),
                 worker: worker.to_owned(),

@@ -53,6 +53,7 @@ mod model;
 mod observer;
 mod report;
 pub mod semconv;
+pub mod suspend;
 mod tool;
 mod verifier;
 
@@ -67,13 +68,14 @@ pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
 pub use crate::journal::{
     Appended, Cause, Cell, Cells, Claims, ExecutionFilter, ExecutionStatus, ExecutionSummary,
-    Failure, Journal, Lease, MemoryStore, Queue, RunSpec, Store, StoreError,
+    Failure, Journal, Lease, MemoryStore, Queue, RunSpec, Store, StoreError, Suspension,
 };
 pub use crate::kill::KillSwitch;
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};
 pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose};
 pub use crate::observer::{Observer, Transition};
 pub use crate::report::Report;
+pub use crate::suspend::{HeldState, PendingCall, Suspended, held_calls};
 pub use crate::tool::{Tool, ToolSet, ToolSpec, WriteTodos, render_outcome};
 pub use crate::verifier::{
     LLM_VERIFIER_PROMPT, LlmVerifier, RuleVerifier, Verification, Verifier, missing_by_rules,

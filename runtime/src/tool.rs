@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use terminus_kernel::{ToolErrorKind, ToolOutcome, WRITE_TODOS, parse_todos};
+use terminus_kernel::{Hold, ToolErrorKind, ToolOutcome, WRITE_TODOS, parse_todos};
 
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,11 +52,17 @@ pub trait Tool: Send + Sync {
 #[derive(Clone)]
 pub struct ToolSet {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Tools whose calls are held for a decision from outside (`docs/approvals.md`).
+    holds: BTreeMap<String, Hold>,
 }
 
 impl fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.tools.keys()).finish()
+        f.debug_set().entries(self.tools.keys()).finish()?;
+        if !self.holds.is_empty() {
+            write!(f, " held: {:?}", self.holds)?;
+        }
+        Ok(())
     }
 }
 
@@ -78,7 +84,32 @@ impl ToolSet {
     pub fn empty() -> ToolSet {
         ToolSet {
             tools: BTreeMap::new(),
+            holds: BTreeMap::new(),
         }
+    }
+
+    /// Holds every call of the tool called `name` for a decision from outside: a person's
+    /// approval ([`Hold::Approval`]), or an answer instead of running it ([`Hold::Deferred`]).
+    /// The run suspends until each held call is decided (`docs/approvals.md`).
+    pub fn hold(&mut self, name: impl Into<String>, hold: Hold) -> &mut ToolSet {
+        self.holds.insert(name.into(), hold);
+        self
+    }
+
+    /// Why calls of `name` are held, if they are.
+    pub fn held(&self, name: &str) -> Option<Hold> {
+        self.holds.get(name).copied()
+    }
+
+    /// Every held tool name and why, sorted by name.
+    pub fn holds(&self) -> impl Iterator<Item = (&str, Hold)> {
+        self.holds.iter().map(|(name, hold)| (name.as_str(), *hold))
+    }
+
+    /// The holds of `other`, taken over (a set that wraps another's tools keeps its holds).
+    pub fn hold_as(&mut self, other: &ToolSet) -> &mut ToolSet {
+        self.holds.clone_from(&other.holds);
+        self
     }
 
     /// Adds (or replaces) the tool called `name`.

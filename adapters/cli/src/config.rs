@@ -52,6 +52,12 @@ pub(crate) struct McpSection {
     pub(crate) url: Option<String>,
     pub(crate) tool_timeout_ms: Option<u64>,
     pub(crate) idempotent: Option<bool>,
+    /// Tools whose calls wait for a person's approval (`docs/approvals.md`).
+    #[serde(default)]
+    pub(crate) approval: Vec<String>,
+    /// Tools answered from outside instead of run.
+    #[serde(default)]
+    pub(crate) deferred: Vec<String>,
 }
 
 /// `[verifier]`.
@@ -146,6 +152,20 @@ impl AgentConfig {
             if server.tool_timeout_ms == Some(0) {
                 return Err(format!("{at}: tool_timeout_ms must be at least 1"));
             }
+            for (field, list) in [
+                ("approval", &server.approval),
+                ("deferred", &server.deferred),
+            ] {
+                if let Some(i) = list.iter().position(|t| t.trim().is_empty()) {
+                    return Err(format!("{at}: {field}[{i}] is empty"));
+                }
+            }
+            if let Some(both) = server.approval.iter().find(|t| server.deferred.contains(t)) {
+                return Err(format!(
+                    "{at}: `{both}` is in both approval and deferred: a tool is approved or \
+                     answered from outside, not both"
+                ));
+            }
         }
         if let Some(v) = &self.verifier
             && !matches!(v.kind.as_str(), "rules" | "model")
@@ -184,6 +204,8 @@ impl AgentConfig {
                     config.tool_timeout = Duration::from_millis(ms);
                 }
                 config.idempotent = s.idempotent.unwrap_or(false);
+                config.approval.clone_from(&s.approval);
+                config.deferred.clone_from(&s.deferred);
                 config
             })
             .collect()

@@ -18,6 +18,7 @@ use terminus_store::Durability;
 
 mod agent;
 mod config;
+mod decide;
 mod graph;
 mod inspect;
 mod job;
@@ -30,6 +31,8 @@ mod tools;
 
 pub(crate) const INVALID: u8 = 2;
 pub(crate) const INTERNAL: u8 = 3;
+/// Suspended: held calls wait for a decision (`docs/approvals.md`).
+pub(crate) const SUSPENDED: u8 = 5;
 
 /// Terminus runs the LLM agent loop with every way of stopping made explicit, counted and
 /// bounded. This command runs scenario files: scripted models, tools and verifiers.
@@ -102,6 +105,18 @@ enum Cmd {
     /// report. Runs until Ctrl-C. An address that cannot be bound, a config that does not parse
     /// or a key that is not one exits 2. What it trusts: docs/security.md.
     ServeRestate(serve::ServeRestateArgs),
+    /// Approve held calls of a suspended execution (`--call ID` or `--all`): each runs, once,
+    /// when the run is resumed. The same decision again changes nothing (exit 0); a
+    /// conflicting one, an unknown call, or an execution that is not suspended exits 2.
+    Approve(decide::ApproveArgs),
+    /// Deny held calls of a suspended execution (`--call ID` or `--all`, `--reason TEXT`): the
+    /// call never runs, and the model is told it was denied, with the reason, as a
+    /// `permission_denied` tool error. Exit codes as `approve`.
+    Deny(decide::DenyArgs),
+    /// Answer a held call of a suspended execution from outside: `--result JSON` (its output)
+    /// or `--error KIND --message TEXT`. The tool never runs; the model gets the answer as its
+    /// result. Exit codes as `approve`.
+    Answer(decide::AnswerArgs),
     /// Check the tools of a live-agent config's `[[mcp]]` servers before running an agent on
     /// them: `list` prints one tool a line (`name<TAB>description`); `call NAME 'JSON'` prints
     /// the tool's output and exits 0, or its error (`kind: message`) on stderr and exits 1. A bad
@@ -308,6 +323,9 @@ fn main() -> ExitCode {
             Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
             Cmd::ServeRestate(args) => serve::serve_restate(args).await,
             Cmd::Tools { config, action } => tools::run(&config, action).await,
+            Cmd::Approve(args) => decide::approve(args).await,
+            Cmd::Deny(args) => decide::deny(args).await,
+            Cmd::Answer(args) => decide::answer(args).await,
         }
     });
     drop(runtime);
@@ -451,6 +469,10 @@ fn finish(
             }
             print_report(&report, json);
             report.exit_code()
+        }
+        Err(terminus_runtime::RunError::Suspended(suspended)) => {
+            decide::print_suspension(&suspended, json);
+            SUSPENDED
         }
         Err(e) => {
             eprintln!("terminus: {what}: {e}");
@@ -650,6 +672,10 @@ async fn worker(args: WorkerArgs) -> u8 {
         };
         match result {
             Ok(report) => print_report(&report, true),
+            Err(terminus_runtime::RunError::Suspended(suspended)) => {
+                // Claim released with the suspension: no worker takes it until it is decided.
+                decide::print_suspension(&suspended, true);
+            }
             Err(e) => {
                 eprintln!("terminus: execution {execution}: {e}");
                 match e.exit_code() {

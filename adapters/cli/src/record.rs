@@ -25,6 +25,8 @@ struct ToolLog {
     description: String,
     parameters: Value,
     idempotent: bool,
+    /// Whether its calls were held for a decision.
+    hold: Option<terminus_kernel::Hold>,
     /// One slot per call, in the order the runtime called the tool; filled when it answers.
     results: Vec<Option<ResultSpec>>,
 }
@@ -46,6 +48,7 @@ impl Recorder {
     /// replay runs the built-in).
     pub(crate) fn tools(self: &Arc<Self>, tools: &ToolSet) -> ToolSet {
         let mut out = ToolSet::new();
+        out.hold_as(tools);
         for name in tools.names() {
             if name == terminus_kernel::WRITE_TODOS {
                 continue;
@@ -57,6 +60,7 @@ impl Recorder {
                         description: tool.description().to_owned(),
                         parameters: tool.parameters(),
                         idempotent: tool.idempotent(),
+                        hold: tools.held(name),
                         results: Vec::new(),
                     },
                 );
@@ -180,6 +184,8 @@ impl Recorder {
                         .collect(),
                     repeat: Repeat::None,
                     idempotent: log.idempotent,
+                    approval: log.hold == Some(terminus_kernel::Hold::Approval),
+                    deferred: log.hold == Some(terminus_kernel::Hold::Deferred),
                     description: Some(log.description.clone()),
                     parameters: Some(log.parameters.clone()),
                 };

@@ -117,10 +117,30 @@ impl TerminusAgent {
                 return Err(HandlerError::from(message));
             }
         };
+        // A held call would suspend the run, which this endpoint cannot carry across requests
+        // yet (`docs/approvals.md`, "Not yet"): refused before anything runs.
+        let mut held = Vec::new();
+        let built_run = built.run.adapters(|adapters| {
+            held = adapters
+                .tools
+                .holds()
+                .map(|(name, _)| name.to_owned())
+                .collect();
+        });
+        if !held.is_empty() {
+            return Err(TerminalError::new_with_code(
+                400,
+                format!(
+                    "$.agent: tools held for a decision ({}) are not served through Restate yet: \
+                     run this agent with `terminus agent` or a worker",
+                    held.join(", ")
+                ),
+            )
+            .into());
+        }
         // The run's first start, journaled: its deadline spans restarts.
         let started: u64 = ctx.run(|| async { Ok(unix_ms()) }).name("start").await?;
-        let deadline = built
-            .run
+        let deadline = built_run
             .policy()
             .deadline_ms
             .map(|ms| UNIX_EPOCH + Duration::from_millis(started.saturating_add(ms)));
@@ -140,8 +160,7 @@ impl TerminusAgent {
         let kill = KillSwitch::host_clock();
         let (bridge, requests) = Bridge::new(kill.clone());
         let stepped = bridge.clone();
-        let run = built
-            .run
+        let run = built_run
             .execution(execution.clone())
             .started_at(started)
             .kill_switch(kill)

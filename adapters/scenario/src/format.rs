@@ -228,6 +228,12 @@ pub struct ToolScript {
     /// Whether calling the tool twice is harmless (default true), journaled with each call.
     #[serde(default = "yes")]
     pub idempotent: bool,
+    /// Each call waits for a person's approval before it runs (`docs/approvals.md`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub approval: bool,
+    /// Each call is answered from outside instead of run (`docs/approvals.md`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deferred: bool,
     /// What the tool does, for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -239,6 +245,24 @@ pub struct ToolScript {
 
 fn yes() -> bool {
     true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl ToolScript {
+    /// Whether, and why, the tool's calls are held for a decision from outside.
+    pub fn hold(&self) -> Option<terminus_kernel::Hold> {
+        if self.approval {
+            Some(terminus_kernel::Hold::Approval)
+        } else if self.deferred {
+            Some(terminus_kernel::Hold::Deferred)
+        } else {
+            None
+        }
+    }
 }
 
 /// One tool result: `{ "ok": <any JSON> }` or `{ "error": "<kind>", "message": "..." }`, either

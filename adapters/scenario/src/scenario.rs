@@ -2,7 +2,7 @@
 
 use crate::error::{LoadError, ScenarioError, push_key};
 use crate::expect::Expect;
-use crate::format::{Repeat, ScenarioFile};
+use crate::format::{Repeat, ScenarioFile, ToolScript};
 use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
 use serde_path_to_error::Segment;
 use std::path::Path;
@@ -182,6 +182,9 @@ impl Scenario {
                 name.clone(),
                 Arc::clone(tool) as Arc<dyn terminus_runtime::Tool>,
             );
+            if let Some(hold) = self.file.tools.get(name).and_then(ToolScript::hold) {
+                tools.hold(name.clone(), hold);
+            }
         }
         run = run.tools(tools);
         if let Some(ms) = self.file.cancel_after_ms {
@@ -318,6 +321,12 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
             tool.results.len(),
             tool.repeat,
         )?;
+        if tool.approval && tool.deferred {
+            return Err(ScenarioError::at(
+                format!("{at}.deferred"),
+                "a tool is held for approval or answered from outside (deferred), not both",
+            ));
+        }
         for (i, result) in tool.results.iter().enumerate() {
             let at = format!("{at}.results[{i}]");
             match (&result.ok, &result.error) {

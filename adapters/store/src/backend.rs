@@ -35,6 +35,12 @@ pub struct ExecutionRow {
     pub failure: Option<String>,
     /// Claims refused and leases lost.
     pub conflicts: u64,
+    /// Held calls waiting for a decision.
+    pub held: u32,
+    /// When the last suspension began (Unix ms), until a worker takes the execution up again.
+    pub suspended_ms: Option<i64>,
+    /// Milliseconds spent suspended.
+    pub paused_ms: i64,
 }
 
 /// The filter of [`Backend::executions`], in the stored words.
@@ -74,6 +80,23 @@ pub struct ListedRow {
     pub tool_calls: i64,
     /// Entries stored.
     pub entries: i64,
+    /// Held calls wait for a decision.
+    pub suspended: bool,
+    /// Every held call of its last suspension is decided, and no worker took it up yet.
+    pub decided: bool,
+}
+
+/// What [`Backend::decide`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// The decision is written, one held call fewer waiting.
+    Written,
+    /// Its key is stored already: the body stored under it.
+    Stored(String),
+    /// The execution is not suspended; nothing written.
+    NotSuspended,
+    /// There is no such execution.
+    Missing,
 }
 
 /// What a claim's compare-and-set found.
@@ -183,6 +206,21 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Frees `worker`'s claim, if it still holds it.
     async fn release(&self, execution: &str, worker: &str) -> Result<(), Fault>;
+
+    /// Suspends the execution until `held` held calls are decided, from `at_ms`, and frees
+    /// `worker`'s claim, in one statement; false if `worker` does not hold it.
+    async fn suspend(
+        &self,
+        execution: &str,
+        worker: &str,
+        held: u32,
+        at_ms: i64,
+    ) -> Result<bool, Fault>;
+
+    /// In one transaction: the entry unless its key is stored, if the execution is suspended,
+    /// counting one held call fewer (the last adds the suspension's length, to `at_ms`, to its
+    /// paused time).
+    async fn decide(&self, execution: &str, entry: RawEntry, at_ms: i64) -> Result<Decided, Fault>;
 
     /// Marks the execution failed and frees the claim, if `worker` holds it and it is not done;
     /// false otherwise.

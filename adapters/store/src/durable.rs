@@ -3,7 +3,9 @@
 //! [`Report`] and the [`Failure`] as JSON in the execution's row, and every failure names the
 //! journal and what was being done.
 
-use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
+use crate::backend::{
+    Backend, Claimed, Decided, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry,
+};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::time::Duration;
 use terminus_kernel::{Entry, Key, Outcome, Record, Rule, StepRecord};
 use terminus_runtime::{
     Appended, Cause, Cell, Cells, Claims, ExecutionFilter, ExecutionStatus, ExecutionSummary,
-    Failure, Journal, Lease, Queue, Report, RunSpec, StoreError,
+    Failure, Journal, Lease, Queue, Report, RunSpec, StoreError, Suspension,
 };
 
 /// A journal store on a database [`Backend`]: [`crate::SqliteStore`] and
@@ -106,7 +108,9 @@ impl<B: Backend> Durable<B> {
             ExecutionStatus::Ended
         } else if row.live {
             ExecutionStatus::Running
-        } else if row.entries == 0 {
+        } else if row.suspended {
+            ExecutionStatus::Suspended
+        } else if row.entries == 0 || row.decided {
             ExecutionStatus::Waiting
         } else {
             ExecutionStatus::Interrupted
@@ -214,6 +218,16 @@ impl<B: Backend> Durable<B> {
             .collect()
     }
 
+    /// An append that found `key` stored with `body`.
+    fn found(&self, key: Key, body: &str) -> Result<Appended, StoreError> {
+        let entry: Entry =
+            serde_json::from_str(body).map_err(|e| self.corrupt(format!("entry {key}: {e}")))?;
+        Ok(Appended {
+            record: Arc::new(Record { key, entry }),
+            already_existed: true,
+        })
+    }
+
     fn held(&self, held: bool, execution: &str) -> Result<(), StoreError> {
         if held {
             Ok(())
@@ -296,17 +310,7 @@ impl<B: Backend> Journal for Durable<B> {
                     record,
                     already_existed: false,
                 }),
-                Some(body) => {
-                    let entry: Entry = serde_json::from_str(&body)
-                        .map_err(|e| self.corrupt(format!("entry {}: {e}", record.key)))?;
-                    Ok(Appended {
-                        record: Arc::new(Record {
-                            key: record.key,
-                            entry,
-                        }),
-                        already_existed: true,
-                    })
-                }
+                Some(body) => self.found(record.key, &body),
             })
             .collect()
     }
@@ -360,6 +364,47 @@ impl<B: Backend> Journal for Durable<B> {
             report.trace = self.trace(execution, report.steps).await?;
         }
         Ok(Some(report))
+    }
+
+    async fn decide(
+        &self,
+        execution: &str,
+        record: Arc<Record>,
+        at_unix_ms: u64,
+    ) -> Result<Appended, StoreError> {
+        let Some(entry) = self.raw(std::slice::from_ref(&record))?.pop() else {
+            return Err(self.corrupt("a decision encoded to nothing".into()));
+        };
+        let at = i64::try_from(at_unix_ms).unwrap_or(i64::MAX);
+        let decided = self
+            .backend
+            .decide(execution, entry, at)
+            .await
+            .map_err(|f| {
+                self.fault(f, || {
+                    format!("record the decision {} of `{execution}`", record.key)
+                })
+            })?;
+        match decided {
+            Decided::Written => Ok(Appended {
+                record,
+                already_existed: false,
+            }),
+            Decided::Stored(body) => self.found(record.key, &body),
+            Decided::NotSuspended => Err(StoreError::NotSuspended(execution.to_owned())),
+            Decided::Missing => Err(StoreError::NotFound(execution.to_owned())),
+        }
+    }
+
+    async fn suspension(&self, execution: &str) -> Result<Suspension, StoreError> {
+        let Some(row) = self.execution(execution).await? else {
+            return Ok(Suspension::default());
+        };
+        Ok(Suspension {
+            pending: row.held,
+            since_unix_ms: row.suspended_ms.and_then(|ms| u64::try_from(ms).ok()),
+            paused_ms: u64::try_from(row.paused_ms).unwrap_or(0),
+        })
     }
 
     async fn executions(
@@ -456,6 +501,16 @@ impl<B: Backend> Claims for Durable<B> {
             .release(&l.execution, &l.worker)
             .await
             .map_err(|f| self.fault(f, || format!("release the claim on `{}`", l.execution)))
+    }
+
+    async fn suspend(&self, l: &Lease, pending: u32, at_unix_ms: u64) -> Result<(), StoreError> {
+        let at = i64::try_from(at_unix_ms).unwrap_or(i64::MAX);
+        let held = self
+            .backend
+            .suspend(&l.execution, &l.worker, pending, at)
+            .await
+            .map_err(|f| self.fault(f, || format!("suspend `{}`", l.execution)))?;
+        self.held(held, &l.execution)
     }
 
     async fn fail(&self, l: &Lease, failure: &Failure) -> Result<(), StoreError> {

@@ -31,7 +31,9 @@ mod durable;
 mod postgres;
 mod sqlite;
 
-pub use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
+pub use crate::backend::{
+    Backend, Claimed, Decided, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry,
+};
 pub use crate::durable::Durable;
 pub use crate::postgres::{Postgres, PostgresStore};
 pub use crate::sqlite::{Durability, Sqlite, SqliteStore};

@@ -4,7 +4,9 @@
 //! again and the statement retried once: every statement here may run twice (appends skip
 //! stored keys, claims by the same worker succeed again).
 
-use crate::backend::{Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry};
+use crate::backend::{
+    Backend, Claimed, Decided, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry,
+};
 use crate::durable::{Durable, store_error};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -18,15 +20,18 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres_002_failure.sql"),
     include_str!("../migrations/postgres_003_conflicts.sql"),
     include_str!("../migrations/postgres_004_cells.sql"),
+    include_str!("../migrations/postgres_005_suspended.sql"),
 ];
 
 /// The executions (`Backend::executions`): each one's row, what its report or else its stop
 /// entry says, and else counts of its journal (transitions, model answers, tool intents).
 /// Parameters: outcome, reason, min steps.
 const LIST: &str = "
-SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries
+SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries,
+  suspended, decided
 FROM (
   SELECT e.id AS id, e.created AS created,
+    (e.held > 0) AS suspended, (e.held = 0 AND e.suspended_ms IS NOT NULL) AS decided,
     e.spec::jsonb ->> 'name' AS name,
     (e.worker IS NOT NULL AND e.lease_until >= now()) AS live,
     (e.failure IS NOT NULL) AS failed,
@@ -378,7 +383,8 @@ impl Backend for Postgres {
         retrying!(self, c => async {
             let row = c
                 .query_opt(
-                    "SELECT status, worker, spec, report, failure, conflicts
+                    "SELECT status, worker, spec, report, failure, conflicts, held, suspended_ms,
+                       paused_ms
                      FROM terminus_executions WHERE id = $1",
                     &[&execution],
                 )
@@ -391,6 +397,10 @@ impl Backend for Postgres {
                     report: col(&r, 3)?,
                     failure: col(&r, 4)?,
                     conflicts: unsigned(col(&r, 5)?, "conflicts")?,
+                    held: u32::try_from(col::<i32>(&r, 6)?)
+                        .map_err(|_| Fault::Corrupt("held is negative".into()))?,
+                    suspended_ms: col(&r, 7)?,
+                    paused_ms: col(&r, 8)?,
                 })
             })
             .transpose()
@@ -560,7 +570,8 @@ impl Backend for Postgres {
                 .execute(
                     "UPDATE terminus_executions
                      SET worker = $2, lease_until = now() + make_interval(secs => $3::float8 / 1000.0),
-                         status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
+                         status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END,
+                         suspended_ms = CASE WHEN held = 0 THEN NULL ELSE suspended_ms END
                      WHERE id = $1 AND (worker IS NULL OR worker = $2 OR lease_until < now())",
                     &[&execution, &worker, &ms(lease)],
                 )
@@ -589,7 +600,8 @@ impl Backend for Postgres {
             let row = tx
                 .query_opt(
                     "SELECT id FROM terminus_executions
-                     WHERE status = 'pending' OR (status = 'running' AND lease_until < now())
+                     WHERE held = 0
+                       AND (status = 'pending' OR (status = 'running' AND lease_until < now()))
                      ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED",
                     &[],
                 )
@@ -601,7 +613,8 @@ impl Backend for Postgres {
             let id: String = col(&row, 0)?;
             tx.execute(
                 "UPDATE terminus_executions SET worker = $2, status = 'running',
-                        lease_until = now() + make_interval(secs => $3::float8 / 1000.0)
+                        lease_until = now() + make_interval(secs => $3::float8 / 1000.0),
+                        suspended_ms = NULL
                  WHERE id = $1",
                 &[&id, &worker, &ms(lease)],
             )
@@ -644,6 +657,77 @@ impl Backend for Postgres {
         })
     }
 
+    async fn suspend(
+        &self,
+        execution: &str,
+        worker: &str,
+        held: u32,
+        at_ms: i64,
+    ) -> Result<bool, Fault> {
+        let held = i32::try_from(held).unwrap_or(i32::MAX);
+        retrying!(self, c => async {
+            let n = c
+                .execute(
+                    "UPDATE terminus_executions SET held = $3, suspended_ms = $4, worker = NULL,
+                            lease_until = 'epoch'
+                     WHERE id = $1 AND worker = $2",
+                    &[&execution, &worker, &held, &at_ms],
+                )
+                .await?;
+            Ok::<_, Fault>(n == 1)
+        })
+    }
+
+    async fn decide(&self, execution: &str, entry: RawEntry, at_ms: i64) -> Result<Decided, Fault> {
+        let (cp, idx) = (
+            i64::from(entry.checkpoint),
+            i32::try_from(entry.index).unwrap_or(i32::MAX),
+        );
+        retrying!(self, c => async {
+            let tx = c.transaction().await?;
+            // The row locked: concurrent decisions on one execution count down one at a time.
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT held FROM terminus_executions WHERE id = $1 FOR UPDATE",
+                    &[&execution],
+                )
+                .await?
+            else {
+                return Ok(Decided::Missing);
+            };
+            let held: i32 = col(&row, 0)?;
+            let stored = tx
+                .query_opt(
+                    "SELECT body FROM terminus_entries
+                     WHERE execution = $1 AND checkpoint = $2 AND idx = $3",
+                    &[&execution, &cp, &idx],
+                )
+                .await?;
+            if let Some(stored) = stored {
+                return Ok(Decided::Stored(col(&stored, 0)?));
+            }
+            if held <= 0 {
+                return Ok(Decided::NotSuspended);
+            }
+            tx.execute(
+                "INSERT INTO terminus_entries (execution, checkpoint, idx, kind, body)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[&execution, &cp, &idx, &entry.kind, &entry.body],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE terminus_executions SET held = held - 1,
+                   paused_ms = paused_ms + CASE WHEN held = 1
+                     THEN greatest(0, $2 - coalesce(suspended_ms, $2)) ELSE 0 END
+                 WHERE id = $1",
+                &[&execution, &at_ms],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok::<_, Fault>(Decided::Written)
+        })
+    }
+
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault> {
         retrying!(self, c => async {
             let n = c
@@ -677,6 +761,8 @@ impl Backend for Postgres {
                         model_calls: col(r, 8)?,
                         tool_calls: col(r, 9)?,
                         entries: col(r, 10)?,
+                        suspended: col(r, 11)?,
+                        decided: col(r, 12)?,
                     })
                 })
                 .collect::<Result<Vec<_>, Fault>>()

@@ -29,7 +29,7 @@
 //! idempotent insert; reads merge both tables in key order.
 
 use crate::backend::{
-    Backend, Claimed, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry, millis, now_ms,
+    Backend, Claimed, Decided, ExecutionRow, Fault, ListFilter, ListedRow, RawEntry, millis, now_ms,
 };
 use crate::durable::Durable;
 use async_trait::async_trait;
@@ -65,6 +65,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite_003_conflicts.sql"),
     include_str!("../migrations/sqlite_004_cells.sql"),
     include_str!("../migrations/sqlite_005_packed.sql"),
+    include_str!("../migrations/sqlite_006_suspended.sql"),
 ];
 
 /// The executions (`Backend::executions`): each one's row, what its report or else its stop
@@ -72,9 +73,11 @@ const MIGRATIONS: &[&str] = &[
 /// both tables (`packed_entries` by the key range of the execution's number, see
 /// [`key_range`]; `entries` by its id). Parameters: now (ms), outcome, reason, min steps.
 const LIST: &str = "
-SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries
+SELECT id, name, live, failed, outcome, reason, rule, steps, model_calls, tool_calls, entries,
+  suspended, decided
 FROM (
   SELECT e.id AS id, e.created_ms AS created,
+    (e.held > 0) AS suspended, (e.held = 0 AND e.suspended_ms IS NOT NULL) AS decided,
     json_extract(e.spec, '$.name') AS name,
     (e.worker IS NOT NULL AND e.lease_until_ms >= ?1) AS live,
     (e.failure IS NOT NULL) AS failed,
@@ -658,7 +661,8 @@ impl Backend for Sqlite {
         let execution = execution.to_owned();
         self.run(Access::Read, move |c| {
             Ok(c.prepare_cached(
-                "SELECT status, worker, spec, report, failure, conflicts
+                "SELECT status, worker, spec, report, failure, conflicts, held, suspended_ms,
+                   paused_ms
                  FROM executions WHERE id = ?1",
             )?
             .query_row([&execution], |r| {
@@ -673,6 +677,9 @@ impl Backend for Sqlite {
                         u64::try_from(n)
                             .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(5, n))?
                     },
+                    held: r.get(6)?,
+                    suspended_ms: r.get(7)?,
+                    paused_ms: r.get(8)?,
                 })
             })
             .optional()?)
@@ -820,7 +827,8 @@ impl Backend for Sqlite {
             let until = now.saturating_add(millis(lease));
             let n = c.prepare_cached(
                 "UPDATE executions SET worker = ?2, lease_until_ms = ?3,
-                        status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END
+                        status = CASE WHEN status IN ('done', 'failed') THEN status ELSE 'running' END,
+                        suspended_ms = CASE WHEN held = 0 THEN NULL ELSE suspended_ms END
                  WHERE id = ?1 AND (worker IS NULL OR worker = ?2 OR lease_until_ms < ?4)")?.execute(
                 params![execution, worker, until, now],
             )?;
@@ -853,7 +861,7 @@ impl Backend for Sqlite {
             let id: Option<String> = tx
                 .query_row(
                     "SELECT id FROM executions WHERE status NOT IN ('done', 'failed')
-                     AND spec IS NOT NULL AND (worker IS NULL OR lease_until_ms < ?1)
+                     AND spec IS NOT NULL AND held = 0 AND (worker IS NULL OR lease_until_ms < ?1)
                      ORDER BY created_ms, id LIMIT 1",
                     [now],
                     |r| r.get(0),
@@ -861,7 +869,8 @@ impl Backend for Sqlite {
                 .optional()?;
             if let Some(id) = &id {
                 tx.prepare_cached(
-                    "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running'
+                    "UPDATE executions SET worker = ?2, lease_until_ms = ?3, status = 'running',
+                       suspended_ms = NULL
                      WHERE id = ?1",
                 )?
                 .execute(params![id, worker, until])?;
@@ -903,6 +912,60 @@ impl Backend for Sqlite {
         .await
     }
 
+    async fn suspend(
+        &self,
+        execution: &str,
+        worker: &str,
+        held: u32,
+        at_ms: i64,
+    ) -> Result<bool, Fault> {
+        let (execution, worker) = (execution.to_owned(), worker.to_owned());
+        self.run(Access::Write, move |c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE executions SET held = ?3, suspended_ms = ?4, worker = NULL,
+                       lease_until_ms = 0
+                     WHERE id = ?1 AND worker = ?2",
+                )?
+                .execute(params![execution, worker, held, at_ms])?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn decide(&self, execution: &str, entry: RawEntry, at_ms: i64) -> Result<Decided, Fault> {
+        let execution = execution.to_owned();
+        self.run(Access::Write, move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some((num, held)) = tx
+                .prepare_cached("SELECT num, held FROM executions WHERE id = ?1")?
+                .query_row([&execution], |r| {
+                    Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, i64>(1)?))
+                })
+                .optional()?
+            else {
+                return Ok(Decided::Missing);
+            };
+            if let Some(body) = stored_body(&tx, &execution, num, &entry).optional()? {
+                return Ok(Decided::Stored(body));
+            }
+            if held <= 0 {
+                return Ok(Decided::NotSuspended);
+            }
+            insert_entry(&tx, &execution, num, &entry)?;
+            tx.prepare_cached(
+                "UPDATE executions SET held = held - 1,
+                   paused_ms = paused_ms + CASE WHEN held = 1
+                     THEN max(0, ?2 - coalesce(suspended_ms, ?2)) ELSE 0 END
+                 WHERE id = ?1",
+            )?
+            .execute(params![execution, at_ms])?;
+            tx.commit()?;
+            Ok(Decided::Written)
+        })
+        .await
+    }
+
     async fn fail(&self, execution: &str, worker: &str, failure: String) -> Result<bool, Fault> {
         let (execution, worker) = (execution.to_owned(), worker.to_owned());
         self.run(Access::Write, move |c| {
@@ -937,6 +1000,8 @@ impl Backend for Sqlite {
                         model_calls: r.get(8)?,
                         tool_calls: r.get(9)?,
                         entries: r.get(10)?,
+                        suspended: r.get(11)?,
+                        decided: r.get(12)?,
                     })
                 },
             )?;

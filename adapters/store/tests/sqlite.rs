@@ -14,7 +14,7 @@ async fn the_schema_is_created_versioned_and_kept_on_reopen() {
     let path = dir.path().join("j.db");
     {
         let store = SqliteStore::open(&path, Durability::PowerLoss).expect("open");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         store.create("x", &common::spec()).await.expect("create");
         store
             .append("x", common::record(0, 0, "task"))
@@ -22,7 +22,7 @@ async fn the_schema_is_created_versioned_and_kept_on_reopen() {
             .expect("append");
     }
     let store = SqliteStore::open(&path, Durability::Process).expect("reopen");
-    assert_eq!(store.schema_version().expect("version"), 5);
+    assert_eq!(store.schema_version().expect("version"), 6);
     assert_eq!(store.count("x").await.expect("count"), 1);
 }
 
@@ -44,12 +44,16 @@ fn a_newer_schema_is_refused_naming_the_journal() {
     }
 }
 
+/// What migration 6 added, undone (a version 5 journal).
+const BEFORE_6: &str = "ALTER TABLE executions DROP COLUMN held;
+     ALTER TABLE executions DROP COLUMN suspended_ms; ALTER TABLE executions DROP COLUMN paused_ms;";
+
 /// What migration 5 added, undone (a version 4 journal).
 const BEFORE_5: &str = "DROP VIEW journal; DROP TABLE packed_entries; DROP INDEX executions_num;
      ALTER TABLE executions DROP COLUMN num;";
 
 #[tokio::test]
-async fn version_1_to_4_journals_are_migrated_and_keep_their_executions() {
+async fn version_1_to_5_journals_are_migrated_and_keep_their_executions() {
     for (version, downgrade) in [
         (
             1,
@@ -63,13 +67,17 @@ async fn version_1_to_4_journals_are_migrated_and_keep_their_executions() {
         ),
         (3, "DROP TABLE cells; PRAGMA user_version = 3"),
         (4, "PRAGMA user_version = 4"),
+        (5, "PRAGMA user_version = 5"),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("j.db");
         {
             let store = SqliteStore::open(&path, Durability::Process).expect("open");
+            store.execute_unchecked(BEFORE_6).expect("downgrade to 5");
             // Before migration 5, entries were stored by their execution's id.
-            store.execute_unchecked(BEFORE_5).expect("downgrade to 4");
+            if version < 5 {
+                store.execute_unchecked(BEFORE_5).expect("downgrade to 4");
+            }
             store
                 .execute_unchecked(
                     "INSERT INTO executions (id, created_ms) VALUES ('old', 1);
@@ -81,7 +89,7 @@ async fn version_1_to_4_journals_are_migrated_and_keep_their_executions() {
             assert_eq!(store.schema_version().expect("version"), version);
         }
         let store = SqliteStore::open(&path, Durability::Process).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         assert_eq!(store.conflicts("old").await.expect("read"), 0);
         // The old execution's entries stay where they are, and new ones join them.
         let again = store

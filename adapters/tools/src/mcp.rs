@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use terminus_kernel::{ToolErrorKind, ToolOutcome};
+use terminus_kernel::{Hold, ToolErrorKind, ToolOutcome};
 use terminus_runtime::{Fault, Tool, ToolSet};
 use tokio::io::AsyncReadExt;
 
@@ -49,6 +49,25 @@ pub struct McpConfig {
     /// The folder a stdio child starts in (default: this process's): relative paths in its
     /// arguments are taken from there, so a worker elsewhere starts it as the submitter did.
     pub working_dir: Option<std::path::PathBuf>,
+    /// Tools (as the server names them, or `*` for all) whose calls wait for a person's
+    /// approval (`docs/approvals.md`).
+    pub approval: Vec<String>,
+    /// Tools (as the server names them, or `*`) answered from outside instead of run.
+    pub deferred: Vec<String>,
+}
+
+impl McpConfig {
+    /// Whether, and why, calls of this server's tool `tool` are held for a decision.
+    pub fn hold(&self, tool: &str) -> Option<Hold> {
+        let named = |list: &[String]| list.iter().any(|t| t == "*" || t == tool);
+        if named(&self.approval) {
+            Some(Hold::Approval)
+        } else if named(&self.deferred) {
+            Some(Hold::Deferred)
+        } else {
+            None
+        }
+    }
 }
 
 /// A server's transport.
@@ -75,6 +94,8 @@ impl McpConfig {
             tool_timeout: Duration::from_secs(60),
             idempotent: false,
             working_dir: None,
+            approval: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 }
@@ -99,6 +120,19 @@ pub enum McpError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// `approval` or `deferred` names a tool the server does not offer.
+    #[error(
+        "[[mcp]] `{server}`: approval/deferred names `{tool}`, which the server does not offer (it offers: {})",
+        offered.join(", ")
+    )]
+    UnknownHeld {
+        /// The server.
+        server: String,
+        /// The tool named.
+        tool: String,
+        /// What the server offers.
+        offered: Vec<String>,
     },
     /// The server did not complete the MCP handshake.
     #[error("[[mcp]] `{server}`: the server did not start: {reason}{}", stderr_suffix(.stderr))]
@@ -502,9 +536,28 @@ impl McpTools {
             }
         }
         let mut offered: BTreeMap<String, usize> = BTreeMap::new();
-        for (_, specs) in &listed {
+        for (server, specs) in &listed {
             for spec in specs {
                 *offered.entry(spec.name.clone()).or_default() += 1;
+            }
+            // A held tool the server does not offer is a typo that would run a call unasked.
+            let config = &server.config;
+            let unknown = config
+                .approval
+                .iter()
+                .chain(&config.deferred)
+                .find(|t| *t != "*" && !specs.iter().any(|s| s.name == **t));
+            if let Some(tool) = unknown {
+                let server_name = config.name.clone();
+                let tool = tool.clone();
+                for s in &servers {
+                    s.shutdown().await;
+                }
+                return Err(McpError::UnknownHeld {
+                    server: server_name,
+                    tool,
+                    offered: specs.iter().map(|s| s.name.clone()).collect(),
+                });
             }
         }
         let mut tools = BTreeMap::new();
@@ -539,10 +592,13 @@ impl McpTools {
         self.tools.get(name)
     }
 
-    /// Adds every tool to `set`.
+    /// Adds every tool to `set`, with the holds of its server's `approval` and `deferred`.
     pub fn add_to(&self, set: &mut ToolSet) {
         for (name, tool) in &self.tools {
             set.insert(name.clone(), tool.clone());
+            if let Some(hold) = tool.server.config.hold(&tool.name) {
+                set.hold(name.clone(), hold);
+            }
         }
     }
 

@@ -106,6 +106,8 @@ struct Driver {
     /// On resume, the journal's state of each executed call of the pending tool batch: done
     /// calls are not run again, in-doubt calls only if their tool is idempotent.
     resumed_calls: Option<Vec<CallState>>,
+    /// On resume, the journal's held calls of the pending tool batch, with their decisions.
+    resumed_held: Option<Vec<Option<terminus_kernel::HeldCall>>>,
     /// Records journaled with the next step, in the same append: the results of a batch that
     /// is safe to run again, and the step they fed (see [`Driver::feed`]).
     carry: Vec<Record>,
@@ -168,6 +170,7 @@ impl Driver {
             model_calls: 0,
             start,
             resumed_calls: None,
+            resumed_held: None,
             carry: Vec::new(),
             warned: Warned::default(),
             warnings: Vec::new(),

@@ -9,7 +9,7 @@ use crate::observer::Observer;
 use crate::report::Report;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_kernel::{CallState, Command, Entry, Machine, Record, Replay, StepRecord};
+use terminus_kernel::{CallState, Command, Entry, HeldCall, Machine, Record, Replay, StepRecord};
 use tokio::time::Instant;
 
 /// How many records a resume reads from the store at a time.
@@ -61,6 +61,7 @@ struct ResumedParts {
     machine: Machine,
     outstanding: Vec<Command>,
     calls: Vec<CallState>,
+    held: Vec<Option<HeldCall>>,
     conversation: Conversation,
     trace: Vec<StepRecord>,
     model_answers: u64,
@@ -76,6 +77,9 @@ impl ResumedParts {
         driver.trace = self.trace;
         driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
         driver.resumed_calls = Some(self.calls);
+        // Only a replayed tool batch has the journal's holds (a call of it not held is `None`
+        // there); a run resumed before its next batch holds what the tool set holds.
+        driver.resumed_held = (!self.held.is_empty()).then_some(self.held);
         driver.tally = Tally::replayed(self.entries);
         driver
     }
@@ -115,6 +119,7 @@ async fn replay_journal(
             machine,
             outstanding,
             calls: Vec::new(),
+            held: Vec::new(),
             conversation,
             trace: Vec::new(),
             model_answers: 0,
@@ -171,10 +176,12 @@ async fn replay_journal(
             tool_answers: recovery.tool_answers.clone(),
         });
     }
-    // The run's clock goes on from its first start, so a deadline spans the interruption.
+    // The run's clock goes on from its first start, so a deadline spans the interruption, but
+    // not the time it spent suspended, waiting for decisions.
+    let paused = store.suspension(&execution).await?.paused_ms;
     let elapsed = spec
         .started_unix_ms
-        .map_or(0, |at| unix_ms().saturating_sub(at));
+        .map_or(0, |at| unix_ms().saturating_sub(at).saturating_sub(paused));
     let now = Instant::now();
     let started = now
         .checked_sub(Duration::from_millis(elapsed))
@@ -183,6 +190,7 @@ async fn replay_journal(
         machine: recovery.machine,
         outstanding: recovery.outstanding,
         calls: recovery.calls,
+        held: recovery.held,
         conversation,
         trace,
         model_answers: recovery.model_answers,

@@ -3,10 +3,12 @@
 
 use super::Driver;
 use crate::error::RunError;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use terminus_kernel::{
-    Command, Entry, Key, Record, StepRecord, ToolBatch, ToolResult, decision_records, executed,
+    Command, Entry, Hold, Key, Record, StepRecord, ToolBatch, ToolResult, executed,
+    held_decision_records,
 };
 
 /// What the run's journal holds and what its appends found (atomic: concurrent tool calls
@@ -77,8 +79,27 @@ impl Driver {
     }
 
     pub(super) fn decisions(&self, step: &StepRecord) -> Vec<Record> {
-        decision_records(step, &self.commands, |name| {
-            self.env.tools.get(name).is_none_or(|t| t.idempotent())
+        // A resumed batch's held calls are the journal's, whatever the tool set holds now.
+        let journaled: Option<BTreeMap<&str, Option<Hold>>> =
+            self.resumed_held.as_ref().and_then(|held| {
+                let batch = self.commands.iter().find_map(|c| match c {
+                    Command::RunTools(b) => Some(b),
+                    _ => None,
+                })?;
+                Some(
+                    executed(batch)
+                        .zip(held)
+                        .map(|(call, h)| (call.name.as_str(), h.as_ref().map(|h| h.hold)))
+                        .collect(),
+                )
+            });
+        held_decision_records(step, &self.commands, |name| {
+            let idempotent = self.env.tools.get(name).is_none_or(|t| t.idempotent());
+            let hold = match &journaled {
+                Some(journaled) => journaled.get(name).copied().flatten(),
+                None => self.env.tools.held(name),
+            };
+            (idempotent, hold)
         })
     }
 

@@ -345,6 +345,105 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     cells(store, &unique(&format!("{prefix}-cell"))).await;
     listings(store, &unique(&format!("{prefix}-list"))).await;
     reports_keep_their_trace(store, &unique(&format!("{prefix}-trace"))).await;
+    suspends(store, &unique(&format!("{prefix}-suspend")), private).await;
+}
+
+/// A decision on a held call: `call`'s, under key `cp1:e{index}`.
+fn decided(index: u32, call: &str) -> Arc<Record> {
+    Arc::new(Record {
+        key: Key::new(1, index),
+        entry: Entry::Decided {
+            call_id: call.into(),
+            decision: terminus_kernel::Decision::Approve,
+        },
+    })
+}
+
+/// A suspension (`docs/approvals.md`): the claim released with it, no worker claiming the
+/// execution while calls wait; decisions counted down one at a time, each written once, the
+/// last ending the suspension and adding its length to the paused time; a decision on what is
+/// not suspended refused, nothing written.
+pub async fn suspends(store: &dyn Store, id: &str, private: bool) {
+    use terminus_runtime::{ExecutionFilter, ExecutionStatus};
+    let long = Duration::from_secs(30);
+    let status = |list: Vec<terminus_runtime::ExecutionSummary>| {
+        list.into_iter()
+            .find(|s| s.execution == id)
+            .map(|s| s.status)
+    };
+    assert!(store.create(id, &spec()).await.expect("create"));
+    store
+        .append(id, record(0, 0, "task"))
+        .await
+        .expect("append");
+    assert!(matches!(
+        store.decide(id, decided(40, "a"), 1_000).await,
+        Err(StoreError::NotSuspended(_))
+    ));
+    assert_eq!(store.count(id).await.expect("count"), 1, "nothing written");
+    let lease = store.claim(id, "w1", long).await.expect("claim");
+    store.suspend(&lease, 2, 1_000).await.expect("suspend");
+    let s = store.suspension(id).await.expect("read");
+    assert_eq!(
+        (s.pending, s.since_unix_ms, s.paused_ms),
+        (2, Some(1_000), 0)
+    );
+    let all = ExecutionFilter::all();
+    assert_eq!(
+        status(store.executions(&all).await.expect("list")),
+        Some(ExecutionStatus::Suspended)
+    );
+    // The claim went with the suspension; a suspended execution is not runnable.
+    assert!(matches!(
+        store.renew(&lease).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    if private {
+        // Every other runnable execution of the store is taken; this one never is.
+        while let Some(next) = store.claim_next("w2", long).await.expect("poll") {
+            assert_ne!(next.execution, id, "a suspended execution was claimed");
+        }
+    }
+    let first = store
+        .decide(id, decided(40, "a"), 1_200)
+        .await
+        .expect("decide a");
+    assert!(!first.already_existed);
+    let again = store
+        .decide(id, decided(40, "a"), 1_300)
+        .await
+        .expect("decide a again");
+    assert!(again.already_existed, "the same key is written once");
+    assert_eq!(store.suspension(id).await.expect("read").pending, 1);
+    store
+        .decide(id, decided(41, "b"), 1_500)
+        .await
+        .expect("decide b");
+    let s = store.suspension(id).await.expect("read");
+    assert_eq!((s.pending, s.paused_ms), (0, 500), "{s:?}");
+    assert!(s.is_decided());
+    assert_eq!(
+        status(store.executions(&all).await.expect("list")),
+        Some(ExecutionStatus::Waiting)
+    );
+    // Decided: runnable again, and taking it up ends the suspension.
+    if private {
+        let next = store.claim_next("w2", long).await.expect("poll");
+        assert_eq!(
+            next.map(|l| l.execution),
+            Some(id.to_owned()),
+            "the only one left"
+        );
+    } else {
+        store.claim(id, "w2", long).await.expect("claim");
+    }
+    let s = store.suspension(id).await.expect("read");
+    assert_eq!((s.pending, s.since_unix_ms, s.paused_ms), (0, None, 500));
+    assert!(matches!(
+        store.decide(id, decided(42, "c"), 2_000).await,
+        Err(StoreError::NotSuspended(_))
+    ));
+    assert_eq!(store.count(id).await.expect("count"), 3);
 }
 
 /// A short run of the kernel alone (a tool turn, its result, an answer): its records as the

@@ -1,0 +1,340 @@
+//! `terminus approve | deny | answer`: decisions on the held calls of a suspended execution
+//! (`docs/approvals.md`), and how a suspension is printed.
+
+use crate::{INVALID, StoreArgs, code_of_store_error, open_store};
+use clap::Args;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use terminus_kernel::{Decision, Entry, Hold, Record, ToolErrorKind, ToolOutcome, recover};
+use terminus_runtime::{HeldState, Store, Suspended, held_calls};
+
+/// Which execution and which of its held calls.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The suspended execution.
+    #[arg(long, value_name = "ID")]
+    execution: String,
+}
+
+/// Which held calls a decision names.
+#[derive(Debug, Args)]
+pub(crate) struct Which {
+    /// The held call's id (as the suspension printed it).
+    #[arg(
+        long,
+        value_name = "CALL_ID",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    call: Option<String>,
+    /// Every held call not yet decided.
+    #[arg(long)]
+    all: bool,
+}
+
+/// `terminus approve`.
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    which: Which,
+}
+
+/// `terminus deny`.
+#[derive(Debug, Args)]
+pub(crate) struct DenyArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    which: Which,
+    /// Why, for the model.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+/// `terminus answer`.
+#[derive(Debug, Args)]
+pub(crate) struct AnswerArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The held call's id (as the suspension printed it).
+    #[arg(long, value_name = "CALL_ID")]
+    call: String,
+    /// The call's output, as JSON.
+    #[arg(
+        long,
+        value_name = "JSON",
+        required_unless_present = "error",
+        conflicts_with = "error"
+    )]
+    result: Option<String>,
+    /// The call failed: its error kind (permission_denied, not_found, auth_failed, timeout,
+    /// invalid_arguments, failed).
+    #[arg(long, value_name = "KIND", requires = "message")]
+    error: Option<String>,
+    /// With --error: the message for the model.
+    #[arg(long, value_name = "TEXT")]
+    message: Option<String>,
+}
+
+pub(crate) async fn approve(args: ApproveArgs) -> u8 {
+    decide(&args.target, Calls::pick(args.which), Decision::Approve).await
+}
+
+pub(crate) async fn deny(args: DenyArgs) -> u8 {
+    let decision = Decision::Deny {
+        reason: args.reason,
+    };
+    decide(&args.target, Calls::pick(args.which), decision).await
+}
+
+pub(crate) async fn answer(args: AnswerArgs) -> u8 {
+    let outcome = match (&args.result, &args.error) {
+        (Some(json), _) => match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(value) => ToolOutcome::ok(value),
+            Err(e) => {
+                eprintln!("terminus: --result is not JSON: {e}");
+                return INVALID;
+            }
+        },
+        (None, Some(kind)) => {
+            let parsed = serde_json::from_value::<ToolErrorKind>(serde_json::json!(kind));
+            let Ok(kind) = parsed else {
+                let known: Vec<&str> = ToolErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+                eprintln!(
+                    "terminus: --error `{kind}` is not a tool error kind (one of {})",
+                    known.join(", ")
+                );
+                return INVALID;
+            };
+            ToolOutcome::Error {
+                kind,
+                message: args.message.clone().unwrap_or_default(),
+            }
+        }
+        (None, None) => {
+            eprintln!("terminus: answer needs --result JSON or --error KIND --message TEXT");
+            return INVALID;
+        }
+    };
+    let decision = Decision::Answer { outcome };
+    decide(&args.target, Calls::One(args.call), decision).await
+}
+
+/// The calls a decision names.
+enum Calls {
+    One(String),
+    All,
+}
+
+impl Calls {
+    fn pick(which: Which) -> Calls {
+        match which.call {
+            Some(call) if !which.all => Calls::One(call),
+            _ => Calls::All,
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Records `decision` on the held calls `calls` names; the exit code.
+async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
+    let store = match open_store(&target.store.journal, target.store.durability).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let execution = &target.execution;
+    let held = match held_of(store.as_ref(), execution).await {
+        Ok(held) => held,
+        Err(code) => return code,
+    };
+    let chosen: Vec<&HeldState> = match &calls {
+        Calls::One(id) => match held.iter().find(|h| h.call.call_id == *id) {
+            Some(h) => vec![h],
+            None => {
+                let ids: Vec<&str> = held.iter().map(|h| h.call.call_id.as_str()).collect();
+                eprintln!(
+                    "terminus: execution {execution} holds no call `{id}`{}",
+                    if ids.is_empty() {
+                        " (it holds none)".to_owned()
+                    } else {
+                        format!(" (held: {})", ids.join(", "))
+                    }
+                );
+                return INVALID;
+            }
+        },
+        Calls::All => held.iter().filter(|h| h.decision.is_none()).collect(),
+    };
+    if held.is_empty() {
+        eprintln!("terminus: execution {execution} is not suspended: it holds no call");
+        return INVALID;
+    }
+    if chosen.is_empty() {
+        // `--all` again: every held call is decided already.
+        eprintln!("terminus: execution {execution}: every held call is decided; nothing changed");
+        return 0;
+    }
+    for h in &chosen {
+        if decision == Decision::Approve && h.call.kind == Hold::Deferred {
+            eprintln!(
+                "terminus: call `{}` of `{}` is answered from outside, not approved: use \
+                 `terminus answer --call {}`",
+                h.call.call_id, h.call.name, h.call.call_id
+            );
+            return INVALID;
+        }
+        if let Some(earlier) = &h.decision
+            && *earlier != decision
+        {
+            eprintln!(
+                "terminus: call `{}` of `{}` was already decided ({}): a decision is final",
+                h.call.call_id,
+                h.call.name,
+                earlier.as_str()
+            );
+            return INVALID;
+        }
+    }
+    let at = unix_ms();
+    for h in chosen {
+        if h.decision.is_some() {
+            eprintln!(
+                "terminus: call `{}` of `{}` was already decided so; nothing changed",
+                h.call.call_id, h.call.name
+            );
+            continue;
+        }
+        let record = Arc::new(Record {
+            key: h.key,
+            entry: Entry::Decided {
+                call_id: h.call.call_id.as_str().into(),
+                decision: decision.clone(),
+            },
+        });
+        match store.decide(execution, Arc::clone(&record), at).await {
+            Ok(appended) if appended.already_existed && *appended.record != *record => {
+                eprintln!(
+                    "terminus: call `{}` was decided otherwise meanwhile: a decision is final",
+                    h.call.call_id
+                );
+                return INVALID;
+            }
+            Ok(_) => eprintln!(
+                "terminus: {} call `{}` of `{}` (execution {execution})",
+                past(&decision),
+                h.call.call_id,
+                h.call.name
+            ),
+            Err(e) => {
+                eprintln!("terminus: {e}");
+                return code_of_store_error(&e);
+            }
+        }
+    }
+    match store.suspension(execution).await {
+        Ok(s) if s.is_suspended() => eprintln!(
+            "terminus: execution {execution}: {} held call(s) still wait for a decision",
+            s.pending
+        ),
+        Ok(_) => eprintln!(
+            "terminus: execution {execution}: every held call is decided; `terminus resume \
+             --journal {} --execution {execution}`, or a worker, continues it",
+            target.store.journal
+        ),
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return code_of_store_error(&e);
+        }
+    }
+    0
+}
+
+fn past(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Approve => "approved",
+        Decision::Deny { .. } => "denied",
+        Decision::Answer { .. } => "answered",
+    }
+}
+
+/// The held calls of `execution`'s pending tool batch, read from its journal; `Err` is the exit
+/// code (printed).
+pub(crate) async fn held_of(store: &dyn Store, execution: &str) -> Result<Vec<HeldState>, u8> {
+    let spec = match store.spec(execution).await {
+        Ok(Some(spec)) => spec,
+        Ok(None) => {
+            eprintln!("terminus: no execution `{execution}` in the journal");
+            return Err(INVALID);
+        }
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return Err(code_of_store_error(&e));
+        }
+    };
+    match store.report(execution).await {
+        Ok(Some(report)) => {
+            eprintln!(
+                "terminus: execution {execution} is not suspended: it ended ({})",
+                report.outcome
+            );
+            return Err(INVALID);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return Err(code_of_store_error(&e));
+        }
+    }
+    let records = match store.records(execution).await {
+        Ok(records) => records,
+        Err(e) => {
+            eprintln!("terminus: {e}");
+            return Err(code_of_store_error(&e));
+        }
+    };
+    match recover(spec.policy, records.iter().map(|r| Record::clone(r))) {
+        Ok(recovery) => Ok(held_calls(&recovery)),
+        Err(e) => {
+            eprintln!("terminus: execution {execution}: {e}");
+            Err(crate::INTERNAL)
+        }
+    }
+}
+
+/// A suspension, as `run`, `agent`, `resume` and the worker print it: each pending call on
+/// stderr, and with `json` the suspension as the last line on stdout.
+pub(crate) fn print_suspension(suspended: &Suspended, json: bool) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "terminus: suspended after {} step(s): {} held call(s) wait for a decision \
+         (execution {})",
+        suspended.steps,
+        suspended.pending.len(),
+        suspended.execution
+    );
+    for call in &suspended.pending {
+        let _ = writeln!(
+            err,
+            "terminus:   {} {} {} {}",
+            call.kind.as_str(),
+            call.call_id,
+            call.name,
+            call.arguments
+        );
+    }
+    if json {
+        let line = serde_json::to_string(suspended).unwrap_or_default();
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+}

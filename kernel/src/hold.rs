@@ -1,0 +1,90 @@
+//! Calls held for a decision from outside the run (`docs/approvals.md`): a tool that needs a
+//! person's approval, or whose answer comes from outside instead of from running it.
+//!
+//! The machine needs nothing new for them: a held call is a call whose result has not come, and
+//! the machine waits in `Acting` as it waits for any result. What the host does meanwhile (stop,
+//! journal the held calls, release its claim, come back when they are decided) and how each
+//! decision becomes the call's result are defined here, so every host answers the model the same.
+
+use crate::event::{ToolErrorKind, ToolOutcome};
+use crate::name::CallId;
+use serde::{Deserialize, Serialize};
+
+/// Why a call is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hold {
+    /// The tool runs only once a person approves the call.
+    Approval,
+    /// The tool is not run: its result is answered from outside.
+    Deferred,
+}
+
+impl Hold {
+    /// The snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Hold::Approval => "approval",
+            Hold::Deferred => "deferred",
+        }
+    }
+}
+
+/// A decision on a held call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+pub enum Decision {
+    /// Run the call (an approval tool).
+    Approve,
+    /// Do not run it; the model is told it was denied, with the reason.
+    Deny {
+        /// Why, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Do not run it; this is its result.
+    Answer {
+        /// The result the model gets.
+        outcome: ToolOutcome,
+    },
+}
+
+impl Decision {
+    /// The snake_case name.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Deny { .. } => "deny",
+            Decision::Answer { .. } => "answer",
+        }
+    }
+
+    /// The result the model gets for a call decided this way without running it: `None` for an
+    /// approval (the call runs and its result is the tool's). A denial is a `permission_denied`
+    /// tool error, so it counts as any tool failure and a model that keeps asking is bounded
+    /// (rule 7).
+    pub fn outcome(&self, tool: &str) -> Option<ToolOutcome> {
+        match self {
+            Decision::Approve => None,
+            Decision::Deny { reason } => Some(ToolOutcome::Error {
+                kind: ToolErrorKind::PermissionDenied,
+                message: match reason {
+                    Some(reason) => format!("denied: this call of `{tool}` was not run: {reason}"),
+                    None => format!("denied: this call of `{tool}` was not run"),
+                },
+            }),
+            Decision::Answer { outcome } => Some(outcome.clone()),
+        }
+    }
+}
+
+/// A held call of the pending batch, as the journal knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldCall {
+    /// The call's id.
+    pub call_id: CallId,
+    /// Why it is held.
+    pub hold: Hold,
+    /// The decision, once one is journaled.
+    pub decision: Option<Decision>,
+}
