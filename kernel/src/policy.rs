@@ -205,15 +205,4 @@ impl Policy {
         }
         Ok(())
     }
-
-    /// The largest number of steps (accepted events) any run under this policy can take.
-    ///
-    /// Derivation (`spec/machine.md`, "Step bound"): every model turn or model error answers one
-    /// model call; every tool-results or verdict event answers one turn; cancel and deadline end
-    /// the run in one step. So `steps <= 2 * model_calls`, and the machine never issues more than
-    /// `max_model_calls` calls, nor takes a non-terminal step at `max_steps`. With
-    /// `final_answer_on_budget` one more call and one more step are allowed.
-    pub fn step_bound(&self) -> u64 {
-        crate::limits::step_bound(self)
-    }
 }
