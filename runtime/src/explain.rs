@@ -14,10 +14,10 @@ use crate::{BudgetWarning, Failure, Report, RunSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use terminus_kernel::limits;
+use terminus_kernel::catalog::{self, Explain, StopPath};
 use terminus_kernel::{
-    AbortReason, CompleteReason, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase, Policy,
-    Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
+    CompleteReason, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase, Policy, Record,
+    Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
 };
 
 /// What the store keeps of an execution besides its records.
@@ -593,9 +593,10 @@ fn budgets(
     outcome: Option<Outcome>,
     tools: &[ToolView],
 ) -> Vec<Budget> {
-    let stopped_by = rule.and_then(limits::of_rule);
-    let mut out: Vec<Budget> = limits::ALL
+    let stopped_by = rule.and_then(catalog::of_rule);
+    let mut out: Vec<Budget> = catalog::ALL
         .iter()
+        .filter(|l| l.listed_unset || l.value(policy).is_some())
         .map(|l| {
             let streak = l.counter.starts_with("streaks.");
             let used = match (stats, streaks) {
@@ -778,9 +779,9 @@ fn why(e: &Explanation, outcome: Option<Outcome>, policy: &Policy) -> String {
     };
     let rule = e.rule.unwrap_or(Rule::ClockReading);
     let open = open_work(e);
-    let text = match outcome {
-        Outcome::Complete(reason) => complete(e, reason, at, policy),
-        Outcome::Aborted(reason) => aborted(e, reason, rule, at, &open, policy),
+    let text = match catalog::stop_path(rule, outcome) {
+        Some(path) => paragraph(e, path, outcome, rule, at, &open, policy),
+        None => ended(outcome, at),
     };
     format!("{text}{stopped_note}")
 }
@@ -833,9 +834,22 @@ fn complete(e: &Explanation, reason: CompleteReason, at: u32, policy: &Policy) -
     }
 }
 
-fn aborted(
+/// A stop the catalog has no path for (a report that names a rule that does not stop).
+fn ended(outcome: Outcome, at: u32) -> String {
+    let how = if outcome.is_complete() {
+        "completed"
+    } else {
+        "aborted"
+    };
+    format!("The run was {how} ({}) at step {at}.", outcome.reason_str())
+}
+
+/// The paragraph of the stop path's explanation template ([`Explain`]), filled with the run's
+/// own names and numbers.
+fn paragraph(
     e: &Explanation,
-    reason: AbortReason,
+    path: &StopPath,
+    outcome: Outcome,
     rule: Rule,
     at: u32,
     open: &str,
@@ -853,13 +867,13 @@ fn aborted(
         }
         format!(" {s}.")
     };
-    match reason {
-        AbortReason::MaxSteps | AbortReason::MaxModelCalls | AbortReason::TokenBudget => {
-            let (field, what) = match reason {
-                AbortReason::MaxSteps => ("max_steps", "step"),
-                AbortReason::MaxModelCalls => ("max_model_calls", "model-call"),
-                _ => ("token_budget", "token"),
-            };
+    match path.explain {
+        Explain::Verified => complete(e, CompleteReason::Verified, at, policy),
+        Explain::Explicit => complete(e, CompleteReason::Explicit, at, policy),
+        Explain::Answered => complete(e, CompleteReason::Answered, at, policy),
+        Explain::Forced => complete(e, CompleteReason::Forced, at, policy),
+        Explain::Budget { noun: what } => {
+            let field = path.limit.map_or("", |l| l.field);
             let (used, limit) = spent(e, field);
             let final_answer = if rule == Rule::FinalAnswerDone {
                 ", then made its one tool-less call for a final answer (final_answer_on_budget)"
@@ -883,7 +897,7 @@ fn aborted(
                 limit.saturating_mul(2).max(1)
             )
         }
-        AbortReason::Deadline => {
+        Explain::Deadline => {
             let from = last.map_or(Phase::Exploring, |s| s.from);
             let waiting = waiting_for(from, before);
             let tool_hint = if from == Phase::Acting {
@@ -897,7 +911,7 @@ fn aborted(
                 policy.deadline_ms.unwrap_or(0)
             )
         }
-        AbortReason::Cancelled => {
+        Explain::Cancelled => {
             let from = last.map_or(Phase::Exploring, |s| s.from);
             format!(
                 "The host cancelled the run (its kill switch: Ctrl-C, a cancel_after_ms or the \
@@ -906,7 +920,7 @@ fn aborted(
                 waiting_for(from, before)
             )
         }
-        AbortReason::NoProgress if rule == Rule::RepeatLimit => {
+        Explain::Loop => {
             let mut names: Vec<String> = e
                 .path
                 .iter()
@@ -927,7 +941,7 @@ fn aborted(
                 policy.max_repeats
             )
         }
-        AbortReason::NoProgress => format!(
+        Explain::NoProgress => format!(
             "The model made no progress {} turns in a row (max_no_ops {}): each answered with no \
              tool call and either no content or needs_more_work: true, so the run could not move \
              on; it stopped at step {at}.{open_sentence} Have the model act (call a tool) or \
@@ -935,7 +949,7 @@ fn aborted(
              turns to think.",
             policy.max_no_ops, policy.max_no_ops
         ),
-        AbortReason::Incomplete => format!(
+        Explain::Incomplete => format!(
             "The model kept claiming it was done with work still open: {} refused with a nudge \
              (max_nudges {}), and its next claim at step {at} ended the run.{open_sentence} Have \
              the model finish (or close) that work before it claims to be done, or raise \
@@ -943,7 +957,7 @@ fn aborted(
             plural(u64::from(stats.nudges), "claim was", "claims were"),
             policy.max_nudges
         ),
-        AbortReason::VerificationLoop => format!(
+        Explain::VerificationLoop => format!(
             "The verifier rejected the model's claim {} times (max_verification_failures {}) and \
              on_verification_limit is abort, so the run stopped at step {at}{}. Fix what the \
              verifier asks for (or the verifier, if it asks for what the task does not need); \
@@ -953,7 +967,7 @@ fn aborted(
             policy.max_verification_failures,
             feedback(e).map_or_else(String::new, |f| format!("; {f}")),
         ),
-        AbortReason::ToolFailures if rule == Rule::AllToolsExcluded => {
+        Explain::AllExcluded => {
             let excluded: Vec<String> = e
                 .tools
                 .iter()
@@ -977,7 +991,7 @@ fn aborted(
                 policy.max_tool_failures
             )
         }
-        AbortReason::ToolFailures => {
+        Explain::ToolFailures => {
             let mut failing: Vec<&ToolView> =
                 e.tools.iter().filter(|t| !t.errors.is_empty()).collect();
             failing.sort_by_key(|t| t.errors.last().map_or(0, |err| err.step));
@@ -994,7 +1008,7 @@ fn aborted(
                 failing.join("; ")
             )
         }
-        AbortReason::UnrecoverableToolError => {
+        Explain::Unrecoverable => {
             let err = last.and_then(|s| {
                 s.tool_errors.iter().find(|err| {
                     matches!(err.kind, "permission_denied" | "not_found" | "auth_failed")
@@ -1015,7 +1029,7 @@ fn aborted(
                 ),
             }
         }
-        AbortReason::EmptyResponses => {
+        Explain::EmptyReplies => {
             let mut kinds: BTreeMap<&'static str, u32> = BTreeMap::new();
             for t in &e.trace {
                 if let terminus_kernel::Input::Turn {
@@ -1045,7 +1059,7 @@ fn aborted(
                 kinds.join(", ")
             )
         }
-        AbortReason::ModelError if rule == Rule::ModelRetryLimit => {
+        Explain::RetriesSpent => {
             let mut kinds: Vec<&str> = e
                 .path
                 .iter()
@@ -1065,7 +1079,7 @@ fn aborted(
                 policy.retry_max_ms
             )
         }
-        AbortReason::ModelError => {
+        Explain::ModelFatal => {
             let kind = last.and_then(|s| s.model).unwrap_or("an error");
             let hint = match kind {
                 "auth" => {
@@ -1082,7 +1096,7 @@ fn aborted(
                  run stopped. {hint}."
             )
         }
-        AbortReason::ContextExhausted => format!(
+        Explain::ContextExhausted => format!(
             "At step {at} the conversation no longer fitted the model's context window, even \
              after pruning ({}, {}). Give the model a larger window ([context] window), keep \
              tool results shorter, or split the task.",
@@ -1092,7 +1106,8 @@ fn aborted(
             },
             plural(u64::from(stats.tool_calls), "tool call", "tool calls")
         ),
-        _ => format!("The run was aborted ({}) at step {at}.", reason.as_str()),
+        // `stop_path` gives the spent budget's path for the final answer.
+        Explain::AsTheBudget => ended(outcome, at),
     }
 }
 
