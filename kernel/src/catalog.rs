@@ -75,6 +75,7 @@ enum Which {
     VerificationFailures,
     FailedToolTurns,
     Repeats,
+    ToolCalls,
 }
 
 /// The step budget: the `max_steps`-th step ends the run.
@@ -108,6 +109,18 @@ pub const MODEL_CALLS: Limit = Limit {
     final_answer: true,
     listed_unset: true,
     which: Which::ModelCalls,
+};
+
+/// The tool-call budget: a tool turn whose calls would take the executions past it stops the run
+/// before they run, so the count never passes the limit.
+pub const TOOL_CALLS: Limit = Limit {
+    field: "max_tool_calls",
+    counter: "tool_calls",
+    meets: Meets::Spent,
+    rule: Rule::ToolCallBudget,
+    final_answer: true,
+    listed_unset: false,
+    which: Which::ToolCalls,
 };
 
 /// No-op turns in a row.
@@ -189,10 +202,11 @@ pub const REPEATS: Limit = Limit {
 };
 
 /// Every row, in the order the machine checks the run-wide budgets first.
-pub const ALL: [Limit; 10] = [
+pub const ALL: [Limit; 11] = [
     STEPS,
     TOKENS,
     MODEL_CALLS,
+    TOOL_CALLS,
     NO_OPS,
     EMPTY_RESPONSES,
     MODEL_RETRIES,
@@ -217,6 +231,7 @@ impl Limit {
             Which::VerificationFailures => p.max_verification_failures,
             Which::FailedToolTurns => p.max_consecutive_tool_failures,
             Which::Repeats => p.max_repeats,
+            Which::ToolCalls => return p.max_tool_calls.map(u64::from),
         }))
     }
 
@@ -234,6 +249,7 @@ impl Limit {
             Which::VerificationFailures => s.verification_failures,
             Which::FailedToolTurns => k.failed_tool_turns,
             Which::Repeats => k.repeats,
+            Which::ToolCalls => s.tool_calls,
         })
     }
 
@@ -254,6 +270,7 @@ impl Limit {
                 }
             },
             Which::FailedToolTurns => AbortReason::ToolFailures,
+            Which::ToolCalls => AbortReason::ToolCallBudget,
         })
     }
 
@@ -351,7 +368,7 @@ impl Spend {
 
 /// The run-wide budgets, in the order the machine checks them before every non-terminal step:
 /// the first that [`Limit::stops`] the step ends the run (or makes the one final-answer call).
-pub(crate) const BUDGETS: [&Limit; 3] = [&STEPS, &TOKENS, &MODEL_CALLS];
+pub(crate) const BUDGETS: [&Limit; 4] = [&STEPS, &TOKENS, &MODEL_CALLS, &TOOL_CALLS];
 
 impl Limit {
     /// Whether this run-wide budget stops a step that spends `spend`, checked before the step.
@@ -362,6 +379,10 @@ impl Limit {
             Which::Steps => self.fires_at(p, u64::from(s.steps) + 1),
             Which::Tokens => self.fires(p, s, k),
             Which::ModelCalls => spend.model_calls > 0 && self.fires(p, s, k),
+            Which::ToolCalls => {
+                spend.tool_calls > 0
+                    && self.fires_at(p, u64::from(s.tool_calls) + spend.tool_calls - 1)
+            }
             Which::NoOps
             | Which::EmptyResponses
             | Which::ModelRetries
@@ -375,6 +396,10 @@ impl Limit {
     /// Whether the counters agree that this limit ended a run: a run-wide budget was spent
     /// before the step it would have allowed, an occurrence limit is at its bound.
     pub(crate) fn ended(&self, p: &Policy, s: &Stats, k: &Streaks) -> bool {
+        if self.which == Which::ToolCalls {
+            // The turn it refused is not counted: any count within the budget agrees.
+            return self.value(p).is_some_and(|limit| self.count(s, k) <= limit);
+        }
         match self.meets {
             Meets::Spent | Meets::Crosses => self.fires(p, s, k),
             Meets::Reaches | Meets::Exceeds => self.bound(p).is_some_and(|b| self.count(s, k) == b),
@@ -387,6 +412,7 @@ impl Limit {
         match self.which {
             Which::Steps | Which::Tokens => self.fires(p, s, k),
             Which::ModelCalls => self.value(p).is_some_and(|limit| self.count(s, k) > limit),
+            Which::ToolCalls => self.value(p).is_some_and(|limit| self.count(s, k) <= limit),
             Which::NoOps
             | Which::EmptyResponses
             | Which::ModelRetries
@@ -788,6 +814,15 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         Some(&MODEL_CALLS),
         Explain::Budget { noun: "model-call" },
     ),
+    stop(
+        Rule::ToolCallBudget,
+        "turn(tools)",
+        Guard::Text("tool_calls + the turn's runnable calls > max_tool_calls"),
+        "`tool_call_budget`",
+        aborted(AbortReason::ToolCallBudget),
+        Some(&TOOL_CALLS),
+        Explain::Budget { noun: "tool-call" },
+    ),
     row(
         Rule::FinalAnswerCall,
         "any input that spends a budget",
@@ -886,7 +921,7 @@ pub struct Warning {
 }
 
 /// Every budget that warns at 80 %, in the order the warnings are checked.
-pub const WARNINGS: [Warning; 4] = [
+pub const WARNINGS: [Warning; 5] = [
     Warning {
         name: "steps",
         rule: Rule::StepBudget,
@@ -902,6 +937,10 @@ pub const WARNINGS: [Warning; 4] = [
     Warning {
         name: "deadline",
         rule: Rule::DeadlinePassed,
+    },
+    Warning {
+        name: "tool_calls",
+        rule: Rule::ToolCallBudget,
     },
 ];
 
@@ -1019,6 +1058,7 @@ mod tests {
         let p = Policy {
             deadline_ms: Some(10),
             token_budget: Some(10),
+            max_tool_calls: Some(10),
             ..Policy::default()
         };
         for w in WARNINGS {

@@ -61,6 +61,8 @@ pub enum Rule {
     TokenBudget,
     /// The model-call budget is spent (a model call was due).
     ModelCallBudget,
+    /// The tool-call budget cannot pay for the calls of a tool turn.
+    ToolCallBudget,
     /// A budget is spent and the policy allows one final tool-less call.
     FinalAnswerCall,
     /// The final-answer call returned: stop with the budget's reason.
@@ -88,7 +90,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 31] = [
+    pub const ALL: [Rule; 32] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -115,6 +117,7 @@ impl Rule {
         Rule::StepBudget,
         Rule::TokenBudget,
         Rule::ModelCallBudget,
+        Rule::ToolCallBudget,
         Rule::FinalAnswerCall,
         Rule::FinalAnswerDone,
         Rule::Cancelled,
@@ -151,6 +154,7 @@ impl Rule {
             Rule::StepBudget => "step_budget",
             Rule::TokenBudget => "token_budget",
             Rule::ModelCallBudget => "model_call_budget",
+            Rule::ToolCallBudget => "tool_call_budget",
             Rule::FinalAnswerCall => "final_answer_call",
             Rule::FinalAnswerDone => "final_answer_done",
             Rule::Cancelled => "cancelled",
@@ -196,7 +200,8 @@ impl Rule {
             | Rule::ModelRetryLimit
             | Rule::ModelFatal
             | Rule::ContextOverflow
-            | Rule::TokenBudget => TURN_TO_ABORTED,
+            | Rule::TokenBudget
+            | Rule::ToolCallBudget => TURN_TO_ABORTED,
             Rule::ToolResultsBack => &[(Acting, Exploring)],
             Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
                 &[(Acting, Phase::Aborted)]
