@@ -4,7 +4,7 @@
 //!
 //! - [`ALL`], the table of limits: one [`Limit`] per run-wide bound, naming the policy field, the
 //!   counter it bounds, how the counter meets the limit, the rule that fires and the stop reason.
-//!   The machine's guards (`core.rs`, through [`BUDGETS`] and the `Limit` constants), the
+//!   The machine's guards (`core.rs`, through `BUDGETS` and the `Limit` constants), the
 //!   invariant checks (`invariants.rs`), [`crate::Policy::step_bound`], the guard column of
 //!   `spec/machine.md` and the runtime's explanation (`terminus inspect`) read it.
 //! - [`RULES`], one [`Row`] per [`Rule`] in [`Rule::ALL`] order: the rule's row of the transition
@@ -14,7 +14,7 @@
 //!
 //! Adding a limit with its own stop reason is: the policy field (`policy.rs`), the reason
 //! (`reason.rs`), the rule (`rule.rs`), and here a `Limit` constant with its arms, its place in
-//! [`ALL`] (and [`BUDGETS`] for a run-wide budget), its row in [`RULES`] (and [`WARNINGS`] when it
+//! [`ALL`] (and `BUDGETS` for a run-wide budget), its row in [`RULES`] (and [`WARNINGS`] when it
 //! warns). The compiler and the catalog's tests name every place that is missing.
 //!
 //! Per-tool bounds (`max_tool_failures`, `tool_budgets`) exclude one tool instead of stopping the

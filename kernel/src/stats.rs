@@ -161,9 +161,11 @@ mod tests {
 
     #[test]
     fn each_field_reads_its_own_counter() {
-        let mut s = Stats::default();
-        s.tool_calls = 7;
-        s.output_tokens = 1 << 40;
+        let s = Stats {
+            tool_calls: 7,
+            output_tokens: 1 << 40,
+            ..Stats::default()
+        };
         let read: Vec<(&str, u64)> = Stats::FIELDS
             .iter()
             .map(|f| (f.name, (f.get)(&s)))
