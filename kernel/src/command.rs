@@ -1,9 +1,9 @@
 //! The commands the machine emits for its host to carry out, in order.
 
-use crate::core::CallReason;
 use crate::event::ToolCall;
 use crate::input::NoOpKind;
 use crate::ledger::Exclusion;
+use crate::phase::CallReason;
 use crate::reason::Outcome;
 use crate::rule::Rule;
 use crate::stats::Stats;

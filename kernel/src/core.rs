@@ -9,48 +9,16 @@
 
 #![allow(missing_docs)] // the statig macro generates `State`/`Superstate` items
 
+use crate::catalog::{self as limits, Limit, Spend};
 use crate::desk::Cx;
 use crate::input::{Batch, ErrorClass, Gate, Input, TurnKind};
-use crate::limits::{self, Limit};
+use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{OnUnrecoverable, Policy};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::Rule;
 use crate::stats::{Stats, Streaks};
 use serde::{Deserialize, Serialize};
 use statig::prelude::*;
-
-/// Why the next model call is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum CallReason {
-    /// The first call of the run.
-    Start,
-    /// Tool results went back to the model (rule 1).
-    AfterTools,
-    /// A retry after a retryable error or an empty reply (rule 6), with its backoff attempt.
-    Retry {
-        attempt: u32,
-        retry_after_ms: Option<u64>,
-    },
-    /// After a no-op turn: continuation guidance.
-    Continue,
-    /// After a refused completion claim (rule 5).
-    Nudge,
-    /// After a verifier rejection (rules 3, 4).
-    VerifierRejected,
-    /// The one tool-less call for a final answer after a budget was spent.
-    FinalAnswer { budget: AbortReason },
-}
-
-/// Why an input was not accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Ignored {
-    /// The run already ended; terminal states absorb every later event.
-    Terminal,
-    /// The state does not expect this input (e.g. tool results while waiting for the model).
-    Unexpected,
-}
 
 /// The shared storage of the machine.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,52 +27,6 @@ pub(crate) struct Core {
     pub(crate) policy: Policy,
     pub(crate) stats: Stats,
     pub(crate) streaks: Streaks,
-}
-
-/// The public name of a machine state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Phase {
-    /// Waiting for the model's next turn.
-    Exploring,
-    /// Tool calls issued, waiting for their results.
-    Acting,
-    /// The model claimed completion; waiting for the verdict.
-    Verifying,
-    /// A premature stop or no-op turn was refused with guidance; waiting for the model.
-    Nudged,
-    /// Terminal: the run completed.
-    Complete,
-    /// Terminal: the run was aborted.
-    Aborted,
-}
-
-impl Phase {
-    /// All phases in table order.
-    pub const ALL: [Phase; 6] = [
-        Phase::Exploring,
-        Phase::Acting,
-        Phase::Verifying,
-        Phase::Nudged,
-        Phase::Complete,
-        Phase::Aborted,
-    ];
-
-    /// Whether the phase is terminal (absorbing).
-    pub const fn is_terminal(self) -> bool {
-        matches!(self, Phase::Complete | Phase::Aborted)
-    }
-
-    /// The name used in traces and the spec.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Phase::Exploring => "Exploring",
-            Phase::Acting => "Acting",
-            Phase::Verifying => "Verifying",
-            Phase::Nudged => "Nudged",
-            Phase::Complete => "Complete",
-            Phase::Aborted => "Aborted",
-        }
-    }
 }
 
 impl State {
@@ -312,7 +234,11 @@ impl Core {
                 }
                 self.streaks.no_ops = 0;
                 self.streaks.empty_responses = 0;
-                if let Some(spent) = self.budgets(cx, false) {
+                let spend = Spend {
+                    model_calls: 0,
+                    tool_calls: u64::from(runnable),
+                };
+                if let Some(spent) = self.budgets(cx, spend) {
                     return spent;
                 }
                 // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
@@ -365,7 +291,7 @@ impl Core {
             return self.call_model(cx, Rule::ClaimRefused, State::nudged(), CallReason::Nudge);
         }
         if self.policy.verify_completion {
-            if let Some(spent) = self.budgets(cx, false) {
+            if let Some(spent) = self.budgets(cx, Spend::NOTHING) {
                 return spent;
             }
             cx.desk.verify();
@@ -432,7 +358,7 @@ impl Core {
                 return self.stop_at(cx, &limits::REPEATS);
             }
         }
-        if let Some(spent) = self.budgets(cx, true) {
+        if let Some(spent) = self.budgets(cx, Spend::MODEL_CALL) {
             return spent;
         }
         if let Some(notice) = excluded {
@@ -496,23 +422,18 @@ impl Core {
         self.stop(cx, limit.rule, limit.outcome(&self.policy))
     }
 
-    /// The run-wide budgets, checked before every non-terminal step in table order (steps,
-    /// tokens, then model calls when the step calls the model): `Some` is the step that stops
-    /// the run, or makes the one final-answer call the policy allows, instead.
+    /// The run-wide budgets ([`limits::BUDGETS`]), checked in order before every non-terminal
+    /// step with what it is about to spend: `Some` is the step that stops the run, or makes the
+    /// one final-answer call the policy allows, instead.
     // Inlined: the check is a few comparisons on every step; what a spent budget does is not.
     #[inline(always)]
-    fn budgets(&mut self, cx: &mut Cx<'_, '_>, calls_model: bool) -> Option<Out> {
-        let next_step = u64::from(self.stats.steps) + 1;
-        let spent = if limits::STEPS.fires_at(&self.policy, next_step) {
-            &limits::STEPS
-        } else if self.reached(&limits::TOKENS) {
-            &limits::TOKENS
-        } else if calls_model && self.reached(&limits::MODEL_CALLS) {
-            &limits::MODEL_CALLS
-        } else {
-            return None;
-        };
-        Some(self.spend(cx, spent))
+    fn budgets(&mut self, cx: &mut Cx<'_, '_>, spend: Spend) -> Option<Out> {
+        for budget in limits::BUDGETS {
+            if budget.stops(&self.policy, &self.stats, &self.streaks, spend) {
+                return Some(self.spend(cx, budget));
+            }
+        }
+        None
     }
 
     /// The step a spent budget takes: the stop, or the one final-answer call.
@@ -540,7 +461,7 @@ impl Core {
         target: State,
         reason: CallReason,
     ) -> Out {
-        if let Some(spent) = self.budgets(cx, true) {
+        if let Some(spent) = self.budgets(cx, Spend::MODEL_CALL) {
             return spent;
         }
         self.send_call(cx, rule, target, reason)

@@ -19,7 +19,6 @@ use crate::backoff::backoff_ms;
 use crate::command::{
     BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
-use crate::core::{CallReason, Ignored, Phase};
 use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult, Verdict,
 };
@@ -27,11 +26,12 @@ use crate::fingerprint::{calls_fingerprint, result_fingerprint};
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 use crate::ledger::{Exclusion, Ledger};
 use crate::loops::{Loops, Repetition};
-use crate::machine::Handled;
+use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{OnUnrecoverable, Policy};
 use crate::reason::Outcome;
 use crate::rule::Rule;
 use crate::stats::Stats;
+use crate::step::Handled;
 use crate::todo::{Todo, WRITE_TODOS, open_todos, parse_todos};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

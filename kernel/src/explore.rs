@@ -7,12 +7,14 @@
 //! the non-terminal part of the graph has a cycle. Hosts can run it on their own (small) policy.
 
 use crate::command::{Command, Notice, NudgeKind};
-use crate::core::{CallReason, Phase, State};
+use crate::core::State;
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
-use crate::machine::{Handled, Machine};
+use crate::machine::Machine;
+use crate::phase::{CallReason, Phase};
 use crate::policy::{Policy, PolicyError};
 use crate::rule::Rule;
 use crate::stats::{Stats, Streaks};
+use crate::step::Handled;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// One observed kind of transition: (from, input, rule, to).
@@ -60,31 +62,20 @@ pub struct Observed {
     pub commands: BTreeSet<String>,
 }
 
-/// Every counter by name, as `spec/machine.md` names them.
-fn counters(s: &Stats, k: &Streaks) -> [(&'static str, u64); 21] {
-    [
-        ("steps", s.steps.into()),
-        ("model_calls", s.model_calls.into()),
-        ("tool_calls", s.tool_calls.into()),
-        ("refused_calls", s.refused_calls.into()),
-        ("tool_failures", s.tool_failures.into()),
-        ("failed_tool_turns", s.failed_tool_turns.into()),
-        ("nudges", s.nudges.into()),
-        ("continuations", s.continuations.into()),
-        ("verifications", s.verifications.into()),
-        ("verification_failures", s.verification_failures.into()),
-        ("no_ops", s.no_ops.into()),
-        ("empty_responses", s.empty_responses.into()),
-        ("model_errors", s.model_errors.into()),
-        ("repeats", s.repeats.into()),
-        ("tokens", s.tokens()),
-        ("streaks.no_ops", k.no_ops.into()),
-        ("streaks.empty_responses", k.empty_responses.into()),
-        ("streaks.model_retries", k.model_retries.into()),
-        ("streaks.failed_tool_turns", k.failed_tool_turns.into()),
-        ("streaks.repeats", k.repeats.into()),
-        ("ignored_events", s.ignored_events.into()),
-    ]
+/// Every counter by name, as `spec/machine.md` names them: the counters of [`Stats`] (the two
+/// token counters as one, `tokens`) and the streaks, `streaks.`-prefixed.
+fn counters(s: &Stats, k: &Streaks) -> Vec<(String, u64)> {
+    Stats::FIELDS
+        .iter()
+        .filter(|f| !f.wide)
+        .map(|f| (f.name.to_owned(), (f.get)(s)))
+        .chain([("tokens".to_owned(), s.tokens())])
+        .chain(
+            Streaks::FIELDS
+                .iter()
+                .map(|f| (format!("streaks.{}", f.name), (f.get)(k))),
+        )
+        .collect()
 }
 
 /// The commands a step queued, in order, by kind.
@@ -233,7 +224,7 @@ pub fn explore(
                 .zip(counters(&after.1, &after.2))
             {
                 if b > a {
-                    observed.counters.insert(name.to_owned());
+                    observed.counters.insert(name);
                 } else if b < a && b == 0 {
                     observed.counters.insert(format!("{name} = 0"));
                 } else if b < a {

@@ -6,11 +6,13 @@
 //! The bounds come from the table in [`crate::limits`]: a live run is below every limit (the step
 //! that reaches a limit ends the run), an ended one at most at its bound.
 
+use crate::catalog as limits;
 use crate::command::Command;
-use crate::core::{Core, Phase, State};
+use crate::core::{Core, State};
 use crate::desk::Desk;
-use crate::limits::{self, Meets};
+use crate::phase::Phase;
 use crate::reason::{AbortReason, CompleteReason, Outcome};
+use crate::stats::{Stats, Streaks};
 
 /// Checks the machine made of `state`, `core` and `desk`.
 pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), String> {
@@ -20,12 +22,11 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     let finalizing = state.finalizing();
     // The one final-answer call: only under `final_answer_on_budget`, for a spent budget.
     if let Some(budget) = finalizing {
-        let spent = match budget {
-            AbortReason::MaxSteps => limits::STEPS.fires(p, s, k),
-            AbortReason::MaxModelCalls => s.model_calls > p.max_model_calls,
-            AbortReason::TokenBudget => limits::TOKENS.fires(p, s, k),
-            _ => false,
-        };
+        let spent = limits::ALL.iter().any(|l| {
+            l.final_answer
+                && l.outcome(p) == Outcome::Aborted(budget)
+                && l.spent_before_final(p, s, k)
+        });
         if !p.final_answer_on_budget || !spent {
             return inconsistent(format!(
                 "a final-answer call for {budget:?} that is not due"
@@ -52,7 +53,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     }
     // What the limits allow together (`Policy::step_bound`): no run takes more steps, ended or
     // not, though a saved machine can claim more under a policy of lower limits.
-    let bound = limits::step_bound(p);
+    let bound = p.step_bound();
     if u64::from(s.steps) > bound {
         return inconsistent(format!("{} steps are past the step bound {bound}", s.steps));
     }
@@ -118,28 +119,12 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     }
     // Counters a live run still adds to must have room, far beyond any real run, so that
     // continuing cannot overflow them.
-    let counters = [
-        s.steps,
-        s.model_calls,
-        s.tool_calls,
-        s.refused_calls,
-        s.tool_failures,
-        s.failed_tool_turns,
-        s.nudges,
-        s.continuations,
-        s.verifications,
-        s.verification_failures,
-        s.no_ops,
-        s.empty_responses,
-        s.model_errors,
-        s.repeats,
-        k.no_ops,
-        k.empty_responses,
-        k.model_retries,
-        k.failed_tool_turns,
-        k.repeats,
-    ];
-    if counters.iter().any(|&c| c > u32::MAX / 2) {
+    let narrow = Stats::FIELDS
+        .iter()
+        .filter(|f| !f.wide)
+        .map(|f| (f.get)(s))
+        .chain(Streaks::FIELDS.iter().map(|f| (f.get)(k)));
+    if narrow.into_iter().any(|c| c > u64::from(u32::MAX / 2)) {
         return inconsistent(format!("a counter past 2^31 ({s:?}, {k:?})"));
     }
     Ok(())
@@ -150,16 +135,9 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
 fn check_reason(outcome: Outcome, core: &Core) -> Result<(), String> {
     let (p, s, k) = (&core.policy, &core.stats, &core.streaks);
     let fired = |reason: Outcome| {
-        limits::ALL.iter().any(|l| {
-            l.outcome(p) == reason
-                && match l.meets {
-                    // The run-wide budgets fire before the step they would allow.
-                    Meets::Spent | Meets::Crosses => l.fires(p, s, k),
-                    Meets::Reaches | Meets::Exceeds => {
-                        l.bound(p).is_some_and(|b| l.count(s, k) == b)
-                    }
-                }
-        })
+        limits::ALL
+            .iter()
+            .any(|l| l.outcome(p) == reason && l.ended(p, s, k))
     };
     let ok = match outcome {
         Outcome::Complete(CompleteReason::Verified) => s.verifications > s.verification_failures,

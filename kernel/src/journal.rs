@@ -12,9 +12,9 @@
 use crate::command::{Command, Notice, Nudge, Stop, ToolBatch};
 use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdict};
 use crate::hold::{Decision, HeldCall, Hold};
-use crate::machine::StepRecord;
-use crate::machine::{Handled, Machine};
+use crate::machine::Machine;
 use crate::policy::{Policy, PolicyError};
+use crate::step::{Handled, StepRecord};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

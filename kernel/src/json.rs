@@ -6,7 +6,7 @@
 //! or scenario it was read from), and the fingerprint travels with the value. The machine only
 //! reads it. The value cannot be changed in place, so the two always agree.
 
-use crate::fingerprint::value_fingerprint;
+use crate::hash::value_fingerprint;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;

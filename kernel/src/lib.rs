@@ -71,7 +71,7 @@
 //! ```
 //!
 //! The transition table, the termination argument and the step bound are in `spec/machine.md`,
-//! generated from [`Rule::spec`], the table of [`limits`] and the transitions the exhaustive model
+//! generated from the stop [`catalog`] (the rules' rows and the table of limits) and the transitions the exhaustive model
 //! check observes, and checked by a snapshot test.
 //!
 //! ## Reading the code
@@ -80,7 +80,8 @@
 //!   (ledger, todos, repeat detector) to one abstract [`Input`].
 //! - `core.rs`: the `statig` machine; every rule is decided there, and each state pushes the
 //!   finished commands of its transition.
-//! - [`limits`]: every run-wide bound, as a table the guards, the invariants and the spec read.
+//! - [`catalog`]: the stop catalog, every way a run can stop and every run-wide bound, as tables
+//!   the guards, the invariants, the spec and the runtime's explanation read.
 //! - `loops.rs`: the repeat detector (loops of any period up to `max_loop_period`).
 //! - `json.rs`: [`Json`], a JSON payload with its fingerprint, hashed once where it enters (the
 //!   adapter that parsed it, the journal it was read from), so no event is hashed by the machine.
@@ -91,6 +92,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+pub mod catalog;
 mod command;
 mod core;
 mod desk;
@@ -98,34 +100,39 @@ mod event;
 #[cfg(feature = "testing")]
 mod explore;
 mod fingerprint;
+mod hash;
 mod hold;
 mod input;
 mod invariants;
 mod journal;
 mod json;
 mod ledger;
-pub mod limits;
 mod loops;
 mod machine;
 mod name;
+mod phase;
 mod policy;
 mod reason;
 mod rule;
 mod stats;
+mod step;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod todo;
 
 pub use crate::backoff::backoff_ms;
+/// The table of limits, under its older name: [`catalog`] holds it with the rest of the stop
+/// catalog.
+pub use crate::catalog as limits;
 pub use crate::command::{
     BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
-pub use crate::core::{CallReason, Ignored, Phase};
 pub use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolErrorKind, ToolOutcome, ToolResult,
     Usage, Verdict,
 };
-pub use crate::fingerprint::{calls_fingerprint, value_fingerprint};
+pub use crate::fingerprint::calls_fingerprint;
+pub use crate::hash::value_fingerprint;
 pub use crate::hold::{Decision, HeldCall, Hold};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
@@ -135,10 +142,12 @@ pub use crate::journal::{
 pub use crate::json::Json;
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
 pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
-pub use crate::machine::{Handled, Machine, RestoreError, StepRecord};
+pub use crate::machine::{Machine, RestoreError};
 pub use crate::name::{CallId, Name};
+pub use crate::phase::{CallReason, Ignored, Phase};
 pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError, ToolBudget};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
 pub use crate::stats::{Stats, Streaks};
+pub use crate::step::{Handled, StepRecord};
 pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, open_todos, parse_todos};

@@ -7,7 +7,7 @@
 //! parsed a model's call, the journal or scenario it was read from) and travels with it. The
 //! fingerprints are the same values as before: only where they are computed changed.
 
-use crate::fingerprint::{StableHasher, tail_word};
+use crate::hash::{StableHasher, tail_word};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -262,7 +262,7 @@ impl<'de> Deserialize<'de> for Name {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::str_fingerprint;
+    use crate::hash::str_fingerprint;
 
     #[test]
     fn the_cached_state_is_the_strings_and_survives_a_round_trip() {

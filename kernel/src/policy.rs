@@ -87,11 +87,16 @@ pub struct Policy {
     pub deadline_ms: Option<u64>,
     /// Total tokens (input + output) the run may spend. Default none.
     pub token_budget: Option<u64>,
+    /// Tool executions the run may make: a tool turn whose calls would take it past the budget
+    /// stops the run with `tool_call_budget` instead of running them. Default none (and then
+    /// absent from the JSON form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
     /// Soft per-tool call budgets.
     pub tool_budgets: BTreeMap<String, ToolBudget>,
     /// Seed of the backoff jitter, so a run replays exactly. Default 0.
     pub seed: u64,
-    /// When a budget (`max_steps`, `max_model_calls`, `token_budget`) is spent, make one last
+    /// When a budget (`max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls`) is spent, make one last
     /// tool-less model call for a final answer; the stop reason still names the budget. Default false.
     pub final_answer_on_budget: bool,
 }
@@ -118,6 +123,7 @@ impl Default for Policy {
             retry_max_ms: 30_000,
             deadline_ms: None,
             token_budget: None,
+            max_tool_calls: None,
             tool_budgets: BTreeMap::new(),
             seed: 0,
             final_answer_on_budget: false,
@@ -172,6 +178,9 @@ impl Policy {
         at_least("max_repeats", self.max_repeats, 2)?;
         at_least("max_empty_responses", self.max_empty_responses, 1)?;
         at_least("max_loop_period", self.max_loop_period, 1)?;
+        if let Some(max) = self.max_tool_calls {
+            at_least("max_tool_calls", max, 1)?;
+        }
         if self.max_loop_period > MAX_LOOP_PERIOD {
             return Err(PolicyError {
                 field: "max_loop_period".into(),
@@ -204,16 +213,5 @@ impl Policy {
             }
         }
         Ok(())
-    }
-
-    /// The largest number of steps (accepted events) any run under this policy can take.
-    ///
-    /// Derivation (`spec/machine.md`, "Step bound"): every model turn or model error answers one
-    /// model call; every tool-results or verdict event answers one turn; cancel and deadline end
-    /// the run in one step. So `steps <= 2 * model_calls`, and the machine never issues more than
-    /// `max_model_calls` calls, nor takes a non-terminal step at `max_steps`. With
-    /// `final_answer_on_budget` one more call and one more step are allowed.
-    pub fn step_bound(&self) -> u64 {
-        crate::limits::step_bound(self)
     }
 }

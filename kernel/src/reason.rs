@@ -52,6 +52,8 @@ pub enum AbortReason {
     ContextExhausted,
     /// The run's token budget is spent.
     TokenBudget,
+    /// The run's tool-call budget (`max_tool_calls`) cannot pay for the next tool turn.
+    ToolCallBudget,
 }
 
 impl CompleteReason {
@@ -72,7 +74,7 @@ impl CompleteReason {
 
 impl AbortReason {
     /// Every abort reason, in table order.
-    pub const ALL: [AbortReason; 13] = [
+    pub const ALL: [AbortReason; 14] = [
         Self::MaxSteps,
         Self::MaxModelCalls,
         Self::Deadline,
@@ -86,6 +88,7 @@ impl AbortReason {
         Self::ModelError,
         Self::ContextExhausted,
         Self::TokenBudget,
+        Self::ToolCallBudget,
     ];
 
     /// The canonical snake_case name (the JSON form).
@@ -104,6 +107,7 @@ impl AbortReason {
             Self::ModelError => "model_error",
             Self::ContextExhausted => "context_exhausted",
             Self::TokenBudget => "token_budget",
+            Self::ToolCallBudget => "tool_call_budget",
         }
     }
 
@@ -112,7 +116,7 @@ impl AbortReason {
     pub const fn is_budget(self) -> bool {
         matches!(
             self,
-            Self::MaxSteps | Self::MaxModelCalls | Self::TokenBudget
+            Self::MaxSteps | Self::MaxModelCalls | Self::TokenBudget | Self::ToolCallBudget
         )
     }
 }

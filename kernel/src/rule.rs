@@ -1,8 +1,8 @@
-//! The named rules of the machine: one per kind of transition, with the metadata `spec/machine.md`
-//! is generated from. Every accepted input reports the rule that fired.
+//! The named rules of the machine: one per kind of transition. Every accepted input reports the
+//! rule that fired. Each rule's row of the transition table ([`Rule::spec`]) and, for a rule that
+//! ends the run, its stop path are in the stop catalog (`catalog.rs`).
 
-use crate::core::Phase;
-use crate::limits;
+use crate::phase::Phase;
 use serde::{Deserialize, Serialize};
 
 /// A kind of transition of the core machine.
@@ -61,6 +61,8 @@ pub enum Rule {
     TokenBudget,
     /// The model-call budget is spent (a model call was due).
     ModelCallBudget,
+    /// The tool-call budget cannot pay for the calls of a tool turn.
+    ToolCallBudget,
     /// A budget is spent and the policy allows one final tool-less call.
     FinalAnswerCall,
     /// The final-answer call returned: stop with the budget's reason.
@@ -79,7 +81,8 @@ pub enum Rule {
 pub struct RuleSpec {
     /// The input that triggers it, in words.
     pub input: &'static str,
-    /// The guard, in words over counters and limits; the bounds come from the table of limits.
+    /// The guard, in words over counters and limits; the bounds come from the table of limits
+    /// (`crate::catalog`).
     pub guard: String,
     /// The rule of `docs/design.md` (1-8) or stop reason it encodes.
     pub cites: &'static str,
@@ -87,7 +90,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 31] = [
+    pub const ALL: [Rule; 32] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -114,6 +117,7 @@ impl Rule {
         Rule::StepBudget,
         Rule::TokenBudget,
         Rule::ModelCallBudget,
+        Rule::ToolCallBudget,
         Rule::FinalAnswerCall,
         Rule::FinalAnswerDone,
         Rule::Cancelled,
@@ -150,160 +154,12 @@ impl Rule {
             Rule::StepBudget => "step_budget",
             Rule::TokenBudget => "token_budget",
             Rule::ModelCallBudget => "model_call_budget",
+            Rule::ToolCallBudget => "tool_call_budget",
             Rule::FinalAnswerCall => "final_answer_call",
             Rule::FinalAnswerDone => "final_answer_done",
             Rule::Cancelled => "cancelled",
             Rule::DeadlinePassed => "deadline_passed",
             Rule::ClockReading => "clock_reading",
-        }
-    }
-
-    /// The rule's row of the transition table.
-    pub fn spec(self) -> RuleSpec {
-        let (input, guard, cites): (&str, String, &str) = match self {
-            Rule::ToolTurn => (
-                "turn(tools)",
-                "some call's tool is not excluded".into(),
-                "rule 1",
-            ),
-            Rule::AllToolsExcluded => (
-                "turn(tools)",
-                "every call's tool is excluded".into(),
-                "`tool_failures`, rule 7",
-            ),
-            Rule::EmptyRetry => ("turn(empty)", limits::EMPTY_RESPONSES.below(), "rule 6"),
-            Rule::EmptyLimit => (
-                "turn(empty)",
-                limits::EMPTY_RESPONSES.guard(),
-                "`empty_responses`, rule 6",
-            ),
-            Rule::NoOpContinue => ("turn(no-op)", limits::NO_OPS.below(), "rule 2"),
-            Rule::NoOpLimit => ("turn(no-op)", limits::NO_OPS.guard(), "`no_progress`"),
-            Rule::ClaimRefused => (
-                "turn(claim)",
-                format!(
-                    "todos open or a `completion_requires` tool never succeeded; {}",
-                    limits::NUDGES.below()
-                ),
-                "rule 5, rule 8",
-            ),
-            Rule::ClaimRefusedLimit => (
-                "turn(claim)",
-                format!("work open; {}", limits::NUDGES.guard()),
-                "`incomplete`, rule 5",
-            ),
-            Rule::ClaimVerify => (
-                "turn(claim)",
-                "nothing open; verify_completion".into(),
-                "rules 2, 4",
-            ),
-            Rule::ClaimExplicit => (
-                "turn(claim)",
-                "nothing open; verification off; needs_more_work = false".into(),
-                "`explicit`, rule 2",
-            ),
-            Rule::ClaimAnswered => (
-                "turn(claim)",
-                "nothing open; verification off; needs_more_work absent".into(),
-                "`answered`, rule 2",
-            ),
-            Rule::ModelRetry => (
-                "model_error(retryable)",
-                limits::MODEL_RETRIES.below(),
-                "rule 6",
-            ),
-            Rule::ModelRetryLimit => (
-                "model_error(retryable)",
-                limits::MODEL_RETRIES.guard(),
-                "`model_error`",
-            ),
-            Rule::ModelFatal => ("model_error(fatal)", "-".into(), "`model_error`"),
-            Rule::ContextOverflow => (
-                "model_error(context_overflow)",
-                "-".into(),
-                "`context_exhausted`",
-            ),
-            Rule::ToolResultsBack => (
-                "tool_results",
-                "no stop guard below fires".into(),
-                "rules 1, 7, 8",
-            ),
-            Rule::UnrecoverableStop => (
-                "tool_results",
-                "an unrecoverable error class; on_unrecoverable_tool_error = stop".into(),
-                "`unrecoverable_tool_error`, rule 7",
-            ),
-            Rule::ToolFailureLimit => (
-                "tool_results",
-                format!(
-                    "every execution failed; {}",
-                    limits::FAILED_TOOL_TURNS.guard()
-                ),
-                "`tool_failures`, rule 7",
-            ),
-            Rule::RepeatLimit => (
-                "tool_results",
-                format!(
-                    "every call succeeded, and the last k tool turns (k <= max_loop_period) repeat the k before them, same calls and results; {}",
-                    limits::REPEATS.guard()
-                ),
-                "`no_progress` (a loop)",
-            ),
-            Rule::VerdictAccepted => ("verdict", "accepted".into(), "`verified`"),
-            Rule::VerdictRejected => (
-                "verdict",
-                format!("rejected; {}", limits::VERIFICATION_FAILURES.below()),
-                "rules 3, 4",
-            ),
-            Rule::VerificationLimitForced => (
-                "verdict",
-                format!(
-                    "rejected; {}; on_verification_limit = complete",
-                    limits::VERIFICATION_FAILURES.guard()
-                ),
-                "`forced`, rule 3",
-            ),
-            Rule::VerificationLimitAbort => (
-                "verdict",
-                format!(
-                    "rejected; {}; on_verification_limit = abort",
-                    limits::VERIFICATION_FAILURES.guard()
-                ),
-                "`verification_loop`, rule 3",
-            ),
-            Rule::StepBudget => (
-                "any accepted input with a non-terminal target",
-                limits::STEPS.guard(),
-                "`max_steps`",
-            ),
-            Rule::TokenBudget => (
-                "any accepted input with a non-terminal target",
-                limits::TOKENS.guard(),
-                "`token_budget`",
-            ),
-            Rule::ModelCallBudget => (
-                "any accepted input whose target calls the model",
-                limits::MODEL_CALLS.guard(),
-                "`max_model_calls`",
-            ),
-            Rule::FinalAnswerCall => (
-                "any input that spends a budget",
-                "a budget above is spent; final_answer_on_budget".into(),
-                "budget stops",
-            ),
-            Rule::FinalAnswerDone => (
-                "turn(any), model_error(any)",
-                "waiting for the final answer".into(),
-                "budget stops",
-            ),
-            Rule::Cancelled => ("cancel", "-".into(), "`cancelled`"),
-            Rule::DeadlinePassed => ("tick", "now >= deadline_ms".into(), "`deadline`"),
-            Rule::ClockReading => ("tick", "now < deadline_ms".into(), "-"),
-        };
-        RuleSpec {
-            input,
-            guard,
-            cites,
         }
     }
 }
@@ -344,7 +200,8 @@ impl Rule {
             | Rule::ModelRetryLimit
             | Rule::ModelFatal
             | Rule::ContextOverflow
-            | Rule::TokenBudget => TURN_TO_ABORTED,
+            | Rule::TokenBudget
+            | Rule::ToolCallBudget => TURN_TO_ABORTED,
             Rule::ToolResultsBack => &[(Acting, Exploring)],
             Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
                 &[(Acting, Phase::Aborted)]

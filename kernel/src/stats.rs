@@ -51,32 +51,70 @@ impl Stats {
 
     /// Whether every counter of `self` is at least the one in `earlier` (counters never decrease).
     pub fn dominates(&self, earlier: &Stats) -> bool {
-        let a = self.as_array();
-        let b = earlier.as_array();
-        a.iter().zip(b.iter()).all(|(x, y)| x >= y)
+        Stats::FIELDS
+            .iter()
+            .all(|f| (f.get)(self) >= (f.get)(earlier))
     }
+}
 
-    fn as_array(&self) -> [u64; 17] {
-        [
-            self.steps.into(),
-            self.model_calls.into(),
-            self.tool_calls.into(),
-            self.refused_calls.into(),
-            self.tool_failures.into(),
-            self.failed_tool_turns.into(),
-            self.nudges.into(),
-            self.continuations.into(),
-            self.verifications.into(),
-            self.verification_failures.into(),
-            self.no_ops.into(),
-            self.empty_responses.into(),
-            self.model_errors.into(),
-            self.repeats.into(),
-            self.input_tokens,
-            self.output_tokens,
-            self.ignored_events.into(),
-        ]
-    }
+/// One counter of [`Stats`] or [`Streaks`]: its JSON name and how to read it. The one list of
+/// the counters: every place that lists them (the invariants, the model check, the scenario
+/// `expect` block, the explanation) goes through [`Stats::FIELDS`] and [`Streaks::FIELDS`], and a
+/// test checks them against the JSON form.
+#[derive(Debug, Clone, Copy)]
+pub struct Field<T> {
+    /// The counter's name, as in JSON.
+    pub name: &'static str,
+    /// Its value.
+    pub get: fn(&T) -> u64,
+    /// Whether it is a 64-bit counter (tokens), which may pass `u32::MAX`.
+    pub wide: bool,
+}
+
+macro_rules! fields {
+    ($t:ty: $($name:ident $(: $wide:ident)?),* $(,)?) => {
+        [$(Field::<$t> {
+            name: stringify!($name),
+            get: |s: &$t| u64::from(s.$name),
+            wide: fields!(@wide $($wide)?),
+        }),*]
+    };
+    (@wide wide) => { true };
+    (@wide) => { false };
+}
+
+impl Stats {
+    /// Every counter, in declaration (JSON) order.
+    pub const FIELDS: [Field<Stats>; 17] = fields!(Stats:
+        steps,
+        model_calls,
+        tool_calls,
+        refused_calls,
+        tool_failures,
+        failed_tool_turns,
+        nudges,
+        continuations,
+        verifications,
+        verification_failures,
+        no_ops,
+        empty_responses,
+        model_errors,
+        repeats,
+        input_tokens: wide,
+        output_tokens: wide,
+        ignored_events,
+    );
+}
+
+impl Streaks {
+    /// Every streak, in declaration (JSON) order.
+    pub const FIELDS: [Field<Streaks>; 5] = fields!(Streaks:
+        no_ops,
+        empty_responses,
+        model_retries,
+        failed_tool_turns,
+        repeats,
+    );
 }
 
 /// Things that happened "in a row": each resets when the run makes the matching kind of progress.
@@ -95,4 +133,50 @@ pub struct Streaks {
     /// How many times in a row the latest window of successful tool turns has occurred, counting
     /// the first (1 when the last turn repeats nothing; any period up to `max_loop_period`).
     pub repeats: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON keys of a value, in order.
+    fn keys<T: Serialize>(value: &T) -> Vec<String> {
+        match serde_json::to_value(value) {
+            Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_field_lists_are_every_counter_in_json_order() {
+        let stats: Vec<&str> = Stats::FIELDS.iter().map(|f| f.name).collect();
+        let mut json = keys(&Stats::default());
+        json.sort_by_key(|k| stats.iter().position(|s| s == k));
+        assert_eq!(stats, json);
+        let streaks: Vec<&str> = Streaks::FIELDS.iter().map(|f| f.name).collect();
+        let mut json = keys(&Streaks::default());
+        json.sort_by_key(|k| streaks.iter().position(|s| s == k));
+        assert_eq!(streaks, json);
+    }
+
+    #[test]
+    fn each_field_reads_its_own_counter() {
+        let s = Stats {
+            tool_calls: 7,
+            output_tokens: 1 << 40,
+            ..Stats::default()
+        };
+        let read: Vec<(&str, u64)> = Stats::FIELDS
+            .iter()
+            .map(|f| (f.name, (f.get)(&s)))
+            .filter(|(_, v)| *v != 0)
+            .collect();
+        assert_eq!(read, [("tool_calls", 7), ("output_tokens", 1 << 40)]);
+        assert!(
+            Stats::FIELDS
+                .iter()
+                .filter(|f| f.wide)
+                .all(|f| f.name.ends_with("_tokens"))
+        );
+    }
 }

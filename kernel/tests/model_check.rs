@@ -33,6 +33,7 @@ fn small_policy(switches: u32) -> Policy {
         max_empty_responses: 2,
         max_model_retries: 2,
         token_budget: if bit(3) { Some(100) } else { None },
+        max_tool_calls: if bit(1) { Some(1) } else { None },
         final_answer_on_budget: bit(4),
         deadline_ms: Some(1_000),
         ..Policy::default()
@@ -87,7 +88,7 @@ fn every_state_reaches_a_terminal_and_no_cycle_exists() {
     assert_eq!(total, EXPECTED_STATES, "the explored state space changed");
 }
 
-const EXPECTED_STATES: usize = 135_932;
+const EXPECTED_STATES: usize = 106_764;
 
 #[test]
 fn termination_does_not_rest_on_the_step_counter() {

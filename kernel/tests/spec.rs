@@ -13,14 +13,15 @@ use terminus_kernel::{OnUnrecoverable, OnVerificationLimit, Phase, Policy, Rule,
 /// The sampled policies: every combination of the five switches, once with every occurrence limit
 /// at 2 and once at the smallest value it may take (1; `max_repeats` 2; `max_nudges` and
 /// `max_model_retries` 0), because some edges exist only at the minimum (`no_op_limit` from
-/// `Exploring` needs `max_no_ops: 1`).
+/// `Exploring` needs `max_no_ops: 1`); at 2 without a token budget, once more with
+/// `max_tool_calls` 1.
 fn policies() -> Vec<Policy> {
     let mut out = Vec::new();
     for minimal in [false, true] {
         for s in 0..32u32 {
             let bit = |b: u32| s & (1 << b) != 0;
             let (one, zero) = if minimal { (1, 0) } else { (2, 2) };
-            out.push(Policy {
+            let policy = Policy {
                 max_steps: 9,
                 max_model_calls: 5,
                 max_no_ops: one,
@@ -47,7 +48,15 @@ fn policies() -> Vec<Policy> {
                 final_answer_on_budget: bit(4),
                 deadline_ms: Some(1_000),
                 ..Policy::default()
-            });
+            };
+            if !minimal && !bit(3) {
+                // The tool-call budget, where the token budget does not stop the second turn.
+                out.push(Policy {
+                    max_tool_calls: Some(1),
+                    ..policy.clone()
+                });
+            }
+            out.push(policy);
         }
     }
     out
@@ -180,7 +189,8 @@ fn model_check_summary(all: &[Exploration]) -> String {
     format!(
         "{} policies (every combination of `on_verification_limit`, `verify_completion`, \
 `on_unrecoverable_tool_error`, `token_budget` and `final_answer_on_budget`, once with every \
-occurrence limit 2 (`max_repeats` 3) and once at its minimum; `max_model_calls` 5, `max_steps` 9), {} abstract \
+occurrence limit 2 (`max_repeats` 3; without `token_budget`, once more with `max_tool_calls` 1) and once \
+at its minimum; `max_model_calls` 5, `max_steps` 9), {} abstract \
 inputs: **{states} states, {transitions} transitions**, no state that cannot reach a terminal \
 state, no cycle, longest run {longest} steps.\n",
         all.len(),

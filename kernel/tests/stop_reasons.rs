@@ -110,6 +110,32 @@ fn reaches_max_steps() {
 }
 
 #[test]
+fn reaches_tool_call_budget() {
+    let policy = Policy {
+        max_tool_calls: Some(3),
+        ..Policy::default()
+    };
+    let run = drive(policy.clone(), Script::new(chain()).tool(counting_tool()));
+    assert_eq!(run.stop.outcome, aborted(AbortReason::ToolCallBudget));
+    // Three calls are spent in full; the fourth turn is refused before it runs.
+    assert_eq!(run.stop.stats.tool_calls, 3);
+    assert_eq!(run.stop.stats.model_calls, 4);
+    assert_eq!(run.rules().last(), Some(&"tool_call_budget"));
+    // With final_answer_on_budget, one tool-less call for a final answer first.
+    let run = drive(
+        Policy {
+            final_answer_on_budget: true,
+            ..policy
+        },
+        Script::new(chain()).tool(counting_tool()),
+    );
+    assert_eq!(run.stop.outcome, aborted(AbortReason::ToolCallBudget));
+    assert_eq!(run.stop.stats.tool_calls, 3);
+    assert_eq!(run.stop.stats.model_calls, 5);
+    assert_eq!(run.rules().last(), Some(&"final_answer_done"));
+}
+
+#[test]
 fn reaches_max_model_calls() {
     let policy = Policy {
         max_steps: 1000,

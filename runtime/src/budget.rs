@@ -3,63 +3,66 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use terminus_kernel::catalog::{WARNINGS, Warning};
 use terminus_kernel::{Policy, Stats};
 
-/// A budget a run can spend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Budget {
-    /// Transitions against `max_steps`.
-    Steps,
-    /// Model calls against `max_model_calls`.
-    ModelCalls,
-    /// Tokens against `token_budget`.
-    Tokens,
-    /// Milliseconds since the start against `deadline_ms`.
-    Deadline,
-}
+/// A budget a run can spend and is warned about at 80 %: one of the kernel's stop catalog
+/// ([`terminus_kernel::catalog::WARNINGS`]), which says which budgets warn and in what order.
+/// In JSON, its name (`steps`, `model_calls`, `tokens`, `deadline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Budget(u8);
 
 impl Budget {
     /// Every budget, in the order warnings are checked.
-    pub const ALL: [Budget; 4] = [
-        Budget::Steps,
-        Budget::ModelCalls,
-        Budget::Tokens,
-        Budget::Deadline,
-    ];
+    pub fn all() -> impl Iterator<Item = Budget> {
+        (0..WARNINGS.len()).filter_map(|i| u8::try_from(i).ok().map(Budget))
+    }
+
+    /// The budget named `name`.
+    pub fn named(name: &str) -> Option<Budget> {
+        Budget::all().find(|b| b.as_str() == name)
+    }
+
+    fn row(self) -> &'static Warning {
+        &WARNINGS[usize::from(self.0) % WARNINGS.len()]
+    }
 
     /// The snake_case name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Budget::Steps => "steps",
-            Budget::ModelCalls => "model_calls",
-            Budget::Tokens => "tokens",
-            Budget::Deadline => "deadline",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.row().name
     }
 
     /// The policy field that sets it.
-    pub const fn limit_name(self) -> &'static str {
-        match self {
-            Budget::Steps => "max_steps",
-            Budget::ModelCalls => "max_model_calls",
-            Budget::Tokens => "token_budget",
-            Budget::Deadline => "deadline_ms",
-        }
+    pub fn limit_name(self) -> &'static str {
+        self.row().field()
     }
 
     /// What is spent and its limit, if the policy sets one.
     pub fn spent(self, policy: &Policy, stats: &Stats, elapsed_ms: u64) -> Option<(u64, u64)> {
-        match self {
-            Budget::Steps => Some((stats.steps.into(), policy.max_steps.into())),
-            Budget::ModelCalls => Some((stats.model_calls.into(), policy.max_model_calls.into())),
-            Budget::Tokens => policy.token_budget.map(|limit| (stats.tokens(), limit)),
-            Budget::Deadline => policy.deadline_ms.map(|limit| (elapsed_ms, limit)),
-        }
+        self.row().spent(policy, stats, elapsed_ms)
     }
 
-    const fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u32 {
+        1 << self.0
+    }
+}
+
+impl Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Budget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Budget, D::Error> {
+        let name = String::deserialize(d)?;
+        Budget::named(&name).ok_or_else(|| {
+            let names: Vec<&str> = WARNINGS.iter().map(|w| w.name).collect();
+            serde::de::Error::custom(format!(
+                "unknown budget `{name}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -101,7 +104,7 @@ fn percent(used: u64, limit: u64) -> u64 {
 /// itself keeps one per run (it is saved with the run's snapshot).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
-pub struct Warned(u8);
+pub struct Warned(u32);
 
 impl Warned {
     /// The warnings due after `step`: budgets at or past 80 % not yet warned about. A budget
@@ -109,7 +112,7 @@ impl Warned {
     pub fn check(&mut self, policy: &Policy, stats: &Stats, elapsed_ms: u64) -> Vec<BudgetWarning> {
         let step = stats.steps;
         let mut due = Vec::new();
-        for budget in Budget::ALL {
+        for budget in Budget::all() {
             if self.0 & budget.bit() != 0 {
                 continue;
             }
@@ -156,13 +159,13 @@ mod tests {
         assert_eq!(warned.check(&policy, &stats(7, 3, 799), 1599).len(), 0);
         let first = warned.check(&policy, &stats(8, 4, 800), 1600);
         assert_eq!(
-            first.iter().map(|w| w.budget).collect::<Vec<_>>(),
-            Budget::ALL
+            first.iter().map(|w| w.budget.as_str()).collect::<Vec<_>>(),
+            ["steps", "model_calls", "tokens", "deadline"]
         );
         assert_eq!(
             first[0],
             BudgetWarning {
-                budget: Budget::Steps,
+                budget: Budget::named("steps").expect("a budget"),
                 used: 8,
                 limit: 10,
                 step: 8
@@ -187,7 +190,7 @@ mod tests {
             .into_iter()
             .map(|w| w.budget)
             .collect();
-        assert!(!budgets.contains(&Budget::ModelCalls));
+        assert!(!budgets.contains(&Budget::named("model_calls").expect("a budget")));
     }
 
     #[test]
@@ -204,5 +207,18 @@ mod tests {
             .map(|w| w.budget)
             .collect();
         assert!(budgets.is_empty(), "{budgets:?}");
+    }
+
+    #[test]
+    fn a_budget_is_its_name_in_json() {
+        let steps = Budget::named("steps").expect("a budget");
+        assert_eq!(
+            serde_json::to_string(&steps).ok().as_deref(),
+            Some("\"steps\"")
+        );
+        let back: Budget = serde_json::from_str("\"deadline\"").expect("a budget name");
+        assert_eq!(back.limit_name(), "deadline_ms");
+        let err = serde_json::from_str::<Budget>("\"bogus\"").expect_err("no such budget");
+        assert!(err.to_string().contains("unknown budget `bogus`"), "{err}");
     }
 }

@@ -14,10 +14,10 @@ use crate::{BudgetWarning, Failure, Report, RunSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use terminus_kernel::limits;
+use terminus_kernel::catalog::{self, Explain, StopPath};
 use terminus_kernel::{
-    AbortReason, CompleteReason, Decision, Entry, ModelErrorKind, Notice, NudgeKind, Outcome,
-    Phase, Policy, Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
+    CompleteReason, Decision, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase, Policy,
+    Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
 };
 
 /// What the store keeps of an execution besides its records.
@@ -625,9 +625,10 @@ fn budgets(
     outcome: Option<Outcome>,
     tools: &[ToolView],
 ) -> Vec<Budget> {
-    let stopped_by = rule.and_then(limits::of_rule);
-    let mut out: Vec<Budget> = limits::ALL
+    let stopped_by = rule.and_then(catalog::of_rule);
+    let mut out: Vec<Budget> = catalog::ALL
         .iter()
+        .filter(|l| l.listed_unset || l.value(policy).is_some())
         .map(|l| {
             let streak = l.counter.starts_with("streaks.");
             let used = match (stats, streaks) {
@@ -825,9 +826,9 @@ fn why(e: &Explanation, outcome: Option<Outcome>, policy: &Policy) -> String {
     };
     let rule = e.rule.unwrap_or(Rule::ClockReading);
     let open = open_work(e);
-    let text = match outcome {
-        Outcome::Complete(reason) => complete(e, reason, at, policy),
-        Outcome::Aborted(reason) => aborted(e, reason, rule, at, &open, policy),
+    let text = match catalog::stop_path(rule, outcome) {
+        Some(path) => paragraph(e, path, outcome, rule, at, &open, policy),
+        None => ended(outcome, at),
     };
     format!("{text}{stopped_note}")
 }
@@ -880,9 +881,22 @@ fn complete(e: &Explanation, reason: CompleteReason, at: u32, policy: &Policy) -
     }
 }
 
-fn aborted(
+/// A stop the catalog has no path for (a report that names a rule that does not stop).
+fn ended(outcome: Outcome, at: u32) -> String {
+    let how = if outcome.is_complete() {
+        "completed"
+    } else {
+        "aborted"
+    };
+    format!("The run was {how} ({}) at step {at}.", outcome.reason_str())
+}
+
+/// The paragraph of the stop path's explanation template ([`Explain`]), filled with the run's
+/// own names and numbers.
+fn paragraph(
     e: &Explanation,
-    reason: AbortReason,
+    path: &StopPath,
+    outcome: Outcome,
     rule: Rule,
     at: u32,
     open: &str,
@@ -900,13 +914,13 @@ fn aborted(
         }
         format!(" {s}.")
     };
-    match reason {
-        AbortReason::MaxSteps | AbortReason::MaxModelCalls | AbortReason::TokenBudget => {
-            let (field, what) = match reason {
-                AbortReason::MaxSteps => ("max_steps", "step"),
-                AbortReason::MaxModelCalls => ("max_model_calls", "model-call"),
-                _ => ("token_budget", "token"),
-            };
+    match path.explain {
+        Explain::Verified => complete(e, CompleteReason::Verified, at, policy),
+        Explain::Explicit => complete(e, CompleteReason::Explicit, at, policy),
+        Explain::Answered => complete(e, CompleteReason::Answered, at, policy),
+        Explain::Forced => complete(e, CompleteReason::Forced, at, policy),
+        Explain::Budget { noun: what } => {
+            let field = path.limit.map_or("", |l| l.field);
             let (used, limit) = spent(e, field);
             let final_answer = if rule == Rule::FinalAnswerDone {
                 ", then made its one tool-less call for a final answer (final_answer_on_budget)"
@@ -930,7 +944,7 @@ fn aborted(
                 limit.saturating_mul(2).max(1)
             )
         }
-        AbortReason::Deadline => {
+        Explain::Deadline => {
             let from = last.map_or(Phase::Exploring, |s| s.from);
             let waiting = waiting_for(from, before);
             let tool_hint = if from == Phase::Acting {
@@ -944,7 +958,7 @@ fn aborted(
                 policy.deadline_ms.unwrap_or(0)
             )
         }
-        AbortReason::Cancelled => {
+        Explain::Cancelled => {
             let from = last.map_or(Phase::Exploring, |s| s.from);
             format!(
                 "The host cancelled the run (its kill switch: Ctrl-C, a cancel_after_ms or the \
@@ -953,7 +967,7 @@ fn aborted(
                 waiting_for(from, before)
             )
         }
-        AbortReason::NoProgress if rule == Rule::RepeatLimit => {
+        Explain::Loop => {
             let mut names: Vec<String> = e
                 .path
                 .iter()
@@ -974,7 +988,7 @@ fn aborted(
                 policy.max_repeats
             )
         }
-        AbortReason::NoProgress => format!(
+        Explain::NoProgress => format!(
             "The model made no progress {} turns in a row (max_no_ops {}): each answered with no \
              tool call and either no content or needs_more_work: true, so the run could not move \
              on; it stopped at step {at}.{open_sentence} Have the model act (call a tool) or \
@@ -982,7 +996,7 @@ fn aborted(
              turns to think.",
             policy.max_no_ops, policy.max_no_ops
         ),
-        AbortReason::Incomplete => format!(
+        Explain::Incomplete => format!(
             "The model kept claiming it was done with work still open: {} refused with a nudge \
              (max_nudges {}), and its next claim at step {at} ended the run.{open_sentence} Have \
              the model finish (or close) that work before it claims to be done, or raise \
@@ -990,7 +1004,7 @@ fn aborted(
             plural(u64::from(stats.nudges), "claim was", "claims were"),
             policy.max_nudges
         ),
-        AbortReason::VerificationLoop => format!(
+        Explain::VerificationLoop => format!(
             "The verifier rejected the model's claim {} times (max_verification_failures {}) and \
              on_verification_limit is abort, so the run stopped at step {at}{}. Fix what the \
              verifier asks for (or the verifier, if it asks for what the task does not need); \
@@ -1000,7 +1014,7 @@ fn aborted(
             policy.max_verification_failures,
             feedback(e).map_or_else(String::new, |f| format!("; {f}")),
         ),
-        AbortReason::ToolFailures if rule == Rule::AllToolsExcluded => {
+        Explain::AllExcluded => {
             let excluded: Vec<String> = e
                 .tools
                 .iter()
@@ -1024,7 +1038,7 @@ fn aborted(
                 policy.max_tool_failures
             )
         }
-        AbortReason::ToolFailures => {
+        Explain::ToolFailures => {
             let mut failing: Vec<&ToolView> =
                 e.tools.iter().filter(|t| !t.errors.is_empty()).collect();
             failing.sort_by_key(|t| t.errors.last().map_or(0, |err| err.step));
@@ -1041,7 +1055,7 @@ fn aborted(
                 failing.join("; ")
             )
         }
-        AbortReason::UnrecoverableToolError => {
+        Explain::Unrecoverable => {
             let err = last.and_then(|s| {
                 s.tool_errors.iter().find(|err| {
                     matches!(err.kind, "permission_denied" | "not_found" | "auth_failed")
@@ -1062,7 +1076,7 @@ fn aborted(
                 ),
             }
         }
-        AbortReason::EmptyResponses => {
+        Explain::EmptyReplies => {
             let mut kinds: BTreeMap<&'static str, u32> = BTreeMap::new();
             for t in &e.trace {
                 if let terminus_kernel::Input::Turn {
@@ -1092,7 +1106,7 @@ fn aborted(
                 kinds.join(", ")
             )
         }
-        AbortReason::ModelError if rule == Rule::ModelRetryLimit => {
+        Explain::RetriesSpent => {
             let mut kinds: Vec<&str> = e
                 .path
                 .iter()
@@ -1112,7 +1126,7 @@ fn aborted(
                 policy.retry_max_ms
             )
         }
-        AbortReason::ModelError => {
+        Explain::ModelFatal => {
             let kind = last.and_then(|s| s.model).unwrap_or("an error");
             let hint = match kind {
                 "auth" => {
@@ -1129,7 +1143,7 @@ fn aborted(
                  run stopped. {hint}."
             )
         }
-        AbortReason::ContextExhausted => format!(
+        Explain::ContextExhausted => format!(
             "At step {at} the conversation no longer fitted the model's context window, even \
              after pruning ({}, {}). Give the model a larger window ([context] window), keep \
              tool results shorter, or split the task.",
@@ -1139,7 +1153,8 @@ fn aborted(
             },
             plural(u64::from(stats.tool_calls), "tool call", "tool calls")
         ),
-        _ => format!("The run was aborted ({}) at step {at}.", reason.as_str()),
+        // `stop_path` gives the spent budget's path for the final answer.
+        Explain::AsTheBudget => ended(outcome, at),
     }
 }
 

@@ -36,6 +36,7 @@ const CHOSEN: &[(&str, &str)] = &[
     ("model_error", "rate-limited-forever"),
     ("context_exhausted", "context-exhausted"),
     ("token_budget", "token-budget"),
+    ("tool_call_budget", "tool-call-budget"),
 ];
 
 fn explain(name: &str, json: bool) -> Output {
@@ -86,6 +87,7 @@ fn bound_of(reason: &str) -> Option<&'static str> {
         "max_steps" => "max_steps",
         "max_model_calls" => "max_model_calls",
         "token_budget" => "token_budget",
+        "tool_call_budget" => "max_tool_calls",
         "incomplete" => "max_nudges",
         "verification_loop" | "forced" => "max_verification_failures",
         "empty_responses" => "max_empty_responses",
