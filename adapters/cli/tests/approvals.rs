@@ -490,3 +490,108 @@ fn workers_never_run_a_suspended_execution_until_it_is_decided() {
         assert_eq!(case.tool_calls(), ["read_config 1", "deploy 1"]);
     }
 }
+
+/// Workers on PostgreSQL and executions that each suspend twice, decided from other processes
+/// while the workers poll: every approved call runs exactly once (one intent and one result in
+/// its journal), no execution runs while suspended (a held call has no intent before its
+/// decision), and every execution ends.
+#[test]
+fn a_worker_fleet_runs_each_approved_call_exactly_once() {
+    const EXECUTIONS: usize = 20;
+    const WORKERS: usize = 2;
+    let _pg = pg_lock();
+    let Some(journal) = postgres() else {
+        eprintln!("skipping: TERMINUS_PG_URL is not set");
+        return;
+    };
+    let case = Case::on(journal);
+    let url = case.journal.arg();
+    let prefix = unique("fleet");
+    let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("{prefix}-{i}")).collect();
+    for id in &ids {
+        let submit = case.run(&[
+            "submit",
+            &fixture("twice.json").to_string_lossy(),
+            "--journal",
+            &url,
+            "--execution",
+            id,
+        ]);
+        assert_eq!(code(&submit), Some(0), "{}", stderr(&submit));
+    }
+    let mut workers: Vec<std::process::Child> = (0..WORKERS)
+        .map(|_| {
+            case.terminus(&["worker", "--journal", &url, "--poll-ms", "20"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("a worker")
+        })
+        .collect();
+    let store = common::journal::block_on(case.journal.open());
+    let until = Instant::now() + Duration::from_secs(240);
+    let mut decisions = 0;
+    let ended = loop {
+        let mut ended = 0;
+        for id in &ids {
+            let (suspended, report) = common::journal::block_on(async {
+                let s = store.suspension(id).await.expect("suspension");
+                let report = store.report(id).await.expect("report");
+                (s.is_suspended(), report)
+            });
+            if report.is_some() {
+                ended += 1;
+            } else if suspended {
+                // Another process decides, as a person would, while the workers poll.
+                let approve = case.on_execution("approve", id, &["--all"]);
+                assert_eq!(code(&approve), Some(0), "{}", stderr(&approve));
+                decisions += 1;
+            }
+        }
+        if ended == EXECUTIONS || Instant::now() > until {
+            break ended;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for worker in &mut workers {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+    assert_eq!(ended, EXECUTIONS, "every execution ends");
+    assert_eq!(
+        decisions,
+        2 * EXECUTIONS,
+        "each suspended twice, decided once each time"
+    );
+    for id in &ids {
+        let records = case.journal.records(id);
+        for tool in ["charge", "refund"] {
+            let intents: Vec<_> = records
+                .iter()
+                .filter(|r| matches!(&r.entry, Entry::ToolCall { call, .. } if call.name.as_str() == tool))
+                .collect();
+            let results = records
+                .iter()
+                .filter(|r| matches!(&r.entry, Entry::ToolResult(res) if res.name.as_str() == tool))
+                .count();
+            let decided = records
+                .iter()
+                .filter(|r| matches!(&r.entry, Entry::Decided { .. }))
+                .map(|r| r.key)
+                .collect::<Vec<_>>();
+            assert_eq!(intents.len(), 1, "{id}: `{tool}` ran once");
+            assert_eq!(results, 1, "{id}: `{tool}` has one result");
+            // Its intent was written after its decision (the approval came first).
+            assert!(
+                decided
+                    .iter()
+                    .any(|k| k.checkpoint == intents[0].key.checkpoint),
+                "{id}: `{tool}` ran without a decision"
+            );
+        }
+        let report = common::journal::block_on(store.report(id))
+            .expect("report")
+            .expect("ended");
+        assert!(report.outcome.is_complete(), "{id}: {:?}", report.outcome);
+    }
+}
