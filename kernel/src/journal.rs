@@ -648,6 +648,132 @@ impl Replay {
 mod tests {
     use super::*;
 
+    /// A run whose one turn calls `read` and `deploy`, `deploy` held for approval: the records
+    /// of its first step as a host journals them, and the task.
+    fn held_turn() -> Vec<Record> {
+        let mut machine = Machine::new(Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+        while machine.poll_command().is_some() {}
+        let event = Event::ModelTurn(ModelTurn {
+            tool_calls: vec![
+                ToolCall::new("read-1", "read", serde_json::json!({})),
+                ToolCall::new("deploy-1", "deploy", serde_json::json!({"env": "prod"})),
+            ],
+            ..ModelTurn::default()
+        });
+        let Handled::Step(step) = machine.handle(event.clone()) else {
+            panic!("the turn is a step");
+        };
+        let commands: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        let mut records = vec![Record {
+            key: Key::event(0),
+            entry: Entry::User { task: "t".into() },
+        }];
+        records.push(Record {
+            key: Key::event(step.step),
+            entry: Entry::from_event(&event),
+        });
+        records.extend(held_decision_records(&step, &commands, |name| {
+            (false, (name == "deploy").then_some(Hold::Approval))
+        }));
+        records
+    }
+
+    #[test]
+    fn a_held_call_has_no_intent_and_replays_with_its_decision() {
+        let mut records = held_turn();
+        let kinds: Vec<(Key, &str)> = records.iter().map(|r| (r.key, r.entry.kind())).collect();
+        // `read` (j = 0) has its intent; `deploy` (j = 1 of 2) its hold, and no intent.
+        assert!(
+            kinds.contains(&(Key::intent(1, 0), "tool_call")),
+            "{kinds:?}"
+        );
+        assert!(kinds.contains(&(Key::held(1, 2, 1), "held")), "{kinds:?}");
+        assert!(
+            !kinds.contains(&(Key::intent(1, 1), "tool_call")),
+            "{kinds:?}"
+        );
+        let undecided =
+            recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(undecided.held.len(), 2);
+        assert!(undecided.held[0].is_none());
+        let held = undecided.held[1]
+            .clone()
+            .unwrap_or_else(|| panic!("deploy is held"));
+        assert_eq!(
+            (held.call_id.as_str(), held.hold, held.decision),
+            ("deploy-1", Hold::Approval, None)
+        );
+        assert_eq!(undecided.calls[1], CallState::NotStarted);
+
+        // Denied: the decision's result is journaled as any result, and the tool never ran.
+        let deny = Decision::Deny {
+            reason: Some("freeze".into()),
+        };
+        let result = ToolResult {
+            call_id: "deploy-1".into(),
+            name: "deploy".into(),
+            outcome: deny
+                .outcome("deploy")
+                .unwrap_or_else(|| panic!("a denial answers")),
+        };
+        records.push(Record {
+            key: Key::result(1, 2, 1),
+            entry: Entry::ToolResult(result),
+        });
+        records.push(Record {
+            key: Key::decision(1, 2, 1),
+            entry: Entry::Decided {
+                call_id: "deploy-1".into(),
+                decision: deny.clone(),
+            },
+        });
+        let decided = recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let held = decided.held[1]
+            .clone()
+            .unwrap_or_else(|| panic!("deploy is held"));
+        assert_eq!(held.decision, Some(deny));
+        assert!(matches!(decided.calls[1], CallState::Done(_)));
+        // The tool never answered: a scripted `deploy` resumes at its first result.
+        assert_eq!(decided.tool_answers.get("deploy").copied().unwrap_or(0), 0);
+
+        // A decision on a call that is not held there is a corrupt journal.
+        let mut wrong = held_turn();
+        wrong.push(Record {
+            key: Key::decision(1, 2, 0),
+            entry: Entry::Decided {
+                call_id: "read-1".into(),
+                decision: Decision::Approve,
+            },
+        });
+        assert!(matches!(
+            recover(Policy::default(), wrong),
+            Err(RecoverError::Diverged { .. })
+        ));
+    }
+
+    #[test]
+    fn a_denial_is_a_permission_denied_failure_carrying_the_reason() {
+        let Some(crate::event::ToolOutcome::Error { kind, message }) = (Decision::Deny {
+            reason: Some("not on Fridays".into()),
+        })
+        .outcome("deploy") else {
+            panic!("a denial answers with an error");
+        };
+        assert_eq!(kind, crate::event::ToolErrorKind::PermissionDenied);
+        assert!(
+            kind.is_unrecoverable(),
+            "rule 7 bounds a model that keeps asking"
+        );
+        assert!(
+            message.contains("not on Fridays") && message.contains("`deploy`"),
+            "{message}"
+        );
+        assert_eq!(Decision::Approve.outcome("deploy"), None);
+        // Decisions as journaled: a tagged object.
+        let text = serde_json::to_string(&Decision::Deny { reason: None }).unwrap_or_default();
+        assert_eq!(text, r#"{"kind":"deny"}"#);
+    }
+
     #[test]
     fn notices_of_the_first_edition_still_read() {
         let old = r#"{"entry":"notice","tool":"deploy","exclusion":{"why":"failures","count":3},"text":"The tool `deploy` is now excluded."}"#;

@@ -63,3 +63,64 @@ def test_a_live_machine_explains_where_it_is() -> None:
     report = m.report()
     assert report["outcome"] is None and report["reason"] is None
     assert report["steps"] == 1 and report["model_calls"] == 1
+
+
+def _held_run(decide) -> tuple[Machine, int]:
+    """A run whose only tool needs a person's approval (`docs/approvals.md`): the host holds the
+    call, snapshots the machine (the suspension: its process may end here), restores it later and
+    feeds the decision as the call's result. Returns the machine at its stop and the number of
+    times the model asked for the tool."""
+    m = Machine(task="Drop the staging database.")
+    assert m.next_command()["command"] == "call_model"
+    asked = 0
+
+    def ask() -> None:
+        nonlocal asked
+        asked += 1
+        m.handle({"model_turn": {"tool_calls": [
+            {"id": f"drop-{asked}", "name": "drop_database", "arguments": {"name": f"staging-{asked}"}}]}})
+
+    ask()
+    while True:
+        command = m.next_command()
+        assert command is not None, m.phase
+        kind = command["command"]
+        if kind in ("nudge", "notice"):
+            continue
+        if kind == "stop":
+            return m, asked
+        if kind == "call_model":
+            if asked < 3:
+                ask()
+            else:
+                m.handle({"model_turn": {"text": "Done.", "needs_more_work": False}})
+            continue
+        assert kind == "run_tools"
+        held = command["calls"]  # the calls to run (refused ones are listed apart)
+        # Suspended: nothing but the snapshot survives until a person decides.
+        text = m.snapshot()
+        phase, stats = m.phase, m.stats
+        del m
+        m = Machine.restore(text)
+        assert m.phase == phase == "Acting" and m.stats == stats
+        assert m.next_command() is None, "a restored suspension waits for the results"
+        m.handle({"tool_results": [decide(c) for c in held]})
+
+
+def test_a_denied_call_across_a_suspension_ends_the_run_bounded() -> None:
+    denied = lambda c: {"call_id": c["id"], "name": c["name"], "error": "permission_denied",
+                        "message": "denied: not on Fridays"}
+    m, asked = _held_run(denied)
+    report = m.report()
+    # Denied once, then excluded: the model's next ask is refused without asking anyone.
+    assert report["outcome"] == "aborted" and report["reason"] == "tool_failures", report
+    assert report["stats"]["tool_failures"] == 1 and report["stats"]["refused_calls"] >= 1
+    assert asked == 2
+
+
+def test_an_approved_call_across_a_suspension_runs_and_the_run_goes_on() -> None:
+    approved = lambda c: {"call_id": c["id"], "name": c["name"], "ok": "dropped"}
+    m, asked = _held_run(approved)
+    report = m.report()
+    assert report["outcome"] == "complete", report
+    assert report["stats"]["tool_calls"] == asked == 3
