@@ -342,3 +342,90 @@ async fn the_model_verifier_judges_claims_through_terminus_agent() {
         requests[3]
     );
 }
+
+/// `approval = ["write_file"]` on the filesystem server: the architect's write waits for a
+/// person (exit 5, nothing written), is approved from another process, and the resume writes
+/// the plan once without asking the model again for any journaled turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_write_waits_for_approval_and_runs_once_when_approved() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    let (script, plan) = architect(&root);
+    let fixture = Fixture::start(script.to_vec()).await.expect("a port");
+    let mcp = format!(
+        "{}approval = [\"write_file\"]\n",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let on_journal = |command: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [command, "--journal", &journal, "--execution", "live-held"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let run: Vec<String> = [
+        "agent",
+        &config,
+        "--task",
+        "Write an implementation plan to plan.md",
+        "--journal",
+        &journal,
+        "--execution",
+        "live-held",
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let out = terminus(run).await;
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let suspended = last_json(&out.stdout);
+    assert_eq!(suspended["pending"][0]["name"], "write_file");
+    assert_eq!(suspended["pending"][0]["kind"], "approval");
+    assert!(!plan.exists(), "a held write does not run");
+    let served = fixture.requests().len();
+    assert_eq!(served, 4, "the model was asked up to the held write");
+
+    let approve = terminus(on_journal("approve", &["--all"])).await;
+    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));
+    let resumed = terminus(on_journal("resume", &["--json"])).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
+    assert_eq!(
+        std::fs::read_to_string(&plan).expect("written once approved"),
+        "# Plan\n1. Fix parse.\n"
+    );
+    // Turns 5 and 6 only: nothing journaled was asked again.
+    assert_eq!(fixture.requests().len(), 6);
+}
+
+/// A held tool the server does not offer is a typo that would let a call run unasked: the start
+/// is refused, naming it and listing what the server offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_for_a_tool_the_server_lacks_stops_the_start() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let fixture = Fixture::start(Vec::new()).await.expect("a port");
+    let mcp = format!(
+        "{}approval = [\"write_flie\"]\n",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    let out = terminus(vec!["agent".into(), config, "--task".into(), "t".into()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`write_flie`") && stderr.contains("write_file"),
+        "{stderr}"
+    );
+    assert!(
+        fixture.requests().is_empty(),
+        "no model call before the tools are checked"
+    );
+}
