@@ -7,14 +7,16 @@
 //! - The common events (a model turn, tool results, a clock reading) in plain fields: the
 //!   package's JavaScript layer (`index.js`) takes them apart when every field is one it can
 //!   prove valid (`NativeMachine::turn`, `NativeMachine::results`, `NativeMachine::tick`), and
-//!   the addon builds the same [`EventIn`] serde would read. What it cannot prove valid, the
-//!   addon answers [`AGAIN`] before changing anything, and the event goes the JSON way.
+//!   the addon builds the same [`EventIn`] serde would read. An event either cannot take as
+//!   given (a field `index.js` is not sure of, arguments serde refuses) ends in [`AGAIN`]
+//!   before anything changed, and goes the JSON way.
 //! - Any event as JSON text (`NativeMachine::handle`): `index.js` checks a JavaScript value is
 //!   JSON (naming the path of what is not) and serializes it, so the event is read by the same
 //!   `serde` code as in Rust and Python and every error names its JSON path.
 //!
 //! Each event answers in one crossing: what the kernel did, how many commands wait, and the
-//! first of them (`call_model` in the answer's bits, any other as JSON text), see
+//! first of them (`call_model` in the answer's bits; `run_tools` of the turn just given as a bit,
+//! `index.js` building it from the calls it gave; any other as JSON text), see
 //! `NativeMachine::answer`. `index.js` hands that command out without a call and tells the
 //! addon at its next call how many it took (`taken`). Nothing here panics on any input (every
 //! input error is a `Result`); `catch_unwind` on every export is only a backstop that would turn
