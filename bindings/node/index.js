@@ -3,9 +3,12 @@
 //
 // A thin layer over the native addon (`src/lib.rs`, built by `npm run build`), which wraps
 // `terminus_runtime::host::Host`: the same JSON vocabulary as the Rust runtime and the Python
-// binding (`docs/embedding.md`). Values cross the boundary as JSON text. Before an event, a
-// policy or a scenario object is serialized it is checked to be JSON (plain objects and arrays,
-// strings, finite numbers, booleans, null; an `undefined` property is absent, as in
+// binding (`docs/embedding.md`). Values cross the boundary as JSON text, but for the common
+// events: a model turn, tool results and a clock reading whose every field is one this file can
+// prove valid (the fast path below) go to the addon as plain fields, and anything else, valid or
+// not, goes as JSON text, read by the same `serde` code as in Rust and Python. Before an event,
+// a policy or a scenario object is serialized it is checked to be JSON (plain objects and
+// arrays, strings, finite numbers, booleans, null; an `undefined` property is absent, as in
 // `JSON.stringify`); anything else throws an `Error` naming its path (`event.model_turn.text:
 // a function is not JSON`) and the machine is left as it was. What the kernel refuses throws an
 // `Error` naming the JSON path as well (`event.model_turn.tool_calls[0]: missing field `name``).
@@ -136,6 +139,314 @@ function jsonText(root, value) {
 
 const HANDLED = ['step', 'observed', 'ignored'];
 
+// The fast path. It takes an event only when serde would read it the same way, field by field;
+// at the first field it is not sure of it answers AGAIN and the event goes the JSON way, which
+// gives the error (or takes the event) exactly as before. So every error still comes from the
+// JSON way, and the fast path only ever takes a subset of what that way takes.
+
+/** The addon's answer when it did not take the event (see `src/lib.rs`). */
+const AGAIN = 0xffffffff;
+/** The same, but it dropped the commands taken from answers (never, as the fast path builds events). */
+const AGAIN_TAKEN = 0xfffffffe;
+/** How many levels a tool call's `arguments` or a result's `ok` may nest here (deeper ones go the JSON way). */
+const FAST_NESTING = 16;
+/** What `mirror` answers for a value it does not copy. */
+const NOPE = Symbol('not mirrored');
+const FINISH = new Map([['stop', 1], ['length', 2], ['content_filter', 3], ['tool_calls', 4]]);
+const TOOL_ERRORS = new Set(['permission_denied', 'not_found', 'auth_failed', 'timeout', 'invalid_arguments', 'failed']);
+
+/** A string serde reads as the same string: no unpaired surrogate (JSON text escapes them, serde refuses them). */
+const wellFormed =
+  typeof String.prototype.isWellFormed === 'function' ? (s) => s.isWellFormed() : (s) => !/\p{Cs}/u.test(s);
+
+/** A plain object (what `isJson` takes as an object). */
+function plain(value) {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** A string serde reads as a `String` (or null if not). */
+function text(value) {
+  return typeof value === 'string' && wellFormed(value) ? value : null;
+}
+
+/** A whole number serde reads as a `u64` and a JavaScript number holds exactly (or -1). */
+function whole(value) {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : -1;
+}
+
+/** Object keys whose order as JavaScript sorts them (UTF-16) is serde's (UTF-8 bytes). */
+const SORTABLE = /^[\u0000-\ud7ff]*$/;
+
+/**
+ * A copy of `value` as serde gives it back (object keys sorted as serde sorts them, -0 as 0), or
+ * NOPE where that is not sure: only strings, booleans, null, safe integers, arrays and plain
+ * objects, nested at most FAST_NESTING levels. A tool call's `arguments` come back this way in
+ * `run_tools` without the addon writing them (the addon confirms the command is the turn's).
+ */
+function mirror(value, depth) {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isSafeInteger(value) ? value + 0 : NOPE;
+    case 'object': {
+      if (value === null) return null;
+      if (depth >= FAST_NESTING) return NOPE;
+      if (Array.isArray(value)) {
+        const out = new Array(value.length);
+        for (let i = 0; i < value.length; i++) {
+          const item = value[i];
+          const copy = item === undefined ? NOPE : mirror(item, depth + 1);
+          if (copy === NOPE) return NOPE;
+          out[i] = copy;
+        }
+        return out;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return NOPE;
+      const keys = Object.keys(value);
+      if (keys.length > 1) {
+        for (let i = 0; i < keys.length; i++) if (!SORTABLE.test(keys[i])) return NOPE;
+        keys.sort();
+      }
+      const out = {};
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        const item = value[key];
+        if (item === undefined) continue;
+        if (key === '__proto__') return NOPE;
+        const copy = mirror(item, depth + 1);
+        if (copy === NOPE) return NOPE;
+        out[key] = copy;
+      }
+      return out;
+    }
+    default:
+      return NOPE;
+  }
+}
+
+/** `{"model_turn": turn}` through `native.turn`, or AGAIN. */
+function fastTurn(machine, turn) {
+  if (!plain(turn)) return AGAIN;
+  let flags = 0;
+  let body;
+  let inputTokens = 0;
+  let outputTokens = 0;
+  let calls;
+  const keys = Object.keys(turn);
+  for (let i = 0; i < keys.length; i++) {
+    const value = turn[keys[i]];
+    if (value === undefined) continue; // absent, as in JSON.stringify
+    switch (keys[i]) {
+      case 'text':
+        if (value === null) break;
+        body = text(value);
+        if (body === null) return AGAIN;
+        break;
+      case 'tool_calls':
+        if (value === null) break;
+        calls = fastCalls(machine, value);
+        if (calls === null) return AGAIN;
+        break;
+      case 'needs_more_work':
+        if (value === null) break;
+        if (typeof value !== 'boolean') return AGAIN;
+        flags |= value ? 2 : 1;
+        break;
+      case 'reasoning':
+        if (value === null) break;
+        if (typeof value !== 'boolean') return AGAIN;
+        flags |= value ? 8 : 4;
+        break;
+      case 'finish': {
+        if (value === null) break;
+        const finish = FINISH.get(value);
+        if (finish === undefined) return AGAIN;
+        flags |= finish << 4;
+        break;
+      }
+      case 'usage': {
+        if (value === null) break;
+        if (!plain(value)) return AGAIN;
+        inputTokens = -1;
+        outputTokens = -1;
+        const usageKeys = Object.keys(value);
+        for (let j = 0; j < usageKeys.length; j++) {
+          const count = value[usageKeys[j]];
+          if (count === undefined) continue;
+          if (usageKeys[j] === 'input_tokens') inputTokens = whole(count);
+          else if (usageKeys[j] === 'output_tokens') outputTokens = whole(count);
+          else return AGAIN;
+        }
+        if (inputTokens < 0 || outputTokens < 0) return AGAIN;
+        flags |= 0x80;
+        break;
+      }
+      default:
+        return AGAIN;
+    }
+  }
+  if (calls === undefined) machine._turnCalls = null;
+  return machine._native.turn(machine._taken, flags, body, inputTokens, outputTokens, calls);
+}
+
+/**
+ * A turn's `tool_calls` as `native.turn` takes them (`id`, `name`, `arguments` JSON per call), or
+ * null; in `machine._turnCalls` the calls as `run_tools` gives them back (null if not sure).
+ */
+function fastCalls(machine, calls) {
+  if (!Array.isArray(calls)) return null;
+  const out = new Array(calls.length * 3);
+  let mirrored = new Array(calls.length);
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i];
+    if (!plain(call)) return null;
+    let id = null;
+    let name = null;
+    let args = null;
+    let copied = null;
+    const keys = Object.keys(call);
+    for (let j = 0; j < keys.length; j++) {
+      const value = call[keys[j]];
+      if (value === undefined) continue;
+      switch (keys[j]) {
+        case 'id':
+          if (value === null) break;
+          id = text(value);
+          if (id === null) return null;
+          break;
+        case 'name':
+          name = text(value);
+          if (name === null) return null;
+          break;
+        case 'arguments': {
+          if (value === null) break; // absent: `{}`
+          const copy = mirror(value, 0);
+          if (copy !== NOPE) {
+            args = JSON.stringify(copy);
+            copied = copy;
+            break;
+          }
+          if (!isJson(value, MAX_DEPTH - FAST_NESTING)) return null;
+          args = JSON.stringify(value);
+          copied = NOPE;
+          break;
+        }
+        default:
+          return null;
+      }
+    }
+    if (name === null) return null;
+    out[3 * i] = id;
+    out[3 * i + 1] = name;
+    out[3 * i + 2] = args;
+    if (mirrored !== null) {
+      if (id === null || copied === NOPE) mirrored = null;
+      else mirrored[i] = { id, name, arguments: copied === null ? {} : copied };
+    }
+  }
+  machine._turnCalls = mirrored;
+  return out;
+}
+
+/** `{"tool_results": results}` through `native.results`, or AGAIN. */
+function fastResults(native, taken, results) {
+  if (!Array.isArray(results)) return AGAIN;
+  const out = new Array(results.length * 4);
+  for (let i = 0; i < results.length; i++) {
+    const result = results[i];
+    if (!plain(result)) return AGAIN;
+    let callId = null;
+    let name = null;
+    let tag = null;
+    let payload = null;
+    let error = null;
+    let message = null;
+    const keys = Object.keys(result);
+    for (let j = 0; j < keys.length; j++) {
+      const value = result[keys[j]];
+      if (value === undefined) continue;
+      switch (keys[j]) {
+        case 'call_id':
+          callId = text(value);
+          if (callId === null) return AGAIN;
+          break;
+        case 'name':
+          name = text(value);
+          if (name === null) return AGAIN;
+          break;
+        case 'ok':
+          // Present even when null.
+          if (typeof value === 'string') {
+            if (!wellFormed(value)) return AGAIN;
+            tag = 's';
+            payload = value;
+          } else {
+            if (!isJson(value, MAX_DEPTH - FAST_NESTING)) return AGAIN;
+            tag = 'j';
+            payload = JSON.stringify(value);
+          }
+          break;
+        case 'error':
+          if (value === null) break;
+          if (!TOOL_ERRORS.has(value)) return AGAIN;
+          error = value;
+          break;
+        case 'message':
+          if (value === null) break;
+          message = text(value);
+          if (message === null) return AGAIN;
+          break;
+        default:
+          return AGAIN;
+      }
+    }
+    if (callId === null || name === null) return AGAIN;
+    if (tag === null) {
+      // Neither `ok` nor `error` is the Host's error, given the JSON way.
+      if (error === null) return AGAIN;
+      tag = error;
+      payload = message;
+    } else if (error !== null || message !== null) {
+      return AGAIN; // `ok` with `error` or `message`: the Host's error, given the JSON way
+    }
+    out[4 * i] = callId;
+    out[4 * i + 1] = name;
+    out[4 * i + 2] = tag;
+    out[4 * i + 3] = payload;
+  }
+  return native.results(taken, out);
+}
+
+/** The event through the addon's fast path, or AGAIN (nothing changed). */
+function fastEvent(machine, event) {
+  if (!plain(event)) return AGAIN;
+  const keys = Object.keys(event);
+  if (keys.length !== 1) return AGAIN;
+  const value = event[keys[0]];
+  switch (keys[0]) {
+    case 'model_turn':
+      return fastTurn(machine, value);
+    case 'tool_results':
+      return fastResults(machine._native, machine._taken, value);
+    case 'tick': {
+      const now = whole(value);
+      return now < 0 ? AGAIN : machine._native.tick(machine._taken, now);
+    }
+    default:
+      return AGAIN;
+  }
+}
+
+/** A `call_model` command the addon's answer described (head 1: with tools, 2: without). */
+function callModel(head) {
+  return { command: 'call_model', delay_ms: 0, tools: head === 1 };
+}
+
 /**
  * The kernel: feed it events with `handle`, take its commands with `nextCommand`. The same
  * machine as `terminus_kernel.Machine` in Python and `terminus_runtime::host::Host` in Rust.
@@ -158,8 +469,35 @@ class Machine {
       }
     }
     this._native = new native.NativeMachine(text, task, name ?? undefined);
-    /** How many commands wait in the kernel: `nextCommand` answers `null` without a call at 0. */
-    this._pending = this._native.pending;
+    /** The calls of the last turn given the fast way, as its `run_tools` would give them. */
+    this._turnCalls = null;
+    this._answered(this._native.state);
+  }
+
+  /**
+   * Takes the addon's answer (see `src/lib.rs`): how many commands wait (`nextCommand` answers
+   * `null` without a call at 0), what the first is, and what the kernel did.
+   */
+  _answered(answer) {
+    let code = answer;
+    /** The first waiting command's JSON text, when the answer carried it. */
+    this._headText = null;
+    if (typeof answer === 'string') {
+      const at = answer.indexOf('{');
+      code = Number(answer.slice(0, at));
+      this._headText = answer.slice(at);
+    }
+    /** How many commands wait in the kernel, less those handed out. */
+    this._pending = code >>> 5;
+    /**
+     * What the first is: 0 none, 1 or 2 `call_model` (with or without tools), 3 another, 4
+     * `run_tools` of the turn just given (`_turnCalls`, or from the addon if it is null).
+     */
+    this._head = (code >>> 2) & 7;
+    if (this._head === 4 && this._turnCalls === null) this._head = 3;
+    /** Commands handed out from answers that the addon still holds: it drops them at the next call. */
+    this._taken = 0;
+    return HANDLED[code & 3];
   }
 
   /**
@@ -167,17 +505,59 @@ class Machine {
    * `Error` naming its JSON path and changes nothing.
    */
   handle(event) {
-    const handled = this._native.handle(jsonText('event', event));
-    this._pending = handled >>> 2;
-    return HANDLED[handled & 3];
+    const answer = fastEvent(this, event);
+    if (answer === AGAIN) return this._handleJson(event);
+    if (answer === AGAIN_TAKEN) {
+      this._taken = 0;
+      return this._handleJson(event);
+    }
+    return this._answered(answer);
+  }
+
+  /** `handle` the JSON way (every event can go this way; tests compare it with the fast path). */
+  _handleJson(event) {
+    const text = jsonText('event', event);
+    const taken = this._taken;
+    // The addon drops the taken commands first, even if it then refuses the event.
+    this._taken = 0;
+    return this._answered(this._native.handle(taken, text));
   }
 
   /** The next command, or `null` while the kernel waits for an event. */
   nextCommand() {
     if (this._pending === 0) return null;
-    const text = this._native.nextCommand();
-    this._pending = text === null ? 0 : this._pending - 1;
+    this._pending -= 1;
+    const head = this._head;
+    this._head = this._pending === 0 ? 0 : 3;
+    if (head === 1 || head === 2) {
+      this._taken += 1;
+      return callModel(head);
+    }
+    if (head === 4) {
+      const calls = this._turnCalls;
+      this._turnCalls = null;
+      this._taken += 1;
+      return { command: 'run_tools', calls };
+    }
+    const headText = this._headText;
+    if (headText !== null) {
+      this._headText = null;
+      this._taken += 1;
+      return JSON.parse(headText);
+    }
+    const taken = this._taken;
+    this._taken = 0;
+    const text = this._native.nextCommand(taken);
+    if (text === null) this._pending = 0;
     return text === null ? null : JSON.parse(text);
+  }
+
+  /** Drops the commands handed out from answers in the addon (before it saves its queue). */
+  _sync() {
+    if (this._taken > 0) {
+      this._native.skip(this._taken);
+      this._taken = 0;
+    }
   }
 
   /** `Exploring`, `Acting`, `Verifying`, `Nudged`, `Complete` or `Aborted`. */
@@ -202,6 +582,7 @@ class Machine {
 
   /** The whole machine as JSON text. */
   snapshot() {
+    this._sync();
     return this._native.snapshot();
   }
 
@@ -210,7 +591,8 @@ class Machine {
     if (typeof snapshot !== 'string') throw inputError('snapshot', `a ${typeof snapshot} is not snapshot text`);
     const machine = Object.create(Machine.prototype);
     machine._native = native.NativeMachine.restore(snapshot);
-    machine._pending = machine._native.pending;
+    machine._turnCalls = null;
+    machine._answered(machine._native.state);
     return machine;
   }
 

@@ -4,7 +4,7 @@
 //! `Machine` directly and to `terminus_runtime::host::Host` (the layer the binding wraps), each
 //! event followed by draining the commands it queued; and (`host_json`) to the same `Host` with
 //! each event read from JSON text and each command written as JSON text, as the Node addon does
-//! (`bindings/node/bench/events.js` runs this too).
+//! for the events its fast path does not take (`bindings/node/bench/events.js` runs this too).
 //!
 //! `cargo run --release -p terminus-runtime --example host_events [EVENTS] [SAMPLES]` prints one
 //! JSON line: the median nanoseconds per event of each.
@@ -120,7 +120,7 @@ fn main() {
         }
         host.push(start.elapsed().as_nanos() as f64 / n as f64);
 
-        // As a binding that passes JSON text both ways pays it (the Node addon): each event
+        // As a binding that passes JSON text both ways pays it (the Node addon's JSON way): each event
         // read from its text, each command written as text.
         let texts: Vec<String> = json_events(n);
         let mut h = Host::new(policy(), "bench".into(), None).expect("a valid policy");

@@ -662,6 +662,42 @@ impl Host {
         }
     }
 
+    /// The next command's delay and tools if it is `call_model`, without taking it (a binding
+    /// that hands this command out itself takes it later with [`Host::skip_command`]).
+    pub fn peek_call_model(&self) -> Option<(u64, bool)> {
+        match self.keep.out.front() {
+            Some(Command::CallModel(call)) => Some((call.delay_ms, call.tools)),
+            _ => None,
+        }
+    }
+
+    /// If the next command is `run_tools` running every call of its turn (none refused, no
+    /// budget warning), how many calls it has: a binding that holds the turn's calls (ids
+    /// given) can hand out `{"command": "run_tools", "calls": [...]}` itself, then take the
+    /// command with [`Host::skip_command`].
+    pub fn peek_whole_batch(&self) -> Option<usize> {
+        match self.keep.out.front() {
+            Some(Command::RunTools(batch))
+                if batch.refused.is_empty() && batch.warnings.is_empty() =>
+            {
+                Some(batch.calls.len())
+            }
+            _ => None,
+        }
+    }
+
+    /// The next command, without taking it: what [`Host::next_command`] would return now.
+    pub fn peek_command(&self) -> Option<CommandOut> {
+        let command = self.keep.out.front()?.clone();
+        Some(self.command_out(command))
+    }
+
+    /// Takes the next command without converting it (a binding that already handed it out
+    /// from [`Host::peek_command`] or [`Host::peek_call_model`]); false when none waits.
+    pub fn skip_command(&mut self) -> bool {
+        self.keep.out.pop_front().is_some()
+    }
+
     fn command_out(&self, command: Command) -> CommandOut {
         match command {
             Command::CallModel(call) => CommandOut::CallModel {
@@ -983,6 +1019,36 @@ mod tests {
         sorted.sort();
         assert_eq!(keys, sorted, "records in key order, as a store pages them");
         assert_eq!(h.explain().status, "ended");
+    }
+
+    #[test]
+    fn peeking_leaves_the_command_and_skipping_takes_it() {
+        let mut h = host("{}");
+        assert_eq!(h.peek_call_model(), Some((0, true)));
+        assert_eq!(h.pending(), 1);
+        assert!(h.skip_command());
+        assert!(!h.skip_command());
+        assert_eq!(h.peek_call_model(), None);
+        let turn = r#"{"model_turn": {"tool_calls": [{"id": "a", "name": "t"}]}}"#;
+        assert_eq!(h.handle(event(turn)), Ok(Handle::Step));
+        assert_eq!(h.peek_call_model(), None);
+        assert_eq!(h.peek_whole_batch(), Some(1));
+        let peeked = h.peek_command();
+        assert!(matches!(peeked, Some(CommandOut::RunTools { .. })));
+        assert_eq!(h.pending(), 1);
+        assert_eq!(h.next_command(), peeked);
+        assert_eq!(h.peek_command(), None);
+        assert_eq!(h.peek_whole_batch(), None);
+        // A refused call: not the whole batch.
+        let mut h = host(r#"{"tool_budgets": {"t": {"block_at": 1}}}"#);
+        h.skip_command();
+        let two = r#"{"model_turn": {"tool_calls": [{"id": "a", "name": "t"}, {"id": "b", "name": "u"}]}}"#;
+        assert_eq!(h.handle(event(two)), Ok(Handle::Step));
+        assert_eq!(h.peek_whole_batch(), None);
+        let Some(CommandOut::RunTools { refused, .. }) = h.peek_command() else {
+            panic!("run_tools expected");
+        };
+        assert_eq!(refused.len(), 1);
     }
 
     #[test]

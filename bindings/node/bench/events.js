@@ -9,7 +9,8 @@
 // Rust: `runtime/examples/host_events.rs`, the same sequence fed to the kernel's `Machine`
 // directly and to `terminus_runtime::host::Host` (what the addon wraps), built and run here with
 // `cargo run --release` unless `--no-rust`; `rust_host_json` is that `Host` reading each event
-// from JSON text and writing each command as JSON text, the work the addon does in Rust.
+// from JSON text and writing each command as JSON text, the work the addon did in Rust before its
+// fast path (it still does for the events the fast path does not take).
 //
 // Run from the repository root, with the addon built in release (`npm run build` in
 // bindings/node):
@@ -84,7 +85,7 @@ function main() {
     const rust = JSON.parse(lines[lines.length - 1]);
     result.rust_kernel_ns_per_event = rust.kernel_ns_per_event;
     result.rust_host_ns_per_event = rust.host_ns_per_event;
-    // The same Host with JSON text in and out, as the addon reads and writes it.
+    // The same Host with JSON text in and out, as the addon's JSON way reads and writes it.
     result.rust_host_json_ns_per_event = rust.host_json_ns_per_event;
   }
   console.log(JSON.stringify(result));

@@ -2,16 +2,64 @@
 //!
 //! A thin layer over [`terminus_runtime::host::Host`] (the kernel with the embedding contract's
 //! JSON vocabulary, its journal, report and explanation) and over the runtime for
-//! [`run_scenario`]. Values cross the boundary as JSON text: the package's JavaScript layer
-//! (`index.js`) checks a JavaScript value is JSON (naming the path of what is not), serializes
-//! it and parses what comes back, so every event is read by the same `serde` code as in Rust and
-//! Python and every error names its JSON path. Nothing here panics on any input (every input
-//! error is a `Result`); `catch_unwind` on every export is only a backstop that would turn a bug
-//! into a JavaScript `Error` instead of aborting the process.
+//! [`run_scenario`]. Values cross the boundary two ways:
+//!
+//! - The common events (a model turn, tool results, a clock reading) in plain fields: the
+//!   package's JavaScript layer (`index.js`) takes them apart when every field is one it can
+//!   prove valid (`NativeMachine::turn`, `NativeMachine::results`, `NativeMachine::tick`), and
+//!   the addon builds the same [`EventIn`] serde would read. An event either cannot take as
+//!   given (a field `index.js` is not sure of, arguments serde refuses) ends in [`AGAIN`]
+//!   before anything changed, and goes the JSON way.
+//! - Any event as JSON text (`NativeMachine::handle`): `index.js` checks a JavaScript value is
+//!   JSON (naming the path of what is not) and serializes it, so the event is read by the same
+//!   `serde` code as in Rust and Python and every error names its JSON path.
+//!
+//! Each event answers in one crossing: what the kernel did, how many commands wait, and the
+//! first of them (`call_model` in the answer's bits; `run_tools` of the turn just given as a bit,
+//! `index.js` building it from the calls it gave; any other as JSON text), see
+//! `NativeMachine::answer`. `index.js` hands that command out without a call and tells the
+//! addon at its next call how many it took (`taken`). Nothing here panics on any input (every
+//! input error is a `Result`); `catch_unwind` on every export is only a backstop that would turn
+//! a bug into a JavaScript `Error` instead of aborting the process.
 
+use napi::bindgen_prelude::Either;
 use napi::{Error, Result, Status};
 use napi_derive::napi;
-use terminus_runtime::host::{EventIn, Handle, Host, InputError, policy_from_json};
+use serde_json::Value;
+use terminus_kernel::{Finish, ToolErrorKind, Usage};
+use terminus_runtime::host::{
+    CallIn, EventIn, Handle, Host, InputError, ResultIn, TurnIn, policy_from_json,
+};
+
+/// The answer of a fast-path call that cannot take the event as given (its low two bits, 3, are
+/// no [`Handle`]): nothing changed, and `index.js` sends the event as JSON text instead.
+pub const AGAIN: u32 = u32::MAX;
+
+/// [`AGAIN`], but the `taken` commands were dropped: `index.js` sends the event as JSON text
+/// with none to drop.
+pub const AGAIN_TAKEN: u32 = u32::MAX - 1;
+
+/// The most pending commands an answer counts (its top 27 bits).
+const MAX_PENDING: u32 = u32::MAX >> 5;
+
+/// The largest integer a JavaScript number holds exactly (`Number.MAX_SAFE_INTEGER`).
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+/// A JavaScript number as a `u64`, if it is a whole number from 0 to `MAX_SAFE`.
+fn whole(n: f64) -> Option<u64> {
+    // Exact: a whole number in range converts without rounding.
+    ((0.0..=MAX_SAFE).contains(&n) && n.fract() == 0.0).then_some(n as u64)
+}
+
+/// A tri-state field of the fast path's `flags`: 0 absent, 1 false, 2 true (3 is no value).
+fn tri(bits: u32) -> Option<Option<bool>> {
+    match bits & 3 {
+        0 => Some(None),
+        1 => Some(Some(false)),
+        2 => Some(Some(true)),
+        _ => None,
+    }
+}
 
 fn invalid(e: impl std::fmt::Display) -> Error {
     Error::new(Status::InvalidArg, e.to_string())
@@ -43,11 +91,86 @@ fn failed(e: impl std::fmt::Display) -> Error {
     Error::new(Status::GenericFailure, e.to_string())
 }
 
-/// The kernel: feed it events with `handle`, take its commands with `nextCommand` (all JSON
-/// text; `index.js` wraps it as the package's `Machine`).
+/// The kernel: feed it events with `turn`, `results`, `tick` or `handle`, take its commands
+/// from their answers and with `nextCommand` (`index.js` wraps it as the package's `Machine`).
+///
+/// An answer is a number, or a string of that number followed by the first waiting command's
+/// JSON text. The number's low two bits say what the kernel did (0: a step, 1: observed, 2:
+/// ignored), the next three what the first waiting command is (0: none, 1: `call_model` with
+/// tools and no delay, 2: the same without tools, 3: another, in the string after a step, else
+/// for `nextCommand`; 4, only from `turn`: `run_tools` of every call of the turn just given,
+/// in order, none refused, no warning, every id given), and the rest how many commands wait.
+/// Every method that takes `taken` first drops that many commands, those `index.js` handed out
+/// from answers without a call.
 #[napi]
 pub struct NativeMachine {
     host: Host,
+}
+
+impl NativeMachine {
+    /// What [`NativeMachine::answer`] counts, `handled` in the low bits; `turn_calls` is the
+    /// number of calls of the turn just given when they all had ids.
+    fn code(&self, handled: u32, turn_calls: Option<usize>) -> u32 {
+        let head = match self.host.peek_call_model() {
+            Some((0, true)) => 1,
+            Some((0, false)) => 2,
+            _ if self.host.pending() == 0 => 0,
+            _ if turn_calls.is_some() && self.host.peek_whole_batch() == turn_calls => 4,
+            _ => 3,
+        };
+        let pending = u32::try_from(self.host.pending())
+            .unwrap_or(MAX_PENDING)
+            .min(MAX_PENDING);
+        handled | (head << 2) | (pending << 5)
+    }
+
+    /// The answer to an event: after a step whose first command is neither a plain
+    /// `call_model` nor the turn's `run_tools`, with that command's JSON text.
+    fn answer(&self, handled: Handle, turn_calls: Option<usize>) -> Either<u32, String> {
+        let step = handled == Handle::Step;
+        let code = self.code(
+            match handled {
+                Handle::Step => 0,
+                Handle::Observed => 1,
+                Handle::Ignored => 2,
+            },
+            turn_calls.filter(|_| step),
+        );
+        if step
+            && (code >> 2) & 7 == 3
+            && let Some(command) = self.host.peek_command()
+        {
+            // Plain data with string keys: serializing cannot fail.
+            let text = serde_json::to_string(&command).unwrap_or_default();
+            return Either::B(format!("{code}{text}"));
+        }
+        Either::A(code)
+    }
+
+    /// Drops the `taken` commands `index.js` handed out from answers.
+    fn take(&mut self, taken: u32) {
+        for _ in 0..taken {
+            self.host.skip_command();
+        }
+    }
+
+    /// Feeds an event the fast path built: `taken` first, then the event. The fast path builds
+    /// no event the host refuses (results have `ok` or `error`, `message` only with `error`);
+    /// if it did, the answer is [`AGAIN_TAKEN`] and the host unchanged but for the drop.
+    fn feed(&mut self, taken: u32, event: EventIn) -> Either<u32, String> {
+        let turn_calls = match &event {
+            EventIn::ModelTurn(turn) => {
+                let calls = turn.tool_calls.as_deref().unwrap_or_default();
+                calls.iter().all(|c| c.id.is_some()).then_some(calls.len())
+            }
+            _ => None,
+        };
+        self.take(taken);
+        match self.host.handle(event) {
+            Ok(handled) => self.answer(handled, turn_calls),
+            Err(_) => Either::A(AGAIN_TAKEN),
+        }
+    }
 }
 
 #[napi]
@@ -64,36 +187,171 @@ impl NativeMachine {
         Ok(NativeMachine { host })
     }
 
-    /// Feeds one event (JSON text). Returns what the kernel did in the low two bits (0: a step,
-    /// 1: observed, 2: ignored) and above them how many commands now wait for `nextCommand`
-    /// (`index.js` answers `null` without a call when none do). A malformed event is an error
-    /// naming its JSON path and changes nothing.
+    /// Feeds one event (JSON text) after dropping `taken` commands; answers as the type says. A
+    /// malformed event is an error naming its JSON path and changes nothing (but the drop).
     #[napi(catch_unwind)]
-    pub fn handle(&mut self, event: String) -> Result<u32> {
+    pub fn handle(&mut self, taken: u32, event: String) -> Result<Either<u32, String>> {
+        self.take(taken);
         // The common case without the path bookkeeping; an error is read again for its path.
         let event = match serde_json::from_str::<EventIn>(&event) {
             Ok(event) => event,
             Err(_) => EventIn::from_json(&event).map_err(input)?,
         };
-        let handled = match self.host.handle(event).map_err(input)? {
-            Handle::Step => 0,
-            Handle::Observed => 1,
-            Handle::Ignored => 2,
-        };
-        Ok(handled | (self.pending() << 2))
+        let handled = self.host.handle(event).map_err(input)?;
+        Ok(self.answer(handled, None))
     }
 
-    /// How many commands wait for `nextCommand`.
-    #[napi(getter, catch_unwind)]
-    pub fn pending(&self) -> u32 {
-        u32::try_from(self.host.pending())
-            .unwrap_or(u32::MAX >> 2)
-            .min(u32::MAX >> 2)
-    }
-
-    /// The next command as JSON text, or nothing while the kernel waits for an event.
+    /// Feeds `{"model_turn": ...}` from its fields, or answers [`AGAIN`] having changed
+    /// nothing. `flags`: bits 0-1 `needs_more_work` and 2-3 `reasoning` (0 absent, 1 false, 2
+    /// true), 4-6 `finish` (0 absent, then `stop`, `length`, `content_filter`, `tool_calls`), 7
+    /// whether `usage` is given (`input_tokens`, `output_tokens`). `calls`: per tool call its
+    /// `id` (or null), `name` and `arguments` as JSON text (or null).
     #[napi(catch_unwind)]
-    pub fn next_command(&mut self) -> Option<String> {
+    pub fn turn(
+        &mut self,
+        taken: u32,
+        flags: u32,
+        text: Option<String>,
+        input_tokens: f64,
+        output_tokens: f64,
+        calls: Option<Vec<Option<String>>>,
+    ) -> Result<Either<u32, String>> {
+        let again = Ok(Either::A(AGAIN));
+        let (Some(needs_more_work), Some(reasoning)) = (tri(flags), tri(flags >> 2)) else {
+            return again;
+        };
+        let finish = match (flags >> 4) & 7 {
+            0 => None,
+            1 => Some(Finish::Stop),
+            2 => Some(Finish::Length),
+            3 => Some(Finish::ContentFilter),
+            4 => Some(Finish::ToolCalls),
+            _ => return again,
+        };
+        let usage = if flags & 0x80 == 0 {
+            None
+        } else {
+            match (whole(input_tokens), whole(output_tokens)) {
+                (Some(input_tokens), Some(output_tokens)) => Some(Usage {
+                    input_tokens,
+                    output_tokens,
+                }),
+                _ => return again,
+            }
+        };
+        let tool_calls = match calls {
+            None => None,
+            Some(flat) => {
+                if !flat.len().is_multiple_of(3) {
+                    return again;
+                }
+                let mut out = Vec::with_capacity(flat.len() / 3);
+                let mut fields = flat.into_iter();
+                while let (Some(id), Some(name), Some(arguments)) =
+                    (fields.next(), fields.next(), fields.next())
+                {
+                    let Some(name) = name else { return again };
+                    let arguments = match arguments {
+                        None => None,
+                        Some(json) => match serde_json::from_str::<Value>(&json) {
+                            Ok(value) => Some(value),
+                            Err(_) => return again,
+                        },
+                    };
+                    out.push(CallIn {
+                        id,
+                        name,
+                        arguments,
+                    });
+                }
+                Some(out)
+            }
+        };
+        let turn = TurnIn {
+            text,
+            tool_calls,
+            needs_more_work,
+            usage,
+            finish,
+            reasoning,
+        };
+        Ok(self.feed(taken, EventIn::ModelTurn(turn)))
+    }
+
+    /// Feeds `{"tool_results": [...]}` from its fields, or answers [`AGAIN`] having changed
+    /// nothing. `fields`: per result its `call_id`, `name`, a tag and a payload: tag `s` for
+    /// `ok` with the payload as a string, `j` for `ok` with the payload as JSON text, else the
+    /// `error` class with the payload as its `message` (or null).
+    #[napi(catch_unwind)]
+    pub fn results(
+        &mut self,
+        taken: u32,
+        fields: Vec<Option<String>>,
+    ) -> Result<Either<u32, String>> {
+        let again = Ok(Either::A(AGAIN));
+        if !fields.len().is_multiple_of(4) {
+            return again;
+        }
+        let mut out = Vec::with_capacity(fields.len() / 4);
+        let mut fields = fields.into_iter();
+        while let (Some(call_id), Some(name), Some(tag), Some(payload)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        {
+            let (Some(call_id), Some(name), Some(tag)) = (call_id, name, tag) else {
+                return again;
+            };
+            let (ok, error, message) = match (tag.as_str(), payload) {
+                ("s", Some(text)) => (Some(Value::String(text)), None, None),
+                ("j", Some(json)) => match serde_json::from_str::<Value>(&json) {
+                    Ok(value) => (Some(value), None, None),
+                    Err(_) => return again,
+                },
+                (kind, message) => {
+                    match serde_json::from_value::<ToolErrorKind>(Value::String(kind.to_owned())) {
+                        Ok(kind) => (None, Some(kind), message),
+                        Err(_) => return again,
+                    }
+                }
+            };
+            out.push(ResultIn {
+                call_id,
+                name,
+                ok,
+                error,
+                message,
+            });
+        }
+        Ok(self.feed(taken, EventIn::ToolResults(out)))
+    }
+
+    /// Feeds `{"tick": now_ms}`, or answers [`AGAIN`] having changed nothing (`now_ms` not a
+    /// whole number from 0 to 2^53 - 1).
+    #[napi(catch_unwind)]
+    pub fn tick(&mut self, taken: u32, now_ms: f64) -> Result<Either<u32, String>> {
+        match whole(now_ms) {
+            Some(now_ms) => Ok(self.feed(taken, EventIn::Tick(now_ms))),
+            None => Ok(Either::A(AGAIN)),
+        }
+    }
+
+    /// Drops `taken` commands (before `snapshot`).
+    #[napi(catch_unwind)]
+    pub fn skip(&mut self, taken: u32) {
+        self.take(taken);
+    }
+
+    /// The answer's number for the waiting commands (what the kernel did: 0), for a new or
+    /// restored machine.
+    #[napi(getter, catch_unwind)]
+    pub fn state(&self) -> u32 {
+        self.code(0, None)
+    }
+
+    /// Drops `taken` commands, then takes the next as JSON text, or nothing while the kernel
+    /// waits for an event.
+    #[napi(catch_unwind)]
+    pub fn next_command(&mut self, taken: u32) -> Option<String> {
+        self.take(taken);
         if let Some((delay_ms, tools)) = self.host.next_call_model() {
             return Some(format!(
                 r#"{{"command":"call_model","delay_ms":{delay_ms},"tools":{tools}}}"#
