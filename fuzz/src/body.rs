@@ -80,7 +80,14 @@ pub(crate) fn policy(b: &mut Bytes<'_>) -> Policy {
         if b.upto(4) == 0 {
             let warn_at = b.flag().then(|| b.upto(5));
             let block_at = b.flag().then(|| b.upto(5));
-            tool_budgets.insert(tool.to_owned(), ToolBudget { warn_at, block_at });
+            tool_budgets.insert(
+                tool.to_owned(),
+                ToolBudget {
+                    warn_at,
+                    block_at,
+                    reset_on: Vec::new(),
+                },
+            );
         }
     }
     Policy {

@@ -655,7 +655,7 @@ pub const RULES: [Row; Rule::ALL.len()] = [
     row(
         Rule::ClaimVerify,
         "turn(claim)",
-        Guard::Text("nothing open; verify_completion"),
+        Guard::Text("nothing open; verify_completion or output_schema"),
         "rules 2, 4",
     ),
     stop(

@@ -290,7 +290,8 @@ impl Core {
             }
             return self.call_model(cx, Rule::ClaimRefused, State::nudged(), CallReason::Nudge);
         }
-        if self.policy.verify_completion {
+        // An output schema implies verification: the claim is checked against it.
+        if self.policy.verifies() {
             if let Some(spent) = self.budgets(cx, Spend::NOTHING) {
                 return spent;
             }

@@ -309,9 +309,10 @@ impl Desk {
                     &mut in_turn[last].1
                 }
             };
+            // Calls since the budget's last reset (`reset_on`) count.
             let call_no = self
                 .ledger
-                .calls(tool)
+                .budget_calls(tool)
                 .saturating_add(*earlier)
                 .saturating_add(1);
             if let Some(block_at) = budget.block_at
@@ -474,9 +475,16 @@ impl<'d, 'e> Cx<'d, 'e> {
                     desk.apply_todos(&r.call_id);
                 }
             }
+            if !policy.tool_budgets.is_empty() {
+                desk.reset_budgets(policy, results);
+            }
             return (None, repetition);
         }
-        (desk.record_results(policy, results), repetition)
+        let notice = desk.record_results(policy, results);
+        if !policy.tool_budgets.is_empty() {
+            desk.reset_budgets(policy, results);
+        }
+        (notice, repetition)
     }
 
     /// A verdict was accepted: what it says is missing joins the list (deduplicated).
@@ -558,6 +566,23 @@ impl<'d, 'e> Cx<'d, 'e> {
 }
 
 impl Desk {
+    /// Resets every tool budget whose `reset_on` names a tool that succeeded in `results` (the
+    /// agent posted its checkpoint): its count starts again and a block it set is lifted. After
+    /// the batch is recorded, so a budgeted call of the same batch is counted before the reset.
+    #[inline(never)]
+    fn reset_budgets(&mut self, policy: &Policy, results: &[ToolResult]) {
+        for (tool, budget) in &policy.tool_budgets {
+            let reset = budget.reset_on.iter().any(|on| {
+                results
+                    .iter()
+                    .any(|r| r.name.as_str() == on && matches!(r.outcome, ToolOutcome::Ok(_)))
+            });
+            if reset {
+                self.ledger.reset_budget(tool);
+            }
+        }
+    }
+
     /// Records tool results in the ledger and the todo list, and returns the notice of the
     /// tools they excluded (see [`Cx::accept_results`]).
     #[inline(never)]

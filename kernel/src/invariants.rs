@@ -141,9 +141,7 @@ fn check_reason(outcome: Outcome, core: &Core) -> Result<(), String> {
     };
     let ok = match outcome {
         Outcome::Complete(CompleteReason::Verified) => s.verifications > s.verification_failures,
-        Outcome::Complete(CompleteReason::Explicit | CompleteReason::Answered) => {
-            !p.verify_completion
-        }
+        Outcome::Complete(CompleteReason::Explicit | CompleteReason::Answered) => !p.verifies(),
         Outcome::Aborted(AbortReason::MaxSteps) => s.steps >= p.max_steps,
         Outcome::Aborted(AbortReason::ToolFailures) => fired(outcome) || s.refused_calls > 0,
         Outcome::Aborted(AbortReason::UnrecoverableToolError) => s.tool_failures > 0,

@@ -89,6 +89,15 @@ impl PartialEq for Json {
     }
 }
 
+impl Eq for Json {}
+
+/// Hashes the fingerprint: equal values have equal fingerprints.
+impl std::hash::Hash for Json {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.fingerprint.hash(state);
+    }
+}
+
 impl PartialEq<Value> for Json {
     fn eq(&self, other: &Value) -> bool {
         self.value == *other

@@ -57,8 +57,25 @@ pub struct ToolRecord {
     pub failures: u32,
     /// Calls refused while excluded.
     pub refused: u32,
-    /// Set once the tool is excluded (it stays excluded).
+    /// Set once the tool is excluded. It stays excluded, except that a budget exclusion is
+    /// lifted when its budget is reset (`tool_budgets.NAME.reset_on`).
     pub excluded: Option<Exclusion>,
+    /// Executions issued before its budget was last reset (`reset_on`): the budget counts the
+    /// calls after them. 0 until a reset (and then absent from the JSON form).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_base: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl ToolRecord {
+    /// Executions that count against the tool's budget: those since its last reset.
+    pub const fn budget_calls(&self) -> u32 {
+        self.calls.saturating_sub(self.budget_base)
+    }
 }
 
 /// Per-tool records, ordered by name so that serialization and reports are deterministic.
@@ -68,7 +85,7 @@ pub struct ToolRecord {
 /// first, which for a few names is cheaper than a tree's string comparisons. A name carries its
 /// fingerprint ([`Name`]), so the machine's own lookups compare those before the strings. Whether any tool is
 /// excluded is kept on the side, so that a turn can skip the exclusion lookup of each call while
-/// none is (exclusions are never lifted).
+/// none is; a budget reset that lifts an exclusion recomputes it ([`Ledger::reset_budget`]).
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     tools: Vec<(Name, ToolRecord)>,
@@ -164,6 +181,28 @@ impl Ledger {
         self.get(tool).map_or(0, |r| r.calls)
     }
 
+    /// Executions of `tool` that count against its budget (those since its last reset).
+    pub fn budget_calls(&self, tool: &str) -> u32 {
+        self.get(tool).map_or(0, ToolRecord::budget_calls)
+    }
+
+    /// Resets `tool`'s budget (`tool_budgets.NAME.reset_on`): its calls so far no longer count,
+    /// and an exclusion by its budget is lifted (other exclusions stay). Returns whether an
+    /// exclusion was lifted.
+    pub(crate) fn reset_budget(&mut self, tool: &str) -> bool {
+        let Some(i) = self.find(tool) else {
+            return false;
+        };
+        let record = &mut self.tools[i].1;
+        record.budget_base = record.calls;
+        if !matches!(record.excluded, Some(Exclusion::Budget { .. })) {
+            return false;
+        }
+        record.excluded = None;
+        self.any_excluded = self.tools.iter().any(|(_, r)| r.excluded.is_some());
+        true
+    }
+
     /// Every tool with its record, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ToolRecord)> {
         self.tools.iter().map(|(k, v)| (k.as_str(), v))
@@ -235,5 +274,43 @@ mod tests {
             read.exclusion("read_file"),
             Some(Exclusion::Failures { count: 3 })
         );
+    }
+
+    #[test]
+    fn a_budget_reset_lifts_only_a_budget_exclusion_and_restarts_the_count() {
+        let mut ledger = Ledger::default();
+        for _ in 0..3 {
+            ledger.update(&"search".into(), |r| r.calls += 1);
+        }
+        ledger.update(&"search".into(), |r| {
+            r.excluded = Some(Exclusion::Budget { block_at: 3 })
+        });
+        ledger.update(&"deploy".into(), |r| {
+            r.excluded = Some(Exclusion::Failures { count: 3 })
+        });
+        assert!(ledger.reset_budget("search"));
+        assert_eq!(ledger.exclusion("search"), None);
+        assert_eq!(ledger.calls("search"), 3);
+        assert_eq!(ledger.budget_calls("search"), 0);
+        // A failure exclusion is not the budget's to lift; the ledger still knows one is set.
+        assert!(!ledger.reset_budget("deploy"));
+        assert!(ledger.any_excluded());
+        assert!(ledger.exclusion("deploy").is_some());
+        // With the last exclusion lifted, the fast path sees none.
+        let mut only = Ledger::default();
+        only.update(&"search".into(), |r| {
+            r.calls = 2;
+            r.excluded = Some(Exclusion::Budget { block_at: 2 })
+        });
+        assert!(only.any_excluded());
+        assert!(only.reset_budget("search"));
+        assert!(!only.any_excluded());
+        let text = serde_json::to_string(&only).unwrap_or_default();
+        assert!(text.contains(r#""budget_base":2"#), "{text}");
+        let read: Ledger = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(read.budget_calls("search"), 0);
+        // Never reset: the record's JSON is as before.
+        let deploy = serde_json::to_string(&ledger.get("deploy")).unwrap_or_default();
+        assert!(!deploy.contains("budget_base"), "{deploy}");
     }
 }

@@ -1,6 +1,7 @@
 //! The run policy: every limit of `docs/design.md` ("The policy"), with conservative defaults
 //! documented in one place.
 
+use crate::json::Json;
 use crate::loops::MAX_LOOP_PERIOD;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,13 +30,18 @@ pub enum OnUnrecoverable {
 }
 
 /// A soft budget on how often one tool may be called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolBudget {
     /// From this call on (1-based), the result carries a warning.
     pub warn_at: Option<u32>,
     /// This call (1-based) and later ones are refused and the tool is excluded.
     pub block_at: Option<u32>,
+    /// Tools whose successful call resets this budget's count: the calls before it no longer
+    /// count, and a block of this budget is lifted (the agent posted its checkpoint). Default
+    /// none (and then absent from the JSON form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reset_on: Vec<String>,
 }
 
 /// Every limit of a run. All fields are optional in JSON; [`Policy::default`] documents the
@@ -59,6 +65,13 @@ pub struct Policy {
     pub on_verification_limit: OnVerificationLimit,
     /// Ask the verifier before accepting a completion claim. Default false.
     pub verify_completion: bool,
+    /// A JSON Schema the completion claim must meet: the claim's text must be JSON valid
+    /// against it. A schema implies verification (see [`Policy::verifies`]): the host checks
+    /// the claim against it before the configured verifier, and a claim that fails is a
+    /// verification failure (bounded by `max_verification_failures`). Default none (and then
+    /// absent from the JSON form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Json>,
     /// Tools that must have succeeded once before the run may complete (rule 5).
     pub completion_requires: Vec<String>,
     /// The N-th failure of one tool excludes it. Default 3.
@@ -111,6 +124,7 @@ impl Default for Policy {
             max_verification_failures: 3,
             on_verification_limit: OnVerificationLimit::Abort,
             verify_completion: false,
+            output_schema: None,
             completion_requires: Vec::new(),
             max_tool_failures: 3,
             max_consecutive_tool_failures: 5,
@@ -149,6 +163,13 @@ impl fmt::Display for PolicyError {
 impl std::error::Error for PolicyError {}
 
 impl Policy {
+    /// Whether completion claims go to verification: `verify_completion`, or an
+    /// `output_schema` the claim must meet.
+    #[inline]
+    pub fn verifies(&self) -> bool {
+        self.verify_completion || self.output_schema.is_some()
+    }
+
     /// Checks that every limit can be run: occurrence limits must be at least 1, `max_repeats` at
     /// least 2, backoff bounds ordered, tool budgets ordered.
     pub fn validate(&self) -> Result<(), PolicyError> {
@@ -190,6 +211,14 @@ impl Policy {
                 ),
             });
         }
+        if let Some(schema) = &self.output_schema
+            && !(schema.is_object() || schema.is_boolean())
+        {
+            return Err(PolicyError {
+                field: "output_schema".into(),
+                problem: "must be a JSON Schema (an object or a boolean)".into(),
+            });
+        }
         if self.retry_max_ms < self.retry_base_ms {
             return Err(PolicyError {
                 field: "retry_max_ms".into(),
@@ -209,6 +238,12 @@ impl Policy {
                 return Err(PolicyError {
                     field: format!("tool_budgets.{tool}.warn_at"),
                     problem: format!("must not exceed block_at ({b})"),
+                });
+            }
+            if budget.reset_on.iter().any(|t| t.trim().is_empty()) {
+                return Err(PolicyError {
+                    field: format!("tool_budgets.{tool}.reset_on"),
+                    problem: "must name tools (an empty name)".into(),
                 });
             }
         }

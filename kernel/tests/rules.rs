@@ -278,6 +278,24 @@ fn rule_8_tools_already_used_comes_from_the_ledger() {
     assert!(run.machine.ledger().succeeded("deploy"));
 }
 
+/// A tool batch's first budget warning (call number, whether it is the last before the block)
+/// and its first refusal.
+type BudgetMarks = (Option<(u32, bool)>, Option<Exclusion>);
+
+/// [`BudgetMarks`] of every tool batch, in order.
+fn budget_marks(commands: &[Command]) -> Vec<BudgetMarks> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::RunTools(b) => Some((
+                b.warnings.first().map(|w| (w.1.call, w.1.last)),
+                b.refused.first().map(|r| r.1),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn tool_budgets_warn_then_block() {
     let mut policy = Policy {
@@ -289,6 +307,7 @@ fn tool_budgets_warn_then_block() {
         ToolBudget {
             warn_at: Some(2),
             block_at: Some(4),
+            reset_on: Vec::new(),
         },
     );
     let replies: Vec<Reply> = (0..3)
@@ -302,17 +321,7 @@ fn tool_budgets_warn_then_block() {
         policy,
         Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
-    let batches: Vec<_> = run
-        .commands
-        .iter()
-        .filter_map(|c| match c {
-            Command::RunTools(b) => Some((
-                b.warnings.first().map(|w| (w.1.call, w.1.last)),
-                b.refused.first().map(|r| r.1),
-            )),
-            _ => None,
-        })
-        .collect();
+    let batches = budget_marks(&run.commands);
     assert_eq!(
         batches,
         vec![
@@ -333,6 +342,68 @@ fn tool_budgets_warn_then_block() {
     assert_eq!(
         run.machine.ledger().exclusion("read_file"),
         Some(Exclusion::Budget { block_at: 4 })
+    );
+}
+
+#[test]
+fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
+    let mut policy = Policy {
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    policy.tool_budgets.insert(
+        "search".into(),
+        ToolBudget {
+            warn_at: Some(1),
+            block_at: Some(3),
+            reset_on: vec!["checkpoint".into()],
+        },
+    );
+    let replies = vec![
+        call("search", json!({"q": 1})),
+        call("search", json!({"q": 2})),
+        calls(&[("search", json!({"q": 3})), ("grep", json!({}))]),
+        call("checkpoint", json!({"note": "found two"})),
+        call("search", json!({"q": 4})),
+        text("done"),
+    ];
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let batches = budget_marks(&run.commands);
+    assert_eq!(
+        batches,
+        vec![
+            (Some((1, false)), None),
+            (Some((2, true)), None),
+            (None, Some(Exclusion::Budget { block_at: 3 })),
+            (None, None),
+            // After the checkpoint the count starts again: call 1, warned, not refused.
+            (Some((1, false)), None),
+        ]
+    );
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    assert_eq!(run.stop.stats.tool_calls, 5);
+    assert_eq!(run.stop.stats.refused_calls, 1);
+    let search = run
+        .machine
+        .ledger()
+        .get("search")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(
+        (search.calls, search.budget_calls(), search.refused),
+        (3, 1, 1)
+    );
+    assert_eq!(run.machine.ledger().exclusion("search"), None);
+    assert!(
+        run.stop.excluded_tools.is_empty(),
+        "{:?}",
+        run.stop.excluded_tools
     );
 }
 

@@ -283,7 +283,8 @@ pub enum CommandOut {
         /// The todo list the kernel tracks.
         todos: Vec<Todo>,
         /// What the rules say is still missing (open todos, required tools that never
-        /// succeeded): the rule verifier's verdict is `complete` when it is empty.
+        /// succeeded, the output schema's first error): the rule verifier's verdict is
+        /// `complete` when it is empty.
         missing: Vec<String>,
     },
     /// Add `text` to the conversation (a user message) before the next model call.
@@ -737,15 +738,27 @@ impl Host {
                     warnings,
                 }
             }
-            Command::Verify(request) => CommandOut::Verify {
-                missing: missing_by_rules(
+            Command::Verify(request) => {
+                let policy = self.machine.policy();
+                let mut missing = missing_by_rules(
                     &request.todos,
                     self.machine.ledger(),
-                    &self.machine.policy().completion_requires,
-                ),
-                claim: request.claim,
-                todos: request.todos,
-            },
+                    &policy.completion_requires,
+                );
+                // A claim that does not meet the output schema: its first error is missing too.
+                if let Some(schema) = &policy.output_schema {
+                    match crate::output::check_claim(schema, &request.claim) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(rejected)) => missing.extend(rejected.missing),
+                        Err(problem) => missing.push(problem),
+                    }
+                }
+                CommandOut::Verify {
+                    missing,
+                    claim: request.claim,
+                    todos: request.todos,
+                }
+            }
             Command::Nudge(nudge) => CommandOut::Nudge { text: nudge.text },
             Command::Notice(notice) => CommandOut::Notice {
                 text: notice.text().to_owned(),
@@ -773,6 +786,7 @@ impl Host {
             0,
         );
         report.warnings = self.keep.warnings.clone();
+        report.set_output(self.machine.policy());
         Some(report)
     }
 

@@ -51,6 +51,7 @@ mod message;
 pub mod meters;
 mod model;
 mod observer;
+mod output;
 mod report;
 pub mod semconv;
 pub mod suspend;

@@ -52,6 +52,10 @@ pub struct Report {
     /// Budgets that passed 80 % during the run, in the order they did (absent when none did).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<BudgetWarning>,
+    /// The parsed `result` of a run that completed verified under `policy.output_schema`
+    /// (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 impl Report {
@@ -85,7 +89,15 @@ impl Report {
             trace,
             context: None,
             warnings: Vec::new(),
+            output: None,
         }
+    }
+
+    /// Sets [`Report::output`] from the run's policy: the parsed `result` when the run completed
+    /// verified under an `output_schema`.
+    pub fn set_output(&mut self, policy: &terminus_kernel::Policy) {
+        let schema = policy.output_schema.as_ref().map(|s| s.value());
+        self.output = crate::output::report_output(schema, self.outcome, self.result.as_deref());
     }
 
     /// Whether the run completed.
@@ -122,6 +134,7 @@ impl Report {
             trace: Vec::new(),
             context: self.context,
             warnings: self.warnings.clone(),
+            output: self.output.clone(),
         }
     }
 

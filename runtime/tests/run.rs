@@ -109,6 +109,7 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
             ToolBudget {
                 warn_at: Some(1),
                 block_at: Some(2),
+                reset_on: Vec::new(),
             },
         )]),
         ..Policy::default()

@@ -198,6 +198,14 @@ pub struct Expect {
         skip_serializing_if = "Option::is_none"
     )]
     pub result: Option<Option<String>>,
+    /// The report's `output` (the parsed result under `policy.output_schema`): a JSON value,
+    /// or `null` for none.
+    #[serde(
+        default,
+        deserialize_with = "present_value",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output: Option<Option<serde_json::Value>>,
     /// The excluded tools, in any order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded_tools: Option<Vec<String>>,
@@ -273,6 +281,12 @@ fn json<T: Serialize>(value: &T) -> String {
 
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(deserializer).map(Some)
+}
+
+fn present_value<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<serde_json::Value>>, D::Error> {
+    Option::<serde_json::Value>::deserialize(deserializer).map(Some)
 }
 
 impl Expect {
@@ -384,6 +398,15 @@ impl Expect {
                 "$.expect.result: expected {}, got {}",
                 json(result),
                 json(&report.result)
+            ));
+        }
+        if let Some(output) = &self.output
+            && *output != report.output
+        {
+            out.push(format!(
+                "$.expect.output: expected {}, got {}",
+                json(output),
+                json(&report.output)
             ));
         }
         if let Some(tools) = &self.excluded_tools {

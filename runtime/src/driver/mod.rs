@@ -503,6 +503,7 @@ impl Driver {
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);
         report.warnings = std::mem::take(&mut self.warnings);
+        report.set_output(self.machine.policy());
         let store = &self.env.store;
         if last.is_empty() {
             store.finish_released(&self.lease, &report).await?;

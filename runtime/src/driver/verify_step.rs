@@ -67,6 +67,21 @@ impl Driver {
     }
 
     async fn verify_once(&self, request: &VerifyRequest) -> Result<Verdict, Fault> {
+        // The output schema first: a claim that does not meet it is rejected with the first
+        // error, and a schema without `verify_completion` needs nothing more.
+        let policy = self.machine.policy();
+        if let Some(schema) = &policy.output_schema {
+            match crate::output::check_claim(schema, &request.claim).map_err(Fault::internal)? {
+                Err(rejected) => return Ok(rejected),
+                Ok(_) if !policy.verify_completion => {
+                    return Ok(Verdict {
+                        complete: true,
+                        missing: Vec::new(),
+                    });
+                }
+                Ok(_) => {}
+            }
+        }
         let verification = Verification {
             task: &self.env.task,
             claim: &request.claim,
