@@ -27,7 +27,7 @@
 
 mod common;
 
-use common::{KEY, architect, fs_server, text, turns_served_again, write_config};
+use common::{KEY, architect, fs_server, reply, text, turns_served_again, write_config};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,6 +97,11 @@ fn identity_key_through_restate() {
 #[test]
 fn approvals_through_restate() {
     isolated("inside_approvals");
+}
+
+#[test]
+fn a_live_agents_denial_through_restate() {
+    isolated("inside_live_denial");
 }
 
 /// The server, the endpoint and a client, in this namespace.
@@ -521,22 +526,31 @@ fn inside_deadline_spans_restarts() {
     eprintln!("restate deadline: 3 s deadline, killed at 1.2 s, ended deadline at {elapsed:?}");
 }
 
-#[test]
-#[ignore = "run by live_agent_through_restate in a network namespace of its own"]
-fn inside_live_agent() {
-    let mut stack = Stack::server(&[], None);
+/// The server alone, the peers, a runtime, and the folder a live agent works in.
+fn live_stack() -> (Stack, PathBuf, tokio::runtime::Runtime, PathBuf) {
+    let stack = Stack::server(&[], None);
     let peers = peers::dir().expect("installed by the outer test");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
     let root = stack
         .dir
         .path()
         .canonicalize()
         .expect("a real path")
         .join("work");
+    (stack, peers, runtime(), root)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+#[test]
+#[ignore = "run by live_agent_through_restate in a network namespace of its own"]
+fn inside_live_agent() {
+    let (mut stack, peers, runtime, root) = live_stack();
     let (script, plan) = architect(&root);
     let fixture = runtime
         .block_on(terminus_fixture::Fixture::start(script.to_vec()))
@@ -833,11 +847,7 @@ fn decided_locally(file: &Path, decide: &[&str]) -> Value {
 #[ignore = "run by approvals_through_restate in a network namespace of its own"]
 fn inside_approvals() {
     let mut stack = Stack::start(&["TERMINUS_TOOL_LOG"]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = runtime();
     let deploy = scenario_request(&approval("deploy.json"));
     runtime.block_on(async {
         // Approved: the read ran before the wait, the deploy runs once after it.
@@ -1003,4 +1013,52 @@ fn inside_approvals() {
          terminus run's with the same decision; two suspensions in one run; the endpoint killed while a run waited, the \
          approved call ran once"
     );
+}
+
+/// A live agent whose `write_file` (the real filesystem MCP server's) needs approval, denied
+/// through the ingress with a reason: the file is never written, and the model's next request
+/// carries the `permission_denied` result with the reason.
+#[test]
+#[ignore = "run by a_live_agents_denial_through_restate in a network namespace of its own"]
+fn inside_live_denial() {
+    let (mut stack, peers, runtime, root) = live_stack();
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let plan = root.join("plan.md");
+    let write = json!({ "path": plan, "content": "# Plan\n" });
+    let mut script = vec![reply("", &[("write_file", write)], 1)];
+    script.extend((2..8).map(|n| reply("I was not allowed to write the plan.", &[], n)));
+    let fixture = runtime
+        .block_on(terminus_fixture::Fixture::start(script))
+        .expect("a port");
+    let mcp = format!(
+        "{}approval = [\"write_file\"]\n",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(stack.dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    stack.serve(&["--agent", &format!("architect={config}")]);
+    runtime.block_on(async {
+        let request = json!({ "agent": "architect", "task": "Write a plan to plan.md" });
+        send_run("live-deny", &request).await;
+        wait_held("live-deny", "call_1_0").await;
+        let reason = "no plans on Fridays";
+        let deny = json!({ "call_id": "call_1_0", "reason": reason });
+        let (status, answer) = call("live-deny", "deny", Some(&deny)).await;
+        assert_eq!(status, 200, "{answer}");
+        let report = report_of("live-deny").await;
+        assert_eq!(report["stats"]["tool_failures"], 1, "{report}");
+    });
+    assert!(!plan.exists(), "the denied write ran");
+    let requests = fixture.requests();
+    assert!(requests.len() >= 2, "{} model calls", requests.len());
+    let messages = requests[1].json()["messages"].clone();
+    let told = messages.as_array().into_iter().flatten().any(|m| {
+        m["role"] == "tool"
+            && m["content"].as_str().is_some_and(|c| {
+                c.contains("permission_denied")
+                    && c.contains(
+                        "denied: this call of `write_file` was not run: no plans on Fridays",
+                    )
+            })
+    });
+    assert!(told, "the model was not told of the denial: {messages}");
 }
