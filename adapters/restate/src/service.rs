@@ -139,8 +139,9 @@ impl TerminusAgent {
                 cancel.cancel();
             });
         }
-        self.running()
-            .insert(execution.clone(), controls.cancel.clone());
+        // Registered while this attempt is under way: also when Restate suspends the invocation
+        // to wait for a decision (the handler is dropped then), the guard takes it out.
+        let registered = Registered::new(self, &execution, &controls.cancel);
         let kill = KillSwitch::host_clock();
         let (bridge, mut requests) = Bridge::new(kill.clone());
         // Restate's journal is the run's; the run's own journal, in memory, carries it across
@@ -192,7 +193,7 @@ impl TerminusAgent {
             result = steps.drive(resume.execute(), &mut requests).await;
         }
         drop(bridge);
-        self.running().remove(&execution);
+        drop(registered);
         if let Some(finish) = built.finish {
             finish.await;
         }
@@ -268,6 +269,29 @@ impl TerminusAgent {
             }
             None => false,
         })
+    }
+}
+
+/// A run's cancel token in [`TerminusAgent`]'s `running`, taken out when dropped.
+struct Registered<'a> {
+    agent: &'a TerminusAgent,
+    execution: &'a str,
+}
+
+impl<'a> Registered<'a> {
+    fn new(
+        agent: &'a TerminusAgent,
+        execution: &'a str,
+        cancel: &CancellationToken,
+    ) -> Registered<'a> {
+        agent.running().insert(execution.to_owned(), cancel.clone());
+        Registered { agent, execution }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.agent.running().remove(self.execution);
     }
 }
 
