@@ -18,12 +18,16 @@
 //!   with `--agent NAME=CONFIG.toml`): the fixture model server and the real filesystem MCP
 //!   server, each model call made once. An inline config (a command to start, a model server of
 //!   the caller's) is refused with 400: nothing starts, nothing reaches that server.
+//! - Approvals: a held call waits, durably, for `approve | deny | answer` through the ingress;
+//!   an approved call runs once, a denial and an answer are the call's result, and each report
+//!   equals the one `terminus run`, the same decision and `terminus resume` give. The endpoint
+//!   killed while a run waits loses nothing: approved after its restart, the call runs once.
 //! - Request identity: with `--identity-key`, the endpoint serves requests Restate signed and
 //!   refuses unsigned ones sent straight to it.
 
 mod common;
 
-use common::{KEY, architect, fs_server, text, turns_served_again, write_config};
+use common::{KEY, architect, fs_server, reply, text, turns_served_again, write_config};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,6 +92,16 @@ fn live_agent_through_restate() {
 #[test]
 fn identity_key_through_restate() {
     isolated("inside_identity_key");
+}
+
+#[test]
+fn approvals_through_restate() {
+    isolated("inside_approvals");
+}
+
+#[test]
+fn a_live_agents_denial_through_restate() {
+    isolated("inside_live_denial");
 }
 
 /// The server, the endpoint and a client, in this namespace.
@@ -512,22 +526,31 @@ fn inside_deadline_spans_restarts() {
     eprintln!("restate deadline: 3 s deadline, killed at 1.2 s, ended deadline at {elapsed:?}");
 }
 
-#[test]
-#[ignore = "run by live_agent_through_restate in a network namespace of its own"]
-fn inside_live_agent() {
-    let mut stack = Stack::server(&[], None);
+/// The server alone, the peers, a runtime, and the folder a live agent works in.
+fn live_stack() -> (Stack, PathBuf, tokio::runtime::Runtime, PathBuf) {
+    let stack = Stack::server(&[], None);
     let peers = peers::dir().expect("installed by the outer test");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
     let root = stack
         .dir
         .path()
         .canonicalize()
         .expect("a real path")
         .join("work");
+    (stack, peers, runtime(), root)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+#[test]
+#[ignore = "run by live_agent_through_restate in a network namespace of its own"]
+fn inside_live_agent() {
+    let (mut stack, peers, runtime, root) = live_stack();
     let (script, plan) = architect(&root);
     let fixture = runtime
         .block_on(terminus_fixture::Fixture::start(script.to_vec()))
@@ -735,4 +758,307 @@ fn serve_restate_refuses_bad_agents_and_identity_keys_with_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+fn approval(name: &str) -> PathBuf {
+    repo("adapters/cli/tests/fixtures/approvals").join(name)
+}
+
+/// Starts `run` of `key` without waiting for it (Restate's `/send`).
+async fn send_run(key: &str, body: &Value) {
+    let response = client()
+        .post(format!(
+            "{}/TerminusAgent/{key}/run/send",
+            RestateServer::INGRESS
+        ))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the ingress answers");
+    assert!(
+        response.status().is_success(),
+        "{key}: /send answered {}",
+        response.status()
+    );
+}
+
+/// Waits until `key`'s run waits for a decision on `call_id` (an unknown call's 400 lists the
+/// held calls).
+async fn wait_held(key: &str, call_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, answer) = call(key, "deny", Some(&json!({ "call_id": "no-such-call" }))).await;
+        assert_eq!(status, 400, "{key}: {answer}");
+        let message = answer.to_string();
+        assert!(message.contains("$.call_id"), "{message}");
+        if message.contains(&format!("held: {call_id}")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key}: {call_id} never held: {message}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The report of `key`, once its run has stopped.
+async fn report_of(key: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, report) = call(key, "report", None).await;
+        if status == 200 {
+            return report;
+        }
+        assert_eq!(status, 404, "{key}: {report}");
+        assert!(Instant::now() < deadline, "{key}: no report");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The report `terminus run` gives `file` suspended, decided with `decide` (`terminus
+/// approve | deny | answer` arguments after the journal and execution) and resumed.
+fn decided_locally(file: &Path, decide: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let journal = dir.path().join("journal.db");
+    let journal = journal.to_string_lossy();
+    let terminus = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_terminus"))
+            .args(args)
+            .output()
+            .expect("terminus runs")
+    };
+    let scenario = file.to_string_lossy();
+    let on = ["--journal", &journal, "--execution", "local"];
+    let run = terminus(&[&["run", &scenario][..], &on].concat());
+    assert_eq!(run.status.code(), Some(5), "{}", text(&run.stderr));
+    let decided = terminus(&[&decide[..1], &on, &decide[1..]].concat());
+    assert_eq!(decided.status.code(), Some(0), "{}", text(&decided.stderr));
+    let resumed = terminus(&[&["resume"][..], &on, &["--json"]].concat());
+    let stdout = text(&resumed.stdout);
+    comparable(
+        serde_json::from_str(stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("no report ({e}):\n{stdout}\n{}", text(&resumed.stderr))),
+    )
+}
+
+#[test]
+#[ignore = "run by approvals_through_restate in a network namespace of its own"]
+fn inside_approvals() {
+    let mut stack = Stack::start(&["TERMINUS_TOOL_LOG"]);
+    let runtime = runtime();
+    let deploy = scenario_request(&approval("deploy.json"));
+    runtime.block_on(async {
+        // Approved: the read ran before the wait, the deploy runs once after it.
+        send_run("approve-1", &deploy).await;
+        wait_held("approve-1", "deploy-1").await;
+        assert_eq!(stack.log("TERMINUS_TOOL_LOG"), ["read_config 1"]);
+        // Bad decisions name what is wrong; nothing is decided.
+        let bad = [
+            ("approve", json!({}), "$.call_id"),
+            (
+                "approve",
+                json!({ "call_id": "deploy-1", "reason": "x" }),
+                "$.reason",
+            ),
+            (
+                "answer",
+                json!({ "call_id": "deploy-1", "error": "exploded" }),
+                "$.error",
+            ),
+        ];
+        for (handler, body, path) in bad {
+            let (status, answer) = call("approve-1", handler, Some(&body)).await;
+            assert_eq!(status, 400, "{body}: {answer}");
+            assert!(answer.to_string().contains(path), "{body}: {answer}");
+        }
+        let approve = json!({ "call_id": "deploy-1" });
+        let (status, answer) = call("approve-1", "approve", Some(&approve)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["decision"], "approve", "{answer}");
+        let report = report_of("approve-1").await;
+        assert_eq!(report["outcome"], "complete", "{report}");
+        assert_eq!(report["result"], "Released v2 to production.", "{report}");
+        assert_eq!(
+            stack.log("TERMINUS_TOOL_LOG"),
+            ["read_config 1", "deploy 1"],
+            "each call ran once"
+        );
+        assert_eq!(
+            comparable(report),
+            decided_locally(&approval("deploy.json"), &["approve", "--call", "deploy-1"])
+        );
+        // A decision is final: the same again changes nothing, another is refused.
+        let (status, answer) = call("approve-1", "approve", Some(&approve)).await;
+        assert_eq!(
+            (status, &answer["changed"]),
+            (200, &json!(false)),
+            "{answer}"
+        );
+        let (status, answer) = call(
+            "approve-1",
+            "deny",
+            Some(&json!({ "call_id": "deploy-1", "reason": "too late" })),
+        )
+        .await;
+        assert_eq!(status, 409, "{answer}");
+        assert!(
+            answer.to_string().contains("a decision is final"),
+            "{answer}"
+        );
+
+        // Denied with a reason: the deploy never runs; the model got `permission_denied`
+        // (a tool failure) as on the command line, whose tests read the reason in its journal.
+        stack.clear_logs();
+        send_run("deny-1", &deploy).await;
+        wait_held("deny-1", "deploy-1").await;
+        let reason = "change freeze until Monday";
+        let deny = json!({ "call_id": "deploy-1", "reason": reason });
+        let (status, answer) = call("deny-1", "deny", Some(&deny)).await;
+        assert_eq!(status, 200, "{answer}");
+        let report = report_of("deny-1").await;
+        assert_eq!(report["stats"]["tool_failures"], 1, "{report}");
+        assert_eq!(report["excluded_tools"], json!(["deploy"]), "{report}");
+        assert_eq!(
+            stack.log("TERMINUS_TOOL_LOG"),
+            ["read_config 1"],
+            "deploy ran"
+        );
+        assert_eq!(
+            comparable(report),
+            decided_locally(
+                &approval("deploy.json"),
+                &["deny", "--call", "deploy-1", "--reason", reason]
+            )
+        );
+
+        // Answered from outside: the answer is the call's result; the tool never runs, and it
+        // cannot be approved instead.
+        let lookup = scenario_request(&approval("lookup.json"));
+        send_run("answer-1", &lookup).await;
+        wait_held("answer-1", "ask-1").await;
+        let (status, answer) =
+            call("answer-1", "approve", Some(&json!({ "call_id": "ask-1" }))).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer.to_string().contains("answered from outside"),
+            "{answer}"
+        );
+        let plan = json!({ "call_id": "ask-1", "result": { "plan": "enterprise" } });
+        let (status, answer) = call("answer-1", "answer", Some(&plan)).await;
+        assert_eq!(status, 200, "{answer}");
+        let report = report_of("answer-1").await;
+        assert_eq!(report["outcome"], "complete", "{report}");
+        assert_eq!(report["stats"]["tool_failures"], 0, "{report}");
+        assert_eq!(
+            comparable(report),
+            decided_locally(
+                &approval("lookup.json"),
+                &[
+                    "answer",
+                    "--call",
+                    "ask-1",
+                    "--result",
+                    r#"{"plan": "enterprise"}"#
+                ]
+            )
+        );
+    });
+
+    // Two suspensions in one run: each approved call runs once.
+    stack.clear_logs();
+    runtime.block_on(async {
+        send_run("twice-1", &scenario_request(&approval("twice.json"))).await;
+        for call_id in ["charge-1", "refund-1"] {
+            wait_held("twice-1", call_id).await;
+            let (status, answer) =
+                call("twice-1", "approve", Some(&json!({ "call_id": call_id }))).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+        let report = report_of("twice-1").await;
+        assert_eq!(report["outcome"], "complete", "{report}");
+        assert_eq!(stack.log("TERMINUS_TOOL_LOG"), ["charge 1", "refund 1"]);
+    });
+
+    // The endpoint killed while the run waits: restarted, then approved, the deploy runs
+    // once and the run completes.
+    stack.clear_logs();
+    runtime.block_on(async {
+        send_run("kill-1", &deploy).await;
+        wait_held("kill-1", "deploy-1").await;
+    });
+    stack.kill_endpoint();
+    std::thread::sleep(Duration::from_millis(500));
+    stack.start_endpoint();
+    runtime.block_on(async {
+        wait_held("kill-1", "deploy-1").await;
+        let (status, answer) =
+            call("kill-1", "approve", Some(&json!({ "call_id": "deploy-1" }))).await;
+        assert_eq!(status, 200, "{answer}");
+        let report = report_of("kill-1").await;
+        assert_eq!(report["outcome"], "complete", "{report}");
+        assert_eq!(
+            stack.log("TERMINUS_TOOL_LOG"),
+            ["read_config 1", "deploy 1"],
+            "each call ran once across the restart"
+        );
+        assert_eq!(
+            comparable(report),
+            decided_locally(&approval("deploy.json"), &["approve", "--call", "deploy-1"])
+        );
+    });
+    eprintln!(
+        "restate approvals: approve, deny, answer through the ingress, each report equal to \
+         terminus run's with the same decision; two suspensions in one run; the endpoint killed while a run waited, the \
+         approved call ran once"
+    );
+}
+
+/// A live agent whose `write_file` (the real filesystem MCP server's) needs approval, denied
+/// through the ingress with a reason: the file is never written, and the model's next request
+/// carries the `permission_denied` result with the reason.
+#[test]
+#[ignore = "run by a_live_agents_denial_through_restate in a network namespace of its own"]
+fn inside_live_denial() {
+    let (mut stack, peers, runtime, root) = live_stack();
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let plan = root.join("plan.md");
+    let write = json!({ "path": plan, "content": "# Plan\n" });
+    let mut script = vec![reply("", &[("write_file", write)], 1)];
+    script.extend((2..8).map(|n| reply("I was not allowed to write the plan.", &[], n)));
+    let fixture = runtime
+        .block_on(terminus_fixture::Fixture::start(script))
+        .expect("a port");
+    let mcp = format!(
+        "{}approval = [\"write_file\"]\n",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(stack.dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    stack.serve(&["--agent", &format!("architect={config}")]);
+    runtime.block_on(async {
+        let request = json!({ "agent": "architect", "task": "Write a plan to plan.md" });
+        send_run("live-deny", &request).await;
+        wait_held("live-deny", "call_1_0").await;
+        let reason = "no plans on Fridays";
+        let deny = json!({ "call_id": "call_1_0", "reason": reason });
+        let (status, answer) = call("live-deny", "deny", Some(&deny)).await;
+        assert_eq!(status, 200, "{answer}");
+        let report = report_of("live-deny").await;
+        assert_eq!(report["stats"]["tool_failures"], 1, "{report}");
+    });
+    assert!(!plan.exists(), "the denied write ran");
+    let requests = fixture.requests();
+    assert!(requests.len() >= 2, "{} model calls", requests.len());
+    let messages = requests[1].json()["messages"].clone();
+    let told = messages.as_array().into_iter().flatten().any(|m| {
+        m["role"] == "tool"
+            && m["content"].as_str().is_some_and(|c| {
+                c.contains("permission_denied")
+                    && c.contains(
+                        "denied: this call of `write_file` was not run: no plans on Fridays",
+                    )
+            })
+    });
+    assert!(told, "the model was not told of the denial: {messages}");
 }

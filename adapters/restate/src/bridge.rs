@@ -21,7 +21,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use terminus_kernel::Key;
-use terminus_runtime::{Fault, KillSwitch, Replayed};
+use terminus_runtime::{Fault, KillSwitch, Replayed, Transition};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -175,6 +175,12 @@ impl Bridge {
             position: Arc::new(Mutex::new(Position::default())),
         };
         (bridge, rx)
+    }
+
+    /// The run's observer: keeps the position ([`Bridge::stepped`]).
+    pub(crate) fn observer(&self) -> impl Fn(&Transition<'_>) + Send + 'static {
+        let bridge = self.clone();
+        move |t: &Transition<'_>| bridge.stepped(t.stats.steps)
     }
 
     /// Called by the run's observer after every transition.

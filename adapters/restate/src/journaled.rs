@@ -23,8 +23,8 @@ pub(crate) const TIMER_MARGIN: Duration = Duration::from_secs(1);
 
 /// Wraps the run's adapters: each call becomes a journaled step with the timeout the config
 /// gave the call, and the runtime's own timeouts move [`TIMER_MARGIN`] later.
-pub(crate) fn wrap(adapters: Adapters<'_>, bridge: &Bridge) {
-    let config: &mut RuntimeConfig = adapters.config;
+pub(crate) fn wrap(adapters: &mut Adapters<'_>, bridge: &Bridge) {
+    let config: &mut RuntimeConfig = &mut *adapters.config;
     let model_timeout = config.model_timeout;
     let tool_timeout = config.tool_timeout;
     let verifier_timeout = config.verifier_timeout;

@@ -22,6 +22,7 @@
 //! Restate signed reach a handler.
 
 mod bridge;
+mod decisions;
 mod journaled;
 mod service;
 

@@ -5,6 +5,7 @@
 use crate::bridge::{
     Abandon, Begin, Bridge, Controls, Replay, Start, Stored, Ticket, attempt_id, unix_ms,
 };
+use crate::decisions::{self, Verb};
 use crate::journaled::wrap;
 use async_trait::async_trait;
 use restate_sdk::prelude::*;
@@ -14,7 +15,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
-use terminus_runtime::{KillSwitch, Replayed, Run, Transition};
+use terminus_runtime::{
+    Adapters, ContextPolicy, KillSwitch, MemoryStore, Model, Replayed, Resume, Run, RunError,
+    RuntimeConfig, Tokenizer, ToolSet, Verifier,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -117,30 +121,10 @@ impl TerminusAgent {
                 return Err(HandlerError::from(message));
             }
         };
-        // A held call would suspend the run, which this endpoint cannot carry across requests
-        // yet (`docs/approvals.md`, "Not yet"): refused before anything runs.
-        let mut held = Vec::new();
-        let built_run = built.run.adapters(|adapters| {
-            held = adapters
-                .tools
-                .holds()
-                .map(|(name, _)| name.to_owned())
-                .collect();
-        });
-        if !held.is_empty() {
-            return Err(TerminalError::new_with_code(
-                400,
-                format!(
-                    "$.agent: tools held for a decision ({}) are not served through Restate yet: \
-                     run this agent with `terminus agent` or a worker",
-                    held.join(", ")
-                ),
-            )
-            .into());
-        }
         // The run's first start, journaled: its deadline spans restarts.
         let started: u64 = ctx.run(|| async { Ok(unix_ms()) }).name("start").await?;
-        let deadline = built_run
+        let deadline = built
+            .run
             .policy()
             .deadline_ms
             .map(|ms| UNIX_EPOCH + Duration::from_millis(started.saturating_add(ms)));
@@ -155,29 +139,66 @@ impl TerminusAgent {
                 cancel.cancel();
             });
         }
-        self.running()
-            .insert(execution.clone(), controls.cancel.clone());
+        // Registered while this attempt is under way: also when Restate suspends the invocation
+        // to wait for a decision (the handler is dropped then), the guard takes it out.
+        let registered = Registered::new(self, &execution, &controls.cancel);
         let kill = KillSwitch::host_clock();
-        let (bridge, requests) = Bridge::new(kill.clone());
-        let stepped = bridge.clone();
-        let run = built_run
+        let (bridge, mut requests) = Bridge::new(kill.clone());
+        // Restate's journal is the run's; the run's own journal, in memory, carries it across
+        // a suspension, as a durable store carries `terminus resume`.
+        let store = Arc::new(MemoryStore::new());
+        let mut again = None;
+        let run = built
+            .run
             .execution(execution.clone())
             .started_at(started)
-            .kill_switch(kill)
-            .observer(move |t: &Transition<'_>| stepped.stepped(t.stats.steps))
-            .adapters(|adapters| wrap(adapters, &bridge));
-        drop(bridge);
+            .kill_switch(kill.clone())
+            .store(store.clone())
+            .observer(bridge.observer())
+            .adapters(|mut adapters| {
+                wrap(&mut adapters, &bridge);
+                again = Some(Again::of(&adapters));
+            });
         let replay = Arc::new(Mutex::new(Replay::new(built.on_replay)));
-        let steps = Steps {
+        let mut steps = Steps {
             ctx: &ctx,
             controls,
             replay,
             attempt: Arc::from(attempt_id()),
         };
-        let result = steps.drive(run.execute(), requests).await;
-        self.running().remove(&execution);
+        let mut result = steps.drive(run.execute(), &mut requests).await;
+        // Suspended: wait for the decisions (Restate suspends the invocation meanwhile), then
+        // go on from the run's journal, as `terminus resume` does; again for each suspension.
+        let mut round = 0u32;
+        let mut stopped = None;
+        while let (Err(RunError::Suspended(_)), Some(again)) = (&result, &again) {
+            round = round.saturating_add(1);
+            let waited = match decisions::wait(&ctx, &store, &execution, round).await {
+                Ok(waited) => waited,
+                Err(e) => {
+                    stopped = Some(e);
+                    break;
+                }
+            };
+            // The wait does not count against the deadline.
+            steps.controls.deadline = steps
+                .controls
+                .deadline
+                .map(|at| at.checked_add(waited).unwrap_or(at));
+            let resume = again
+                .resume(&execution)
+                .kill_switch(kill.clone())
+                .store(store.clone())
+                .observer(bridge.observer());
+            result = steps.drive(resume.execute(), &mut requests).await;
+        }
+        drop(bridge);
+        drop(registered);
         if let Some(finish) = built.finish {
             finish.await;
+        }
+        if let Some(e) = stopped {
+            return Err(e);
         }
         match result {
             Ok(report) => {
@@ -189,6 +210,38 @@ impl TerminusAgent {
             // The run's errors come from its journaled answers, so a retry would end the same.
             Err(e) => Err(TerminalError::new_with_code(500, format!("{}: {e}", e.class())).into()),
         }
+    }
+
+    /// Approves the held call `{"call_id"}` names: it runs, once (`docs/restate.md`).
+    #[handler]
+    async fn approve(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        body: Json<Value>,
+    ) -> HandlerResult<Json<Value>> {
+        decisions::decide(&ctx, Verb::Approve, &body.0).await
+    }
+
+    /// Denies the held call `{"call_id", "reason"?}` names: the model gets a
+    /// `permission_denied` result carrying the reason.
+    #[handler]
+    async fn deny(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        body: Json<Value>,
+    ) -> HandlerResult<Json<Value>> {
+        decisions::decide(&ctx, Verb::Deny, &body.0).await
+    }
+
+    /// Answers the held call `{"call_id", "result"}` (or `{"call_id", "error", "message"}`)
+    /// names: that is its result.
+    #[handler]
+    async fn answer(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        body: Json<Value>,
+    ) -> HandlerResult<Json<Value>> {
+        decisions::decide(&ctx, Verb::Answer, &body.0).await
     }
 
     /// The report of the execution, once it has stopped.
@@ -216,6 +269,65 @@ impl TerminusAgent {
             }
             None => false,
         })
+    }
+}
+
+/// A run's cancel token in [`TerminusAgent`]'s `running`, taken out when dropped.
+struct Registered<'a> {
+    agent: &'a TerminusAgent,
+    execution: &'a str,
+}
+
+impl<'a> Registered<'a> {
+    fn new(
+        agent: &'a TerminusAgent,
+        execution: &'a str,
+        cancel: &CancellationToken,
+    ) -> Registered<'a> {
+        agent.running().insert(execution.to_owned(), cancel.clone());
+        Registered { agent, execution }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.agent.running().remove(self.execution);
+    }
+}
+
+/// What a run that goes on after a suspension takes again: the wrapped adapters and settings.
+struct Again {
+    model: Arc<dyn Model>,
+    tools: ToolSet,
+    verifier: Option<Arc<dyn Verifier>>,
+    config: RuntimeConfig,
+    context: Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
+}
+
+impl Again {
+    fn of(adapters: &Adapters<'_>) -> Again {
+        Again {
+            model: adapters.model.clone(),
+            tools: adapters.tools.clone(),
+            verifier: adapters.verifier.clone(),
+            config: adapters.config.clone(),
+            context: adapters.context.clone(),
+        }
+    }
+
+    /// The resume of `execution` with these adapters (no `on_replay`: they are the ones that
+    /// ran, and have moved past what the journal holds).
+    fn resume(&self, execution: &str) -> Resume {
+        let mut resume = Run::resume(execution, self.model.clone())
+            .tools(self.tools.clone())
+            .config(self.config.clone());
+        if let Some(verifier) = &self.verifier {
+            resume = resume.verifier(verifier.clone());
+        }
+        if let Some((policy, tokenizer)) = &self.context {
+            resume = resume.context(*policy, tokenizer.clone());
+        }
+        resume
     }
 }
 
@@ -248,7 +360,7 @@ impl Steps<'_, '_> {
     async fn drive<T>(
         &self,
         run: impl Future<Output = T>,
-        mut requests: mpsc::UnboundedReceiver<Begin>,
+        requests: &mut mpsc::UnboundedReceiver<Begin>,
     ) -> T {
         let mut queue: VecDeque<Job<'_>> = VecDeque::new();
         tokio::pin!(run);
@@ -261,7 +373,8 @@ impl Steps<'_, '_> {
                 }
             }
         };
-        requests.close();
+        // The run is over and its adapters are gone with it: nothing asks for a step after
+        // these (the channel stays open for a run that goes on after a suspension).
         while let Ok(begin) = requests.try_recv() {
             self.push(&mut queue, begin);
         }

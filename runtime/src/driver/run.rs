@@ -65,6 +65,9 @@ pub struct Adapters<'a> {
     pub verifier: &'a mut Option<Arc<dyn Verifier>>,
     /// Timeouts and the rest.
     pub config: &'a mut RuntimeConfig,
+    /// The context window's policy and tokenizer, if the host gave them (a host that goes on
+    /// with the run itself, as [`Run::resume`] does, gives them again).
+    pub context: &'a mut Option<(ContextPolicy, Arc<dyn Tokenizer>)>,
 }
 
 /// Goes on with an execution from its journal, started with [`Run::resume`]. It takes the
@@ -334,6 +337,7 @@ impl Run {
             tools: &mut self.parts.tools,
             verifier: &mut self.parts.verifier,
             config: &mut self.parts.config,
+            context: &mut self.parts.context,
         });
         self
     }
