@@ -74,3 +74,60 @@ test('the ES module entry point gives the same Machine', async () => {
   assert.equal(esm.default.Machine, Machine);
   assert.equal(typeof esm.runScenario, 'function');
 });
+
+// A run whose only tool needs a person's approval (docs/approvals.md): the host holds the call,
+// keeps only the snapshot while it waits (the suspension), restores it and feeds the decision
+// as the call's result. Returns the stopped machine and how often the model asked for the tool.
+function heldRun(decide) {
+  let m = new Machine(undefined, { task: 'Drop the staging database.' });
+  assert.equal(m.nextCommand().command, 'call_model');
+  let asked = 0;
+  const ask = () => {
+    asked += 1;
+    m.handle({ model_turn: { tool_calls: [
+      { id: `drop-${asked}`, name: 'drop_database', arguments: { name: `staging-${asked}` } }] } });
+  };
+  ask();
+  for (;;) {
+    const command = m.nextCommand();
+    assert.ok(command, `the machine waits in ${m.phase} with no command`);
+    if (command.command === 'nudge' || command.command === 'notice') continue;
+    if (command.command === 'stop') return { m, asked };
+    if (command.command === 'call_model') {
+      if (asked < 3) ask();
+      else m.handle({ model_turn: { text: 'Done.', needs_more_work: false } });
+      continue;
+    }
+    assert.equal(command.command, 'run_tools');
+    const held = command.calls;
+    // Suspended: only the snapshot survives until a person decides.
+    const text = m.snapshot();
+    const { phase, stats } = m;
+    m = Machine.restore(text);
+    assert.equal(m.phase, 'Acting');
+    assert.equal(phase, 'Acting');
+    assert.deepStrictEqual(m.stats, stats);
+    assert.equal(m.nextCommand(), null, 'a restored suspension waits for the results');
+    m.handle({ tool_results: held.map(decide) });
+  }
+}
+
+test('a denied call across a suspension ends the run bounded', () => {
+  const { m, asked } = heldRun((c) => ({
+    call_id: c.id, name: c.name, error: 'permission_denied', message: 'denied: not on Fridays' }));
+  const report = m.report();
+  // Denied once, then excluded: the next ask is refused without asking anyone.
+  assert.equal(report.outcome, 'aborted');
+  assert.equal(report.reason, 'tool_failures');
+  assert.equal(report.stats.tool_failures, 1);
+  assert.ok(report.stats.refused_calls >= 1);
+  assert.equal(asked, 2);
+});
+
+test('an approved call across a suspension runs and the run goes on', () => {
+  const { m, asked } = heldRun((c) => ({ call_id: c.id, name: c.name, ok: 'dropped' }));
+  const report = m.report();
+  assert.equal(report.outcome, 'complete');
+  assert.equal(report.stats.tool_calls, 3);
+  assert.equal(asked, 3);
+});
