@@ -480,8 +480,9 @@ pub trait Claims: Journal {
     async fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Suspends the execution `lease` holds until `pending` held calls are decided
-    /// ([`Journal::decide`]), from `at_unix_ms`, and gives the claim up, in one commit: no worker
-    /// claims it meanwhile ([`Queue::claim_next`]); a claim by id ([`Claims::claim`], a resume)
+    /// ([`Journal::decide`]), from `at_unix_ms` (or from the start of a suspension not yet
+    /// decided: a resume that finds a call undecided suspends again), and gives the claim up, in
+    /// one commit: no worker claims it meanwhile ([`Queue::claim_next`]); a claim by id ([`Claims::claim`], a resume)
     /// still may. Fails with [`StoreError::LeaseLost`] if the worker no longer holds the claim.
     /// The default only gives the claim up: the store cannot keep a suspension, so the next
     /// claim finds the calls undecided and suspends again at once, running nothing.
@@ -902,7 +903,9 @@ impl Claims for MemoryStore {
                     .is_some_and(|(holder, _)| *holder == lease.worker) =>
             {
                 e.suspension.pending = pending;
-                e.suspension.since_unix_ms = Some(at_unix_ms);
+                // Suspended again before it was decided (a resume that found a call undecided):
+                // the suspension goes on from its start.
+                e.suspension.since_unix_ms.get_or_insert(at_unix_ms);
                 e.claim = None;
                 Ok(())
             }

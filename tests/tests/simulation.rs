@@ -117,6 +117,9 @@ fn generate(seed: u64) -> Value {
     if r.chance(15) {
         policy["token_budget"] = json!(100 + r.below(400));
     }
+    if r.chance(15) {
+        policy["max_tool_calls"] = json!(1 + r.below(8));
+    }
     if r.chance(20) {
         policy["completion_requires"] = json!(["write"]);
     }
@@ -292,6 +295,10 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
             }
             Outcome::Aborted(AbortReason::TokenBudget) => {
                 assert!(policy.token_budget.is_some(), "{}", ctx());
+            }
+            Outcome::Aborted(AbortReason::ToolCallBudget) => {
+                let limit = policy.max_tool_calls.unwrap_or(u32::MAX);
+                assert!(report.tool_calls <= limit, "{}", ctx());
             }
             _ => {}
         }

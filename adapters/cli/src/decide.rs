@@ -1,7 +1,7 @@
 //! `terminus approve | deny | answer`: decisions on the held calls of a suspended execution
 //! (`docs/approvals.md`), and how a suspension is printed.
 
-use crate::{INVALID, StoreArgs, code_of_store_error, open_store};
+use crate::{INVALID, StoreArgs, code_of_store_error};
 use clap::Args;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -148,7 +148,8 @@ fn unix_ms() -> u64 {
 
 /// Records `decision` on the held calls `calls` names; the exit code.
 async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
-    let store = match open_store(&target.store.journal, target.store.durability).await {
+    // A journal that does not exist is an error, not an empty journal to create.
+    let store = match crate::inspect::open_existing(&target.store.journal).await {
         Ok(store) => store,
         Err(code) => return code,
     };

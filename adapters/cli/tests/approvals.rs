@@ -337,15 +337,27 @@ fn an_outside_answer_reaches_the_model_as_the_call_result() {
 #[test]
 fn decisions_on_what_is_not_suspended_are_refused() {
     let case = Case::sqlite();
-    let missing = case.on_execution("approve", "no-such-run", &["--all"]);
-    assert_eq!(code(&missing), Some(2), "{}", stderr(&missing));
-    assert!(stderr(&missing).contains("no-such-run"));
+    // A journal that is not there is not created.
+    let absent = case.dir.path().join("typo.db");
+    let out = case.run(&[
+        "approve",
+        "--journal",
+        &absent.to_string_lossy(),
+        "--execution",
+        "x",
+        "--all",
+    ]);
+    assert_eq!(code(&out), Some(2), "{}", stderr(&out));
+    assert!(!absent.exists(), "approve created {}", absent.display());
     // A run with no held call.
     let id = unique("plain");
     let journal = case.journal.arg();
     let plain = common::scenario("plain-answer");
     let out = case.run(&["run", &plain, "--journal", &journal, "--execution", &id]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let missing = case.on_execution("approve", "no-such-run", &["--all"]);
+    assert_eq!(code(&missing), Some(2), "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("no-such-run"));
     let ended = case.on_execution("deny", &id, &["--all"]);
     assert_eq!(code(&ended), Some(2), "{}", stderr(&ended));
     assert!(

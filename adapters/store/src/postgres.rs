@@ -668,7 +668,8 @@ impl Backend for Postgres {
         retrying!(self, c => async {
             let n = c
                 .execute(
-                    "UPDATE terminus_executions SET held = $3, suspended_ms = $4, worker = NULL,
+                    "UPDATE terminus_executions SET held = $3,
+                            suspended_ms = coalesce(suspended_ms, $4), worker = NULL,
                             lease_until = 'epoch'
                      WHERE id = $1 AND worker = $2",
                     &[&execution, &worker, &held, &at_ms],

@@ -923,7 +923,8 @@ impl Backend for Sqlite {
         self.run(Access::Write, move |c| {
             let n = c
                 .prepare_cached(
-                    "UPDATE executions SET held = ?3, suspended_ms = ?4, worker = NULL,
+                    "UPDATE executions SET held = ?3, suspended_ms = coalesce(suspended_ms, ?4),
+                       worker = NULL,
                        lease_until_ms = 0
                      WHERE id = ?1 AND worker = ?2",
                 )?

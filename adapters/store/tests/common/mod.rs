@@ -388,6 +388,16 @@ pub async fn suspends(store: &dyn Store, id: &str, private: bool) {
         (s.pending, s.since_unix_ms, s.paused_ms),
         (2, Some(1_000), 0)
     );
+    // A resume that finds the calls undecided suspends again: the suspension keeps its start.
+    let again = store.claim(id, "w1", long).await.expect("a claim by id");
+    store
+        .suspend(&again, 2, 1_100)
+        .await
+        .expect("suspend again");
+    assert_eq!(
+        store.suspension(id).await.expect("read").since_unix_ms,
+        Some(1_000)
+    );
     let all = ExecutionFilter::all();
     assert_eq!(
         status(store.executions(&all).await.expect("list")),
