@@ -218,6 +218,9 @@ impl LlmModel {
             max_output_tokens: self.config.max_output_tokens,
             stream: self.config.stream,
         };
+        let cap = options
+            .max_output_tokens
+            .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS);
         let body = match self.config.provider {
             Provider::OpenAi => self.bodies.write(Wire::Chat, options, &request),
             Provider::OpenAiResponses => self.bodies.write(Wire::Responses, options, &request),
@@ -261,7 +264,9 @@ impl LlmModel {
             return match self.config.provider {
                 Provider::OpenAi => openai::parse_response(&body),
                 Provider::Anthropic => anthropic::parse_response(&body),
-                Provider::OpenAiResponses => responses::parse_response(&body),
+                Provider::OpenAiResponses => {
+                    responses::parse_response(&body).map(|r| responses::cut_at_cap(r, cap))
+                }
             };
         }
         let mut decoder = SseDecoder::new();
@@ -290,7 +295,10 @@ impl LlmModel {
                 break;
             }
         }
-        stream.finish()
+        match self.config.provider {
+            Provider::OpenAiResponses => stream.finish().map(|r| responses::cut_at_cap(r, cap)),
+            _ => stream.finish(),
+        }
     }
 }
 

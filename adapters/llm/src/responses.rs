@@ -61,7 +61,11 @@ pub(crate) fn write_tools(tools: &[ToolSpec], out: &mut Vec<u8>) {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum ItemWire<'a> {
+    /// Typed `message`: OpenAI takes a message item with or without its type, llama.cpp's
+    /// server refuses an assistant message without it ("Cannot determine type of 'item'").
     Message {
+        #[serde(rename = "type")]
+        kind: &'static str,
         role: &'static str,
         content: &'a str,
     },
@@ -84,6 +88,7 @@ enum ItemWire<'a> {
 /// (if any) and one `function_call` item per call, or a tool result's `function_call_output`.
 pub(crate) fn write_item(m: &Message, out: &mut Vec<u8>) {
     let message = |role| ItemWire::Message {
+        kind: "message",
         role,
         content: &m.content,
     };
@@ -301,6 +306,22 @@ impl ResponseWire {
     }
 }
 
+/// `reply` as the kernel must take it when `cap` was the request's output cap: a `completed`
+/// text reply whose output tokens reached the cap was cut by it. llama.cpp's server says
+/// `completed` (with no `incomplete_details`) for a reply its `max_output_tokens` cut, where
+/// OpenAI says `incomplete`; a reply that ends exactly at the cap is taken as cut too, never
+/// as an answer.
+pub fn cut_at_cap(mut reply: Reply, cap: u32) -> Reply {
+    let reached = reply
+        .turn
+        .usage
+        .is_some_and(|u| u.output_tokens >= u64::from(cap));
+    if reached && reply.turn.finish == Finish::Stop {
+        reply.turn.finish = Finish::Length;
+    }
+    reply
+}
+
 /// A non-streamed response body.
 pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
     let wire: ResponseWire = serde_json::from_slice(body).map_err(|e| {
@@ -321,6 +342,10 @@ struct EventWire<'a> {
     #[serde(borrow)]
     delta: Option<&'a RawValue>,
     output_index: Option<usize>,
+    /// The item an event is about; llama.cpp's server names items by it alone, with no
+    /// `output_index`.
+    #[serde(borrow)]
+    item_id: Option<&'a str>,
     item: Option<OutputWire>,
     response: Option<ResponseWire>,
     #[serde(borrow)]
@@ -337,6 +362,9 @@ pub struct Stream {
     text: String,
     /// Output indexes whose text came in deltas (their `output_item.done` adds nothing).
     texts: Vec<usize>,
+    /// The item ids seen in events without an `output_index`, in order: an item's place here
+    /// stands in for its index.
+    item_ids: Vec<String>,
     refused: bool,
     reasoning: bool,
     calls: Vec<PartialCall>,
@@ -361,6 +389,17 @@ impl Stream {
         call_at(&mut self.calls, index)
     }
 
+    /// The index standing in for the item `id` in events without an `output_index`.
+    fn index_of(&mut self, id: &str) -> usize {
+        match self.item_ids.iter().position(|known| known == id) {
+            Some(index) => index,
+            None => {
+                self.item_ids.push(id.to_owned());
+                self.item_ids.len() - 1
+            }
+        }
+    }
+
     /// One SSE event's data.
     pub fn data(&mut self, data: &str) -> Result<(), ModelFailure> {
         if self.done.is_some() || data.trim() == "[DONE]" {
@@ -372,7 +411,14 @@ impl Stream {
                 format!("a stream event is not a Responses API event: {e}"),
             )
         })?;
-        let index = event.output_index.unwrap_or(0);
+        let item_id = event
+            .item_id
+            .or_else(|| event.item.as_ref().and_then(|i| i.id.as_deref()));
+        let index = match (event.output_index, item_id) {
+            (Some(index), _) => index,
+            (None, Some(id)) => self.index_of(id),
+            (None, None) => 0,
+        };
         match event.kind.unwrap_or_default() {
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = event.delta {
@@ -652,6 +698,61 @@ mod tests {
         assert_eq!(cut.kind, ModelErrorKind::Server);
     }
 
+    /// llama.cpp's server, as it answered a request capped at 3 tokens: `completed`, items
+    /// named by `item_id` alone (no `output_index`).
+    const LLAMA_CUT: &str = r#"{"completed_at":1795654404,"created_at":1795654404,"id":"resp_XeYv1P9fR4TmA9mjJzL7Ya0N4mQYgnyR","model":"SmolLM2-135M-Instruct.Q4_1.gguf","object":"response","output":[{"content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"How do we"}],"id":"msg_VMrG7pE6JGEtiQuFbGvUCASNIG5jdkMK","role":"assistant","status":"completed","type":"message"}],"status":"completed","usage":{"input_tokens":21,"output_tokens":3,"total_tokens":24,"input_tokens_details":{"cached_tokens":0}}}"#;
+
+    #[test]
+    fn a_completed_reply_that_reached_the_cap_is_cut() {
+        let reply = parse_response(LLAMA_CUT.as_bytes()).expect("a reply");
+        assert_eq!(reply.turn.finish, Finish::Stop);
+        assert_eq!(reply.turn.text, "How do we");
+        assert_eq!(cut_at_cap(reply, 3).turn.finish, Finish::Length);
+        let reply = parse_response(LLAMA_CUT.as_bytes()).expect("a reply");
+        assert_eq!(cut_at_cap(reply, 48).turn.finish, Finish::Stop);
+        // Tool calls and OpenAI's own `incomplete` stay as they are.
+        let calls = parse_response(CALL.as_bytes()).expect("a reply");
+        assert_eq!(cut_at_cap(calls, 23).turn.finish, Finish::ToolCalls);
+    }
+
+    #[test]
+    fn events_that_name_items_by_id_alone_keep_them_apart() {
+        let msg = "msg_VMrG7pE6JGEtiQuFbGvUCASNIG5jdkMK";
+        let events = [
+            json!({ "type": "response.created", "response": { "id": "resp_1",
+                    "object": "response", "status": "in_progress" } }),
+            json!({ "type": "response.output_item.added", "item": { "content": [], "id": msg,
+                    "role": "assistant", "status": "in_progress", "type": "message" } }),
+            json!({ "type": "response.content_part.added", "item_id": msg,
+                    "part": { "type": "output_text", "text": "" } }),
+            json!({ "type": "response.output_text.delta", "item_id": msg, "delta": "Count" }),
+            json!({ "type": "response.output_text.delta", "item_id": msg, "delta": " to" }),
+            json!({ "type": "response.output_text.done", "item_id": msg, "text": "Count to" }),
+            json!({ "type": "response.output_item.done", "item": { "type": "message",
+                    "status": "completed", "id": msg, "role": "assistant", "content": [
+                    { "type": "output_text", "annotations": [], "text": "Count to" }] } }),
+            json!({ "type": "response.output_item.added", "item": { "type": "function_call",
+                    "id": "fc_1", "call_id": "call_1", "name": "read", "arguments": "" } }),
+            json!({ "type": "response.output_item.added", "item": { "type": "function_call",
+                    "id": "fc_2", "call_id": "call_2", "name": "read", "arguments": "" } }),
+            json!({ "type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                    "delta": "{\"path\":\"a\"}" }),
+            json!({ "type": "response.function_call_arguments.delta", "item_id": "fc_2",
+                    "delta": "{\"path\":\"b\"}" }),
+            json!({ "type": "response.completed", "response": { "id": "resp_1",
+                    "status": "completed", "output": [],
+                    "usage": { "input_tokens": 34, "output_tokens": 20 } } }),
+        ];
+        let reply = parse_stream(&events).expect("a reply");
+        assert_eq!(reply.turn.text, "Count to");
+        let calls = &reply.turn.tool_calls;
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].id, "call_1");
+        assert_eq!(calls[0].arguments, json!({ "path": "a" }));
+        assert_eq!(calls[1].id, "call_2");
+        assert_eq!(calls[1].arguments, json!({ "path": "b" }));
+    }
+
     #[test]
     fn the_request_carries_items_tools_and_the_cap() {
         let calls = vec![ToolCall::new("call_1", "read_file", json!({ "path": "a" }))];
@@ -678,9 +779,9 @@ mod tests {
         assert_eq!(
             body,
             json!({ "model": "gpt-4.1-mini", "input": [
-                { "role": "system", "content": "Be brief." },
-                { "role": "user", "content": "Read a." },
-                { "role": "assistant", "content": "Reading." },
+                { "type": "message", "role": "system", "content": "Be brief." },
+                { "type": "message", "role": "user", "content": "Read a." },
+                { "type": "message", "role": "assistant", "content": "Reading." },
                 { "type": "function_call", "call_id": "call_1", "name": "read_file",
                   "arguments": "{\"path\":\"a\"}" },
                 { "type": "function_call_output", "call_id": "call_1", "output": "text" },

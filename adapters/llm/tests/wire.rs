@@ -652,11 +652,11 @@ async fn requests_carry_the_conversation_in_each_format() {
                 assert_eq!(m.as_array().map(Vec::len), Some(7), "{m}");
                 assert_eq!(
                     m[0],
-                    json!({ "role": "system", "content": "You are careful." })
+                    json!({ "type": "message", "role": "system", "content": "You are careful." })
                 );
                 assert_eq!(
                     m[1],
-                    json!({ "role": "user", "content": "Write the plan." })
+                    json!({ "type": "message", "role": "user", "content": "Write the plan." })
                 );
                 // The turn with no text: only its calls, one item each, paired by call_id.
                 assert_eq!(
@@ -673,7 +673,8 @@ async fn requests_carry_the_conversation_in_each_format() {
                 assert_eq!(m[5]["call_id"], "call_2");
                 assert_eq!(
                     m[6],
-                    json!({ "role": "user", "content": "You tried to finish, but the task is not done yet." })
+                    json!({ "type": "message", "role": "user",
+                            "content": "You tried to finish, but the task is not done yet." })
                 );
                 assert_eq!(
                     sent[0]["tools"][0],
