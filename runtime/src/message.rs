@@ -6,6 +6,7 @@
 //! (`docs/design.md`, rule 4).
 
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use terminus_kernel::ToolCall;
 
 /// The role of a message, as chat APIs name it.
@@ -37,7 +38,11 @@ pub enum Author {
 }
 
 /// One message of the conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Each message made has a [`Message::stamp`] of its own, which its clones keep: an adapter can
+/// keep what it derived from a message (its encoding) and know it again by the stamp alone.
+/// Equality ignores the stamp.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Message {
     /// The chat role.
     pub role: Role,
@@ -57,6 +62,28 @@ pub struct Message {
     /// Bytes of `content` that are evidence; anything after them is kernel text (a budget
     /// warning) that the verifier must not see.
     evidence_len: usize,
+    /// This message's identity (see [`Message::stamp`]); a read message gets a new one.
+    #[serde(skip, default = "new_stamp")]
+    stamp: u64,
+}
+
+/// The stamps given so far.
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
+fn new_stamp() -> u64 {
+    STAMPS.fetch_add(1, Ordering::Relaxed)
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.role == other.role
+            && self.author == other.author
+            && self.content == other.content
+            && self.tool_calls == other.tool_calls
+            && self.tool_call_id == other.tool_call_id
+            && self.tool_name == other.tool_name
+            && self.evidence_len == other.evidence_len
+    }
 }
 
 impl Message {
@@ -70,7 +97,16 @@ impl Message {
             tool_call_id: None,
             tool_name: None,
             evidence_len,
+            stamp: new_stamp(),
         }
+    }
+
+    /// This message's identity: unique to each message made (by a constructor, or read from
+    /// JSON), kept by its clones, in this process. Two messages with one stamp are one message
+    /// and its copy, unless a field was changed in place since: code that changes a message
+    /// makes a new one instead (as the context window does when it cuts a tool result).
+    pub fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     /// A system message from the host.

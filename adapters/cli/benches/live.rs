@@ -6,7 +6,10 @@
 //! An agent step is one model turn calling one tool, plus the tool's result. The live model is
 //! the OpenAI-compatible adapter (`stream = false` and `stream = true`) against the fixture
 //! server on loopback, answering at once; the journal is in memory in all three, so the figures
-//! are the live path's and not the store's. Figures are medians of repeated runs.
+//! are the live path's and not the store's. Each run is paired with a scripted run and an HTTP
+//! round trip of the same bodies, right after it; "excl. http" is the median of those per-run
+//! differences (live - scripted - http round trip): Terminus's own time per step on the live
+//! path, which should not grow with the conversation (10, 100 and 1,000 turns).
 //!
 //! Run: `cargo bench -p terminus-cli --bench live`.
 
@@ -20,7 +23,10 @@ use terminus_llm::{LlmConfig, LlmModel, Provider};
 use terminus_runtime::{Fault, Run, Tool, ToolSet};
 use terminus_scenario::Scenario;
 
-const RUNS: usize = 15;
+/// Paired runs per size: fewer at 1,000 turns, where one live run is a thousand requests.
+fn runs(turns: usize) -> usize {
+    if turns >= 1000 { 5 } else { 15 }
+}
 
 fn policy(turns: usize) -> Policy {
     Policy {
@@ -201,7 +207,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
-    println!("live path, per agent step (one model turn calling one tool), medians of {RUNS} runs");
+    println!(
+        "live path, per agent step (one model turn calling one tool), medians of paired runs \
+         (15; 5 at 1,000 turns)"
+    );
     println!(
         "{:>6} {:>7} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8}",
         "turns",
@@ -213,26 +222,28 @@ fn main() {
         "excl. http us",
         "live/scr"
     );
-    for turns in [10usize, 100] {
+    for turns in [10usize, 100, 1000] {
         for stream in [false, true] {
-            let (mut s, mut l, mut h) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut s, mut l, mut h, mut own) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             rt.block_on(async {
                 // One warm-up of each, then paired runs: the baseline in the same process, the
                 // same minute.
                 let _ = scripted(turns).await;
                 let _ = live(turns, stream).await;
-                for _ in 0..RUNS {
-                    s.push(scripted(turns).await);
+                for _ in 0..runs(turns) {
+                    let scripted = scripted(turns).await;
                     let (us, bodies) = live(turns, stream).await;
+                    let http = round_trips(&bodies, turns, stream).await;
+                    s.push(scripted);
                     l.push(us);
-                    h.push(round_trips(&bodies, turns, stream).await);
+                    h.push(http);
+                    own.push(us - scripted - http);
                 }
             });
-            let (s, l, h) = (median(s), median(l), median(h));
+            let (s, l, h, own) = (median(s), median(l), median(h), median(own));
             println!(
-                "{turns:>6} {stream:>7} {s:>12.1} {l:>12.1} {h:>12.1} {:>14.1} {:>14.1} {:>7.1}x",
+                "{turns:>6} {stream:>7} {s:>12.1} {l:>12.1} {h:>12.1} {:>14.1} {own:>14.1} {:>7.1}x",
                 l - s,
-                l - s - h,
                 l / s
             );
         }

@@ -112,7 +112,7 @@ impl AgentConfig {
         if let Some(model) = &self.model {
             if Provider::from_name(&model.provider).is_none() {
                 return Err(format!(
-                    "[model].provider: unknown provider {:?}, expected one of \"openai\", \"anthropic\"",
+                    "[model].provider: unknown provider {:?}, expected one of \"openai\", \"openai-responses\", \"anthropic\"",
                     model.provider
                 ));
             }
@@ -284,7 +284,7 @@ kind = "rules"
         let cases = [
             (
                 GOOD.replace("provider = \"openai\"", "provider = \"openia\""),
-                "[model].provider: unknown provider \"openia\", expected one of \"openai\", \"anthropic\"",
+                "[model].provider: unknown provider \"openia\", expected one of \"openai\", \"openai-responses\", \"anthropic\"",
             ),
             (
                 GOOD.replace("max_steps = 200", "max_stepz = 200"),

@@ -143,7 +143,7 @@ async fn config_errors_exit_2_naming_the_key_and_an_unreachable_model_is_a_model
     .await;
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("[model].provider: unknown provider \"openia\", expected one of \"openai\", \"anthropic\""),
+        text(&out.stderr).contains("[model].provider: unknown provider \"openia\", expected one of \"openai\", \"openai-responses\", \"anthropic\""),
         "{}",
         text(&out.stderr)
     );

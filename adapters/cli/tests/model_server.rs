@@ -1,10 +1,12 @@
 //! `terminus agent` against a real model server: llama.cpp's `llama-server` built from PyPI with
 //! the SmolLM2-135M-Instruct model (both pinned in `.ci/peers.sh`), on 127.0.0.1. The model is
 //! far too weak to use tools, so these tests assert what does not depend on its wit: every reply
-//! of both wire protocols, streamed or not, parses; the report's token counts are the server's
-//! usage; every run ends with a named reason inside its budgets; the recording replays offline to
-//! the same report; a prompt longer than the server's context is `context_overflow` (from the
-//! server's own error body) and a wrong key is `auth` after one request.
+//! of the three wire protocols (Chat Completions, Responses, Messages), streamed or not, parses;
+//! the report's token counts are the server's usage; every run ends with a named reason inside
+//! its budgets; the recording replays offline to the same report; a reply cut by the output cap
+//! is `length` and never an answer; the default cap is in every request; a prompt longer than the
+//! server's context is `context_overflow` (from the server's own error body) and a wrong key is
+//! `auth` after one request.
 //!
 //! Without the server (no peers installed) each test prints why and passes, except on CI (`CI`
 //! set), where that is a failure.
@@ -56,14 +58,53 @@ fn server(dir: &Path, options: &LlamaOptions) -> Option<LlamaServer> {
     server
 }
 
+/// The wire protocols, by their config names.
+const PROVIDERS: [&str; 3] = ["openai", "openai-responses", "anthropic"];
+
 /// A config for `provider` at `url`: small budgets (each reply capped at 48 tokens), no tools.
 fn config(dir: &Path, name: &str, provider: &str, url: &str, stream: bool, key: &str) -> PathBuf {
-    // Both protocols under one root: `/v1/chat/completions` and `/v1/messages`.
+    config_with(dir, name, provider, url, stream, key, Some(48))
+}
+
+/// Each provider, streamed and not: its name (`{provider}-{stream|whole}{suffix}`) and a config
+/// against `url` with the output cap `cap`.
+fn each_protocol(
+    dir: &Path,
+    url: &str,
+    suffix: &str,
+    cap: Option<u32>,
+) -> Vec<(&'static str, String, PathBuf)> {
+    let mut out = Vec::new();
+    for provider in PROVIDERS {
+        for stream in [false, true] {
+            let name = format!(
+                "{provider}-{}{suffix}",
+                if stream { "stream" } else { "whole" }
+            );
+            let config = config_with(dir, &name, provider, url, stream, "TERMINUS_TEST_KEY", cap);
+            out.push((provider, name, config));
+        }
+    }
+    out
+}
+
+/// [`config`] with the output cap `cap` (`None`: none in the config, the adapter's default).
+fn config_with(
+    dir: &Path,
+    name: &str,
+    provider: &str,
+    url: &str,
+    stream: bool,
+    key: &str,
+    cap: Option<u32>,
+) -> PathBuf {
+    // The protocols under one root: `/v1/chat/completions`, `/v1/responses`, `/v1/messages`.
     let base = format!("{url}/v1");
+    let cap = cap.map_or_else(String::new, |cap| format!("max_output_tokens = {cap}\n"));
     let body = format!(
         "system_prompt = \"Answer in one short sentence.\"\n\
          [model]\nprovider = \"{provider}\"\nbase_url = \"{base}\"\nmodel = \"smollm2\"\n\
-         api_key_env = \"{key}\"\nstream = {stream}\ntimeout_ms = 60000\nmax_output_tokens = 48\n\
+         api_key_env = \"{key}\"\nstream = {stream}\ntimeout_ms = 60000\n{cap}\
          [policy]\nmax_steps = 12\nmax_model_calls = 4\nmax_nudges = 1\nmax_no_ops = 2\n\
          max_empty_responses = 2\nmax_model_retries = 1\nretry_base_ms = 1\nretry_max_ms = 5\n"
     );
@@ -100,100 +141,89 @@ fn without_execution(mut report: Value) -> Value {
 }
 
 #[test]
-fn both_wire_protocols_streamed_or_not_parse_count_the_servers_usage_and_replay() {
+fn every_wire_protocol_streamed_or_not_parses_counts_the_servers_usage_and_replays() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let Some(llama) = server(dir.path(), &LlamaOptions::default()) else {
         return;
     };
-    for provider in ["openai", "anthropic"] {
-        for stream in [false, true] {
-            let name = format!("{provider}-{}", if stream { "stream" } else { "whole" });
-            let config = config(
-                dir.path(),
-                &name,
-                provider,
-                &llama.url(),
-                stream,
-                "TERMINUS_TEST_KEY",
-            );
-            let recording = dir.path().join(format!("{name}.json"));
-            let config_arg = config.to_string_lossy().into_owned();
-            let recording_arg = recording.to_string_lossy().into_owned();
-            let out = terminus(&[
-                "agent",
-                &config_arg,
-                "--task",
-                "Name the capital of France.",
-                "--record",
-                &recording_arg,
-                "--json",
-            ]);
-            let live = report(&out);
-            let stderr = text(&out.stderr);
-            // Every run ends with a named reason, inside its budgets.
-            let reason = live["reason"].as_str().unwrap_or_default();
-            assert!(REASONS.contains(&reason), "{name}: {live}\n{stderr}");
-            assert_ne!(
-                reason, "model_error",
-                "{name}: a reply did not parse\n{stderr}"
-            );
-            assert_eq!(
-                out.status.code(),
-                Some(if live["outcome"] == "complete" { 0 } else { 1 }),
-                "{name}: {stderr}"
-            );
-            let calls = live["model_calls"].as_u64().unwrap_or_default();
-            assert!((1..=4).contains(&calls), "{name}: {live}");
-            assert!(live["steps"].as_u64().unwrap_or_default() <= 12, "{name}");
-            // The report's tokens are the sum of the usage the server sent with each reply (the
-            // recording keeps each turn as received).
-            let recorded: Value =
-                serde_json::from_str(&std::fs::read_to_string(&recording).expect("the recording"))
-                    .expect("JSON");
-            let turns = recorded["model"]["turns"].as_array().expect("turns");
-            assert_eq!(turns.len() as u64, calls, "{name}: one turn a call");
-            let sum = |field: &str| -> u64 {
-                turns
-                    .iter()
-                    .map(|t| t["usage"][field].as_u64().expect("the server sent usage"))
-                    .sum()
-            };
+    for (_, name, config) in each_protocol(dir.path(), &llama.url(), "", Some(48)) {
+        let recording = dir.path().join(format!("{name}.json"));
+        let config_arg = config.to_string_lossy().into_owned();
+        let recording_arg = recording.to_string_lossy().into_owned();
+        let out = terminus(&[
+            "agent",
+            &config_arg,
+            "--task",
+            "Name the capital of France.",
+            "--record",
+            &recording_arg,
+            "--json",
+        ]);
+        let live = report(&out);
+        let stderr = text(&out.stderr);
+        // Every run ends with a named reason, inside its budgets.
+        let reason = live["reason"].as_str().unwrap_or_default();
+        assert!(REASONS.contains(&reason), "{name}: {live}\n{stderr}");
+        assert_ne!(
+            reason, "model_error",
+            "{name}: a reply did not parse\n{stderr}"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(if live["outcome"] == "complete" { 0 } else { 1 }),
+            "{name}: {stderr}"
+        );
+        let calls = live["model_calls"].as_u64().unwrap_or_default();
+        assert!((1..=4).contains(&calls), "{name}: {live}");
+        assert!(live["steps"].as_u64().unwrap_or_default() <= 12, "{name}");
+        // The report's tokens are the sum of the usage the server sent with each reply (the
+        // recording keeps each turn as received).
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(&recording).expect("the recording"))
+                .expect("JSON");
+        let turns = recorded["model"]["turns"].as_array().expect("turns");
+        assert_eq!(turns.len() as u64, calls, "{name}: one turn a call");
+        let sum = |field: &str| -> u64 {
+            turns
+                .iter()
+                .map(|t| t["usage"][field].as_u64().expect("the server sent usage"))
+                .sum()
+        };
+        assert!(
+            sum("input_tokens") > 0 && sum("output_tokens") > 0,
+            "{name}"
+        );
+        assert_eq!(
+            live["stats"]["input_tokens"].as_u64(),
+            Some(sum("input_tokens")),
+            "{name}"
+        );
+        assert_eq!(
+            live["stats"]["output_tokens"].as_u64(),
+            Some(sum("output_tokens")),
+            "{name}"
+        );
+        // Every reply was cut at 48 tokens at most: the cap was sent.
+        for t in turns {
             assert!(
-                sum("input_tokens") > 0 && sum("output_tokens") > 0,
-                "{name}"
-            );
-            assert_eq!(
-                live["stats"]["input_tokens"].as_u64(),
-                Some(sum("input_tokens")),
-                "{name}"
-            );
-            assert_eq!(
-                live["stats"]["output_tokens"].as_u64(),
-                Some(sum("output_tokens")),
-                "{name}"
-            );
-            // Every reply was cut at 48 tokens at most: the cap was sent.
-            for t in turns {
-                assert!(
-                    t["usage"]["output_tokens"].as_u64().unwrap_or(u64::MAX) <= 48,
-                    "{name}: {t}"
-                );
-            }
-            // Replayed offline: the same report.
-            let replay = terminus(&["run", &recording_arg, "--json"]);
-            assert_eq!(
-                without_execution(report(&replay)),
-                without_execution(live.clone()),
-                "{name}: the replay differs\n{}",
-                text(&replay.stderr)
-            );
-            eprintln!(
-                "{name}: {} after {calls} calls, {} + {} tokens",
-                reason,
-                sum("input_tokens"),
-                sum("output_tokens")
+                t["usage"]["output_tokens"].as_u64().unwrap_or(u64::MAX) <= 48,
+                "{name}: {t}"
             );
         }
+        // Replayed offline: the same report.
+        let replay = terminus(&["run", &recording_arg, "--json"]);
+        assert_eq!(
+            without_execution(report(&replay)),
+            without_execution(live.clone()),
+            "{name}: the replay differs\n{}",
+            text(&replay.stderr)
+        );
+        eprintln!(
+            "{name}: {} after {calls} calls, {} + {} tokens",
+            reason,
+            sum("input_tokens"),
+            sum("output_tokens")
+        );
     }
 }
 
@@ -208,7 +238,7 @@ fn a_prompt_longer_than_the_servers_context_is_context_overflow() {
         return;
     };
     let task = "Summarise this list: ".to_owned() + &"apples, pears, plums, ".repeat(200);
-    for provider in ["openai", "anthropic"] {
+    for provider in PROVIDERS {
         let config = config(
             dir.path(),
             provider,
@@ -250,7 +280,7 @@ fn a_wrong_key_is_auth_after_one_request_and_never_printed() {
     let Some(llama) = server(dir.path(), &options) else {
         return;
     };
-    for provider in ["openai", "anthropic"] {
+    for provider in PROVIDERS {
         let wrong = config(
             dir.path(),
             &format!("{provider}-wrong"),
@@ -289,4 +319,208 @@ fn a_wrong_key_is_auth_after_one_request_and_never_printed() {
             text(&out.stderr)
         );
     }
+}
+
+#[test]
+fn a_reply_cut_by_the_output_cap_is_length_and_never_an_answer() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some(llama) = server(dir.path(), &LlamaOptions::default()) else {
+        return;
+    };
+    for (_, name, config) in each_protocol(dir.path(), &llama.url(), "-cut", Some(3)) {
+        let recording = dir.path().join(format!("{name}.json"));
+        let out = terminus(&[
+            "agent",
+            &config.to_string_lossy(),
+            "--task",
+            "Count from one to twenty in words, one number a line.",
+            "--record",
+            &recording.to_string_lossy(),
+            "--json",
+        ]);
+        let live = report(&out);
+        let stderr = text(&out.stderr);
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(&recording).expect("the recording"))
+                .expect("JSON");
+        let turns = recorded["model"]["turns"].as_array().expect("turns");
+        assert!(!turns.is_empty(), "{name}: {live}\n{stderr}");
+        // Every reply was cut at 3 tokens: `length`, whatever the server called it.
+        for t in turns {
+            assert_eq!(t["finish"], "length", "{name}: {t}");
+            assert!(
+                t["usage"]["output_tokens"].as_u64().unwrap_or(u64::MAX) <= 3,
+                "{name}: {t}"
+            );
+        }
+        // A cut reply is never the answer: the kernel takes every turn as truncated (a no-op
+        // when it has text, an empty reply when not) and the run ends aborted on a budget; its
+        // text is at most the partial result of an aborted run.
+        let kinds: Vec<&Value> = live["trace"]
+            .as_array()
+            .expect("the trace")
+            .iter()
+            .filter_map(|t| t["input"]["turn"]["kind"].as_object())
+            .filter_map(|kind| kind.get("no_op").or_else(|| kind.get("empty")))
+            .collect();
+        assert_eq!(kinds.len(), turns.len(), "{name}: {live}");
+        assert!(kinds.iter().all(|k| *k == "truncated"), "{name}: {live}");
+        assert_eq!(live["outcome"], "aborted", "{name}: {live}\n{stderr}");
+        assert!(
+            ["no_progress", "empty_responses", "max_model_calls"]
+                .contains(&live["reason"].as_str().unwrap_or_default()),
+            "{name}: {live}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    }
+}
+
+#[test]
+fn the_default_output_cap_is_in_every_request() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some(llama) = server(dir.path(), &LlamaOptions::default()) else {
+        return;
+    };
+    let proxy = Proxy::start(&llama.url());
+    for (provider, name, config) in each_protocol(dir.path(), &proxy.url(), "-default-cap", None) {
+        let before = proxy.requests().len();
+        let out = terminus(&[
+            "agent",
+            &config.to_string_lossy(),
+            "--task",
+            "Say hi.",
+            "--json",
+        ]);
+        let live = report(&out);
+        let calls = live["model_calls"].as_u64().unwrap_or_default();
+        let sent = &proxy.requests()[before..];
+        assert!(calls >= 1, "{name}: {live}\n{}", text(&out.stderr));
+        assert_eq!(sent.len() as u64, calls, "{name}: one request a call");
+        let field = match provider {
+            "openai" => "max_completion_tokens",
+            "openai-responses" => "max_output_tokens",
+            _ => "max_tokens",
+        };
+        for body in sent {
+            assert_eq!(body[field], 4096, "{name}: {body}");
+        }
+    }
+}
+
+/// A loopback proxy in front of the server that keeps each request's JSON body (what Terminus
+/// sent) and passes it on with its output cap lowered to [`PROXY_CAP`], so that a reply with the
+/// default cap of 4096 takes a few tokens, not minutes.
+struct Proxy {
+    port: u16,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Proxy {
+    fn start(upstream: &str) -> Proxy {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = bodies.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (mut from_client, mut to_server) = (client, server);
+                let (Ok(mut to_client), Ok(mut from_server)) =
+                    (from_client.try_clone(), to_server.try_clone())
+                else {
+                    continue;
+                };
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_server, &mut to_client);
+                });
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    // Requests, each passed on once whole (head, then its Content-Length body).
+                    let mut buffer = Vec::new();
+                    let mut chunk = [0u8; 16384];
+                    loop {
+                        let n = match from_client.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        buffer.extend_from_slice(&chunk[..n]);
+                        while let Some((head, body, used)) = whole_request(&buffer) {
+                            let sent = match serde_json::from_slice::<Value>(body) {
+                                Ok(json) => {
+                                    let lowered = lower_cap(&json);
+                                    kept.lock().expect("the bodies").push(json);
+                                    with_body(head, &lowered)
+                                }
+                                Err(_) => buffer[..used].to_vec(),
+                            };
+                            if to_server.write_all(&sent).is_err() {
+                                return;
+                            }
+                            buffer.drain(..used);
+                        }
+                    }
+                });
+            }
+        });
+        Proxy { port, bodies }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.bodies.lock().expect("the bodies").clone()
+    }
+}
+
+/// The output cap of the requests the proxy passes on.
+const PROXY_CAP: u32 = 8;
+
+/// `body` with each protocol's output cap lowered to [`PROXY_CAP`].
+fn lower_cap(body: &Value) -> Vec<u8> {
+    let mut body = body.clone();
+    for field in ["max_completion_tokens", "max_output_tokens", "max_tokens"] {
+        if let Some(cap) = body.get_mut(field) {
+            *cap = PROXY_CAP.into();
+        }
+    }
+    serde_json::to_vec(&body).expect("JSON")
+}
+
+/// The request with the head `head` (its lines, the blank one excluded) and the body `body`.
+fn with_body(head: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = String::new();
+    for line in head.split("\r\n").filter(|l| !l.is_empty()) {
+        if !line.to_ascii_lowercase().starts_with("content-length:") {
+            out.push_str(line);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    let mut out = out.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// The head and body of the first whole request in `buffer` and the bytes it takes, if it is
+/// all there.
+fn whole_request(buffer: &[u8]) -> Option<(&str, &[u8], usize)> {
+    let head_end = buffer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buffer[..head_end]).ok()?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then_some(value)
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let end = head_end + length;
+    (buffer.len() >= end).then(|| (head, &buffer[head_end..end], end))
 }

@@ -1,11 +1,12 @@
 //! The HTTP client: one `POST` per model call, the error response or the (streamed) body read
 //! into a [`Reply`]. Everything it decides is in the pure modules; this file only moves bytes.
 
+use crate::body::{Bodies, Wire};
 use crate::error::{http_failure, retry_after_ms, transport_failure};
 use crate::reply::{Options, Reply};
 use crate::secret::ApiKey;
 use crate::sse::SseDecoder;
-use crate::{anthropic, openai};
+use crate::{anthropic, openai, responses};
 use async_trait::async_trait;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use std::sync::Arc;
@@ -22,24 +23,30 @@ pub enum Provider {
     OpenAi,
     /// Anthropic Messages: `POST {base_url}/messages`.
     Anthropic,
+    /// OpenAI Responses: `POST {base_url}/responses`.
+    OpenAiResponses,
 }
 
 impl Provider {
-    /// The config name: `openai` or `anthropic`.
+    /// Every provider, in the order configs list them.
+    pub const ALL: [Provider; 3] = [
+        Provider::OpenAi,
+        Provider::OpenAiResponses,
+        Provider::Anthropic,
+    ];
+
+    /// The config name: `openai`, `openai-responses` or `anthropic`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
             Provider::Anthropic => "anthropic",
+            Provider::OpenAiResponses => "openai-responses",
         }
     }
 
     /// The provider called `name` in a config.
     pub fn from_name(name: &str) -> Option<Provider> {
-        match name {
-            "openai" => Some(Provider::OpenAi),
-            "anthropic" => Some(Provider::Anthropic),
-            _ => None,
-        }
+        Provider::ALL.into_iter().find(|p| p.as_str() == name)
     }
 }
 
@@ -49,7 +56,7 @@ pub struct LlmConfig {
     /// The wire format.
     pub provider: Provider,
     /// The API root (`http://127.0.0.1:8000/v1`, `https://api.anthropic.com/v1`);
-    /// `/chat/completions` or `/messages` is appended.
+    /// `/chat/completions`, `/responses` or `/messages` is appended.
     pub base_url: String,
     /// The model name, sent with every request; it also picks the tokenizer.
     pub model: String,
@@ -60,8 +67,8 @@ pub struct LlmConfig {
     /// Longest time one call may take, body included; then it is a retryable `timeout`.
     /// Default 120 s.
     pub timeout: Duration,
-    /// The longest reply, in tokens (OpenAI's `max_completion_tokens`, Anthropic's
-    /// `max_tokens`). Default none: [`crate::DEFAULT_MAX_OUTPUT_TOKENS`] is sent.
+    /// The longest reply, in tokens (Chat Completions' `max_completion_tokens`, Responses'
+    /// `max_output_tokens`, Anthropic's `max_tokens`). Default none: [`crate::DEFAULT_MAX_OUTPUT_TOKENS`] is sent.
     pub max_output_tokens: Option<u32>,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,
@@ -104,12 +111,14 @@ pub enum ConfigError {
 }
 
 /// A real model behind an OpenAI-compatible or Anthropic endpoint: the runtime's [`Model`].
+/// Clones share their HTTP connections and their kept request encodings.
 #[derive(Debug, Clone)]
 pub struct LlmModel {
     config: LlmConfig,
     url: String,
     headers: HeaderMap,
     http: reqwest::Client,
+    bodies: Arc<Bodies>,
 }
 
 impl LlmModel {
@@ -124,6 +133,7 @@ impl LlmModel {
         let url = match config.provider {
             Provider::OpenAi => format!("{base}/chat/completions"),
             Provider::Anthropic => format!("{base}/messages"),
+            Provider::OpenAiResponses => format!("{base}/responses"),
         };
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -138,7 +148,9 @@ impl LlmModel {
         }
         if let Some(key) = &config.api_key {
             let (name, value) = match config.provider {
-                Provider::OpenAi => (header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+                Provider::OpenAi | Provider::OpenAiResponses => {
+                    (header::AUTHORIZATION, format!("Bearer {}", key.expose()))
+                }
                 Provider::Anthropic => (
                     header::HeaderName::from_static("x-api-key"),
                     key.expose().to_owned(),
@@ -164,6 +176,7 @@ impl LlmModel {
             url,
             headers,
             http,
+            bodies: Arc::default(),
         })
     }
 
@@ -178,7 +191,9 @@ impl LlmModel {
     /// provider's reported usage corrects the count after the first reply.
     pub fn tokenizer(&self) -> Arc<dyn Tokenizer> {
         match self.config.provider {
-            Provider::OpenAi => terminus_tokenizer::for_model(&self.config.model),
+            Provider::OpenAi | Provider::OpenAiResponses => {
+                terminus_tokenizer::for_model(&self.config.model)
+            }
             Provider::Anthropic => Arc::new(Heuristic),
         }
     }
@@ -203,9 +218,15 @@ impl LlmModel {
             max_output_tokens: self.config.max_output_tokens,
             stream: self.config.stream,
         };
+        let cap = options
+            .max_output_tokens
+            .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS);
         let body = match self.config.provider {
-            Provider::OpenAi => openai::request_body(options, &request),
-            Provider::Anthropic => anthropic::request_body(options, &request),
+            Provider::OpenAi => self.bodies.write(Wire::Chat, options, &request),
+            Provider::OpenAiResponses => self.bodies.write(Wire::Responses, options, &request),
+            Provider::Anthropic => anthropic::request_body(options, &request)
+                .to_string()
+                .into_bytes(),
         };
         let timeout = self.config.timeout;
         let transport = |e: reqwest::Error| transport_failure(&e, timeout);
@@ -214,7 +235,7 @@ impl LlmModel {
             .post(&self.url)
             .headers(self.headers.clone())
             .timeout(timeout)
-            .body(body.to_string())
+            .body(body)
             .send()
             .await
             .map_err(transport)?;
@@ -243,6 +264,9 @@ impl LlmModel {
             return match self.config.provider {
                 Provider::OpenAi => openai::parse_response(&body),
                 Provider::Anthropic => anthropic::parse_response(&body),
+                Provider::OpenAiResponses => {
+                    responses::parse_response(&body).map(|r| responses::cut_at_cap(r, cap))
+                }
             };
         }
         let mut decoder = SseDecoder::new();
@@ -271,7 +295,10 @@ impl LlmModel {
                 break;
             }
         }
-        stream.finish()
+        match self.config.provider {
+            Provider::OpenAiResponses => stream.finish().map(|r| responses::cut_at_cap(r, cap)),
+            _ => stream.finish(),
+        }
     }
 }
 
@@ -282,6 +309,8 @@ pub enum Stream {
     OpenAi(openai::Stream),
     /// Messages events.
     Anthropic(anthropic::Stream),
+    /// Responses events.
+    OpenAiResponses(responses::Stream),
 }
 
 impl Stream {
@@ -290,6 +319,7 @@ impl Stream {
         match provider {
             Provider::OpenAi => Stream::OpenAi(openai::Stream::new()),
             Provider::Anthropic => Stream::Anthropic(anthropic::Stream::new()),
+            Provider::OpenAiResponses => Stream::OpenAiResponses(responses::Stream::new()),
         }
     }
 
@@ -298,6 +328,7 @@ impl Stream {
         match self {
             Stream::OpenAi(s) => s.data(data),
             Stream::Anthropic(s) => s.data(data),
+            Stream::OpenAiResponses(s) => s.data(data),
         }
     }
 
@@ -306,6 +337,7 @@ impl Stream {
         match self {
             Stream::OpenAi(s) => s.is_done(),
             Stream::Anthropic(s) => s.is_done(),
+            Stream::OpenAiResponses(s) => s.is_done(),
         }
     }
 
@@ -314,6 +346,7 @@ impl Stream {
         match self {
             Stream::OpenAi(s) => s.finish(),
             Stream::Anthropic(s) => s.finish(),
+            Stream::OpenAiResponses(s) => s.finish(),
         }
     }
 
@@ -356,7 +389,7 @@ impl Model for LlmModel {
     fn info(&self) -> ModelInfo {
         ModelInfo {
             provider: match self.config.provider {
-                Provider::OpenAi => "openai",
+                Provider::OpenAi | Provider::OpenAiResponses => "openai",
                 Provider::Anthropic => "anthropic",
             }
             .into(),

@@ -17,9 +17,12 @@
 //! | a connection refused, reset or cut mid-body; a stream that ends before its terminator | `server` | yes |
 //! | no answer within `timeout_ms` | `timeout` | yes |
 //!
-//! An error event inside a stream has no status of its own: its `type` stands for one
-//! ([`status_of_error_type`]: `overloaded_error` 529, `rate_limit_error` 429, `api_error` 500,
-//! `invalid_request_error` 400…; an unknown type 500), and the table above decides.
+//! An error event inside a stream has no status of its own: its `type` (or, in the Responses
+//! API's `error` events and failed responses, which have none, its `code`) stands for one
+//! ([`status_of_error_type`]: `overloaded_error` 529, `rate_limit_error` and
+//! `rate_limit_exceeded` 429, `api_error` and `server_error` 500, `invalid_request_error`,
+//! `invalid_prompt` and `context_length_exceeded` 400…; an unknown one 500), and the table above
+//! decides.
 
 use serde::Deserialize;
 use std::time::{Duration, SystemTime};
@@ -97,7 +100,7 @@ impl ErrorInfo {
     ///
     /// | server | says |
     /// |---|---|
-    /// | OpenAI | code `context_length_exceeded`, "This model's maximum context length is ..." |
+    /// | OpenAI | code `context_length_exceeded`, "This model's maximum context length is ...", and in the Responses API "Your input exceeds the context window of this model." |
     /// | OpenRouter, vLLM | "... maximum context length is N tokens" |
     /// | Anthropic | type `model_context_window_exceeded`, "prompt is too long: ...", "input length and `max_tokens` exceed context limit: ..." |
     /// | llama.cpp `llama-server` | type `exceed_context_size_error` ("request (N tokens) exceeds the available context size"), and "Context size has been exceeded." (a 500) |
@@ -105,7 +108,7 @@ impl ErrorInfo {
     /// | LiteLLM (proxy) | "litellm.ContextWindowExceededError: ..." |
     /// | Gemini's OpenAI-compatible endpoint | "The input token count (N) exceeds the maximum number of tokens allowed (M)." |
     pub fn is_context_length(&self) -> bool {
-        const SAYS: [&str; 9] = [
+        const SAYS: [&str; 10] = [
             "prompt is too long",
             "maximum context length",
             "context length exceeded",
@@ -115,6 +118,7 @@ impl ErrorInfo {
             "longer than the model's context length",
             "contextwindowexceedederror",
             "exceeds the maximum number of tokens allowed",
+            "exceeds the context window",
         ];
         let message = self.message.to_ascii_lowercase();
         self.says("context_length_exceeded")
@@ -159,7 +163,11 @@ pub fn classify(status: u16, info: &ErrorInfo) -> ModelErrorKind {
 /// The status an error event's `type` stands for (an error inside a 200 stream has none).
 pub fn status_of_error_type(kind: Option<&str>) -> u16 {
     match kind.unwrap_or("") {
-        "invalid_request_error" | "invalid_request" | "bad_request" => 400,
+        "invalid_request_error"
+        | "invalid_request"
+        | "bad_request"
+        | "invalid_prompt"
+        | "context_length_exceeded" => 400,
         "authentication_error" | "invalid_api_key" => 401,
         "permission_error" => 403,
         "not_found_error" => 404,
@@ -185,7 +193,8 @@ pub fn http_failure(status: u16, retry_after_ms: Option<u64>, body: &[u8]) -> Mo
 /// A failure from an error event inside a stream (OpenAI's `{"error": ...}` chunk, Anthropic's
 /// `event: error`).
 pub fn event_failure(info: &ErrorInfo) -> ModelFailure {
-    let status = status_of_error_type(info.kind.as_deref());
+    // The Responses API's error events and failed responses have a `code` and no `type`.
+    let status = status_of_error_type(info.kind.as_deref().or(info.code.as_deref()));
     ModelFailure::new(
         classify(status, info),
         describe("error event in the stream", info),
@@ -316,6 +325,11 @@ mod tests {
         // vLLM's wording, without a code.
         let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}"#;
         assert_eq!(kind(400, vllm), ContextOverflow);
+        // The Responses API's wording.
+        let responses = r#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#;
+        assert_eq!(kind(400, responses), ContextOverflow);
+        let unlabelled = r#"{"error":{"message":"Your input exceeds the context window of this model.","type":"invalid_request_error","param":"input","code":null}}"#;
+        assert_eq!(kind(400, unlabelled), ContextOverflow);
     }
 
     /// The real bodies of the OpenAI-compatible servers people run, as they answer a prompt

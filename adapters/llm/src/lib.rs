@@ -34,11 +34,13 @@
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
+mod body;
 mod client;
 pub mod error;
 mod json_str;
 pub mod openai;
 mod reply;
+pub mod responses;
 mod secret;
 pub mod sse;
 

@@ -8,79 +8,121 @@
 //! (DeepSeek, vLLM) or `reasoning` (OpenRouter), usage comes in its own final chunk
 //! (`choices: []`, `stream_options.include_usage`) or in any chunk.
 
+use crate::body::Wire;
 use crate::error::{ErrorInfo, event_failure};
 use crate::json_str::{NotAString, push_raw_str};
 use crate::reply::{self, Options, Reply};
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use std::fmt;
 use terminus_kernel::{Finish, ModelErrorKind, ModelTurn, Usage};
-use terminus_runtime::{ModelFailure, ModelRequest, Role};
+use terminus_runtime::{Message, ModelFailure, ModelRequest, Role, ToolSpec};
 
-/// The JSON body of a `POST {base_url}/chat/completions`.
+/// The JSON body of a `POST {base_url}/chat/completions`, as a value (the client sends the
+/// same bytes, written from the kept encodings of `crate::body`).
 pub fn request_body(options: Options<'_>, request: &ModelRequest<'_>) -> Value {
-    let messages: Vec<Value> = request
-        .messages
+    crate::body::value(Wire::Chat, options, request)
+}
+
+#[derive(Serialize)]
+struct ToolWire<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionSpecWire<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionSpecWire<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// The `tools` array.
+pub(crate) fn write_tools(tools: &[ToolSpec], out: &mut Vec<u8>) {
+    let wire: Vec<ToolWire<'_>> = tools
         .iter()
-        .map(|m| match m.role {
-            Role::System => json!({ "role": "system", "content": m.content }),
-            Role::User => json!({ "role": "user", "content": m.content }),
-            Role::Tool => json!({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                "content": m.content,
-            }),
-            Role::Assistant => {
-                let mut out = json!({ "role": "assistant", "content": m.content });
-                if !m.tool_calls.is_empty() {
-                    if m.content.is_empty() {
-                        out["content"] = Value::Null;
-                    }
-                    out["tool_calls"] = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": { "name": c.name, "arguments": arguments_text(&c.arguments) },
-                            })
-                        })
-                        .collect();
-                }
-                out
-            }
+        .map(|t| ToolWire {
+            kind: "function",
+            function: FunctionSpecWire {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
         })
         .collect();
-    let mut body = json!({ "model": options.model, "messages": messages });
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({ "type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters } })
-            })
-            .collect();
-        if !request.tools_enabled {
-            body["tool_choice"] = json!("none");
+    write_json(out, &wire);
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    /// `null` for an assistant turn that is only tool calls.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct CallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionOut<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionOut<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+/// Appends the message `m`, after a comma.
+pub(crate) fn write_message(m: &Message, out: &mut Vec<u8>) {
+    let mut wire = MessageOut {
+        role: "user",
+        tool_call_id: None,
+        content: Some(&m.content),
+        tool_calls: Vec::new(),
+    };
+    match m.role {
+        Role::System => wire.role = "system",
+        Role::User => {}
+        Role::Tool => {
+            wire.role = "tool";
+            wire.tool_call_id = Some(m.tool_call_id.as_deref().unwrap_or_default());
+        }
+        Role::Assistant => {
+            wire.role = "assistant";
+            if !m.tool_calls.is_empty() && m.content.is_empty() {
+                wire.content = None;
+            }
+            wire.tool_calls = m
+                .tool_calls
+                .iter()
+                .map(|c| CallOut {
+                    id: &c.id,
+                    kind: "function",
+                    function: FunctionOut {
+                        name: &c.name,
+                        arguments: arguments_text(&c.arguments),
+                    },
+                })
+                .collect();
         }
     }
-    // Always a cap: a model that rambles must not run until the call's timeout. The field is
-    // `max_completion_tokens`, which OpenAI takes for every model (its reasoning models refuse
-    // `max_tokens`) and llama.cpp, vLLM, LiteLLM and OpenRouter take too.
-    body["max_completion_tokens"] = json!(
-        options
-            .max_output_tokens
-            .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS)
-    );
-    if options.stream {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({ "include_usage": true });
-    }
-    body
+    out.push(b',');
+    write_json(out, &wire);
+}
+
+/// Appends `value` as JSON. Writing into a `Vec` fails only for a value that cannot be JSON (a
+/// map with non-string keys), which nothing written here is.
+pub(crate) fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// Arguments as the wire carries them: a JSON text. Arguments the model sent broken (kept as a
@@ -243,7 +285,7 @@ fn assemble(
     }
 }
 
-fn is_blank(raw: &RawValue) -> bool {
+pub(crate) fn is_blank(raw: &RawValue) -> bool {
     matches!(raw.get(), "null" | "\"\"" | "[]")
 }
 
@@ -264,7 +306,7 @@ fn push_content(text: &mut String, content: &RawValue) {
 
 /// Appends tool-call arguments: a JSON text in a string, as the API says, or (some compatible
 /// servers) the object itself.
-fn push_arguments(args: &mut String, raw: &RawValue) {
+pub(crate) fn push_arguments(args: &mut String, raw: &RawValue) {
     if push_raw_str(args, raw) == Err(NotAString::Other) {
         args.push_str(raw.get());
     }
@@ -286,12 +328,29 @@ fn error_info(raw: &RawValue) -> ErrorInfo {
 // structs around cost a third of the parse), and text and arguments are borrowed raw from the
 // chunk and decoded straight into the buffers the reply keeps.
 
+/// A tool call being streamed: its position among the reply's calls or output items, and what
+/// has come of it so far.
 #[derive(Debug, Default)]
-struct PartialCall {
-    index: usize,
-    id: String,
-    name: String,
-    arguments: String,
+pub(crate) struct PartialCall {
+    pub(crate) index: usize,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+}
+
+/// The call at `index` in `calls`, added when there is none yet.
+pub(crate) fn call_at(calls: &mut Vec<PartialCall>, index: usize) -> &mut PartialCall {
+    let position = match calls.iter().position(|c| c.index == index) {
+        Some(p) => p,
+        None => {
+            calls.push(PartialCall {
+                index,
+                ..PartialCall::default()
+            });
+            calls.len() - 1
+        }
+    };
+    &mut calls[position]
 }
 
 /// A streamed reply being assembled: feed it each SSE event's data with [`Stream::data`], then
@@ -358,17 +417,7 @@ impl Stream {
                 (_, None) => 0,
             },
         };
-        let position = match self.calls.iter().position(|c| c.index == index) {
-            Some(p) => p,
-            None => {
-                self.calls.push(PartialCall {
-                    index,
-                    ..PartialCall::default()
-                });
-                self.calls.len() - 1
-            }
-        };
-        &mut self.calls[position]
+        call_at(&mut self.calls, index)
     }
 
     /// The reply, once the body has ended. A stream that ended before `[DONE]` and before any

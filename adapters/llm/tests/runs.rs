@@ -15,7 +15,7 @@ use terminus_kernel::{AbortReason, CompleteReason, Outcome, Policy, ToolErrorKin
 use terminus_llm::{ApiKey, LlmModel, Provider};
 use terminus_runtime::{Fault, Model, Report, Run, Tool, ToolSet, Transition};
 
-const BOTH: [Provider; 2] = [Provider::OpenAi, Provider::Anthropic];
+const ALL: [Provider; 3] = Provider::ALL;
 
 /// Fast backoff, so that only the provider's `Retry-After` can make a run wait.
 fn policy() -> Policy {
@@ -63,7 +63,7 @@ async fn a_429_with_retry_after_then_success_waits_that_long() {
 
 #[tokio::test]
 async fn a_500_then_success_is_retried() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             Response::json(500, r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#),
             Response::json(529, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
@@ -79,7 +79,7 @@ async fn a_500_then_success_is_retried() {
 
 #[tokio::test]
 async fn a_401_stops_the_run_after_exactly_one_request() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             Response::json(401, r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#),
             say("never served").response(provider, true),
@@ -110,7 +110,7 @@ async fn retries_stop_at_max_model_retries_with_model_error() {
 
 #[tokio::test]
 async fn a_cut_stream_is_retried_and_never_taken_as_an_answer() {
-    for provider in BOTH {
+    for provider in ALL {
         let cut = say("The full answer, which the first time is cut.")
             .response(provider, true)
             .cut_after(4);
@@ -131,7 +131,7 @@ async fn a_cut_stream_is_retried_and_never_taken_as_an_answer() {
 
 #[tokio::test]
 async fn a_reply_slower_than_timeout_ms_is_retried() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             say("late")
                 .response(provider, true)
@@ -195,7 +195,7 @@ async fn empty_content_with_zero_usage_three_times_ends_empty_responses() {
 
 #[tokio::test]
 async fn malformed_tool_call_json_reaches_the_model_as_invalid_arguments() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             raw_call("call_bad", "read_file", r#"{"path": "src/lib.rs"#).response(provider, true),
             say("I could not read it.").response(provider, true),
@@ -341,7 +341,7 @@ fn architect_policy() -> Policy {
 
 #[tokio::test]
 async fn the_architect_is_nudged_once_then_verified_with_each_provider() {
-    for provider in BOTH {
+    for provider in ALL {
         for stream in [true, false] {
             let fixture = serve(
                 architect()
@@ -398,6 +398,26 @@ async fn the_architect_is_nudged_once_then_verified_with_each_provider() {
 
 /// Every call id of the last assistant turn is answered, in order, by a tool result with that id.
 fn check_pairing(provider: Provider, request: &Value, ids: &[&str], at: &str) {
+    if provider == Provider::OpenAiResponses {
+        // Items: the last turn's `function_call` items, then their outputs, by `call_id`.
+        let items = request["input"].as_array().expect("input items");
+        let ids_of = |kind: &str| -> Vec<&str> {
+            items
+                .iter()
+                .filter(|m| m["type"] == kind)
+                .filter_map(|m| m["call_id"].as_str())
+                .collect()
+        };
+        let (called, answered) = (ids_of("function_call"), ids_of("function_call_output"));
+        assert_eq!(called[called.len() - ids.len()..], *ids, "{at}");
+        assert_eq!(answered[answered.len() - ids.len()..], *ids, "{at}");
+        let last_call = items.iter().rposition(|m| m["type"] == "function_call");
+        let first_answer = items
+            .iter()
+            .rposition(|m| m["type"] == "function_call_output" && m["call_id"] == ids[0]);
+        assert!(last_call < first_answer, "{at}: outputs after their calls");
+        return;
+    }
     let messages = request["messages"].as_array().expect("messages");
     match provider {
         Provider::OpenAi => {
@@ -445,13 +465,14 @@ fn check_pairing(provider: Provider, request: &Value, ids: &[&str], at: &str) {
                 .collect();
             assert_eq!(answered, ids, "{at}");
         }
+        Provider::OpenAiResponses => {}
     }
 }
 
 #[tokio::test]
 async fn the_api_key_appears_in_no_progress_line_report_or_journal() {
     const SENTINEL: &str = "sk-terminus-SENTINEL-7f3a9c2e51d8";
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(
             std::iter::once(
                 // A server that echoes the key in its error: the message is shown, the key not.

@@ -13,7 +13,7 @@ use terminus_runtime::{
     Message, ModelFailure, ModelRequest, Purpose, ToolSpec, Transcript, WriteTodos,
 };
 
-const BOTH: [Provider; 2] = [Provider::OpenAi, Provider::Anthropic];
+const ALL: [Provider; 3] = Provider::ALL;
 
 fn tools() -> Vec<ToolSpec> {
     vec![ToolSpec {
@@ -51,7 +51,7 @@ async fn fixture_file(name: &str, split: usize) -> Fixture {
 
 #[tokio::test]
 async fn a_streamed_text_reply_with_usage_in_its_final_chunk() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![say("Hello — there.").response(provider, true)]).await;
         let reply = ask(&fixture, provider, true).await.expect("a reply");
         assert_eq!(reply.turn.text, "Hello — there.");
@@ -63,10 +63,10 @@ async fn a_streamed_text_reply_with_usage_in_its_final_chunk() {
             })
         );
         assert_eq!(reply.turn.finish, Finish::Stop);
-        let expected = if provider == Provider::OpenAi {
-            "stop"
-        } else {
-            "end_turn"
+        let expected = match provider {
+            Provider::OpenAi => "stop",
+            Provider::Anthropic => "end_turn",
+            Provider::OpenAiResponses => "completed",
         };
         assert_eq!(reply.finish_reason.as_deref(), Some(expected));
         assert!(reply.turn.tool_calls.is_empty());
@@ -82,7 +82,7 @@ async fn streamed_and_not_streamed_give_the_same_turn() {
             ("call_b", "read_file", json!({ "path": "b \"quoted\".rs" })),
         ]),
     ];
-    for provider in BOTH {
+    for provider in ALL {
         for turn in &turns {
             let streamed = serve(vec![turn.response(provider, true)]).await;
             let whole = serve(vec![turn.response(provider, false)]).await;
@@ -233,6 +233,21 @@ async fn finish_reasons_map_onto_the_kernel_classes_and_are_kept() {
         (Provider::Anthropic, "pause_turn", Finish::Length),
         (Provider::Anthropic, "refusal", Finish::ContentFilter),
         (Provider::Anthropic, "stop_sequence", Finish::Stop),
+        (
+            Provider::OpenAiResponses,
+            "max_output_tokens",
+            Finish::Length,
+        ),
+        (
+            Provider::OpenAiResponses,
+            "content_filter",
+            Finish::ContentFilter,
+        ),
+        (
+            Provider::OpenAiResponses,
+            "a_reason_of_some_server",
+            Finish::Length,
+        ),
     ];
     for (provider, reason, class) in cases {
         for stream in [true, false] {
@@ -277,7 +292,7 @@ async fn an_openai_refusal_is_filtered_never_an_answer() {
 
 #[tokio::test]
 async fn a_stream_cut_mid_way_is_a_server_failure_not_a_short_answer() {
-    for provider in BOTH {
+    for provider in ALL {
         let whole = say("A long answer that will be cut off.").response(provider, true);
         let cut = whole.clone().cut_after(3);
         let fixture = serve(vec![cut]).await;
@@ -298,7 +313,7 @@ async fn a_stream_cut_mid_way_is_a_server_failure_not_a_short_answer() {
 
 #[tokio::test]
 async fn a_slow_reply_past_timeout_ms_is_a_timeout() {
-    for provider in BOTH {
+    for provider in ALL {
         // Slow to start, and slow in the middle of the body.
         let late = say("late")
             .response(provider, true)
@@ -330,7 +345,7 @@ async fn a_slow_reply_past_timeout_ms_is_a_timeout() {
 /// passes, long before the whole-answer timeout; a stream whose pauses stay under it completes.
 #[tokio::test]
 async fn a_stream_that_stalls_past_idle_timeout_is_a_timeout_at_once() {
-    for provider in BOTH {
+    for provider in ALL {
         let stalled = say("stalled")
             .response(provider, true)
             .pause_before(2, Duration::from_millis(1500));
@@ -478,7 +493,7 @@ async fn an_unreachable_server_is_a_server_failure() {
 
 #[tokio::test]
 async fn malformed_tool_call_json_is_kept_as_its_text() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             raw_call("call_1", "read_file", r#"{"path": "a.rs"#).response(provider, true),
         ])
@@ -493,7 +508,7 @@ async fn malformed_tool_call_json_is_kept_as_its_text() {
 
 #[tokio::test]
 async fn the_key_goes_in_each_providers_header() {
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![say("ok").response(provider, true)]).await;
         ask(&fixture, provider, true).await.expect("a reply");
         let request = &fixture.requests()[0];
@@ -508,6 +523,10 @@ async fn the_key_goes_in_each_providers_header() {
                 assert_eq!(request.header("x-api-key"), Some("test-key"));
                 assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
                 assert_eq!(request.header("authorization"), None);
+            }
+            Provider::OpenAiResponses => {
+                assert_eq!(request.path, "/v1/responses");
+                assert_eq!(request.header("authorization"), Some("Bearer test-key"));
             }
         }
     }
@@ -552,7 +571,7 @@ async fn requests_carry_the_conversation_in_each_format() {
         description: "todos".into(),
         parameters: terminus_runtime::Tool::parameters(&WriteTodos),
     });
-    for provider in BOTH {
+    for provider in ALL {
         let fixture = serve(vec![
             say("a").response(provider, true),
             say("b").response(provider, false),
@@ -627,6 +646,49 @@ async fn requests_carry_the_conversation_in_each_format() {
                 );
                 assert_eq!(sent[0]["tools"][0]["input_schema"]["type"], "object");
                 assert_eq!(sent[1]["tool_choice"], json!({ "type": "none" }));
+            }
+            Provider::OpenAiResponses => {
+                let m = &sent[0]["input"];
+                assert_eq!(m.as_array().map(Vec::len), Some(7), "{m}");
+                assert_eq!(
+                    m[0],
+                    json!({ "type": "message", "role": "system", "content": "You are careful." })
+                );
+                assert_eq!(
+                    m[1],
+                    json!({ "type": "message", "role": "user", "content": "Write the plan." })
+                );
+                // The turn with no text: only its calls, one item each, paired by call_id.
+                assert_eq!(
+                    m[2],
+                    json!({ "type": "function_call", "call_id": "call_1", "name": "read_file",
+                            "arguments": r#"{"path":"a"}"# })
+                );
+                assert_eq!(m[3]["arguments"], json!(r#"{"todos":[]}"#));
+                assert_eq!(
+                    m[4],
+                    json!({ "type": "function_call_output", "call_id": "call_1",
+                            "output": "fn main() {}" })
+                );
+                assert_eq!(m[5]["call_id"], "call_2");
+                assert_eq!(
+                    m[6],
+                    json!({ "type": "message", "role": "user",
+                            "content": "You tried to finish, but the task is not done yet." })
+                );
+                assert_eq!(
+                    sent[0]["tools"][0],
+                    json!({ "type": "function", "name": "read_file", "description": "Read a file.",
+                            "parameters": specs[0].parameters, "strict": false })
+                );
+                assert_eq!(sent[0]["model"], common::MODEL_RESPONSES);
+                assert_eq!(sent[0]["stream"], true);
+                assert_eq!(sent[0]["store"], false);
+                // No cap in the config: the default one, on every request.
+                assert!(sent.iter().all(|s| s["max_output_tokens"] == 4096));
+                assert!(sent[0].get("tool_choice").is_none());
+                assert_eq!(sent[1]["tool_choice"], "none", "the final-answer call");
+                assert_eq!(sent[1]["tools"].as_array().map(Vec::len), Some(2));
             }
         }
         // The verifier's transcript never holds the nudge the model was sent.

@@ -1,5 +1,5 @@
 //! Provider replies in their documented wire shapes (OpenAI's Chat Completions chunks and
-//! objects, Anthropic's Messages events and objects), and a model client pointed at a fixture.
+//! objects, OpenAI's Responses events and objects, Anthropic's Messages events and objects), and a model client pointed at a fixture.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -11,6 +11,7 @@ use terminus_llm::{ApiKey, LlmConfig, LlmModel, Provider};
 
 pub const MODEL_OPENAI: &str = "gpt-4o-mini";
 pub const MODEL_ANTHROPIC: &str = "claude-sonnet-4-5";
+pub const MODEL_RESPONSES: &str = "gpt-4.1-mini";
 
 /// A client of `fixture` for `provider`.
 pub fn model(fixture: &Fixture, provider: Provider, stream: bool) -> Arc<LlmModel> {
@@ -27,6 +28,7 @@ pub fn model_with(
     let name = match provider {
         Provider::OpenAi => MODEL_OPENAI,
         Provider::Anthropic => MODEL_ANTHROPIC,
+        Provider::OpenAiResponses => MODEL_RESPONSES,
     };
     let mut config = LlmConfig::new(provider, format!("{}/v1", fixture.url()), name);
     config.stream = stream;
@@ -81,6 +83,10 @@ impl Turn {
             (Provider::OpenAi, false) => Response::json(200, openai_object(self).to_string()),
             (Provider::Anthropic, true) => Response::sse(anthropic_events(self)),
             (Provider::Anthropic, false) => Response::json(200, anthropic_object(self).to_string()),
+            (Provider::OpenAiResponses, true) => Response::sse(responses_events(self)),
+            (Provider::OpenAiResponses, false) => {
+                Response::json(200, responses_object(self).to_string())
+            }
         }
     }
 }
@@ -265,6 +271,133 @@ pub fn anthropic_object(turn: &Turn) -> Value {
             "stop_sequence": null,
             "usage": { "input_tokens": input, "output_tokens": output,
                        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0 } })
+}
+
+/// The `output` items of `turn` in the Responses API: a message with one `output_text` part,
+/// then one `function_call` item per call.
+fn responses_output(turn: &Turn) -> Vec<Value> {
+    let mut output = Vec::new();
+    if !turn.text.is_empty() {
+        output.push(
+            json!({ "id": "msg_67ccd3acc8d48190a77525dc6de64b4104becb25c9dc6ea4",
+            "type": "message", "status": "completed", "role": "assistant",
+            "content": [{ "type": "output_text", "text": turn.text, "annotations": [] }] }),
+        );
+    }
+    for (i, (id, name, args)) in turn.calls.iter().enumerate() {
+        output.push(
+            json!({ "id": format!("fc_67ccd3a9da748190baa7f1570fe91ac6{i}"),
+            "type": "function_call", "status": "completed", "call_id": id, "name": name,
+            "arguments": args }),
+        );
+    }
+    output
+}
+
+/// The `response` object of `turn` (`status` `incomplete` when `turn.finish` names a reason).
+fn responses_response(turn: &Turn, output: Vec<Value>) -> Value {
+    let (status, details) = match &turn.finish {
+        Some(reason) => ("incomplete", json!({ "reason": reason })),
+        None => ("completed", Value::Null),
+    };
+    let mut out = json!({
+        "id": "resp_67ccd3a9da748190baa7f1570fe91ac604becb25c9dc6ea4", "object": "response",
+        "created_at": 1741476777, "status": status, "error": null,
+        "incomplete_details": details, "instructions": null, "max_output_tokens": 4096,
+        "model": "gpt-4.1-mini-2025-04-14", "output": output, "parallel_tool_calls": true,
+        "store": false, "temperature": 1.0, "tool_choice": "auto", "tools": [], "top_p": 1.0,
+        "truncation": "disabled", "usage": null
+    });
+    if let Some((input, output)) = turn.usage {
+        out["usage"] = json!({ "input_tokens": input,
+            "input_tokens_details": { "cached_tokens": 0 }, "output_tokens": output,
+            "output_tokens_details": { "reasoning_tokens": 0 },
+            "total_tokens": input + output });
+    }
+    out
+}
+
+/// The object the Responses API returns for `turn` without streaming.
+pub fn responses_object(turn: &Turn) -> Value {
+    responses_response(turn, responses_output(turn))
+}
+
+/// The events the Responses API streams for `turn`: `response.created`, each item added, its
+/// text or arguments in deltas, its `done` events, then `response.completed` (or
+/// `response.incomplete`) with the whole response.
+pub fn responses_events(turn: &Turn) -> Vec<String> {
+    let mut seq = 0;
+    let mut ev = |data: Value| {
+        let mut data = data;
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        let name = data["type"].as_str().unwrap_or_default().to_owned();
+        event(&name, data)
+    };
+    let mut start = responses_response(turn, Vec::new());
+    start["status"] = json!("in_progress");
+    start["usage"] = Value::Null;
+    start["incomplete_details"] = Value::Null;
+    let mut out = vec![
+        ev(json!({ "type": "response.created", "response": start })),
+        ev(json!({ "type": "response.in_progress", "response": start })),
+    ];
+    let items = responses_output(turn);
+    for (index, item) in items.iter().enumerate() {
+        let id = item["id"].clone();
+        let mut added = item.clone();
+        added["status"] = json!("in_progress");
+        if item["type"] == "message" {
+            added["content"] = json!([]);
+            out.push(ev(
+                json!({ "type": "response.output_item.added", "output_index": index,
+                                "item": added }),
+            ));
+            out.push(ev(
+                json!({ "type": "response.content_part.added", "item_id": id,
+                "output_index": index, "content_index": 0,
+                "part": { "type": "output_text", "text": "", "annotations": [] } }),
+            ));
+            for piece in pieces(&turn.text, 7) {
+                out.push(ev(
+                    json!({ "type": "response.output_text.delta", "item_id": id,
+                    "output_index": index, "content_index": 0, "delta": piece }),
+                ));
+            }
+            out.push(ev(
+                json!({ "type": "response.output_text.done", "item_id": id,
+                "output_index": index, "content_index": 0, "text": turn.text }),
+            ));
+        } else {
+            let args = item["arguments"].as_str().unwrap_or_default().to_owned();
+            added["arguments"] = json!("");
+            out.push(ev(
+                json!({ "type": "response.output_item.added", "output_index": index,
+                                "item": added }),
+            ));
+            for piece in pieces(&args, 5) {
+                out.push(ev(
+                    json!({ "type": "response.function_call_arguments.delta",
+                    "item_id": id, "output_index": index, "delta": piece }),
+                ));
+            }
+            out.push(ev(json!({ "type": "response.function_call_arguments.done",
+                "item_id": id, "output_index": index, "arguments": args })));
+        }
+        out.push(ev(
+            json!({ "type": "response.output_item.done", "output_index": index,
+                            "item": item }),
+        ));
+    }
+    let end = if turn.finish.is_some() {
+        "response.incomplete"
+    } else {
+        "response.completed"
+    };
+    out.push(ev(
+        json!({ "type": end, "response": responses_object(turn) }),
+    ));
+    out
 }
 
 /// `text` in pieces of `n` characters (at least one piece when empty: none).
