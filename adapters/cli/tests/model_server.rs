@@ -19,26 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use terminus_fixture::{LlamaOptions, LlamaServer, peers};
 
-/// The reasons a run may end with (the kernel's names).
-const REASONS: [&str; 17] = [
-    "verified",
-    "explicit",
-    "answered",
-    "forced",
-    "max_steps",
-    "max_model_calls",
-    "deadline",
-    "cancelled",
-    "no_progress",
-    "incomplete",
-    "verification_loop",
-    "tool_failures",
-    "unrecoverable_tool_error",
-    "empty_responses",
-    "model_error",
-    "context_exhausted",
-    "token_budget",
-];
+/// Whether `reason` is one of the kernel's stop reasons.
+fn is_stop_reason(reason: &str) -> bool {
+    use terminus_kernel::{AbortReason, CompleteReason, Outcome};
+    CompleteReason::ALL
+        .into_iter()
+        .map(Outcome::Complete)
+        .chain(AbortReason::ALL.into_iter().map(Outcome::Aborted))
+        .any(|o| o.reason_str() == reason)
+}
 
 /// The server, or `None` (printed) where the peers hold none; on CI a missing server fails.
 fn server(dir: &Path, options: &LlamaOptions) -> Option<LlamaServer> {
@@ -163,7 +152,7 @@ fn every_wire_protocol_streamed_or_not_parses_counts_the_servers_usage_and_repla
         let stderr = text(&out.stderr);
         // Every run ends with a named reason, inside its budgets.
         let reason = live["reason"].as_str().unwrap_or_default();
-        assert!(REASONS.contains(&reason), "{name}: {live}\n{stderr}");
+        assert!(is_stop_reason(reason), "{name}: {live}\n{stderr}");
         assert_ne!(
             reason, "model_error",
             "{name}: a reply did not parse\n{stderr}"
@@ -523,4 +512,111 @@ fn whole_request(buffer: &[u8]) -> Option<(&str, &[u8], usize)> {
         .unwrap_or(0);
     let end = head_end + length;
     (buffer.len() >= end).then(|| (head, &buffer[head_end..end], end))
+}
+
+/// The architect task on the real filesystem MCP server and the real model server, killed
+/// (SIGKILL) mid-run and resumed: the run ends with a named reason, and no model call answered
+/// in the journal is asked again (the requests the server saw: the run's model calls, plus at
+/// most the one in flight at the kill).
+#[test]
+fn a_killed_architect_on_the_real_server_resumes_without_asking_again() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some(llama) = server(dir.path(), &LlamaOptions::default()) else {
+        return;
+    };
+    let Some(peers) = peers::dir() else { return };
+    let proxy = Proxy::start(&llama.url());
+    let root = dir.path().join("work");
+    std::fs::create_dir_all(root.join("src")).expect("mkdir");
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn parse(s: &str) -> u32 { 0 }",
+    )
+    .expect("a source");
+    let config = config_with(
+        dir.path(),
+        "architect",
+        "openai",
+        &proxy.url(),
+        false,
+        "TERMINUS_TEST_KEY",
+        Some(24),
+    );
+    let mut text_of_config = std::fs::read_to_string(&config).expect("the config");
+    text_of_config = text_of_config.replace(
+        "max_model_calls = 4",
+        "max_model_calls = 8\ncompletion_requires = [\"write_file\"]\nmax_nudges = 3",
+    );
+    text_of_config = text_of_config.replace("max_nudges = 1\n", "");
+    text_of_config.push_str(&common::fs_server(&peers, &root.to_string_lossy()));
+    std::fs::write(&config, text_of_config).expect("the architect's config");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let args = |command: &str| -> Vec<String> {
+        let mut args: Vec<String> = match command {
+            "agent" => vec![
+                "agent".into(),
+                config.to_string_lossy().into_owned(),
+                "--task".into(),
+                "Write an implementation plan for src/lib.rs to plan.md".into(),
+            ],
+            other => vec![other.into()],
+        };
+        args.extend(
+            [
+                "--journal",
+                &journal,
+                "--execution",
+                "architect",
+                "--lease-ms",
+                "1000",
+                "--json",
+            ]
+            .map(String::from),
+        );
+        args
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(args("agent"))
+        .env("TERMINUS_TEST_KEY", KEY)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the agent starts");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while proxy.requests().len() < 2 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the agent made no second model call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let asked_before = proxy.requests().len();
+    // The killed process's claim must run out first (its lease is 1 s); a resume refused
+    // meanwhile exits 4.
+    let resumed = loop {
+        let refs: Vec<String> = args("resume");
+        let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+        let out = terminus(&refs);
+        if out.status.code() != Some(4) {
+            break out;
+        }
+        assert!(std::time::Instant::now() < until, "the claim never ran out");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let report = report(&resumed);
+    let reason = report["reason"].as_str().unwrap_or_default();
+    assert!(
+        is_stop_reason(reason),
+        "{report}\n{}",
+        text(&resumed.stderr)
+    );
+    let calls = report["model_calls"].as_u64().unwrap_or_default() as usize;
+    let asked = proxy.requests().len();
+    assert!(asked > asked_before, "the resume asked the model nothing");
+    assert!(
+        asked <= calls + 1,
+        "{asked} requests for {calls} model calls: a journaled turn was asked again"
+    );
 }
