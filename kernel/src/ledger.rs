@@ -83,9 +83,10 @@ impl ToolRecord {
 /// An agent has a handful of tools, and the machine looks one up on every tool event, so the
 /// records are a vector in name order (serialized as a map, as before) searched by name length
 /// first, which for a few names is cheaper than a tree's string comparisons. A name carries its
-/// fingerprint ([`Name`]), so the machine's own lookups compare those before the strings. Whether any tool is
-/// excluded is kept on the side, so that a turn can skip the exclusion lookup of each call while
-/// none is; a budget reset that lifts an exclusion recomputes it ([`Ledger::reset_budget`]).
+/// fingerprint ([`Name`]), so the machine's own lookups compare those before the strings.
+/// Whether any tool is excluded is kept on the side, so that a turn can skip the exclusion lookup
+/// of each call while none is; a budget reset that lifts an exclusion recomputes it (`reset_on`,
+/// see [`crate::ToolBudget`]).
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     tools: Vec<(Name, ToolRecord)>,

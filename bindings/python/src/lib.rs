@@ -2,7 +2,7 @@
 //!
 //! A thin layer over [`terminus_runtime::host::Host`] (the kernel with the embedding contract's
 //! JSON vocabulary, its journal, report and explanation) and over the runtime for
-//! [`run_scenario`]. Python values cross as JSON-shaped data (`pythonize`); every bad input is a
+//! `run_scenario`. Python values cross as JSON-shaped data (`pythonize`); every bad input is a
 //! `ValueError` naming the field or JSON path, and nothing here panics on any input.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
