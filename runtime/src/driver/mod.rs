@@ -36,6 +36,7 @@ use crate::report::Report;
 use crate::tool::{ToolSet, ToolSpec};
 use crate::verifier::Verifier;
 use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -43,7 +44,7 @@ use terminus_kernel::{
     CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, Record, StepRecord, Stop,
     ToolBatch, VerifyRequest,
 };
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tracing::Instrument as _;
 
 /// Wall-clock milliseconds since the Unix epoch (a run's start, compared across processes).
@@ -118,6 +119,37 @@ struct Driver {
     warnings: Vec<BudgetWarning>,
     /// Whether this driver goes on from a journal (for the run span).
     resumed: bool,
+    /// The timers of the deadline and the lease renewal, kept armed across actions.
+    deadline_timer: Armed,
+    renew_timer: Armed,
+}
+
+/// A timer kept armed from one action to the next. Every action that waits races the deadline
+/// and the lease renewal; a new tokio timer for each would, whenever the timer wheel was empty or
+/// its next expiry later (the runtime's time driver recomputes it each time it parks), wake the
+/// thread parked on that driver: a system call and a thread wake-up each agent step on the live
+/// path, for a timer that almost never fires. One timer each, armed by the first action that
+/// waits and reset only when its instant moves, stays in the wheel instead (and the model's and
+/// the HTTP client's per-call timeouts, later than it, then wake nothing either).
+#[derive(Default)]
+struct Armed(std::sync::Mutex<Option<Pin<Box<Sleep>>>>);
+
+impl Armed {
+    /// Resolves at `at` (at once if it has passed).
+    async fn until(&self, at: Instant) {
+        poll_fn(|cx| {
+            let mut slot = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let timer = slot.get_or_insert_with(|| Box::pin(sleep_until(at)));
+            if timer.deadline() != at {
+                timer.as_mut().reset(at);
+            }
+            timer.as_mut().poll(cx)
+        })
+        .await;
+    }
 }
 
 /// The one command among those drained that needs an answer.
@@ -175,6 +207,8 @@ impl Driver {
             warned: Warned::default(),
             warnings: Vec::new(),
             resumed: false,
+            deadline_timer: Armed::default(),
+            renew_timer: Armed::default(),
         }
     }
 
@@ -328,7 +362,7 @@ impl Driver {
             match self.deadline {
                 // A host that keeps the clock says when the deadline passes.
                 _ if self.env.kill.keeps_clock() => self.env.kill.expired().await,
-                Some(at) => sleep_until(at).await,
+                Some(at) => self.deadline_timer.until(at).await,
                 None => std::future::pending().await,
             }
         };
@@ -344,7 +378,7 @@ impl Driver {
         };
         let renew = async {
             loop {
-                sleep_until(next()).await;
+                self.renew_timer.until(next()).await;
                 if let Err(e) = self.env.store.renew(&self.lease).await {
                     return RunError::from(e);
                 }
