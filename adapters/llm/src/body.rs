@@ -12,6 +12,7 @@
 use crate::reply::Options;
 use crate::{openai, responses};
 use serde_json::Value;
+use std::io::Write as _;
 use std::sync::Mutex;
 use terminus_runtime::{Message, ModelRequest, ToolSpec};
 
@@ -149,7 +150,7 @@ impl Bodies {
         let cap = options
             .max_output_tokens
             .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS);
-        out.extend_from_slice(cap.to_string().as_bytes());
+        let _ = write!(out, "{cap}");
         out.extend_from_slice(match (wire, options.stream) {
             (Wire::Chat, false) => &b"}"[..],
             (Wire::Chat, true) => b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}",

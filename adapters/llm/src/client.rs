@@ -116,6 +116,9 @@ pub enum ConfigError {
 pub struct LlmModel {
     config: LlmConfig,
     url: String,
+    /// `url` parsed once (a URL that does not parse is given to the HTTP client as text at each
+    /// call, which refuses it there as it always did).
+    parsed: Option<reqwest::Url>,
     headers: HeaderMap,
     http: reqwest::Client,
     bodies: Arc<Bodies>,
@@ -173,6 +176,7 @@ impl LlmModel {
             .map_err(ConfigError::Client)?;
         Ok(LlmModel {
             config,
+            parsed: reqwest::Url::parse(&url).ok(),
             url,
             headers,
             http,
@@ -230,9 +234,11 @@ impl LlmModel {
         };
         let timeout = self.config.timeout;
         let transport = |e: reqwest::Error| transport_failure(&e, timeout);
-        let mut response = self
-            .http
-            .post(&self.url)
+        let post = match &self.parsed {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&self.url),
+        };
+        let mut response = post
             .headers(self.headers.clone())
             .timeout(timeout)
             .body(body)

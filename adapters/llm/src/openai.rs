@@ -165,52 +165,65 @@ impl UsageWire {
 
 // ----- non-streamed -----
 
+// Text, reasoning and arguments are borrowed raw from the body and decoded straight into the
+// reply's buffers: nothing is allocated for a field the reply does not keep.
+
 #[derive(Deserialize)]
-struct ResponseWire {
+struct ResponseWire<'a> {
     id: Option<String>,
     model: Option<String>,
-    choices: Option<Vec<ChoiceWire>>,
+    #[serde(borrow)]
+    choices: Option<Vec<ChoiceWire<'a>>>,
     usage: Option<UsageWire>,
-    error: Option<Box<RawValue>>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
-struct ChoiceWire {
-    message: Option<MessageWire>,
+struct ChoiceWire<'a> {
+    #[serde(borrow)]
+    message: Option<MessageWire<'a>>,
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct MessageWire {
-    content: Option<Box<RawValue>>,
-    reasoning_content: Option<Box<RawValue>>,
-    reasoning: Option<Box<RawValue>>,
-    refusal: Option<Box<RawValue>>,
-    tool_calls: Option<Vec<CallWire>>,
+struct MessageWire<'a> {
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(borrow)]
+    refusal: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<CallWire<'a>>>,
 }
 
 #[derive(Deserialize)]
-struct CallWire {
+struct CallWire<'a> {
     id: Option<String>,
-    function: Option<FunctionWire>,
+    #[serde(borrow)]
+    function: Option<FunctionWire<'a>>,
 }
 
 #[derive(Deserialize)]
-struct FunctionWire {
+struct FunctionWire<'a> {
     name: Option<String>,
-    arguments: Option<Box<RawValue>>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
 }
 
 /// A non-streamed response body.
 pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
-    let wire: ResponseWire = serde_json::from_slice(body).map_err(|e| {
+    let wire: ResponseWire<'_> = serde_json::from_slice(body).map_err(|e| {
         ModelFailure::new(
             ModelErrorKind::Server,
             format!("the response is not a chat completion: {e}"),
         )
     })?;
     if let Some(error) = wire.error {
-        return Err(event_failure(&error_info(&error)));
+        return Err(event_failure(&error_info(error)));
     }
     let mut text = String::new();
     let mut reasoning = false;
@@ -221,14 +234,14 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
     if let Some(choice) = wire.choices.and_then(|c| c.into_iter().next()) {
         finish_reason = choice.finish_reason;
         if let Some(m) = choice.message {
-            if let Some(content) = &m.content {
+            if let Some(content) = m.content {
                 push_content(&mut text, content);
             }
-            reasoning = [&m.reasoning_content, &m.reasoning]
+            reasoning = [m.reasoning_content, m.reasoning]
                 .into_iter()
                 .flatten()
                 .any(|r| !is_blank(r));
-            if let Some(refusal) = m.refusal.as_deref().filter(|r| !is_blank(r)) {
+            if let Some(refusal) = m.refusal.filter(|r| !is_blank(r)) {
                 refused = true;
                 push_content(&mut text, refusal);
             }
@@ -238,7 +251,7 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, ModelFailure> {
                     None => (String::new(), None),
                 };
                 let mut args = String::new();
-                if let Some(raw) = &raw {
+                if let Some(raw) = raw {
                     push_arguments(&mut args, raw);
                 }
                 // A missing id is left empty: the runtime gives the call a unique one.
