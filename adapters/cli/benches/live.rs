@@ -42,6 +42,11 @@
 //! - The HTTP client the adapter made is dropped after the clock stops, as it was made before
 //!   the clock started (a host makes one per model, not one per run).
 //!
+//! The fixture sends each part of a streamed answer as soon as it flushes it (`TCP_NODELAY`);
+//! before, Nagle's algorithm held each part back until the client had acknowledged the one
+//! before, and a streamed round trip at 10 or 100 turns took about 230 or about 360 us, as the
+//! client's acknowledgement went out sooner or later, in the live run and its baseline alike.
+//!
 //! Run: `cargo bench -p terminus-cli --bench live` (`TERMINUS_LIVE_TURNS=100` for one size).
 
 use async_trait::async_trait;
