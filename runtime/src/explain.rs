@@ -258,6 +258,8 @@ pub struct Builder {
 #[derive(Default)]
 struct Pending {
     model: Option<&'static str>,
+    /// The budgets a raise lifted (the event of the step that goes on from a budget stop).
+    raised: Option<String>,
     verdict: Option<bool>,
     errors: Vec<ToolError>,
 }
@@ -362,7 +364,7 @@ impl Builder {
                     tool_calls: Vec::new(),
                     tool_errors: event.errors,
                     nudge: None,
-                    notices: Vec::new(),
+                    notices: event.raised.into_iter().collect(),
                     verdict: event.verdict,
                     tokens: self.tokens,
                 });
@@ -431,6 +433,17 @@ impl Builder {
                 }
             }
             Entry::Stop(stop) => self.stop = Some(stop.clone()),
+            Entry::Raised { raises } => {
+                // The run goes on from its stop, under the raised policy.
+                self.stop = None;
+                for raise in raises {
+                    if let Some(limit) = terminus_kernel::catalog::raisable(&raise.field) {
+                        let _ = limit.set(&mut self.policy, raise.to);
+                    }
+                }
+                let words: Vec<String> = raises.iter().map(ToString::to_string).collect();
+                self.event.raised = Some(format!("raised {}", words.join(", ")));
+            }
             Entry::User { .. } | Entry::ToolResult(_) | Entry::Tick { .. } | Entry::Cancel => {}
         }
     }
