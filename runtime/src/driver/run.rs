@@ -17,7 +17,7 @@ use crate::verifier::Verifier;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use terminus_kernel::{Machine, Policy};
+use terminus_kernel::{Machine, Policy, Raise};
 use tokio::time::Instant;
 
 /// One agent run, configured builder style and started with [`Run::execute`].
@@ -77,6 +77,7 @@ pub struct Resume {
     execution: String,
     parts: Parts,
     on_replay: Option<OnReplay>,
+    raises: Vec<Raise>,
 }
 
 /// What [`Resume::on_replay`] is told.
@@ -352,6 +353,7 @@ impl Run {
             execution: execution.into(),
             parts: Parts::new(model),
             on_replay: None,
+            raises: Vec::new(),
         }
     }
 
@@ -454,10 +456,23 @@ impl Resume {
         self
     }
 
+    /// Goes on with a run that a budget stopped, with that budget raised
+    /// (`terminus resume --raise FIELD=N`, see [`terminus_kernel::raise`]): the step the stop
+    /// pre-empted is taken under the raised policy, and the run goes on from there. The first
+    /// stop and the raise stay in the journal; the counters carry over. A raise that does not
+    /// lift the budget that stopped the run, or of a run that has not ended, is
+    /// [`RunError::Raise`] (exit code 2), nothing written.
+    #[must_use]
+    pub fn raise(mut self, raises: Vec<Raise>) -> Resume {
+        self.raises = raises;
+        self
+    }
+
     /// Claims the execution, replays its journal into a fresh machine and conversation, and
-    /// runs on to a stop (an execution that already ended returns its stored report).
+    /// runs on to a stop (an execution that already ended returns its stored report, unless
+    /// [`Resume::raise`] lifts the budget that stopped it).
     pub async fn execute(self) -> Result<Report, RunError> {
         let (env, mut observer) = self.parts.into_env(String::new(), self.execution)?;
-        resume_execution(env, &mut observer, self.on_replay).await
+        resume_execution(env, &mut observer, self.on_replay, self.raises).await
     }
 }
