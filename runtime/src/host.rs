@@ -32,12 +32,12 @@ use crate::report::Report;
 use crate::verifier::missing_by_rules;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use terminus_kernel::{
     Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
-    Policy, PolicyError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall, ToolErrorKind,
-    ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
+    Policy, PolicyError, Raise, RaiseError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall,
+    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
 };
 
 /// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
@@ -636,6 +636,23 @@ impl Host {
             self.keep.warnings.extend(due);
         }
         Handle::Step
+    }
+
+    /// Goes on with a run a budget stopped, with that budget raised (`budgets`: policy field to
+    /// new value, see [`Machine::raise`]): the step the stop pre-empted is taken, journaled with a
+    /// `raised` entry as [`crate::Resume::raise`] journals it. A raise the kernel refuses is an
+    /// error that says why, and changes nothing.
+    pub fn raise(&mut self, budgets: &BTreeMap<String, u64>) -> Result<Handle, RaiseError> {
+        let raises: Vec<Raise> = budgets
+            .iter()
+            .map(|(field, to)| Raise {
+                field: field.clone(),
+                to: *to,
+            })
+            .collect();
+        let handled = self.machine.raise(&raises)?;
+        self.keep.stop = None;
+        Ok(self.after(handled, Some(Entry::Raised { raises }), Vec::new()))
     }
 
     /// The next command, or `None` while the kernel waits for an event.
