@@ -208,7 +208,7 @@ pub struct Explanation {
     /// the journal through the kernel (deterministic, so they are what the run gave the model),
     /// or from the report where the journal is not replayed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tool_budget: Vec<ToolBudgetEvent>,
+    pub tool_budget_events: Vec<ToolBudgetEvent>,
     /// What the context window did (from the report: the window is the runtime's, not
     /// journaled; unknown until the run has a report).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -626,7 +626,8 @@ impl Builder {
                 .report
                 .map(|r| r.warnings.clone())
                 .unwrap_or_default(),
-            tool_budget: match (self.replaying && self.replay_error.is_none(), stored.report) {
+            tool_budget_events: match (self.replaying && self.replay_error.is_none(), stored.report)
+            {
                 (false, Some(report)) => report.tool_budget_events.clone(),
                 _ => self.tool_budget,
             },
@@ -1375,9 +1376,9 @@ impl Explanation {
         for w in &self.warnings {
             let _ = writeln!(t, "  warned: {w}");
         }
-        if !self.tool_budget.is_empty() {
+        if !self.tool_budget_events.is_empty() {
             let _ = writeln!(t, "\ntool budgets (tool_budgets):");
-            for e in &self.tool_budget {
+            for e in &self.tool_budget_events {
                 let what = match (e.kind, e.block_at) {
                     (ToolBudgetKind::Warn, Some(b)) => {
                         format!("warned (calls are refused from {b})")

@@ -255,7 +255,7 @@ fn tool_budget_warnings_and_blocks_and_prunes_are_listed() {
     let out = explain("soft-tool-budget", true);
     let e: Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON line");
     assert_eq!(
-        e["tool_budget"],
+        e["tool_budget_events"],
         serde_json::json!([
             { "tool": "read_file", "kind": "warn", "call": 2, "block_at": 3, "step": 3 },
             { "tool": "read_file", "kind": "block", "call": 3, "block_at": 3, "step": 5 },
