@@ -107,6 +107,8 @@ export interface Report {
   todos: Todo[];
   stats: Stats;
   trace: Json[];
+  /** Each warning or block of a per-tool budget (`tool_budgets`), in order; absent when none. */
+  tool_budget_events?: { tool: string; kind: 'warn' | 'block'; call: number; block_at?: number; step: number }[];
   [field: string]: Json;
 }
 

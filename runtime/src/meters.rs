@@ -2,7 +2,7 @@
 //! check) until the host installs a recorder, as `terminus worker --metrics-addr` does with its
 //! Prometheus endpoint. The names are constants here so hosts and tests spell them alike.
 
-use crate::budget::BudgetWarning;
+use crate::budget::{BudgetWarning, ToolBudgetEvent};
 use crate::error::RunError;
 use crate::journal::StoreError;
 use crate::report::Report;
@@ -28,6 +28,13 @@ pub const RESUME_CONFLICTS: &str = "terminus_resume_conflicts_total";
 pub const EXCLUDED_TOOLS: &str = "terminus_excluded_tools_total";
 /// Budgets that passed 80 %, by `budget`.
 pub const BUDGET_WARNINGS: &str = "terminus_budget_warnings_total";
+/// Per-tool budget warnings and blocks (`tool_budgets`), by `tool` and `kind` (`warn`,
+/// `block`).
+pub const TOOL_BUDGET_EVENTS: &str = "terminus_tool_budget_events_total";
+/// Prunes of the model's view by the context window.
+pub const CONTEXT_PRUNES: &str = "terminus_context_prunes_total";
+/// System prompts cut to the context policy's `max_system_tokens`.
+pub const SYSTEM_PROMPT_CUTS: &str = "terminus_system_prompt_cuts_total";
 /// Model-call latency in seconds (a histogram), by `outcome` (`ok`, `error`, `interrupted`).
 pub const MODEL_CALL_SECONDS: &str = "terminus_model_call_duration_seconds";
 
@@ -64,6 +71,23 @@ pub(crate) fn claim_refused(error: &RunError) {
 
 pub(crate) fn budget_warning(warning: &BudgetWarning) {
     metrics::counter!(BUDGET_WARNINGS, "budget" => warning.budget.as_str()).increment(1);
+}
+
+pub(crate) fn tool_budget(event: &ToolBudgetEvent) {
+    metrics::counter!(
+        TOOL_BUDGET_EVENTS,
+        "tool" => event.tool.clone(),
+        "kind" => event.kind.as_str()
+    )
+    .increment(1);
+}
+
+pub(crate) fn context_pruned() {
+    metrics::counter!(CONTEXT_PRUNES).increment(1);
+}
+
+pub(crate) fn system_cut() {
+    metrics::counter!(SYSTEM_PROMPT_CUTS).increment(1);
 }
 
 pub(crate) fn model_call(outcome: &'static str, took: Duration) {

@@ -108,6 +108,26 @@ pub const TERMINUS_BUDGET: &str = "terminus.budget";
 pub const TERMINUS_BUDGET_USED: &str = "terminus.budget.used";
 /// `terminus.budget.limit` on a budget warning.
 pub const TERMINUS_BUDGET_LIMIT: &str = "terminus.budget.limit";
+/// `terminus.tool_budget.kind` on a tool budget event: `warn` or `block`.
+pub const TERMINUS_TOOL_BUDGET_KIND: &str = "terminus.tool_budget.kind";
+/// `terminus.tool_budget.call` on a tool budget event: the call's number for its tool.
+pub const TERMINUS_TOOL_BUDGET_CALL: &str = "terminus.tool_budget.call";
+/// `terminus.tool_budget.block_at` on a tool budget event, when the budget sets one.
+pub const TERMINUS_TOOL_BUDGET_BLOCK_AT: &str = "terminus.tool_budget.block_at";
+/// `terminus.context.messages_before` on a prune: messages of the conversation.
+pub const TERMINUS_CONTEXT_MESSAGES_BEFORE: &str = "terminus.context.messages_before";
+/// `terminus.context.messages_after` on a prune: messages of the view sent.
+pub const TERMINUS_CONTEXT_MESSAGES_AFTER: &str = "terminus.context.messages_after";
+/// `terminus.context.tokens_before` on a prune: tokens of the conversation as one request.
+pub const TERMINUS_CONTEXT_TOKENS_BEFORE: &str = "terminus.context.tokens_before";
+/// `terminus.context.tokens_after` on a prune: tokens of the view sent.
+pub const TERMINUS_CONTEXT_TOKENS_AFTER: &str = "terminus.context.tokens_after";
+/// `terminus.context.system_tokens` on a system prompt cut: tokens of the whole prompt.
+pub const TERMINUS_CONTEXT_SYSTEM_TOKENS: &str = "terminus.context.system_tokens";
+/// `terminus.context.system_shown` on a system prompt cut: tokens of it still shown.
+pub const TERMINUS_CONTEXT_SYSTEM_SHOWN: &str = "terminus.context.system_shown";
+/// `terminus.context.max_system_tokens` on a system prompt cut: the policy's limit.
+pub const TERMINUS_CONTEXT_MAX_SYSTEM_TOKENS: &str = "terminus.context.max_system_tokens";
 
 /// The run span's `tracing` name (exported as `invoke_agent {name}`).
 pub const SPAN_RUN: &str = "invoke_agent";
@@ -121,5 +141,11 @@ pub const SPAN_VERIFY: &str = "verify";
 pub const EVENT_TRANSITION: &str = "transition";
 /// The event of a budget passing 80 %.
 pub const EVENT_BUDGET_WARNING: &str = "budget_warning";
+/// The event of a per-tool budget's warning or block.
+pub const EVENT_TOOL_BUDGET: &str = "tool_budget";
+/// The event of a prune of the model's view.
+pub const EVENT_CONTEXT_PRUNED: &str = "context_pruned";
+/// The event of a system prompt cut to `max_system_tokens`.
+pub const EVENT_SYSTEM_PROMPT_CUT: &str = "system_prompt_cut";
 /// The `tracing` target of every span and event of the runtime.
 pub const TARGET: &str = "terminus";

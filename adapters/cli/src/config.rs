@@ -15,6 +15,9 @@ use terminus_tools::{McpConfig, McpTransport};
 pub(crate) struct AgentConfig {
     /// A system message before the task.
     pub(crate) system_prompt: Option<String>,
+    /// `[agent]`: what the agent reads at start.
+    #[serde(default)]
+    pub(crate) agent: AgentSection,
     /// The model. Required by `terminus agent`; `terminus tools` needs only `[[mcp]]`.
     pub(crate) model: Option<ModelSection>,
     /// The kernel policy: the scenario `policy` fields, same names, same defaults.
@@ -27,6 +30,17 @@ pub(crate) struct AgentConfig {
     pub(crate) mcp: Vec<McpSection>,
     /// Who judges completion claims.
     pub(crate) verifier: Option<VerifierSection>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentSection {
+    /// Files read at start and appended to the system prompt, each under a heading naming it
+    /// (`AGENTS.md`): relative to the config's folder when the file is there, else to the
+    /// folder the agent starts in.
+    #[serde(default)]
+    pub(crate) context_files: Vec<String>,
 }
 
 /// `[model]`.
@@ -132,6 +146,22 @@ impl AgentConfig {
         self.policy
             .validate()
             .map_err(|e| format!("[policy].{}: {}", e.field, e.problem))?;
+        if let Some(context) = &self.context {
+            context
+                .policy()
+                .validate()
+                .map_err(|e| format!("[context].{}: {}", e.field, e.problem))?;
+        }
+        if let Some(i) = self
+            .agent
+            .context_files
+            .iter()
+            .position(|f| f.trim().is_empty())
+        {
+            return Err(format!(
+                "[agent].context_files[{i}]: the file name is empty"
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for (i, server) in self.mcp.iter().enumerate() {
             let at = format!("[[mcp]] #{} `{}`", i + 1, server.name);
@@ -209,6 +239,50 @@ impl AgentConfig {
                 config
             })
             .collect()
+    }
+
+    /// The system prompt the agent starts with: `system_prompt`, then each of
+    /// `[agent].context_files` under a heading naming it. A relative file is taken from `dir`
+    /// (the config's folder) when it is there, else from `cwd` (the folder the agent starts in);
+    /// a file found in neither, or that cannot be read, is an error naming it.
+    pub(crate) fn system_prompt_with_files(
+        &self,
+        dir: &Path,
+        cwd: &Path,
+    ) -> Result<Option<String>, String> {
+        if self.agent.context_files.is_empty() {
+            return Ok(self.system_prompt.clone());
+        }
+        let mut prompt = self.system_prompt.clone().unwrap_or_default();
+        for (i, name) in self.agent.context_files.iter().enumerate() {
+            let field = format!("[agent].context_files[{i}]");
+            let given = Path::new(name);
+            let path = [dir.join(given), cwd.join(given)]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| {
+                    if given.is_absolute() {
+                        format!("{field}: {name:?}: no such file")
+                    } else {
+                        format!(
+                            "{field}: {name:?}: no such file in the config's folder ({}) or the \
+                             current folder ({})",
+                            dir.display(),
+                            cwd.display()
+                        )
+                    }
+                })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{field}: cannot read {}: {e}", path.display()))?;
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str("## ");
+            prompt.push_str(name);
+            prompt.push_str("\n\n");
+            prompt.push_str(text.trim_end());
+        }
+        Ok(Some(prompt))
     }
 
     /// The model client's config; the key comes from the environment now.
@@ -310,11 +384,69 @@ kind = "rules"
                 ),
                 "[model].idle_timeout_ms: must be at least 1",
             ),
+            (
+                GOOD.replace("window = 128000", "window = 128000\nmax_system_tokens = 0"),
+                "[context].max_system_tokens: must be at least 1",
+            ),
+            (
+                GOOD.replace("[model]", "[agent]\ncontext_files = [\"\"]\n[model]"),
+                "[agent].context_files[0]: the file name is empty",
+            ),
+            (
+                GOOD.replace(
+                    "[model]",
+                    "[agent]\ncontext_file = [\"AGENTS.md\"]\n[model]",
+                ),
+                "[agent].context_file",
+            ),
         ];
         for (text, says) in cases {
             let err = AgentConfig::parse(&text).expect_err("invalid");
             assert!(err.contains(says), "expected {says:?} in {err:?}");
         }
+    }
+
+    #[test]
+    fn context_files_follow_the_system_prompt_under_their_names() {
+        let config_dir = tempfile::tempdir().expect("a temp dir");
+        let cwd = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(config_dir.path().join("AGENTS.md"), "Run the tests.\n").expect("write");
+        std::fs::write(cwd.path().join("NOTES.md"), "Prefer small diffs.").expect("write");
+        let text = GOOD.replace(
+            "[model]",
+            "[agent]\ncontext_files = [\"AGENTS.md\", \"NOTES.md\"]\n[model]",
+        );
+        let c = AgentConfig::parse(&text).expect("valid");
+        let prompt = c
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect("both files are found");
+        assert_eq!(
+            prompt.as_deref(),
+            Some(
+                "You are careful.\n\n## AGENTS.md\n\nRun the tests.\n\n## NOTES.md\n\n\
+                 Prefer small diffs."
+            )
+        );
+        // Without a system prompt the first file starts it.
+        let bare = text.replace("system_prompt = \"You are careful.\"\n", "");
+        let c = AgentConfig::parse(&bare).expect("valid");
+        let prompt = c
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect("found");
+        assert!(
+            prompt.is_some_and(|p| p.starts_with("## AGENTS.md\n\nRun the tests.")),
+            "the first heading starts the prompt"
+        );
+        // A missing file names the field and the file.
+        let missing = GOOD.replace("[model]", "[agent]\ncontext_files = [\"GONE.md\"]\n[model]");
+        let err = AgentConfig::parse(&missing)
+            .expect("valid syntax")
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect_err("no such file");
+        assert!(
+            err.starts_with("[agent].context_files[0]: \"GONE.md\": no such file"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -172,7 +172,13 @@ impl Job {
                         None,
                     )
                     .store(Arc::clone(&store));
-                let result = drive(run, with_worker(live.runtime(lease))).await;
+                // The system prompt is the journal's: the context files it was made of are
+                // read at start, and may have changed since.
+                let config = RuntimeConfig {
+                    system_prompt: None,
+                    ..live.runtime(lease)
+                };
+                let result = drive(run, with_worker(config)).await;
                 let recorded = match record {
                     Some(path) => {
                         live.record_journal(store.as_ref(), execution, &mcp, path)

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use terminus_runtime::{BudgetWarning, Observer, Report, RuntimeConfig, Setup, Store, Transition};
+use terminus_runtime::{
+    BudgetWarning, ContextPrune, Observer, Report, RuntimeConfig, Setup, Store, SystemCut,
+    ToolBudgetEvent, Transition,
+};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -449,6 +452,21 @@ impl Observer for Progress {
 
     fn on_warning(&mut self, warning: &BudgetWarning) {
         let line = format!("terminus: warning: {warning}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_tool_budget(&mut self, event: &ToolBudgetEvent) {
+        let line = format!("terminus: warning: {event}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_prune(&mut self, prune: &ContextPrune) {
+        let line = format!("terminus: {prune}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_system_cut(&mut self, cut: &SystemCut) {
+        let line = format!("terminus: warning: {cut}\n");
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }

@@ -6,7 +6,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use terminus_kernel::{AbortReason, CompleteReason, Outcome, Rule};
-use terminus_runtime::Report;
+use terminus_runtime::{Report, ToolBudgetEvent};
 
 /// `"complete"` or `"aborted"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -272,6 +272,10 @@ pub struct Expect {
     /// Tool results cut in the model's view (0 without a context policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated_results: Option<Bound>,
+    /// The report's `tool_budget_events`, in order (`[]` for none): each per-tool budget's
+    /// warning or block (`tool`, `kind`, `call`, `block_at`, `step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_budget_events: Option<Vec<ToolBudgetEvent>>,
 }
 
 /// A value as JSON text, for messages.
@@ -421,6 +425,15 @@ impl Expect {
                     json(&got)
                 ));
             }
+        }
+        if let Some(events) = &self.tool_budget_events
+            && *events != report.tool_budget_events
+        {
+            out.push(format!(
+                "$.expect.tool_budget_events: expected {}, got {}",
+                json(events),
+                json(&report.tool_budget_events)
+            ));
         }
         for (name, bound, value) in self.counters(report) {
             if let Some(bound) = bound

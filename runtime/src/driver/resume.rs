@@ -2,6 +2,7 @@
 //! conversation, and hand both to a driver.
 
 use super::{Driver, Env, Tally, unix_ms};
+use crate::budget::{ToolBudgetEvent, tool_budget_events};
 use crate::conversation::Conversation;
 use crate::error::RunError;
 use crate::journal::Lease;
@@ -74,6 +75,8 @@ struct ResumedParts {
     held: Vec<Option<HeldCall>>,
     conversation: Conversation,
     trace: Vec<StepRecord>,
+    /// The per-tool budget warnings and blocks of the replayed steps.
+    tool_budget: Vec<ToolBudgetEvent>,
     model_answers: u64,
     /// The journal's entries, all replayed.
     entries: u64,
@@ -85,6 +88,7 @@ impl ResumedParts {
         let mut driver = Driver::new(env, self.machine, lease, self.conversation, self.started);
         driver.commands = self.outstanding;
         driver.trace = self.trace;
+        driver.tool_budget = self.tool_budget;
         driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
         driver.resumed_calls = Some(self.calls);
         // Only a replayed tool batch has the journal's holds (a call of it not held is `None`
@@ -199,6 +203,7 @@ async fn replay_journal(
             held: Vec::new(),
             conversation,
             trace: Vec::new(),
+            tool_budget: Vec::new(),
             model_answers: 0,
             entries: 0,
             started: Instant::now(),
@@ -212,6 +217,7 @@ async fn replay_journal(
         env.conversation_read(),
     );
     let mut trace = Vec::new();
+    let mut tool_budget = Vec::new();
     let mut entries = 1;
     let mut skip = 1;
     loop {
@@ -233,9 +239,20 @@ async fn replay_journal(
                 _ => None,
             });
             conversation.apply(&record.entry, batch)?;
+            let turn = matches!(record.entry, Entry::Assistant(_));
             replay
                 .push(record)
                 .map_err(|e| RunError::Replay(e.to_string()))?;
+            if turn {
+                // The tool budgets' warnings and blocks of the batch this turn made, as the
+                // live run gave them.
+                let step = replay.machine().stats().steps;
+                for c in replay.outstanding() {
+                    if let Command::RunTools(b) = c {
+                        tool_budget.extend(tool_budget_events(step, b));
+                    }
+                }
+            }
         }
         skip = 0;
         if !full {
@@ -270,6 +287,7 @@ async fn replay_journal(
         held: recovery.held,
         conversation,
         trace,
+        tool_budget,
         model_answers: recovery.model_answers,
         entries,
         started,
