@@ -364,7 +364,12 @@ impl Orchestration {
             resuming,
         );
         self.span = span.clone();
-        let result = self.orchestrate(resuming, report_key).await;
+        // Entered while the loop runs (what the store or the host traces nests under it); the
+        // attempts are tasks of their own, each instrumented with it too (`attempt`).
+        let result = self
+            .orchestrate(resuming, report_key)
+            .instrument(span.clone())
+            .await;
         spans::end_plan(&span, &result);
         meters::plan_ended(&result);
         result

@@ -2,11 +2,12 @@
 //! [`TARGET`] like the runtime's, so the telemetry layer exports them with the runs.
 //!
 //! The plan span is the parent of every agent's run span: each attempt's future is instrumented
-//! with it, so the runtime's `invoke_agent` span, made inside, nests under it. The plan's
-//! events (a retry, a breaker opening, a skip, a degradation) are on the plan span, each naming
-//! its agent: an agent's attempts are run spans of their own (a skipped agent may have none),
-//! and the plan span is the one span that outlives them all. With no subscriber installed, the
-//! span is never built and the events cost a callsite check.
+//! with it, so the runtime's `invoke_agent` span, made inside, nests under it (the
+//! orchestration's own loop runs in it too, so whatever the store traces nests under it). The
+//! plan's events (a retry, a breaker opening, a skip, a degradation) are on the plan span, each
+//! naming its agent: an agent's attempts are run spans of their own (a skipped agent may have
+//! none), and the plan span is the one span that outlives them all. With no subscriber
+//! installed, the span is never built and the events cost a callsite check.
 
 use crate::breaker::Breaker;
 use crate::report::PlanReport;
