@@ -15,9 +15,15 @@
 //! | [`SPAN_CHAT`] | `chat {model}` | one model call (retries are calls of their own) |
 //! | [`SPAN_TOOL`] | `execute_tool {tool}` | one tool execution |
 //! | [`SPAN_VERIFY`] | `verify` | one verification (a verifier's model call is its child) |
+//! | [`SPAN_PLAN`] | `plan {name}` | a multi-agent plan (the orchestrator), parent of its agents' run spans |
 //!
 //! Events on the run span: [`EVENT_TRANSITION`] (one per kernel transition: step, from, to,
 //! input, rule) and [`EVENT_BUDGET_WARNING`] (a budget passed 80 %).
+//!
+//! Events on the plan span, each naming its agent ([`GEN_AI_AGENT_NAME`]):
+//! [`EVENT_AGENT_RETRY`] (the next attempt, its backoff, how the failed one ended),
+//! [`EVENT_BREAKER_OPEN`] (the agent id's circuit breaker opened), [`EVENT_AGENT_SKIPPED`] and
+//! [`EVENT_AGENT_DEGRADED`] (why, as the report's `why` names it, and in words).
 //!
 //! Prompt and completion text ([`GEN_AI_INPUT_MESSAGES`], [`GEN_AI_OUTPUT_MESSAGES`]) are
 //! recorded only when [`crate::RuntimeConfig::capture_content`] is on. No span ever carries a
@@ -129,6 +135,36 @@ pub const TERMINUS_CONTEXT_SYSTEM_SHOWN: &str = "terminus.context.system_shown";
 /// `terminus.context.max_system_tokens` on a system prompt cut: the policy's limit.
 pub const TERMINUS_CONTEXT_MAX_SYSTEM_TOKENS: &str = "terminus.context.max_system_tokens";
 
+/// `terminus.plan.name` on a plan span: the plan's name.
+pub const TERMINUS_PLAN_NAME: &str = "terminus.plan.name";
+/// `terminus.plan.execution` on a plan span: the orchestration's execution id (each agent's
+/// attempt is the execution `{plan execution}/{agent}/{attempt}`).
+pub const TERMINUS_PLAN_EXECUTION: &str = "terminus.plan.execution";
+/// `terminus.plan.agents` on a plan span: how many agents the plan has.
+pub const TERMINUS_PLAN_AGENTS: &str = "terminus.plan.agents";
+/// `terminus.plan.reason` on a plan span: the plan's stop reason (`all_complete`, `degraded`,
+/// `agent_failed`, `execution_timeout`, `max_phases`, `cancelled`; `docs/plans.md`).
+pub const TERMINUS_PLAN_REASON: &str = "terminus.plan.reason";
+/// `terminus.plan.elapsed_ms` on a plan span: plan time at the end (across resumes).
+pub const TERMINUS_PLAN_ELAPSED_MS: &str = "terminus.plan.elapsed_ms";
+/// `terminus.attempt` on a retry event: the attempt about to run (1-based).
+pub const TERMINUS_ATTEMPT: &str = "terminus.attempt";
+/// `terminus.delay_ms` on a retry event: the backoff before it.
+pub const TERMINUS_DELAY_MS: &str = "terminus.delay_ms";
+/// `terminus.after` on a retry event: how the failed attempt ended (its outcome and rule, or the
+/// error of a run that ended without a report).
+pub const TERMINUS_AFTER: &str = "terminus.after";
+/// `terminus.breaker.from` on a breaker event: the state it left (`closed`, `half_open`).
+pub const TERMINUS_BREAKER_FROM: &str = "terminus.breaker.from";
+/// `terminus.breaker.until_ms` on a breaker event: when it admits a probe (Unix ms).
+pub const TERMINUS_BREAKER_UNTIL_MS: &str = "terminus.breaker.until_ms";
+/// `terminus.why` on a skip or degradation event: why the agent did not complete, as the plan
+/// report's `why` names it (`run_failed`, `circuit_open`, `dependency_skipped`, `budget_spent`,
+/// `plan_stopped`).
+pub const TERMINUS_WHY: &str = "terminus.why";
+/// `terminus.detail` on a skip or degradation event: the same in words (the progress line's).
+pub const TERMINUS_DETAIL: &str = "terminus.detail";
+
 /// The run span's `tracing` name (exported as `invoke_agent {name}`).
 pub const SPAN_RUN: &str = "invoke_agent";
 /// A model call's span.
@@ -137,6 +173,8 @@ pub const SPAN_CHAT: &str = "chat";
 pub const SPAN_TOOL: &str = "execute_tool";
 /// A verification's span.
 pub const SPAN_VERIFY: &str = "verify";
+/// A plan's span (exported as `plan {name}`): the parent of its agents' run spans.
+pub const SPAN_PLAN: &str = "plan";
 /// The event of a kernel transition.
 pub const EVENT_TRANSITION: &str = "transition";
 /// The event of a budget passing 80 %.
@@ -147,5 +185,15 @@ pub const EVENT_TOOL_BUDGET: &str = "tool_budget";
 pub const EVENT_CONTEXT_PRUNED: &str = "context_pruned";
 /// The event of a system prompt cut to `max_system_tokens`.
 pub const EVENT_SYSTEM_PROMPT_CUT: &str = "system_prompt_cut";
-/// The `tracing` target of every span and event of the runtime.
+/// The event of a failed agent that runs again after its backoff, on the plan span.
+pub const EVENT_AGENT_RETRY: &str = "agent_retry";
+/// The event of an agent id's circuit breaker opening, on the plan span.
+pub const EVENT_BREAKER_OPEN: &str = "breaker_open";
+/// The event of an agent skipped (it failed or could not run, and yields no result), on the
+/// plan span.
+pub const EVENT_AGENT_SKIPPED: &str = "agent_skipped";
+/// The event of an agent degraded (it failed or could not run, and its `degraded_result` stands
+/// in for its result), on the plan span.
+pub const EVENT_AGENT_DEGRADED: &str = "agent_degraded";
+/// The `tracing` target of every span and event of the runtime and the orchestrator.
 pub const TARGET: &str = "terminus";
