@@ -171,7 +171,7 @@ impl Job {
                         &mcp,
                         None,
                     )
-                    .store(Arc::clone(&store));
+                    .store(Arc::<dyn Store>::clone(&store));
                 // The system prompt is the journal's: the context files it was made of are
                 // read at start, and may have changed since.
                 let config = RuntimeConfig {

@@ -27,7 +27,7 @@ use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, ContextPrune, ContextWindow, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
-use crate::journal::{Lease, Store};
+use crate::journal::{Claims, Lease};
 use crate::kill::KillSwitch;
 use crate::meters;
 use crate::model::{Model, ModelInfo};
@@ -67,7 +67,7 @@ struct Env {
     tools: ToolSet,
     specs: Vec<ToolSpec>,
     verifier: Option<Arc<dyn Verifier>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Claims>,
     config: RuntimeConfig,
     execution: String,
     kill: KillSwitch,

@@ -6,7 +6,7 @@ use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
-use crate::journal::{MemoryStore, RunSpec, Store};
+use crate::journal::{Claims, MemoryStore, RunSpec};
 use crate::kill::KillSwitch;
 use crate::meters;
 use crate::model::Model;
@@ -99,7 +99,7 @@ struct Parts {
     model: Arc<dyn Model>,
     tools: ToolSet,
     verifier: Option<Arc<dyn Verifier>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Claims>,
     config: RuntimeConfig,
     kill: KillSwitch,
     observer: Option<Box<dyn Observer>>,
@@ -158,9 +158,10 @@ pub trait Setup: Sized {
     /// [`RuleVerifier`](crate::RuleVerifier)).
     #[must_use]
     fn verifier(self, verifier: Arc<dyn Verifier>) -> Self;
-    /// Where the journal is written (default a fresh [`MemoryStore`]).
+    /// Where the journal is written (default a fresh [`MemoryStore`]): a run needs only its
+    /// journal and claims ([`Claims`], which an `Arc<dyn Store>` is too).
     #[must_use]
-    fn store(self, store: Arc<dyn Store>) -> Self;
+    fn store(self, store: Arc<dyn Claims>) -> Self;
     /// Timeouts, concurrency, system prompt, worker and lease.
     #[must_use]
     fn config(self, config: RuntimeConfig) -> Self;
@@ -202,9 +203,10 @@ macro_rules! setup {
                 self
             }
 
-            /// Where the journal is written (default a fresh [`MemoryStore`]).
+            /// Where the journal is written (default a fresh [`MemoryStore`]): a run needs only
+            /// its journal and claims ([`Claims`], which an `Arc<dyn Store>` is too).
             #[must_use]
-            pub fn store(mut self, store: Arc<dyn Store>) -> $t {
+            pub fn store(mut self, store: Arc<dyn Claims>) -> $t {
                 self.parts.store = store;
                 self
             }
@@ -250,7 +252,7 @@ macro_rules! setup {
             fn verifier(self, verifier: Arc<dyn Verifier>) -> Self {
                 $t::verifier(self, verifier)
             }
-            fn store(self, store: Arc<dyn Store>) -> Self {
+            fn store(self, store: Arc<dyn Claims>) -> Self {
                 $t::store(self, store)
             }
             fn config(self, config: RuntimeConfig) -> Self {
