@@ -176,7 +176,10 @@ fn every_wire_protocol_streamed_or_not_parses_counts_the_servers_usage_and_repla
         // parsed nothing and the server's usage never came. Every other call is a reply.
         let turns: Vec<&Value> = all.iter().filter(|t| t.get("error").is_none()).collect();
         for t in all.iter().filter(|t| t.get("error").is_some()) {
-            assert_eq!(t["error"], "timeout", "{name}: only a timeout is not a reply: {t}");
+            assert_eq!(
+                t["error"], "timeout",
+                "{name}: only a timeout is not a reply: {t}"
+            );
         }
         assert!(!turns.is_empty(), "{name}: no reply");
         let sum = |field: &str| -> u64 {
