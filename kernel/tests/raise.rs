@@ -95,6 +95,14 @@ impl Host {
         ))
     }
 
+    /// Two tool turns, each answered.
+    fn two_tool_turns(&mut self) {
+        for n in 1..=2 {
+            self.event(Event::ModelTurn(tool_turn(n)));
+            self.results();
+        }
+    }
+
     /// Answers the outstanding tool batch, every call ok.
     fn results(&mut self) -> StepRecord {
         let results = self
@@ -137,10 +145,7 @@ fn policy() -> Policy {
 #[test]
 fn a_step_budget_stop_before_a_tool_turn_runs_its_calls_once_raised() {
     let mut host = Host::new(policy());
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     // Step 5 would run the third turn's call: the step budget stops the run instead.
     let stop = host.event(Event::ModelTurn(tool_turn(3)));
     assert_eq!((stop.step, stop.rule), (5, Rule::StepBudget));
@@ -247,10 +252,7 @@ fn a_token_budget_stop_goes_on_and_tells_the_new_budget_again() {
         token_budget: Some(25),
         ..Policy::default()
     });
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     let stop = host.event(Event::ModelTurn(tool_turn(3)));
     assert_eq!(stop.rule, Rule::TokenBudget);
     let step = host.raise(&[raise("token_budget", 1_000)]).expect("raised");
@@ -263,10 +265,7 @@ fn a_token_budget_stop_goes_on_and_tells_the_new_budget_again() {
 #[test]
 fn a_raise_too_small_for_the_pre_empted_step_stops_again_with_the_same_name() {
     let mut host = Host::new(policy());
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     host.event(Event::ModelTurn(tool_turn(3)));
     // The stop was step 5 of 5: a raise to 6 has no room for the pre-empted step (step 6 is
     // the budget's last, the stop's), 7 has.
@@ -289,10 +288,7 @@ fn a_raise_too_small_for_the_pre_empted_step_stops_again_with_the_same_name() {
 #[test]
 fn a_stopped_machine_keeps_its_pre_empted_step_across_a_snapshot() {
     let mut host = Host::new(policy());
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     host.event(Event::ModelTurn(tool_turn(3)));
     let mut restored = Machine::restore(&host.machine.save()).expect("restores");
     assert_eq!(restored, host.machine);
@@ -313,10 +309,7 @@ fn a_refused_raise_says_why_and_changes_nothing() {
     assert_eq!(live.raise(&[raise("max_steps", 9)]), Err(RaiseError::Live));
 
     let mut host = Host::new(policy());
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     host.event(Event::ModelTurn(tool_turn(3)));
     let stopped = host.machine.clone();
     let m = &mut host.machine;
@@ -369,10 +362,7 @@ fn a_refused_raise_says_why_and_changes_nothing() {
         final_answer_on_budget: true,
         ..policy()
     });
-    finalized.event(Event::ModelTurn(tool_turn(1)));
-    finalized.results();
-    finalized.event(Event::ModelTurn(tool_turn(2)));
-    finalized.results();
+    finalized.two_tool_turns();
     let call = finalized.event(Event::ModelTurn(tool_turn(3)));
     assert_eq!(call.rule, Rule::FinalAnswerCall);
     finalized.event(Event::ModelTurn(claim()));
@@ -385,10 +375,7 @@ fn a_refused_raise_says_why_and_changes_nothing() {
 #[test]
 fn the_raise_is_no_input_an_event_or_a_host_can_feed() {
     let mut host = Host::new(policy());
-    host.event(Event::ModelTurn(tool_turn(1)));
-    host.results();
-    host.event(Event::ModelTurn(tool_turn(2)));
-    host.results();
+    host.two_tool_turns();
     host.event(Event::ModelTurn(tool_turn(3)));
     let stopped = host.machine.clone();
     // The abstract input alone (no raised policy with it) is absorbed like any other.
