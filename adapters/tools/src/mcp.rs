@@ -843,6 +843,75 @@ mod tests {
     }
 
     #[test]
+    fn elicitation_is_declined_or_answered_with_the_defaults() {
+        let request: ElicitRequestParams = serde_json::from_value(serde_json::json!({
+            "mode": "form",
+            "message": "fill in",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string", "default": "John Doe" },
+                    "age": { "type": "integer", "default": 30 },
+                    "status": { "type": "string", "enum": ["a", "b"], "default": "b" },
+                    "verified": { "type": "boolean", "default": true },
+                    "note": { "type": "string" }
+                }
+            }
+        }))
+        .expect("a form request");
+        let accepted = elicit(Elicitation::Defaults, &request);
+        assert_eq!(accepted.action, ElicitationAction::Accept);
+        assert_eq!(
+            accepted.content,
+            Some(serde_json::json!({
+                "name": "John Doe", "age": 30, "status": "b", "verified": true
+            }))
+        );
+        let declined = elicit(Elicitation::Decline, &request);
+        assert_eq!(declined.action, ElicitationAction::Decline);
+        assert_eq!(declined.content, None);
+    }
+
+    #[tokio::test]
+    async fn the_retry_limit_is_a_named_auth_error() {
+        let auth = Authorizer::new("http://127.0.0.1:1/mcp", McpAuth::default())
+            .await
+            .expect("no network needed");
+        let mut authorizations = MAX_AUTHORIZATIONS;
+        let failure = authorize(
+            &auth,
+            r#"Bearer error="insufficient_scope", scope="mcp:admin""#,
+            &mut authorizations,
+        )
+        .await
+        .expect_err("over the limit");
+        assert_eq!(failure.step, AuthStep::RetryLimit);
+        assert_eq!(
+            failure.to_string(),
+            "OAuth retry_limit failed: the server still refused after 3 authorizations: \
+             insufficient_scope"
+        );
+        let e = auth_error("remote", failure);
+        assert!(
+            e.to_string()
+                .starts_with("[[mcp]] `remote`: OAuth retry_limit failed:"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_authorization_server_fails_discovery() {
+        let auth = Authorizer::new("http://127.0.0.1:1/mcp", McpAuth::default())
+            .await
+            .expect("no network needed");
+        let mut authorizations = 0;
+        let failure = authorize(&auth, "Bearer", &mut authorizations)
+            .await
+            .expect_err("nothing listens on port 1");
+        assert_eq!(failure.step, AuthStep::Discovery, "{failure}");
+    }
+
+    #[test]
     fn a_timeout_and_a_closed_transport() {
         let timeout = ServiceError::Timeout {
             timeout: Duration::from_millis(250),
