@@ -7,7 +7,7 @@ use std::time::Duration;
 use terminus_kernel::Policy;
 use terminus_llm::{ApiKey, LlmConfig, Provider};
 use terminus_scenario::ContextSpec;
-use terminus_tools::{McpConfig, McpTransport};
+use terminus_tools::{Elicitation, McpAuth, McpConfig, McpTransport};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +72,24 @@ pub(crate) struct McpSection {
     /// Tools answered from outside instead of run.
     #[serde(default)]
     pub(crate) deferred: Vec<String>,
+    /// OAuth for an HTTP server (`auth = { ... }`).
+    pub(crate) auth: Option<McpAuthSection>,
+    /// How elicitation requests are answered: `"decline"` (default) or `"defaults"`.
+    pub(crate) elicitation: Option<String>,
+}
+
+/// `[[mcp]] auth = { ... }`: OAuth 2.1 for a streamable-HTTP server. The secret is named by
+/// the environment variable that holds it, never written in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpAuthSection {
+    pub(crate) client_id: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
+    pub(crate) client_metadata_url: Option<String>,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
+    pub(crate) redirect_uri: Option<String>,
+    pub(crate) client_name: Option<String>,
 }
 
 /// `[verifier]`.
@@ -190,6 +208,30 @@ impl AgentConfig {
                     return Err(format!("{at}: {field}[{i}] is empty"));
                 }
             }
+            if let Some(e) = &server.elicitation
+                && !matches!(e.as_str(), "decline" | "defaults")
+            {
+                return Err(format!(
+                    "{at}: elicitation: unknown value {e:?}, expected \"decline\" or \"defaults\""
+                ));
+            }
+            if let Some(auth) = &server.auth {
+                if server.url.is_none() {
+                    return Err(format!("{at}: auth is for a url server, not a command"));
+                }
+                if auth.client_secret_env.is_some() && auth.client_id.is_none() {
+                    return Err(format!(
+                        "{at}: auth.client_secret_env needs auth.client_id (a pre-registered client)"
+                    ));
+                }
+                if let Some(u) = &auth.client_metadata_url
+                    && !u.starts_with("https://")
+                {
+                    return Err(format!(
+                        "{at}: auth.client_metadata_url must be an https:// URL"
+                    ));
+                }
+            }
             if let Some(both) = server.approval.iter().find(|t| server.deferred.contains(t)) {
                 return Err(format!(
                     "{at}: `{both}` is in both approval and deferred: a tool is approved or \
@@ -236,6 +278,21 @@ impl AgentConfig {
                 config.idempotent = s.idempotent.unwrap_or(false);
                 config.approval.clone_from(&s.approval);
                 config.deferred.clone_from(&s.deferred);
+                if s.elicitation.as_deref() == Some("defaults") {
+                    config.elicitation = Elicitation::Defaults;
+                }
+                config.auth = s.auth.as_ref().map(|a| McpAuth {
+                    client_id: a.client_id.clone(),
+                    client_secret: a
+                        .client_secret_env
+                        .as_deref()
+                        .and_then(|name| std::env::var(name).ok())
+                        .filter(|v| !v.is_empty()),
+                    client_metadata_url: a.client_metadata_url.clone(),
+                    scopes: a.scopes.clone(),
+                    redirect_uri: a.redirect_uri.clone(),
+                    client_name: a.client_name.clone(),
+                });
                 config
             })
             .collect()
@@ -458,6 +515,37 @@ kind = "rules"
         let err = AgentConfig::parse(&both).expect_err("invalid");
         assert!(
             err.contains("[[mcp]] #1 `fs`: give either command or url"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_mcp_auth_entry_reads_its_secret_from_the_environment() {
+        let text = r#"
+[[mcp]]
+name = "remote"
+url = "http://127.0.0.1:1/mcp"
+elicitation = "defaults"
+auth = { client_id = "terminus", client_secret_env = "TERMINUS_TEST_MCP_SECRET_UNSET", scopes = ["mcp:read"] }
+"#;
+        let c = AgentConfig::parse(text).expect("valid");
+        let configs = c.mcp_configs(Path::new("."));
+        let auth = configs[0].auth.as_ref().expect("auth");
+        assert_eq!(auth.client_id.as_deref(), Some("terminus"));
+        assert_eq!(auth.client_secret, None);
+        assert_eq!(auth.scopes, ["mcp:read"]);
+        assert_eq!(configs[0].elicitation, Elicitation::Defaults);
+
+        let on_command = GOOD.replace("tool_timeout_ms = 60000", "auth = { client_id = \"x\" }");
+        let err = AgentConfig::parse(&on_command).expect_err("invalid");
+        assert!(err.contains("auth is for a url server"), "{err}");
+        let bad = text.replace("\"defaults\"", "\"accept\"");
+        let err = AgentConfig::parse(&bad).expect_err("invalid");
+        assert!(err.contains("elicitation: unknown value"), "{err}");
+        let secret_alone = text.replace("client_id = \"terminus\", ", "");
+        let err = AgentConfig::parse(&secret_alone).expect_err("invalid");
+        assert!(
+            err.contains("client_secret_env needs auth.client_id"),
             "{err}"
         );
     }

@@ -6,7 +6,10 @@
 use serde_json::json;
 use std::process::ExitCode;
 use terminus_kernel::ToolOutcome;
-use terminus_tools::{McpConfig, McpServer, McpTransport};
+use terminus_tools::{Elicitation, McpAuth, McpConfig, McpServer, McpTransport};
+
+/// The client ID metadata document URL the suite's `auth/basic-cimd` expects.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -15,14 +18,26 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let server =
-        match McpServer::connect(McpConfig::new("conformance", McpTransport::Http { url })).await {
-            Ok(server) => server,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(1);
-            }
-        };
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let text = |key: &str| context.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    let mut config = McpConfig::new("conformance", McpTransport::Http { url });
+    config.elicitation = Elicitation::Defaults;
+    config.auth = Some(McpAuth {
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        client_metadata_url: Some(CLIENT_METADATA_URL.into()),
+        ..McpAuth::default()
+    });
+    let server = match McpServer::connect(config).await {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
     let tools = match server.list().await {
         Ok(tools) => tools,
         Err(e) => {
@@ -37,6 +52,10 @@ async fn main() -> ExitCode {
     let call = match scenario.as_str() {
         "tools_call" => Some(("add_numbers", json!({ "a": 5, "b": 3 }))),
         "sse-retry" => Some(("test_reconnection", json!({}))),
+        "elicitation-sep1034-client-defaults" => {
+            Some(("test_client_elicitation_defaults", json!({})))
+        }
+        s if s.starts_with("auth/") => Some(("test-tool", json!({}))),
         _ => None,
     };
     let mut code = ExitCode::SUCCESS;
