@@ -3,7 +3,7 @@
 //!
 //! A budget stop pre-empts a step: the tool turn it would have run, the results it would have
 //! sent back, the claim it would have verified, the model call it would have made. The machine
-//! keeps that step on its desk when it stops ([`Preempted`]), and [`crate::Machine::raise`]
+//! keeps that step on its desk when it stops (`Preempted`), and [`crate::Machine::raise`]
 //! takes it under the raised policy: one step from `aborted` back into the live state the
 //! pre-empted step goes to, under that step's own rule, with the input `raise`. Counters carry
 //! over (the stop was a step and stays counted); the policy checks of the pre-empted step are

@@ -67,7 +67,7 @@ impl std::fmt::Debug for McpAuth {
     }
 }
 
-/// Which step of an authorization failed: each is a named [`McpError::Auth`] and, for a tool
+/// Which step of an authorization failed: each is a named [`crate::McpError::Auth`] and, for a tool
 /// call, an `auth_failed` outcome with this text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
