@@ -149,10 +149,10 @@ fn the_2026_07_28_client_scenarios_pass() {
         } else {
             continue;
         };
-        if let Some((name, counts)) = rest.split_once(": ") {
-            if counts.contains("passed") {
-                list.push(name.to_owned());
-            }
+        if let Some((name, counts)) = rest.split_once(": ")
+            && counts.contains("passed")
+        {
+            list.push(name.to_owned());
         }
     }
     passed.sort();
