@@ -85,6 +85,15 @@ async fn main() -> ExitCode {
             s if s.starts_with("auth/") => &["test-tool"],
             _ => &[],
         };
+        // The focal tool's schema, as the adapter gives it to the model, back to the server.
+        if scenario == "json-schema-2020-12-preservation"
+            && let Some(tool) = tools.iter().find(|t| t.name == "json_schema_2020_12_tool")
+        {
+            calls.push((
+                "json_schema_echo".to_owned(),
+                json!({ "schema": tool.parameters }),
+            ));
+        }
         for name in expected {
             let arguments = if *name == "add_numbers" {
                 json!({ "a": 5, "b": 3 })
