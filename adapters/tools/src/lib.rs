@@ -41,7 +41,7 @@ mod native;
 
 pub use crate::content::{render, text_of};
 pub use crate::mcp::{
-    Elicitation, McpConfig, McpError, McpServer, McpTool, McpTools, McpTransport,
+    Elicitation, McpConfig, McpError, McpProtocol, McpServer, McpTool, McpTools, McpTransport,
 };
 pub use crate::mcp_auth::{AuthStep, McpAuth};
 pub use crate::native::{NativeTool, ToolFailure, native};

@@ -25,10 +25,10 @@ use rmcp::model::{
     ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
     ProtocolVersion,
 };
-use rmcp::service::{Peer, RequestContext, RunningService, ServiceError};
+use rmcp::service::{RequestContext, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -62,6 +62,22 @@ pub struct McpConfig {
     pub auth: Option<McpAuth>,
     /// How the server's elicitation requests (`elicitation/create`) are answered.
     pub elicitation: Elicitation,
+    /// Which revision of the protocol the session speaks.
+    pub protocol: McpProtocol,
+}
+
+/// The protocol revision a session speaks: rmcp 3.11 has both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// 2025-11-25 and its `initialize` handshake, which every current server accepts (the
+    /// default).
+    #[default]
+    Initialize,
+    /// 2026-07-28: `server/discover` instead of the handshake, and every request carries its
+    /// own `_meta` (protocol version, client info and capabilities) and the
+    /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers. A server that does not
+    /// speak it fails the connection.
+    Stateless,
 }
 
 /// How elicitation requests are answered: no person sits behind an agent's MCP client.
@@ -117,6 +133,7 @@ impl McpConfig {
             deferred: Vec::new(),
             auth: None,
             elicitation: Elicitation::Decline,
+            protocol: McpProtocol::Initialize,
         }
     }
 }
@@ -279,7 +296,9 @@ pub struct McpServer {
 }
 
 struct State {
-    client: Option<Client>,
+    /// Shared by the calls in flight: a call goes through the running service (not only its
+    /// peer), which answers a 2026-07-28 server's `input_required` rounds (SEP-2322).
+    client: Option<Arc<Client>>,
     /// The child's process id (stdio servers).
     pid: Option<u32>,
     /// Bumped on every (re)connection, so that two calls that see the same loss restart once.
@@ -317,7 +336,7 @@ impl McpServer {
             config,
             auth,
             state: tokio::sync::Mutex::new(State {
-                client: Some(client),
+                client: Some(Arc::new(client)),
                 pid,
                 generation: 0,
                 restarts: 0,
@@ -339,13 +358,13 @@ impl McpServer {
 
     /// Every tool the server offers (all pages), with its description and JSON Schema.
     pub async fn list(&self) -> Result<Vec<terminus_runtime::ToolSpec>, McpError> {
-        let (peer, _) = self.peer().await.map_err(|reason| McpError::List {
+        let (client, _) = self.peer().await.map_err(|reason| McpError::List {
             server: self.config.name.clone(),
             reason,
         })?;
         let mut authorizations = 0;
         let tools = loop {
-            match peer.list_all_tools().await {
+            match client.peer().list_all_tools().await {
                 Ok(tools) => break tools,
                 Err(e) => match self.reauthorize(&e, &mut authorizations).await {
                     Some(Ok(())) => continue,
@@ -369,20 +388,20 @@ impl McpServer {
             .collect())
     }
 
-    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
+    async fn peer(&self) -> Result<(Arc<Client>, u64), String> {
         let state = self.state.lock().await;
         if let Some(why) = &state.gone {
             return Err(why.clone());
         }
         match &state.client {
-            Some(client) => Ok((client.peer().clone(), state.generation)),
+            Some(client) => Ok((client.clone(), state.generation)),
             None => Err(format!("server `{}` is not connected", self.config.name)),
         }
     }
 
     /// Calls tool `name` of this server. Never a [`Fault`]: every failure is an outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
-        let (peer, generation) = match self.peer().await {
+        let (client, generation) = match self.peer().await {
             Ok(p) => p,
             Err(why) => return error(ToolErrorKind::NotFound, why),
         };
@@ -393,7 +412,7 @@ impl McpServer {
         let limit = self.config.tool_timeout;
         let mut authorizations = 0;
         let outcome = loop {
-            let outcome = tokio::time::timeout(limit, peer.call_tool(params.clone())).await;
+            let outcome = tokio::time::timeout(limit, client.call_tool(params.clone())).await;
             if let Ok(Err(e)) = &outcome {
                 match self.reauthorize(e, &mut authorizations).await {
                     Some(Ok(())) => continue,
@@ -460,7 +479,7 @@ impl McpServer {
         state.generation += 1;
         match open(&self.config, &self.stderr, self.auth.as_deref()).await {
             Ok((client, pid)) => {
-                state.client = Some(client);
+                state.client = Some(Arc::new(client));
                 state.pid = pid;
                 "the server was started again; call the tool again if it is still needed".into()
             }
@@ -475,8 +494,13 @@ impl McpServer {
     /// Ends the session and stops a child server.
     pub async fn shutdown(&self) {
         let client = self.state.lock().await.client.take();
-        if let Some(client) = client {
-            let _ = client.cancel().await;
+        match client.map(Arc::try_unwrap) {
+            Some(Ok(client)) => {
+                let _ = client.cancel().await;
+            }
+            // A call still holds it: it ends when that call does.
+            Some(Err(client)) => client.cancellation_token().cancel(),
+            None => {}
         }
     }
 }
@@ -598,8 +622,17 @@ async fn open(
         )
         // The newest version whose handshake every current server and the conformance suite
         // accept.
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        .with_protocol_version(match config.protocol {
+            McpProtocol::Initialize => ProtocolVersion::LATEST_WITH_INITIALIZE,
+            McpProtocol::Stateless => ProtocolVersion::V_2026_07_28,
+        }),
         elicitation: config.elicitation,
+    };
+    let lifecycle = match config.protocol {
+        McpProtocol::Initialize => ClientLifecycleMode::Initialize,
+        McpProtocol::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
     };
     let server = config.name.clone();
     let initialize = |reason: String, stderr: String| McpError::Initialize {
@@ -630,7 +663,7 @@ async fn open(
                 stderr.follow(child_stderr);
             }
             pid = transport.id();
-            match info.serve(transport).await {
+            match info.serve_with_lifecycle(transport, lifecycle).await {
                 Ok(client) => client,
                 Err(e) => {
                     // Let the child's last words arrive.
@@ -648,7 +681,7 @@ async fn open(
                         .map_err(|e| initialize(e.to_string(), String::new()))?;
                     let transport =
                         StreamableHttpClientTransport::with_client(http, transport_config);
-                    info.serve(transport)
+                    info.serve_with_lifecycle(transport, lifecycle)
                         .await
                         .map_err(|e| initialize(e.to_string(), String::new()))?
                 }
@@ -659,7 +692,11 @@ async fn open(
                             auth.http(),
                             transport_config.clone(),
                         );
-                        match info.clone().serve(transport).await {
+                        match info
+                            .clone()
+                            .serve_with_lifecycle(transport, lifecycle.clone())
+                            .await
+                        {
                             Ok(client) => break client,
                             Err(e) => {
                                 let Some(challenge) = e.auth_challenge() else {

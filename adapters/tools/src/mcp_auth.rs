@@ -8,6 +8,8 @@
 //! - the client: pre-registered (`client_id`, `client_secret`), else a client ID metadata
 //!   document (`client_metadata_url`, when the server supports them), else dynamic
 //!   registration; the token endpoint's auth method (basic, post, none) follows the metadata;
+//! - a resource whose metadata names another authorization server than the one the client was
+//!   registered with: the client is registered (or configured) anew with the new one;
 //! - scopes: the config's, else the challenge's `scope`, else the resource's
 //!   `scopes_supported`, else none; a `403 insufficient_scope` asks for the union (step-up);
 //! - PKCE S256 always; at most [`MAX_AUTHORIZATIONS`] authorizations per request.
@@ -123,8 +125,10 @@ pub(crate) struct Authorizer {
     config: McpAuth,
     manager: Arc<Mutex<AuthorizationManager>>,
     client: AuthHttp,
-    /// Whether a client is configured (then a new challenge is a step-up).
-    registered: Mutex<bool>,
+    /// Whether a client is configured (then a new challenge is a step-up), and with which
+    /// authorization server (its issuer): when the resource names another one, the client is
+    /// registered there anew, and nothing of the old one's is sent to it (SEP-2352).
+    registered: Mutex<Option<Option<String>>>,
 }
 
 impl Authorizer {
@@ -141,7 +145,7 @@ impl Authorizer {
             config,
             manager: client.auth_manager.clone(),
             client,
-            registered: Mutex::new(false),
+            registered: Mutex::new(None),
         })
     }
 
@@ -170,6 +174,10 @@ impl Authorizer {
             .get("client_id_metadata_document_supported")
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false);
+        let issuer = resolution.metadata.issuer.clone();
+        if registered.as_ref().is_some_and(|at| *at != issuer) {
+            *registered = None;
+        }
         manager.set_metadata(resolution.metadata);
         let challenge_scope = challenge_scope(challenge);
         let scopes: Vec<String> = if !self.config.scopes.is_empty() {
@@ -182,13 +190,13 @@ impl Authorizer {
                 }
             }
             s
-        } else if *registered {
+        } else if registered.is_some() {
             manager.select_scopes(challenge_scope.as_deref(), &[])
         } else {
             manager.select_initial_scopes(&[]).await
         };
         let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-        if !*registered {
+        if registered.is_none() {
             let client = if let Some(id) = &self.config.client_id {
                 let mut c = OAuthClientConfig::new(id.clone(), redirect_uri.clone())
                     .with_scopes(scopes.clone());
@@ -210,7 +218,7 @@ impl Authorizer {
             manager
                 .configure_client(client)
                 .map_err(|e| fail(AuthStep::Registration, e))?;
-            *registered = true;
+            *registered = Some(issuer);
         }
         let url = manager
             .get_authorization_url(&refs)
