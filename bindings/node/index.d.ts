@@ -107,6 +107,8 @@ export interface Report {
   todos: Todo[];
   stats: Stats;
   trace: Json[];
+  /** Each warning or block of a per-tool budget (`tool_budgets`), in order; absent when none. */
+  tool_budget_events?: { tool: string; kind: 'warn' | 'block'; call: number; block_at?: number; step: number }[];
   [field: string]: Json;
 }
 
@@ -148,6 +150,13 @@ export declare class Machine {
   report(): Report;
   /** Why the run stopped and what to change: the text of `terminus inspect`. */
   explain(): string;
+  /**
+   * Goes on with a run a budget stopped, with that budget raised (`{ max_steps: 40 }`:
+   * `max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls` or `max_nudges` to its new
+   * value): the step the stop pre-empted is taken, and its commands follow. A raise that does not
+   * lift the budget that stopped the run throws an `Error` saying why, and changes nothing.
+   */
+  raiseBudgets(budgets: Record<string, number>): 'step';
   /** The whole machine as JSON text. */
   snapshot(): string;
   /** A machine saved by `snapshot()`; text that is not one throws an `Error`. */

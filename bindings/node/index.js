@@ -580,6 +580,18 @@ class Machine {
     return this._native.explain();
   }
 
+  /**
+   * Goes on with a run a budget stopped, with that budget raised (`{ max_steps: 40 }`): the step
+   * the stop pre-empted is taken; returns `"step"`. A raise the kernel refuses throws an `Error`
+   * saying why, and changes nothing.
+   */
+  raiseBudgets(budgets) {
+    const text = jsonText('budgets', budgets);
+    const taken = this._taken;
+    this._taken = 0;
+    return this._answered(this._native.raiseBudgets(taken, text));
+  }
+
   /** The whole machine as JSON text. */
   snapshot() {
     this._sync();

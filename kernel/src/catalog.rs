@@ -20,7 +20,7 @@
 //! Per-tool bounds (`max_tool_failures`, `tool_budgets`) exclude one tool instead of stopping the
 //! run; they live in the tool ledger (see [`crate::Exclusion`]).
 
-use crate::policy::{OnVerificationLimit, Policy};
+use crate::policy::{OnVerificationLimit, Policy, PolicyError};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::{Rule, RuleSpec};
 use crate::stats::{Stats, Streaks};
@@ -216,6 +216,16 @@ pub const ALL: [Limit; 11] = [
     REPEATS,
 ];
 
+/// The run-wide budgets a stopped run can go on from, raised (`terminus resume --raise`): each
+/// stops a run before the step it pre-empts, and the machine keeps that step (see
+/// [`crate::Machine::raise`]).
+pub const RAISABLE: [&Limit; 5] = [&STEPS, &MODEL_CALLS, &TOKENS, &TOOL_CALLS, &NUDGES];
+
+/// The raisable budget whose policy field is `field`.
+pub fn raisable(field: &str) -> Option<&'static Limit> {
+    RAISABLE.iter().copied().find(|l| l.field == field)
+}
+
 impl Limit {
     /// The limit under `policy` (`None`: unlimited).
     #[inline]
@@ -233,6 +243,30 @@ impl Limit {
             Which::Repeats => p.max_repeats,
             Which::ToolCalls => return p.max_tool_calls.map(u64::from),
         }))
+    }
+
+    /// Sets the limit under `policy` to `to` (a raise: `Some` for an optional budget).
+    pub fn set(&self, p: &mut Policy, to: u64) -> Result<(), PolicyError> {
+        let small = || {
+            u32::try_from(to).map_err(|_| PolicyError {
+                field: self.field.to_owned(),
+                problem: format!("{to} is over the largest value, {}", u32::MAX),
+            })
+        };
+        match self.which {
+            Which::Steps => p.max_steps = small()?,
+            Which::Tokens => p.token_budget = Some(to),
+            Which::ModelCalls => p.max_model_calls = small()?,
+            Which::NoOps => p.max_no_ops = small()?,
+            Which::EmptyResponses => p.max_empty_responses = small()?,
+            Which::ModelRetries => p.max_model_retries = small()?,
+            Which::Nudges => p.max_nudges = small()?,
+            Which::VerificationFailures => p.max_verification_failures = small()?,
+            Which::FailedToolTurns => p.max_consecutive_tool_failures = small()?,
+            Which::Repeats => p.max_repeats = small()?,
+            Which::ToolCalls => p.max_tool_calls = Some(small()?),
+        }
+        Ok(())
     }
 
     /// The counter's value.

@@ -10,10 +10,13 @@
 #![allow(missing_docs)] // the statig macro generates `State`/`Superstate` items
 
 use crate::catalog::{self as limits, Limit, Spend};
-use crate::desk::Cx;
+use crate::command::Notice;
+use crate::desk::{Cx, Plan};
 use crate::input::{Batch, ErrorClass, Gate, Input, TurnKind};
+use crate::loops::Repetition;
 use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{OnUnrecoverable, Policy};
+use crate::raise::Preempted;
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::Rule;
 use crate::stats::{Stats, Streaks};
@@ -131,10 +134,29 @@ impl Core {
         Handled
     }
 
-    /// Terminal: absorbs every event and says so.
+    /// Terminal: absorbs every event and says so. A raise (an outside decision, never an event)
+    /// takes the step a budget stop pre-empted.
     #[state]
-    fn aborted(reason: &mut AbortReason, context: &mut Cx<'_, '_>) -> Out {
+    fn aborted(
+        &mut self,
+        reason: &mut AbortReason,
+        context: &mut Cx<'_, '_>,
+        event: &Input,
+    ) -> Out {
         let _ = reason;
+        if let Input::Raise = event
+            && context.desk.preempted.is_some()
+            && let Some(policy) = context.take_raised()
+            && let Some(preempted) = context.desk.preempted.take()
+        {
+            if policy.token_budget != self.policy.token_budget {
+                // The shares of a new token budget are told again.
+                context.desk.told_tokens = 0;
+            }
+            self.policy = policy;
+            context.desk.raises = context.desk.raises.saturating_add(1);
+            return self.take_preempted(context, preempted);
+        }
         context.not_accepted = Some(Ignored::Terminal);
         Handled
     }
@@ -239,6 +261,9 @@ impl Core {
                     tool_calls: u64::from(runnable),
                 };
                 if let Some(spent) = self.budgets(cx, spend) {
+                    if Self::stopped(cx) {
+                        cx.preempt_tools();
+                    }
                     return spent;
                 }
                 // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
@@ -286,17 +311,14 @@ impl Core {
         if gate.refuses() {
             // Rule 5: a claim with open todos or required tools not yet run is refused.
             if self.reached(&limits::NUDGES) {
+                Self::preempt(cx, Preempted::NUDGE);
                 return self.stop_at(cx, &limits::NUDGES);
             }
             return self.call_model(cx, Rule::ClaimRefused, State::nudged(), CallReason::Nudge);
         }
         // An output schema implies verification: the claim is checked against it.
         if self.policy.verifies() {
-            if let Some(spent) = self.budgets(cx, Spend::NOTHING) {
-                return spent;
-            }
-            cx.desk.verify();
-            return self.step(cx, Rule::ClaimVerify, State::verifying());
+            return self.verify(cx);
         }
         // Rule 2: `needs_more_work` is tri-state; false is explicit, absent is a plain answer.
         if explicit {
@@ -359,13 +381,31 @@ impl Core {
                 return self.stop_at(cx, &limits::REPEATS);
             }
         }
+        self.results_back(cx, excluded, first_repeat.then_some(repetition))
+    }
+
+    /// Tool results go back to the model (with the notices of the tools they excluded and of a
+    /// first repeat), unless a budget stops the run first.
+    fn results_back(
+        &mut self,
+        cx: &mut Cx<'_, '_>,
+        excluded: Option<Box<Notice>>,
+        repeat: Option<Repetition>,
+    ) -> Out {
         if let Some(spent) = self.budgets(cx, Spend::MODEL_CALL) {
+            if Self::stopped(cx) {
+                let preempted = Preempted::Results {
+                    notice: excluded.map(|n| *n),
+                    repetition: repeat,
+                };
+                Self::preempt(cx, preempted);
+            }
             return spent;
         }
         if let Some(notice) = excluded {
             cx.desk.notice(*notice);
         }
-        if first_repeat {
+        if let Some(repetition) = repeat {
             cx.desk.loop_notice(&self.policy, repetition);
         }
         self.send_call(
@@ -374,6 +414,18 @@ impl Core {
             State::exploring(None),
             CallReason::AfterTools,
         )
+    }
+
+    /// A completion claim goes to the verifier, unless a budget stops the run first.
+    fn verify(&mut self, cx: &mut Cx<'_, '_>) -> Out {
+        if let Some(spent) = self.budgets(cx, Spend::NOTHING) {
+            if Self::stopped(cx) {
+                Self::preempt(cx, Preempted::Verify);
+            }
+            return spent;
+        }
+        cx.desk.verify();
+        self.step(cx, Rule::ClaimVerify, State::verifying())
     }
 
     fn on_verdict(&mut self, cx: &mut Cx<'_, '_>, accepted: bool) -> Out {
@@ -463,9 +515,91 @@ impl Core {
         reason: CallReason,
     ) -> Out {
         if let Some(spent) = self.budgets(cx, Spend::MODEL_CALL) {
+            if Self::stopped(cx) {
+                let target = target.phase();
+                Self::preempt(
+                    cx,
+                    Preempted::Call {
+                        rule,
+                        target,
+                        reason,
+                    },
+                );
+            }
             return spent;
         }
         self.send_call(cx, rule, target, reason)
+    }
+
+    /// Whether the step just decided ends the run (a spent budget may make the one final-answer
+    /// call instead, which pre-empts nothing).
+    #[inline]
+    fn stopped(cx: &Cx<'_, '_>) -> bool {
+        cx.rule != Some(Rule::FinalAnswerCall)
+    }
+
+    /// Keeps the step a budget stop pre-empted, for a raise.
+    #[cold]
+    fn preempt(cx: &mut Cx<'_, '_>, preempted: Preempted) {
+        cx.desk.preempted = Some(preempted);
+    }
+
+    /// `aborted --raise-->`: the policy was raised (see [`crate::Machine::raise`]); the step the
+    /// budget stop pre-empted is taken now, its budgets checked again under the raised policy.
+    #[cold]
+    fn take_preempted(&mut self, cx: &mut Cx<'_, '_>, preempted: Preempted) -> Out {
+        match preempted {
+            Preempted::Tools {
+                calls,
+                refused,
+                warnings,
+                runnable,
+            } => {
+                let spend = Spend {
+                    model_calls: 0,
+                    tool_calls: u64::from(runnable),
+                };
+                if let Some(spent) = self.budgets(cx, spend) {
+                    if Self::stopped(cx) {
+                        let preempted = Preempted::Tools {
+                            calls,
+                            refused,
+                            warnings,
+                            runnable,
+                        };
+                        Self::preempt(cx, preempted);
+                    }
+                    return spent;
+                }
+                self.stats.tool_calls = self.stats.tool_calls.saturating_add(runnable);
+                let plan = Plan {
+                    refused,
+                    warnings,
+                    runnable,
+                };
+                cx.desk.run_calls(calls, plan);
+                self.step(cx, Rule::ToolTurn, State::acting())
+            }
+            Preempted::Verify => self.verify(cx),
+            Preempted::Results { notice, repetition } => {
+                self.results_back(cx, notice.map(Box::new), repetition)
+            }
+            Preempted::Call {
+                rule,
+                target,
+                reason,
+            } => {
+                if rule == Rule::ClaimRefused && self.reached(&limits::NUDGES) {
+                    Self::preempt(cx, Preempted::NUDGE);
+                    return self.stop_at(cx, &limits::NUDGES);
+                }
+                let target = match target {
+                    Phase::Exploring => State::exploring(None),
+                    _ => State::nudged(),
+                };
+                self.call_model(cx, rule, target, reason)
+            }
+        }
     }
 
     /// The model call itself, with the guidance it answers counted when it is sent.

@@ -28,6 +28,7 @@ use crate::ledger::{Exclusion, Ledger};
 use crate::loops::{Loops, Repetition};
 use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{OnUnrecoverable, Policy};
+use crate::raise::Preempted;
 use crate::reason::Outcome;
 use crate::rule::Rule;
 use crate::stats::Stats;
@@ -69,15 +70,17 @@ pub(crate) enum Arrival<'e> {
     Tick(u64),
     /// Nothing to commit (model errors, cancel, abstract inputs).
     Nothing,
+    /// The raised policy of a raise (see [`crate::Machine::raise`]).
+    Raised(Box<Policy>),
 }
 
 /// What becomes of each call of a tool turn: refused (excluded tool, or its budget reached) or run,
 /// possibly with a budget warning. The one place that decides it.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    refused: Vec<(usize, Exclusion)>,
-    warnings: Vec<(usize, BudgetWarning)>,
-    runnable: u32,
+    pub(crate) refused: Vec<(usize, Exclusion)>,
+    pub(crate) warnings: Vec<(usize, BudgetWarning)>,
+    pub(crate) runnable: u32,
 }
 
 /// The desk (see the module documentation).
@@ -99,6 +102,12 @@ pub(crate) struct Desk {
     /// was told it used; 0 when none.
     #[serde(default)]
     pub(crate) told_tokens: u8,
+    /// The step a budget stop pre-empted, kept for a raise (only while stopped on a budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) preempted: Option<Preempted>,
+    /// Budgets raised since the run started (each raise takes a step no model call answers).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) raises: u32,
     pub(crate) out: VecDeque<Command>,
 }
 
@@ -132,6 +141,8 @@ impl Desk {
             ignored: 0,
             last_no_op: NoOpKind::Silent,
             told_tokens: 0,
+            preempted: None,
+            raises: 0,
             out: VecDeque::with_capacity(8),
         }
     }
@@ -509,17 +520,56 @@ impl<'d, 'e> Cx<'d, 'e> {
         }
     }
 
-    /// Commits the calls of an accepted tool turn to the ledger and hands them out.
+    /// The calls and plan of an accepted tool turn, taken out of the arrival.
     #[inline(always)]
-    pub(crate) fn run_tools(&mut self) {
-        let (calls, plan) = match &mut self.arrival {
+    fn take_calls(&mut self) -> (Vec<ToolCall>, Plan) {
+        let taken = match &mut self.arrival {
             Arrival::Turn { turn, plan } => {
                 (std::mem::take(&mut turn.tool_calls), std::mem::take(plan))
             }
             _ => (Vec::new(), Plan::default()),
         };
         self.arrival = Arrival::Nothing;
-        let desk = &mut *self.desk;
+        taken
+    }
+
+    /// Commits the calls of an accepted tool turn to the ledger and hands them out.
+    #[inline(always)]
+    pub(crate) fn run_tools(&mut self) {
+        let (calls, plan) = self.take_calls();
+        self.desk.run_calls(calls, plan);
+    }
+
+    /// The raised policy a raise brings, taken out of the arrival.
+    pub(crate) fn take_raised(&mut self) -> Option<Policy> {
+        match std::mem::replace(&mut self.arrival, Arrival::Nothing) {
+            Arrival::Raised(policy) => Some(*policy),
+            other => {
+                self.arrival = other;
+                None
+            }
+        }
+    }
+
+    /// A budget stopped the run before the accepted tool turn's calls ran: they are kept for a
+    /// raise, and run then as this turn's plan decided.
+    #[cold]
+    pub(crate) fn preempt_tools(&mut self) {
+        let (calls, plan) = self.take_calls();
+        self.desk.preempted = Some(Preempted::Tools {
+            calls,
+            refused: plan.refused,
+            warnings: plan.warnings,
+            runnable: plan.runnable,
+        });
+    }
+}
+
+impl Desk {
+    /// Commits `calls` to the ledger as `plan` decided each one, and hands them out.
+    #[inline(always)]
+    pub(crate) fn run_calls(&mut self, calls: Vec<ToolCall>, plan: Plan) {
+        let desk = self;
         let mut pending = Pending {
             executed: 0,
             ids: 0,
@@ -842,4 +892,8 @@ impl Desk {
             missing_items,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

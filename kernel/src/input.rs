@@ -141,6 +141,9 @@ pub enum Input {
     },
     /// The host's kill switch.
     Cancel,
+    /// A budget that stopped the run was raised from outside (see [`crate::Machine::raise`]):
+    /// never an event of the agent's loop.
+    Raise,
 }
 
 impl Input {
@@ -160,6 +163,7 @@ impl Input {
             Input::Verdict { .. } => "verdict",
             Input::Tick { .. } => "tick",
             Input::Cancel => "cancel",
+            Input::Raise => "raise",
         }
     }
 }

@@ -53,7 +53,8 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     }
     // What the limits allow together (`Policy::step_bound`): no run takes more steps, ended or
     // not, though a saved machine can claim more under a policy of lower limits.
-    let bound = p.step_bound();
+    // A raise takes one step past the bound of the policy before it.
+    let bound = p.step_bound().saturating_add(u64::from(desk.raises));
     if u64::from(s.steps) > bound {
         return inconsistent(format!("{} steps are past the step bound {bound}", s.steps));
     }
@@ -90,7 +91,9 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     } else {
         1
     };
-    if u64::from(s.steps) + pending_answer > 2 * u64::from(s.model_calls) {
+    // A budget stop and the raise after it are two steps for the one event (counted once).
+    let raised = u64::from(desk.raises);
+    if u64::from(s.steps) + pending_answer > 2 * u64::from(s.model_calls) + raised {
         return inconsistent(format!(
             "{} steps for {} model calls",
             s.steps, s.model_calls
@@ -112,6 +115,17 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
             || stop.result != desk.result
         {
             return inconsistent("a queued Stop that disagrees with the machine".into());
+        }
+    }
+    // A pre-empted step is kept only by a run a raisable budget stopped.
+    if desk.preempted.is_some() {
+        let raisable = state.outcome().is_some_and(|outcome| {
+            limits::RAISABLE
+                .iter()
+                .any(|l| l.outcome(p) == outcome && l.value(p).is_some())
+        });
+        if !raisable {
+            return inconsistent("a pre-empted step kept by a run no budget stopped".into());
         }
     }
     if let Some(outcome) = state.outcome() {

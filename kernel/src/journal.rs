@@ -14,6 +14,7 @@ use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdi
 use crate::hold::{Decision, HeldCall, Hold};
 use crate::machine::Machine;
 use crate::policy::{Policy, PolicyError};
+use crate::raise::Raise;
 use crate::step::{Handled, StepRecord};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -204,6 +205,12 @@ pub enum Entry {
     },
     /// The end of the run.
     Stop(Stop),
+    /// Budgets raised after a budget stop (`terminus resume --raise`): the event of the step
+    /// that takes the pre-empted step (see [`Machine::raise`]).
+    Raised {
+        /// The raised fields, with their new values.
+        raises: Vec<Raise>,
+    },
 }
 
 impl Entry {
@@ -262,6 +269,7 @@ impl Entry {
             Entry::Held { .. } => "held",
             Entry::Decided { .. } => "decided",
             Entry::Stop(_) => "stop",
+            Entry::Raised { .. } => "raised",
         }
     }
 }
@@ -593,6 +601,13 @@ impl Replay {
             }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
             Entry::User { .. } => return Err(diverged("a second task entry".into())),
+            Entry::Raised { raises } => {
+                let handled = self
+                    .machine
+                    .raise(&raises)
+                    .map_err(|e| diverged(format!("the journaled raise is refused: {e}")))?;
+                self.stepped(key, handled)?;
+            }
             other => {
                 let Some(event) = other.to_event() else {
                     return Err(diverged(format!("unexpected {} entry", other.kind())));
@@ -600,32 +615,40 @@ impl Replay {
                 if matches!(event, Event::ModelTurn(_) | Event::ModelError { .. }) {
                     self.model_answers += 1;
                 }
-                match self.machine.handle(event) {
-                    Handled::Step(step) if key == Key::event(step.step) => {
-                        self.last_step = Some(step);
-                    }
-                    h => {
-                        return Err(diverged(format!(
-                            "the journaled event was not step {}: {h:?}",
-                            key.checkpoint
-                        )));
-                    }
-                }
-                self.outstanding.clear();
-                self.outstanding
-                    .extend(std::iter::from_fn(|| self.machine.poll_command()));
-                let k = self
-                    .outstanding
-                    .iter()
-                    .find_map(|c| match c {
-                        Command::RunTools(b) => Some(executed(b).count()),
-                        _ => None,
-                    })
-                    .unwrap_or(0);
-                self.calls = vec![CallState::NotStarted; k];
-                self.held = vec![None; k];
+                let handled = self.machine.handle(event);
+                self.stepped(key, handled)?;
             }
         }
+        Ok(())
+    }
+
+    /// The journaled event at `key` was replayed as `handled`, which must be that step: what it
+    /// issued is outstanding, and its tool calls are not started.
+    fn stepped(&mut self, key: Key, handled: Handled) -> Result<(), RecoverError> {
+        match handled {
+            Handled::Step(step) if key == Key::event(step.step) => {
+                self.last_step = Some(step);
+            }
+            h => {
+                return Err(RecoverError::Diverged {
+                    key,
+                    detail: format!("the journaled event was not step {}: {h:?}", key.checkpoint),
+                });
+            }
+        }
+        self.outstanding.clear();
+        self.outstanding
+            .extend(std::iter::from_fn(|| self.machine.poll_command()));
+        let k = self
+            .outstanding
+            .iter()
+            .find_map(|c| match c {
+                Command::RunTools(b) => Some(executed(b).count()),
+                _ => None,
+            })
+            .unwrap_or(0);
+        self.calls = vec![CallState::NotStarted; k];
+        self.held = vec![None; k];
         Ok(())
     }
 

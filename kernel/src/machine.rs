@@ -5,12 +5,13 @@
 
 use crate::command::{Command, ModelCall};
 use crate::core::Core;
-use crate::desk::{Cx, Desk};
+use crate::desk::{Arrival, Cx, Desk};
 use crate::event::{Event, ToolResult};
 use crate::input::{Gate, Input};
 use crate::ledger::Ledger;
 use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{Policy, PolicyError};
+use crate::raise::{Raise, RaiseError};
 use crate::reason::Outcome;
 use crate::stats::{Stats, Streaks};
 use crate::step::{Handled, StepRecord};
@@ -246,6 +247,25 @@ impl Machine {
         Machine::dispatch(&mut self.sm, from, input, &mut Cx::new(&mut self.desk))
     }
 
+    /// Goes on with a run that a run-wide budget stopped, under the policy with `raises`
+    /// applied: the step the stop pre-empted is taken (`aborted --raise-->`, under that step's
+    /// rule), its budgets checked again. Each raised field must be the budget that stopped the
+    /// run, raised; otherwise nothing changes and the error says why. See [`crate::raise`]:
+    /// a raise is an outside decision, journaled as [`crate::Entry::Raised`].
+    pub fn raise(&mut self, raises: &[Raise]) -> Result<Handled, RaiseError> {
+        let Some(outcome) = self.outcome() else {
+            return Err(RaiseError::Live);
+        };
+        if self.desk.preempted.is_none() {
+            return Err(RaiseError::NotABudgetStop(outcome));
+        }
+        let policy = crate::raise::raised(self.policy(), outcome, raises)?;
+        let from = self.phase();
+        let mut cx = Cx::new(&mut self.desk);
+        cx.arrival = Arrival::Raised(Box::new(policy));
+        Ok(Machine::dispatch(&mut self.sm, from, Input::Raise, &mut cx))
+    }
+
     // Inlined into each `handle_*`, whose classification wrote the arrival in place in the
     // context: it is never copied (a copy of a freshly written enum stalls on store forwarding).
     #[inline(always)]
@@ -268,7 +288,7 @@ impl Machine {
         let to = sm.state().phase();
         #[cfg(debug_assertions)]
         debug_assert!(
-            to.is_terminal() || sm.variant() < variant,
+            to.is_terminal() || input == Input::Raise || sm.variant() < variant,
             "the termination variant must strictly decrease"
         );
         Handled::Step(StepRecord {

@@ -27,10 +27,12 @@
 mod breaker;
 mod graph;
 mod limits;
+mod meters;
 mod plan;
 mod report;
 mod run;
 mod schedule;
+mod spans;
 
 pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,

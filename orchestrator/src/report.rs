@@ -47,6 +47,11 @@ pub struct AgentReport {
     pub status: Status,
     /// Runs made.
     pub attempts: u32,
+    /// Its wall time in plan time (across resumes) from its first start to its end, over its
+    /// attempts and the backoffs between them; absent if it never started (skipped on a
+    /// dependency, refused by its breaker, not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     /// Its result (a completed run's), its degraded result, or null.
     pub result: Option<Value>,
     /// Whether a dependency gave it a degraded result.

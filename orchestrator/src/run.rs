@@ -12,6 +12,7 @@ use crate::breaker::{Admission, Breaker, BreakerConfig, BreakerInput, BreakerSte
 use crate::plan::{Agent, Plan, PlanFile, Program, fill};
 use crate::report::{AgentReport, PlanEvent, PlanReport};
 use crate::schedule::{Command, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage};
+use crate::{meters, spans};
 use async_trait::async_trait;
 use futures_util::FutureExt as _;
 use serde_json::{Value, json};
@@ -25,6 +26,7 @@ use terminus_runtime::{
     KillSwitch, MemoryStore, Report, RunError, RunSpec, RuntimeConfig, Store, StoreError,
 };
 use tokio::time::Instant;
+use tracing::{Instrument as _, Span};
 
 /// How long a run may outlive its deadline before the watchdog abandons it.
 pub const WATCHDOG_GRACE_MS: u64 = 5_000;
@@ -195,6 +197,17 @@ impl OrchestrateError {
             OrchestrateError::Exists(_) => 2,
         }
     }
+
+    /// The class of the failure, as `error.type` and the `class` label of
+    /// `terminus_plan_errors_total`: a store error's class ([`RunError::class`]: `store`,
+    /// `claimed`, `lease_lost`), `corrupt`, or `execution_exists`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            OrchestrateError::Store(e) => RunError::Store(e.clone()).class(),
+            OrchestrateError::Corrupt(_) => "corrupt",
+            OrchestrateError::Exists(_) => "execution_exists",
+        }
+    }
 }
 
 type Observer = Box<dyn FnMut(&PlanEvent) + Send>;
@@ -220,6 +233,8 @@ pub struct Orchestration {
     observer: Option<Observer>,
     worker: String,
     lease: Duration,
+    /// The plan's span while it runs (`crate::spans`).
+    span: Span,
 }
 
 /// What one agent's progress cell holds.
@@ -230,6 +245,10 @@ struct AgentCell {
     clamped: Vec<String>,
     #[serde(default)]
     error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ended_ms: Option<u64>,
 }
 
 /// What the orchestration's own cell holds.
@@ -253,6 +272,7 @@ impl Orchestration {
             observer: None,
             worker: format!("orchestrator-{}", std::process::id()),
             lease: Duration::from_secs(30),
+            span: Span::none(),
         }
     }
 
@@ -337,6 +357,29 @@ impl Orchestration {
             return serde_json::from_value(cell.value)
                 .map_err(|e| OrchestrateError::Corrupt(format!("cell `{report_key}`: {e}")));
         }
+        let span = spans::plan(
+            &self.plan.name,
+            &self.execution,
+            self.plan.agents.len(),
+            resuming,
+        );
+        self.span = span.clone();
+        // Entered while the loop runs (what the store or the host traces nests under it); the
+        // attempts are tasks of their own, each instrumented with it too (`attempt`).
+        let result = self
+            .orchestrate(resuming, report_key)
+            .instrument(span.clone())
+            .await;
+        spans::end_plan(&span, &result);
+        meters::plan_ended(&result);
+        result
+    }
+
+    async fn orchestrate(
+        mut self,
+        resuming: bool,
+        report_key: String,
+    ) -> Result<PlanReport, OrchestrateError> {
         let lease = if self.durable {
             Some(
                 self.store
@@ -359,6 +402,8 @@ impl Orchestration {
                     Some(c) => {
                         state.clamped = c.clamped;
                         state.error = c.error;
+                        state.started_ms = c.started_ms;
+                        state.ended_ms = c.ended_ms;
                         saved.push(c.saved);
                     }
                     None => saved.push(Saved::Fresh),
@@ -449,6 +494,7 @@ impl Orchestration {
                             state.execution = Some(execution.clone());
                             state.clamped = grant.clamped.clone();
                             state.error = None;
+                            state.started_ms.get_or_insert_with(now);
                             cells
                                 .write_agent(&id, &Saved::Started { attempts: attempt }, state)
                                 .await?;
@@ -483,6 +529,8 @@ impl Orchestration {
                                 )
                                 .await?;
                             let after = state.after();
+                            spans::retry(&self.span, &id, attempt, delay_ms, &after);
+                            meters::retry();
                             self.emit(&PlanEvent::Retry {
                                 agent: id,
                                 attempt,
@@ -492,15 +540,31 @@ impl Orchestration {
                         }
                         Command::Ended { agent, end } => {
                             let id = self.plan.agents[agent].id.clone();
+                            let state = &mut agents[agent];
                             if end.status == Status::Degraded {
                                 // What its dependents receive in its place.
-                                agents[agent].result =
-                                    self.plan.agents[agent].degraded_result.clone();
+                                state.result = self.plan.agents[agent].degraded_result.clone();
+                            }
+                            let at = now();
+                            if state.started_ms.is_some() {
+                                state.ended_ms = Some(at);
                             }
                             cells
                                 .write_agent(&id, &Saved::Ended(end.clone()), &agents[agent])
                                 .await?;
                             let why = end.why.as_ref().map(|w| self.describe(w, &agents[agent]));
+                            let detail = why.as_deref().unwrap_or_default();
+                            match end.status {
+                                Status::Skipped => {
+                                    spans::skipped(&self.span, &id, end.why.as_ref(), detail);
+                                }
+                                Status::Degraded => {
+                                    spans::degraded(&self.span, &id, end.why.as_ref(), detail);
+                                }
+                                Status::Complete | Status::Failed | Status::NotRun => {}
+                            }
+                            let took = agents[agent].duration_ms(at).map(Duration::from_millis);
+                            meters::agent_ended(end.status, end.why.as_ref(), took);
                             self.emit(&PlanEvent::Ended {
                                 agent: id,
                                 status: end.status,
@@ -600,7 +664,10 @@ impl Orchestration {
             },
         };
         let launcher = Arc::clone(&self.launcher);
-        Box::pin(async move {
+        // The plan span is the parent of the run's span, made inside `launch`.
+        let span = self.span.clone();
+        Box::pin(
+            async move {
             let mut launch = launch;
             if launch.resume {
                 // Crashed between saving the start and creating the run: start it after all.
@@ -624,7 +691,9 @@ impl Orchestration {
                 ))),
             };
             (agent, result)
-        })
+        }
+            .instrument(span),
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -687,6 +756,11 @@ impl Orchestration {
 
     fn breaker_event(&mut self, id: &str, (before, step): (Breaker, BreakerStep)) {
         if before.name() != step.next.name() {
+            if let Breaker::Open { since_ms } = step.next {
+                let timeout = self.plan.limits.circuit_breaker_timeout_ms;
+                spans::breaker_open(&self.span, id, before, since_ms.saturating_add(timeout));
+                meters::breaker_open();
+            }
             self.emit(&PlanEvent::Breaker {
                 agent: id.to_owned(),
                 from: before,
@@ -745,6 +819,7 @@ impl Orchestration {
                     id: spec.id.clone(),
                     status,
                     attempts: scheduler.attempts(i),
+                    duration_ms: state.duration_ms(elapsed_ms),
                     result,
                     degraded_input: end.as_ref().is_some_and(|e| e.degraded_input),
                     why: end.and_then(|e| e.why),
@@ -779,9 +854,20 @@ struct AgentState {
     error: Option<String>,
     execution: Option<String>,
     clamped: Vec<String>,
+    /// Plan time when its first attempt started.
+    started_ms: Option<u64>,
+    /// Plan time when it ended (after its last attempt, or refused, or cancelled).
+    ended_ms: Option<u64>,
 }
 
 impl AgentState {
+    /// Its wall time from its first start to its end (to `plan_end` if it has not ended), over
+    /// its attempts and the backoffs between them; `None` if it never started.
+    fn duration_ms(&self, plan_end: u64) -> Option<u64> {
+        self.started_ms
+            .map(|start| self.ended_ms.unwrap_or(plan_end).saturating_sub(start))
+    }
+
     /// How its last attempt ended, for progress lines.
     fn after(&self) -> String {
         match (&self.report, &self.error) {
@@ -924,6 +1010,8 @@ impl Cells {
             saved: saved.clone(),
             clamped: state.clamped.clone(),
             error: state.error.clone(),
+            started_ms: state.started_ms,
+            ended_ms: state.ended_ms,
         };
         let value = serde_json::to_value(&cell)
             .map_err(|e| OrchestrateError::Corrupt(format!("progress of `{agent}`: {e}")))?;

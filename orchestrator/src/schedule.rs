@@ -78,6 +78,19 @@ pub enum Why {
     PlanStopped,
 }
 
+impl Why {
+    /// Its name, as the report's `why` tag spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Why::RunFailed => "run_failed",
+            Why::CircuitOpen { .. } => "circuit_open",
+            Why::DependencySkipped { .. } => "dependency_skipped",
+            Why::BudgetSpent => "budget_spent",
+            Why::PlanStopped => "plan_stopped",
+        }
+    }
+}
+
 /// An agent's end.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct End {

@@ -199,6 +199,8 @@ async fn retries_wait_two_four_then_eight_seconds_and_stop_at_the_cap() {
         report.agents[0].attempts, 4,
         "AGENT_MAX_RETRIES 3 allows 4 runs"
     );
+    // From its first start to its last attempt's end: four runs of 100 ms and the backoffs.
+    assert_eq!(report.agents[0].duration_ms, Some(14_400));
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,10 +1,12 @@
 //! Budget warnings: a run that passes 80 % of a budget says so once per budget, as a progress
-//! line, a span event and a report field, before the budget stops it.
+//! line, a span event and a report field, before the budget stops it. A per-tool budget
+//! (`tool_budgets.NAME.warn_at` / `block_at`) that warns about a call or refuses one does the
+//! same ([`ToolBudgetEvent`]), besides telling the model.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use terminus_kernel::catalog::{WARNINGS, Warning};
-use terminus_kernel::{Policy, Stats};
+use terminus_kernel::{Exclusion, Policy, Stats, ToolBatch};
 
 /// A budget a run can spend and is warned about at 80 %: one of the kernel's stop catalog
 /// ([`terminus_kernel::catalog::WARNINGS`]), which says which budgets warn and in what order.
@@ -132,6 +134,94 @@ impl Warned {
         }
         due
     }
+}
+
+/// What a per-tool budget did to one call: warned about it (`warn_at`) or refused it
+/// (`block_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolBudgetKind {
+    /// The call ran, its result carrying the kernel's warning.
+    Warn,
+    /// The call was refused: the budget is spent and the tool excluded until a reset.
+    Block,
+}
+
+impl ToolBudgetKind {
+    /// `warn` or `block`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolBudgetKind::Warn => "warn",
+            ToolBudgetKind::Block => "block",
+        }
+    }
+}
+
+/// A per-tool budget's warning or block of one call, as the model was told it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolBudgetEvent {
+    /// The tool.
+    pub tool: String,
+    /// `warn` or `block`.
+    pub kind: ToolBudgetKind,
+    /// The call's number for its tool since the budget's last reset (1-based); for a refused
+    /// call, the number it would have had.
+    pub call: u32,
+    /// The budget's `block_at`, if it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_at: Option<u32>,
+    /// The step of the model turn that made the call.
+    pub step: u32,
+}
+
+impl fmt::Display for ToolBudgetEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tool budget of {}: call {} ", self.tool, self.call)?;
+        match (self.kind, self.block_at) {
+            (ToolBudgetKind::Warn, Some(block_at)) => {
+                write!(f, "warned (calls are refused from {block_at})")?;
+            }
+            (ToolBudgetKind::Warn, None) => f.write_str("warned")?,
+            (ToolBudgetKind::Block, Some(block_at)) => {
+                write!(f, "refused (block_at {block_at})")?;
+            }
+            (ToolBudgetKind::Block, None) => f.write_str("refused")?,
+        }
+        write!(f, " at step {}", self.step)
+    }
+}
+
+/// The warnings and blocks of per-tool budgets in the tool batch issued at step `step`, in call
+/// order. A call refused because its tool is excluded for another reason (failures) is not a
+/// budget's.
+pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> {
+    if batch.warnings.is_empty() && batch.refused.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, call) in batch.calls.iter().enumerate() {
+        let event = if let Some(Exclusion::Budget { block_at }) = batch.refusal(i) {
+            ToolBudgetEvent {
+                tool: call.name.to_string(),
+                kind: ToolBudgetKind::Block,
+                call: block_at,
+                block_at: Some(block_at),
+                step,
+            }
+        } else if let Some(w) = batch.warning(i) {
+            ToolBudgetEvent {
+                tool: call.name.to_string(),
+                kind: ToolBudgetKind::Warn,
+                call: w.call,
+                block_at: w.block_at,
+                step,
+            }
+        } else {
+            continue;
+        };
+        out.push(event);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -50,6 +50,15 @@ pub enum RunError {
     /// The journal cannot be replayed.
     #[error("the journal cannot be replayed: {0}")]
     Replay(String),
+    /// A raise (`terminus resume --raise`) that cannot be made: the run did not stop on that
+    /// budget, or the value does not raise it (exit code 2). Nothing was written.
+    #[error("cannot raise execution `{execution}`: {error}")]
+    Raise {
+        /// The execution.
+        execution: String,
+        /// Why.
+        error: terminus_kernel::RaiseError,
+    },
     /// The runtime and the kernel disagree (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -75,6 +84,7 @@ impl RunError {
             RunError::Policy(_)
             | RunError::Context(_)
             | RunError::ExecutionExists(_)
+            | RunError::Raise { .. }
             | RunError::Store(StoreError::NotFound(_) | StoreError::NotSuspended(_)) => 2,
             RunError::Suspended(_) => 5,
             RunError::Fault(f) if f.kind == FaultKind::InvalidInput => 2,
@@ -102,6 +112,7 @@ impl RunError {
             RunError::InDoubt { .. } => "in_doubt",
             RunError::Suspended(_) => "suspended",
             RunError::Replay(_) => "replay",
+            RunError::Raise { .. } => "raise",
             RunError::Internal(_) => "internal",
         }
     }

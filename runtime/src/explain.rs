@@ -10,14 +10,16 @@
 //! an embedding host (the Python binding) keeps the records of its own run and explains it the
 //! same way.
 
-use crate::{BudgetWarning, Failure, Report, RunSpec};
+use crate::budget::tool_budget_events;
+use crate::context::{ContextPrune, ContextStats};
+use crate::{BudgetWarning, Failure, Report, RunSpec, ToolBudgetEvent, ToolBudgetKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use terminus_kernel::catalog::{self, Explain, StopPath};
 use terminus_kernel::{
-    CompleteReason, Decision, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase, Policy,
-    Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
+    Command, CompleteReason, Decision, Entry, ModelErrorKind, Notice, NudgeKind, Outcome, Phase,
+    Policy, Record, Replay, Rule, Stats, StepRecord, Stop, Streaks, ToolOutcome,
 };
 
 /// What the store keeps of an execution besides its records.
@@ -202,6 +204,18 @@ pub struct Explanation {
     pub budgets: Vec<Budget>,
     /// Budgets that passed 80 % while the run went on (from its report).
     pub warnings: Vec<BudgetWarning>,
+    /// The warnings and blocks of per-tool budgets (`tool_budgets`), in order: replayed from
+    /// the journal through the kernel (deterministic, so they are what the run gave the model),
+    /// or from the report where the journal is not replayed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_budget_events: Vec<ToolBudgetEvent>,
+    /// What the context window did (from the report: the window is the runtime's, not
+    /// journaled; unknown until the run has a report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextStats>,
+    /// Each prune of the model's view (from the report, as `context`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context_prunes: Vec<ContextPrune>,
     /// The path, a step a line, with what happened at each.
     pub path: Vec<PathStep>,
     /// Every transition, as the kernel records it.
@@ -253,11 +267,15 @@ pub struct Builder {
     model_answers: u32,
     /// The held calls of the pending tool batch, once the replay is finished.
     held: Vec<crate::suspend::HeldState>,
+    /// The tool budgets' warnings and blocks of the replayed tool batches.
+    tool_budget: Vec<ToolBudgetEvent>,
 }
 
 #[derive(Default)]
 struct Pending {
     model: Option<&'static str>,
+    /// The budgets a raise lifted (the event of the step that goes on from a budget stop).
+    raised: Option<String>,
     verdict: Option<bool>,
     errors: Vec<ToolError>,
 }
@@ -290,6 +308,7 @@ impl Builder {
             tokens: 0,
             model_answers: 0,
             held: Vec::new(),
+            tool_budget: Vec::new(),
         }
     }
 
@@ -310,6 +329,17 @@ impl Builder {
         *self.kinds.entry(record.entry.kind()).or_default() += 1;
         self.replay(record);
         let checkpoint = record.key.checkpoint;
+        if let (Entry::Assistant(_), Some(replay), None) =
+            (&record.entry, &self.replay, &self.replay_error)
+        {
+            // The batch this turn made, with its tool budgets' warnings and blocks.
+            for command in replay.outstanding() {
+                if let Command::RunTools(batch) = command {
+                    self.tool_budget
+                        .extend(tool_budget_events(checkpoint, batch));
+                }
+            }
+        }
         match &record.entry {
             Entry::Assistant(turn) => {
                 self.model_answers += 1;
@@ -362,7 +392,7 @@ impl Builder {
                     tool_calls: Vec::new(),
                     tool_errors: event.errors,
                     nudge: None,
-                    notices: Vec::new(),
+                    notices: event.raised.into_iter().collect(),
                     verdict: event.verdict,
                     tokens: self.tokens,
                 });
@@ -431,6 +461,17 @@ impl Builder {
                 }
             }
             Entry::Stop(stop) => self.stop = Some(stop.clone()),
+            Entry::Raised { raises } => {
+                // The run goes on from its stop, under the raised policy.
+                self.stop = None;
+                for raise in raises {
+                    if let Some(limit) = terminus_kernel::catalog::raisable(&raise.field) {
+                        let _ = limit.set(&mut self.policy, raise.to);
+                    }
+                }
+                let words: Vec<String> = raises.iter().map(ToString::to_string).collect();
+                self.event.raised = Some(format!("raised {}", words.join(", ")));
+            }
             Entry::User { .. } | Entry::ToolResult(_) | Entry::Tick { .. } | Entry::Cancel => {}
         }
     }
@@ -597,6 +638,16 @@ impl Builder {
             warnings: stored
                 .report
                 .map(|r| r.warnings.clone())
+                .unwrap_or_default(),
+            tool_budget_events: match (self.replaying && self.replay_error.is_none(), stored.report)
+            {
+                (false, Some(report)) => report.tool_budget_events.clone(),
+                _ => self.tool_budget,
+            },
+            context: stored.report.and_then(|r| r.context),
+            context_prunes: stored
+                .report
+                .map(|r| r.context_prunes.clone())
                 .unwrap_or_default(),
             trace: self.trace,
             path: self.path,
@@ -1337,6 +1388,53 @@ impl Explanation {
         }
         for w in &self.warnings {
             let _ = writeln!(t, "  warned: {w}");
+        }
+        if !self.tool_budget_events.is_empty() {
+            let _ = writeln!(t, "\ntool budgets (tool_budgets):");
+            for e in &self.tool_budget_events {
+                let what = match (e.kind, e.block_at) {
+                    (ToolBudgetKind::Warn, Some(b)) => {
+                        format!("warned (calls are refused from {b})")
+                    }
+                    (ToolBudgetKind::Warn, None) => "warned".to_owned(),
+                    (ToolBudgetKind::Block, _) => "refused: its budget is spent".to_owned(),
+                };
+                let _ = writeln!(t, "  step {}: {} call {} {what}", e.step, e.tool, e.call);
+            }
+        }
+        if let Some(c) = &self.context {
+            let _ = writeln!(t, "\ncontext window:");
+            let mut line = format!(
+                "  {} · {} cut · largest view {} tokens",
+                plural(u64::from(c.prunes), "prune", "prunes"),
+                plural(
+                    u64::from(c.truncated_results),
+                    "tool result",
+                    "tool results"
+                ),
+                c.peak_tokens
+            );
+            if c.system_cut_tokens > 0 {
+                let _ = write!(
+                    line,
+                    " · system prompt cut ({} tokens not shown)",
+                    c.system_cut_tokens
+                );
+            }
+            let _ = writeln!(t, "{line}");
+            for p in &self.context_prunes {
+                let _ = writeln!(
+                    t,
+                    "  pruned for model call {} (after step {}): {} messages, {} tokens -> {} \
+                     messages, {} tokens",
+                    p.model_call,
+                    p.step,
+                    p.messages_before,
+                    p.tokens_before,
+                    p.messages_after,
+                    p.tokens_after
+                );
+            }
         }
         if !self.verifier_feedback.is_empty() {
             let _ = writeln!(t, "\nverifier feedback (what it said was missing):");

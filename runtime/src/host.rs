@@ -24,7 +24,7 @@
 //! explanation never reads (turns' texts and calls, tool arguments and outputs): the host has
 //! the machine itself and never replays its journal, and snapshots stay small.
 
-use crate::budget::{BudgetWarning, Warned};
+use crate::budget::{BudgetWarning, ToolBudgetEvent, Warned, tool_budget_events};
 use crate::conversation::{budget_warning_text, refusal_text};
 use crate::explain::{Builder, Explanation, Stored};
 use crate::journal::RunSpec;
@@ -32,12 +32,12 @@ use crate::report::Report;
 use crate::verifier::missing_by_rules;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use terminus_kernel::{
     Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
-    Policy, PolicyError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall, ToolErrorKind,
-    ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
+    Policy, PolicyError, Raise, RaiseError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall,
+    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
 };
 
 /// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
@@ -373,6 +373,10 @@ struct Keep {
     records: Vec<Record>,
     warned: Warned,
     warnings: Vec<BudgetWarning>,
+    /// The warnings and blocks of per-tool budgets, as the runtime reports them (absent from
+    /// snapshots of hosts that had none, and from those saved before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_budget: Vec<ToolBudgetEvent>,
     /// The last clock reading (milliseconds since the start).
     now_ms: u64,
     stop: Option<Stop>,
@@ -421,6 +425,7 @@ impl Host {
                 records: Vec::new(),
                 warned: Warned::default(),
                 warnings: Vec::new(),
+                tool_budget: Vec::new(),
                 now_ms: 0,
                 stop: None,
             },
@@ -622,7 +627,12 @@ impl Host {
         self.keep.trace.push(record);
         for command in commands.iter() {
             match command {
-                Command::RunTools(batch) => self.keep.batch = Some(batch.clone()),
+                Command::RunTools(batch) => {
+                    self.keep
+                        .tool_budget
+                        .extend(tool_budget_events(record.step, batch));
+                    self.keep.batch = Some(batch.clone());
+                }
                 Command::Stop(stop) => self.keep.stop = Some((**stop).clone()),
                 _ => {}
             }
@@ -636,6 +646,23 @@ impl Host {
             self.keep.warnings.extend(due);
         }
         Handle::Step
+    }
+
+    /// Goes on with a run a budget stopped, with that budget raised (`budgets`: policy field to
+    /// new value, see [`Machine::raise`]): the step the stop pre-empted is taken, journaled with a
+    /// `raised` entry as [`crate::Resume::raise`] journals it. A raise the kernel refuses is an
+    /// error that says why, and changes nothing.
+    pub fn raise(&mut self, budgets: &BTreeMap<String, u64>) -> Result<Handle, RaiseError> {
+        let raises: Vec<Raise> = budgets
+            .iter()
+            .map(|(field, to)| Raise {
+                field: field.clone(),
+                to: *to,
+            })
+            .collect();
+        let handled = self.machine.raise(&raises)?;
+        self.keep.stop = None;
+        Ok(self.after(handled, Some(Entry::Raised { raises }), Vec::new()))
     }
 
     /// The next command, or `None` while the kernel waits for an event.
@@ -786,6 +813,7 @@ impl Host {
             0,
         );
         report.warnings = self.keep.warnings.clone();
+        report.tool_budget_events = self.keep.tool_budget.clone();
         report.set_output(self.machine.policy());
         Some(report)
     }
@@ -824,6 +852,12 @@ impl Host {
                 map.insert(
                     "warnings".into(),
                     serde_json::to_value(&self.keep.warnings).unwrap_or(Value::Null),
+                );
+            }
+            if !self.keep.tool_budget.is_empty() && !map.contains_key("tool_budget_events") {
+                map.insert(
+                    "tool_budget_events".into(),
+                    serde_json::to_value(&self.keep.tool_budget).unwrap_or(Value::Null),
                 );
             }
         }

@@ -390,6 +390,13 @@ pub trait Journal: Send + Sync {
     /// The report of `execution`, if it ended.
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError>;
 
+    /// Goes on with an execution that ended (a raise, `terminus resume --raise`): in one
+    /// transaction, appends `records` (none of whose keys may be stored) and clears the stored
+    /// report, so that the execution is resumable again (listed `interrupted`, claimable by any
+    /// worker). False, writing nothing, when the execution has no stored report (it has not
+    /// ended, or another raise came first) or one of the keys is stored.
+    async fn reopen(&self, execution: &str, records: Vec<Arc<Record>>) -> Result<bool, StoreError>;
+
     /// Appends the decision `record` on a held call of suspended `execution`
     /// (`docs/approvals.md`) unless its key is stored (then, as [`Journal::append`], the stored
     /// record comes back with `already_existed`, whether or not the execution is still
@@ -723,6 +730,22 @@ impl Journal for MemoryStore {
         Ok(self.with(|all| all.get(execution).and_then(|e| e.report.clone())))
     }
 
+    async fn reopen(&self, execution: &str, records: Vec<Arc<Record>>) -> Result<bool, StoreError> {
+        Ok(self.with(|all| {
+            let Some(e) = all.get_mut(execution) else {
+                return false;
+            };
+            if e.report.is_none() || records.iter().any(|r| e.records.contains_key(&r.key)) {
+                return false;
+            }
+            for record in records {
+                e.records.insert(record.key, record);
+            }
+            e.report = None;
+            true
+        }))
+    }
+
     async fn decide(
         &self,
         execution: &str,
@@ -780,10 +803,17 @@ fn summary(id: &str, e: &Execution, now: Instant) -> ExecutionSummary {
         let n = e.records.values().filter(|r| f(&r.entry)).count();
         u32::try_from(n).unwrap_or(u32::MAX)
     };
-    let stop = e.records.values().rev().find_map(|r| match &r.entry {
-        Entry::Stop(stop) => Some(stop),
-        _ => None,
-    });
+    // The last stop, unless a raise came after it (the run went on).
+    let stop = e
+        .records
+        .values()
+        .rev()
+        .find_map(|r| match &r.entry {
+            Entry::Stop(stop) => Some(Some(stop)),
+            Entry::Raised { .. } => Some(None),
+            _ => None,
+        })
+        .flatten();
     let (outcome, rule, steps, model_calls, tool_calls) = match (&e.report, stop) {
         (Some(r), _) => (
             Some(r.outcome),

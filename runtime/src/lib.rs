@@ -58,10 +58,14 @@ pub mod suspend;
 mod tool;
 mod verifier;
 
-pub use crate::budget::{Budget, BudgetWarning, WARN_PERCENT, Warned};
+pub use crate::budget::{
+    Budget, BudgetWarning, ToolBudgetEvent, ToolBudgetKind, WARN_PERCENT, Warned,
+    tool_budget_events,
+};
 pub use crate::config::{InDoubt, RuntimeConfig};
 pub use crate::context::{
-    ContextPolicy, ContextPolicyError, ContextStats, ContextWindow, Heuristic, Tokenizer,
+    ContextPolicy, ContextPolicyError, ContextPrune, ContextStats, ContextWindow, Heuristic,
+    SystemCut, Tokenizer,
 };
 pub use crate::conversation::{budget_warning_text, refusal_text};
 pub use crate::driver::{Adapters, Replayed, Resume, Run, Setup, in_doubt_outcome};

@@ -1,8 +1,10 @@
 //! Metrics, through the `metrics` facade: nothing is recorded (and nothing costs more than a
 //! check) until the host installs a recorder, as `terminus worker --metrics-addr` does with its
-//! Prometheus endpoint. The names are constants here so hosts and tests spell them alike.
+//! Prometheus endpoint. The names are constants here so hosts and tests spell them alike; the
+//! plan metrics ([`PLANS`] to [`AGENT_SECONDS`]) are recorded by the orchestrator
+//! (`terminus-orchestrator`), named here so that one list holds every name a host serves.
 
-use crate::budget::BudgetWarning;
+use crate::budget::{BudgetWarning, ToolBudgetEvent};
 use crate::error::RunError;
 use crate::journal::StoreError;
 use crate::report::Report;
@@ -28,8 +30,32 @@ pub const RESUME_CONFLICTS: &str = "terminus_resume_conflicts_total";
 pub const EXCLUDED_TOOLS: &str = "terminus_excluded_tools_total";
 /// Budgets that passed 80 %, by `budget`.
 pub const BUDGET_WARNINGS: &str = "terminus_budget_warnings_total";
+/// Per-tool budget warnings and blocks (`tool_budgets`), by `tool` and `kind` (`warn`,
+/// `block`).
+pub const TOOL_BUDGET_EVENTS: &str = "terminus_tool_budget_events_total";
+/// Prunes of the model's view by the context window.
+pub const CONTEXT_PRUNES: &str = "terminus_context_prunes_total";
+/// System prompts cut to the context policy's `max_system_tokens`.
+pub const SYSTEM_PROMPT_CUTS: &str = "terminus_system_prompt_cuts_total";
 /// Model-call latency in seconds (a histogram), by `outcome` (`ok`, `error`, `interrupted`).
 pub const MODEL_CALL_SECONDS: &str = "terminus_model_call_duration_seconds";
+/// Plans that ended with a report, by `outcome` (`complete`, `aborted`) and `reason` (the plan's
+/// stop reason).
+pub const PLANS: &str = "terminus_plans_total";
+/// Plans that ended without a report, by `class` (`store`, `claimed`, `lease_lost`, `corrupt`).
+/// A new durable plan refused because its execution id is in use never started: not counted.
+pub const PLAN_ERRORS: &str = "terminus_plan_errors_total";
+/// Failed agents that run again after their backoff.
+pub const AGENT_RETRIES: &str = "terminus_agent_retries_total";
+/// Circuit breakers that opened.
+pub const BREAKER_OPENINGS: &str = "terminus_breaker_openings_total";
+/// Agents skipped (no result), by `why` (the plan report's `why`).
+pub const AGENT_SKIPS: &str = "terminus_agent_skips_total";
+/// Agents degraded (their `degraded_result` stands in), by `why`.
+pub const AGENT_DEGRADATIONS: &str = "terminus_agent_degradations_total";
+/// An agent's wall time in seconds from its first start to its end, over its attempts (a
+/// histogram), by `status`.
+pub const AGENT_SECONDS: &str = "terminus_agent_duration_seconds";
 
 pub(crate) fn run_ended(result: &Result<Report, RunError>) {
     match result {
@@ -64,6 +90,23 @@ pub(crate) fn claim_refused(error: &RunError) {
 
 pub(crate) fn budget_warning(warning: &BudgetWarning) {
     metrics::counter!(BUDGET_WARNINGS, "budget" => warning.budget.as_str()).increment(1);
+}
+
+pub(crate) fn tool_budget(event: &ToolBudgetEvent) {
+    metrics::counter!(
+        TOOL_BUDGET_EVENTS,
+        "tool" => event.tool.clone(),
+        "kind" => event.kind.as_str()
+    )
+    .increment(1);
+}
+
+pub(crate) fn context_pruned() {
+    metrics::counter!(CONTEXT_PRUNES).increment(1);
+}
+
+pub(crate) fn system_cut() {
+    metrics::counter!(SYSTEM_PROMPT_CUTS).increment(1);
 }
 
 pub(crate) fn model_call(outcome: &'static str, took: Duration) {

@@ -1,6 +1,7 @@
 //! Progress: one record per transition, for the CLI's stderr lines or a host's telemetry.
 
-use crate::budget::BudgetWarning;
+use crate::budget::{BudgetWarning, ToolBudgetEvent};
+use crate::context::{ContextPrune, SystemCut};
 use crate::report::Report;
 use std::fmt;
 use terminus_kernel::{Stats, StepRecord};
@@ -37,6 +38,23 @@ pub trait Observer: Send {
     /// A budget passed 80 % (once per budget and run).
     fn on_warning(&mut self, warning: &BudgetWarning) {
         let _ = warning;
+    }
+
+    /// A per-tool budget warned about a call or refused one (`tool_budgets`), as the model is
+    /// told.
+    fn on_tool_budget(&mut self, event: &ToolBudgetEvent) {
+        let _ = event;
+    }
+
+    /// The context window pruned the model's view before a model call.
+    fn on_prune(&mut self, prune: &ContextPrune) {
+        let _ = prune;
+    }
+
+    /// The system prompt was over the context policy's `max_system_tokens` and was cut to fit
+    /// (once per run, before the first model call).
+    fn on_system_cut(&mut self, cut: &SystemCut) {
+        let _ = cut;
     }
 
     /// The run ended (the report is journaled already).

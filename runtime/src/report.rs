@@ -1,7 +1,7 @@
 //! The report of a finished run (`docs/design.md`, "The report").
 
-use crate::budget::BudgetWarning;
-use crate::context::ContextStats;
+use crate::budget::{BudgetWarning, ToolBudgetEvent};
+use crate::context::{ContextPrune, ContextStats};
 use serde::{Deserialize, Serialize};
 use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
 
@@ -49,9 +49,17 @@ pub struct Report {
     /// context policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextStats>,
+    /// Each prune of the model's view, in order (absent when the view was never pruned). A
+    /// resumed run lists the prunes since it was resumed: the window is not journaled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_prunes: Vec<ContextPrune>,
     /// Budgets that passed 80 % during the run, in the order they did (absent when none did).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<BudgetWarning>,
+    /// The warnings and blocks of per-tool budgets (`tool_budgets`), in the order the model was
+    /// given them (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_budget_events: Vec<ToolBudgetEvent>,
     /// The parsed `result` of a run that completed verified under `policy.output_schema`
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,7 +96,9 @@ impl Report {
             stats: s,
             trace,
             context: None,
+            context_prunes: Vec::new(),
             warnings: Vec::new(),
+            tool_budget_events: Vec::new(),
             output: None,
         }
     }
@@ -133,7 +143,9 @@ impl Report {
             stats: self.stats,
             trace: Vec::new(),
             context: self.context,
+            context_prunes: self.context_prunes.clone(),
             warnings: self.warnings.clone(),
+            tool_budget_events: self.tool_budget_events.clone(),
             output: self.output.clone(),
         }
     }

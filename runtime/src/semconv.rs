@@ -15,9 +15,15 @@
 //! | [`SPAN_CHAT`] | `chat {model}` | one model call (retries are calls of their own) |
 //! | [`SPAN_TOOL`] | `execute_tool {tool}` | one tool execution |
 //! | [`SPAN_VERIFY`] | `verify` | one verification (a verifier's model call is its child) |
+//! | [`SPAN_PLAN`] | `plan {name}` | a multi-agent plan (the orchestrator), parent of its agents' run spans |
 //!
 //! Events on the run span: [`EVENT_TRANSITION`] (one per kernel transition: step, from, to,
 //! input, rule) and [`EVENT_BUDGET_WARNING`] (a budget passed 80 %).
+//!
+//! Events on the plan span, each naming its agent ([`GEN_AI_AGENT_NAME`]):
+//! [`EVENT_AGENT_RETRY`] (the next attempt, its backoff, how the failed one ended),
+//! [`EVENT_BREAKER_OPEN`] (the agent id's circuit breaker opened), [`EVENT_AGENT_SKIPPED`] and
+//! [`EVENT_AGENT_DEGRADED`] (why, as the report's `why` names it, and in words).
 //!
 //! Prompt and completion text ([`GEN_AI_INPUT_MESSAGES`], [`GEN_AI_OUTPUT_MESSAGES`]) are
 //! recorded only when [`crate::RuntimeConfig::capture_content`] is on. No span ever carries a
@@ -108,6 +114,56 @@ pub const TERMINUS_BUDGET: &str = "terminus.budget";
 pub const TERMINUS_BUDGET_USED: &str = "terminus.budget.used";
 /// `terminus.budget.limit` on a budget warning.
 pub const TERMINUS_BUDGET_LIMIT: &str = "terminus.budget.limit";
+/// `terminus.tool_budget.kind` on a tool budget event: `warn` or `block`.
+pub const TERMINUS_TOOL_BUDGET_KIND: &str = "terminus.tool_budget.kind";
+/// `terminus.tool_budget.call` on a tool budget event: the call's number for its tool.
+pub const TERMINUS_TOOL_BUDGET_CALL: &str = "terminus.tool_budget.call";
+/// `terminus.tool_budget.block_at` on a tool budget event, when the budget sets one.
+pub const TERMINUS_TOOL_BUDGET_BLOCK_AT: &str = "terminus.tool_budget.block_at";
+/// `terminus.context.messages_before` on a prune: messages of the conversation.
+pub const TERMINUS_CONTEXT_MESSAGES_BEFORE: &str = "terminus.context.messages_before";
+/// `terminus.context.messages_after` on a prune: messages of the view sent.
+pub const TERMINUS_CONTEXT_MESSAGES_AFTER: &str = "terminus.context.messages_after";
+/// `terminus.context.tokens_before` on a prune: tokens of the conversation as one request.
+pub const TERMINUS_CONTEXT_TOKENS_BEFORE: &str = "terminus.context.tokens_before";
+/// `terminus.context.tokens_after` on a prune: tokens of the view sent.
+pub const TERMINUS_CONTEXT_TOKENS_AFTER: &str = "terminus.context.tokens_after";
+/// `terminus.context.system_tokens` on a system prompt cut: tokens of the whole prompt.
+pub const TERMINUS_CONTEXT_SYSTEM_TOKENS: &str = "terminus.context.system_tokens";
+/// `terminus.context.system_shown` on a system prompt cut: tokens of it still shown.
+pub const TERMINUS_CONTEXT_SYSTEM_SHOWN: &str = "terminus.context.system_shown";
+/// `terminus.context.max_system_tokens` on a system prompt cut: the policy's limit.
+pub const TERMINUS_CONTEXT_MAX_SYSTEM_TOKENS: &str = "terminus.context.max_system_tokens";
+
+/// `terminus.plan.name` on a plan span: the plan's name.
+pub const TERMINUS_PLAN_NAME: &str = "terminus.plan.name";
+/// `terminus.plan.execution` on a plan span: the orchestration's execution id (each agent's
+/// attempt is the execution `{plan execution}/{agent}/{attempt}`).
+pub const TERMINUS_PLAN_EXECUTION: &str = "terminus.plan.execution";
+/// `terminus.plan.agents` on a plan span: how many agents the plan has.
+pub const TERMINUS_PLAN_AGENTS: &str = "terminus.plan.agents";
+/// `terminus.plan.reason` on a plan span: the plan's stop reason (`all_complete`, `degraded`,
+/// `agent_failed`, `execution_timeout`, `max_phases`, `cancelled`; `docs/plans.md`).
+pub const TERMINUS_PLAN_REASON: &str = "terminus.plan.reason";
+/// `terminus.plan.elapsed_ms` on a plan span: plan time at the end (across resumes).
+pub const TERMINUS_PLAN_ELAPSED_MS: &str = "terminus.plan.elapsed_ms";
+/// `terminus.attempt` on a retry event: the attempt about to run (1-based).
+pub const TERMINUS_ATTEMPT: &str = "terminus.attempt";
+/// `terminus.delay_ms` on a retry event: the backoff before it.
+pub const TERMINUS_DELAY_MS: &str = "terminus.delay_ms";
+/// `terminus.after` on a retry event: how the failed attempt ended (its outcome and rule, or the
+/// error of a run that ended without a report).
+pub const TERMINUS_AFTER: &str = "terminus.after";
+/// `terminus.breaker.from` on a breaker event: the state it left (`closed`, `half_open`).
+pub const TERMINUS_BREAKER_FROM: &str = "terminus.breaker.from";
+/// `terminus.breaker.until_ms` on a breaker event: when it admits a probe (Unix ms).
+pub const TERMINUS_BREAKER_UNTIL_MS: &str = "terminus.breaker.until_ms";
+/// `terminus.why` on a skip or degradation event: why the agent did not complete, as the plan
+/// report's `why` names it (`run_failed`, `circuit_open`, `dependency_skipped`, `budget_spent`,
+/// `plan_stopped`).
+pub const TERMINUS_WHY: &str = "terminus.why";
+/// `terminus.detail` on a skip or degradation event: the same in words (the progress line's).
+pub const TERMINUS_DETAIL: &str = "terminus.detail";
 
 /// The run span's `tracing` name (exported as `invoke_agent {name}`).
 pub const SPAN_RUN: &str = "invoke_agent";
@@ -117,9 +173,27 @@ pub const SPAN_CHAT: &str = "chat";
 pub const SPAN_TOOL: &str = "execute_tool";
 /// A verification's span.
 pub const SPAN_VERIFY: &str = "verify";
+/// A plan's span (exported as `plan {name}`): the parent of its agents' run spans.
+pub const SPAN_PLAN: &str = "plan";
 /// The event of a kernel transition.
 pub const EVENT_TRANSITION: &str = "transition";
 /// The event of a budget passing 80 %.
 pub const EVENT_BUDGET_WARNING: &str = "budget_warning";
-/// The `tracing` target of every span and event of the runtime.
+/// The event of a per-tool budget's warning or block.
+pub const EVENT_TOOL_BUDGET: &str = "tool_budget";
+/// The event of a prune of the model's view.
+pub const EVENT_CONTEXT_PRUNED: &str = "context_pruned";
+/// The event of a system prompt cut to `max_system_tokens`.
+pub const EVENT_SYSTEM_PROMPT_CUT: &str = "system_prompt_cut";
+/// The event of a failed agent that runs again after its backoff, on the plan span.
+pub const EVENT_AGENT_RETRY: &str = "agent_retry";
+/// The event of an agent id's circuit breaker opening, on the plan span.
+pub const EVENT_BREAKER_OPEN: &str = "breaker_open";
+/// The event of an agent skipped (it failed or could not run, and yields no result), on the
+/// plan span.
+pub const EVENT_AGENT_SKIPPED: &str = "agent_skipped";
+/// The event of an agent degraded (it failed or could not run, and its `degraded_result` stands
+/// in for its result), on the plan span.
+pub const EVENT_AGENT_DEGRADED: &str = "agent_degraded";
+/// The `tracing` target of every span and event of the runtime and the orchestrator.
 pub const TARGET: &str = "terminus";

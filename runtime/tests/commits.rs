@@ -98,6 +98,10 @@ impl Journal for Counting {
     async fn report(&self, execution: &str) -> Result<Option<Report>, StoreError> {
         self.inner.report(execution).await
     }
+
+    async fn reopen(&self, execution: &str, records: Vec<Arc<Record>>) -> Result<bool, StoreError> {
+        self.inner.reopen(execution, records).await
+    }
 }
 
 #[async_trait]

@@ -200,6 +200,7 @@ fn policy() -> impl Strategy<Value = ContextPolicy> {
                 prune_to,
                 max_tool_result_tokens: max,
                 keep_recent_turns: turns,
+                max_system_tokens: None,
             }
         })
 }
@@ -1020,6 +1021,7 @@ fn a_conversation_whose_mandatory_part_cannot_fit_is_exhausted() {
         prune_to: 1_000,
         max_tool_result_tokens: None,
         keep_recent_turns: 1,
+        max_system_tokens: None,
     };
     let fixed = 40;
     let mut window = ContextWindow::new(policy, Arc::new(Heuristic), fixed);
@@ -1156,6 +1158,7 @@ fn pruning_that_cannot_shrink_the_view_sends_the_conversation_whole() {
             prune_to: 50,
             max_tool_result_tokens: None,
             keep_recent_turns: 1,
+            max_system_tokens: None,
         };
         assert_eq!(policy.validate(), Ok(()));
         assert_eq!(
@@ -1172,6 +1175,7 @@ fn pruning_that_cannot_shrink_the_view_sends_the_conversation_whole() {
         prune_to: 50,
         max_tool_result_tokens: None,
         keep_recent_turns: 1,
+        max_system_tokens: None,
     };
     assert_eq!(
         prune(&messages, &sizes, 0, notice_size, &policy),

@@ -209,6 +209,7 @@ fn context() -> ContextPolicy {
         prune_to: 1_000,
         max_tool_result_tokens: Some(500),
         keep_recent_turns: 2,
+        max_system_tokens: None,
     }
 }
 

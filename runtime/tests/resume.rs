@@ -248,3 +248,68 @@ async fn resuming_an_unknown_execution_is_invalid_input() {
     assert_eq!(err.exit_code(), 2);
     assert_eq!(model.requests(), 0);
 }
+
+/// A per-tool budget's warnings and blocks are in the report of a resumed run as in the
+/// uninterrupted one: those of the replayed steps from the journal (through the kernel), the
+/// rest as they happen.
+#[tokio::test]
+async fn a_resumed_run_reports_the_tool_budget_events_of_the_whole_run() {
+    let policy = Policy {
+        max_model_calls: 6,
+        tool_budgets: [(
+            "echo".to_owned(),
+            terminus_kernel::ToolBudget {
+                warn_at: Some(2),
+                block_at: Some(3),
+                reset_on: Vec::new(),
+            },
+        )]
+        .into(),
+        ..Policy::default()
+    };
+    let turns = || {
+        [
+            calls(&[("echo", json!({ "v": "a" }))]),
+            calls(&[("echo", json!({ "v": "b" }))]),
+            calls(&[("echo", json!({ "v": "c" })), ("other", json!({}))]),
+        ]
+    };
+    let tools = || {
+        ToolSet::new()
+            .with("echo", common::Echo::new(Duration::ZERO))
+            .with("other", common::Echo::new(Duration::ZERO))
+    };
+    let reference = Run::new(
+        "Echo",
+        policy.clone(),
+        Script::new(turns().into_iter().chain([done("echoed")])),
+    )
+    .tools(tools())
+    .execute()
+    .await
+    .expect("a report");
+    let kinds: Vec<(&str, u32, u32)> = reference
+        .tool_budget_events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.call, e.step))
+        .collect();
+    assert_eq!(kinds, [("warn", 2, 3), ("block", 3, 5)]);
+
+    // The model dies after the three turns (the block among them), and the run is resumed.
+    let store = MemoryStore::new();
+    Run::new("Echo", policy, Script::new(turns()))
+        .tools(tools())
+        .store(Arc::new(store.clone()))
+        .execution("budgets")
+        .execute()
+        .await
+        .expect_err("the model died");
+    let report = Run::resume("budgets", Script::new([done("echoed")]))
+        .tools(tools())
+        .store(Arc::new(store.clone()))
+        .execute()
+        .await
+        .expect("a report");
+    assert_eq!(report.trace, reference.trace);
+    assert_eq!(report.tool_budget_events, reference.tool_budget_events);
+}

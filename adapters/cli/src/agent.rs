@@ -86,6 +86,8 @@ pub(crate) struct LiveAgent {
     model: Arc<LlmModel>,
     /// The context window, naming the tokenizer actually used (a recording replays the same).
     context: Option<(ContextSpec, Arc<dyn Tokenizer>)>,
+    /// The system prompt: `system_prompt` and the `[agent].context_files`, read at start.
+    system_prompt: Option<String>,
 }
 
 impl LiveAgent {
@@ -113,6 +115,9 @@ impl LiveAgent {
                 Some((spec, tokenizer))
             }
         };
+        let system_prompt = config
+            .system_prompt_with_files(&stored.dir, &stored.cwd)
+            .map_err(|e| format!("{file}: {e}"))?;
         let mut mcp = config.mcp_configs(&stored.dir);
         for server in &mut mcp {
             server.working_dir = Some(stored.cwd.clone());
@@ -123,6 +128,7 @@ impl LiveAgent {
             mcp,
             model,
             context,
+            system_prompt,
         })
     }
 
@@ -131,9 +137,9 @@ impl LiveAgent {
         &self.file
     }
 
-    /// The system prompt.
+    /// The system prompt: the config's, then its `[agent].context_files` as read at start.
     pub(crate) fn system_prompt(&self) -> Option<&str> {
-        self.config.system_prompt.as_deref()
+        self.system_prompt.as_deref()
     }
 
     /// The kernel policy.
@@ -207,7 +213,7 @@ impl LiveAgent {
             + Duration::from_secs(1);
         RuntimeConfig {
             lease,
-            system_prompt: self.config.system_prompt.clone(),
+            system_prompt: self.system_prompt.clone(),
             model_timeout: Some(self.model.config().timeout + Duration::from_secs(1)),
             tool_timeout: Some(tool_timeout),
             ..RuntimeConfig::default()
@@ -324,7 +330,7 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
             &args.task,
             &live.config.policy,
             live.context.as_ref().map(|(spec, _)| spec.clone()),
-            live.config.system_prompt.clone(),
+            live.system_prompt.clone(),
             description,
         );
         if let Err(e) = write_atomically(path, &scenario) {

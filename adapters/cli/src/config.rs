@@ -7,7 +7,7 @@ use std::time::Duration;
 use terminus_kernel::Policy;
 use terminus_llm::{ApiKey, LlmConfig, Provider};
 use terminus_scenario::ContextSpec;
-use terminus_tools::{McpConfig, McpTransport};
+use terminus_tools::{Elicitation, McpAuth, McpConfig, McpTransport};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -15,6 +15,9 @@ use terminus_tools::{McpConfig, McpTransport};
 pub(crate) struct AgentConfig {
     /// A system message before the task.
     pub(crate) system_prompt: Option<String>,
+    /// `[agent]`: what the agent reads at start.
+    #[serde(default)]
+    pub(crate) agent: AgentSection,
     /// The model. Required by `terminus agent`; `terminus tools` needs only `[[mcp]]`.
     pub(crate) model: Option<ModelSection>,
     /// The kernel policy: the scenario `policy` fields, same names, same defaults.
@@ -27,6 +30,17 @@ pub(crate) struct AgentConfig {
     pub(crate) mcp: Vec<McpSection>,
     /// Who judges completion claims.
     pub(crate) verifier: Option<VerifierSection>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentSection {
+    /// Files read at start and appended to the system prompt, each under a heading naming it
+    /// (`AGENTS.md`): relative to the config's folder when the file is there, else to the
+    /// folder the agent starts in.
+    #[serde(default)]
+    pub(crate) context_files: Vec<String>,
 }
 
 /// `[model]`.
@@ -58,6 +72,24 @@ pub(crate) struct McpSection {
     /// Tools answered from outside instead of run.
     #[serde(default)]
     pub(crate) deferred: Vec<String>,
+    /// OAuth for an HTTP server (`auth = { ... }`).
+    pub(crate) auth: Option<McpAuthSection>,
+    /// How elicitation requests are answered: `"decline"` (default) or `"defaults"`.
+    pub(crate) elicitation: Option<String>,
+}
+
+/// `[[mcp]] auth = { ... }`: OAuth 2.1 for a streamable-HTTP server. The secret is named by
+/// the environment variable that holds it, never written in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpAuthSection {
+    pub(crate) client_id: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
+    pub(crate) client_metadata_url: Option<String>,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
+    pub(crate) redirect_uri: Option<String>,
+    pub(crate) client_name: Option<String>,
 }
 
 /// `[verifier]`.
@@ -132,6 +164,22 @@ impl AgentConfig {
         self.policy
             .validate()
             .map_err(|e| format!("[policy].{}: {}", e.field, e.problem))?;
+        if let Some(context) = &self.context {
+            context
+                .policy()
+                .validate()
+                .map_err(|e| format!("[context].{}: {}", e.field, e.problem))?;
+        }
+        if let Some(i) = self
+            .agent
+            .context_files
+            .iter()
+            .position(|f| f.trim().is_empty())
+        {
+            return Err(format!(
+                "[agent].context_files[{i}]: the file name is empty"
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for (i, server) in self.mcp.iter().enumerate() {
             let at = format!("[[mcp]] #{} `{}`", i + 1, server.name);
@@ -158,6 +206,30 @@ impl AgentConfig {
             ] {
                 if let Some(i) = list.iter().position(|t| t.trim().is_empty()) {
                     return Err(format!("{at}: {field}[{i}] is empty"));
+                }
+            }
+            if let Some(e) = &server.elicitation
+                && !matches!(e.as_str(), "decline" | "defaults")
+            {
+                return Err(format!(
+                    "{at}: elicitation: unknown value {e:?}, expected \"decline\" or \"defaults\""
+                ));
+            }
+            if let Some(auth) = &server.auth {
+                if server.url.is_none() {
+                    return Err(format!("{at}: auth is for a url server, not a command"));
+                }
+                if auth.client_secret_env.is_some() && auth.client_id.is_none() {
+                    return Err(format!(
+                        "{at}: auth.client_secret_env needs auth.client_id (a pre-registered client)"
+                    ));
+                }
+                if let Some(u) = &auth.client_metadata_url
+                    && !u.starts_with("https://")
+                {
+                    return Err(format!(
+                        "{at}: auth.client_metadata_url must be an https:// URL"
+                    ));
                 }
             }
             if let Some(both) = server.approval.iter().find(|t| server.deferred.contains(t)) {
@@ -206,9 +278,68 @@ impl AgentConfig {
                 config.idempotent = s.idempotent.unwrap_or(false);
                 config.approval.clone_from(&s.approval);
                 config.deferred.clone_from(&s.deferred);
+                if s.elicitation.as_deref() == Some("defaults") {
+                    config.elicitation = Elicitation::Defaults;
+                }
+                config.auth = s.auth.as_ref().map(|a| McpAuth {
+                    client_id: a.client_id.clone(),
+                    client_secret: a
+                        .client_secret_env
+                        .as_deref()
+                        .and_then(|name| std::env::var(name).ok())
+                        .filter(|v| !v.is_empty()),
+                    client_metadata_url: a.client_metadata_url.clone(),
+                    scopes: a.scopes.clone(),
+                    redirect_uri: a.redirect_uri.clone(),
+                    client_name: a.client_name.clone(),
+                });
                 config
             })
             .collect()
+    }
+
+    /// The system prompt the agent starts with: `system_prompt`, then each of
+    /// `[agent].context_files` under a heading naming it. A relative file is taken from `dir`
+    /// (the config's folder) when it is there, else from `cwd` (the folder the agent starts in);
+    /// a file found in neither, or that cannot be read, is an error naming it.
+    pub(crate) fn system_prompt_with_files(
+        &self,
+        dir: &Path,
+        cwd: &Path,
+    ) -> Result<Option<String>, String> {
+        if self.agent.context_files.is_empty() {
+            return Ok(self.system_prompt.clone());
+        }
+        let mut prompt = self.system_prompt.clone().unwrap_or_default();
+        for (i, name) in self.agent.context_files.iter().enumerate() {
+            let field = format!("[agent].context_files[{i}]");
+            let given = Path::new(name);
+            let path = [dir.join(given), cwd.join(given)]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| {
+                    if given.is_absolute() {
+                        format!("{field}: {name:?}: no such file")
+                    } else {
+                        format!(
+                            "{field}: {name:?}: no such file in the config's folder ({}) or the \
+                             current folder ({})",
+                            dir.display(),
+                            cwd.display()
+                        )
+                    }
+                })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{field}: cannot read {}: {e}", path.display()))?;
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str("## ");
+            prompt.push_str(name);
+            prompt.push_str("\n\n");
+            prompt.push_str(text.trim_end());
+        }
+        Ok(Some(prompt))
     }
 
     /// The model client's config; the key comes from the environment now.
@@ -310,11 +441,69 @@ kind = "rules"
                 ),
                 "[model].idle_timeout_ms: must be at least 1",
             ),
+            (
+                GOOD.replace("window = 128000", "window = 128000\nmax_system_tokens = 0"),
+                "[context].max_system_tokens: must be at least 1",
+            ),
+            (
+                GOOD.replace("[model]", "[agent]\ncontext_files = [\"\"]\n[model]"),
+                "[agent].context_files[0]: the file name is empty",
+            ),
+            (
+                GOOD.replace(
+                    "[model]",
+                    "[agent]\ncontext_file = [\"AGENTS.md\"]\n[model]",
+                ),
+                "[agent].context_file",
+            ),
         ];
         for (text, says) in cases {
             let err = AgentConfig::parse(&text).expect_err("invalid");
             assert!(err.contains(says), "expected {says:?} in {err:?}");
         }
+    }
+
+    #[test]
+    fn context_files_follow_the_system_prompt_under_their_names() {
+        let config_dir = tempfile::tempdir().expect("a temp dir");
+        let cwd = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(config_dir.path().join("AGENTS.md"), "Run the tests.\n").expect("write");
+        std::fs::write(cwd.path().join("NOTES.md"), "Prefer small diffs.").expect("write");
+        let text = GOOD.replace(
+            "[model]",
+            "[agent]\ncontext_files = [\"AGENTS.md\", \"NOTES.md\"]\n[model]",
+        );
+        let c = AgentConfig::parse(&text).expect("valid");
+        let prompt = c
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect("both files are found");
+        assert_eq!(
+            prompt.as_deref(),
+            Some(
+                "You are careful.\n\n## AGENTS.md\n\nRun the tests.\n\n## NOTES.md\n\n\
+                 Prefer small diffs."
+            )
+        );
+        // Without a system prompt the first file starts it.
+        let bare = text.replace("system_prompt = \"You are careful.\"\n", "");
+        let c = AgentConfig::parse(&bare).expect("valid");
+        let prompt = c
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect("found");
+        assert!(
+            prompt.is_some_and(|p| p.starts_with("## AGENTS.md\n\nRun the tests.")),
+            "the first heading starts the prompt"
+        );
+        // A missing file names the field and the file.
+        let missing = GOOD.replace("[model]", "[agent]\ncontext_files = [\"GONE.md\"]\n[model]");
+        let err = AgentConfig::parse(&missing)
+            .expect("valid syntax")
+            .system_prompt_with_files(config_dir.path(), cwd.path())
+            .expect_err("no such file");
+        assert!(
+            err.starts_with("[agent].context_files[0]: \"GONE.md\": no such file"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -326,6 +515,37 @@ kind = "rules"
         let err = AgentConfig::parse(&both).expect_err("invalid");
         assert!(
             err.contains("[[mcp]] #1 `fs`: give either command or url"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_mcp_auth_entry_reads_its_secret_from_the_environment() {
+        let text = r#"
+[[mcp]]
+name = "remote"
+url = "http://127.0.0.1:1/mcp"
+elicitation = "defaults"
+auth = { client_id = "terminus", client_secret_env = "TERMINUS_TEST_MCP_SECRET_UNSET", scopes = ["mcp:read"] }
+"#;
+        let c = AgentConfig::parse(text).expect("valid");
+        let configs = c.mcp_configs(Path::new("."));
+        let auth = configs[0].auth.as_ref().expect("auth");
+        assert_eq!(auth.client_id.as_deref(), Some("terminus"));
+        assert_eq!(auth.client_secret, None);
+        assert_eq!(auth.scopes, ["mcp:read"]);
+        assert_eq!(configs[0].elicitation, Elicitation::Defaults);
+
+        let on_command = GOOD.replace("tool_timeout_ms = 60000", "auth = { client_id = \"x\" }");
+        let err = AgentConfig::parse(&on_command).expect_err("invalid");
+        assert!(err.contains("auth is for a url server"), "{err}");
+        let bad = text.replace("\"defaults\"", "\"accept\"");
+        let err = AgentConfig::parse(&bad).expect_err("invalid");
+        assert!(err.contains("elicitation: unknown value"), "{err}");
+        let secret_alone = text.replace("client_id = \"terminus\", ", "");
+        let err = AgentConfig::parse(&secret_alone).expect_err("invalid");
+        assert!(
+            err.contains("client_secret_env needs auth.client_id"),
             "{err}"
         );
     }

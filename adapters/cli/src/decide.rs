@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use terminus_kernel::{Decision, Entry, Hold, Record, ToolErrorKind, ToolOutcome, recover};
-use terminus_runtime::{HeldState, Store, Suspended, held_calls};
+use terminus_runtime::{HeldState, Journal, Suspended, held_calls};
 
 /// Which execution and which of its held calls.
 #[derive(Debug, Args)]
@@ -270,7 +270,7 @@ fn past(decision: &Decision) -> &'static str {
 
 /// The held calls of `execution`'s pending tool batch, read from its journal; `Err` is the exit
 /// code (printed).
-pub(crate) async fn held_of(store: &dyn Store, execution: &str) -> Result<Vec<HeldState>, u8> {
+pub(crate) async fn held_of(store: &dyn Journal, execution: &str) -> Result<Vec<HeldState>, u8> {
     let spec = match store.spec(execution).await {
         Ok(Some(spec)) => spec,
         Ok(None) => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use terminus_kernel::Key;
 pub(crate) use terminus_runtime::explain::{Budget, Explanation};
 use terminus_runtime::explain::{Builder, Stored};
-use terminus_runtime::{MemoryStore, Store, StoreError};
+use terminus_runtime::{Claims, MemoryStore, Store, StoreError};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -141,7 +141,7 @@ async fn from_scenario(file: &Path) -> Result<Explanation, u8> {
 }
 
 /// Reads what the store keeps of `execution` (the journal page by page) and explains it.
-pub(crate) async fn explain(store: &dyn Store, execution: &str) -> Result<Explanation, u8> {
+pub(crate) async fn explain(store: &dyn Claims, execution: &str) -> Result<Explanation, u8> {
     let fail = |e: StoreError| {
         eprintln!("terminus: {e}");
         code_of_store_error(&e)

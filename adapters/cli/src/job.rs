@@ -8,6 +8,7 @@ use crate::{INTERNAL, INVALID, drive, with_model_log};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use terminus_kernel::Raise;
 use terminus_runtime::{Report, Run, RunError, RunSpec, RuntimeConfig, Store};
 use terminus_scenario::Scenario;
 
@@ -127,7 +128,8 @@ impl Job {
         }
     }
 
-    /// Resumes `execution` with this program's adapters (a live agent's MCP servers are started
+    /// Resumes `execution` with this program's adapters (with `raises`, an execution a budget
+    /// stopped goes on with that budget raised) (a live agent's MCP servers are started
     /// for the run and stopped after it); with `record`, a live agent's whole run is then
     /// written there from its journal. `Err` when the adapters cannot be built here, or the
     /// recording cannot be written.
@@ -138,6 +140,7 @@ impl Job {
         lease: Duration,
         worker: Option<&str>,
         record: Option<&Path>,
+        raises: &[Raise],
     ) -> Result<Result<Report, RunError>, Unrunnable> {
         let with_worker = |mut config: RuntimeConfig| {
             if let Some(worker) = worker {
@@ -151,7 +154,10 @@ impl Job {
                     lease,
                     ..RuntimeConfig::default()
                 });
-                let run = scenario.resume(execution.to_owned()).store(store);
+                let run = scenario
+                    .resume(execution.to_owned())
+                    .raise(raises.to_vec())
+                    .store(store);
                 Ok(drive(run, config).await)
             }
             Job::Agent(live) => {
@@ -160,9 +166,19 @@ impl Job {
                     .await
                     .map_err(|e| Unrunnable::new(INVALID, e))?;
                 let run = live
-                    .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
-                    .store(Arc::clone(&store));
-                let result = drive(run, with_worker(live.runtime(lease))).await;
+                    .run(
+                        |model| Run::resume(execution.to_owned(), model).raise(raises.to_vec()),
+                        &mcp,
+                        None,
+                    )
+                    .store(Arc::<dyn Store>::clone(&store));
+                // The system prompt is the journal's: the context files it was made of are
+                // read at start, and may have changed since.
+                let config = RuntimeConfig {
+                    system_prompt: None,
+                    ..live.runtime(lease)
+                };
+                let result = drive(run, with_worker(config)).await;
                 let recorded = match record {
                     Some(path) => {
                         live.record_journal(store.as_ref(), execution, &mcp, path)

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use terminus_runtime::{BudgetWarning, Observer, Report, RuntimeConfig, Setup, Store, Transition};
+use terminus_runtime::{
+    BudgetWarning, ContextPrune, Observer, Report, RuntimeConfig, Setup, Store, SystemCut,
+    ToolBudgetEvent, Transition,
+};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -169,6 +172,11 @@ struct ResumeArgs {
     /// `terminus run` replays offline (each turn once, however many times it was resumed).
     #[arg(long, value_name = "FILE.json")]
     record: Option<PathBuf>,
+    /// Go on with a run a budget stopped, that budget raised (repeatable): max_steps,
+    /// max_model_calls, token_budget, max_tool_calls or max_nudges. The first stop and the
+    /// raise stay in the journal; the counters carry over.
+    #[arg(long, value_name = "FIELD=N")]
+    raise: Vec<String>,
     /// Print the report as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
@@ -446,6 +454,21 @@ impl Observer for Progress {
         let line = format!("terminus: warning: {warning}\n");
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
+
+    fn on_tool_budget(&mut self, event: &ToolBudgetEvent) {
+        let line = format!("terminus: warning: {event}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_prune(&mut self, prune: &ContextPrune) {
+        let line = format!("terminus: {prune}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_system_cut(&mut self, cut: &SystemCut) {
+        let line = format!("terminus: warning: {cut}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
 }
 
 fn finish(
@@ -505,6 +528,18 @@ async fn recorded_failure(store: &dyn Store, execution: &str) -> Result<Option<u
 }
 
 async fn resume(args: ResumeArgs) -> u8 {
+    let raises = match args
+        .raise
+        .iter()
+        .map(|r| terminus_kernel::Raise::parse(r))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(raises) => raises,
+        Err(e) => {
+            eprintln!("terminus: --raise {e}");
+            return INVALID;
+        }
+    };
     let store = match open_store(&args.store.journal, args.store.durability).await {
         Ok(store) => store,
         Err(code) => return code,
@@ -516,6 +551,14 @@ async fn resume(args: ResumeArgs) -> u8 {
     match store.spec(&args.execution).await {
         Ok(Some(spec)) => {
             if let Some(plan) = terminus_orchestrator::stored_plan(&spec) {
+                if !raises.is_empty() {
+                    eprintln!(
+                        "terminus: --raise applies to one run; execution {} is a plan (raise \
+                         the budget of the agent's run in the plan file instead)",
+                        args.execution
+                    );
+                    return INVALID;
+                }
                 let lease = Duration::from_millis(args.store.lease_ms);
                 return orchestrate::resume(store, &args.execution, plan, lease, args.json).await;
             }
@@ -549,7 +592,7 @@ async fn resume(args: ResumeArgs) -> u8 {
     let lease = Duration::from_millis(args.store.lease_ms);
     let record = args.record.as_deref();
     let result = match job
-        .resume(store, &args.execution, lease, None, record)
+        .resume(store, &args.execution, lease, None, record, &raises)
         .await
     {
         Ok(result) => result,
@@ -661,6 +704,7 @@ async fn worker(args: WorkerArgs) -> u8 {
                 lease_for,
                 Some(&worker),
                 None,
+                &[],
             )
             .await
         {

@@ -429,3 +429,114 @@ async fn an_approval_for_a_tool_the_server_lacks_stops_the_start() {
         "no model call before the tools are checked"
     );
 }
+
+/// `[agent] context_files` are appended to the system prompt under their names (one from the
+/// config's folder, one from the folder the agent starts in), and `[context] max_system_tokens`
+/// cuts the whole prompt to fit with the truncation marker: the request the model server
+/// received holds the cut prompt, and the cut is reported. A missing file, and a cap of 0, stop
+/// the start naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_files_join_the_system_prompt_and_max_system_tokens_cuts_it() {
+    let home = tempfile::tempdir().expect("a temp dir");
+    let work = tempfile::tempdir().expect("a temp dir");
+    let agents: String = (1..=200)
+        .map(|i| format!("Rule {i}: keep the tests green and the diff small.\n"))
+        .collect();
+    std::fs::write(home.path().join("AGENTS.md"), &agents).expect("write AGENTS.md");
+    std::fs::write(
+        work.path().join("NOTES.md"),
+        "Notes from the work folder.\n",
+    )
+    .expect("write NOTES.md");
+    let fixture = Fixture::start(vec![reply("Done.", &[], 1)])
+        .await
+        .expect("a port");
+    let config_text = |context_files: &str, max: u32| {
+        format!(
+            "system_prompt = \"You are careful.\"\n\
+             [agent]\ncontext_files = {context_files}\n\
+             [model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+             stream = false\ntimeout_ms = 5000\n\
+             [context]\nwindow = 100000\nmax_system_tokens = {max}\n",
+            fixture.url()
+        )
+    };
+    let config = home.path().join("agent.toml");
+    let run = |config: &std::path::Path| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+            .arg("agent")
+            .arg(config)
+            .args(["--task", "Check the repository.", "--json"])
+            .current_dir(work.path())
+            .output()
+    };
+    std::fs::write(&config, config_text(r#"["NOTES.md", "AGENTS.md"]"#, 300)).expect("write");
+    let out = run(&config).await.expect("the binary runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = last_json(&out.stdout);
+    assert_eq!(report["reason"], "answered", "{report}");
+
+    let whole = format!(
+        "You are careful.\n\n## NOTES.md\n\nNotes from the work folder.\n\n## AGENTS.md\n\n{}",
+        agents.trim_end()
+    );
+    let tokenizer = terminus_tokenizer::for_model("gpt-4o-mini");
+    let total = tokenizer.count(&whole);
+    assert!(total > 2_000, "{total}");
+    let sent: Vec<Value> = fixture.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["messages"][0]["role"], "system");
+    let system = sent[0]["messages"][0]["content"]
+        .as_str()
+        .expect("a system prompt");
+    assert!(tokenizer.count(system) <= 300, "{system}");
+    let cut = report["context"]["system_cut_tokens"]
+        .as_u64()
+        .expect("the cut is reported");
+    let marker = format!(
+        "\n\n[terminus: cut to fit the context, {cut} of {total} tokens not shown; the system \
+         prompt is capped at context.max_system_tokens = 300.]"
+    );
+    let head = system
+        .strip_suffix(&marker)
+        .unwrap_or_else(|| panic!("no marker {marker:?} at the end of {system:?}"));
+    assert!(whole.starts_with(head), "{head}");
+    assert!(
+        head.starts_with(
+            "You are careful.\n\n## NOTES.md\n\nNotes from the work folder.\n\n## AGENTS.md\n\n\
+             Rule 1: keep"
+        ),
+        "{head}"
+    );
+    assert!(!system.contains("Rule 200:"), "the end is cut");
+    assert_eq!(u64::from(tokenizer.count(head)) + cut, u64::from(total));
+    assert!(
+        stderr.contains(&format!(
+            "terminus: warning: the system prompt was cut to fit context.max_system_tokens = \
+             300: {cut} of {total} tokens not shown\n"
+        )),
+        "{stderr}"
+    );
+    // The task follows the prompt, whole.
+    assert_eq!(sent[0]["messages"][1]["content"], "Check the repository.");
+
+    // A file in neither folder, and a cap of 0: exit 2 before any model call.
+    std::fs::write(&config, config_text(r#"["MISSING.md"]"#, 300)).expect("write");
+    let out = run(&config).await.expect("the binary runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[agent].context_files[0]: \"MISSING.md\": no such file"),
+        "{stderr}"
+    );
+    std::fs::write(&config, config_text(r#"["AGENTS.md"]"#, 0)).expect("write");
+    let out = run(&config).await.expect("the binary runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[context].max_system_tokens: must be at least 1"),
+        "{stderr}"
+    );
+    assert_eq!(fixture.requests().len(), 1, "no call for a bad config");
+}

@@ -233,3 +233,110 @@ fn bad_sources_exit_2_naming_the_problem() {
     let neither = terminus(&["inspect"]);
     assert_eq!(neither.status.code(), Some(2), "{}", text(&neither.stderr));
 }
+
+/// A per-tool budget's warning and block, and the context window's prunes, are listed: the
+/// former replayed from the journal through the kernel, the latter from the report (the window
+/// is not journaled); a stored run is listed as the same run in memory. The runs' progress
+/// lines say the same as they happen.
+#[test]
+fn tool_budget_warnings_and_blocks_and_prunes_are_listed() {
+    let out = explain("soft-tool-budget", false);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let explanation = text(&out.stdout);
+    assert!(
+        explanation.contains(
+            "\ntool budgets (tool_budgets):\n  step 3: read_file call 2 warned (calls are \
+             refused from 3)\n  step 5: read_file call 3 refused: its budget is spent\n"
+        ),
+        "{explanation}"
+    );
+    assert!(!explanation.contains("context window:"), "{explanation}");
+    insta::assert_snapshot!("inspect-soft-tool-budget", explanation);
+    let out = explain("soft-tool-budget", true);
+    let e: Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON line");
+    assert_eq!(
+        e["tool_budget_events"],
+        serde_json::json!([
+            { "tool": "read_file", "kind": "warn", "call": 2, "block_at": 3, "step": 3 },
+            { "tool": "read_file", "kind": "block", "call": 3, "block_at": 3, "step": 5 },
+        ])
+    );
+
+    let out = explain("long-run-pruned", false);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let explanation = text(&out.stdout);
+    assert!(
+        explanation.contains("\ncontext window:\n  2 prunes · 0 tool results cut · largest view "),
+        "{explanation}"
+    );
+    let listed: Vec<&str> = explanation
+        .lines()
+        .filter(|l| l.starts_with("  pruned for model call "))
+        .collect();
+    assert_eq!(listed.len(), 2, "{explanation}");
+    insta::assert_snapshot!("inspect-long-run-pruned", explanation);
+    let out = explain("long-run-pruned", true);
+    let e: Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON line");
+    let prunes = e["context_prunes"].as_array().expect("the prunes");
+    assert_eq!(prunes.len(), 2);
+    for (line, p) in listed.iter().zip(prunes) {
+        assert_eq!(
+            *line,
+            format!(
+                "  pruned for model call {} (after step {}): {} messages, {} tokens -> {} \
+                 messages, {} tokens",
+                p["model_call"],
+                p["step"],
+                p["messages_before"],
+                p["tokens_before"],
+                p["messages_after"],
+                p["tokens_after"]
+            )
+        );
+        assert!(
+            p["tokens_after"].as_u64() < p["tokens_before"].as_u64(),
+            "{p}"
+        );
+    }
+    assert_eq!(e["context"]["prunes"], 2);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("runs.db");
+    let db = db.to_string_lossy();
+    for name in ["soft-tool-budget", "long-run-pruned"] {
+        let file = scenario(name);
+        let run = terminus(&["run", &file, "--journal", &db, "--execution", name]);
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+        let stderr = text(&run.stderr);
+        match name {
+            "soft-tool-budget" => {
+                for line in [
+                    "terminus: warning: tool budget of read_file: call 2 warned (calls are \
+                     refused from 3) at step 3\n",
+                    "terminus: warning: tool budget of read_file: call 3 refused (block_at 3) \
+                     at step 5\n",
+                ] {
+                    assert!(stderr.contains(line), "{line:?} in:\n{stderr}");
+                }
+            }
+            _ => {
+                let progress: Vec<&str> = stderr
+                    .lines()
+                    .filter(|l| l.starts_with("terminus: context pruned for model call "))
+                    .collect();
+                let listed: Vec<String> = listed
+                    .iter()
+                    .map(|l| format!("terminus: context {}", l.trim_start()))
+                    .collect();
+                assert_eq!(progress, listed, "{stderr}");
+            }
+        }
+        let stored = terminus(&["inspect", "--journal", &db, "--execution", name, "--json"]);
+        assert_eq!(stored.status.code(), Some(0), "{}", text(&stored.stderr));
+        let memory = explain(name, true);
+        let parse = |o: &Output| -> Value {
+            serde_json::from_str(text(&o.stdout).trim()).expect("one JSON line")
+        };
+        assert_eq!(parse(&stored), parse(&memory), "{name}");
+    }
+}

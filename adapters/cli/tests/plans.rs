@@ -208,6 +208,22 @@ fn check_plan(path: &Path) -> Vec<String> {
             None => problems.push(format!("agent {id}: attempts is not a number")),
             _ => {}
         }
+        // An agent that ran has its wall time, within the plan's; one that never started has
+        // none.
+        match (a.get("duration_ms").map(Value::as_u64), ran) {
+            (Some(Some(ms)), true) => {
+                let elapsed = report["elapsed_ms"].as_u64().unwrap_or_default();
+                if ms > elapsed {
+                    problems.push(format!(
+                        "agent {id}: duration_ms {ms} beyond the plan's elapsed_ms {elapsed}"
+                    ));
+                }
+            }
+            (None, false) => {}
+            (Some(None), _) => problems.push(format!("agent {id}: duration_ms is not a number")),
+            (Some(_), false) => problems.push(format!("agent {id}: a duration without a run")),
+            (None, true) => problems.push(format!("agent {id}: ran but has no duration_ms")),
+        }
         let result = a.get("result").unwrap_or(&Value::Null);
         match a["status"].as_str() {
             Some("complete") if result.is_null() => {
@@ -259,6 +275,12 @@ fn check_specifics(file: &str, report: &Value, err: &str) -> Vec<String> {
             want(
                 !opened,
                 "the breaker opened: the retry cap must stop it".into(),
+            );
+            // Three attempts with backoffs of 1 and 2 ms between them.
+            let took = agent(report, "fetch")["duration_ms"].as_u64();
+            want(
+                took.is_some_and(|ms| ms >= 3),
+                format!("fetch took {took:?} ms (expected at least its 3 ms of backoff)"),
             );
         }
         "breaker-opens.json" => {
@@ -312,6 +334,12 @@ fn check_specifics(file: &str, report: &Value, err: &str) -> Vec<String> {
                     .as_array()
                     .is_some_and(|c| c.iter().any(|f| f == "deadline_ms")),
                 format!("crawl clamped {} (expected deadline_ms)", crawl["clamped"]),
+            );
+            // Cut at the plan's deadline, 300 ms in.
+            let took = crawl["duration_ms"].as_u64().unwrap_or(u64::MAX);
+            want(
+                (250..2_000).contains(&took),
+                format!("crawl took {took} ms (expected about 300)"),
             );
         }
         "max-phases.json" => {

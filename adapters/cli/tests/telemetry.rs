@@ -248,6 +248,8 @@ async fn a_worker_serves_its_metrics_as_prometheus_text() {
         ("recursion-limit", "m-steps"),
         ("architect-stops-early", "m-verified"),
         ("unrecoverable-tool-excluded", "m-excluded"),
+        ("soft-tool-budget", "m-tool-budget"),
+        ("long-run-pruned", "m-pruned"),
     ] {
         let out = terminus(dir.path())
             .arg("submit")
@@ -274,13 +276,11 @@ async fn a_worker_serves_its_metrics_as_prometheus_text() {
     let body = loop {
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "no metrics for three runs at {url}"
+            "no metrics for five runs at {url}"
         );
         if let Ok(response) = client.get(&url).send().await
             && let Ok(body) = response.text().await
-            && body.contains(r#"reason="explicit""#)
-            && body.contains(r#"reason="max_steps""#)
-            && body.contains(r#"reason="verified""#)
+            && body.contains("terminus_run_steps_count 5\n")
         {
             break body;
         }
@@ -306,20 +306,47 @@ async fn a_worker_serves_its_metrics_as_prometheus_text() {
         value(r#"terminus_runs_total{outcome="complete",reason="verified"}"#),
         1.0
     );
+    assert_eq!(
+        value(r#"terminus_runs_total{outcome="complete",reason="explicit"}"#),
+        3.0
+    );
+    // soft-tool-budget: read_file warned at its call 2, refused at its call 3.
+    let labelled = |name: &str, labels: &[&str]| -> f64 {
+        body.lines()
+            .find(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{'))
+                    && labels.iter().all(|label| l.contains(label))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{name}` with {labels:?} in:\n{body}"))
+    };
+    for kind in ["warn", "block"] {
+        assert_eq!(
+            labelled(
+                "terminus_tool_budget_events_total",
+                &[r#"tool="read_file""#, &format!("kind=\"{kind}\"")]
+            ),
+            1.0,
+            "{kind}"
+        );
+    }
+    // long-run-pruned: two prunes.
+    assert_eq!(value("terminus_context_prunes_total"), 2.0);
     assert_eq!(value("terminus_nudges_total"), 1.0);
     assert_eq!(value(r#"terminus_excluded_tools_total{tool="rm"}"#), 1.0);
     assert_eq!(
         value(r#"terminus_budget_warnings_total{budget="steps"}"#),
         1.0
     );
-    assert_eq!(value("terminus_run_steps_count"), 3.0);
-    // Steps 6, 11 and 5: two runs within 10 steps, all three within 20.
-    assert_eq!(value(r#"terminus_run_steps_bucket{le="10"}"#), 2.0);
-    assert_eq!(value(r#"terminus_run_steps_bucket{le="20"}"#), 3.0);
-    assert_eq!(value("terminus_run_steps_sum"), 22.0);
-    // 3 + 6 + 3 model calls, each timed.
+    assert_eq!(value("terminus_run_steps_count"), 5.0);
+    // Steps 6, 11, 5, 7 and 11: three runs within 10 steps, all five within 20.
+    assert_eq!(value(r#"terminus_run_steps_bucket{le="10"}"#), 3.0);
+    assert_eq!(value(r#"terminus_run_steps_bucket{le="20"}"#), 5.0);
+    assert_eq!(value("terminus_run_steps_sum"), 40.0);
+    // 3 + 6 + 3 + 4 + 6 model calls, each timed.
     assert_eq!(
         value(r#"terminus_model_call_duration_seconds_count{outcome="ok"}"#),
-        12.0
+        22.0
     );
 }

@@ -5,8 +5,8 @@
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
-use terminus_kernel::{AbortReason, CompleteReason, Outcome, Rule};
-use terminus_runtime::Report;
+use terminus_kernel::{AbortReason, CompleteReason, Outcome, Rule, Stats};
+use terminus_runtime::{Report, ToolBudgetEvent};
 
 /// `"complete"` or `"aborted"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -272,6 +272,10 @@ pub struct Expect {
     /// Tool results cut in the model's view (0 without a context policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated_results: Option<Bound>,
+    /// The report's `tool_budget_events`, in order (`[]` for none): each per-tool budget's
+    /// warning or block (`tool`, `kind`, `call`, `block_at`, `step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_budget_events: Option<Vec<ToolBudgetEvent>>,
 }
 
 /// A value as JSON text, for messages.
@@ -290,44 +294,41 @@ fn present_value<'de, D: Deserializer<'de>>(
 }
 
 impl Expect {
-    /// Every counter bound with its name and the report's value.
-    fn counters(&self, report: &Report) -> [(&'static str, Option<Bound>, u64); 21] {
+    /// The bound on the kernel counter `name` (one of [`Stats::FIELDS`]); `None` for a name
+    /// that is not a counter of the block (a test holds every field of the list to one).
+    fn stat_bound(&self, name: &str) -> Option<Option<Bound>> {
+        Some(match name {
+            "steps" => self.steps,
+            "model_calls" => self.model_calls,
+            "tool_calls" => self.tool_calls,
+            "refused_calls" => self.refused_calls,
+            "tool_failures" => self.tool_failures,
+            "failed_tool_turns" => self.failed_tool_turns,
+            "nudges" => self.nudges,
+            "continuations" => self.continuations,
+            "verifications" => self.verifications,
+            "verification_failures" => self.verification_failures,
+            "no_ops" => self.no_ops,
+            "empty_responses" => self.empty_responses,
+            "model_errors" => self.model_errors,
+            "repeats" => self.repeats,
+            "input_tokens" => self.input_tokens,
+            "output_tokens" => self.output_tokens,
+            "ignored_events" => self.ignored_events,
+            _ => return None,
+        })
+    }
+
+    /// Every counter bound with its name and the report's value: the kernel's counters in
+    /// [`Stats::FIELDS`] order, then the journal's and the context window's.
+    fn counters(&self, report: &Report) -> Vec<(&'static str, Option<Bound>, u64)> {
         let s = &report.stats;
         let context = report.context.unwrap_or_default();
-        [
-            ("steps", self.steps, s.steps.into()),
-            ("model_calls", self.model_calls, s.model_calls.into()),
-            ("tool_calls", self.tool_calls, s.tool_calls.into()),
-            ("refused_calls", self.refused_calls, s.refused_calls.into()),
-            ("tool_failures", self.tool_failures, s.tool_failures.into()),
-            (
-                "failed_tool_turns",
-                self.failed_tool_turns,
-                s.failed_tool_turns.into(),
-            ),
-            ("nudges", self.nudges, s.nudges.into()),
-            ("continuations", self.continuations, s.continuations.into()),
-            ("verifications", self.verifications, s.verifications.into()),
-            (
-                "verification_failures",
-                self.verification_failures,
-                s.verification_failures.into(),
-            ),
-            ("no_ops", self.no_ops, s.no_ops.into()),
-            (
-                "empty_responses",
-                self.empty_responses,
-                s.empty_responses.into(),
-            ),
-            ("model_errors", self.model_errors, s.model_errors.into()),
-            ("repeats", self.repeats, s.repeats.into()),
-            ("input_tokens", self.input_tokens, s.input_tokens),
-            ("output_tokens", self.output_tokens, s.output_tokens),
-            (
-                "ignored_events",
-                self.ignored_events,
-                s.ignored_events.into(),
-            ),
+        let mut out: Vec<(&'static str, Option<Bound>, u64)> = Stats::FIELDS
+            .iter()
+            .map(|f| (f.name, self.stat_bound(f.name).flatten(), (f.get)(s)))
+            .collect();
+        out.extend([
             ("entries", self.entries, report.entries),
             (
                 "duplicates_prevented",
@@ -340,7 +341,8 @@ impl Expect {
                 self.truncated_results,
                 context.truncated_results.into(),
             ),
-        ]
+        ]);
+        out
     }
 
     /// A contradiction inside the block itself (an outcome that the reason contradicts).
@@ -422,6 +424,15 @@ impl Expect {
                 ));
             }
         }
+        if let Some(events) = &self.tool_budget_events
+            && *events != report.tool_budget_events
+        {
+            out.push(format!(
+                "$.expect.tool_budget_events: expected {}, got {}",
+                json(events),
+                json(&report.tool_budget_events)
+            ));
+        }
         for (name, bound, value) in self.counters(report) {
             if let Some(bound) = bound
                 && !bound.admits(value)
@@ -430,5 +441,38 @@ impl Expect {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block bounds every counter of the kernel's one list: a counter added to
+    /// [`Stats::FIELDS`] without its `expect` field fails here, naming it.
+    #[test]
+    fn every_kernel_counter_has_a_bound() {
+        let block = Expect::default();
+        for (i, field) in Stats::FIELDS.iter().enumerate() {
+            assert!(
+                block.stat_bound(field.name).is_some(),
+                "`expect` has no bound for the counter `{}`",
+                field.name
+            );
+            let n = i as u64 + 1;
+            let json = format!("{{\"{}\": {n}}}", field.name);
+            let parsed: Expect = serde_json::from_str(&json)
+                .unwrap_or_else(|e| panic!("`expect.{}` does not parse: {e}", field.name));
+            for other in &Stats::FIELDS {
+                let want = (other.name == field.name).then_some(Bound::Exact(n));
+                assert_eq!(
+                    parsed.stat_bound(other.name).flatten(),
+                    want,
+                    "`expect.{}` read as `{}`",
+                    field.name,
+                    other.name
+                );
+            }
+        }
     }
 }

@@ -97,6 +97,10 @@ pub struct ContextSpec {
     /// Model turns at the end never pruned (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_recent_turns: Option<u32>,
+    /// The longest the system prompt may be in the view, in tokens; a longer one is cut to fit
+    /// with the truncation marker (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_system_tokens: Option<u32>,
     /// `heuristic` (default: four characters a token), `o200k_base`, `cl100k_base`, or an
     /// OpenAI model name that selects one of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +118,7 @@ impl ContextSpec {
             prune_to: self.prune_to.unwrap_or(d.prune_to),
             max_tool_result_tokens: self.max_tool_result_tokens.or(d.max_tool_result_tokens),
             keep_recent_turns: self.keep_recent_turns.unwrap_or(d.keep_recent_turns),
+            max_system_tokens: self.max_system_tokens.or(d.max_system_tokens),
         }
     }
 

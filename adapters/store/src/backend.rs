@@ -193,6 +193,11 @@ pub trait Backend: Send + Sync + 'static {
         release: &str,
     ) -> Result<bool, Fault>;
 
+    /// In one transaction, if the execution has a stored report and none of the entries' keys is
+    /// stored: inserts the entries and clears the report, the execution running again under the
+    /// claim it has (a raise). False, writing nothing, otherwise.
+    async fn reopen(&self, execution: &str, entries: Vec<RawEntry>) -> Result<bool, Fault>;
+
     /// Takes the claim for `worker` if it is free, already the worker's, or expired; counts a
     /// refusal.
     async fn claim(&self, execution: &str, worker: &str, lease: Duration)

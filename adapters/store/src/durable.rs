@@ -366,6 +366,14 @@ impl<B: Backend> Journal for Durable<B> {
         Ok(Some(report))
     }
 
+    async fn reopen(&self, execution: &str, records: Vec<Arc<Record>>) -> Result<bool, StoreError> {
+        let rows = self.raw(&records)?;
+        self.backend
+            .reopen(execution, rows)
+            .await
+            .map_err(|f| self.fault(f, || format!("reopen execution `{execution}` for a raise")))
+    }
+
     async fn decide(
         &self,
         execution: &str,

@@ -51,7 +51,10 @@ FROM (
        WHERE t.execution = e.id AND t.kind = 'tool_call')) AS tool_calls,
     (SELECT count(*) FROM terminus_entries t WHERE t.execution = e.id) AS entries
   FROM terminus_executions e
-  LEFT JOIN terminus_entries s ON s.execution = e.id AND s.kind = 'stop'
+  LEFT JOIN LATERAL (
+    SELECT CASE WHEN t.kind = 'stop' THEN t.body END AS body FROM terminus_entries t
+    WHERE t.execution = e.id AND t.kind IN ('stop', 'raised')
+    ORDER BY t.checkpoint DESC, t.idx DESC LIMIT 1) s ON true
 ) listed
 WHERE ($1::text IS NULL OR outcome = $1) AND ($2::text IS NULL OR reason = $2)
   AND steps >= $3::bigint
@@ -726,6 +729,50 @@ impl Backend for Postgres {
             .await?;
             tx.commit().await?;
             Ok::<_, Fault>(Decided::Written)
+        })
+    }
+
+    async fn reopen(&self, execution: &str, entries: Vec<RawEntry>) -> Result<bool, Fault> {
+        let cols = Columns::of(&entries)?;
+        retrying!(self, c => async {
+            let tx = c.transaction().await?;
+            // The row locked: two raises of one execution, one after the other.
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT report IS NOT NULL FROM terminus_executions WHERE id = $1 FOR UPDATE",
+                    &[&execution],
+                )
+                .await?
+            else {
+                return Ok(false);
+            };
+            let ended: bool = col(&row, 0)?;
+            if !ended {
+                return Ok(false);
+            }
+            let written = tx
+                .query(
+                    INSERT,
+                    &[
+                        &execution,
+                        &cols.checkpoints,
+                        &cols.indexes,
+                        &cols.kinds,
+                        &cols.bodies,
+                    ],
+                )
+                .await?;
+            if written.len() != entries.len() {
+                // A key was stored: dropping the transaction rolls it back.
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE terminus_executions SET status = 'running', report = NULL WHERE id = $1",
+                &[&execution],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok::<_, Fault>(true)
         })
     }
 

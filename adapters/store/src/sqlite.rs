@@ -104,9 +104,12 @@ FROM (
   FROM (
     SELECT r.*,
       COALESCE(
-        (SELECT body FROM packed_entries p
-         WHERE p.key >= r.lo AND p.key < r.hi AND p.kind = 'stop' LIMIT 1),
-        (SELECT body FROM entries w WHERE w.execution = r.id AND w.kind = 'stop' LIMIT 1))
+        (SELECT CASE WHEN p.kind = 'stop' THEN p.body END FROM packed_entries p
+         WHERE p.key >= r.lo AND p.key < r.hi AND p.kind IN ('stop', 'raised')
+         ORDER BY p.key DESC LIMIT 1),
+        (SELECT CASE WHEN w.kind = 'stop' THEN w.body END FROM entries w
+         WHERE w.execution = r.id AND w.kind IN ('stop', 'raised')
+         ORDER BY w.checkpoint DESC, w.idx DESC LIMIT 1))
         AS stop
     FROM (
       SELECT x.*,
@@ -809,6 +812,34 @@ impl Backend for Sqlite {
             }
             tx.prepare_cached(FINISH)?
                 .execute(params![execution, report, release])?;
+            tx.commit()?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn reopen(&self, execution: &str, entries: Vec<RawEntry>) -> Result<bool, Fault> {
+        let execution = execution.to_owned();
+        self.run(Access::Write, move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let ended = tx
+                .prepare_cached("SELECT report IS NOT NULL FROM executions WHERE id = ?1")?
+                .query_row([&execution], |r| r.get::<_, bool>(0))
+                .optional()?;
+            if ended != Some(true) {
+                return Ok(false);
+            }
+            let num = num_of(&tx, &execution)?;
+            for e in &entries {
+                if !insert_entry(&tx, &execution, num, e)? {
+                    // Dropping the transaction rolls it back.
+                    return Ok(false);
+                }
+            }
+            tx.prepare_cached(
+                "UPDATE executions SET status = 'running', report = NULL WHERE id = ?1",
+            )?
+            .execute([&execution])?;
             tx.commit()?;
             Ok(true)
         })

@@ -78,3 +78,166 @@ fn a_run_the_step_budget_aborts() {
     assert!(events.contains(&"budget_warning"), "{events:?}");
     insta::assert_snapshot!(render(&spans));
 }
+
+/// The value of attribute `key` of the event, as text.
+fn event_attr(event: &opentelemetry::trace::Event, key: &str) -> Option<String> {
+    event
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.to_string())
+}
+
+/// The run span's events named `name`.
+fn run_events<'a>(
+    spans: &'a [opentelemetry_sdk::trace::SpanData],
+    name: &str,
+) -> Vec<&'a opentelemetry::trace::Event> {
+    let run = spans
+        .iter()
+        .find(|s| s.name.starts_with("invoke_agent"))
+        .expect("a run span");
+    run.events.iter().filter(|e| e.name == name).collect()
+}
+
+/// The observer's lines of a run, as the command line prints them.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Lines {
+    fn push(&self, line: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(line);
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+impl terminus_runtime::Observer for Lines {
+    fn on_transition(&mut self, _: &terminus_runtime::Transition<'_>) {}
+
+    fn on_prune(&mut self, prune: &terminus_runtime::ContextPrune) {
+        self.push(prune.to_string());
+    }
+
+    fn on_tool_budget(&mut self, event: &terminus_runtime::ToolBudgetEvent) {
+        self.push(event.to_string());
+    }
+}
+
+fn run_observed(name: &str) -> (Report, Vec<opentelemetry_sdk::trace::SpanData>, Vec<String>) {
+    let scenario = scenario(name);
+    let lines = Lines::default();
+    let observer = lines.clone();
+    let (report, spans) = capture(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        runtime
+            .block_on(
+                scenario
+                    .run()
+                    .execution(format!("spans-{name}"))
+                    .observer(observer)
+                    .execute(),
+            )
+            .expect("the scenario runs")
+    });
+    (report, spans, lines.take())
+}
+
+#[test]
+fn each_prune_is_an_event_on_the_run_span_an_observer_line_and_a_report_entry() {
+    let (report, spans, lines) = run_observed("long-run-pruned");
+    let prunes = &report.context_prunes;
+    assert_eq!(prunes.len(), 2, "{prunes:?}");
+    assert_eq!(report.context.map(|c| c.prunes), Some(2));
+    let events = run_events(&spans, semconv::EVENT_CONTEXT_PRUNED);
+    assert_eq!(events.len(), 2);
+    for (event, prune) in events.iter().zip(prunes) {
+        assert!(prune.tokens_after < prune.tokens_before, "{prune:?}");
+        assert!(prune.messages_after < prune.messages_before, "{prune:?}");
+        for (key, value) in [
+            (semconv::TERMINUS_MODEL_CALL, u64::from(prune.model_call)),
+            (semconv::TERMINUS_STEP, u64::from(prune.step)),
+            (
+                semconv::TERMINUS_CONTEXT_MESSAGES_BEFORE,
+                u64::from(prune.messages_before),
+            ),
+            (
+                semconv::TERMINUS_CONTEXT_MESSAGES_AFTER,
+                u64::from(prune.messages_after),
+            ),
+            (semconv::TERMINUS_CONTEXT_TOKENS_BEFORE, prune.tokens_before),
+            (semconv::TERMINUS_CONTEXT_TOKENS_AFTER, prune.tokens_after),
+        ] {
+            assert_eq!(event_attr(event, key), Some(value.to_string()), "{key}");
+        }
+    }
+    // Made for later calls than the first, each after the step the call followed.
+    assert!(prunes[0].model_call > 1 && prunes[1].model_call > prunes[0].model_call);
+    assert_eq!(
+        lines,
+        prunes.iter().map(ToString::to_string).collect::<Vec<_>>()
+    );
+    assert!(
+        lines[0].starts_with(&format!(
+            "context pruned for model call {} (after step {}): ",
+            prunes[0].model_call, prunes[0].step
+        )),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_tool_budget_warning_and_block_are_events_on_the_run_span_and_observer_lines() {
+    let (report, spans, lines) = run_observed("soft-tool-budget");
+    let events = run_events(&spans, semconv::EVENT_TOOL_BUDGET);
+    // Each event's tool, kind, call and step, as text.
+    let seen: Vec<Vec<String>> = events
+        .iter()
+        .map(|e| {
+            [
+                semconv::GEN_AI_TOOL_NAME,
+                semconv::TERMINUS_TOOL_BUDGET_KIND,
+                semconv::TERMINUS_TOOL_BUDGET_CALL,
+                semconv::TERMINUS_STEP,
+            ]
+            .iter()
+            .map(|key| event_attr(e, key).unwrap_or_default())
+            .collect()
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ["read_file", "warn", "2", "3"],
+            ["read_file", "block", "3", "5"],
+        ]
+    );
+    for e in &events {
+        assert_eq!(
+            event_attr(e, semconv::TERMINUS_TOOL_BUDGET_BLOCK_AT).as_deref(),
+            Some("3")
+        );
+    }
+    assert_eq!(report.tool_budget_events.len(), 2);
+    assert_eq!(
+        lines,
+        [
+            "tool budget of read_file: call 2 warned (calls are refused from 3) at step 3",
+            "tool budget of read_file: call 3 refused (block_at 3) at step 5",
+        ]
+    );
+}

@@ -36,8 +36,12 @@
 
 mod content;
 pub mod mcp;
+pub mod mcp_auth;
 mod native;
 
 pub use crate::content::{render, text_of};
-pub use crate::mcp::{McpConfig, McpError, McpServer, McpTool, McpTools, McpTransport};
+pub use crate::mcp::{
+    Elicitation, McpConfig, McpError, McpProtocol, McpServer, McpTool, McpTools, McpTransport,
+};
+pub use crate::mcp_auth::{AuthStep, McpAuth};
 pub use crate::native::{NativeTool, ToolFailure, native};

@@ -10,7 +10,7 @@
 //! | JSON-RPC method not found (-32601) | `not_found` |
 //! | JSON-RPC invalid params (-32602) | `invalid_arguments` |
 //! | any other JSON-RPC error | `failed` |
-//! | HTTP 401 / 403 | `auth_failed` |
+//! | HTTP 401 / 403 (after OAuth, when `auth` is set: [`crate::mcp_auth`]) | `auth_failed`, naming the OAuth step that failed |
 //! | no answer within `tool_timeout_ms` | `timeout` |
 //! | the server process exited or the connection dropped | `failed` for the calls in flight; the server is started (reconnected) once more, and if it is lost again its tools answer `not_found` (unrecoverable: excluded or stopped by the policy) |
 //!
@@ -18,14 +18,17 @@
 //! at a crash is not run again on resume; the model is told and decides.
 
 use crate::content::render;
+use crate::mcp_auth::{AuthFailure, AuthStep, Authorizer, MAX_AUTHORIZATIONS, McpAuth};
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
+    ProtocolVersion,
 };
-use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::service::{RequestContext, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -54,6 +57,38 @@ pub struct McpConfig {
     pub approval: Vec<String>,
     /// Tools (as the server names them, or `*`) answered from outside instead of run.
     pub deferred: Vec<String>,
+    /// OAuth for an HTTP server that asks for it (`[[mcp]] auth = { ... }`); `None`: a 401 or
+    /// 403 is an `auth_failed` error.
+    pub auth: Option<McpAuth>,
+    /// How the server's elicitation requests (`elicitation/create`) are answered.
+    pub elicitation: Elicitation,
+    /// Which revision of the protocol the session speaks.
+    pub protocol: McpProtocol,
+}
+
+/// The protocol revision a session speaks: rmcp 3.11 has both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// 2025-11-25 and its `initialize` handshake, which every current server accepts (the
+    /// default).
+    #[default]
+    Initialize,
+    /// 2026-07-28: `server/discover` instead of the handshake, and every request carries its
+    /// own `_meta` (protocol version, client info and capabilities) and the
+    /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers. A server that does not
+    /// speak it fails the connection.
+    Stateless,
+}
+
+/// How elicitation requests are answered: no person sits behind an agent's MCP client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Elicitation {
+    /// Every request is declined, and the capability is not announced (the default).
+    #[default]
+    Decline,
+    /// A form request is accepted with the defaults its schema gives (fields without one are
+    /// left out); a URL request is declined.
+    Defaults,
 }
 
 impl McpConfig {
@@ -96,6 +131,9 @@ impl McpConfig {
             working_dir: None,
             approval: Vec::new(),
             deferred: Vec::new(),
+            auth: None,
+            elicitation: Elicitation::Decline,
+            protocol: McpProtocol::Initialize,
         }
     }
 }
@@ -144,6 +182,16 @@ pub enum McpError {
         /// What the child wrote on stderr, if anything.
         stderr: String,
     },
+    /// An HTTP server asked for OAuth authorization and it failed at `step`.
+    #[error("[[mcp]] `{server}`: OAuth {} failed: {reason}", step.as_str())]
+    Auth {
+        /// The server.
+        server: String,
+        /// The step that failed.
+        step: AuthStep,
+        /// Why (never a token or a secret).
+        reason: String,
+    },
     /// Listing the server's tools failed.
     #[error("[[mcp]] `{server}`: cannot list its tools: {reason}")]
     List {
@@ -162,7 +210,52 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
-type Client = RunningService<RoleClient, ClientConfig>;
+type Client = RunningService<RoleClient, Handler>;
+
+/// The client side of the session: its info, and the answers to elicitation requests.
+#[derive(Debug, Clone)]
+struct Handler {
+    info: ClientConfig,
+    elicitation: Elicitation,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(elicit(self.elicitation, &request))
+    }
+}
+
+/// The answer to an elicitation request under `policy`.
+fn elicit(policy: Elicitation, request: &ElicitRequestParams) -> ElicitResult {
+    match (policy, request) {
+        (
+            Elicitation::Defaults,
+            ElicitRequestParams::FormElicitationParams {
+                requested_schema, ..
+            },
+        ) => {
+            let schema = serde_json::to_value(requested_schema).unwrap_or(Value::Null);
+            let mut content = serde_json::Map::new();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    if let Some(default) = property.get("default") {
+                        content.insert(name.clone(), default.clone());
+                    }
+                }
+            }
+            ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
+        }
+        _ => ElicitResult::new(ElicitationAction::Decline),
+    }
+}
 
 /// The last bytes a child wrote on stderr.
 #[derive(Debug, Clone, Default)]
@@ -196,12 +289,16 @@ impl StderrTail {
 /// One connected MCP server.
 pub struct McpServer {
     config: McpConfig,
+    /// OAuth state of an HTTP server with `auth` (it outlives reconnections).
+    auth: Option<Arc<Authorizer>>,
     state: tokio::sync::Mutex<State>,
     stderr: StderrTail,
 }
 
 struct State {
-    client: Option<Client>,
+    /// Shared by the calls in flight: a call goes through the running service (not only its
+    /// peer), which answers a 2026-07-28 server's `input_required` rounds (SEP-2322).
+    client: Option<Arc<Client>>,
     /// The child's process id (stdio servers).
     pid: Option<u32>,
     /// Bumped on every (re)connection, so that two calls that see the same loss restart once.
@@ -226,11 +323,20 @@ impl McpServer {
     /// Starts (or connects to) the server and completes the MCP handshake.
     pub async fn connect(config: McpConfig) -> Result<Arc<McpServer>, McpError> {
         let stderr = StderrTail::default();
-        let (client, pid) = open(&config, &stderr).await?;
+        let auth = match (&config.auth, &config.transport) {
+            (Some(auth), McpTransport::Http { url }) => Some(Arc::new(
+                Authorizer::new(url, auth.clone())
+                    .await
+                    .map_err(|e| auth_error(&config.name, e))?,
+            )),
+            _ => None,
+        };
+        let (client, pid) = open(&config, &stderr, auth.as_deref()).await?;
         Ok(Arc::new(McpServer {
             config,
+            auth,
             state: tokio::sync::Mutex::new(State {
-                client: Some(client),
+                client: Some(Arc::new(client)),
                 pid,
                 generation: 0,
                 restarts: 0,
@@ -252,14 +358,26 @@ impl McpServer {
 
     /// Every tool the server offers (all pages), with its description and JSON Schema.
     pub async fn list(&self) -> Result<Vec<terminus_runtime::ToolSpec>, McpError> {
-        let (peer, _) = self.peer().await.map_err(|reason| McpError::List {
+        let (client, _) = self.peer().await.map_err(|reason| McpError::List {
             server: self.config.name.clone(),
             reason,
         })?;
-        let tools = peer.list_all_tools().await.map_err(|e| McpError::List {
-            server: self.config.name.clone(),
-            reason: e.to_string(),
-        })?;
+        let mut authorizations = 0;
+        let tools = loop {
+            match client.peer().list_all_tools().await {
+                Ok(tools) => break tools,
+                Err(e) => match self.reauthorize(&e, &mut authorizations).await {
+                    Some(Ok(())) => continue,
+                    Some(Err(failure)) => return Err(auth_error(&self.config.name, failure)),
+                    None => {
+                        return Err(McpError::List {
+                            server: self.config.name.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                },
+            }
+        };
         Ok(tools
             .into_iter()
             .map(|t| terminus_runtime::ToolSpec {
@@ -270,20 +388,20 @@ impl McpServer {
             .collect())
     }
 
-    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
+    async fn peer(&self) -> Result<(Arc<Client>, u64), String> {
         let state = self.state.lock().await;
         if let Some(why) = &state.gone {
             return Err(why.clone());
         }
         match &state.client {
-            Some(client) => Ok((client.peer().clone(), state.generation)),
+            Some(client) => Ok((client.clone(), state.generation)),
             None => Err(format!("server `{}` is not connected", self.config.name)),
         }
     }
 
     /// Calls tool `name` of this server. Never a [`Fault`]: every failure is an outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
-        let (peer, generation) = match self.peer().await {
+        let (client, generation) = match self.peer().await {
             Ok(p) => p,
             Err(why) => return error(ToolErrorKind::NotFound, why),
         };
@@ -292,7 +410,21 @@ impl McpServer {
             params = params.with_arguments(map);
         }
         let limit = self.config.tool_timeout;
-        match tokio::time::timeout(limit, peer.call_tool(params)).await {
+        let mut authorizations = 0;
+        let outcome = loop {
+            let outcome = tokio::time::timeout(limit, client.call_tool(params.clone())).await;
+            if let Ok(Err(e)) = &outcome {
+                match self.reauthorize(e, &mut authorizations).await {
+                    Some(Ok(())) => continue,
+                    Some(Err(failure)) => {
+                        return error(ToolErrorKind::AuthFailed, failure.to_string());
+                    }
+                    None => {}
+                }
+            }
+            break outcome;
+        };
+        match outcome {
             Err(_) => error(
                 ToolErrorKind::Timeout,
                 format!("no result within {} ms", limit.as_millis()),
@@ -307,6 +439,20 @@ impl McpServer {
                 error(kind, message)
             }
         }
+    }
+
+    /// After a request failed with `e`: when it is an auth challenge and this server has
+    /// `auth`, authorize (at most [`MAX_AUTHORIZATIONS`] times per request, counted in
+    /// `authorizations`) and say whether the request may be sent again. `None`: not an auth
+    /// matter, or no `auth`.
+    async fn reauthorize(
+        &self,
+        e: &ServiceError,
+        authorizations: &mut u32,
+    ) -> Option<Result<(), AuthFailure>> {
+        let auth = self.auth.as_ref()?;
+        let challenge = e.auth_challenge()?;
+        Some(authorize(auth, challenge, authorizations).await)
     }
 
     /// After the connection of `generation` was lost: start the server once more, or give up.
@@ -331,9 +477,9 @@ impl McpServer {
         }
         state.restarts += 1;
         state.generation += 1;
-        match open(&self.config, &self.stderr).await {
+        match open(&self.config, &self.stderr, self.auth.as_deref()).await {
             Ok((client, pid)) => {
-                state.client = Some(client);
+                state.client = Some(Arc::new(client));
                 state.pid = pid;
                 "the server was started again; call the tool again if it is still needed".into()
             }
@@ -348,8 +494,13 @@ impl McpServer {
     /// Ends the session and stops a child server.
     pub async fn shutdown(&self) {
         let client = self.state.lock().await.client.take();
-        if let Some(client) = client {
-            let _ = client.cancel().await;
+        match client.map(Arc::try_unwrap) {
+            Some(Ok(client)) => {
+                let _ = client.cancel().await;
+            }
+            // A call still holds it: it ends when that call does.
+            Some(Err(client)) => client.cancellation_token().cancel(),
+            None => {}
         }
     }
 }
@@ -413,13 +564,76 @@ pub fn error_kind(e: &ServiceError) -> (ToolErrorKind, String) {
     }
 }
 
-async fn open(config: &McpConfig, stderr: &StderrTail) -> Result<(Client, Option<u32>), McpError> {
-    let info = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("terminus", env!("CARGO_PKG_VERSION")),
-    )
-    // The newest version whose handshake every current server and the conformance suite accept.
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+/// One more authorization for a request that met `challenge`, unless it had its share.
+async fn authorize(
+    auth: &Authorizer,
+    challenge: &str,
+    authorizations: &mut u32,
+) -> Result<(), AuthFailure> {
+    if *authorizations >= MAX_AUTHORIZATIONS {
+        return Err(AuthFailure {
+            step: AuthStep::RetryLimit,
+            reason: format!(
+                "the server still refused after {MAX_AUTHORIZATIONS} authorizations: {}",
+                challenge_error(challenge)
+            ),
+        });
+    }
+    *authorizations += 1;
+    auth.authorize(challenge).await
+}
+
+/// The `error` a challenge names (`insufficient_scope`, `invalid_token`), for messages.
+fn challenge_error(challenge: &str) -> String {
+    challenge
+        .split(',')
+        .find_map(|p| {
+            p.trim()
+                .trim_start_matches("Bearer ")
+                .strip_prefix("error=")
+        })
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_else(|| "unauthorized".into())
+}
+
+fn auth_error(server: &str, failure: AuthFailure) -> McpError {
+    McpError::Auth {
+        server: server.to_owned(),
+        step: failure.step,
+        reason: failure.reason,
+    }
+}
+
+async fn open(
+    config: &McpConfig,
+    stderr: &StderrTail,
+    auth: Option<&Authorizer>,
+) -> Result<(Client, Option<u32>), McpError> {
+    let mut capabilities = ClientCapabilities::default();
+    if config.elicitation == Elicitation::Defaults {
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::new());
+        capabilities.elicitation = Some(elicitation);
+    }
+    let info = Handler {
+        info: ClientConfig::new(
+            capabilities,
+            Implementation::new("terminus", env!("CARGO_PKG_VERSION")),
+        )
+        // The newest version whose handshake every current server and the conformance suite
+        // accept.
+        .with_protocol_version(match config.protocol {
+            McpProtocol::Initialize => ProtocolVersion::LATEST_WITH_INITIALIZE,
+            McpProtocol::Stateless => ProtocolVersion::V_2026_07_28,
+        }),
+        elicitation: config.elicitation,
+    };
+    let lifecycle = match config.protocol {
+        McpProtocol::Initialize => ClientLifecycleMode::Initialize,
+        McpProtocol::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
     let server = config.name.clone();
     let initialize = |reason: String, stderr: String| McpError::Initialize {
         server: server.clone(),
@@ -449,7 +663,7 @@ async fn open(config: &McpConfig, stderr: &StderrTail) -> Result<(Client, Option
                 stderr.follow(child_stderr);
             }
             pid = transport.id();
-            match info.serve(transport).await {
+            match info.serve_with_lifecycle(transport, lifecycle).await {
                 Ok(client) => client,
                 Err(e) => {
                     // Let the child's last words arrive.
@@ -459,16 +673,43 @@ async fn open(config: &McpConfig, stderr: &StderrTail) -> Result<(Client, Option
             }
         }
         McpTransport::Http { url } => {
-            let http = reqwest::Client::builder()
-                .build()
-                .map_err(|e| initialize(e.to_string(), String::new()))?;
-            let transport = StreamableHttpClientTransport::with_client(
-                http,
-                StreamableHttpClientTransportConfig::with_uri(url.clone()),
-            );
-            info.serve(transport)
-                .await
-                .map_err(|e| initialize(e.to_string(), String::new()))?
+            let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+            match auth {
+                None => {
+                    let http = reqwest::Client::builder()
+                        .build()
+                        .map_err(|e| initialize(e.to_string(), String::new()))?;
+                    let transport =
+                        StreamableHttpClientTransport::with_client(http, transport_config);
+                    info.serve_with_lifecycle(transport, lifecycle)
+                        .await
+                        .map_err(|e| initialize(e.to_string(), String::new()))?
+                }
+                Some(auth) => {
+                    let mut authorizations = 0;
+                    loop {
+                        let transport = StreamableHttpClientTransport::with_client(
+                            auth.http(),
+                            transport_config.clone(),
+                        );
+                        match info
+                            .clone()
+                            .serve_with_lifecycle(transport, lifecycle.clone())
+                            .await
+                        {
+                            Ok(client) => break client,
+                            Err(e) => {
+                                let Some(challenge) = e.auth_challenge() else {
+                                    return Err(initialize(e.to_string(), String::new()));
+                                };
+                                authorize(auth, challenge, &mut authorizations)
+                                    .await
+                                    .map_err(|f| auth_error(&server, f))?;
+                            }
+                        }
+                    }
+                }
+            }
         }
     };
     Ok((client, pid))
@@ -636,6 +877,75 @@ mod tests {
         );
         let (_, message) = error_kind(&rpc(ErrorCode::INVALID_PARAMS));
         assert_eq!(message, "MCP error -32602: from the server");
+    }
+
+    #[test]
+    fn elicitation_is_declined_or_answered_with_the_defaults() {
+        let request: ElicitRequestParams = serde_json::from_value(serde_json::json!({
+            "mode": "form",
+            "message": "fill in",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string", "default": "John Doe" },
+                    "age": { "type": "integer", "default": 30 },
+                    "status": { "type": "string", "enum": ["a", "b"], "default": "b" },
+                    "verified": { "type": "boolean", "default": true },
+                    "note": { "type": "string" }
+                }
+            }
+        }))
+        .expect("a form request");
+        let accepted = elicit(Elicitation::Defaults, &request);
+        assert_eq!(accepted.action, ElicitationAction::Accept);
+        assert_eq!(
+            accepted.content,
+            Some(serde_json::json!({
+                "name": "John Doe", "age": 30, "status": "b", "verified": true
+            }))
+        );
+        let declined = elicit(Elicitation::Decline, &request);
+        assert_eq!(declined.action, ElicitationAction::Decline);
+        assert_eq!(declined.content, None);
+    }
+
+    #[tokio::test]
+    async fn the_retry_limit_is_a_named_auth_error() {
+        let auth = Authorizer::new("http://127.0.0.1:1/mcp", McpAuth::default())
+            .await
+            .expect("no network needed");
+        let mut authorizations = MAX_AUTHORIZATIONS;
+        let failure = authorize(
+            &auth,
+            r#"Bearer error="insufficient_scope", scope="mcp:admin""#,
+            &mut authorizations,
+        )
+        .await
+        .expect_err("over the limit");
+        assert_eq!(failure.step, AuthStep::RetryLimit);
+        assert_eq!(
+            failure.to_string(),
+            "OAuth retry_limit failed: the server still refused after 3 authorizations: \
+             insufficient_scope"
+        );
+        let e = auth_error("remote", failure);
+        assert!(
+            e.to_string()
+                .starts_with("[[mcp]] `remote`: OAuth retry_limit failed:"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_authorization_server_fails_discovery() {
+        let auth = Authorizer::new("http://127.0.0.1:1/mcp", McpAuth::default())
+            .await
+            .expect("no network needed");
+        let mut authorizations = 0;
+        let failure = authorize(&auth, "Bearer", &mut authorizations)
+            .await
+            .expect_err("nothing listens on port 1");
+        assert_eq!(failure.step, AuthStep::Discovery, "{failure}");
     }
 
     #[test]

@@ -334,6 +334,26 @@ impl NativeMachine {
         }
     }
 
+    /// Raises the budgets of a run a budget stopped (`budgets`: JSON text of an object from
+    /// budget field to new value) after dropping `taken` commands; answers as `handle`. A raise
+    /// the kernel refuses is an error saying why and changes nothing (but the drop).
+    #[napi(catch_unwind)]
+    pub fn raise_budgets(&mut self, taken: u32, budgets: String) -> Result<Either<u32, String>> {
+        self.take(taken);
+        let budgets: std::collections::BTreeMap<String, u64> = serde_json::from_str(&budgets)
+            .map_err(|e| {
+                napi::Error::new(
+                    napi::Status::InvalidArg,
+                    format!("budgets: not an object of whole numbers: {e}"),
+                )
+            })?;
+        let handled = self
+            .host
+            .raise(&budgets)
+            .map_err(|e| napi::Error::new(napi::Status::InvalidArg, e.to_string()))?;
+        Ok(self.answer(handled, None))
+    }
+
     /// Drops `taken` commands (before `snapshot`).
     #[napi(catch_unwind)]
     pub fn skip(&mut self, taken: u32) {

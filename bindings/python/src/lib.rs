@@ -384,6 +384,16 @@ impl Machine {
         }
     }
 
+    /// Goes on with a run a budget stopped, with that budget raised (`{"max_steps": 40}`: a
+    /// budget field to its new value): the step the stop pre-empted is taken; returns `"step"`.
+    /// A raise that does not lift the budget that stopped the run raises `ValueError` saying
+    /// why, and changes nothing.
+    fn raise_budgets(&mut self, budgets: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        let budgets: std::collections::BTreeMap<String, u64> = read("budgets", budgets)?;
+        self.host.raise(&budgets).map_err(value_error)?;
+        Ok("step")
+    }
+
     /// The current state: `Exploring`, `Acting`, `Verifying`, `Nudged`, `Complete`, `Aborted`.
     #[getter]
     fn phase(&self, py: Python<'_>) -> Py<PyString> {

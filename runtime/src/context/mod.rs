@@ -20,4 +20,4 @@ pub use notice::state_notice;
 pub use policy::{ContextPolicy, ContextPolicyError};
 pub use prune::{Exhausted, NOTICE_HEADER, Plan, is_notice, prune, units};
 pub use tokenizer::{CALL_OVERHEAD, Heuristic, MESSAGE_OVERHEAD, Tokenizer, message_tokens};
-pub use window::{ContextStats, ContextWindow, cut_result};
+pub use window::{ContextPrune, ContextStats, ContextWindow, SystemCut, cut_result, cut_system};

@@ -30,6 +30,11 @@ pub struct ContextPolicy {
     /// The model turns at the end of the conversation that are never pruned (each with its tool
     /// results and the messages after it).
     pub keep_recent_turns: u32,
+    /// The longest the system prompt may be in the model's view, in tokens of its text; a
+    /// longer one is cut to fit, with the truncation marker of a long tool result. `None`: no
+    /// limit (and then absent from the JSON form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_system_tokens: Option<u32>,
 }
 
 impl ContextPolicy {
@@ -37,7 +42,8 @@ impl ContextPolicy {
     pub const MIN_TOOL_RESULT_TOKENS: u32 = 128;
 
     /// The defaults for a window of `window` tokens: reserve an eighth for the reply, prune at
-    /// two thirds down to a half, cut a tool result at an eighth, keep the last 2 turns.
+    /// two thirds down to a half, cut a tool result at an eighth, keep the last 2 turns, no
+    /// limit on the system prompt.
     pub fn for_window(window: u32) -> ContextPolicy {
         ContextPolicy {
             window,
@@ -46,6 +52,7 @@ impl ContextPolicy {
             prune_to: window / 2,
             max_tool_result_tokens: Some((window / 8).max(Self::MIN_TOOL_RESULT_TOKENS)),
             keep_recent_turns: 2,
+            max_system_tokens: None,
         }
     }
 
@@ -94,6 +101,12 @@ impl ContextPolicy {
                     "{max} is below {} (room for a prefix and the truncation marker)",
                     Self::MIN_TOOL_RESULT_TOKENS
                 ),
+            );
+        }
+        if self.max_system_tokens == Some(0) {
+            return err(
+                "max_system_tokens",
+                "must be at least 1 (leave it out for no limit)".into(),
             );
         }
         Ok(())
@@ -162,6 +175,13 @@ mod tests {
                     ..base
                 },
                 "max_tool_result_tokens",
+            ),
+            (
+                ContextPolicy {
+                    max_system_tokens: Some(0),
+                    ..base
+                },
+                "max_system_tokens",
             ),
         ];
         for (policy, field) in cases {

@@ -22,12 +22,12 @@ pub use run::{Adapters, Replayed, Resume, Run, Setup};
 
 use progress::summarize;
 
-use crate::budget::{BudgetWarning, Warned};
+use crate::budget::{BudgetWarning, ToolBudgetEvent, Warned, tool_budget_events};
 use crate::config::RuntimeConfig;
-use crate::context::{ContextPolicy, ContextWindow, Tokenizer};
+use crate::context::{ContextPolicy, ContextPrune, ContextWindow, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
-use crate::journal::{Lease, Store};
+use crate::journal::{Claims, Lease};
 use crate::kill::KillSwitch;
 use crate::meters;
 use crate::model::{Model, ModelInfo};
@@ -68,7 +68,7 @@ struct Env {
     tools: ToolSet,
     specs: Vec<ToolSpec>,
     verifier: Option<Arc<dyn Verifier>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Claims>,
     config: RuntimeConfig,
     execution: String,
     kill: KillSwitch,
@@ -117,6 +117,11 @@ struct Driver {
     /// Budgets warned about, and the warnings given (for the report).
     warned: Warned,
     warnings: Vec<BudgetWarning>,
+    /// The prunes of the model's view so far (for the report).
+    prunes: Vec<ContextPrune>,
+    /// The warnings and blocks of per-tool budgets so far (for the report; a resumed run's
+    /// include those its journal replays).
+    tool_budget: Vec<ToolBudgetEvent>,
     /// Whether this driver goes on from a journal (for the run span).
     resumed: bool,
     /// The timers of the deadline and the lease renewal, kept armed across actions.
@@ -206,6 +211,8 @@ impl Driver {
             carry: Vec::new(),
             warned: Warned::default(),
             warnings: Vec::new(),
+            prunes: Vec::new(),
+            tool_budget: Vec::new(),
             resumed: false,
             deadline_timer: Armed::default(),
             renew_timer: Armed::default(),
@@ -280,7 +287,7 @@ impl Driver {
         loop {
             let (event, detail) = match self.drain()? {
                 Action::Stop(stop) => return self.finish(stop, observer).await,
-                Action::Model(call) => self.model_step(call).await?,
+                Action::Model(call) => self.model_step(call, observer).await?,
                 Action::Tools(batch) => self.tools_step(batch).await?,
                 Action::Verify(request) => self.verify_step(request).await?,
             };
@@ -479,6 +486,10 @@ impl Driver {
                     self.put_all(records).await?;
                 }
                 spans::transition(&record);
+                let budgeted = self.commands.iter().find_map(|c| match c {
+                    Command::RunTools(batch) => Some(tool_budget_events(record.step, batch)),
+                    _ => None,
+                });
                 let stats = self.machine.stats();
                 let elapsed_ms =
                     u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -489,6 +500,14 @@ impl Driver {
                         summary: summary.as_deref().unwrap_or(""),
                         elapsed_ms,
                     });
+                }
+                for event in budgeted.unwrap_or_default() {
+                    spans::tool_budget(&event);
+                    meters::tool_budget(&event);
+                    if let Some(observer) = observer.as_mut() {
+                        observer.on_tool_budget(&event);
+                    }
+                    self.tool_budget.push(event);
                 }
                 if !record.to.is_terminal() {
                     let warned = self.warned.check(self.machine.policy(), &stats, elapsed_ms);
@@ -537,6 +556,8 @@ impl Driver {
         );
         report.context = self.window.as_ref().map(ContextWindow::stats);
         report.warnings = std::mem::take(&mut self.warnings);
+        report.context_prunes = std::mem::take(&mut self.prunes);
+        report.tool_budget_events = std::mem::take(&mut self.tool_budget);
         report.set_output(self.machine.policy());
         let store = &self.env.store;
         if last.is_empty() {

@@ -7,18 +7,41 @@ use crate::error::RunError;
 use crate::fault::Fault;
 use crate::meters;
 use crate::model::{ModelError, ModelFailure, ModelRequest, Purpose};
+use crate::observer::Observer;
 use std::time::Duration;
 use terminus_kernel::{Event, ModelCall, ModelErrorKind, ModelTurn};
 use tokio::time::{Instant, sleep, timeout};
 use tracing::Instrument as _;
 
 impl Driver {
-    pub(super) async fn model_step(&mut self, call: ModelCall) -> Result<EventAndDetail, RunError> {
+    pub(super) async fn model_step(
+        &mut self,
+        call: ModelCall,
+        observer: &mut Option<Box<dyn Observer>>,
+    ) -> Result<EventAndDetail, RunError> {
         self.model_calls = self.model_calls.saturating_add(1);
         let number = self.model_calls;
         if let Some(window) = &mut self.window {
             let machine = &self.machine;
-            if let Err(e) = window.prepare(self.conversation.messages(), || state_notice(machine)) {
+            let prepared = window.prepare(self.conversation.messages(), || state_notice(machine));
+            // What the window did is said before the call is made: the system prompt's cut
+            // (at the first call), and a prune of this call's view.
+            if let Some(cut) = window.take_system_cut() {
+                spans::system_cut(&cut);
+                meters::system_cut();
+                if let Some(observer) = observer.as_mut() {
+                    observer.on_system_cut(&cut);
+                }
+            }
+            if let Some(prune) = window.take_prune(number, machine.stats().steps) {
+                spans::context_pruned(&prune);
+                meters::context_pruned();
+                if let Some(observer) = observer.as_mut() {
+                    observer.on_prune(&prune);
+                }
+                self.prunes.push(prune);
+            }
+            if let Err(e) = prepared {
                 // Not sent: the provider would refuse it. The kernel stops the run with
                 // `context_exhausted`, as for the provider's own overflow error.
                 return Ok((

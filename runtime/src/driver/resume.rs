@@ -2,6 +2,7 @@
 //! conversation, and hand both to a driver.
 
 use super::{Driver, Env, Tally, unix_ms};
+use crate::budget::{ToolBudgetEvent, tool_budget_events};
 use crate::conversation::Conversation;
 use crate::error::RunError;
 use crate::journal::Lease;
@@ -9,7 +10,10 @@ use crate::observer::Observer;
 use crate::report::Report;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_kernel::{CallState, Command, Entry, HeldCall, Machine, Record, Replay, StepRecord};
+use terminus_kernel::{
+    CallState, Command, Entry, Handled, HeldCall, Key, Machine, Raise, RaiseError, Record, Replay,
+    StepRecord, held_decision_records,
+};
 use tokio::time::Instant;
 
 /// How many records a resume reads from the store at a time.
@@ -21,6 +25,7 @@ pub(super) async fn resume_execution(
     mut env: Env,
     observer: &mut Option<Box<dyn Observer>>,
     on_replay: Option<super::run::OnReplay>,
+    raises: Vec<Raise>,
 ) -> Result<Report, RunError> {
     let lease = env
         .store
@@ -31,6 +36,12 @@ pub(super) async fn resume_execution(
             crate::meters::claim_refused(&e);
             e
         })?;
+    if !raises.is_empty()
+        && let Err(e) = raise_journal(&env, &raises).await
+    {
+        let _ = env.store.release(&lease).await;
+        return Err(e);
+    }
     let resumed = replay_journal(&mut env, on_replay).await;
     let mut driver = match resumed {
         Ok(Resumed::Ended(report)) => {
@@ -64,6 +75,8 @@ struct ResumedParts {
     held: Vec<Option<HeldCall>>,
     conversation: Conversation,
     trace: Vec<StepRecord>,
+    /// The per-tool budget warnings and blocks of the replayed steps.
+    tool_budget: Vec<ToolBudgetEvent>,
     model_answers: u64,
     /// The journal's entries, all replayed.
     entries: u64,
@@ -75,6 +88,7 @@ impl ResumedParts {
         let mut driver = Driver::new(env, self.machine, lease, self.conversation, self.started);
         driver.commands = self.outstanding;
         driver.trace = self.trace;
+        driver.tool_budget = self.tool_budget;
         driver.model_calls = u32::try_from(self.model_answers).unwrap_or(u32::MAX);
         driver.resumed_calls = Some(self.calls);
         // Only a replayed tool batch has the journal's holds (a call of it not held is `None`
@@ -83,6 +97,73 @@ impl ResumedParts {
         driver.tally = Tally::replayed(self.entries);
         driver
     }
+}
+
+/// A raise: replays the whole journal of the ended `env.execution`, raises the stopped machine
+/// (the kernel refuses a raise that does not lift the budget that stopped it), and journals the
+/// raise and the step it takes while clearing the report, in one transaction. The replay that
+/// follows is a resume's: it reads the raise from the journal, as a resume after a crash would.
+async fn raise_journal(env: &Env, raises: &[Raise]) -> Result<(), RunError> {
+    let execution = env.execution.as_str();
+    let refused = |error: RaiseError| RunError::Raise {
+        execution: execution.to_owned(),
+        error,
+    };
+    let store = &env.store;
+    let Some(spec) = store.spec(execution).await? else {
+        return Err(crate::journal::StoreError::NotFound(execution.to_owned()).into());
+    };
+    if store.report(execution).await?.is_none() {
+        return Err(refused(RaiseError::Live));
+    }
+    let mut page = store.page(execution, None, RESUME_PAGE).await?;
+    let Some(first) = page.first() else {
+        return Err(refused(RaiseError::Live));
+    };
+    let mut replay = Replay::start(spec.policy.clone(), Record::clone(first))
+        .map_err(|e| RunError::Replay(e.to_string()))?;
+    let mut skip = 1;
+    loop {
+        let last = page.last().map(|r| r.key);
+        let full = page.len() >= RESUME_PAGE;
+        for record in std::mem::take(&mut page).into_iter().skip(skip) {
+            replay
+                .push(Arc::unwrap_or_clone(record))
+                .map_err(|e| RunError::Replay(e.to_string()))?;
+        }
+        skip = 0;
+        if !full {
+            break;
+        }
+        page = store.page(execution, last, RESUME_PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+    }
+    let mut machine = replay.finish().machine;
+    let Handled::Step(step) = machine.raise(raises).map_err(refused)? else {
+        return Err(RunError::Internal("a raise that took no step".into()));
+    };
+    let commands: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+    let mut records = vec![Arc::new(Record {
+        key: Key::event(step.step),
+        entry: Entry::Raised {
+            raises: raises.to_vec(),
+        },
+    })];
+    records.extend(
+        held_decision_records(&step, &commands, |name| {
+            let idempotent = env.tools.get(name).is_none_or(|t| t.idempotent());
+            (idempotent, env.tools.held(name))
+        })
+        .into_iter()
+        .map(Arc::new),
+    );
+    if !store.reopen(execution, records).await? {
+        // Another raise (or a resume that stored the report again) came first.
+        return Err(refused(RaiseError::Live));
+    }
+    Ok(())
 }
 
 /// Reads the journal of `env.execution` in pages and replays it.
@@ -122,6 +203,7 @@ async fn replay_journal(
             held: Vec::new(),
             conversation,
             trace: Vec::new(),
+            tool_budget: Vec::new(),
             model_answers: 0,
             entries: 0,
             started: Instant::now(),
@@ -135,6 +217,7 @@ async fn replay_journal(
         env.conversation_read(),
     );
     let mut trace = Vec::new();
+    let mut tool_budget = Vec::new();
     let mut entries = 1;
     let mut skip = 1;
     loop {
@@ -156,9 +239,20 @@ async fn replay_journal(
                 _ => None,
             });
             conversation.apply(&record.entry, batch)?;
+            let turn = matches!(record.entry, Entry::Assistant(_));
             replay
                 .push(record)
                 .map_err(|e| RunError::Replay(e.to_string()))?;
+            if turn {
+                // The tool budgets' warnings and blocks of the batch this turn made, as the
+                // live run gave them.
+                let step = replay.machine().stats().steps;
+                for c in replay.outstanding() {
+                    if let Command::RunTools(b) = c {
+                        tool_budget.extend(tool_budget_events(step, b));
+                    }
+                }
+            }
         }
         skip = 0;
         if !full {
@@ -193,6 +287,7 @@ async fn replay_journal(
         held: recovery.held,
         conversation,
         trace,
+        tool_budget,
         model_answers: recovery.model_answers,
         entries,
         started,

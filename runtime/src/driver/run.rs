@@ -6,7 +6,7 @@ use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, Tokenizer};
 use crate::conversation::Conversation;
 use crate::error::RunError;
-use crate::journal::{MemoryStore, RunSpec, Store};
+use crate::journal::{Claims, MemoryStore, RunSpec};
 use crate::kill::KillSwitch;
 use crate::meters;
 use crate::model::Model;
@@ -17,7 +17,7 @@ use crate::verifier::Verifier;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use terminus_kernel::{Machine, Policy};
+use terminus_kernel::{Machine, Policy, Raise};
 use tokio::time::Instant;
 
 /// One agent run, configured builder style and started with [`Run::execute`].
@@ -77,6 +77,7 @@ pub struct Resume {
     execution: String,
     parts: Parts,
     on_replay: Option<OnReplay>,
+    raises: Vec<Raise>,
 }
 
 /// What [`Resume::on_replay`] is told.
@@ -98,7 +99,7 @@ struct Parts {
     model: Arc<dyn Model>,
     tools: ToolSet,
     verifier: Option<Arc<dyn Verifier>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Claims>,
     config: RuntimeConfig,
     kill: KillSwitch,
     observer: Option<Box<dyn Observer>>,
@@ -157,9 +158,10 @@ pub trait Setup: Sized {
     /// [`RuleVerifier`](crate::RuleVerifier)).
     #[must_use]
     fn verifier(self, verifier: Arc<dyn Verifier>) -> Self;
-    /// Where the journal is written (default a fresh [`MemoryStore`]).
+    /// Where the journal is written (default a fresh [`MemoryStore`]): a run needs only its
+    /// journal and claims ([`Claims`], which an `Arc<dyn Store>` is too).
     #[must_use]
-    fn store(self, store: Arc<dyn Store>) -> Self;
+    fn store(self, store: Arc<dyn Claims>) -> Self;
     /// Timeouts, concurrency, system prompt, worker and lease.
     #[must_use]
     fn config(self, config: RuntimeConfig) -> Self;
@@ -201,9 +203,10 @@ macro_rules! setup {
                 self
             }
 
-            /// Where the journal is written (default a fresh [`MemoryStore`]).
+            /// Where the journal is written (default a fresh [`MemoryStore`]): a run needs only
+            /// its journal and claims ([`Claims`], which an `Arc<dyn Store>` is too).
             #[must_use]
-            pub fn store(mut self, store: Arc<dyn Store>) -> $t {
+            pub fn store(mut self, store: Arc<dyn Claims>) -> $t {
                 self.parts.store = store;
                 self
             }
@@ -249,7 +252,7 @@ macro_rules! setup {
             fn verifier(self, verifier: Arc<dyn Verifier>) -> Self {
                 $t::verifier(self, verifier)
             }
-            fn store(self, store: Arc<dyn Store>) -> Self {
+            fn store(self, store: Arc<dyn Claims>) -> Self {
                 $t::store(self, store)
             }
             fn config(self, config: RuntimeConfig) -> Self {
@@ -352,6 +355,7 @@ impl Run {
             execution: execution.into(),
             parts: Parts::new(model),
             on_replay: None,
+            raises: Vec::new(),
         }
     }
 
@@ -454,10 +458,23 @@ impl Resume {
         self
     }
 
+    /// Goes on with a run that a budget stopped, with that budget raised
+    /// (`terminus resume --raise FIELD=N`, see [`terminus_kernel::raise`]): the step the stop
+    /// pre-empted is taken under the raised policy, and the run goes on from there. The first
+    /// stop and the raise stay in the journal; the counters carry over. A raise that does not
+    /// lift the budget that stopped the run, or of a run that has not ended, is
+    /// [`RunError::Raise`] (exit code 2), nothing written.
+    #[must_use]
+    pub fn raise(mut self, raises: Vec<Raise>) -> Resume {
+        self.raises = raises;
+        self
+    }
+
     /// Claims the execution, replays its journal into a fresh machine and conversation, and
-    /// runs on to a stop (an execution that already ended returns its stored report).
+    /// runs on to a stop (an execution that already ended returns its stored report, unless
+    /// [`Resume::raise`] lifts the budget that stopped it).
     pub async fn execute(self) -> Result<Report, RunError> {
         let (env, mut observer) = self.parts.into_env(String::new(), self.execution)?;
-        resume_execution(env, &mut observer, self.on_replay).await
+        resume_execution(env, &mut observer, self.on_replay, self.raises).await
     }
 }

@@ -3,7 +3,8 @@
 //! formatting below costs nothing then.
 
 use super::Env;
-use crate::budget::BudgetWarning;
+use crate::budget::{BudgetWarning, ToolBudgetEvent};
+use crate::context::{ContextPrune, SystemCut};
 use crate::error::RunError;
 use crate::message::Message;
 use crate::report::Report;
@@ -262,6 +263,58 @@ pub(super) fn budget_warning(warning: &BudgetWarning) {
     );
 }
 
+/// The event of a per-tool budget's warning or block, on the run span.
+pub(super) fn tool_budget(event: &ToolBudgetEvent) {
+    match event.block_at {
+        Some(block_at) => tracing::event!(
+            target: TARGET,
+            tracing::Level::WARN,
+            gen_ai.tool.name = event.tool.as_str(),
+            terminus.tool_budget.kind = event.kind.as_str(),
+            terminus.tool_budget.call = int(event.call),
+            terminus.tool_budget.block_at = int(block_at),
+            terminus.step = int(event.step),
+            "tool_budget"
+        ),
+        None => tracing::event!(
+            target: TARGET,
+            tracing::Level::WARN,
+            gen_ai.tool.name = event.tool.as_str(),
+            terminus.tool_budget.kind = event.kind.as_str(),
+            terminus.tool_budget.call = int(event.call),
+            terminus.step = int(event.step),
+            "tool_budget"
+        ),
+    }
+}
+
+/// The event of a prune of the model's view, on the run span.
+pub(super) fn context_pruned(prune: &ContextPrune) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        terminus.model_call = int(prune.model_call),
+        terminus.step = int(prune.step),
+        terminus.context.messages_before = int(prune.messages_before),
+        terminus.context.messages_after = int(prune.messages_after),
+        terminus.context.tokens_before = int(prune.tokens_before),
+        terminus.context.tokens_after = int(prune.tokens_after),
+        "context_pruned"
+    );
+}
+
+/// The event of a system prompt cut to `max_system_tokens`, on the run span.
+pub(super) fn system_cut(cut: &SystemCut) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::WARN,
+        terminus.context.system_tokens = int(cut.total),
+        terminus.context.system_shown = int(cut.shown),
+        terminus.context.max_system_tokens = int(cut.max),
+        "system_prompt_cut"
+    );
+}
+
 /// A count as the signed integer OpenTelemetry attributes hold (`tracing`'s unsigned values
 /// would arrive as strings).
 fn int(n: impl Into<u64>) -> i64 {
@@ -307,6 +360,45 @@ mod tests {
             ("terminus.budget.limit", TERMINUS_BUDGET_LIMIT),
             ("transition", EVENT_TRANSITION),
             ("budget_warning", EVENT_BUDGET_WARNING),
+            ("gen_ai.tool.name", GEN_AI_TOOL_NAME),
+            ("terminus.model_call", TERMINUS_MODEL_CALL),
+            ("terminus.tool_budget.kind", TERMINUS_TOOL_BUDGET_KIND),
+            ("terminus.tool_budget.call", TERMINUS_TOOL_BUDGET_CALL),
+            (
+                "terminus.tool_budget.block_at",
+                TERMINUS_TOOL_BUDGET_BLOCK_AT,
+            ),
+            (
+                "terminus.context.messages_before",
+                TERMINUS_CONTEXT_MESSAGES_BEFORE,
+            ),
+            (
+                "terminus.context.messages_after",
+                TERMINUS_CONTEXT_MESSAGES_AFTER,
+            ),
+            (
+                "terminus.context.tokens_before",
+                TERMINUS_CONTEXT_TOKENS_BEFORE,
+            ),
+            (
+                "terminus.context.tokens_after",
+                TERMINUS_CONTEXT_TOKENS_AFTER,
+            ),
+            (
+                "terminus.context.system_tokens",
+                TERMINUS_CONTEXT_SYSTEM_TOKENS,
+            ),
+            (
+                "terminus.context.system_shown",
+                TERMINUS_CONTEXT_SYSTEM_SHOWN,
+            ),
+            (
+                "terminus.context.max_system_tokens",
+                TERMINUS_CONTEXT_MAX_SYSTEM_TOKENS,
+            ),
+            ("tool_budget", EVENT_TOOL_BUDGET),
+            ("context_pruned", EVENT_CONTEXT_PRUNED),
+            ("system_prompt_cut", EVENT_SYSTEM_PROMPT_CUT),
         ];
         for (literal, constant) in fields {
             assert_eq!(literal, constant);

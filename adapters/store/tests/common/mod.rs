@@ -346,6 +346,118 @@ pub async fn contract(store: &dyn Store, prefix: &str, private: bool) {
     listings(store, &unique(&format!("{prefix}-list"))).await;
     reports_keep_their_trace(store, &unique(&format!("{prefix}-trace"))).await;
     suspends(store, &unique(&format!("{prefix}-suspend")), private).await;
+    reopens(store, &unique(&format!("{prefix}-reopen"))).await;
+}
+
+/// A raise (`terminus resume --raise`): an ended execution goes on, its raise's records and
+/// the cleared report in one transaction under the raiser's claim; it lists as not ended while
+/// a raise is its last word, and ended again when its next stop comes; a raise of what has not
+/// ended, or whose keys are stored, writes nothing.
+pub async fn reopens(store: &dyn Store, id: &str) {
+    use terminus_kernel::{AbortReason, Outcome, Raise, Rule, Stop};
+    use terminus_runtime::{ExecutionFilter, ExecutionStatus};
+    let long = Duration::from_secs(30);
+    let status = || async {
+        store
+            .executions(&ExecutionFilter::all())
+            .await
+            .expect("list")
+            .into_iter()
+            .find(|s| s.execution == id)
+            .map(|s| (s.status, s.outcome))
+            .expect("listed")
+    };
+    let stop = |steps| Stop {
+        outcome: Outcome::Aborted(AbortReason::MaxSteps),
+        rule: Rule::StepBudget,
+        result: None,
+        stats: stats(steps, 1, 0),
+        excluded_tools: Vec::new(),
+    };
+    let raised = entry(
+        3,
+        0,
+        Entry::Raised {
+            raises: vec![Raise {
+                field: "max_steps".into(),
+                to: 9,
+            }],
+        },
+    );
+    let lease = store
+        .create_claimed(id, &spec(), "w1", long)
+        .await
+        .expect("create")
+        .expect("a new execution");
+    store
+        .append_all(
+            id,
+            vec![record(0, 0, "task"), entry(2, 15, Entry::Stop(stop(2)))],
+        )
+        .await
+        .expect("append");
+    assert!(
+        !store
+            .reopen(id, vec![raised.clone()])
+            .await
+            .expect("reopen"),
+        "no report stored yet: nothing to go on from"
+    );
+    assert_eq!(store.count(id).await.expect("count"), 2);
+    let mut first = report(id);
+    first.outcome = Outcome::Aborted(AbortReason::MaxSteps);
+    store.finish_released(&lease, &first).await.expect("finish");
+    let stopped = Outcome::Aborted(AbortReason::MaxSteps);
+    assert_eq!(status().await, (ExecutionStatus::Ended, Some(stopped)));
+
+    let lease = store.claim(id, "w2", long).await.expect("claim to raise");
+    assert!(
+        !store
+            .reopen(id, vec![record(0, 0, "task"), raised.clone()])
+            .await
+            .expect("reopen"),
+        "a key is stored: nothing is written"
+    );
+    assert_eq!(store.count(id).await.expect("count"), 2);
+    assert_eq!(store.report(id).await.expect("report"), Some(first.clone()));
+
+    assert!(
+        store
+            .reopen(id, vec![raised.clone()])
+            .await
+            .expect("reopen")
+    );
+    assert_eq!(store.report(id).await.expect("report"), None);
+    assert_eq!(store.count(id).await.expect("count"), 3);
+    // The raiser holds the claim it took; the first stop stays in the journal.
+    assert_eq!(status().await, (ExecutionStatus::Running, None));
+    assert!(matches!(
+        store.claim(id, "w3", long).await,
+        Err(StoreError::Claimed { .. })
+    ));
+    assert!(
+        !store
+            .reopen(id, vec![entry(4, 0, Entry::Cancel)])
+            .await
+            .expect("reopen"),
+        "a second raise finds no report: the first came first"
+    );
+    store.release(&lease).await.expect("release");
+    assert_eq!(status().await, (ExecutionStatus::Interrupted, None));
+
+    // It stops again: ended, with the last stop.
+    let lease = store.claim(id, "w2", long).await.expect("claim");
+    let again = vec![entry(5, 15, Entry::Stop(stop(5)))];
+    let mut second = first.clone();
+    second.result = Some("stopped again".into());
+    assert!(
+        store
+            .finish_with_step(&lease, again, &second)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(status().await, (ExecutionStatus::Ended, Some(stopped)));
+    assert_eq!(store.report(id).await.expect("report"), Some(second));
 }
 
 /// A decision on a held call: `call`'s, under key `cp1:e{index}`.
