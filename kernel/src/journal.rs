@@ -12,11 +12,13 @@
 use crate::command::{Command, Notice, Nudge, Stop, ToolBatch};
 use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdict};
 use crate::hold::{Decision, HeldCall, Hold};
+use crate::json::Json;
 use crate::machine::Machine;
 use crate::policy::{Policy, PolicyError};
 use crate::raise::Raise;
 use crate::step::{Handled, StepRecord};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::fmt;
 use std::str::FromStr;
 
@@ -318,6 +320,31 @@ pub fn held_decision_records(
     commands: &[Command],
     tool: impl Fn(&str) -> (bool, Option<Hold>),
 ) -> Vec<Record> {
+    decisions(step, commands, tool, ToolCall::clone)
+}
+
+/// [`decision_records`] without the calls' arguments (each intent's `arguments` is `null`), for
+/// a host that keeps its records only to explain a run and would copy each call's arguments
+/// just to drop them; every key and every other field is that of [`decision_records`].
+pub fn lean_decision_records(step: &StepRecord, commands: &[Command]) -> Vec<Record> {
+    decisions(
+        step,
+        commands,
+        |_| (true, None),
+        |call| ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: Json::from(Value::Null),
+        },
+    )
+}
+
+fn decisions(
+    step: &StepRecord,
+    commands: &[Command],
+    tool: impl Fn(&str) -> (bool, Option<Hold>),
+    copy: impl Fn(&ToolCall) -> ToolCall,
+) -> Vec<Record> {
     let cp = step.step;
     let mut out = vec![Record {
         key: Key::transition(cp),
@@ -353,14 +380,14 @@ pub fn held_decision_records(
                         Some(hold) => Record {
                             key: Key::held(cp, k, j),
                             entry: Entry::Held {
-                                call: call.clone(),
+                                call: copy(call),
                                 hold,
                             },
                         },
                         None => Record {
                             key: Key::intent(cp, j),
                             entry: Entry::ToolCall {
-                                call: call.clone(),
+                                call: copy(call),
                                 idempotent,
                             },
                         },
@@ -772,6 +799,38 @@ mod tests {
             recover(Policy::default(), wrong),
             Err(RecoverError::Diverged { .. })
         ));
+    }
+
+    #[test]
+    fn lean_decisions_are_the_decisions_without_arguments() {
+        let mut machine = Machine::new(Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+        while machine.poll_command().is_some() {}
+        let Handled::Step(step) = machine.handle(Event::ModelTurn(ModelTurn {
+            tool_calls: vec![
+                ToolCall::new("a-1", "read", serde_json::json!({"path": "a"})),
+                ToolCall::new(
+                    "b-1",
+                    "write",
+                    serde_json::json!({"path": "b", "text": "x"}),
+                ),
+            ],
+            ..ModelTurn::default()
+        })) else {
+            panic!("the turn is a step");
+        };
+        let commands: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        let mut full = decision_records(&step, &commands, |_| true);
+        let lean = lean_decision_records(&step, &commands);
+        let mut intents = 0;
+        for record in &mut full {
+            if let Entry::ToolCall { call, .. } = &mut record.entry {
+                assert_ne!(call.arguments.value(), &Value::Null);
+                call.arguments = Json::from(Value::Null);
+                intents += 1;
+            }
+        }
+        assert_eq!(intents, 2);
+        assert_eq!(lean, full);
     }
 
     #[test]

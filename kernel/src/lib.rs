@@ -138,7 +138,7 @@ pub use crate::hold::{Decision, HeldCall, Hold};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
     CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, decision_records,
-    executed, held_decision_records, recover, step_records,
+    executed, held_decision_records, lean_decision_records, recover, step_records,
 };
 pub use crate::json::Json;
 pub use crate::ledger::{Exclusion, Ledger, ToolRecord};

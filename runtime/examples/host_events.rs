@@ -11,6 +11,10 @@
 
 use serde_json::json;
 use std::time::Instant;
+
+/// The Node addon's allocator, so that its per-event cost and this one compare like with like.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use terminus_kernel::{Event, Machine, ModelTurn, Policy, ToolCall, ToolOutcome, ToolResult};
 use terminus_runtime::host::{CallIn, EventIn, Host, ResultIn, TurnIn};
 

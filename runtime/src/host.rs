@@ -37,7 +37,7 @@ use std::fmt;
 use terminus_kernel::{
     Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
     Policy, PolicyError, Raise, RaiseError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall,
-    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, decision_records, executed,
+    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, executed, lean_decision_records,
 };
 
 /// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
@@ -346,6 +346,23 @@ fn lean_entry(event: &Event) -> Entry {
     }
 }
 
+/// A batch without its calls' arguments (each `null`).
+fn lean_batch(batch: &ToolBatch) -> ToolBatch {
+    ToolBatch {
+        calls: batch
+            .calls
+            .iter()
+            .map(|c| ToolCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: Json::from(Value::Null),
+            })
+            .collect(),
+        refused: batch.refused.clone(),
+        warnings: batch.warnings.clone(),
+    }
+}
+
 /// A tool result without its output (an error keeps its class and message).
 fn lean_result(result: &ToolResult) -> ToolResult {
     ToolResult {
@@ -614,16 +631,7 @@ impl Host {
             });
         }
         let commands: &[Command] = self.keep.out.make_contiguous();
-        records.extend(
-            decision_records(&record, commands, |_| true)
-                .into_iter()
-                .map(|mut r| {
-                    if let Entry::ToolCall { call, .. } = &mut r.entry {
-                        call.arguments = Json::from(Value::Null);
-                    }
-                    r
-                }),
-        );
+        records.extend(lean_decision_records(&record, commands));
         self.keep.trace.push(record);
         for command in commands.iter() {
             match command {
@@ -631,7 +639,8 @@ impl Host {
                     self.keep
                         .tool_budget
                         .extend(tool_budget_events(record.step, batch));
-                    self.keep.batch = Some(batch.clone());
+                    // Only its calls' ids and order are read again: the arguments stay out.
+                    self.keep.batch = Some(lean_batch(batch));
                 }
                 Command::Stop(stop) => self.keep.stop = Some((**stop).clone()),
                 _ => {}
@@ -733,30 +742,46 @@ impl Host {
                 tools: call.tools,
             },
             Command::RunTools(batch) => {
-                let mut calls = Vec::new();
+                let mut calls = Vec::with_capacity(batch.calls.len());
                 let mut refused = Vec::new();
                 let mut warnings = Vec::new();
-                for (i, call) in batch.calls.iter().enumerate() {
-                    let id = call.id.to_string();
+                let ToolBatch {
+                    calls: given,
+                    refused: refusals,
+                    warnings: warned,
+                } = batch;
+                let batch = ToolBatch {
+                    calls: Vec::new(),
+                    refused: refusals,
+                    warnings: warned,
+                };
+                // The command is the host's to hand out: its strings and arguments move out.
+                for (i, call) in given.into_iter().enumerate() {
+                    let ToolCall {
+                        id,
+                        name,
+                        arguments,
+                    } = call;
+                    let id = id.into_string();
                     if let Some(exclusion) = batch.refusal(i) {
                         refused.push(RefusedOut {
+                            text: refusal_text(&name, exclusion),
                             id,
-                            name: call.name.to_string(),
-                            arguments: call.arguments.value().clone(),
-                            text: refusal_text(&call.name, exclusion),
+                            name: name.into_string(),
+                            arguments: arguments.into_value(),
                         });
                         continue;
                     }
                     if let Some(w) = batch.warning(i) {
                         warnings.push(WarningOut {
                             id: id.clone(),
-                            text: budget_warning_text(&call.name, w),
+                            text: budget_warning_text(&name, w),
                         });
                     }
                     calls.push(CallOut {
                         id,
-                        name: call.name.to_string(),
-                        arguments: call.arguments.value().clone(),
+                        name: name.into_string(),
+                        arguments: arguments.into_value(),
                     });
                 }
                 CommandOut::RunTools {
