@@ -81,7 +81,9 @@ pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest,
 pub use crate::observer::{Observer, Transition};
 pub use crate::report::Report;
 pub use crate::suspend::{HeldState, PendingCall, Suspended, held_calls};
-pub use crate::tool::{Tool, ToolSet, ToolSpec, WriteTodos, render_outcome};
+pub use crate::tool::{
+    Tool, ToolSet, ToolSource, ToolSpec, ToolsChanged, WriteTodos, render_outcome,
+};
 pub use crate::verifier::{
     LLM_VERIFIER_PROMPT, LlmVerifier, RuleVerifier, Verification, Verifier, missing_by_rules,
     parse_verdict,

@@ -3,6 +3,7 @@
 use crate::budget::{BudgetWarning, ToolBudgetEvent};
 use crate::context::{ContextPrune, SystemCut};
 use crate::report::Report;
+use crate::tool::ToolsChanged;
 use std::fmt;
 use terminus_kernel::{Stats, StepRecord};
 
@@ -55,6 +56,12 @@ pub trait Observer: Send {
     /// (once per run, before the first model call).
     fn on_system_cut(&mut self, cut: &SystemCut) {
         let _ = cut;
+    }
+
+    /// A [`crate::ToolSource`] changed the tool list before a model call (an MCP server's
+    /// `notifications/tools/list_changed`): the call offers the new list.
+    fn on_tools_changed(&mut self, change: &ToolsChanged) {
+        let _ = change;
     }
 
     /// The run ended (the report is journaled already).

@@ -2,6 +2,7 @@
 
 use crate::budget::{BudgetWarning, ToolBudgetEvent};
 use crate::context::{ContextPrune, ContextStats};
+use crate::tool::ToolsChanged;
 use serde::{Deserialize, Serialize};
 use terminus_kernel::{Outcome, Rule, Stats, StepRecord, Stop, Todo};
 
@@ -60,6 +61,11 @@ pub struct Report {
     /// given them (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_budget_events: Vec<ToolBudgetEvent>,
+    /// Each change of the tool list a [`crate::ToolSource`] reported (an MCP server's
+    /// `notifications/tools/list_changed`), in order (absent when none). A resumed run lists
+    /// the changes since it was resumed: the list is asked again, not journaled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_changed: Vec<ToolsChanged>,
     /// The parsed `result` of a run that completed verified under `policy.output_schema`
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +105,7 @@ impl Report {
             context_prunes: Vec::new(),
             warnings: Vec::new(),
             tool_budget_events: Vec::new(),
+            tools_changed: Vec::new(),
             output: None,
         }
     }
@@ -146,6 +153,7 @@ impl Report {
             context_prunes: self.context_prunes.clone(),
             warnings: self.warnings.clone(),
             tool_budget_events: self.tool_budget_events.clone(),
+            tools_changed: self.tools_changed.clone(),
             output: self.output.clone(),
         }
     }

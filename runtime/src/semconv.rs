@@ -134,6 +134,13 @@ pub const TERMINUS_CONTEXT_SYSTEM_TOKENS: &str = "terminus.context.system_tokens
 pub const TERMINUS_CONTEXT_SYSTEM_SHOWN: &str = "terminus.context.system_shown";
 /// `terminus.context.max_system_tokens` on a system prompt cut: the policy's limit.
 pub const TERMINUS_CONTEXT_MAX_SYSTEM_TOKENS: &str = "terminus.context.max_system_tokens";
+/// `terminus.tools.added` on a tool list change: the tools that appeared, comma-separated.
+pub const TERMINUS_TOOLS_ADDED: &str = "terminus.tools.added";
+/// `terminus.tools.removed` on a tool list change: the tools that are gone, comma-separated.
+pub const TERMINUS_TOOLS_REMOVED: &str = "terminus.tools.removed";
+/// `terminus.tools.changed` on a tool list change: the tools whose description or parameters
+/// changed, comma-separated.
+pub const TERMINUS_TOOLS_CHANGED: &str = "terminus.tools.changed";
 
 /// `terminus.plan.name` on a plan span: the plan's name.
 pub const TERMINUS_PLAN_NAME: &str = "terminus.plan.name";
@@ -185,6 +192,9 @@ pub const EVENT_TOOL_BUDGET: &str = "tool_budget";
 pub const EVENT_CONTEXT_PRUNED: &str = "context_pruned";
 /// The event of a system prompt cut to `max_system_tokens`.
 pub const EVENT_SYSTEM_PROMPT_CUT: &str = "system_prompt_cut";
+/// The event of a change of the tool list before a model call (an MCP server's
+/// `notifications/tools/list_changed`).
+pub const EVENT_TOOLS_CHANGED: &str = "tools_changed";
 /// The event of a failed agent that runs again after its backoff, on the plan span.
 pub const EVENT_AGENT_RETRY: &str = "agent_retry";
 /// The event of an agent id's circuit breaker opening, on the plan span.

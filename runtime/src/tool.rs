@@ -4,7 +4,7 @@ use crate::fault::Fault;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use terminus_kernel::{Hold, ToolErrorKind, ToolOutcome, WRITE_TODOS, parse_todos};
@@ -47,13 +47,82 @@ pub trait Tool: Send + Sync {
     async fn call(&self, arguments: Value) -> Result<ToolOutcome, Fault>;
 }
 
+/// A part of a run's tools whose list can change while the run goes on: an MCP server that
+/// sends `notifications/tools/list_changed`. The runtime asks before every model call (never in
+/// the middle of a tool batch, which runs with the tools it started with), so the model's next
+/// request offers the new list and a call to a removed tool is answered `not_found`.
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The source's tools now (with their holds) when they may have changed since the last
+    /// answer; `None` when they have not. Asked before every model call: it must be cheap when
+    /// nothing changed.
+    async fn refresh(&self) -> Option<ToolSet>;
+}
+
+/// A source's tools as the set holds them.
+#[derive(Clone)]
+struct Watched {
+    source: Arc<dyn ToolSource>,
+    /// The names its tools have in the set now.
+    names: BTreeSet<String>,
+}
+
+/// How a run's tool list changed before a model call ([`ToolSet::refresh`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsChanged {
+    /// The model call about to be made with the new list (1-based; 0 outside a run).
+    pub model_call: u32,
+    /// The tools that appeared, sorted.
+    pub added: Vec<String>,
+    /// The tools that are gone, sorted.
+    pub removed: Vec<String>,
+    /// The tools still there whose description or parameters changed, sorted.
+    pub changed: Vec<String>,
+}
+
+impl ToolsChanged {
+    /// Whether nothing was added, removed or changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+impl fmt::Display for ToolsChanged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the tool list changed before model call {}:",
+            self.model_call
+        )?;
+        let mut first = true;
+        for (what, names) in [
+            ("added", &self.added),
+            ("removed", &self.removed),
+            ("changed", &self.changed),
+        ] {
+            if names.is_empty() {
+                continue;
+            }
+            if !first {
+                f.write_str(";")?;
+            }
+            first = false;
+            write!(f, " {what} {}", names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
 /// The tools of a run, by name. [`ToolSet::new`] holds the built-in `write_todos`; a call to a
-/// name that is not in the set is answered with a `not_found` error.
+/// name that is not in the set is answered with a `not_found` error. Tools added with
+/// [`ToolSet::watch`] come from a [`ToolSource`] whose list can change during the run.
 #[derive(Clone)]
 pub struct ToolSet {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Tools whose calls are held for a decision from outside (`docs/approvals.md`).
     holds: BTreeMap<String, Hold>,
+    /// The sources whose lists can change.
+    sources: Vec<Watched>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -85,7 +154,83 @@ impl ToolSet {
         ToolSet {
             tools: BTreeMap::new(),
             holds: BTreeMap::new(),
+            sources: Vec::new(),
         }
+    }
+
+    /// Asks `source` at every [`ToolSet::refresh`] for its tools, which are those called
+    /// `names` in this set now (insert them first): they are then replaced by what it answers.
+    pub fn watch(
+        &mut self,
+        source: Arc<dyn ToolSource>,
+        names: impl IntoIterator<Item = String>,
+    ) -> &mut ToolSet {
+        self.sources.push(Watched {
+            source,
+            names: names.into_iter().collect(),
+        });
+        self
+    }
+
+    /// The sources added with [`ToolSet::watch`], each with the names its tools have now, so
+    /// that a set wrapping another's tools can watch them too.
+    pub fn sources(&self) -> Vec<(Arc<dyn ToolSource>, Vec<String>)> {
+        self.sources
+            .iter()
+            .map(|w| (w.source.clone(), w.names.iter().cloned().collect()))
+            .collect()
+    }
+
+    fn merge(&mut self, tools: &ToolSet) {
+        for (name, tool) in &tools.tools {
+            self.tools.insert(name.clone(), tool.clone());
+        }
+        for (name, hold) in &tools.holds {
+            self.holds.insert(name.clone(), *hold);
+        }
+    }
+
+    /// Asks every watched source whether its tools changed, and replaces those of each that
+    /// answers: its tools that are gone are removed (with their holds), the new ones added.
+    /// `None` when nothing changed (always, for a set that watches no source).
+    pub async fn refresh(&mut self) -> Option<ToolsChanged> {
+        if self.sources.is_empty() {
+            return None;
+        }
+        let mut change = ToolsChanged::default();
+        for i in 0..self.sources.len() {
+            let source = self.sources[i].source.clone();
+            let Some(now) = source.refresh().await else {
+                continue;
+            };
+            let old = std::mem::take(&mut self.sources[i].names);
+            for name in &old {
+                if !now.tools.contains_key(name) {
+                    self.tools.remove(name);
+                    self.holds.remove(name);
+                    change.removed.push(name.clone());
+                }
+            }
+            for (name, tool) in &now.tools {
+                match self.tools.get(name) {
+                    Some(before) if old.contains(name) => {
+                        if before.description() != tool.description()
+                            || before.parameters() != tool.parameters()
+                        {
+                            change.changed.push(name.clone());
+                        }
+                    }
+                    _ => change.added.push(name.clone()),
+                }
+                self.holds.remove(name);
+            }
+            self.merge(&now);
+            self.sources[i].names = now.tools.keys().cloned().collect();
+        }
+        change.added.sort();
+        change.removed.sort();
+        change.changed.sort();
+        (!change.is_empty()).then_some(change)
     }
 
     /// Holds every call of the tool called `name` for a decision from outside: a person's
@@ -214,5 +359,90 @@ pub fn render_outcome(outcome: &ToolOutcome) -> String {
         ToolOutcome::Error { kind, message } => {
             format!("error ({}): {message}", kind.as_str())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A tool that answers its own description.
+    struct Named(&'static str);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn description(&self) -> &str {
+            self.0
+        }
+
+        async fn call(&self, _arguments: Value) -> Result<ToolOutcome, Fault> {
+            Ok(ToolOutcome::ok(Value::String(self.0.into())))
+        }
+    }
+
+    /// A source that answers the next of its lists, once.
+    struct Lists(Mutex<Vec<ToolSet>>);
+
+    #[async_trait]
+    impl ToolSource for Lists {
+        async fn refresh(&self) -> Option<ToolSet> {
+            let mut lists = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (!lists.is_empty()).then(|| lists.remove(0))
+        }
+    }
+
+    fn set(tools: &[(&str, &'static str)]) -> ToolSet {
+        let mut set = ToolSet::empty();
+        for (name, description) in tools {
+            set.insert(*name, Arc::new(Named(description)));
+        }
+        set
+    }
+
+    #[tokio::test]
+    async fn a_refresh_replaces_a_sources_tools_and_says_what_changed() {
+        let mut second = set(&[("echo", "echo v2"), ("greet", "greet")]);
+        second.hold("greet", Hold::Approval);
+        let source = Arc::new(Lists(Mutex::new(vec![second, set(&[])])));
+        let mut tools = ToolSet::new();
+        tools.insert("echo", Arc::new(Named("echo")));
+        tools.insert("sum", Arc::new(Named("sum")));
+        tools.hold("sum", Hold::Deferred);
+        tools.watch(source, ["echo".to_owned(), "sum".to_owned()]);
+
+        let change = tools.refresh().await.expect("the first list changed it");
+        assert_eq!(change.added, ["greet"]);
+        assert_eq!(change.removed, ["sum"]);
+        assert_eq!(change.changed, ["echo"]);
+        assert_eq!(
+            change.to_string(),
+            "the tool list changed before model call 0: added greet; removed sum; changed echo"
+        );
+        assert_eq!(
+            tools.names().collect::<Vec<_>>(),
+            ["echo", "greet", WRITE_TODOS]
+        );
+        assert_eq!(tools.held("greet"), Some(Hold::Approval));
+        assert_eq!(
+            tools.held("sum"),
+            None,
+            "a removed tool's hold goes with it"
+        );
+        assert_eq!(tools.get("echo").map(|t| t.description()), Some("echo v2"));
+
+        let change = tools.refresh().await.expect("the empty list changed it");
+        assert_eq!(change.removed, ["echo", "greet"]);
+        assert!(change.added.is_empty() && change.changed.is_empty());
+        assert_eq!(tools.names().collect::<Vec<_>>(), [WRITE_TODOS]);
+        assert_eq!(tools.held("greet"), None);
+        assert!(
+            tools.refresh().await.is_none(),
+            "the source has nothing new"
+        );
+        assert!(ToolSet::new().refresh().await.is_none());
     }
 }

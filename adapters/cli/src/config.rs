@@ -7,7 +7,7 @@ use std::time::Duration;
 use terminus_kernel::Policy;
 use terminus_llm::{ApiKey, LlmConfig, Provider};
 use terminus_scenario::ContextSpec;
-use terminus_tools::{Elicitation, McpAuth, McpConfig, McpTransport};
+use terminus_tools::{Elicitation, McpAuth, McpConfig, McpProtocol, McpTransport};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,6 +76,8 @@ pub(crate) struct McpSection {
     pub(crate) auth: Option<McpAuthSection>,
     /// How elicitation requests are answered: `"decline"` (default) or `"defaults"`.
     pub(crate) elicitation: Option<String>,
+    /// The protocol revision the session speaks: `"2025-11-25"` (default) or `"2026-07-28"`.
+    pub(crate) protocol: Option<String>,
 }
 
 /// `[[mcp]] auth = { ... }`: OAuth 2.1 for a streamable-HTTP server. The secret is named by
@@ -215,6 +217,13 @@ impl AgentConfig {
                     "{at}: elicitation: unknown value {e:?}, expected \"decline\" or \"defaults\""
                 ));
             }
+            if let Some(p) = &server.protocol
+                && protocol(p).is_none()
+            {
+                return Err(format!(
+                    "{at}: protocol: unknown value {p:?}, expected \"{INITIALIZE}\" or \"{STATELESS}\""
+                ));
+            }
             if let Some(auth) = &server.auth {
                 if server.url.is_none() {
                     return Err(format!("{at}: auth is for a url server, not a command"));
@@ -280,6 +289,9 @@ impl AgentConfig {
                 config.deferred.clone_from(&s.deferred);
                 if s.elicitation.as_deref() == Some("defaults") {
                     config.elicitation = Elicitation::Defaults;
+                }
+                if let Some(p) = s.protocol.as_deref().and_then(protocol) {
+                    config.protocol = p;
                 }
                 config.auth = s.auth.as_ref().map(|a| McpAuth {
                     client_id: a.client_id.clone(),
@@ -358,6 +370,20 @@ impl AgentConfig {
         config.idle_timeout = m.idle_timeout_ms.map(Duration::from_millis);
         config.max_output_tokens = m.max_output_tokens;
         Ok(config)
+    }
+}
+
+/// `[[mcp]] protocol = "2025-11-25"`: the `initialize` handshake (the default).
+const INITIALIZE: &str = "2025-11-25";
+/// `[[mcp]] protocol = "2026-07-28"`: `server/discover` and per-request metadata.
+const STATELESS: &str = "2026-07-28";
+
+/// The protocol revision an `[[mcp]] protocol` value names.
+fn protocol(value: &str) -> Option<McpProtocol> {
+    match value {
+        INITIALIZE => Some(McpProtocol::Initialize),
+        STATELESS => Some(McpProtocol::Stateless),
+        _ => None,
     }
 }
 
@@ -516,6 +542,34 @@ kind = "rules"
         assert!(
             err.contains("[[mcp]] #1 `fs`: give either command or url"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn the_mcp_protocol_key_selects_the_revision_and_refuses_others() {
+        let c = AgentConfig::parse(GOOD).expect("valid");
+        assert_eq!(
+            c.mcp_configs(Path::new("."))[0].protocol,
+            McpProtocol::Initialize,
+            "the default"
+        );
+        for (value, want) in [
+            ("2025-11-25", McpProtocol::Initialize),
+            ("2026-07-28", McpProtocol::Stateless),
+        ] {
+            let text = GOOD.replace(
+                "tool_timeout_ms = 60000",
+                &format!("protocol = \"{value}\""),
+            );
+            let c = AgentConfig::parse(&text).expect("valid");
+            assert_eq!(c.mcp_configs(Path::new("."))[0].protocol, want, "{value}");
+        }
+        let bad = GOOD.replace("tool_timeout_ms = 60000", "protocol = \"2026-01-01\"");
+        let err = AgentConfig::parse(&bad).expect_err("invalid");
+        assert_eq!(
+            err,
+            "[[mcp]] #1 `fs`: protocol: unknown value \"2026-01-01\", expected \"2025-11-25\" \
+             or \"2026-07-28\""
         );
     }
 

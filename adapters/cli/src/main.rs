@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use terminus_runtime::{
     BudgetWarning, ContextPrune, Observer, Report, RuntimeConfig, Setup, Store, SystemCut,
-    ToolBudgetEvent, Transition,
+    ToolBudgetEvent, ToolsChanged, Transition,
 };
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
@@ -467,6 +467,11 @@ impl Observer for Progress {
 
     fn on_system_cut(&mut self, cut: &SystemCut) {
         let line = format!("terminus: warning: {cut}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn on_tools_changed(&mut self, change: &ToolsChanged) {
+        let line = format!("terminus: {change}\n");
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }

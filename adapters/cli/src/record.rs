@@ -13,7 +13,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use terminus_kernel::{Entry, Finish, ModelTurn, ToolOutcome, ToolResult, Verdict};
 use terminus_runtime::{
-    Fault, Model, ModelError, ModelRequest, Purpose, Tool, ToolSet, Verification, Verifier,
+    Fault, Model, ModelError, ModelRequest, Purpose, Tool, ToolSet, ToolSource, Verification,
+    Verifier,
 };
 use terminus_scenario::{
     CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
@@ -46,24 +47,40 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Recorder {
     /// Wraps every tool of `tools` but the built-in `write_todos` (a scenario cannot script it;
     /// replay runs the built-in).
+    ///
+    /// A tool list that changes during the run ([`ToolSet::watch`]) is watched through the
+    /// recorder, so a tool that appears is recorded too.
     pub(crate) fn tools(self: &Arc<Self>, tools: &ToolSet) -> ToolSet {
         let mut out = ToolSet::new();
         out.hold_as(tools);
+        self.wrap(tools, &mut out);
+        for (source, names) in tools.sources() {
+            out.watch(
+                Arc::new(RecordingSource {
+                    inner: source,
+                    recorder: self.clone(),
+                }),
+                names,
+            );
+        }
+        out
+    }
+
+    /// Adds every tool of `tools` but `write_todos` to `out`, wrapped, and registers it (a tool
+    /// registered already keeps its results).
+    fn wrap(self: &Arc<Self>, tools: &ToolSet, out: &mut ToolSet) {
         for name in tools.names() {
             if name == terminus_kernel::WRITE_TODOS {
                 continue;
             }
             if let Some(tool) = tools.get(name) {
-                lock(&self.tools).insert(
-                    name.to_owned(),
-                    ToolLog {
-                        description: tool.description().to_owned(),
-                        parameters: tool.parameters(),
-                        idempotent: tool.idempotent(),
-                        hold: tools.held(name),
-                        results: Vec::new(),
-                    },
-                );
+                let mut logs = lock(&self.tools);
+                let log = logs.entry(name.to_owned()).or_default();
+                log.description = tool.description().to_owned();
+                log.parameters = tool.parameters();
+                log.idempotent = tool.idempotent();
+                log.hold = tools.held(name);
+                drop(logs);
                 out.insert(
                     name,
                     Arc::new(RecordingTool {
@@ -74,7 +91,6 @@ impl Recorder {
                 );
             }
         }
-        out
     }
 
     /// Starts keeping the verifier's verdicts (a model verifier; the rule verifier is replayed
@@ -286,6 +302,23 @@ fn result_spec(outcome: &ToolOutcome) -> ResultSpec {
             message: Some(message.clone()),
             ..ResultSpec::default()
         },
+    }
+}
+
+/// A changing tool list, recorded: the tools it answers are wrapped as the first ones were.
+struct RecordingSource {
+    inner: Arc<dyn ToolSource>,
+    recorder: Arc<Recorder>,
+}
+
+#[async_trait]
+impl ToolSource for RecordingSource {
+    async fn refresh(&self) -> Option<ToolSet> {
+        let tools = self.inner.refresh().await?;
+        let mut out = ToolSet::empty();
+        out.hold_as(&tools);
+        self.recorder.wrap(&tools, &mut out);
+        Some(out)
     }
 }
 

@@ -540,3 +540,101 @@ async fn context_files_join_the_system_prompt_and_max_system_tokens_cuts_it() {
     );
     assert_eq!(fixture.requests().len(), 1, "no call for a bad config");
 }
+
+/// A server that changes its tool list during a live run (`notifications/tools/list_changed`,
+/// from a server on the official TypeScript SDK): the next request offers the new list, the tool
+/// that appeared runs, a call of the removed one is answered `not_found`, and the change is a
+/// progress line and the report's `tools_changed`, kept in the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_change_is_offered_at_the_next_model_call_and_reported() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let fixture = Fixture::start(vec![
+        reply("", &[("swap", json!({}))], 1),
+        reply("", &[("greet", json!({})), ("echo", json!({}))], 2),
+        reply("Greeted.", &[], 3),
+    ])
+    .await
+    .expect("a port");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools/tests/servers/list_changed.js");
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+             stream = false\ntimeout_ms = 5000\n\
+             [[mcp]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\n",
+            fixture.url(),
+            peers::node(&peers),
+            script.to_string_lossy(),
+            peers.join("node_modules").to_string_lossy(),
+        ),
+    )
+    .expect("write the config");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let recording = dir.path().join("recording.json");
+    let out = terminus(vec![
+        "agent".into(),
+        config.to_string_lossy().into_owned(),
+        "--task".into(),
+        "Greet.".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--execution".into(),
+        "changing-1".into(),
+        "--record".into(),
+        recording.to_string_lossy().into_owned(),
+        "--json".into(),
+    ])
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "terminus: the tool list changed before model call 2: added greet; removed echo\n"
+        ),
+        "{stderr}"
+    );
+    let report = last_json(&out.stdout);
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(
+        report["tools_changed"],
+        json!([{ "model_call": 2, "added": ["greet"], "removed": ["echo"], "changed": [] }])
+    );
+    let sent: Vec<Value> = fixture.requests().iter().map(|r| r.json()).collect();
+    let offered = |i: usize| -> Vec<String> {
+        sent[i]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(offered(0), ["echo", "swap", "write_todos"]);
+    assert_eq!(offered(1), ["greet", "swap", "write_todos"]);
+    let results: Vec<&str> = sent[2]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(results[1], "hello from greet", "{results:?}");
+    assert!(results[2].starts_with("error (not_found):"), "{results:?}");
+    // The journal keeps the report with the change.
+    let db = std::fs::read(&journal).expect("the journal");
+    assert!(
+        db.windows(13).any(|w| w == b"tools_changed"),
+        "the stored report names the change"
+    );
+    // The recording has the tool that appeared, with its result.
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).expect("the recording"))
+            .expect("JSON");
+    assert_eq!(recorded["tools"]["greet"]["description"], "Say hello.");
+    assert_eq!(
+        recorded["tools"]["greet"]["results"][0]["ok"],
+        "hello from greet"
+    );
+}

@@ -118,3 +118,75 @@ fn a_bad_config_or_a_server_that_cannot_start_exits_2_naming_it() {
     );
     assert!(err.contains("no such directory"), "{err}");
 }
+
+#[test]
+fn a_bad_mcp_protocol_exits_2_naming_the_field_and_the_values() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let cfg = config(
+        dir.path(),
+        "[[mcp]]\nname = \"fs\"\ncommand = [\"node\"]\nprotocol = \"2026\"\n",
+    );
+    let out = terminus(&["tools", &cfg, "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "agent.toml: [[mcp]] #1 `fs`: protocol: unknown value \"2026\", expected \
+             \"2025-11-25\" or \"2026-07-28\""
+        ),
+        "{err}"
+    );
+}
+
+/// `[[mcp]] protocol = "2026-07-28"` against the official conformance suite's 2026-07-28 server
+/// (its `tools_call` client scenario): the suite runs a script that writes the config for the
+/// URL it serves and calls the tool with `terminus tools`. The same config at 2025-11-25 fails
+/// the scenario (that server refuses the handshake), so the pass is the key's doing.
+#[test]
+fn a_config_at_2026_07_28_speaks_it_to_the_conformance_server() {
+    let Some(peers) = peers::dir() else { return };
+    let suite = peers.join("node_modules/conformance-2026/dist/index.js");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let run = |protocol: &str| {
+        let script = dir.path().join(format!("client-{protocol}.sh"));
+        let cfg = dir.path().join(format!("agent-{protocol}.toml"));
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n\
+                 for url; do :; done\n\
+                 printf '[[mcp]]\\nname = \"conformance\"\\nurl = \"%s\"\\nprotocol = \"{protocol}\"\\n' \"$url\" > {cfg}\n\
+                 exec {terminus} tools {cfg} call add_numbers '{{\"a\": 5, \"b\": 3}}'\n",
+                cfg = cfg.display(),
+                terminus = env!("CARGO_BIN_EXE_terminus"),
+            ),
+        )
+        .expect("write the script");
+        let mut perms = std::fs::metadata(&script).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&script, perms).expect("chmod");
+        let out = Command::new(peers::node(&peers))
+            .arg(&suite)
+            .args(["client", "--command"])
+            .arg(&script)
+            .args(["--scenario", "tools_call", "--spec-version", "2026-07-28"])
+            .args(["--timeout", "30000"])
+            .output()
+            .expect("the suite runs");
+        format!("{}{}", text(&out.stdout), text(&out.stderr))
+    };
+    let stateless = run("2026-07-28");
+    assert!(
+        stateless.contains("Passed: 2/2, 0 failed, 0 warnings")
+            && stateless.contains("OVERALL: PASSED"),
+        "{stateless}"
+    );
+    // The suite's server refuses the 2025-11-25 handshake: the start fails, exit 2.
+    let handshake = run("2025-11-25");
+    assert!(
+        handshake.contains("Client exited with code 2")
+            && handshake.contains("Missing MCP-Protocol-Version header")
+            && handshake.contains("OVERALL: FAILED"),
+        "{handshake}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The spans of three conformance scenarios, exported through the same layer as OTLP into
 //! memory and drawn as a tree (`terminus_telemetry::render`): a verified run with a nudge, a run
-//! that excludes a failing tool, and a run the step budget aborts after a budget warning.
+//! that excludes a failing tool, and a run the step budget aborts after a budget warning; and
+//! the events of prunes, tool budgets and a tool list change.
 //! Re-bless with `INSTA_UPDATE=always cargo test -p terminus-telemetry --test spans`.
 
 use std::path::PathBuf;
@@ -132,6 +133,10 @@ impl terminus_runtime::Observer for Lines {
     fn on_tool_budget(&mut self, event: &terminus_runtime::ToolBudgetEvent) {
         self.push(event.to_string());
     }
+
+    fn on_tools_changed(&mut self, change: &terminus_runtime::ToolsChanged) {
+        self.push(change.to_string());
+    }
 }
 
 fn run_observed(name: &str) -> (Report, Vec<opentelemetry_sdk::trace::SpanData>, Vec<String>) {
@@ -239,5 +244,105 @@ fn a_tool_budget_warning_and_block_are_events_on_the_run_span_and_observer_lines
             "tool budget of read_file: call 2 warned (calls are refused from 3) at step 3",
             "tool budget of read_file: call 3 refused (block_at 3) at step 5",
         ]
+    );
+}
+
+/// A model that calls `swap` first, then answers.
+struct SwapThenAnswer(std::sync::atomic::AtomicU32);
+
+#[async_trait::async_trait]
+impl terminus_runtime::Model for SwapThenAnswer {
+    async fn complete(
+        &self,
+        _request: terminus_runtime::ModelRequest<'_>,
+    ) -> Result<terminus_kernel::ModelTurn, terminus_runtime::ModelError> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(if n == 0 {
+            terminus_kernel::ModelTurn {
+                tool_calls: vec![terminus_kernel::ToolCall {
+                    id: "".into(),
+                    name: "swap".into(),
+                    arguments: serde_json::json!({}).into(),
+                }],
+                ..terminus_kernel::ModelTurn::default()
+            }
+        } else {
+            terminus_kernel::ModelTurn {
+                text: "Done.".into(),
+                ..terminus_kernel::ModelTurn::default()
+            }
+        })
+    }
+}
+
+/// A tool that answers ok.
+struct Fine;
+
+#[async_trait::async_trait]
+impl terminus_runtime::Tool for Fine {
+    async fn call(
+        &self,
+        _arguments: serde_json::Value,
+    ) -> Result<terminus_kernel::ToolOutcome, terminus_runtime::Fault> {
+        Ok(terminus_kernel::ToolOutcome::ok(serde_json::json!("ok")))
+    }
+}
+
+/// A source whose list is `swap` until asked twice, then `greet`.
+struct Swapping(std::sync::atomic::AtomicU32);
+
+#[async_trait::async_trait]
+impl terminus_runtime::ToolSource for Swapping {
+    async fn refresh(&self) -> Option<terminus_runtime::ToolSet> {
+        let asked = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (asked == 1)
+            .then(|| terminus_runtime::ToolSet::empty().with("greet", std::sync::Arc::new(Fine)))
+    }
+}
+
+#[test]
+fn a_tool_list_change_is_an_event_on_the_run_span_and_an_observer_line() {
+    let lines = Lines::default();
+    let observer = lines.clone();
+    let (report, spans) = capture(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        let mut tools = terminus_runtime::ToolSet::new().with("swap", std::sync::Arc::new(Fine));
+        tools.watch(
+            std::sync::Arc::new(Swapping(std::sync::atomic::AtomicU32::new(0))),
+            ["swap".to_owned()],
+        );
+        runtime
+            .block_on(
+                terminus_runtime::Run::new(
+                    "Swap.",
+                    terminus_kernel::Policy::default(),
+                    std::sync::Arc::new(SwapThenAnswer(std::sync::atomic::AtomicU32::new(0))),
+                )
+                .execution("spans-tools-changed")
+                .tools(tools)
+                .observer(observer)
+                .execute(),
+            )
+            .expect("the run ends")
+    });
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.tools_changed.len(), 1, "{:?}", report.tools_changed);
+    let events = run_events(&spans, semconv::EVENT_TOOLS_CHANGED);
+    assert_eq!(events.len(), 1);
+    for (key, value) in [
+        (semconv::TERMINUS_MODEL_CALL, "2"),
+        (semconv::TERMINUS_TOOLS_ADDED, "greet"),
+        (semconv::TERMINUS_TOOLS_REMOVED, "swap"),
+        (semconv::TERMINUS_TOOLS_CHANGED, ""),
+    ] {
+        assert_eq!(event_attr(events[0], key).as_deref(), Some(value), "{key}");
+    }
+    assert_eq!(
+        lines.take(),
+        ["the tool list changed before model call 2: added greet; removed swap"]
     );
 }

@@ -16,6 +16,11 @@
 //!
 //! MCP tools are not idempotent unless the server's config says so: a call that was in flight
 //! at a crash is not run again on resume; the model is told and decides.
+//!
+//! A server that sends `notifications/tools/list_changed` (2025-11-25 sessions) is listed again
+//! before the run's next model call ([`McpTools::add_to`] adds the tools as a
+//! [`ToolSource`]): the model is offered the new list, a call of a tool that is gone is
+//! answered `not_found`, and the run reports the change ([`terminus_runtime::ToolsChanged`]).
 
 use crate::content::render;
 use crate::mcp_auth::{AuthFailure, AuthStep, Authorizer, MAX_AUTHORIZATIONS, McpAuth};
@@ -25,17 +30,21 @@ use rmcp::model::{
     ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
     ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RunningService, ServiceError};
+use rmcp::model::{JsonRpcMessage, ServerNotification};
+use rmcp::service::{
+    RequestContext, RunningService, RxJsonRpcMessage, ServiceError, TxJsonRpcMessage,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{Hold, ToolErrorKind, ToolOutcome};
-use terminus_runtime::{Fault, Tool, ToolSet};
+use terminus_runtime::{Fault, Tool, ToolSet, ToolSource, ToolSpec};
 use tokio::io::AsyncReadExt;
 
 /// How to reach one MCP server: an `[[mcp]]` entry of the agent config.
@@ -233,6 +242,56 @@ impl ClientHandler for Handler {
     }
 }
 
+/// A transport that counts the server's `notifications/tools/list_changed` as they are
+/// received: before any later message (the result of the call that changed the list) is, so a
+/// refresh after that result sees the count. (The SDK's notification callback runs in a task of
+/// its own, which may come after.)
+struct Counting<T> {
+    inner: T,
+    list_changes: Arc<AtomicU64>,
+}
+
+impl<T> Counting<T> {
+    fn new(inner: T, list_changes: &Arc<AtomicU64>) -> Counting<T> {
+        Counting {
+            inner,
+            list_changes: list_changes.clone(),
+        }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Counting<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        let list_changes = self.list_changes.clone();
+        let next = self.inner.receive();
+        async move {
+            let message = next.await;
+            if let Some(JsonRpcMessage::Notification(n)) = &message
+                && matches!(
+                    n.notification,
+                    ServerNotification::ToolListChangedNotification(_)
+                )
+            {
+                list_changes.fetch_add(1, Ordering::SeqCst);
+            }
+            message
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 /// The answer to an elicitation request under `policy`.
 fn elicit(policy: Elicitation, request: &ElicitRequestParams) -> ElicitResult {
     match (policy, request) {
@@ -293,6 +352,9 @@ pub struct McpServer {
     auth: Option<Arc<Authorizer>>,
     state: tokio::sync::Mutex<State>,
     stderr: StderrTail,
+    /// Bumped by each `notifications/tools/list_changed` (and each restart): a list taken at
+    /// an older count may be out of date.
+    list_changes: Arc<AtomicU64>,
 }
 
 struct State {
@@ -331,8 +393,10 @@ impl McpServer {
             )),
             _ => None,
         };
-        let (client, pid) = open(&config, &stderr, auth.as_deref()).await?;
+        let list_changes = Arc::new(AtomicU64::new(0));
+        let (client, pid) = open(&config, &stderr, auth.as_deref(), &list_changes).await?;
         Ok(Arc::new(McpServer {
+            list_changes,
             config,
             auth,
             state: tokio::sync::Mutex::new(State {
@@ -349,6 +413,12 @@ impl McpServer {
     /// The config.
     pub fn config(&self) -> &McpConfig {
         &self.config
+    }
+
+    /// How many times the server said its tool list changed (and was restarted): a list taken
+    /// when this was lower may be out of date.
+    pub fn list_changes(&self) -> u64 {
+        self.list_changes.load(Ordering::SeqCst)
     }
 
     /// The process id of a stdio server's child (the current one, after a restart).
@@ -477,10 +547,19 @@ impl McpServer {
         }
         state.restarts += 1;
         state.generation += 1;
-        match open(&self.config, &self.stderr, self.auth.as_deref()).await {
+        match open(
+            &self.config,
+            &self.stderr,
+            self.auth.as_deref(),
+            &self.list_changes,
+        )
+        .await
+        {
             Ok((client, pid)) => {
                 state.client = Some(Arc::new(client));
                 state.pid = pid;
+                // The new process may offer other tools.
+                self.list_changes.fetch_add(1, Ordering::SeqCst);
                 "the server was started again; call the tool again if it is still needed".into()
             }
             Err(e) => {
@@ -608,6 +687,7 @@ async fn open(
     config: &McpConfig,
     stderr: &StderrTail,
     auth: Option<&Authorizer>,
+    list_changes: &Arc<AtomicU64>,
 ) -> Result<(Client, Option<u32>), McpError> {
     let mut capabilities = ClientCapabilities::default();
     if config.elicitation == Elicitation::Defaults {
@@ -663,7 +743,10 @@ async fn open(
                 stderr.follow(child_stderr);
             }
             pid = transport.id();
-            match info.serve_with_lifecycle(transport, lifecycle).await {
+            match info
+                .serve_with_lifecycle(Counting::new(transport, list_changes), lifecycle)
+                .await
+            {
                 Ok(client) => client,
                 Err(e) => {
                     // Let the child's last words arrive.
@@ -681,7 +764,7 @@ async fn open(
                         .map_err(|e| initialize(e.to_string(), String::new()))?;
                     let transport =
                         StreamableHttpClientTransport::with_client(http, transport_config);
-                    info.serve_with_lifecycle(transport, lifecycle)
+                    info.serve_with_lifecycle(Counting::new(transport, list_changes), lifecycle)
                         .await
                         .map_err(|e| initialize(e.to_string(), String::new()))?
                 }
@@ -694,7 +777,10 @@ async fn open(
                         );
                         match info
                             .clone()
-                            .serve_with_lifecycle(transport, lifecycle.clone())
+                            .serve_with_lifecycle(
+                                Counting::new(transport, list_changes),
+                                lifecycle.clone(),
+                            )
                             .await
                         {
                             Ok(client) => break client,
@@ -749,7 +835,16 @@ impl Tool for McpTool {
 #[derive(Debug, Default)]
 pub struct McpTools {
     servers: Vec<Arc<McpServer>>,
+    /// Each server's tools as listed at connection, with its list count then.
+    listed: Vec<Listing>,
     tools: BTreeMap<String, Arc<McpTool>>,
+}
+
+/// One server's tools as listed, and its [`McpServer::list_changes`] when they were.
+#[derive(Debug, Clone, Default)]
+struct Listing {
+    changes: u64,
+    specs: Vec<ToolSpec>,
 }
 
 impl McpTools {
@@ -760,13 +855,19 @@ impl McpTools {
         let mut servers = Vec::new();
         for config in configs {
             let outcome = match McpServer::connect(config.clone()).await {
-                Ok(server) => server.list().await.map(|specs| (server, specs)),
+                Ok(server) => {
+                    let changes = server.list_changes();
+                    server
+                        .list()
+                        .await
+                        .map(|specs| (server, Listing { changes, specs }))
+                }
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok((server, specs)) => {
-                    servers.push(server.clone());
-                    listed.push((server, specs));
+                Ok((server, listing)) => {
+                    servers.push(server);
+                    listed.push(listing);
                 }
                 Err(e) => {
                     for s in &servers {
@@ -776,11 +877,8 @@ impl McpTools {
                 }
             }
         }
-        let mut offered: BTreeMap<String, usize> = BTreeMap::new();
-        for (server, specs) in &listed {
-            for spec in specs {
-                *offered.entry(spec.name.clone()).or_default() += 1;
-            }
+        for (server, listing) in servers.iter().zip(&listed) {
+            let specs = &listing.specs;
             // A held tool the server does not offer is a typo that would run a call unasked.
             let config = &server.config;
             let unknown = config
@@ -801,46 +899,42 @@ impl McpTools {
                 });
             }
         }
-        let mut tools = BTreeMap::new();
-        for (server, specs) in listed {
-            for spec in specs {
-                let exposed = if offered.get(&spec.name).copied().unwrap_or(0) > 1 {
-                    format!("{}__{}", server.config.name, spec.name)
-                } else {
-                    spec.name.clone()
-                };
-                tools.insert(
-                    exposed,
-                    Arc::new(McpTool {
-                        server: server.clone(),
-                        name: spec.name,
-                        description: spec.description,
-                        parameters: spec.parameters,
-                    }),
-                );
-            }
-        }
-        Ok(McpTools { servers, tools })
+        let tools = expose(&servers, &listed);
+        Ok(McpTools {
+            servers,
+            listed,
+            tools,
+        })
     }
 
-    /// The tools by the names the model sees, sorted.
+    /// The tools by the names the model sees, sorted (as listed at connection).
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
     }
 
-    /// The tool the model calls `name`.
+    /// The tool the model calls `name` (as listed at connection).
     pub fn get(&self, name: &str) -> Option<&Arc<McpTool>> {
         self.tools.get(name)
     }
 
-    /// Adds every tool to `set`, with the holds of its server's `approval` and `deferred`.
+    /// Adds every tool to `set`, with the holds of its server's `approval` and `deferred`, as a
+    /// [`ToolSource`]: a server that says its list changed is listed again at the set's next
+    /// [`ToolSet::refresh`] (before the run's next model call), and its tools replaced.
     pub fn add_to(&self, set: &mut ToolSet) {
-        for (name, tool) in &self.tools {
-            set.insert(name.clone(), tool.clone());
-            if let Some(hold) = tool.server.config.hold(&tool.name) {
-                set.hold(name.clone(), hold);
+        let now = tool_set(&self.tools);
+        for name in now.names() {
+            if let Some(tool) = now.get(name) {
+                set.insert(name, tool.clone());
             }
         }
+        for (name, hold) in now.holds() {
+            set.hold(name, hold);
+        }
+        let source = Arc::new(Source {
+            servers: self.servers.clone(),
+            listed: tokio::sync::Mutex::new(self.listed.clone()),
+        });
+        set.watch(source, self.tools.keys().cloned());
     }
 
     /// Ends every session and stops the child servers.
@@ -848,6 +942,79 @@ impl McpTools {
         for server in &self.servers {
             server.shutdown().await;
         }
+    }
+}
+
+/// The tools of `servers` (listed as `listed`, in the same order) by the names the model sees.
+fn expose(servers: &[Arc<McpServer>], listed: &[Listing]) -> BTreeMap<String, Arc<McpTool>> {
+    let mut offered: BTreeMap<&str, usize> = BTreeMap::new();
+    for listing in listed {
+        for spec in &listing.specs {
+            *offered.entry(spec.name.as_str()).or_default() += 1;
+        }
+    }
+    let mut tools = BTreeMap::new();
+    for (server, listing) in servers.iter().zip(listed) {
+        for spec in &listing.specs {
+            let exposed = if offered.get(spec.name.as_str()).copied().unwrap_or(0) > 1 {
+                format!("{}__{}", server.config.name, spec.name)
+            } else {
+                spec.name.clone()
+            };
+            tools.insert(
+                exposed,
+                Arc::new(McpTool {
+                    server: server.clone(),
+                    name: spec.name.clone(),
+                    description: spec.description.clone(),
+                    parameters: spec.parameters.clone(),
+                }),
+            );
+        }
+    }
+    tools
+}
+
+/// `tools` as a set (without `write_todos`), with their servers' holds.
+fn tool_set(tools: &BTreeMap<String, Arc<McpTool>>) -> ToolSet {
+    let mut set = ToolSet::empty();
+    for (name, tool) in tools {
+        set.insert(name.clone(), tool.clone());
+        if let Some(hold) = tool.server.config.hold(&tool.name) {
+            set.hold(name.clone(), hold);
+        }
+    }
+    set
+}
+
+/// The MCP tools of one run: a server whose list count moved since its tools were listed is
+/// listed again (within its `tool_timeout`); one that cannot be keeps its last list.
+struct Source {
+    servers: Vec<Arc<McpServer>>,
+    listed: tokio::sync::Mutex<Vec<Listing>>,
+}
+
+#[async_trait]
+impl ToolSource for Source {
+    async fn refresh(&self) -> Option<ToolSet> {
+        let mut listed = self.listed.lock().await;
+        let mut changed = false;
+        for (server, listing) in self.servers.iter().zip(listed.iter_mut()) {
+            let changes = server.list_changes();
+            if changes == listing.changes {
+                continue;
+            }
+            // Counted before listing: a change announced during the listing lists again.
+            listing.changes = changes;
+            if let Ok(Ok(specs)) =
+                tokio::time::timeout(server.config.tool_timeout, server.list()).await
+                && specs != listing.specs
+            {
+                listing.specs = specs;
+                changed = true;
+            }
+        }
+        changed.then(|| tool_set(&expose(&self.servers, &listed)))
     }
 }
 

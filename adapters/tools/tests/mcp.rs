@@ -6,6 +6,7 @@ mod common;
 use serde_json::{Value, json};
 use std::time::Duration;
 use terminus_kernel::{ToolErrorKind, ToolOutcome};
+use terminus_runtime::{ToolSet, ToolsChanged};
 use terminus_tools::{McpConfig, McpError, McpServer, McpTools, McpTransport};
 
 fn ok_text(outcome: &ToolOutcome) -> &str {
@@ -342,4 +343,55 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// A server that sends `notifications/tools/list_changed` is listed again at the set's next
+/// refresh: the tool that appeared is added and runs, the one that is gone is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_changed_notification_refreshes_the_tools() {
+    let Some(peers) = common::peers() else { return };
+    let mcp = McpTools::connect(&[common::list_changed(&peers)])
+        .await
+        .expect("starts");
+    let mut tools = ToolSet::new();
+    mcp.add_to(&mut tools);
+    assert_eq!(
+        tools.names().collect::<Vec<_>>(),
+        ["echo", "swap", "write_todos"]
+    );
+    assert!(tools.refresh().await.is_none(), "nothing changed yet");
+
+    let swap = tools.get("swap").expect("swap").clone();
+    let swapped = swap.call(json!({})).await.expect("no fault");
+    assert_eq!(ok_text(&swapped), "swapped");
+    let change = tools
+        .refresh()
+        .await
+        .expect("the server said its list changed");
+    assert_eq!(
+        change,
+        ToolsChanged {
+            model_call: 0,
+            added: vec!["greet".into()],
+            removed: vec!["echo".into()],
+            changed: Vec::new(),
+        }
+    );
+    assert_eq!(
+        tools.names().collect::<Vec<_>>(),
+        ["greet", "swap", "write_todos"]
+    );
+    let spec = tools
+        .specs()
+        .into_iter()
+        .find(|s| s.name == "greet")
+        .expect("greet is offered");
+    assert_eq!(spec.description, "Say hello.");
+    let greet = tools.get("greet").expect("greet").clone();
+    let greeted = greet.call(json!({})).await.expect("no fault");
+    assert_eq!(ok_text(&greeted), "hello from greet");
+    assert!(tools.refresh().await.is_none(), "listed once per change");
+    // What connect listed stays as it was; only the watching set moves.
+    assert!(mcp.get("echo").is_some() && mcp.get("greet").is_none());
+    mcp.shutdown().await;
 }

@@ -9,13 +9,17 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, PoisonError};
 use terminus_kernel::{CompleteReason, ModelTurn, Outcome, Policy, ToolCall};
-use terminus_runtime::{Fault, Message, Model, ModelError, ModelRequest, Role, Run, ToolSet};
+use terminus_runtime::{
+    Fault, Message, Model, ModelError, ModelRequest, Role, Run, ToolSet, ToolsChanged,
+};
 use terminus_tools::McpTools;
 
-/// A model that plays back `turns` and keeps the conversations it was sent.
+/// A model that plays back `turns` and keeps the conversations it was sent, and the tools
+/// each request offered.
 struct Scripted {
     turns: Mutex<Vec<ModelTurn>>,
     seen: Mutex<Vec<Vec<Message>>>,
+    offered: Mutex<Vec<Vec<String>>>,
 }
 
 #[async_trait]
@@ -25,6 +29,10 @@ impl Model for Scripted {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(request.messages.to_vec());
+        self.offered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.tools.iter().map(|t| t.name.clone()).collect());
         let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
         if turns.is_empty() {
             return Err(Fault::invalid_input("the script ran out").into());
@@ -87,6 +95,7 @@ async fn the_architect_writes_plan_md_through_the_filesystem_server() {
             say("Plan written to plan.md."),
         ]),
         seen: Mutex::new(Vec::new()),
+        offered: Mutex::new(Vec::new()),
     });
     let mcp = McpTools::connect(&[common::filesystem(&peers, &root)])
         .await
@@ -128,4 +137,59 @@ async fn the_architect_writes_plan_md_through_the_filesystem_server() {
     );
     // The listing reached the model too.
     assert!(seen[1].iter().any(|m| m.content.contains("lib.rs")));
+}
+
+/// A server changes its tool list during a run (`notifications/tools/list_changed`): the next
+/// model request offers the new list, a tool that appeared runs, a call of the tool that is gone
+/// is answered `not_found`, and the report says what changed before which model call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_appears_during_a_run_is_offered_and_runs() {
+    let Some(peers) = common::peers() else { return };
+    let model = Arc::new(Scripted {
+        turns: Mutex::new(vec![
+            calls(&[("swap", json!({}))]),
+            calls(&[("greet", json!({})), ("echo", json!({}))]),
+            say("Greeted."),
+        ]),
+        seen: Mutex::new(Vec::new()),
+        offered: Mutex::new(Vec::new()),
+    });
+    let mcp = McpTools::connect(&[common::list_changed(&peers)])
+        .await
+        .expect("the server starts");
+    let mut tools = ToolSet::new();
+    mcp.add_to(&mut tools);
+    let report = Run::new("Greet.", Policy::default(), model.clone())
+        .tools(tools)
+        .execute()
+        .await
+        .expect("a stop");
+    mcp.shutdown().await;
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.model_calls, 3);
+    let offered = model
+        .offered
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(offered[0], ["echo", "swap", "write_todos"]);
+    assert_eq!(offered[1], ["greet", "swap", "write_todos"]);
+    assert_eq!(offered[2], offered[1]);
+    assert_eq!(
+        report.tools_changed,
+        [ToolsChanged {
+            model_call: 2,
+            added: vec!["greet".into()],
+            removed: vec!["echo".into()],
+            changed: Vec::new(),
+        }]
+    );
+    let seen = model.seen.lock().unwrap_or_else(PoisonError::into_inner);
+    let results: Vec<&str> = seen[2]
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(results[1], "hello from greet", "{results:?}");
+    assert!(results[2].starts_with("error (not_found):"), "{results:?}");
 }

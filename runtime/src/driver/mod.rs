@@ -33,7 +33,7 @@ use crate::meters;
 use crate::model::{Model, ModelInfo};
 use crate::observer::{Observer, Transition};
 use crate::report::Report;
-use crate::tool::{ToolSet, ToolSpec};
+use crate::tool::{ToolSet, ToolSpec, ToolsChanged};
 use crate::verifier::Verifier;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -58,7 +58,8 @@ fn renewal_interval(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
 
-/// What stays fixed during a run (shared by reference while an action is awaited).
+/// What stays fixed during a run (shared by reference while an action is awaited), but the
+/// tools of a [`crate::ToolSource`], replaced before a model call when they changed.
 struct Env {
     task: String,
     /// The run's name (the scenario's, the agent's), for traces.
@@ -122,6 +123,8 @@ struct Driver {
     /// The warnings and blocks of per-tool budgets so far (for the report; a resumed run's
     /// include those its journal replays).
     tool_budget: Vec<ToolBudgetEvent>,
+    /// The changes of the tool list so far (for the report).
+    tools_changed: Vec<ToolsChanged>,
     /// Whether this driver goes on from a journal (for the run span).
     resumed: bool,
     /// The timers of the deadline and the lease renewal, kept armed across actions.
@@ -213,6 +216,7 @@ impl Driver {
             warnings: Vec::new(),
             prunes: Vec::new(),
             tool_budget: Vec::new(),
+            tools_changed: Vec::new(),
             resumed: false,
             deadline_timer: Armed::default(),
             renew_timer: Armed::default(),
@@ -558,6 +562,7 @@ impl Driver {
         report.warnings = std::mem::take(&mut self.warnings);
         report.context_prunes = std::mem::take(&mut self.prunes);
         report.tool_budget_events = std::mem::take(&mut self.tool_budget);
+        report.tools_changed = std::mem::take(&mut self.tools_changed);
         report.set_output(self.machine.policy());
         let store = &self.env.store;
         if last.is_empty() {

@@ -21,6 +21,17 @@ impl Driver {
     ) -> Result<EventAndDetail, RunError> {
         self.model_calls = self.model_calls.saturating_add(1);
         let number = self.model_calls;
+        // A source's new tool list is taken here, between tool batches: the model is offered
+        // it, and a call of a tool that is gone is answered `not_found`.
+        if let Some(mut change) = self.env.tools.refresh().await {
+            change.model_call = number;
+            self.env.specs = self.env.tools.specs();
+            spans::tools_changed(&change);
+            if let Some(observer) = observer.as_mut() {
+                observer.on_tools_changed(&change);
+            }
+            self.tools_changed.push(change);
+        }
         if let Some(window) = &mut self.window {
             let machine = &self.machine;
             let prepared = window.prepare(self.conversation.messages(), || state_notice(machine));

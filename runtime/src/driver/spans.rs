@@ -9,6 +9,7 @@ use crate::error::RunError;
 use crate::message::Message;
 use crate::report::Report;
 use crate::semconv::*;
+use crate::tool::ToolsChanged;
 use terminus_kernel::{
     CallReason, Finish, ModelErrorKind, ModelTurn, StepRecord, ToolOutcome, Verdict,
 };
@@ -303,6 +304,20 @@ pub(super) fn context_pruned(prune: &ContextPrune) {
     );
 }
 
+/// The event of a change of the tool list before a model call, on the run span: the names
+/// added, removed and changed, comma-separated.
+pub(super) fn tools_changed(change: &ToolsChanged) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        terminus.model_call = int(change.model_call),
+        terminus.tools.added = change.added.join(","),
+        terminus.tools.removed = change.removed.join(","),
+        terminus.tools.changed = change.changed.join(","),
+        "tools_changed"
+    );
+}
+
 /// The event of a system prompt cut to `max_system_tokens`, on the run span.
 pub(super) fn system_cut(cut: &SystemCut) {
     tracing::event!(
@@ -399,6 +414,10 @@ mod tests {
             ("tool_budget", EVENT_TOOL_BUDGET),
             ("context_pruned", EVENT_CONTEXT_PRUNED),
             ("system_prompt_cut", EVENT_SYSTEM_PROMPT_CUT),
+            ("terminus.tools.added", TERMINUS_TOOLS_ADDED),
+            ("terminus.tools.removed", TERMINUS_TOOLS_REMOVED),
+            ("terminus.tools.changed", TERMINUS_TOOLS_CHANGED),
+            ("tools_changed", EVENT_TOOLS_CHANGED),
         ];
         for (literal, constant) in fields {
             assert_eq!(literal, constant);

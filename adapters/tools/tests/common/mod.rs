@@ -37,3 +37,21 @@ pub fn everything(peers: &std::path::Path) -> McpConfig {
     config.tool_timeout = Duration::from_secs(20);
     config
 }
+
+/// A server on the official TypeScript SDK whose tool list changes (`tests/servers/
+/// list_changed.js`): `echo` and `swap`; a `swap` call adds `greet`, removes `echo` and sends
+/// `notifications/tools/list_changed`.
+pub fn list_changed(peers: &std::path::Path) -> McpConfig {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/list_changed.js");
+    McpConfig::new(
+        "changing",
+        McpTransport::Stdio {
+            command: vec![
+                node(peers),
+                script.to_string_lossy().into_owned(),
+                peers.join("node_modules").to_string_lossy().into_owned(),
+            ],
+        },
+    )
+}
