@@ -24,6 +24,12 @@
 //! it journals (the event, the step's guidance and tool calls): no step does work proportional
 //! to the history.
 //!
+//! ## Layers
+//!
+//! A [`Layer`] is middleware around every model, tool and verifier call (recording, journaling
+//! each call as a durable step, a policy on tool calls): one method sees the [`Call`] and the
+//! [`Next`] step and gives the [`Answer`]. See [`layer`].
+//!
 //! ## Journal
 //!
 //! See [`journal`]: the runtime writes the kernel's journal model
@@ -47,6 +53,7 @@ mod fault;
 pub mod host;
 pub mod journal;
 mod kill;
+pub mod layer;
 mod message;
 pub mod meters;
 mod model;
@@ -76,6 +83,7 @@ pub use crate::journal::{
     Failure, Journal, Lease, MemoryStore, Queue, RunSpec, Store, StoreError, Suspension,
 };
 pub use crate::kill::KillSwitch;
+pub use crate::layer::{Answer, Call, Layer, Next, Site};
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};
 pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose};
 pub use crate::observer::{Observer, Transition};

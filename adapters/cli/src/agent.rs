@@ -9,7 +9,7 @@
 //! environment) and go on without asking the provider again for what is journaled.
 
 use crate::config::AgentConfig;
-use crate::record::{Recorder, RecordingModel};
+use crate::record::Recorder;
 use crate::{INVALID, JournalArgs, drive, finish};
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -163,10 +163,7 @@ impl LiveAgent {
         recorder: Option<&Arc<Recorder>>,
     ) -> R {
         let model: Arc<dyn Model> = match recorder {
-            Some(recorder) => Arc::new(RecordingModel {
-                inner: self.model.clone(),
-                recorder: recorder.clone(),
-            }),
+            Some(recorder) => recorder.model(self.model.clone()),
             None => self.model.clone(),
         };
         let mut tools = ToolSet::new();

@@ -8,14 +8,10 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use terminus_kernel::{Entry, Finish, ModelTurn, ToolOutcome, ToolResult, Verdict};
-use terminus_runtime::{
-    Fault, Model, ModelError, ModelRequest, Purpose, Tool, ToolSet, ToolSource, Verification,
-    Verifier,
-};
+use terminus_kernel::{Entry, Finish, ModelTurn, ToolOutcome, ToolResult};
+use terminus_runtime::layer::{self, Answer, BoxFuture, Call, Layer, Next};
+use terminus_runtime::{Model, ModelError, Purpose, ToolSet, ToolSource, Verifier};
 use terminus_scenario::{
     CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
     VerdictSpec, VerifierScript,
@@ -45,17 +41,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Recorder {
-    /// Wraps every tool of `tools` but the built-in `write_todos` (a scenario cannot script it;
-    /// replay runs the built-in).
+    /// Starts keeping the model's agent turns (its calls for a verdict are the verifier's).
+    pub(crate) fn model(self: &Arc<Self>, inner: Arc<dyn Model>) -> Arc<dyn Model> {
+        layer::model(inner, self.clone())
+    }
+
+    /// Starts keeping the results of every tool of `tools` but the built-in `write_todos` (a
+    /// scenario cannot script it; replay runs the built-in), with their descriptions.
     ///
     /// A tool list that changes during the run ([`ToolSet::watch`]) is watched through the
-    /// recorder, so a tool that appears is recorded too.
+    /// recorder, so a tool that appears is recorded with its description too.
     pub(crate) fn tools(self: &Arc<Self>, tools: &ToolSet) -> ToolSet {
-        let mut out = ToolSet::new();
-        out.hold_as(tools);
-        self.wrap(tools, &mut out);
+        self.register(tools);
+        let mut watched = ToolSet::empty();
+        watched.hold_as(tools);
+        for name in tools.names() {
+            if let Some(tool) = tools.get(name) {
+                watched.insert(name, tool.clone());
+            }
+        }
         for (source, names) in tools.sources() {
-            out.watch(
+            watched.watch(
                 Arc::new(RecordingSource {
                     inner: source,
                     recorder: self.clone(),
@@ -63,32 +69,23 @@ impl Recorder {
                 names,
             );
         }
-        out
+        layer::tools(&watched, self.clone())
     }
 
-    /// Adds every tool of `tools` but `write_todos` to `out`, wrapped, and registers it (a tool
-    /// registered already keeps its results).
-    fn wrap(self: &Arc<Self>, tools: &ToolSet, out: &mut ToolSet) {
+    /// Keeps the description, schema and hold of every tool of `tools` but `write_todos`; a
+    /// tool registered already keeps its results.
+    fn register(&self, tools: &ToolSet) {
+        let mut logs = lock(&self.tools);
         for name in tools.names() {
             if name == terminus_kernel::WRITE_TODOS {
                 continue;
             }
             if let Some(tool) = tools.get(name) {
-                let mut logs = lock(&self.tools);
                 let log = logs.entry(name.to_owned()).or_default();
                 log.description = tool.description().to_owned();
                 log.parameters = tool.parameters();
                 log.idempotent = tool.idempotent();
                 log.hold = tools.held(name);
-                drop(logs);
-                out.insert(
-                    name,
-                    Arc::new(RecordingTool {
-                        name: name.to_owned(),
-                        inner: tool.clone(),
-                        recorder: self.clone(),
-                    }),
-                );
             }
         }
     }
@@ -97,10 +94,7 @@ impl Recorder {
     /// by the rules).
     pub(crate) fn verifier(self: &Arc<Self>, inner: Arc<dyn Verifier>) -> Arc<dyn Verifier> {
         *lock(&self.verdicts) = Some(Vec::new());
-        Arc::new(RecordingVerifier {
-            inner,
-            recorder: self.clone(),
-        })
+        layer::verifier(inner, self.clone())
     }
 
     /// The recording of a run rebuilt from its whole journal (a run resumed after a crash: the
@@ -231,42 +225,93 @@ impl Recorder {
     }
 }
 
-/// The model, recording each agent turn (verifier calls go to the verifier's recording).
-pub(crate) struct RecordingModel {
-    pub(crate) inner: Arc<dyn Model>,
-    pub(crate) recorder: Arc<Recorder>,
+/// The recording of each call, as it is made: an agent turn (a fault stops the run and feeds
+/// nothing to the kernel, so it is not kept), a tool's result in the slot its call took when the
+/// runtime called it (calls answer in any order), a verdict.
+impl Layer for Recorder {
+    fn around<'a>(&'a self, call: Call<'a>, next: Next<'a>) -> BoxFuture<'a, Answer> {
+        match &call {
+            Call::Model(request) => {
+                let turn = matches!(request.purpose, Purpose::Turn { .. });
+                let answer = next.run(call);
+                Box::pin(async move {
+                    let answer = answer.await;
+                    if turn
+                        && let Answer::Model(answer) = &answer
+                        && let Some(spec) = model_spec(answer)
+                    {
+                        lock(&self.turns).push(spec);
+                    }
+                    answer
+                })
+            }
+            Call::Tool { name, .. } if *name != terminus_kernel::WRITE_TODOS => {
+                let name: &'a str = name;
+                let slot = {
+                    let mut tools = lock(&self.tools);
+                    let log = tools.entry(name.to_owned()).or_default();
+                    log.results.push(None);
+                    log.results.len() - 1
+                };
+                let answer = next.run(call);
+                Box::pin(async move {
+                    let answer = answer.await;
+                    if let Answer::Tool(Ok(outcome)) = &answer
+                        && let Some(log) = lock(&self.tools).get_mut(name)
+                        && let Some(cell) = log.results.get_mut(slot)
+                    {
+                        *cell = Some(result_spec(outcome));
+                    }
+                    answer
+                })
+            }
+            Call::Tool { .. } => next.run(call),
+            Call::Verify(_) => {
+                let answer = next.run(call);
+                Box::pin(async move {
+                    let answer = answer.await;
+                    if let Answer::Verdict(Ok(v)) = &answer
+                        && let Some(verdicts) = lock(&self.verdicts).as_mut()
+                    {
+                        verdicts.push(VerdictSpec {
+                            complete: v.complete,
+                            missing: v.missing.clone(),
+                        });
+                    }
+                    answer
+                })
+            }
+        }
+    }
+}
+
+/// A changing tool list, recorded: the tools it answers are registered as the first ones were
+/// (the layer around them is put on by [`layer::tools`]).
+struct RecordingSource {
+    inner: Arc<dyn ToolSource>,
+    recorder: Arc<Recorder>,
 }
 
 #[async_trait]
-impl Model for RecordingModel {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        let purpose = request.purpose;
-        let answer = self.inner.complete(request).await;
-        if matches!(purpose, Purpose::Turn { .. }) {
-            let spec = match &answer {
-                Ok(turn) => Some(turn_spec(turn)),
-                Err(ModelError::Failure(f)) => Some(TurnSpec {
-                    error: Some(f.kind),
-                    retry_after_ms: f.retry_after_ms,
-                    message: Some(f.message.clone()),
-                    ..TurnSpec::default()
-                }),
-                // A fault stops the run; nothing was fed to the kernel.
-                Err(ModelError::Fault(_)) => None,
-            };
-            if let Some(spec) = spec {
-                lock(&self.recorder.turns).push(spec);
-            }
-        }
-        answer
+impl ToolSource for RecordingSource {
+    async fn refresh(&self) -> Option<ToolSet> {
+        let tools = self.inner.refresh().await?;
+        self.recorder.register(&tools);
+        Some(tools)
     }
+}
 
-    fn info(&self) -> terminus_runtime::ModelInfo {
-        self.inner.info()
-    }
-
-    fn reads_messages(&self) -> bool {
-        self.inner.reads_messages()
+/// A model turn's answer as a scripted turn; none for a fault.
+fn model_spec(answer: &Result<ModelTurn, ModelError>) -> Option<TurnSpec> {
+    match answer {
+        Ok(turn) => Some(turn_spec(turn)),
+        Err(ModelError::Failure(f)) => Some(TurnSpec {
+            error: Some(f.kind),
+            retry_after_ms: f.retry_after_ms,
+            message: Some(f.message.clone()),
+            ..TurnSpec::default()
+        }),
+        Err(ModelError::Fault(_)) => None,
     }
 }
 
@@ -302,94 +347,5 @@ fn result_spec(outcome: &ToolOutcome) -> ResultSpec {
             message: Some(message.clone()),
             ..ResultSpec::default()
         },
-    }
-}
-
-/// A changing tool list, recorded: the tools it answers are wrapped as the first ones were.
-struct RecordingSource {
-    inner: Arc<dyn ToolSource>,
-    recorder: Arc<Recorder>,
-}
-
-#[async_trait]
-impl ToolSource for RecordingSource {
-    async fn refresh(&self) -> Option<ToolSet> {
-        let tools = self.inner.refresh().await?;
-        let mut out = ToolSet::empty();
-        out.hold_as(&tools);
-        self.recorder.wrap(&tools, &mut out);
-        Some(out)
-    }
-}
-
-struct RecordingTool {
-    name: String,
-    inner: Arc<dyn Tool>,
-    recorder: Arc<Recorder>,
-}
-
-impl Tool for RecordingTool {
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-
-    fn parameters(&self) -> Value {
-        self.inner.parameters()
-    }
-
-    fn idempotent(&self) -> bool {
-        self.inner.idempotent()
-    }
-
-    // Written out rather than with `async_trait`: the slot of this call must be taken when the
-    // runtime calls the tool (in call order), not when the call finishes (in any order).
-    fn call<'a, 'b>(
-        &'a self,
-        arguments: Value,
-    ) -> Pin<Box<dyn Future<Output = Result<ToolOutcome, Fault>> + Send + 'b>>
-    where
-        'a: 'b,
-        Self: 'b,
-    {
-        let slot = {
-            let mut tools = lock(&self.recorder.tools);
-            let log = tools.entry(self.name.clone()).or_default();
-            log.results.push(None);
-            log.results.len() - 1
-        };
-        Box::pin(async move {
-            let outcome = self.inner.call(arguments).await;
-            if let Ok(outcome) = &outcome
-                && let Some(log) = lock(&self.recorder.tools).get_mut(&self.name)
-            {
-                log.results[slot] = Some(result_spec(outcome));
-            }
-            outcome
-        })
-    }
-}
-
-struct RecordingVerifier {
-    inner: Arc<dyn Verifier>,
-    recorder: Arc<Recorder>,
-}
-
-#[async_trait]
-impl Verifier for RecordingVerifier {
-    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
-        let verdict = self.inner.verify(verification).await;
-        if let Ok(v) = &verdict
-            && let Some(verdicts) = lock(&self.recorder.verdicts).as_mut()
-        {
-            verdicts.push(VerdictSpec {
-                complete: v.complete,
-                missing: v.missing.clone(),
-            });
-        }
-        verdict
-    }
-
-    fn reads_transcript(&self) -> bool {
-        self.inner.reads_transcript()
     }
 }

@@ -1,19 +1,16 @@
-//! The run's adapters wrapped so that each call is a journaled Restate step: the model, every
-//! tool and the verifier. The answers are stored in their own JSON encoding (below), faults
-//! included, so a replay gives back exactly what the first execution got.
+//! The run's adapters under one [`Layer`] that makes each call a journaled Restate step: the
+//! model, every tool and the verifier. The answers are stored in their own JSON encoding
+//! (below), faults included, so a replay gives back exactly what the first execution got.
 
 use crate::bridge::{Bridge, Kind};
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{ModelErrorKind, ModelTurn, ToolOutcome, Verdict};
+use terminus_runtime::layer::{Answer, BoxFuture, Call, Layer, Next, Site};
 use terminus_runtime::{
-    Adapters, Fault, FaultKind, InDoubt, Model, ModelError, ModelFailure, ModelInfo, ModelRequest,
-    RuntimeConfig, Tool, Verification, Verifier, in_doubt_outcome,
+    Adapters, Fault, FaultKind, InDoubt, ModelError, ModelFailure, RuntimeConfig, in_doubt_outcome,
 };
 
 /// How much later than a step's own timeout the runtime's timer for the same call fires: the
@@ -28,6 +25,7 @@ pub(crate) fn wrap(adapters: &mut Adapters<'_>, bridge: &Bridge) {
     let model_timeout = config.model_timeout;
     let tool_timeout = config.tool_timeout;
     let verifier_timeout = config.verifier_timeout;
+    let in_doubt = config.in_doubt;
     for timeout in [
         &mut config.model_timeout,
         &mut config.tool_timeout,
@@ -35,33 +33,13 @@ pub(crate) fn wrap(adapters: &mut Adapters<'_>, bridge: &Bridge) {
     ] {
         *timeout = timeout.map(|t| t + TIMER_MARGIN);
     }
-    *adapters.model = Arc::new(JournaledModel {
-        inner: adapters.model.clone(),
+    adapters.layer(Arc::new(Journaled {
         bridge: bridge.clone(),
-        timeout: model_timeout,
-    });
-    let names: Vec<String> = adapters.tools.names().map(str::to_owned).collect();
-    for name in names {
-        if let Some(tool) = adapters.tools.get(&name).cloned() {
-            adapters.tools.insert(
-                name.clone(),
-                Arc::new(JournaledTool {
-                    name,
-                    inner: tool,
-                    bridge: bridge.clone(),
-                    timeout: tool_timeout,
-                    in_doubt: config.in_doubt,
-                }),
-            );
-        }
-    }
-    if let Some(verifier) = adapters.verifier.take() {
-        *adapters.verifier = Some(Arc::new(JournaledVerifier {
-            inner: verifier,
-            bridge: bridge.clone(),
-            timeout: verifier_timeout,
-        }));
-    }
+        model_timeout,
+        tool_timeout,
+        verifier_timeout,
+        in_doubt,
+    }));
 }
 
 /// A fault, as stored.
@@ -155,110 +133,12 @@ fn decode<T: for<'de> Deserialize<'de>>(value: Value, what: &str) -> Result<T, F
         .map_err(|e| Fault::internal(format!("the journaled {what} cannot be read: {e}")))
 }
 
-struct JournaledModel {
-    inner: Arc<dyn Model>,
-    bridge: Bridge,
-    timeout: Option<Duration>,
-}
-
-#[async_trait]
-impl Model for JournaledModel {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        let start = self
-            .bridge
-            .begin(self.bridge.event_name(), Kind::Model, self.timeout, None);
-        let work = async {
-            let answer: ModelAnswer = self.inner.complete(request).await.into();
-            encode(&answer)
-        };
-        let value = self.bridge.journaled(start, work).await?;
-        let answer: ModelAnswer = decode(value, "model answer")?;
-        answer.into()
-    }
-
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
-    }
-
-    fn reads_messages(&self) -> bool {
-        self.inner.reads_messages()
-    }
-}
-
 /// A tool call's answer, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum ToolAnswer {
     Outcome(ToolOutcome),
     Fault(StoredFault),
-}
-
-struct JournaledTool {
-    name: String,
-    inner: Arc<dyn Tool>,
-    bridge: Bridge,
-    timeout: Option<Duration>,
-    in_doubt: InDoubt,
-}
-
-impl Tool for JournaledTool {
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-
-    fn parameters(&self) -> Value {
-        self.inner.parameters()
-    }
-
-    fn idempotent(&self) -> bool {
-        self.inner.idempotent()
-    }
-
-    // Written out instead of `async fn`: the inner tool is called and the step begun when the
-    // runtime calls this (in batch order), on a replay too, so the steps are created in the
-    // same order every time and a scripted tool moves past the answers the journal holds. The
-    // inner call's future is only awaited when the step is live.
-    fn call<'life0, 'async_trait>(
-        &'life0 self,
-        arguments: Value,
-    ) -> Pin<Box<dyn Future<Output = Result<ToolOutcome, Fault>> + Send + 'async_trait>>
-    where
-        'life0: 'async_trait,
-        Self: 'async_trait,
-    {
-        let running = self.inner.call(arguments);
-        let in_doubt = (!self.inner.idempotent()).then(|| match self.in_doubt {
-            InDoubt::Stop => encode(&ToolAnswer::Fault(StoredFault {
-                kind: "internal".to_owned(),
-                message: format!(
-                    "a call of `{}` was running when the service stopped, and `{}` is not \
-                     idempotent: check its effect, then call the execution again",
-                    self.name, self.name
-                ),
-            })),
-            _ => encode(&ToolAnswer::Outcome(in_doubt_outcome(&self.name))),
-        });
-        let start = self.bridge.begin(
-            self.bridge.tool_name(&self.name),
-            Kind::Tool,
-            self.timeout,
-            in_doubt,
-        );
-        Box::pin(async move {
-            let work = async {
-                let answer = match running.await {
-                    Ok(outcome) => ToolAnswer::Outcome(outcome),
-                    Err(fault) => ToolAnswer::Fault(fault.into()),
-                };
-                encode(&answer)
-            };
-            let value = self.bridge.journaled(start, work).await?;
-            match decode(value, "tool result")? {
-                ToolAnswer::Outcome(outcome) => Ok(outcome),
-                ToolAnswer::Fault(fault) => Err(fault.into()),
-            }
-        })
-    }
 }
 
 /// A verification's answer, as stored.
@@ -269,32 +149,107 @@ enum VerifyAnswer {
     Fault(StoredFault),
 }
 
-struct JournaledVerifier {
-    inner: Arc<dyn Verifier>,
+/// The layer: each call is a step named after where the run is, begun when the runtime makes
+/// the call (so the steps are created in the same order on every replay), with the timeout the
+/// config gave the call.
+struct Journaled {
     bridge: Bridge,
-    timeout: Option<Duration>,
+    model_timeout: Option<Duration>,
+    tool_timeout: Option<Duration>,
+    verifier_timeout: Option<Duration>,
+    in_doubt: InDoubt,
 }
 
-#[async_trait]
-impl Verifier for JournaledVerifier {
-    async fn verify(&self, verification: Verification<'_>) -> Result<Verdict, Fault> {
-        let start = self
-            .bridge
-            .begin(self.bridge.event_name(), Kind::Verify, self.timeout, None);
-        let work = async {
-            let answer = match self.inner.verify(verification).await {
-                Ok(verdict) => VerifyAnswer::Verdict(verdict),
-                Err(fault) => VerifyAnswer::Fault(fault.into()),
-            };
-            encode(&answer)
-        };
-        let value = self.bridge.journaled(start, work).await?;
-        match decode(value, "verdict")? {
-            VerifyAnswer::Verdict(verdict) => Ok(verdict),
-            VerifyAnswer::Fault(fault) => Err(fault.into()),
+impl Layer for Journaled {
+    fn around<'a>(&'a self, call: Call<'a>, next: Next<'a>) -> BoxFuture<'a, Answer> {
+        let site = call.site();
+        match call {
+            // The inner model or verifier is only called when the step is live.
+            Call::Model(_) | Call::Verify(_) => {
+                let (kind, timeout) = match site {
+                    Site::Model => (Kind::Model, self.model_timeout),
+                    _ => (Kind::Verify, self.verifier_timeout),
+                };
+                let start = self
+                    .bridge
+                    .begin(self.bridge.event_name(), kind, timeout, None);
+                Box::pin(async move {
+                    let work = async { encode_answer(next.run(call).await) };
+                    match self.bridge.journaled(start, work).await {
+                        Ok(value) => decode_answer(site, value),
+                        Err(fault) => Answer::fault(site, fault),
+                    }
+                })
+            }
+            // The inner tool is called, and the step begun, now, on a replay too, so the steps
+            // are created in batch order every time and a scripted tool moves past the answers
+            // the journal holds. The inner call's future is only awaited when the step is live.
+            Call::Tool {
+                name, idempotent, ..
+            } => {
+                let running = next.run(call);
+                let in_doubt = (!idempotent).then(|| match self.in_doubt {
+                    InDoubt::Stop => encode(&ToolAnswer::Fault(StoredFault {
+                        kind: "internal".to_owned(),
+                        message: format!(
+                            "a call of `{name}` was running when the service stopped, and \
+                             `{name}` is not idempotent: check its effect, then call the \
+                             execution again"
+                        ),
+                    })),
+                    _ => encode(&ToolAnswer::Outcome(in_doubt_outcome(name))),
+                });
+                let start = self.bridge.begin(
+                    self.bridge.tool_name(name),
+                    Kind::Tool,
+                    self.tool_timeout,
+                    in_doubt,
+                );
+                Box::pin(async move {
+                    let work = async { encode_answer(running.await) };
+                    match self.bridge.journaled(start, work).await {
+                        Ok(value) => decode_answer(site, value),
+                        Err(fault) => Answer::fault(site, fault),
+                    }
+                })
+            }
         }
     }
-    fn reads_transcript(&self) -> bool {
-        self.inner.reads_transcript()
+}
+
+/// An answer in the journal's encoding of its kind.
+fn encode_answer(answer: Answer) -> Value {
+    match answer {
+        Answer::Model(answer) => encode(&ModelAnswer::from(answer)),
+        Answer::Tool(answer) => encode(&match answer {
+            Ok(outcome) => ToolAnswer::Outcome(outcome),
+            Err(fault) => ToolAnswer::Fault(fault.into()),
+        }),
+        Answer::Verdict(answer) => encode(&match answer {
+            Ok(verdict) => VerifyAnswer::Verdict(verdict),
+            Err(fault) => VerifyAnswer::Fault(fault.into()),
+        }),
     }
+}
+
+/// The journaled answer of a call to `site`; one that does not decode is a fault.
+fn decode_answer(site: Site, value: Value) -> Answer {
+    let decoded = match site {
+        Site::Model => {
+            decode::<ModelAnswer>(value, "model answer").map(|a| Answer::Model(a.into()))
+        }
+        Site::Tool => decode(value, "tool result").map(|a| {
+            Answer::Tool(match a {
+                ToolAnswer::Outcome(outcome) => Ok(outcome),
+                ToolAnswer::Fault(fault) => Err(fault.into()),
+            })
+        }),
+        Site::Verifier => decode(value, "verdict").map(|a| {
+            Answer::Verdict(match a {
+                VerifyAnswer::Verdict(verdict) => Ok(verdict),
+                VerifyAnswer::Fault(fault) => Err(fault.into()),
+            })
+        }),
+    };
+    decoded.unwrap_or_else(|fault| Answer::fault(site, fault))
 }
