@@ -292,3 +292,39 @@ fn the_wrapped_adapters_describe_themselves_as_before() {
     let verifier = layer::verifier(Arc::new(Described), layer);
     assert!(!verifier.reads_transcript());
 }
+
+/// A source whose list is `echo` at the start and `greet` (an echo too) once asked.
+struct Swap;
+
+#[async_trait::async_trait]
+impl terminus_runtime::ToolSource for Swap {
+    async fn refresh(&self) -> Option<ToolSet> {
+        Some(ToolSet::empty().with("greet", Echo::new(Duration::ZERO)))
+    }
+}
+
+#[tokio::test]
+async fn a_tool_that_appears_later_gets_the_layer_too() {
+    let log = Arc::new(Log::default());
+    let mut set = ToolSet::new().with("echo", Echo::new(Duration::ZERO));
+    set.watch(Arc::new(Swap), ["echo".to_owned()]);
+    let mut tools = layer::tools(&set, log.clone());
+    let change = tools.refresh().await.expect("the list changed");
+    assert_eq!(
+        (change.added, change.removed),
+        (vec!["greet".to_owned()], vec!["echo".to_owned()])
+    );
+    assert!(!tools.contains("echo"));
+    let greet = tools.get("greet").expect("greet appeared").clone();
+    greet
+        .call(json!({"text": "hi"}))
+        .await
+        .expect("the echo answers");
+    assert_eq!(
+        log.lines(),
+        vec![
+            r#"call tool greet {"text":"hi"}"#.to_owned(),
+            r#"answer tool greet {"text":"hi"}: {"text":"hi"}"#.to_owned(),
+        ]
+    );
+}
