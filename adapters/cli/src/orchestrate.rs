@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_orchestrator::{
     Context, Launch, Launcher, Orchestration, Own, Plan, PlanEvent, PlanFile, PlanReport, Program,
-    ScenarioLauncher,
 };
 use terminus_runtime::{Report, Run, RunError, RuntimeConfig, Store};
+use terminus_scenario::plan::ScenarioLauncher;
 
 /// `terminus orchestrate` arguments.
 #[derive(Debug, clap::Args)]
@@ -95,6 +95,7 @@ fn validated(file: Result<PlanFile, CliError>, base: &Path, shown: &str) -> Resu
         base,
         env: &env,
         live: &live_limits,
+        scenario: &terminus_scenario::plan::script,
     };
     let file = file.map_err(|e| e.context(shown))?;
     Plan::from_file(file, &cx).map_err(|problems| {
