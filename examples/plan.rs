@@ -27,13 +27,15 @@ async fn main() {
         ]
     });
     // Where relative scenario files would be read from, the environment the plan's limits may
-    // come from (none here), and how a live agent's config would be checked (none here).
+    // come from (none here), how a live agent's config would be checked (none here), and how a
+    // scenario is read: the orchestrator knows no program format, `terminus-scenario` does.
     let no_env = |_: &str| None;
     let no_live = |_: &Path| Err("this example runs scripted agents only".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,
         live: &no_live,
+        scenario: &terminus_scenario::plan::script,
     };
     let plan = match Plan::parse(&plan.to_string(), &cx) {
         Ok(plan) => plan,
@@ -44,7 +46,11 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    // The scenario side runs what it read.
     let report = Orchestration::new(plan, "audit-1")
+        .launcher(std::sync::Arc::new(
+            terminus_scenario::plan::ScenarioLauncher,
+        ))
         .execute()
         .await
         .expect("the plan runs");

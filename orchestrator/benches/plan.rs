@@ -73,6 +73,7 @@ fn plan(json: &serde_json::Value) -> Plan {
         base: Path::new("."),
         env: &no_env,
         live: &no_live,
+        scenario: &terminus_scenario::plan::script,
     };
     Plan::parse(&json.to_string(), &cx).unwrap_or_else(|p| panic!("invalid bench plan: {p:?}"))
 }
@@ -87,9 +88,12 @@ async fn baseline(plan: &Plan) -> Duration {
         .collect();
     let start = Instant::now();
     for (i, agent) in plan.agents.iter().enumerate() {
-        let terminus_orchestrator::Program::Scenario(scenario) = &agent.program else {
+        let terminus_orchestrator::Program::Scenario(script) = &agent.program else {
             panic!("scenario agents only");
         };
+        let scenario = (script.as_ref() as &dyn std::any::Any)
+            .downcast_ref::<terminus_scenario::Scenario>()
+            .expect("read by terminus_scenario::plan::script");
         let deps: Vec<(&str, Option<&serde_json::Value>)> = plan.nodes[i]
             .deps
             .iter()
@@ -114,6 +118,9 @@ async fn orchestrated(plan: Plan) -> Duration {
     let n = plan.agents.len();
     let start = Instant::now();
     let report = Orchestration::new(plan, "bench")
+        .launcher(std::sync::Arc::new(
+            terminus_scenario::plan::ScenarioLauncher,
+        ))
         .execute()
         .await
         .expect("the plan runs");

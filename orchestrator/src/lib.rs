@@ -44,12 +44,12 @@ pub use crate::limits::{
 };
 pub use crate::plan::{
     Agent, AgentExpect, AgentSpec, Context, Node, OnError, Own, Plan, PlanExpect, PlanFile,
-    Problem, Program, fill, placeholders,
+    Problem, Program, ReadScript, Script, ScriptError, fill, placeholders,
 };
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
-    Clock, Launch, Launcher, OrchestrateError, Orchestration, ScenarioLauncher, SystemClock,
-    TokioClock, WATCHDOG_GRACE_MS, attempt_execution, breaker, breaker_key, stored_plan,
+    Clock, Launch, Launcher, OrchestrateError, Orchestration, SystemClock, TokioClock,
+    WATCHDOG_GRACE_MS, attempt_execution, breaker, breaker_key, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

@@ -5,11 +5,12 @@ use crate::graph::{Graph, cycles, levels};
 use crate::limits::{Limits, LimitsSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_path_to_error::Segment;
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use terminus_scenario::Scenario;
 
 /// A plan file as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,11 +128,37 @@ impl fmt::Display for Problem {
     }
 }
 
+/// A scripted program (an agent's `scenario`) as the host read it with
+/// [`Context::scenario`]: the orchestrator needs only its own task and its policy's limits;
+/// the host's [`Launcher`](crate::Launcher) runs it, downcasting it (`as &dyn Any`) to its own
+/// type. The scenario format itself is the host's (`terminus-scenario`'s `plan` feature is one).
+pub trait Script: Any + fmt::Debug + Send + Sync {
+    /// The task it runs when the plan gives none.
+    fn task(&self) -> &str;
+    /// Its policy's limits, which the plan's budget may lower.
+    fn own(&self) -> Own;
+}
+
+/// Why a scenario's text is not a program: the JSON path in its own text (`$` for the whole),
+/// the problem, and the whole message (with the position, when known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptError {
+    /// The JSON path of the value at fault, in the scenario's own text.
+    pub path: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// The whole message: the path, the problem and the position.
+    pub message: String,
+}
+
+/// Reads a scenario's JSON text into a [`Script`] ([`Context::scenario`]).
+pub type ReadScript = dyn Fn(&str) -> Result<Arc<dyn Script>, ScriptError>;
+
 /// What an agent runs.
 #[derive(Debug, Clone)]
 pub enum Program {
-    /// A scenario, validated.
-    Scenario(Box<Scenario>),
+    /// A scenario, read and validated by the host ([`Context::scenario`]).
+    Scenario(Arc<dyn Script>),
     /// A live agent: its config file (resolved against the plan's folder).
     Live {
         /// The config file.
@@ -198,8 +225,8 @@ pub struct Plan {
     pub file: PlanFile,
 }
 
-/// What validation needs from outside: the environment, and a check of live-agent configs
-/// (the command line's; a host without live agents refuses them).
+/// What validation needs from outside: the environment, the reader of scenarios, and a check
+/// of live-agent configs (the command line's; a host without live agents refuses them).
 pub struct Context<'a> {
     /// The folder relative file names are read from.
     pub base: &'a Path,
@@ -207,14 +234,16 @@ pub struct Context<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// Checks a live-agent config file and returns its policy's limits.
     pub live: &'a dyn Fn(&Path) -> Result<Own, String>,
+    /// Reads a scenario's JSON text (an inline object's, or a file's) into the program the
+    /// host's launcher runs.
+    pub scenario: &'a ReadScript,
 }
 
 impl Plan {
     /// Reads and validates a plan. Every problem found is returned, in file order, cycles
     /// last.
     pub fn parse(json: &str, cx: &Context<'_>) -> Result<Plan, Vec<Problem>> {
-        let file: PlanFile = terminus_scenario::read_json(json)
-            .map_err(|e| vec![Problem::new(e.path.clone(), without_path(&e))])?;
+        let file: PlanFile = read_json(json).map_err(|e| vec![e])?;
         Plan::from_file(file, cx)
     }
 
@@ -375,12 +404,55 @@ impl Plan {
     }
 }
 
-/// A scenario error's message without its path (the path is the problem's `at`).
-fn without_path(e: &terminus_scenario::ScenarioError) -> String {
-    match e.position {
-        Some((line, column)) => format!("{} (line {line}, column {column})", e.problem),
-        None => e.problem.clone(),
+/// Reads `json` as a `T`; the problem names the JSON path at fault (`$.agents[2].id`), then
+/// what is wrong and the position (`(line L, column C)`) when the reader knows it.
+fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, Problem> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut path = String::from("$");
+        for segment in e.path().iter() {
+            match segment {
+                Segment::Seq { index } => path.push_str(&format!("[{index}]")),
+                Segment::Map { key } => push_key(&mut path, key),
+                Segment::Enum { variant } => push_key(&mut path, variant),
+                // Where the reader could not tell (a syntax error): the position says it.
+                _ => {}
+            }
+        }
+        json_problem(path, e.inner())
+    })?;
+    de.end().map_err(|e| json_problem("$".into(), &e))?;
+    Ok(value)
+}
+
+/// `.key`, or `["key"]` for a key that is not a plain name.
+fn push_key(path: &mut String, key: &str) {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        // A JSON string literal is the unambiguous way to write any key.
+        path.push_str(&format!("[{}]", Value::from(key)));
     }
+}
+
+fn json_problem(path: String, e: &serde_json::Error) -> Problem {
+    // serde_json appends " at line L column C"; the position is reported after the problem.
+    let mut problem = e.to_string();
+    if let Some(at) = problem.rfind(" at line ") {
+        problem.truncate(at);
+    }
+    if e.is_syntax() || e.is_eof() {
+        problem = format!("invalid JSON: {problem}");
+    }
+    if e.line() > 0 {
+        problem = format!("{problem} (line {}, column {})", e.line(), e.column());
+    }
+    Problem::new(path, problem)
 }
 
 fn valid_id(id: &str) -> bool {
@@ -432,23 +504,23 @@ fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Ow
                     format!("cannot read {}: {e}", path.display()),
                 )]
             })?;
-            let scenario = Scenario::parse(&text).map_err(|e| {
+            let script = (cx.scenario)(&text).map_err(|e| {
                 vec![Problem::new(
                     format!("{at}.scenario"),
-                    format!("{}: {e}", path.display()),
+                    format!("{}: {}", path.display(), e.message),
                 )]
             })?;
             // Inlined, so that the plan kept in a journal needs no other file.
             a.scenario = serde_json::from_str(&text).ok();
-            Ok(scenario_program(scenario))
+            Ok(scripted(script))
         }
         (Some(inline @ Value::Object(_)), None) => {
-            let scenario = Scenario::parse(&inline.to_string()).map_err(|e| {
+            let script = (cx.scenario)(&inline.to_string()).map_err(|e| {
                 // The position is in the scenario's own text, not the plan's: the path says it.
                 let inner = e.path.strip_prefix('$').unwrap_or(&e.path);
                 vec![Problem::new(format!("{at}.scenario{inner}"), e.problem)]
             })?;
-            Ok(scenario_program(scenario))
+            Ok(scripted(script))
         }
         (Some(_), None) => Err(vec![Problem::new(
             format!("{at}.scenario"),
@@ -470,12 +542,7 @@ fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Ow
     }
 }
 
-fn scenario_program(scenario: Scenario) -> (Program, Own) {
-    let p = scenario.policy();
-    let own = Own {
-        model_calls: p.max_model_calls,
-        tokens: p.token_budget,
-        deadline_ms: p.deadline_ms,
-    };
-    (Program::Scenario(Box::new(scenario)), own)
+fn scripted(script: Arc<dyn Script>) -> (Program, Own) {
+    let own = script.own();
+    (Program::Scenario(script), own)
 }

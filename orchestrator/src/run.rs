@@ -53,8 +53,9 @@ pub struct Launch {
     pub config: RuntimeConfig,
 }
 
-/// Runs one attempt of an agent: the built-in [`ScenarioLauncher`] runs scenarios; the command
-/// line adds live agents.
+/// Runs one attempt of an agent. The host gives it, as only the host knows its agents' programs
+/// (`terminus-scenario`'s `plan::ScenarioLauncher` runs scenarios; the command line adds live
+/// agents).
 #[async_trait]
 pub trait Launcher: Send + Sync {
     /// Runs (or resumes) the attempt to its report.
@@ -70,45 +71,20 @@ impl Grant {
     }
 }
 
-/// Runs scenario agents; refuses live ones (the command line runs those).
+/// The launcher of an [`Orchestration`] that was given none: it refuses every agent, naming
+/// it (the host knows its programs: the command line runs scenarios and live agents).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ScenarioLauncher;
+struct NoLauncher;
 
 #[async_trait]
-impl Launcher for ScenarioLauncher {
+impl Launcher for NoLauncher {
     async fn launch(&self, l: Launch) -> Result<Report, RunError> {
-        let Program::Scenario(scenario) = &l.agent.program else {
-            return Err(RunError::Fault(terminus_runtime::Fault::invalid_input(
-                format!(
-                    "agent `{}` is a live agent; this host runs scenario agents only",
-                    l.agent.id
-                ),
-            )));
-        };
-        if l.resume {
-            return scenario
-                .resume(l.execution)
-                .store(l.store)
-                .kill_switch(l.kill)
-                .config(l.config)
-                .execute()
-                .await;
-        }
-        let mut policy = scenario.policy().clone();
-        l.grant.apply(&mut policy);
-        let mut run = scenario
-            .run_as(l.task, policy)
-            .execution(l.execution)
-            .store(l.store)
-            .kill_switch(l.kill)
-            .config(RuntimeConfig {
-                system_prompt: scenario.file().system_prompt.clone(),
-                ..l.config
-            });
-        if l.keep_program {
-            run = run.host_data(json!({ "scenario": scenario.file() }));
-        }
-        run.execute().await
+        Err(RunError::Fault(terminus_runtime::Fault::invalid_input(
+            format!(
+                "agent `{}`: this orchestration was given no launcher (Orchestration::launcher)",
+                l.agent.id
+            ),
+        )))
     }
 }
 
@@ -259,14 +235,15 @@ struct PlanCell {
 }
 
 impl Orchestration {
-    /// A run of `plan` as `execution`, in memory, with scenario agents only.
+    /// A run of `plan` as `execution`, in memory; its agents run by the
+    /// [`launcher`](Orchestration::launcher) it is given (without one, each is refused).
     pub fn new(plan: Plan, execution: impl Into<String>) -> Orchestration {
         Orchestration {
             plan: Arc::new(plan),
             execution: execution.into(),
             store: Arc::new(MemoryStore::new()),
             durable: false,
-            launcher: Arc::new(ScenarioLauncher),
+            launcher: Arc::new(NoLauncher),
             clock: Arc::new(SystemClock),
             kill: KillSwitch::new(),
             observer: None,
@@ -644,7 +621,7 @@ impl Orchestration {
             .collect();
         let task = match (&spec.task, &spec.program) {
             (Some(template), _) => fill(template, &results),
-            (None, Program::Scenario(s)) => fill(s.task(), &results),
+            (None, Program::Scenario(script)) => fill(script.task(), &results),
             (None, Program::Live { .. }) => String::new(),
         };
         let watchdog = Duration::from_millis(grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));

@@ -117,6 +117,7 @@ fn plan(json: serde_json::Value) -> Plan {
         base: Path::new("."),
         env: &no_env,
         live: &no_live,
+        scenario: &terminus_scenario::plan::script,
     };
     Plan::parse(&json.to_string(), &cx).expect("a valid plan")
 }

@@ -16,6 +16,7 @@ fn check(json: serde_json::Value, env: &[(&str, &str)]) -> Result<Plan, Vec<Stri
         base: Path::new("/plans"),
         env: &read,
         live: &live,
+        scenario: &terminus_scenario::plan::script,
     };
     Plan::parse(&json.to_string(), &cx).map_err(|ps| ps.iter().map(Problem::to_string).collect())
 }

@@ -8,9 +8,10 @@
 //! and `terminus worker` rebuild the same adapters anywhere (the API key again from the
 //! environment) and go on without asking the provider again for what is journaled.
 
+use crate::common::{JournalArgs, drive, finish};
 use crate::config::AgentConfig;
+use crate::error::CliError;
 use crate::record::Recorder;
-use crate::{INVALID, JournalArgs, drive, finish};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -54,12 +55,13 @@ pub(crate) struct StoredAgent {
 
 impl StoredAgent {
     /// Reads the config file and notes where it and the caller are.
-    pub(crate) fn read(path: &Path) -> Result<StoredAgent, String> {
+    pub(crate) fn read(path: &Path) -> Result<StoredAgent, CliError> {
         let file = path.display().to_string();
-        let config =
-            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
-        let cwd = std::env::current_dir()
-            .map_err(|e| format!("{file}: cannot tell the current folder: {e}"))?;
+        let config = std::fs::read_to_string(path)
+            .map_err(|e| CliError::Invalid(format!("{file}: cannot read: {e}")))?;
+        let cwd = std::env::current_dir().map_err(|e| {
+            CliError::Invalid(format!("{file}: cannot tell the current folder: {e}"))
+        })?;
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -92,20 +94,22 @@ pub(crate) struct LiveAgent {
 
 impl LiveAgent {
     /// Checks the config and builds the model client; the message names the file and the key.
-    pub(crate) fn new(stored: &StoredAgent) -> Result<LiveAgent, String> {
+    pub(crate) fn new(stored: &StoredAgent) -> Result<LiveAgent, CliError> {
         let file = stored.file.clone();
-        let config = AgentConfig::parse(&stored.config).map_err(|e| format!("{file}: {e}"))?;
-        let llm = config.llm_config().map_err(|e| format!("{file}: {e}"))?;
-        let model = Arc::new(LlmModel::new(llm).map_err(|e| format!("{file}: [model]: {e}"))?);
+        let invalid = |e: String| CliError::Invalid(format!("{file}: {e}"));
+        let config = AgentConfig::parse(&stored.config).map_err(invalid)?;
+        let llm = config.llm_config().map_err(invalid)?;
+        let model = LlmModel::new(llm).map_err(|e| invalid(format!("[model]: {e}")))?;
+        let model = Arc::new(model);
         let context = match &config.context {
             None => None,
             Some(spec) => {
                 let tokenizer = if spec.tokenizer.is_some() {
                     terminus_tokenizer::by_name(spec.tokenizer_name()).ok_or_else(|| {
-                        format!(
-                            "{file}: [context].tokenizer: unknown tokenizer {:?}",
+                        invalid(format!(
+                            "[context].tokenizer: unknown tokenizer {:?}",
                             spec.tokenizer_name()
-                        )
+                        ))
                     })?
                 } else {
                     model.tokenizer()
@@ -117,7 +121,7 @@ impl LiveAgent {
         };
         let system_prompt = config
             .system_prompt_with_files(&stored.dir, &stored.cwd)
-            .map_err(|e| format!("{file}: {e}"))?;
+            .map_err(invalid)?;
         let mut mcp = config.mcp_configs(&stored.dir);
         for server in &mut mcp {
             server.working_dir = Some(stored.cwd.clone());
@@ -148,10 +152,10 @@ impl LiveAgent {
     }
 
     /// Starts the MCP servers; the message names the `[[mcp]]` entry.
-    pub(crate) async fn connect(&self) -> Result<McpTools, String> {
+    pub(crate) async fn connect(&self) -> Result<McpTools, CliError> {
         McpTools::connect(&self.mcp)
             .await
-            .map_err(|e| format!("{}: {e}", self.file))
+            .map_err(|e| CliError::Invalid(format!("{}: {e}", self.file)))
     }
 
     /// A run with this agent's adapters: `start` makes it (new or resumed) from the model;
@@ -217,20 +221,25 @@ impl LiveAgent {
         }
     }
 
-    /// Writes the run of `execution`, from its journal, as a scenario file at `path`.
+    /// Writes the run of `execution`, from its journal, as a scenario file at `path`; every
+    /// failure is internal (the run it records has just been resumed from that journal).
     pub(crate) async fn record_journal(
         &self,
         store: &dyn Store,
         execution: &str,
         mcp: &McpTools,
         path: &Path,
-    ) -> Result<(), String> {
-        let journal = |e: terminus_runtime::StoreError| format!("execution {execution}: {e}");
+    ) -> Result<(), CliError> {
+        let journal = |e: terminus_runtime::StoreError| {
+            CliError::Internal(format!("execution {execution}: {e}"))
+        };
         let spec = store
             .spec(execution)
             .await
             .map_err(journal)?
-            .ok_or_else(|| format!("no execution `{execution}` in the journal"))?;
+            .ok_or_else(|| {
+                CliError::Internal(format!("no execution `{execution}` in the journal"))
+            })?;
         let records = store.records(execution).await.map_err(journal)?;
         let entries: Vec<&terminus_kernel::Entry> = records.iter().map(|r| &r.entry).collect();
         let mut tools = ToolSet::new();
@@ -248,8 +257,12 @@ impl LiveAgent {
                 self.model.config().base_url
             ),
         );
-        write_atomically(path, &scenario)
-            .map_err(|e| format!("cannot write the recording {}: {e}", path.display()))?;
+        write_atomically(path, &scenario).map_err(|e| {
+            CliError::Internal(format!(
+                "cannot write the recording {}: {e}",
+                path.display()
+            ))
+        })?;
         eprintln!("terminus: recorded to {}", path.display());
         Ok(())
     }
@@ -267,33 +280,13 @@ impl LiveAgent {
     }
 }
 
-pub(crate) async fn agent(args: AgentArgs) -> u8 {
-    let stored = match StoredAgent::read(&args.config) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return INVALID;
-        }
-    };
-    let live = match LiveAgent::new(&stored) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return INVALID;
-        }
-    };
-    let store = match args.journal.store().await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+/// `terminus agent`: the report's exit code.
+pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
+    let stored = StoredAgent::read(&args.config)?;
+    let live = LiveAgent::new(&stored)?;
+    let store = args.journal.store().await?;
     // Servers last: nothing is started for a config that fails a check above.
-    let mcp = match live.connect().await {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return INVALID;
-        }
-    };
+    let mcp = live.connect().await?;
     let execution = args.journal.execution("agent");
     eprintln!(
         "terminus: running {} (execution {execution})",
@@ -330,13 +323,12 @@ pub(crate) async fn agent(args: AgentArgs) -> u8 {
             live.system_prompt.clone(),
             description,
         );
-        if let Err(e) = write_atomically(path, &scenario) {
-            eprintln!(
-                "terminus: cannot write the recording {}: {e}",
+        write_atomically(path, &scenario).map_err(|e| {
+            CliError::Internal(format!(
+                "cannot write the recording {}: {e}",
                 path.display()
-            );
-            return crate::INTERNAL;
-        }
+            ))
+        })?;
         eprintln!("terminus: recorded to {}", path.display());
     }
     finish(None, result, args.journal.json, live.file())

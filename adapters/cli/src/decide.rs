@@ -1,7 +1,8 @@
 //! `terminus approve | deny | answer`: decisions on the held calls of a suspended execution
 //! (`docs/approvals.md`), and how a suspension is printed.
 
-use crate::{INVALID, StoreArgs, code_of_store_error};
+use crate::common::StoreArgs;
+use crate::error::CliError;
 use clap::Args;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -81,35 +82,31 @@ pub(crate) struct AnswerArgs {
     message: Option<String>,
 }
 
-pub(crate) async fn approve(args: ApproveArgs) -> u8 {
+pub(crate) async fn approve(args: ApproveArgs) -> Result<u8, CliError> {
     decide(&args.target, Calls::pick(args.which), Decision::Approve).await
 }
 
-pub(crate) async fn deny(args: DenyArgs) -> u8 {
+pub(crate) async fn deny(args: DenyArgs) -> Result<u8, CliError> {
     let decision = Decision::Deny {
         reason: args.reason,
     };
     decide(&args.target, Calls::pick(args.which), decision).await
 }
 
-pub(crate) async fn answer(args: AnswerArgs) -> u8 {
+pub(crate) async fn answer(args: AnswerArgs) -> Result<u8, CliError> {
     let outcome = match (&args.result, &args.error) {
         (Some(json), _) => match serde_json::from_str::<serde_json::Value>(json) {
             Ok(value) => ToolOutcome::ok(value),
-            Err(e) => {
-                eprintln!("terminus: --result is not JSON: {e}");
-                return INVALID;
-            }
+            Err(e) => return Err(CliError::Invalid(format!("--result is not JSON: {e}"))),
         },
         (None, Some(kind)) => {
             let parsed = serde_json::from_value::<ToolErrorKind>(serde_json::json!(kind));
             let Ok(kind) = parsed else {
                 let known: Vec<&str> = ToolErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-                eprintln!(
-                    "terminus: --error `{kind}` is not a tool error kind (one of {})",
+                return Err(CliError::Invalid(format!(
+                    "--error `{kind}` is not a tool error kind (one of {})",
                     known.join(", ")
-                );
-                return INVALID;
+                )));
             };
             ToolOutcome::Error {
                 kind,
@@ -117,8 +114,9 @@ pub(crate) async fn answer(args: AnswerArgs) -> u8 {
             }
         }
         (None, None) => {
-            eprintln!("terminus: answer needs --result JSON or --error KIND --message TEXT");
-            return INVALID;
+            return Err(CliError::Invalid(
+                "answer needs --result JSON or --error KIND --message TEXT".to_owned(),
+            ));
         }
     };
     let decision = Decision::Answer { outcome };
@@ -146,64 +144,56 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Records `decision` on the held calls `calls` names; the exit code.
-async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
+/// Records `decision` on the held calls `calls` names; 0 once recorded (or already so).
+async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8, CliError> {
     // A journal that does not exist is an error, not an empty journal to create.
-    let store = match crate::inspect::open_existing(&target.store.journal).await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+    let store = crate::inspect::open_existing(&target.store.journal).await?;
     let execution = &target.execution;
-    let held = match held_of(store.as_ref(), execution).await {
-        Ok(held) => held,
-        Err(code) => return code,
-    };
+    let held = held_of(store.as_ref(), execution).await?;
     let chosen: Vec<&HeldState> = match &calls {
         Calls::One(id) => match held.iter().find(|h| h.call.call_id == *id) {
             Some(h) => vec![h],
             None => {
                 let ids: Vec<&str> = held.iter().map(|h| h.call.call_id.as_str()).collect();
-                eprintln!(
-                    "terminus: execution {execution} holds no call `{id}`{}",
+                return Err(CliError::Invalid(format!(
+                    "execution {execution} holds no call `{id}`{}",
                     if ids.is_empty() {
                         " (it holds none)".to_owned()
                     } else {
                         format!(" (held: {})", ids.join(", "))
                     }
-                );
-                return INVALID;
+                )));
             }
         },
         Calls::All => held.iter().filter(|h| h.decision.is_none()).collect(),
     };
     if held.is_empty() {
-        eprintln!("terminus: execution {execution} is not suspended: it holds no call");
-        return INVALID;
+        return Err(CliError::Invalid(format!(
+            "execution {execution} is not suspended: it holds no call"
+        )));
     }
     if chosen.is_empty() {
         // `--all` again: every held call is decided already.
         eprintln!("terminus: execution {execution}: every held call is decided; nothing changed");
-        return 0;
+        return Ok(0);
     }
     for h in &chosen {
         if decision == Decision::Approve && h.call.kind == Hold::Deferred {
-            eprintln!(
-                "terminus: call `{}` of `{}` is answered from outside, not approved: use \
+            return Err(CliError::Invalid(format!(
+                "call `{}` of `{}` is answered from outside, not approved: use \
                  `terminus answer --call {}`",
                 h.call.call_id, h.call.name, h.call.call_id
-            );
-            return INVALID;
+            )));
         }
         if let Some(earlier) = &h.decision
             && *earlier != decision
         {
-            eprintln!(
-                "terminus: call `{}` of `{}` was already decided ({}): a decision is final",
+            return Err(CliError::Invalid(format!(
+                "call `{}` of `{}` was already decided ({}): a decision is final",
                 h.call.call_id,
                 h.call.name,
                 earlier.as_str()
-            );
-            return INVALID;
+            )));
         }
     }
     let at = unix_ms();
@@ -224,11 +214,10 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
         });
         match store.decide(execution, Arc::clone(&record), at).await {
             Ok(appended) if appended.already_existed && *appended.record != *record => {
-                eprintln!(
-                    "terminus: call `{}` was decided otherwise meanwhile: a decision is final",
+                return Err(CliError::Invalid(format!(
+                    "call `{}` was decided otherwise meanwhile: a decision is final",
                     h.call.call_id
-                );
-                return INVALID;
+                )));
             }
             Ok(_) => eprintln!(
                 "terminus: {} call `{}` of `{}` (execution {execution})",
@@ -236,10 +225,7 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
                 h.call.call_id,
                 h.call.name
             ),
-            Err(e) => {
-                eprintln!("terminus: {e}");
-                return code_of_store_error(&e);
-            }
+            Err(e) => return Err(CliError::store(&e)),
         }
     }
     match store.suspension(execution).await {
@@ -252,12 +238,9 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> u8 {
              --journal {} --execution {execution}`, or a worker, continues it",
             target.store.journal
         ),
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return code_of_store_error(&e);
-        }
+        Err(e) => return Err(CliError::store(&e)),
     }
-    0
+    Ok(0)
 }
 
 fn past(decision: &Decision) -> &'static str {
@@ -268,48 +251,37 @@ fn past(decision: &Decision) -> &'static str {
     }
 }
 
-/// The held calls of `execution`'s pending tool batch, read from its journal; `Err` is the exit
-/// code (printed).
-pub(crate) async fn held_of(store: &dyn Journal, execution: &str) -> Result<Vec<HeldState>, u8> {
-    let spec = match store.spec(execution).await {
-        Ok(Some(spec)) => spec,
-        Ok(None) => {
-            eprintln!("terminus: no execution `{execution}` in the journal");
-            return Err(INVALID);
-        }
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return Err(code_of_store_error(&e));
-        }
+/// The held calls of `execution`'s pending tool batch, read from its journal.
+pub(crate) async fn held_of(
+    store: &dyn Journal,
+    execution: &str,
+) -> Result<Vec<HeldState>, CliError> {
+    let Some(spec) = store
+        .spec(execution)
+        .await
+        .map_err(|e| CliError::store(&e))?
+    else {
+        return Err(CliError::Invalid(format!(
+            "no execution `{execution}` in the journal"
+        )));
     };
-    match store.report(execution).await {
-        Ok(Some(report)) => {
-            eprintln!(
-                "terminus: execution {execution} is not suspended: it ended ({})",
-                report.outcome
-            );
-            return Err(INVALID);
-        }
-        Ok(None) => {}
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return Err(code_of_store_error(&e));
-        }
+    if let Some(report) = store
+        .report(execution)
+        .await
+        .map_err(|e| CliError::store(&e))?
+    {
+        return Err(CliError::Invalid(format!(
+            "execution {execution} is not suspended: it ended ({})",
+            report.outcome
+        )));
     }
-    let records = match store.records(execution).await {
-        Ok(records) => records,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return Err(code_of_store_error(&e));
-        }
-    };
-    match recover(spec.policy, records.iter().map(|r| Record::clone(r))) {
-        Ok(recovery) => Ok(held_calls(&recovery)),
-        Err(e) => {
-            eprintln!("terminus: execution {execution}: {e}");
-            Err(crate::INTERNAL)
-        }
-    }
+    let records = store
+        .records(execution)
+        .await
+        .map_err(|e| CliError::store(&e))?;
+    recover(spec.policy, records.iter().map(|r| Record::clone(r)))
+        .map(|recovery| held_calls(&recovery))
+        .map_err(|e| CliError::Internal(format!("execution {execution}: {e}")))
 }
 
 /// A suspension, as `run`, `agent`, `resume` and the worker print it: each pending call on

@@ -9,7 +9,7 @@
 //! The source is a stored execution (`--journal PATH|URL --execution ID`) or a scenario file run
 //! in memory (`--scenario FILE`).
 
-use crate::{INTERNAL, INVALID, code_of_store_error};
+use crate::error::CliError;
 use clap::Args;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -49,26 +49,21 @@ pub(crate) struct InspectArgs {
 }
 
 /// `terminus inspect`: prints the explanation (and writes the timeline); 0 once explained.
-pub(crate) async fn inspect(args: InspectArgs) -> u8 {
-    let explained = match (&args.scenario, &args.journal, &args.execution) {
-        (Some(file), _, _) => from_scenario(file).await,
-        (None, Some(journal), Some(execution)) => from_journal(journal, execution).await,
+pub(crate) async fn inspect(args: InspectArgs) -> Result<u8, CliError> {
+    let explanation = match (&args.scenario, &args.journal, &args.execution) {
+        (Some(file), _, _) => from_scenario(file).await?,
+        (None, Some(journal), Some(execution)) => from_journal(journal, execution).await?,
         // clap requires one source or the other.
         _ => {
-            eprintln!("terminus: inspect needs --journal and --execution, or --scenario");
-            Err(INVALID)
+            return Err(CliError::Invalid(
+                "inspect needs --journal and --execution, or --scenario".to_owned(),
+            ));
         }
-    };
-    let explanation = match explained {
-        Ok(e) => e,
-        Err(code) => return code,
     };
     if let Some(path) = &args.svg {
         let svg = crate::timeline::svg(&explanation);
-        if let Err(e) = std::fs::write(path, svg) {
-            eprintln!("terminus: cannot write {}: {e}", path.display());
-            return INTERNAL;
-        }
+        std::fs::write(path, svg)
+            .map_err(|e| CliError::Internal(format!("cannot write {}: {e}", path.display())))?;
         eprintln!("terminus: timeline written to {}", path.display());
     }
     let mut out = std::io::stdout().lock();
@@ -82,35 +77,31 @@ pub(crate) async fn inspect(args: InspectArgs) -> u8 {
     } else {
         write!(out, "{}", explanation.text())
     };
-    0
+    Ok(0)
 }
 
 /// Opens the journal a user names: a missing SQLite file is an error here (opening would
 /// create an empty one), not an empty journal.
-pub(crate) async fn open_existing(journal: &str) -> Result<Arc<dyn Store>, u8> {
+pub(crate) async fn open_existing(journal: &str) -> Result<Arc<dyn Store>, CliError> {
     let url = journal.starts_with("postgres://") || journal.starts_with("postgresql://");
     if !url && !Path::new(journal).is_file() {
-        eprintln!("terminus: no journal at {journal} (a SQLite file or a postgres:// URL)");
-        return Err(INVALID);
+        return Err(CliError::Invalid(format!(
+            "no journal at {journal} (a SQLite file or a postgres:// URL)"
+        )));
     }
-    crate::open_store(journal, Durability::Process).await
+    crate::common::open_store(journal, Durability::Process).await
 }
 
-async fn from_journal(journal: &str, execution: &str) -> Result<Explanation, u8> {
+async fn from_journal(journal: &str, execution: &str) -> Result<Explanation, CliError> {
     let store = open_existing(journal).await?;
     explain(store.as_ref(), execution).await
 }
 
 /// Runs the scenario in memory (execution id: its name) and explains the run from the journal
-/// it wrote. A run that faults is explained as far as it went, then exits with its code.
-async fn from_scenario(file: &Path) -> Result<Explanation, u8> {
-    let scenario = match Scenario::load(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return Err(INVALID);
-        }
-    };
+/// it wrote. A run that faults is explained as far as it went (on stdout), then its error is
+/// the command's.
+async fn from_scenario(file: &Path) -> Result<Explanation, CliError> {
+    let scenario = Scenario::load(file).map_err(|e| CliError::Invalid(e.to_string()))?;
     let store = Arc::new(MemoryStore::new());
     let execution = scenario.name().to_owned();
     let config = terminus_runtime::RuntimeConfig {
@@ -124,31 +115,28 @@ async fn from_scenario(file: &Path) -> Result<Explanation, u8> {
         .config(config);
     let fault = match run.execute().await {
         Ok(_) => None,
-        Err(e) => {
-            eprintln!("terminus: {}: {e}", file.display());
-            Some(e.exit_code())
-        }
+        Err(e) => Some(CliError::run(&e, format!("{}: {e}", file.display()))),
     };
-    let explanation = explain(store.as_ref(), &execution).await?;
-    match fault {
-        Some(code) => {
+    let explained = explain(store.as_ref(), &execution).await;
+    match (fault, explained) {
+        (None, explained) => explained,
+        (Some(fault), Ok(explanation)) => {
             let mut out = std::io::stdout().lock();
             let _ = write!(out, "{}", explanation.text());
-            Err(code)
+            Err(fault)
         }
-        None => Ok(explanation),
+        // The run's fault first, then why it cannot be explained, whose code it exits with.
+        (Some(fault), Err(e)) => Err(CliError::Several(vec![fault, e])),
     }
 }
 
 /// Reads what the store keeps of `execution` (the journal page by page) and explains it.
-pub(crate) async fn explain(store: &dyn Claims, execution: &str) -> Result<Explanation, u8> {
-    let fail = |e: StoreError| {
-        eprintln!("terminus: {e}");
-        code_of_store_error(&e)
-    };
+pub(crate) async fn explain(store: &dyn Claims, execution: &str) -> Result<Explanation, CliError> {
+    let fail = |e: StoreError| CliError::store(&e);
     let Some(spec) = store.spec(execution).await.map_err(fail)? else {
-        eprintln!("terminus: no execution `{execution}` in the journal");
-        return Err(INVALID);
+        return Err(CliError::Invalid(format!(
+            "no execution `{execution}` in the journal"
+        )));
     };
     let report = store.report(execution).await.map_err(fail)?;
     let failure = store.failure(execution).await.map_err(fail)?;

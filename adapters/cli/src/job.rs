@@ -4,7 +4,8 @@
 //! `submit` writes it.
 
 use crate::agent::{LiveAgent, StoredAgent};
-use crate::{INTERNAL, INVALID, drive, with_model_log};
+use crate::common::{drive, scenario_json, with_model_log};
+use crate::error::CliError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,44 +21,23 @@ pub(crate) enum Job {
     Agent(Box<LiveAgent>),
 }
 
-/// Why an execution cannot be run here: the contract's exit code and what to tell the user.
-#[derive(Debug, Clone)]
-pub(crate) struct Unrunnable {
-    pub(crate) code: u8,
-    pub(crate) reason: String,
-}
-
-impl Unrunnable {
-    fn new(code: u8, reason: impl Into<String>) -> Unrunnable {
-        Unrunnable {
-            code,
-            reason: reason.into(),
-        }
-    }
-}
-
 impl Job {
     /// Reads the program stored with `execution`; with `agents`, a live agent runs only if its
-    /// config is a file under that folder, unchanged since it was stored.
+    /// config is a file under that folder, unchanged since it was stored. `Err` says why it
+    /// cannot be run here (a worker records it as the execution's failure).
     pub(crate) async fn stored(
         store: &dyn Store,
         execution: &str,
         agents: Option<&AgentsDir>,
-    ) -> Result<Job, Unrunnable> {
-        let spec = match store.spec(execution).await {
-            Ok(Some(spec)) => spec,
-            Ok(None) => {
-                return Err(Unrunnable::new(
-                    INVALID,
-                    format!("no execution `{execution}` in the journal"),
-                ));
-            }
-            Err(e) => {
-                return Err(Unrunnable::new(
-                    crate::code_of_store_error(&e),
-                    e.to_string(),
-                ));
-            }
+    ) -> Result<Job, CliError> {
+        let Some(spec) = store
+            .spec(execution)
+            .await
+            .map_err(|e| CliError::store(&e))?
+        else {
+            return Err(CliError::Invalid(format!(
+                "no execution `{execution}` in the journal"
+            )));
         };
         Job::from_host(execution, spec.host.as_ref(), agents)
     }
@@ -67,49 +47,34 @@ impl Job {
         execution: &str,
         host: Option<&serde_json::Value>,
         agents: Option<&AgentsDir>,
-    ) -> Result<Job, Unrunnable> {
+    ) -> Result<Job, CliError> {
         if let Some(json) = host.and_then(|h| h.get("scenario")) {
             return Scenario::parse(&json.to_string())
                 .map(|s| Job::Scenario(Box::new(with_model_log(s))))
                 .map_err(|e| {
-                    Unrunnable::new(
-                        INTERNAL,
-                        format!("the scenario stored with `{execution}`: {e}"),
-                    )
+                    CliError::Internal(format!("the scenario stored with `{execution}`: {e}"))
                 });
         }
         if let Some(json) = host.and_then(|h| h.get("agent")) {
             let stored: StoredAgent = serde_json::from_value(json.clone()).map_err(|e| {
-                Unrunnable::new(
-                    INVALID,
-                    format!("the agent config stored with `{execution}` cannot be read: {e}"),
-                )
+                CliError::Invalid(format!(
+                    "the agent config stored with `{execution}` cannot be read: {e}"
+                ))
             })?;
+            let stored_with = || format!("the agent config stored with `{execution}`");
             if let Some(agents) = agents {
-                agents.admit(&stored).map_err(|e| {
-                    Unrunnable::new(
-                        INVALID,
-                        format!("the agent config stored with `{execution}`: {e}"),
-                    )
-                })?;
+                agents
+                    .admit(&stored)
+                    .map_err(|e| e.context(stored_with()))?;
             }
             return LiveAgent::new(&stored)
                 .map(|live| Job::Agent(Box::new(live)))
-                .map_err(|e| {
-                    Unrunnable::new(
-                        INVALID,
-                        format!("the agent config stored with `{execution}`: {e}"),
-                    )
-                });
+                .map_err(|e| e.context(stored_with()));
         }
-        Err(Unrunnable::new(
-            INVALID,
-            format!(
-                "execution `{execution}` was not started by `terminus run`, `agent` or `submit`, \
-                 so it keeps no scenario or agent config; resume it from the program that \
-                 started it"
-            ),
-        ))
+        Err(CliError::Invalid(format!(
+            "execution `{execution}` was not started by `terminus run`, `agent` or `submit`, so \
+             it keeps no scenario or agent config; resume it from the program that started it"
+        )))
     }
 
     /// The name progress lines give it.
@@ -141,7 +106,7 @@ impl Job {
         worker: Option<&str>,
         record: Option<&Path>,
         raises: &[Raise],
-    ) -> Result<Result<Report, RunError>, Unrunnable> {
+    ) -> Result<Result<Report, RunError>, CliError> {
         let with_worker = |mut config: RuntimeConfig| {
             if let Some(worker) = worker {
                 config.worker = worker.to_owned();
@@ -161,10 +126,7 @@ impl Job {
                 Ok(drive(run, config).await)
             }
             Job::Agent(live) => {
-                let mcp = live
-                    .connect()
-                    .await
-                    .map_err(|e| Unrunnable::new(INVALID, e))?;
+                let mcp = live.connect().await?;
                 let run = live
                     .run(
                         |model| Run::resume(execution.to_owned(), model).raise(raises.to_vec()),
@@ -187,7 +149,7 @@ impl Job {
                     None => Ok(()),
                 };
                 mcp.shutdown().await;
-                recorded.map_err(|e| Unrunnable::new(INTERNAL, e))?;
+                recorded?;
                 Ok(result)
             }
         }
@@ -207,24 +169,25 @@ pub(crate) struct AgentsDir {
 
 impl AgentsDir {
     /// The folder `path`, which must exist; the message names the flag.
-    pub(crate) fn open(path: &Path) -> Result<AgentsDir, String> {
+    pub(crate) fn open(path: &Path) -> Result<AgentsDir, CliError> {
+        let flag = format!("--agents-dir {}", path.display());
         let dir = path
             .canonicalize()
-            .map_err(|e| format!("--agents-dir {}: {e}", path.display()))?;
+            .map_err(|e| CliError::Invalid(format!("{flag}: {e}")))?;
         if !dir.is_dir() {
-            return Err(format!("--agents-dir {}: not a folder", path.display()));
+            return Err(CliError::Invalid(format!("{flag}: not a folder")));
         }
         Ok(AgentsDir { dir })
     }
 
     /// Whether `stored` may run: `Err` says why not.
-    pub(crate) fn admit(&self, stored: &StoredAgent) -> Result<(), String> {
+    pub(crate) fn admit(&self, stored: &StoredAgent) -> Result<(), CliError> {
         let outside = || {
-            format!(
+            CliError::Invalid(format!(
                 "`{}` is not a file under --agents-dir {}",
                 stored.file,
                 self.dir.display()
-            )
+            ))
         };
         let name = Path::new(&stored.file).file_name().ok_or_else(outside)?;
         let file = stored
@@ -236,28 +199,29 @@ impl AgentsDir {
             return Err(outside());
         }
         let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+            .map_err(|e| CliError::Invalid(format!("{}: cannot read: {e}", file.display())))?;
         if text != stored.config {
-            return Err(format!(
+            return Err(CliError::Invalid(format!(
                 "{} has changed since the execution was stored; submit it again",
                 file.display()
-            ));
+            )));
         }
         Ok(())
     }
 }
 
-/// What `terminus submit` stores: the spec of an execution that waits for a worker.
-pub(crate) fn submission(file: &Path, task: Option<&str>) -> Result<RunSpec, String> {
+/// What `terminus submit` stores: the spec of an execution that waits for a worker; every
+/// problem is invalid input.
+pub(crate) fn submission(file: &Path, task: Option<&str>) -> Result<RunSpec, CliError> {
     let is_config = file
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
     if is_config {
         let Some(task) = task else {
-            return Err(format!(
+            return Err(CliError::Invalid(format!(
                 "{}: a live agent needs --task TEXT",
                 file.display()
-            ));
+            )));
         };
         let stored = StoredAgent::read(file)?;
         // Checked now, so that a config no worker could run is refused before it is stored.
@@ -271,9 +235,9 @@ pub(crate) fn submission(file: &Path, task: Option<&str>) -> Result<RunSpec, Str
             started_unix_ms: None,
         });
     }
-    let scenario = Scenario::load(file).map_err(|e| e.to_string())?;
-    let json = crate::scenario_json(file)
-        .ok_or_else(|| format!("{}: cannot read it again", file.display()))?;
+    let scenario = Scenario::load(file).map_err(|e| CliError::Invalid(e.to_string()))?;
+    let json = scenario_json(file)
+        .ok_or_else(|| CliError::Invalid(format!("{}: cannot read it again", file.display())))?;
     Ok(RunSpec {
         task: task.unwrap_or(scenario.task()).to_owned(),
         name: Some(scenario.name().to_owned()),

@@ -3,7 +3,8 @@
 //! line, exit 2), then run with one progress line per agent event and the plan's report.
 
 use crate::agent::{LiveAgent, StoredAgent};
-use crate::{INVALID, JournalArgs};
+use crate::common::JournalArgs;
+use crate::error::CliError;
 use async_trait::async_trait;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_orchestrator::{
     Context, Launch, Launcher, Orchestration, Own, Plan, PlanEvent, PlanFile, PlanReport, Program,
-    ScenarioLauncher,
 };
 use terminus_runtime::{Report, Run, RunError, RuntimeConfig, Store};
+use terminus_scenario::plan::ScenarioLauncher;
 
 /// `terminus orchestrate` arguments.
 #[derive(Debug, clap::Args)]
@@ -33,13 +34,12 @@ impl Launcher for CliLauncher {
         let Program::Live { config } = &l.agent.program else {
             return ScenarioLauncher.launch(l).await;
         };
+        let invalid =
+            |e: CliError| RunError::Fault(terminus_runtime::Fault::invalid_input(e.to_string()));
         let live = StoredAgent::read(config)
             .and_then(|stored| LiveAgent::new(&stored))
-            .map_err(|e| RunError::Fault(terminus_runtime::Fault::invalid_input(e)))?;
-        let mcp = live
-            .connect()
-            .await
-            .map_err(|e| RunError::Fault(terminus_runtime::Fault::invalid_input(e)))?;
+            .map_err(invalid)?;
+        let mcp = live.connect().await.map_err(invalid)?;
         let config = RuntimeConfig {
             worker: l.config.worker.clone(),
             ..live.runtime(l.config.lease)
@@ -74,7 +74,9 @@ impl Launcher for CliLauncher {
 
 /// A live agent config's policy limits, checked at validation.
 fn live_limits(path: &Path) -> Result<Own, String> {
-    let live = StoredAgent::read(path).and_then(|stored| LiveAgent::new(&stored))?;
+    let live = StoredAgent::read(path)
+        .and_then(|stored| LiveAgent::new(&stored))
+        .map_err(|e| e.to_string())?;
     let p = live.policy();
     Ok(Own {
         model_calls: p.max_model_calls,
@@ -87,37 +89,34 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Validates a plan; prints every problem (`terminus: FILE: PATH: PROBLEM`) when it is not.
-fn validated(file: Result<PlanFile, String>, base: &Path, shown: &str) -> Result<Plan, u8> {
+/// Validates a plan; every problem (`FILE: PATH: PROBLEM`) when it is not, then their count.
+fn validated(file: Result<PlanFile, CliError>, base: &Path, shown: &str) -> Result<Plan, CliError> {
     let cx = Context {
         base,
         env: &env,
         live: &live_limits,
+        scenario: &terminus_scenario::plan::script,
     };
-    let file = file.map_err(|e| {
-        eprintln!("terminus: {shown}: {e}");
-        INVALID
-    })?;
+    let file = file.map_err(|e| e.context(shown))?;
     Plan::from_file(file, &cx).map_err(|problems| {
-        let mut err = std::io::stderr().lock();
-        for p in &problems {
-            let _ = writeln!(err, "terminus: {shown}: {p}");
-        }
-        let _ = writeln!(
-            err,
-            "terminus: {shown}: {} problem(s); nothing was run",
-            problems.len()
-        );
-        INVALID
+        let count = format!("{} problem(s); nothing was run", problems.len());
+        let mut all: Vec<CliError> = problems
+            .iter()
+            .map(|p| CliError::Invalid(p.to_string()))
+            .collect();
+        all.push(CliError::Invalid(count));
+        CliError::Several(all).context(shown)
     })
 }
 
-fn read_plan(path: &Path) -> Result<PlanFile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
-    terminus_scenario::read_json(&text).map_err(|e| e.to_string())
+fn read_plan(path: &Path) -> Result<PlanFile, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Invalid(format!("cannot read it: {e}")))?;
+    terminus_scenario::read_json(&text).map_err(|e| CliError::Invalid(e.to_string()))
 }
 
-pub(crate) async fn orchestrate(args: OrchestrateArgs) -> u8 {
+/// `terminus orchestrate`: the plan's exit code.
+pub(crate) async fn orchestrate(args: OrchestrateArgs) -> Result<u8, CliError> {
     let shown = args.plan.display().to_string();
     // Absolute, so that the live-agent paths kept with a durable plan resume from any folder.
     let parent = args
@@ -126,14 +125,8 @@ pub(crate) async fn orchestrate(args: OrchestrateArgs) -> u8 {
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let base = std::fs::canonicalize(&parent).unwrap_or(parent);
-    let plan = match validated(read_plan(&args.plan), &base, &shown) {
-        Ok(plan) => plan,
-        Err(code) => return code,
-    };
-    let store = match args.journal.store().await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+    let plan = validated(read_plan(&args.plan), &base, &shown)?;
+    let store = args.journal.store().await?;
     let execution = args.journal.execution(&plan.name);
     eprintln!(
         "terminus: orchestrating {} ({} agents, execution {execution})",
@@ -157,14 +150,14 @@ pub(crate) async fn resume(
     plan: &serde_json::Value,
     lease: Duration,
     json: bool,
-) -> u8 {
-    let file = serde_json::from_value::<PlanFile>(plan.clone())
-        .map_err(|e| format!("the plan stored with `{execution}` cannot be read: {e}"));
+) -> Result<u8, CliError> {
+    let file = serde_json::from_value::<PlanFile>(plan.clone()).map_err(|e| {
+        CliError::Invalid(format!(
+            "the plan stored with `{execution}` cannot be read: {e}"
+        ))
+    });
     let shown = format!("execution {execution}");
-    let plan = match validated(file, Path::new("."), &shown) {
-        Ok(plan) => plan,
-        Err(code) => return code,
-    };
+    let plan = validated(file, Path::new("."), &shown)?;
     eprintln!(
         "terminus: resuming plan {} (execution {execution})",
         plan.name
@@ -199,14 +192,8 @@ fn finish(
     result: Result<PlanReport, terminus_orchestrator::OrchestrateError>,
     expect: Option<&terminus_orchestrator::PlanExpect>,
     json: bool,
-) -> u8 {
-    let report = match result {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return e.exit_code();
-        }
-    };
+) -> Result<u8, CliError> {
+    let report = result.map_err(|e| CliError::with_code(e.exit_code(), e.to_string()))?;
     let failed = report
         .agents
         .iter()
@@ -230,7 +217,7 @@ fn finish(
     } else {
         writeln!(out, "{}", report.reason)
     };
-    report.exit_code()
+    Ok(report.exit_code())
 }
 
 /// Where `report` differs from a conformance plan's `expect` block.

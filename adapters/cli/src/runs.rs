@@ -1,7 +1,7 @@
 //! `terminus runs`: the executions of a journal, one a line, filtered like a trace tool's
 //! queries (`wasAborted = true`, `metadata.totalIterations >= 10`).
 
-use crate::{INVALID, code_of_store_error};
+use crate::error::CliError;
 use clap::Args;
 use std::io::Write as _;
 use terminus_kernel::{AbortReason, CompleteReason, Outcome};
@@ -35,34 +35,34 @@ fn every_reason() -> impl Iterator<Item = Outcome> {
         .chain(AbortReason::ALL.into_iter().map(Outcome::Aborted))
 }
 
-/// The filter the arguments give, or the message that says what is wrong.
-fn filter(args: &RunsArgs) -> Result<ExecutionFilter, String> {
+/// The filter the arguments give, or what is wrong with them.
+fn filter(args: &RunsArgs) -> Result<ExecutionFilter, CliError> {
     let mut filter = ExecutionFilter::all();
     if let Some(outcome) = &args.outcome {
         filter = match outcome.as_str() {
             "complete" => filter.complete(true),
             "aborted" => filter.complete(false),
             other => {
-                return Err(format!(
+                return Err(CliError::Invalid(format!(
                     "--outcome `{other}` is not an outcome; expected `complete` or `aborted`"
-                ));
+                )));
             }
         };
     }
     if let Some(reason) = &args.reason {
         let Some(found) = every_reason().find(|r| r.reason_str() == reason) else {
             let names: Vec<&str> = every_reason().map(Outcome::reason_str).collect();
-            return Err(format!(
+            return Err(CliError::Invalid(format!(
                 "--reason `{reason}` is not a stop reason; expected one of {}",
                 names.join(", ")
-            ));
+            )));
         };
         if filter.complete.is_some_and(|c| c != found.is_complete()) {
-            return Err(format!(
+            return Err(CliError::Invalid(format!(
                 "--reason {reason} ends a run {}, so it never matches --outcome {}",
                 found.outcome_str(),
                 args.outcome.as_deref().unwrap_or_default()
-            ));
+            )));
         }
         filter = filter.reason(found);
     }
@@ -74,25 +74,13 @@ fn filter(args: &RunsArgs) -> Result<ExecutionFilter, String> {
 
 /// `terminus runs`: 0 once listed (an empty list too), 2 for a bad filter or a missing journal,
 /// 3 when the journal cannot be read.
-pub(crate) async fn runs(args: RunsArgs) -> u8 {
-    let filter = match filter(&args) {
-        Ok(f) => f,
-        Err(message) => {
-            eprintln!("terminus: {message}");
-            return INVALID;
-        }
-    };
-    let store = match crate::inspect::open_existing(&args.journal).await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
-    let listed = match store.executions(&filter).await {
-        Ok(listed) => listed,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return code_of_store_error(&e);
-        }
-    };
+pub(crate) async fn runs(args: RunsArgs) -> Result<u8, CliError> {
+    let filter = filter(&args)?;
+    let store = crate::inspect::open_existing(&args.journal).await?;
+    let listed = store
+        .executions(&filter)
+        .await
+        .map_err(|e| CliError::store(&e))?;
     let mut out = std::io::stdout().lock();
     // A closed stdout is the reader's choice.
     let _ = if args.json {
@@ -107,7 +95,7 @@ pub(crate) async fn runs(args: RunsArgs) -> u8 {
         listed.len(),
         if listed.len() == 1 { "" } else { "s" }
     );
-    0
+    Ok(0)
 }
 
 /// The executions as an aligned table with a header line.

@@ -10,7 +10,8 @@
 //! `--identity-key`, only requests Restate signed reach a handler.
 
 use crate::agent::{LiveAgent, StoredAgent};
-use crate::{INTERNAL, INVALID, with_model_log};
+use crate::common::with_model_log;
+use crate::error::CliError;
 use async_trait::async_trait;
 use clap::Args;
 use serde_json::Value;
@@ -65,13 +66,16 @@ struct Programs {
 
 impl Programs {
     /// Reads and checks each named config; the message names the flag and the file.
-    fn new(named: &[(String, PathBuf)], allow_inline: bool) -> Result<Programs, String> {
+    fn new(named: &[(String, PathBuf)], allow_inline: bool) -> Result<Programs, CliError> {
         let mut agents = BTreeMap::new();
         for (name, path) in named {
-            let stored = StoredAgent::read(path).map_err(|e| format!("--agent {name}: {e}"))?;
-            LiveAgent::new(&stored).map_err(|e| format!("--agent {name}: {e}"))?;
+            let flag = || format!("--agent {name}");
+            let stored = StoredAgent::read(path).map_err(|e| e.context(flag()))?;
+            LiveAgent::new(&stored).map_err(|e| e.context(flag()))?;
             if agents.insert(name.clone(), stored).is_some() {
-                return Err(format!("--agent {name}: the name is given twice"));
+                return Err(CliError::Invalid(format!(
+                    "--agent {name}: the name is given twice"
+                )));
             }
         }
         Ok(Programs {
@@ -159,9 +163,12 @@ fn inline(config: &Value) -> Result<StoredAgent, Unbuildable> {
 
 /// A live agent's run.
 async fn live(stored: &StoredAgent, task: &str) -> Result<Built, Unbuildable> {
-    let live = LiveAgent::new(stored).map_err(Unbuildable::Invalid)?;
+    let live = LiveAgent::new(stored).map_err(|e| Unbuildable::Invalid(e.to_string()))?;
     // A server that does not start now may start on Restate's next attempt.
-    let mcp = live.connect().await.map_err(Unbuildable::Unavailable)?;
+    let mcp = live
+        .connect()
+        .await
+        .map_err(|e| Unbuildable::Unavailable(e.to_string()))?;
     let policy = live.policy().clone();
     let run = live
         .run(
@@ -175,35 +182,18 @@ async fn live(stored: &StoredAgent, task: &str) -> Result<Built, Unbuildable> {
     Ok(built)
 }
 
-pub(crate) async fn serve_restate(args: ServeRestateArgs) -> u8 {
-    let programs = match Programs::new(&args.agents, args.allow_inline_agents) {
-        Ok(programs) => programs,
-        Err(e) => {
-            eprintln!("terminus: serve-restate: {e}");
-            return INVALID;
-        }
-    };
-    let endpoint = match terminus_restate::endpoint(Arc::new(programs), &args.identity_keys) {
-        Ok(endpoint) => endpoint,
-        Err(e) => {
-            eprintln!("terminus: serve-restate: --identity-key: {e}");
-            return INVALID;
-        }
-    };
-    let listener = match tokio::net::TcpListener::bind(args.bind).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("terminus: --bind {}: cannot listen: {e}", args.bind);
-            return INVALID;
-        }
-    };
-    let addr = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("terminus: --bind {}: {e}", args.bind);
-            return INTERNAL;
-        }
-    };
+/// `terminus serve-restate`: serves until Ctrl-C, then 0.
+pub(crate) async fn serve_restate(args: ServeRestateArgs) -> Result<u8, CliError> {
+    let programs = Programs::new(&args.agents, args.allow_inline_agents)
+        .map_err(|e| e.context("serve-restate"))?;
+    let endpoint = terminus_restate::endpoint(Arc::new(programs), &args.identity_keys)
+        .map_err(|e| CliError::Invalid(format!("serve-restate: --identity-key: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| CliError::Invalid(format!("--bind {}: cannot listen: {e}", args.bind)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::Internal(format!("--bind {}: {e}", args.bind)))?;
     eprintln!(
         "terminus: serving the Restate service TerminusAgent at http://{addr} (register it: \
          POST {{\"uri\": \"http://{addr}\"}} to the admin API's /deployments)"
@@ -213,5 +203,5 @@ pub(crate) async fn serve_restate(args: ServeRestateArgs) -> u8 {
         let _ = tokio::signal::ctrl_c().await;
     };
     terminus_restate::serve(listener, endpoint, shutdown).await;
-    0
+    Ok(0)
 }

@@ -2,45 +2,53 @@
 //! config, checked by hand before an agent runs on them.
 
 use crate::config::AgentConfig;
-use crate::{INVALID, ToolsAction};
+use crate::error::CliError;
+use clap::Subcommand;
 use std::path::Path;
 use terminus_kernel::ToolOutcome;
 use terminus_runtime::{ToolSet, render_outcome};
 use terminus_tools::McpTools;
 
-/// Runs the subcommand; the exit code.
-pub(crate) async fn run(path: &Path, action: ToolsAction) -> u8 {
-    let (config, dir) = match AgentConfig::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("terminus: {e}");
-            return INVALID;
-        }
-    };
+#[derive(Debug, Subcommand)]
+pub(crate) enum ToolsAction {
+    /// One tool a line: `name<TAB>description`.
+    List,
+    /// Call one tool with JSON arguments.
+    Call {
+        /// The tool's name, as the model sees it.
+        name: String,
+        /// The arguments: a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+}
+
+/// Runs the subcommand: 0, or 1 when the tool called answers with an error (printed as
+/// `kind: message`, the tool's answer, on stderr).
+pub(crate) async fn run(path: &Path, action: ToolsAction) -> Result<u8, CliError> {
+    let (config, dir) = AgentConfig::load(path).map_err(|e| CliError::Invalid(e.to_string()))?;
     let arguments = match &action {
         ToolsAction::List => None,
         ToolsAction::Call { arguments, .. } => match serde_json::from_str(arguments) {
             Ok(v @ serde_json::Value::Object(_)) => Some(v),
             Ok(_) => {
-                eprintln!("terminus: the arguments must be a JSON object: {arguments}");
-                return INVALID;
+                return Err(CliError::Invalid(format!(
+                    "the arguments must be a JSON object: {arguments}"
+                )));
             }
             Err(e) => {
-                eprintln!("terminus: the arguments are not JSON ({e}): {arguments}");
-                return INVALID;
+                return Err(CliError::Invalid(format!(
+                    "the arguments are not JSON ({e}): {arguments}"
+                )));
             }
         },
     };
-    let servers = match McpTools::connect(&config.mcp_configs(&dir)).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("terminus: {}: {e}", path.display());
-            return INVALID;
-        }
-    };
+    let servers = McpTools::connect(&config.mcp_configs(&dir))
+        .await
+        .map_err(|e| CliError::Invalid(format!("{}: {e}", path.display())))?;
     let mut set = ToolSet::new();
     servers.add_to(&mut set);
-    let code = match action {
+    let result = match action {
         ToolsAction::List => {
             for spec in set.specs() {
                 let description = spec
@@ -50,16 +58,13 @@ pub(crate) async fn run(path: &Path, action: ToolsAction) -> u8 {
                     .join(" ");
                 println!("{}\t{description}", spec.name);
             }
-            0
+            Ok(0)
         }
         ToolsAction::Call { name, .. } => match set.get(&name) {
-            None => {
-                eprintln!(
-                    "terminus: no tool named `{name}`; the tools are: {}",
-                    set.names().collect::<Vec<_>>().join(", ")
-                );
-                INVALID
-            }
+            None => Err(CliError::Invalid(format!(
+                "no tool named `{name}`; the tools are: {}",
+                set.names().collect::<Vec<_>>().join(", ")
+            ))),
             Some(tool) => {
                 let outcome = tool
                     .call(arguments.unwrap_or_default())
@@ -71,16 +76,18 @@ pub(crate) async fn run(path: &Path, action: ToolsAction) -> u8 {
                 match &outcome {
                     ToolOutcome::Ok(_) => {
                         println!("{}", render_outcome(&outcome));
-                        0
+                        Ok(0)
                     }
                     ToolOutcome::Error { kind, message } => {
+                        // The tool's answer, not the command's failure: exit 1, as an aborted
+                        // run's report.
                         eprintln!("{}: {message}", kind.as_str());
-                        1
+                        Ok(1)
                     }
                 }
             }
         },
     };
     servers.shutdown().await;
-    code
+    result
 }

@@ -37,6 +37,8 @@
 mod error;
 mod expect;
 mod format;
+#[cfg(feature = "plan")]
+pub mod plan;
 mod scenario;
 mod script;
 
