@@ -6,9 +6,10 @@
 //! report, the failure a worker recorded and the claim conflicts ([`Stored`]). The journal is
 //! replayed through the kernel ([`terminus_kernel::Replay`], pure) for what the records do not
 //! say outright: the streaks at the stop, the tool ledger and the todos. It renders as text
-//! ([`Explanation::text`]) and as JSON (serde). The command line reads the records from a store;
-//! an embedding host (the Python binding) keeps the records of its own run and explains it the
-//! same way.
+//! ([`Explanation::text`]) and as JSON (serde). [`read`] explains an execution a store keeps,
+//! reading its journal page by page (the command line's `inspect`, Restate's `explain`); an
+//! embedding host (the Python and Node bindings) keeps the records of its own run and explains
+//! it the same way.
 
 use crate::budget::tool_budget_events;
 use crate::context::{ContextPrune, ContextStats};
@@ -245,6 +246,38 @@ pub struct Explanation {
     /// (`docs/approvals.md`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<crate::suspend::HeldState>,
+}
+
+/// Explains `execution` as `store` keeps it: its spec, report, failure and conflicts, and its
+/// journal read page by page (512 records a page) into a [`Builder`]. `None` when the store has
+/// no such execution.
+pub async fn read(
+    store: &dyn crate::Claims,
+    execution: &str,
+) -> Result<Option<Explanation>, crate::StoreError> {
+    let Some(spec) = store.spec(execution).await? else {
+        return Ok(None);
+    };
+    let report = store.report(execution).await?;
+    let failure = store.failure(execution).await?;
+    let conflicts = store.conflicts(execution).await?;
+    let mut builder = Builder::new(&spec.policy);
+    let mut after = None;
+    loop {
+        let page = store.page(execution, after, 512).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.key);
+        for record in &page {
+            builder.push(record);
+        }
+    }
+    Ok(Some(builder.finish(&Stored {
+        execution,
+        spec: &spec,
+        report: report.as_ref(),
+        failure: failure.as_ref(),
+        conflicts,
+    })))
 }
 
 /// Builds an [`Explanation`] from records fed in key order; no IO.

@@ -14,10 +14,8 @@ use clap::Args;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use terminus_kernel::Key;
 pub(crate) use terminus_runtime::explain::{Budget, Explanation};
-use terminus_runtime::explain::{Builder, Stored};
-use terminus_runtime::{Claims, MemoryStore, Store, StoreError};
+use terminus_runtime::{Claims, MemoryStore, Store};
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
 
@@ -132,30 +130,11 @@ async fn from_scenario(file: &Path) -> Result<Explanation, CliError> {
 
 /// Reads what the store keeps of `execution` (the journal page by page) and explains it.
 pub(crate) async fn explain(store: &dyn Claims, execution: &str) -> Result<Explanation, CliError> {
-    let fail = |e: StoreError| CliError::store(&e);
-    let Some(spec) = store.spec(execution).await.map_err(fail)? else {
-        return Err(CliError::Invalid(format!(
+    match terminus_runtime::explain::read(store, execution).await {
+        Ok(Some(explanation)) => Ok(explanation),
+        Ok(None) => Err(CliError::Invalid(format!(
             "no execution `{execution}` in the journal"
-        )));
-    };
-    let report = store.report(execution).await.map_err(fail)?;
-    let failure = store.failure(execution).await.map_err(fail)?;
-    let conflicts = store.conflicts(execution).await.map_err(fail)?;
-    let mut builder = Builder::new(&spec.policy);
-    let mut after: Option<Key> = None;
-    loop {
-        let page = store.page(execution, after, 512).await.map_err(fail)?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.key);
-        for record in &page {
-            builder.push(record);
-        }
+        ))),
+        Err(e) => Err(CliError::store(&e)),
     }
-    Ok(builder.finish(&Stored {
-        execution,
-        spec: &spec,
-        report: report.as_ref(),
-        failure: failure.as_ref(),
-        conflicts,
-    }))
 }

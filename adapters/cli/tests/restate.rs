@@ -272,6 +272,25 @@ fn run_locally(path: &Path) -> Value {
     })
 }
 
+/// `terminus inspect --scenario FILE`'s explanation, without its first line (the execution id,
+/// which is the object key through Restate).
+fn inspect_locally(path: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(["inspect", "--scenario"])
+        .arg(path)
+        .output()
+        .expect("terminus runs");
+    without_execution(&text(&out.stdout))
+}
+
+/// An explanation without its first line, `execution ID`.
+fn without_execution(explanation: &str) -> String {
+    match explanation.split_once('\n') {
+        Some((first, rest)) if first.starts_with("execution ") => rest.to_owned(),
+        _ => panic!("an explanation starts with its execution:\n{explanation}"),
+    }
+}
+
 /// A report without what names the execution.
 fn comparable(mut report: Value) -> Value {
     if let Some(o) = report.as_object_mut() {
@@ -307,10 +326,21 @@ fn inside_conformance() {
                 local,
                 "{name}: Restate and terminus run differ"
             );
+            let (status, explanation) = call(&format!("conformance-{name}"), "explain", None).await;
+            assert_eq!(status, 200, "{name}: {explanation}");
+            let Value::String(explanation) = explanation else {
+                panic!("{name}: the explanation is text, not {explanation}");
+            };
+            assert_eq!(
+                without_execution(&explanation),
+                inspect_locally(file),
+                "{name}: Restate's explanation and terminus inspect's differ"
+            );
         }
     });
     eprintln!(
-        "restate conformance: {} scenarios, every report equal to terminus run's",
+        "restate conformance: {} scenarios, every report equal to terminus run's, every \
+         explanation to terminus inspect's",
         files.len()
     );
 }

@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The object's state key of the report of a run that stopped.
 const REPORT: &str = "report";
+/// The object's state key of the explanation of a run that stopped: `terminus inspect`'s text,
+/// from the run's own journal.
+const EXPLANATION: &str = "explanation";
 
 /// Builds the run a `run` request asks for. The command line's blueprint reads
 /// `{"scenario": {...}}` (a scenario file's JSON) and `{"agent": {...}, "task": "..."}` (a live
@@ -204,6 +207,14 @@ impl TerminusAgent {
             Ok(report) => {
                 let report = serde_json::to_value(&report)
                     .map_err(|e| TerminalError::new(format!("the report: {e}")))?;
+                // Why it stopped, from the run's journal (rebuilt the same on a replay).
+                let explanation =
+                    match terminus_runtime::explain::read(store.as_ref(), &execution).await {
+                        Ok(Some(explanation)) => explanation.text(),
+                        Ok(None) => format!("execution `{execution}` kept no journal"),
+                        Err(e) => format!("execution `{execution}` cannot be explained: {e}"),
+                    };
+                ctx.set(EXPLANATION, explanation);
                 ctx.set(REPORT, Json(report.clone()));
                 Ok(Json(report))
             }
@@ -252,6 +263,20 @@ impl TerminusAgent {
             None => Err(TerminalError::new_with_code(
                 404,
                 format!("execution `{}` has no report yet", ctx.key()),
+            )
+            .into()),
+        }
+    }
+
+    /// Why the execution stopped and what to change, once it has: the text of `terminus
+    /// inspect` for the same run.
+    #[handler]
+    async fn explain(&self, ctx: SharedObjectContext<'_>) -> HandlerResult<String> {
+        match ctx.get::<String>(EXPLANATION).await? {
+            Some(text) => Ok(text),
+            None => Err(TerminalError::new_with_code(
+                404,
+                format!("execution `{}` has no explanation yet", ctx.key()),
             )
             .into()),
         }
