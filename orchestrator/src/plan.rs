@@ -5,7 +5,6 @@ use crate::graph::{Graph, cycles, levels};
 use crate::limits::{Limits, LimitsSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_path_to_error::Segment;
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -407,52 +406,13 @@ impl Plan {
 /// Reads `json` as a `T`; the problem names the JSON path at fault (`$.agents[2].id`), then
 /// what is wrong and the position (`(line L, column C)`) when the reader knows it.
 fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, Problem> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let mut path = String::from("$");
-        for segment in e.path().iter() {
-            match segment {
-                Segment::Seq { index } => path.push_str(&format!("[{index}]")),
-                Segment::Map { key } => push_key(&mut path, key),
-                Segment::Enum { variant } => push_key(&mut path, variant),
-                // Where the reader could not tell (a syntax error): the position says it.
-                _ => {}
-            }
-        }
-        json_problem(path, e.inner())
-    })?;
-    de.end().map_err(|e| json_problem("$".into(), &e))?;
-    Ok(value)
-}
-
-/// `.key`, or `["key"]` for a key that is not a plain name.
-fn push_key(path: &mut String, key: &str) {
-    let plain = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if plain {
-        path.push('.');
-        path.push_str(key);
-    } else {
-        // A JSON string literal is the unambiguous way to write any key.
-        path.push_str(&format!("[{}]", Value::from(key)));
-    }
-}
-
-fn json_problem(path: String, e: &serde_json::Error) -> Problem {
-    // serde_json appends " at line L column C"; the position is reported after the problem.
-    let mut problem = e.to_string();
-    if let Some(at) = problem.rfind(" at line ") {
-        problem.truncate(at);
-    }
-    if e.is_syntax() || e.is_eof() {
-        problem = format!("invalid JSON: {problem}");
-    }
-    if e.line() > 0 {
-        problem = format!("{problem} (line {}, column {})", e.line(), e.column());
-    }
-    Problem::new(path, problem)
+    terminus_runtime::json_path::read(json).map_err(|e| {
+        let problem = match e.position {
+            Some((line, column)) => format!("{} (line {line}, column {column})", e.problem),
+            None => e.problem,
+        };
+        Problem::new(e.path, problem)
+    })
 }
 
 fn valid_id(id: &str) -> bool {

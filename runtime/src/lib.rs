@@ -52,6 +52,7 @@ pub mod explain;
 mod fault;
 pub mod host;
 pub mod journal;
+pub mod json_path;
 mod kill;
 pub mod layer;
 mod message;

@@ -124,6 +124,20 @@ pub(crate) fn with_model_log(scenario: Scenario) -> Scenario {
     }
 }
 
+/// What `execution` was started with; an execution the journal does not have is invalid input.
+pub(crate) async fn spec_of(
+    store: &dyn terminus_runtime::Journal,
+    execution: &str,
+) -> Result<terminus_runtime::RunSpec, CliError> {
+    match store.spec(execution).await {
+        Ok(Some(spec)) => Ok(spec),
+        Ok(None) => Err(CliError::Invalid(format!(
+            "no execution `{execution}` in the journal"
+        ))),
+        Err(e) => Err(CliError::store(&e)),
+    }
+}
+
 /// Runs with the kill switch on Ctrl-C and progress lines on stderr.
 pub(crate) async fn drive<R: Setup>(run: R, config: RuntimeConfig) -> Result<Report, RunError> {
     let on_interrupt = run.kill_handle();

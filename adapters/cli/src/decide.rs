@@ -256,15 +256,7 @@ pub(crate) async fn held_of(
     store: &dyn Journal,
     execution: &str,
 ) -> Result<Vec<HeldState>, CliError> {
-    let Some(spec) = store
-        .spec(execution)
-        .await
-        .map_err(|e| CliError::store(&e))?
-    else {
-        return Err(CliError::Invalid(format!(
-            "no execution `{execution}` in the journal"
-        )));
-    };
+    let spec = crate::common::spec_of(store, execution).await?;
     if let Some(report) = store
         .report(execution)
         .await

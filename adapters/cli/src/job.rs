@@ -30,15 +30,7 @@ impl Job {
         execution: &str,
         agents: Option<&AgentsDir>,
     ) -> Result<Job, CliError> {
-        let Some(spec) = store
-            .spec(execution)
-            .await
-            .map_err(|e| CliError::store(&e))?
-        else {
-            return Err(CliError::Invalid(format!(
-                "no execution `{execution}` in the journal"
-            )));
-        };
+        let spec = crate::common::spec_of(store, execution).await?;
         Job::from_host(execution, spec.host.as_ref(), agents)
     }
 

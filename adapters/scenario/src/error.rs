@@ -69,20 +69,4 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// Renders a path in `$`-notation: `.key` for identifier-like keys, `["key"]` otherwise, `[i]`
-/// for array items.
-pub(crate) fn push_key(path: &mut String, key: &str) {
-    let plain = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if plain {
-        path.push('.');
-        path.push_str(key);
-    } else {
-        path.push('[');
-        // A JSON string literal is the unambiguous way to write any key.
-        path.push_str(&serde_json::Value::String(key.to_owned()).to_string());
-        path.push(']');
-    }
-}
+pub(crate) use terminus_runtime::json_path::push_key;

@@ -4,7 +4,6 @@ use crate::error::{LoadError, ScenarioError, push_key};
 use crate::expect::Expect;
 use crate::format::{Repeat, ScenarioFile, ToolScript};
 use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
-use serde_path_to_error::Segment;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -206,44 +205,11 @@ impl Scenario {
 /// Reads `json` as a `T`; an error names the JSON path at fault (`$.agents[2].id`), the
 /// problem and the position. Other files of the project (plans) read their JSON with it.
 pub fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, ScenarioError> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
-    de.end().map_err(|e| json_error("$".into(), &e))?;
-    Ok(value)
-}
-
-fn from_serde_error(e: serde_path_to_error::Error<serde_json::Error>) -> ScenarioError {
-    let mut path = String::from("$");
-    for segment in e.path().iter() {
-        match segment {
-            Segment::Seq { index } => {
-                path.push('[');
-                path.push_str(&index.to_string());
-                path.push(']');
-            }
-            Segment::Map { key } => push_key(&mut path, key),
-            Segment::Enum { variant } => push_key(&mut path, variant),
-            // Where the reader could not tell (a syntax error): the position says it.
-            _ => {}
-        }
-    }
-    json_error(path, e.inner())
-}
-
-fn json_error(path: String, e: &serde_json::Error) -> ScenarioError {
-    // serde_json appends " at line L column C"; the position is reported separately.
-    let mut problem = e.to_string();
-    if let Some(at) = problem.rfind(" at line ") {
-        problem.truncate(at);
-    }
-    if e.is_syntax() || e.is_eof() {
-        problem = format!("invalid JSON: {problem}");
-    }
-    ScenarioError {
-        path,
-        problem,
-        position: (e.line() > 0).then(|| (e.line(), e.column())),
-    }
+    terminus_runtime::json_path::read(json).map_err(|e| ScenarioError {
+        path: e.path,
+        problem: e.problem,
+        position: e.position,
+    })
 }
 
 fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
