@@ -1,5 +1,6 @@
 //! Calls held for a decision from outside the run (`docs/approvals.md`): a tool that needs a
-//! person's approval, or whose answer comes from outside instead of from running it.
+//! person's approval, whose answer comes from outside instead of from running it, or whose run
+//! asked a person a question that nobody could answer while it ran (an MCP server's elicitation).
 //!
 //! The machine needs nothing new for them: a held call is a call whose result has not come, and
 //! the machine waits in `Acting` as it waits for any result. What the host does meanwhile (stop,
@@ -18,6 +19,13 @@ pub enum Hold {
     Approval,
     /// The tool is not run: its result is answered from outside.
     Deferred,
+    /// The call ran and asked a person a question ([`Question`]) that nobody could answer while
+    /// it ran: the question was cancelled, which ended that run without its effect, and its
+    /// result was not kept. Once the person replies (an answer accepts the form with its
+    /// content, a denial declines it, an approval accepts it with the form's defaults) the call
+    /// runs again, and its question gets that reply. A call is held this way at most once: a
+    /// question the second run asks that the reply does not answer is declined.
+    Elicitation,
 }
 
 impl Hold {
@@ -26,6 +34,7 @@ impl Hold {
         match self {
             Hold::Approval => "approval",
             Hold::Deferred => "deferred",
+            Hold::Elicitation => "elicitation",
         }
     }
 }
@@ -87,4 +96,16 @@ pub struct HeldCall {
     pub hold: Hold,
     /// The decision, once one is journaled.
     pub decision: Option<Decision>,
+    /// The question the call asked ([`Hold::Elicitation`] only).
+    pub question: Option<Question>,
+}
+
+/// A question a tool's call asked a person while it ran: an MCP server's form elicitation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    /// What the person is asked.
+    pub message: String,
+    /// The JSON Schema of the form the answer fills (an object of flat fields).
+    pub schema: serde_json::Value,
 }

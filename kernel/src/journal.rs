@@ -11,7 +11,7 @@
 
 use crate::command::{Command, Notice, Nudge, Stop, ToolBatch};
 use crate::event::{Event, ModelErrorKind, ModelTurn, ToolCall, ToolResult, Verdict};
-use crate::hold::{Decision, HeldCall, Hold};
+use crate::hold::{Decision, HeldCall, Hold, Question};
 use crate::json::Json;
 use crate::machine::Machine;
 use crate::policy::{Policy, PolicyError};
@@ -87,6 +87,13 @@ impl Key {
     /// The key of the decision on held call `j` of `calls`.
     pub const fn decision(checkpoint: u32, calls: u32, j: u32) -> Key {
         Key::new(checkpoint, Self::FIRST_CALL + 3 * calls + j)
+    }
+
+    /// The key of the second intent of executed call `j` of `calls`: a call held after it ran
+    /// ([`Hold::Elicitation`]) runs again once decided, and this intent is written before it
+    /// does (its first intent is at [`Key::intent`]).
+    pub const fn rerun(checkpoint: u32, calls: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + 4 * calls + j)
     }
 }
 
@@ -191,12 +198,17 @@ pub enum Entry {
     /// The result of one executed call (written when it arrives).
     ToolResult(ToolResult),
     /// A call held for a decision from outside (written instead of its intent): it runs, or is
-    /// answered, only once decided.
+    /// answered, only once decided. A call held after it ran ([`Hold::Elicitation`]) has its
+    /// intent too, and this record, written when its run ended with the question, says that run
+    /// had no effect: the call runs again once decided, after a [`Key::rerun`] intent.
     Held {
         /// The call.
         call: ToolCall,
         /// Why it is held.
         hold: Hold,
+        /// The question the call asked ([`Hold::Elicitation`] only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<Question>,
     },
     /// The decision on a held call (written by whoever decided, while the run was suspended).
     Decided {
@@ -382,6 +394,7 @@ fn decisions(
                             entry: Entry::Held {
                                 call: copy(call),
                                 hold,
+                                question: None,
                             },
                         },
                         None => Record {
@@ -564,15 +577,33 @@ impl Replay {
                 }
             },
             Entry::ToolCall { idempotent, .. } => {
+                let k = self.calls.len() as u32;
                 let j = key
                     .index
                     .checked_sub(Key::FIRST_CALL)
                     .ok_or_else(|| diverged("intent key out of range".into()))?;
+                // `Key::rerun`: the second run of a call held after it ran, once decided.
+                let rerun = k > 0 && j >= 4 * k;
+                let j = if rerun { j - 4 * k } else { j };
+                if rerun
+                    && !self.held.get(j as usize).is_some_and(|h| {
+                        h.as_ref()
+                            .is_some_and(|h| h.hold == Hold::Elicitation && h.decision.is_some())
+                    })
+                {
+                    return Err(diverged(
+                        "a second intent of a call not decided after it ran".into(),
+                    ));
+                }
                 let slot = self
                     .calls
                     .get_mut(j as usize)
                     .ok_or_else(|| diverged("intent for a call that was not scheduled".into()))?;
-                *slot = CallState::InDoubt { idempotent };
+                // The result of the second run sorts before it (`Key::result`): a call done
+                // stays done.
+                if !matches!(slot, CallState::Done(_)) {
+                    *slot = CallState::InDoubt { idempotent };
+                }
             }
             Entry::ToolResult(result) => {
                 let k = self.calls.len() as u32;
@@ -590,7 +621,11 @@ impl Replay {
                     .or_insert(0u64) += 1;
                 *slot = CallState::Done(result);
             }
-            Entry::Held { call, hold } => {
+            Entry::Held {
+                call,
+                hold,
+                question,
+            } => {
                 let k = self.calls.len() as u32;
                 let j = key
                     .index
@@ -604,7 +639,21 @@ impl Replay {
                     call_id: call.id,
                     hold,
                     decision: None,
+                    question,
                 });
+                if hold == Hold::Elicitation {
+                    // Held after it ran: its intent came first, and that run ended without its
+                    // effect. Unless its second run is done (its result sorts first), it has
+                    // not started.
+                    let state = &mut self.calls[j as usize];
+                    match state {
+                        CallState::InDoubt { .. } => *state = CallState::NotStarted,
+                        CallState::Done(_) => {}
+                        CallState::NotStarted => {
+                            return Err(diverged("a call held after it ran has no intent".into()));
+                        }
+                    }
+                }
             }
             Entry::Decided { call_id, decision } => {
                 let k = self.calls.len() as u32;
@@ -616,8 +665,10 @@ impl Replay {
                     .ok_or_else(|| {
                         diverged(format!("a decision on `{call_id}`, not held there"))
                     })?;
-                // A call decided without running has a journaled result the tool never gave.
+                // A call decided without running has a journaled result the tool never gave (a
+                // call held after it ran runs again, whatever the decision).
                 if decision != Decision::Approve
+                    && held.hold != Hold::Elicitation
                     && let Some(CallState::Done(result)) =
                         j.and_then(|j| self.calls.get(j as usize))
                     && let Some(n) = self.tool_answers.get_mut(result.name.as_str())
@@ -799,6 +850,154 @@ mod tests {
             recover(Policy::default(), wrong),
             Err(RecoverError::Diverged { .. })
         ));
+    }
+
+    /// `read` and `ask` (both run, neither held up front); `ask` asked a question nobody could
+    /// answer while it ran: its intent, then its hold, written when that run ended.
+    fn asked_turn() -> (Vec<Record>, ToolCall) {
+        let mut machine = Machine::new(Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+        while machine.poll_command().is_some() {}
+        let ask = ToolCall::new("ask-1", "ask", serde_json::json!({"branch": "main"}));
+        let event = Event::ModelTurn(ModelTurn {
+            tool_calls: vec![
+                ToolCall::new("read-1", "read", serde_json::json!({"path": "a"})),
+                ask.clone(),
+            ],
+            ..ModelTurn::default()
+        });
+        let Handled::Step(step) = machine.handle(event.clone()) else {
+            panic!("the turn is a step");
+        };
+        let commands: Vec<Command> = std::iter::from_fn(|| machine.poll_command()).collect();
+        let mut records = vec![
+            Record {
+                key: Key::event(0),
+                entry: Entry::User { task: "t".into() },
+            },
+            Record {
+                key: Key::event(step.step),
+                entry: Entry::from_event(&event),
+            },
+        ];
+        records.extend(decision_records(&step, &commands, |_| false));
+        records.push(Record {
+            key: Key::result(1, 2, 0),
+            entry: Entry::ToolResult(ToolResult {
+                call_id: "read-1".into(),
+                name: "read".into(),
+                outcome: crate::event::ToolOutcome::Ok(Json::from(serde_json::json!("text"))),
+            }),
+        });
+        (records, ask)
+    }
+
+    #[test]
+    fn a_call_held_after_it_ran_replays_as_not_started_until_its_second_intent() {
+        let (mut records, ask) = asked_turn();
+        let question = Question {
+            message: "Delete branch main?".into(),
+            schema: serde_json::json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+        };
+        let held = Record {
+            key: Key::held(1, 2, 1),
+            entry: Entry::Held {
+                call: ask.clone(),
+                hold: Hold::Elicitation,
+                question: Some(question.clone()),
+            },
+        };
+        // Before the hold is written, the asking call is in doubt (it was running).
+        let running = recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(running.calls[1], CallState::InDoubt { idempotent: false });
+        records.push(held.clone());
+        let undecided =
+            recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            undecided.calls[1],
+            CallState::NotStarted,
+            "its run had no effect"
+        );
+        let h = undecided.held[1]
+            .clone()
+            .unwrap_or_else(|| panic!("ask is held"));
+        assert_eq!(
+            (h.hold, h.decision, h.question),
+            (Hold::Elicitation, None, Some(question))
+        );
+
+        // A second intent before a decision is a corrupt journal.
+        let mut early = records.clone();
+        early.push(Record {
+            key: Key::rerun(1, 2, 1),
+            entry: Entry::ToolCall {
+                call: ask.clone(),
+                idempotent: false,
+            },
+        });
+        assert!(matches!(
+            recover(Policy::default(), early),
+            Err(RecoverError::Diverged { .. })
+        ));
+
+        let answer = Decision::Answer {
+            outcome: crate::event::ToolOutcome::Ok(Json::from(
+                serde_json::json!({"confirm": true}),
+            )),
+        };
+        records.push(Record {
+            key: Key::decision(1, 2, 1),
+            entry: Entry::Decided {
+                call_id: "ask-1".into(),
+                decision: answer.clone(),
+            },
+        });
+        let decided = recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            decided.calls[1],
+            CallState::NotStarted,
+            "decided, not yet run again"
+        );
+        records.push(Record {
+            key: Key::rerun(1, 2, 1),
+            entry: Entry::ToolCall {
+                call: ask.clone(),
+                idempotent: false,
+            },
+        });
+        let rerunning =
+            recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            rerunning.calls[1],
+            CallState::InDoubt { idempotent: false },
+            "a crash in the second run leaves it in doubt"
+        );
+
+        // The second run's result, at the call's result key, sorts before the hold.
+        let result = ToolResult {
+            call_id: "ask-1".into(),
+            name: "ask".into(),
+            outcome: crate::event::ToolOutcome::Ok(Json::from(serde_json::json!("deleted main"))),
+        };
+        let at = records
+            .iter()
+            .position(|r| r.key == Key::held(1, 2, 1))
+            .unwrap_or_else(|| panic!("the hold"));
+        records.insert(
+            at,
+            Record {
+                key: Key::result(1, 2, 1),
+                entry: Entry::ToolResult(result.clone()),
+            },
+        );
+        assert!(records.windows(2).all(|w| w[0].key < w[1].key), "key order");
+        let done = recover(Policy::default(), records).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(done.calls[1], CallState::Done(result));
+        assert_eq!(
+            done.held[1].as_ref().map(|h| h.decision.clone()),
+            Some(Some(answer))
+        );
+        // The tool gave that result: a scripted `ask` resumes after it.
+        assert_eq!(done.tool_answers.get("ask").copied(), Some(1));
     }
 
     #[test]

@@ -476,10 +476,24 @@ impl Builder {
                     step.tool_calls.push(call.name.to_string());
                 }
             }
-            Entry::Held { call, hold } => {
+            Entry::Held {
+                call,
+                hold,
+                question,
+            } => {
                 if let Some(step) = self.step_at(checkpoint) {
-                    step.tool_calls
-                        .push(format!("{} (held for {})", call.name, hold.as_str()));
+                    match question {
+                        // Held after it ran: its intent listed the call already.
+                        Some(q) => step.notices.push(format!(
+                            "held: `{}` asked a person {:?}; its run was cancelled",
+                            call.id, q.message
+                        )),
+                        None => step.tool_calls.push(format!(
+                            "{} (held for {})",
+                            call.name,
+                            hold.as_str()
+                        )),
+                    }
                 }
             }
             Entry::Decided { call_id, decision } => {
@@ -1353,6 +1367,9 @@ impl Explanation {
                     h.call.name,
                     h.call.arguments
                 );
+                if let Some(q) = &h.call.question {
+                    let _ = writeln!(t, "    it asks {:?}, a form of {}", q.message, q.schema);
+                }
             }
         }
         if let (Some(outcome), Some(reason), Some(rule), Some(row)) =

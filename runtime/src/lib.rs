@@ -42,6 +42,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod asking;
 mod budget;
 mod config;
 pub mod context;

@@ -2,7 +2,7 @@
 //! its host (the pending calls), and what its journal says of a suspended execution.
 
 use serde::Serialize;
-use terminus_kernel::{Command, Decision, Hold, Recovery, Stats, executed};
+use terminus_kernel::{Command, Decision, Hold, Question, Recovery, Stats, executed};
 
 /// A held call that waits for a decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -13,8 +13,12 @@ pub struct PendingCall {
     pub name: String,
     /// The arguments the model gave.
     pub arguments: serde_json::Value,
-    /// Why it is held: a person's approval, or an answer from outside.
+    /// Why it is held: a person's approval, an answer from outside, or a question the call
+    /// asked while it ran.
     pub kind: Hold,
+    /// The question ([`Hold::Elicitation`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<Question>,
 }
 
 /// A held call of a suspended execution and its decision so far.
@@ -85,6 +89,7 @@ pub fn held_calls(recovery: &Recovery) -> Vec<HeldState> {
                     name: call.name.to_string(),
                     arguments: call.arguments.value().clone(),
                     kind: held.hold,
+                    question: held.question.clone(),
                 },
                 decision: held.decision.clone(),
                 key: terminus_kernel::Key::decision(checkpoint, k, j),

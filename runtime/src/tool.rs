@@ -237,7 +237,10 @@ impl ToolSet {
     /// approval ([`Hold::Approval`]), or an answer instead of running it ([`Hold::Deferred`]).
     /// The run suspends until each held call is decided (`docs/approvals.md`).
     pub fn hold(&mut self, name: impl Into<String>, hold: Hold) -> &mut ToolSet {
-        self.holds.insert(name.into(), hold);
+        // A call is held for a question only after it ran and asked it ([`crate::asking`]).
+        if hold != Hold::Elicitation {
+            self.holds.insert(name.into(), hold);
+        }
         self
     }
 

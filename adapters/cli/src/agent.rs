@@ -151,6 +151,14 @@ impl LiveAgent {
         &self.config.policy
     }
 
+    /// The first `[[mcp]]` server whose questions wait for a person (`elicitation = "person"`).
+    pub(crate) fn asks_a_person(&self) -> Option<&str> {
+        self.mcp
+            .iter()
+            .find(|c| c.elicitation == terminus_tools::Elicitation::Person)
+            .map(|c| c.name.as_str())
+    }
+
     /// Starts the MCP servers; the message names the `[[mcp]]` entry.
     pub(crate) async fn connect(&self) -> Result<McpTools, CliError> {
         McpTools::connect(&self.mcp)

@@ -74,7 +74,8 @@ pub(crate) struct McpSection {
     pub(crate) deferred: Vec<String>,
     /// OAuth for an HTTP server (`auth = { ... }`).
     pub(crate) auth: Option<McpAuthSection>,
-    /// How elicitation requests are answered: `"decline"` (default) or `"defaults"`.
+    /// How elicitation requests are answered: `"decline"` (default), `"defaults"` or
+    /// `"person"`.
     pub(crate) elicitation: Option<String>,
     /// The protocol revision the session speaks: `"2025-11-25"` (default) or `"2026-07-28"`.
     pub(crate) protocol: Option<String>,
@@ -211,10 +212,11 @@ impl AgentConfig {
                 }
             }
             if let Some(e) = &server.elicitation
-                && !matches!(e.as_str(), "decline" | "defaults")
+                && !matches!(e.as_str(), "decline" | "defaults" | "person")
             {
                 return Err(format!(
-                    "{at}: elicitation: unknown value {e:?}, expected \"decline\" or \"defaults\""
+                    "{at}: elicitation: unknown value {e:?}, expected \"decline\", \"defaults\" \
+                     or \"person\""
                 ));
             }
             if let Some(p) = &server.protocol
@@ -287,9 +289,11 @@ impl AgentConfig {
                 config.idempotent = s.idempotent.unwrap_or(false);
                 config.approval.clone_from(&s.approval);
                 config.deferred.clone_from(&s.deferred);
-                if s.elicitation.as_deref() == Some("defaults") {
-                    config.elicitation = Elicitation::Defaults;
-                }
+                config.elicitation = match s.elicitation.as_deref() {
+                    Some("defaults") => Elicitation::Defaults,
+                    Some("person") => Elicitation::Person,
+                    _ => Elicitation::Decline,
+                };
                 if let Some(p) = s.protocol.as_deref().and_then(protocol) {
                     config.protocol = p;
                 }

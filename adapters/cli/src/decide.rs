@@ -65,7 +65,8 @@ pub(crate) struct AnswerArgs {
     /// The held call's id (as the suspension printed it).
     #[arg(long, value_name = "CALL_ID")]
     call: String,
-    /// The call's output, as JSON.
+    /// The call's output, as JSON (for a call that asked a question: the form's content, a
+    /// JSON object).
     #[arg(
         long,
         value_name = "JSON",
@@ -178,6 +179,16 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8,
         return Ok(0);
     }
     for h in &chosen {
+        if h.call.kind == Hold::Elicitation
+            && let Decision::Answer { outcome } = &decision
+            && !matches!(outcome, ToolOutcome::Ok(content) if content.is_object())
+        {
+            return Err(CliError::Invalid(format!(
+                "call `{}` of `{}` asked a question: answer it with the form's content, a JSON \
+                 object (`--result '{{...}}'`), or decline it with `terminus deny --call {}`",
+                h.call.call_id, h.call.name, h.call.call_id
+            )));
+        }
         if decision == Decision::Approve && h.call.kind == Hold::Deferred {
             return Err(CliError::Invalid(format!(
                 "call `{}` of `{}` is answered from outside, not approved: use \
@@ -297,6 +308,14 @@ pub(crate) fn print_suspension(suspended: &Suspended, json: bool) {
             call.name,
             call.arguments
         );
+        if let Some(q) = &call.question {
+            let _ = writeln!(
+                err,
+                "terminus:     it asks {:?}, a form of {}: `terminus answer --call {} --result \
+                 JSON` fills it, `deny` declines it, `approve` takes its defaults",
+                q.message, q.schema, call.call_id
+            );
+        }
     }
     if json {
         let line = serde_json::to_string(suspended).unwrap_or_default();

@@ -164,6 +164,15 @@ fn inline(config: &Value) -> Result<StoredAgent, Unbuildable> {
 /// A live agent's run.
 async fn live(stored: &StoredAgent, task: &str) -> Result<Built, Unbuildable> {
     let live = LiveAgent::new(stored).map_err(|e| Unbuildable::Invalid(e.to_string()))?;
+    // Restate journals a tool call's answer as it came, so a replay would feed the model the
+    // first run's answer to a question that was cancelled.
+    if let Some(server) = live.asks_a_person() {
+        return Err(Unbuildable::Invalid(format!(
+            "{}: [[mcp]] `{server}`: elicitation = \"person\" is not served on Restate (a \
+             replay would take the cancelled run's answer); use \"decline\" or \"defaults\"",
+            stored.file
+        )));
+    }
     // A server that does not start now may start on Restate's next attempt.
     let mcp = live
         .connect()
@@ -204,4 +213,31 @@ pub(crate) async fn serve_restate(args: ServeRestateArgs) -> Result<u8, CliError
     };
     terminus_restate::serve(listener, endpoint, shutdown).await;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live agent whose tool questions wait for a person is refused before anything starts:
+    /// Restate would replay the cancelled run's answer.
+    #[tokio::test]
+    async fn a_live_agent_whose_questions_wait_for_a_person_is_refused() {
+        let stored = StoredAgent {
+            file: "ask.toml".to_owned(),
+            config: "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+                     model = \"m\"\n[[mcp]]\nname = \"branches\"\ncommand = [\"true\"]\n\
+                     elicitation = \"person\"\n"
+                .to_owned(),
+            dir: PathBuf::from("."),
+            cwd: PathBuf::from("."),
+        };
+        let Err(Unbuildable::Invalid(message)) = live(&stored, "t").await else {
+            panic!("refused as invalid");
+        };
+        assert!(
+            message.starts_with("ask.toml: [[mcp]] `branches`: elicitation = \"person\""),
+            "{message}"
+        );
+    }
 }

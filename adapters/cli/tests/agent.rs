@@ -638,3 +638,150 @@ async fn a_tool_list_change_is_offered_at_the_next_model_call_and_reported() {
         "hello from greet"
     );
 }
+
+/// `elicitation = "person"` on a server whose tool asks its user to confirm (a form
+/// elicitation, from a server on the official TypeScript SDK): nobody can answer while the run
+/// goes on, so the question is cancelled (the server deletes nothing) and the run suspends
+/// (exit 5) with the question; `terminus answer` fills the form and the resume runs the call
+/// again, whose question gets the answer: the branch is deleted once. A second execution's
+/// question is declined with `terminus deny`: nothing is deleted and the model is told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_a_tool_asks_suspends_the_run_until_a_person_answers_it() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let log = dir.path().join("deleted.log");
+    let delete = || reply("", &[("delete_branch", json!({"branch": "main"}))], 1);
+    let fixture = Fixture::start(vec![
+        delete(),
+        delete(),
+        reply("Deleted main.", &[], 2),
+        reply("Kept main.", &[], 3),
+    ])
+    .await
+    .expect("a port");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/elicit.js");
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+             stream = false\ntimeout_ms = 5000\n\
+             [[mcp]]\nname = \"branches\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n\
+             elicitation = \"person\"\n",
+            fixture.url(),
+            peers::node(&peers),
+            script.to_string_lossy(),
+            peers.join("node_modules").to_string_lossy(),
+            log.to_string_lossy(),
+        ),
+    )
+    .expect("write the config");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let on = |command: &str, execution: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [command, "--journal", &journal, "--execution", execution]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let config = config.to_string_lossy().into_owned();
+    let start = |execution: &str| -> Vec<String> {
+        let task = "Delete the main branch.";
+        ["agent", &config, "--task", task, "--journal", &journal]
+            .into_iter()
+            .chain(["--execution", execution, "--json"])
+            .map(str::to_owned)
+            .collect()
+    };
+    let deleted = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    for execution in ["asked-1", "asked-2"] {
+        let out = terminus(start(execution)).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{stderr}");
+        let suspended = last_json(&out.stdout);
+        assert_eq!(suspended["status"], "suspended");
+        let pending = &suspended["pending"][0];
+        assert_eq!(pending["kind"], "elicitation", "{suspended}");
+        assert_eq!(pending["call_id"], "call_1_0");
+        assert_eq!(pending["question"]["message"], "Delete branch main?");
+        assert_eq!(
+            pending["question"]["schema"]["required"],
+            json!(["confirm"])
+        );
+        assert!(
+            stderr.contains("it asks \"Delete branch main?\""),
+            "{stderr}"
+        );
+        assert_eq!(deleted(), "", "a question nobody answered deletes nothing");
+    }
+    let inspect = terminus(on("inspect", "asked-1", &[])).await;
+    let shown = text(&inspect.stdout);
+    assert!(
+        shown.contains("elicitation call_1_0 delete_branch"),
+        "{shown}"
+    );
+    assert!(shown.contains("it asks \"Delete branch main?\""), "{shown}");
+
+    // The answer is the form's content: anything but an object is refused, naming the call.
+    let wrong = terminus(on(
+        "answer",
+        "asked-1",
+        &["--call", "call_1_0", "--result", "[true]"],
+    ))
+    .await;
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong.stderr));
+    assert!(
+        text(&wrong.stderr).contains("`call_1_0`"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    let form = r#"{"confirm": true, "reason": "merged"}"#;
+    let answer = terminus(on(
+        "answer",
+        "asked-1",
+        &["--call", "call_1_0", "--result", form],
+    ))
+    .await;
+    assert_eq!(answer.status.code(), Some(0), "{}", text(&answer.stderr));
+    let deny = terminus(on("deny", "asked-2", &["--call", "call_1_0"])).await;
+    assert_eq!(deny.status.code(), Some(0), "{}", text(&deny.stderr));
+
+    let resumed = terminus(on("resume", "asked-1", &["--json"])).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
+    assert_eq!(deleted(), "deleted main (merged)\n");
+    let declined = terminus(on("resume", "asked-2", &["--json"])).await;
+    assert_eq!(
+        declined.status.code(),
+        Some(0),
+        "{}",
+        text(&declined.stderr)
+    );
+    assert_eq!(
+        deleted(),
+        "deleted main (merged)\n",
+        "a declined form deletes nothing"
+    );
+    // A resume of a finished run runs nothing again.
+    let again = terminus(on("resume", "asked-1", &["--json"])).await;
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(deleted(), "deleted main (merged)\n", "deleted once");
+
+    // Each model call was made once; the results the model got are the second runs'.
+    let sent: Vec<Value> = fixture.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 4);
+    let tool_result = |i: usize| -> String {
+        sent[i]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| m["content"].as_str())
+            .collect()
+    };
+    assert_eq!(tool_result(2), "deleted main");
+    assert_eq!(tool_result(3), "kept main: the user chose decline");
+}

@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{Hold, ToolErrorKind, ToolOutcome};
+use terminus_runtime::asking::{Question, Reply};
 use terminus_runtime::{Fault, Tool, ToolSet, ToolSource, ToolSpec};
 use tokio::io::AsyncReadExt;
 
@@ -89,7 +90,8 @@ pub enum McpProtocol {
     Stateless,
 }
 
-/// How elicitation requests are answered: no person sits behind an agent's MCP client.
+/// How elicitation requests are answered: no person sits behind an agent's MCP client while it
+/// runs, but one can reply while the run is suspended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Elicitation {
     /// Every request is declined, and the capability is not announced (the default).
@@ -98,6 +100,13 @@ pub enum Elicitation {
     /// A form request is accepted with the defaults its schema gives (fields without one are
     /// left out); a URL request is declined.
     Defaults,
+    /// A form request waits for a person: it is cancelled, which ends the call's run without
+    /// its effect, and the call is held ([`terminus_runtime::asking`]); the run is suspended
+    /// until the person replies (`terminus answer`, `deny` or `approve`), then the call runs
+    /// again and the same question gets the reply. Any other question (a URL request, a second
+    /// question of one run, a question outside a run) is declined. The server's calls run one
+    /// at a time, so a question is the call's in flight.
+    Person,
 }
 
 impl McpConfig {
@@ -226,6 +235,61 @@ type Client = RunningService<RoleClient, Handler>;
 struct Handler {
     info: ClientConfig,
     elicitation: Elicitation,
+    /// The call in flight of an [`Elicitation::Person`] server.
+    asking: Arc<Mutex<Asking>>,
+}
+
+/// What the call in flight of an [`Elicitation::Person`] server and the session's elicitation
+/// handler share (its calls run one at a time).
+#[derive(Debug, Default)]
+struct Asking {
+    /// Whether a call is in flight.
+    in_call: bool,
+    /// The person's reply to the question this call's earlier run asked (its second run).
+    reply: Option<(Question, Reply)>,
+    /// Whether this is a second run: its unanswered questions are declined.
+    rerun: bool,
+    /// The question this run asked and cancelled (a first run asks one).
+    asked: Option<Question>,
+}
+
+impl Asking {
+    /// The answer to `request` for the call in flight.
+    fn answer(&mut self, request: &ElicitRequestParams) -> ElicitResult {
+        let decline = ElicitResult::new(ElicitationAction::Decline);
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return decline;
+        };
+        if !self.in_call {
+            return decline;
+        }
+        let question = Question {
+            message: message.clone(),
+            schema: serde_json::to_value(requested_schema).unwrap_or(Value::Null),
+        };
+        if self.rerun {
+            return match self.reply.take() {
+                Some((asked, reply)) if asked == question => match reply {
+                    Reply::Accept(content) => {
+                        ElicitResult::new(ElicitationAction::Accept).with_content(content)
+                    }
+                    Reply::Defaults => elicit(Elicitation::Defaults, request),
+                    Reply::Decline => decline,
+                },
+                _ => decline,
+            };
+        }
+        if self.asked.is_some() {
+            return decline;
+        }
+        self.asked = Some(question);
+        ElicitResult::new(ElicitationAction::Cancel)
+    }
 }
 
 impl ClientHandler for Handler {
@@ -238,7 +302,14 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        Ok(elicit(self.elicitation, &request))
+        Ok(match self.elicitation {
+            Elicitation::Person => self
+                .asking
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .answer(&request),
+            policy => elicit(policy, &request),
+        })
     }
 }
 
@@ -355,6 +426,10 @@ pub struct McpServer {
     /// Bumped by each `notifications/tools/list_changed` (and each restart): a list taken at
     /// an older count may be out of date.
     list_changes: Arc<AtomicU64>,
+    /// The call in flight, for the elicitation handler ([`Elicitation::Person`]).
+    asking: Arc<Mutex<Asking>>,
+    /// Held by the call in flight of an [`Elicitation::Person`] server: one at a time.
+    one_call: tokio::sync::Mutex<()>,
 }
 
 struct State {
@@ -394,9 +469,12 @@ impl McpServer {
             _ => None,
         };
         let list_changes = Arc::new(AtomicU64::new(0));
-        let (client, pid) = open(&config, &stderr, auth.as_deref(), &list_changes).await?;
+        let asking = Arc::new(Mutex::new(Asking::default()));
+        let (client, pid) = open(&config, &stderr, auth.as_deref(), &list_changes, &asking).await?;
         Ok(Arc::new(McpServer {
             list_changes,
+            asking,
+            one_call: tokio::sync::Mutex::new(()),
             config,
             auth,
             state: tokio::sync::Mutex::new(State {
@@ -469,8 +547,36 @@ impl McpServer {
         }
     }
 
-    /// Calls tool `name` of this server. Never a [`Fault`]: every failure is an outcome.
+    /// Calls tool `name` of this server. Never a [`Fault`]: every failure is an outcome. On an
+    /// [`Elicitation::Person`] server, a question the call asks that nobody can answer now is
+    /// reported to the run ([`terminus_runtime::asking::ask`]), which drops this outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
+        if self.config.elicitation != Elicitation::Person {
+            return self.call_once(name, arguments).await;
+        }
+        let _one = self.one_call.lock().await;
+        {
+            let mut asking = self.asking.lock().unwrap_or_else(PoisonError::into_inner);
+            asking.reply = terminus_runtime::asking::reply();
+            asking.rerun = asking.reply.is_some();
+            asking.asked = None;
+            asking.in_call = true;
+        }
+        let outcome = self.call_once(name, arguments).await;
+        let asked = {
+            let mut asking = self.asking.lock().unwrap_or_else(PoisonError::into_inner);
+            asking.in_call = false;
+            asking.reply = None;
+            asking.asked.take()
+        };
+        if let Some(question) = asked {
+            // Outside a run nobody will reply: the server's answer to the cancel stands.
+            terminus_runtime::asking::ask(question);
+        }
+        outcome
+    }
+
+    async fn call_once(&self, name: &str, arguments: Value) -> ToolOutcome {
         let (client, generation) = match self.peer().await {
             Ok(p) => p,
             Err(why) => return error(ToolErrorKind::NotFound, why),
@@ -552,6 +658,7 @@ impl McpServer {
             &self.stderr,
             self.auth.as_deref(),
             &self.list_changes,
+            &self.asking,
         )
         .await
         {
@@ -688,9 +795,10 @@ async fn open(
     stderr: &StderrTail,
     auth: Option<&Authorizer>,
     list_changes: &Arc<AtomicU64>,
+    asking: &Arc<Mutex<Asking>>,
 ) -> Result<(Client, Option<u32>), McpError> {
     let mut capabilities = ClientCapabilities::default();
-    if config.elicitation == Elicitation::Defaults {
+    if config.elicitation != Elicitation::Decline {
         let mut elicitation = ElicitationCapability::new();
         elicitation.form = Some(FormElicitationCapability::new());
         capabilities.elicitation = Some(elicitation);
@@ -707,6 +815,7 @@ async fn open(
             McpProtocol::Stateless => ProtocolVersion::V_2026_07_28,
         }),
         elicitation: config.elicitation,
+        asking: asking.clone(),
     };
     let lifecycle = match config.protocol {
         McpProtocol::Initialize => ClientLifecycleMode::Initialize,

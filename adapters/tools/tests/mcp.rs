@@ -395,3 +395,70 @@ async fn a_list_changed_notification_refreshes_the_tools() {
     assert!(mcp.get("echo").is_some() && mcp.get("greet").is_none());
     mcp.shutdown().await;
 }
+
+/// `elicitation = "person"`: a question the call asks while it runs is cancelled (so the server
+/// does nothing) and reported to the run; the call's second run gets the person's reply to that
+/// question: an accepted form acts once, a declined one or the form's defaults do not, and a
+/// reply to another question answers nothing. Outside a run nobody replies: the cancel stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_nobody_can_answer_is_asked_of_the_run_and_the_reply_answers_the_second_run() {
+    use terminus_runtime::asking::{self, Question, Reply};
+    let Some(peers) = common::peers() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let log = dir.path().join("deleted.log");
+    let mcp = McpTools::connect(&[common::elicit(&peers, &log)])
+        .await
+        .expect("starts");
+    let tool = mcp.get("delete_branch").expect("listed").clone();
+    let call = |reply: Option<(Question, Reply)>| {
+        let tool = tool.clone();
+        asking::scope(reply, async move {
+            terminus_runtime::Tool::call(&*tool, json!({"branch": "main"}))
+                .await
+                .expect("no fault")
+        })
+    };
+    let deleted = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let (first, asked) = call(None).await;
+    let question = asked.expect("the call asked");
+    assert_eq!(question.message, "Delete branch main?");
+    assert_eq!(
+        question.schema["properties"]["confirm"]["default"],
+        json!(false),
+        "{question:?}"
+    );
+    assert_eq!(ok_text(&first), "kept main: the user chose cancel");
+    assert_eq!(deleted(), "", "a cancelled question deletes nothing");
+
+    let accept = Reply::Accept(json!({"confirm": true, "reason": "merged"}));
+    let (second, again) = call(Some((question.clone(), accept))).await;
+    assert_eq!(ok_text(&second), "deleted main");
+    assert_eq!(again, None, "a second run asks nothing of the run");
+    assert_eq!(deleted(), "deleted main (merged)\n");
+
+    for (reply, said) in [
+        (Reply::Decline, "kept main: the user chose decline"),
+        (Reply::Defaults, "kept main: not confirmed"),
+    ] {
+        let (outcome, asked) = call(Some((question.clone(), reply))).await;
+        assert_eq!((ok_text(&outcome), asked), (said, None));
+    }
+    let other = Question {
+        message: "Delete branch dev?".into(),
+        schema: question.schema.clone(),
+    };
+    let accept = Reply::Accept(json!({"confirm": true}));
+    let (outcome, _) = call(Some((other, accept))).await;
+    assert_eq!(
+        ok_text(&outcome),
+        "kept main: the user chose decline",
+        "a reply answers its own question only"
+    );
+    let outside = terminus_runtime::Tool::call(&*tool, json!({"branch": "main"}))
+        .await
+        .expect("no fault");
+    assert_eq!(ok_text(&outside), "kept main: the user chose cancel");
+    assert_eq!(deleted(), "deleted main (merged)\n", "one deletion in all");
+    mcp.shutdown().await;
+}

@@ -2,13 +2,14 @@
 //! each result as it arrives; calls a resumed journal settled are not run again.
 
 use super::{Driver, EventAndDetail, spans};
+use crate::asking::{self, Reply};
 use crate::config::InDoubt;
 use crate::error::RunError;
 use crate::suspend::{PendingCall, Suspended};
 use futures_util::StreamExt as _;
 use terminus_kernel::{
-    CallState, Decision, Entry, Event, HeldCall, Key, Record, ToolBatch, ToolErrorKind,
-    ToolOutcome, ToolResult, executed,
+    CallState, Decision, Entry, Event, HeldCall, Hold, Key, Question, Record, ToolBatch,
+    ToolErrorKind, ToolOutcome, ToolResult, executed,
 };
 use tokio::time::timeout;
 use tracing::Instrument as _;
@@ -35,6 +36,7 @@ impl Driver {
                         call_id: call.id.clone(),
                         hold,
                         decision: None,
+                        question: None,
                     })
                 })
                 .collect(),
@@ -62,14 +64,34 @@ impl Driver {
             Ok(out) => out?,
             Err(event) => return Ok(event),
         };
-        if outcomes.iter().any(|(_, outcome, _)| outcome.is_none()) {
-            // Every call that could run has run, its result journaled: wait for the rest.
+        if outcomes.iter().any(|ran| ran.outcome.is_none()) {
+            // Every call that could run has run, its result journaled (or carried here): wait
+            // for the rest, and for the calls that asked a question nobody could answer.
+            let mut held = held;
+            for (j, ran) in outcomes.into_iter().enumerate() {
+                self.carry.extend(ran.deferred);
+                if let (Some(question), Some(call), Some(slot)) =
+                    (ran.asked, executed(&batch).nth(j), held.get_mut(j))
+                {
+                    *slot = Some(HeldCall {
+                        call_id: call.id.clone(),
+                        hold: Hold::Elicitation,
+                        decision: None,
+                        question: Some(question),
+                    });
+                }
+            }
             return Err(self.suspend(&batch, &held).await);
         }
         let mut outcomes = outcomes.into_iter();
         let mut results = Vec::with_capacity(batch.calls.len());
         for call in executed(&batch) {
-            let Some((_, Some(outcome), deferred)) = outcomes.next() else {
+            let Some(Ran {
+                outcome: Some(outcome),
+                deferred,
+                ..
+            }) = outcomes.next()
+            else {
                 return Err(RunError::Internal("a tool call has no outcome".into()));
             };
             // In batch order, whatever order the results arrived in.
@@ -98,6 +120,7 @@ impl Driver {
                     name: call.name.to_string(),
                     arguments: call.arguments.value().clone(),
                     kind: held.hold,
+                    question: held.question.clone(),
                 })
             })
             .collect();
@@ -131,7 +154,10 @@ impl Driver {
     /// call, or of calls that may all run again, is returned instead of journaled, to go with
     /// the step it feeds. A held call (`held`) runs only once approved (its intent journaled
     /// first), takes its decision's result when denied or answered, and has no outcome
-    /// (`None`) while undecided.
+    /// (`None`) while undecided. A call that asks a question nobody can answer while it runs
+    /// ([`asking`]) has no outcome either: its result is dropped and its hold journaled (under
+    /// `Key::held`), and once decided it runs again with the reply (its second intent under
+    /// `Key::rerun`).
     pub(super) async fn run_tools(
         &self,
         batch: &ToolBatch,
@@ -139,7 +165,7 @@ impl Driver {
         calls_in_batch: u32,
         resumed: Option<Vec<CallState>>,
         held: &[Option<HeldCall>],
-    ) -> Result<Vec<(usize, Option<ToolOutcome>, Option<Record>)>, RunError> {
+    ) -> Result<Vec<Ran>, RunError> {
         let limit = self.env.config.max_concurrent_tools.max(1);
         let mut resumed = resumed.unwrap_or_default().into_iter();
         // A batch of one call: its result is journaled in the same transaction as the step it
@@ -159,17 +185,32 @@ impl Driver {
             .enumerate()
             .map(|(j, (i, call))| {
                 let state = resumed.next().unwrap_or(CallState::NotStarted);
-                let decision = held.get(j).and_then(Option::as_ref).map(|h| &h.decision);
-                // An approved call not yet started gets its intent now, before it runs.
-                let intent = matches!(
-                    (&state, decision),
-                    (CallState::NotStarted, Some(Some(Decision::Approve)))
-                );
+                let hold = held.get(j).and_then(Option::as_ref);
+                let decision = hold.map(|h| &h.decision);
+                let asked_before = hold.is_some_and(|h| h.hold == Hold::Elicitation);
+                let jj = u32::try_from(j).unwrap_or(u32::MAX);
+                // An approved call not yet started gets its intent now, before it runs; a call
+                // held after it ran, once decided, its second intent.
+                let intent = match (&state, decision) {
+                    (CallState::NotStarted, Some(Some(_))) if asked_before => {
+                        Some(Key::rerun(checkpoint, calls_in_batch, jj))
+                    }
+                    (CallState::NotStarted, Some(Some(Decision::Approve))) => {
+                        Some(Key::intent(checkpoint, jj))
+                    }
+                    _ => None,
+                };
+                // The reply the second run of a call held after it ran gives its question.
+                let reply = hold
+                    .filter(|_| asked_before)
+                    .and_then(|h| Some((h.question.clone()?, Reply::of(h.decision.as_ref()?))));
                 let known = match state {
                     CallState::Done(result) => Some(result.outcome),
                     CallState::InDoubt { idempotent: false } => Some(in_doubt_outcome(&call.name)),
                     CallState::NotStarted | CallState::InDoubt { idempotent: true } => {
                         match decision {
+                            // Held after it ran: it runs again, whatever the decision.
+                            Some(Some(_)) if asked_before => None,
                             Some(Some(decision)) => decision.outcome(&call.name),
                             _ => None,
                         }
@@ -199,7 +240,7 @@ impl Driver {
                 let idempotent = self.env.tools.get(name).is_none_or(|t| t.idempotent());
                 async move {
                     if undecided {
-                        return Ok::<_, RunError>((i, None, None));
+                        return Ok::<_, RunError>(Ran::undecided(i));
                     }
                     if let Some(outcome) = known {
                         // Journaled already (done), answered as in doubt, or decided without
@@ -210,12 +251,11 @@ impl Driver {
                             outcome: outcome.clone(),
                         };
                         let deferred = self.put_result(key, result, defer).await?;
-                        return Ok::<_, RunError>((i, Some(outcome), deferred));
+                        return Ok::<_, RunError>(Ran::done(i, outcome, deferred));
                     }
-                    if intent {
-                        let j = u32::try_from(j).unwrap_or(u32::MAX);
+                    if let Some(intent) = intent {
                         self.put(Record {
-                            key: Key::intent(checkpoint, j),
+                            key: intent,
                             entry: Entry::ToolCall {
                                 call: call.clone(),
                                 idempotent,
@@ -232,15 +272,42 @@ impl Driver {
                             kind: ToolErrorKind::NotFound,
                             message: format!("there is no tool named `{name}`"),
                         }),
-                        Some(running) => match tool_timeout {
-                            None => running.await,
-                            Some(limit) => timeout(limit, running).await.unwrap_or_else(|_| {
-                                Ok(ToolOutcome::Error {
-                                    kind: ToolErrorKind::Timeout,
-                                    message: format!("no result within {} ms", limit.as_millis()),
+                        Some(running) => {
+                            let (outcome, asked) = asking::scope(reply, async {
+                                match tool_timeout {
+                                    None => running.await,
+                                    Some(limit) => {
+                                        timeout(limit, running).await.unwrap_or_else(|_| {
+                                            Ok(ToolOutcome::Error {
+                                                kind: ToolErrorKind::Timeout,
+                                                message: format!(
+                                                    "no result within {} ms",
+                                                    limit.as_millis()
+                                                ),
+                                            })
+                                        })
+                                    }
+                                }
+                            })
+                            .await;
+                            // A first run that asked a question nobody could answer had no
+                            // effect: its result is dropped, and the call is held for the
+                            // person (a call is held so once: a second run's question was
+                            // answered or declined by the tool).
+                            if let (Some(question), None) = (asked, hold) {
+                                self.put(Record {
+                                    key: Key::held(checkpoint, calls_in_batch, jj),
+                                    entry: Entry::Held {
+                                        call: call.clone(),
+                                        hold: Hold::Elicitation,
+                                        question: Some(question.clone()),
+                                    },
                                 })
-                            }),
-                        },
+                                .await?;
+                                return Ok(Ran::asked(i, question));
+                            }
+                            outcome
+                        }
                     };
                     let outcome = outcome?;
                     spans::end_tool(&tracing::Span::current(), &outcome);
@@ -250,7 +317,7 @@ impl Driver {
                         outcome: outcome.clone(),
                     };
                     let deferred = self.put_result(key, result, defer).await?;
-                    Ok::<_, RunError>((i, Some(outcome), deferred))
+                    Ok::<_, RunError>(Ran::done(i, outcome, deferred))
                 }
                 .instrument(span)
             })
@@ -263,14 +330,54 @@ impl Driver {
             }
             return Ok(out);
         }
-        let mut out: Vec<(usize, Option<ToolOutcome>, Option<Record>)> =
-            Vec::with_capacity(calls.len());
+        let mut out: Vec<Ran> = Vec::with_capacity(calls.len());
         let mut running = futures_util::stream::iter(calls).buffer_unordered(limit);
         while let Some(result) = running.next().await {
             out.push(result?);
         }
-        out.sort_unstable_by_key(|(i, _, _)| *i);
+        out.sort_unstable_by_key(|ran| ran.index);
         Ok(out)
+    }
+}
+
+/// An executed call of a batch as [`Driver::run_tools`] leaves it.
+pub(super) struct Ran {
+    /// Its index in the batch.
+    index: usize,
+    /// Its result; `None` while it waits for a decision.
+    outcome: Option<ToolOutcome>,
+    /// Its result record when it goes with the step it feeds instead of now.
+    deferred: Option<Record>,
+    /// The question it asked that nobody could answer (its hold is journaled).
+    asked: Option<Question>,
+}
+
+impl Ran {
+    fn done(index: usize, outcome: ToolOutcome, deferred: Option<Record>) -> Ran {
+        Ran {
+            index,
+            outcome: Some(outcome),
+            deferred,
+            asked: None,
+        }
+    }
+
+    fn undecided(index: usize) -> Ran {
+        Ran {
+            index,
+            outcome: None,
+            deferred: None,
+            asked: None,
+        }
+    }
+
+    fn asked(index: usize, question: Question) -> Ran {
+        Ran {
+            index,
+            outcome: None,
+            deferred: None,
+            asked: Some(question),
+        }
     }
 }
 

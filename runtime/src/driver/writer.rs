@@ -89,7 +89,11 @@ impl Driver {
                 Some(
                     executed(batch)
                         .zip(held)
-                        .map(|(call, h)| (call.name.as_str(), h.as_ref().map(|h| h.hold)))
+                        // A call held after it ran was journaled with its intent.
+                        .map(|(call, h)| {
+                            let hold = h.as_ref().map(|h| h.hold);
+                            (call.name.as_str(), hold.filter(|h| *h != Hold::Elicitation))
+                        })
                         .collect(),
                 )
             });

@@ -55,3 +55,23 @@ pub fn list_changed(peers: &std::path::Path) -> McpConfig {
         },
     )
 }
+
+/// A server on the official TypeScript SDK whose `delete_branch` asks its user to confirm
+/// (`tests/servers/elicit.js`, a form elicitation) and logs each deletion to `log`; its
+/// questions wait for a person (`elicitation = "person"`).
+pub fn elicit(peers: &std::path::Path, log: &std::path::Path) -> McpConfig {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/elicit.js");
+    let mut config = McpConfig::new(
+        "branches",
+        McpTransport::Stdio {
+            command: vec![
+                node(peers),
+                script.to_string_lossy().into_owned(),
+                peers.join("node_modules").to_string_lossy().into_owned(),
+                log.to_string_lossy().into_owned(),
+            ],
+        },
+    );
+    config.elicitation = terminus_tools::Elicitation::Person;
+    config
+}
