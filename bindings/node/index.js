@@ -153,7 +153,10 @@ const FAST_NESTING = 16;
 /** What `mirror` answers for a value it does not copy. */
 const NOPE = Symbol('not mirrored');
 const FINISH = new Map([['stop', 1], ['length', 2], ['content_filter', 3], ['tool_calls', 4]]);
-const TOOL_ERRORS = new Set(['permission_denied', 'not_found', 'auth_failed', 'timeout', 'invalid_arguments', 'failed']);
+/** The tool error classes, each with its place in the kernel's `ToolErrorKind::ALL` (see `native.result`). */
+const TOOL_ERRORS = new Map(
+  ['permission_denied', 'not_found', 'auth_failed', 'timeout', 'invalid_arguments', 'failed'].map((kind, i) => [kind, i]),
+);
 
 /** A string serde reads as the same string: no unpaired surrogate (JSON text escapes them, serde refuses them). */
 const wellFormed =
@@ -291,6 +294,10 @@ function fastTurn(machine, turn) {
     }
   }
   if (calls === undefined) machine._turnCalls = null;
+  else if (calls.length === 3 && calls[0] !== null) {
+    // One call with an id (the common turn): its fields as arguments, no array to read.
+    return machine._native.turnCall(machine._taken, flags, body, inputTokens, outputTokens, calls[0], calls[1], calls[2]);
+  }
   return machine._native.turn(machine._taken, flags, body, inputTokens, outputTokens, calls);
 }
 
@@ -356,7 +363,7 @@ function fastCalls(machine, calls) {
 /** `{"tool_results": results}` through `native.results`, or AGAIN. */
 function fastResults(native, taken, results) {
   if (!Array.isArray(results)) return AGAIN;
-  const out = new Array(results.length * 4);
+  const out = results.length === 1 ? null : new Array(results.length * 4);
   for (let i = 0; i < results.length; i++) {
     const result = results[i];
     if (!plain(result)) return AGAIN;
@@ -413,6 +420,11 @@ function fastResults(native, taken, results) {
       payload = message;
     } else if (error !== null || message !== null) {
       return AGAIN; // `ok` with `error` or `message`: the Host's error, given the JSON way
+    }
+    if (results.length === 1) {
+      // One result (the common case): its fields as arguments, the tag as a number, no array.
+      const code = tag === 's' ? 0 : tag === 'j' ? 1 : 2 + TOOL_ERRORS.get(tag);
+      return native.result(taken, callId, name, code, payload);
     }
     out[4 * i] = callId;
     out[4 * i + 1] = name;

@@ -98,6 +98,84 @@ fn failed(e: impl std::fmt::Display) -> Error {
     Error::new(Status::GenericFailure, e.to_string())
 }
 
+/// A model turn from the fast path's fields (see [`NativeMachine::turn`]), or `None` where
+/// they are not what serde would read.
+fn turn_in(
+    flags: u32,
+    text: Option<String>,
+    input_tokens: f64,
+    output_tokens: f64,
+    tool_calls: Option<Vec<CallIn>>,
+) -> Option<TurnIn> {
+    let (Some(needs_more_work), Some(reasoning)) = (tri(flags), tri(flags >> 2)) else {
+        return None;
+    };
+    let finish = match (flags >> 4) & 7 {
+        0 => None,
+        1 => Some(Finish::Stop),
+        2 => Some(Finish::Length),
+        3 => Some(Finish::ContentFilter),
+        4 => Some(Finish::ToolCalls),
+        _ => return None,
+    };
+    let usage = if flags & 0x80 == 0 {
+        None
+    } else {
+        Some(Usage {
+            input_tokens: whole(input_tokens)?,
+            output_tokens: whole(output_tokens)?,
+        })
+    };
+    Some(TurnIn {
+        text,
+        tool_calls,
+        needs_more_work,
+        usage,
+        finish,
+        reasoning,
+    })
+}
+
+/// A tool call from the fast path's fields (`arguments` as JSON text, or absent), or `None`
+/// where serde refuses the arguments.
+fn call_in(id: Option<String>, name: String, arguments: Option<String>) -> Option<CallIn> {
+    let arguments = match arguments {
+        None => None,
+        Some(json) => Some(serde_json::from_str::<Value>(&json).ok()?),
+    };
+    Some(CallIn {
+        id,
+        name,
+        arguments,
+    })
+}
+
+/// A result's tag: `ok` with the payload as a string.
+const OK_STRING: u32 = 0;
+/// A result's tag: `ok` with the payload as JSON text (then 2 + k: the error `ToolErrorKind::ALL[k]`).
+const OK_JSON: u32 = 1;
+
+/// A tool result from the fast path's fields (see [`NativeMachine::result`]), or `None` where
+/// they are not what serde would read.
+fn result_in(call_id: String, name: String, tag: u32, payload: Option<String>) -> Option<ResultIn> {
+    let (ok, error, message) = match (tag, payload) {
+        (OK_STRING, Some(text)) => (Some(Value::String(text)), None, None),
+        (OK_JSON, Some(json)) => (Some(serde_json::from_str::<Value>(&json).ok()?), None, None),
+        (OK_STRING | OK_JSON, None) => return None,
+        (kind, message) => {
+            let kind = *ToolErrorKind::ALL.get(usize::try_from(kind - OK_JSON - 1).ok()?)?;
+            (None, Some(kind), message)
+        }
+    };
+    Some(ResultIn {
+        call_id,
+        name,
+        ok,
+        error,
+        message,
+    })
+}
+
 /// The kernel: feed it events with `turn`, `results`, `tick` or `handle`, take its commands
 /// from their answers and with `nextCommand` (`index.js` wraps it as the package's `Machine`).
 ///
@@ -223,66 +301,53 @@ impl NativeMachine {
         output_tokens: f64,
         calls: Option<Vec<Option<String>>>,
     ) -> Result<Either<u32, String>> {
-        let again = Ok(Either::A(AGAIN));
-        let (Some(needs_more_work), Some(reasoning)) = (tri(flags), tri(flags >> 2)) else {
-            return again;
-        };
-        let finish = match (flags >> 4) & 7 {
-            0 => None,
-            1 => Some(Finish::Stop),
-            2 => Some(Finish::Length),
-            3 => Some(Finish::ContentFilter),
-            4 => Some(Finish::ToolCalls),
-            _ => return again,
-        };
-        let usage = if flags & 0x80 == 0 {
-            None
-        } else {
-            match (whole(input_tokens), whole(output_tokens)) {
-                (Some(input_tokens), Some(output_tokens)) => Some(Usage {
-                    input_tokens,
-                    output_tokens,
-                }),
-                _ => return again,
-            }
-        };
         let tool_calls = match calls {
             None => None,
             Some(flat) => {
                 if !flat.len().is_multiple_of(3) {
-                    return again;
+                    return Ok(Either::A(AGAIN));
                 }
                 let mut out = Vec::with_capacity(flat.len() / 3);
                 let mut fields = flat.into_iter();
                 while let (Some(id), Some(name), Some(arguments)) =
                     (fields.next(), fields.next(), fields.next())
                 {
-                    let Some(name) = name else { return again };
-                    let arguments = match arguments {
-                        None => None,
-                        Some(json) => match serde_json::from_str::<Value>(&json) {
-                            Ok(value) => Some(value),
-                            Err(_) => return again,
-                        },
-                    };
-                    out.push(CallIn {
-                        id,
-                        name,
-                        arguments,
-                    });
+                    match name.and_then(|name| call_in(id, name, arguments)) {
+                        Some(call) => out.push(call),
+                        None => return Ok(Either::A(AGAIN)),
+                    }
                 }
                 Some(out)
             }
         };
-        let turn = TurnIn {
-            text,
-            tool_calls,
-            needs_more_work,
-            usage,
-            finish,
-            reasoning,
-        };
-        Ok(self.feed(taken, EventIn::ModelTurn(turn)))
+        match turn_in(flags, text, input_tokens, output_tokens, tool_calls) {
+            Some(turn) => Ok(self.feed(taken, EventIn::ModelTurn(turn))),
+            None => Ok(Either::A(AGAIN)),
+        }
+    }
+
+    /// [`NativeMachine::turn`] for a turn of one tool call with an id (the common turn), the
+    /// call's fields as arguments instead of in an array (each element of an array is a
+    /// crossing of its own): `id`, `name` and `arguments` as JSON text (or null).
+    #[napi(catch_unwind)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn turn_call(
+        &mut self,
+        taken: u32,
+        flags: u32,
+        text: Option<String>,
+        input_tokens: f64,
+        output_tokens: f64,
+        id: String,
+        name: String,
+        arguments: Option<String>,
+    ) -> Result<Either<u32, String>> {
+        let turn = call_in(Some(id), name, arguments)
+            .and_then(|call| turn_in(flags, text, input_tokens, output_tokens, Some(vec![call])));
+        match turn {
+            Some(turn) => Ok(self.feed(taken, EventIn::ModelTurn(turn))),
+            None => Ok(Either::A(AGAIN)),
+        }
     }
 
     /// Feeds `{"tool_results": [...]}` from its fields, or answers [`AGAIN`] having changed
@@ -307,28 +372,48 @@ impl NativeMachine {
             let (Some(call_id), Some(name), Some(tag)) = (call_id, name, tag) else {
                 return again;
             };
-            let (ok, error, message) = match (tag.as_str(), payload) {
-                ("s", Some(text)) => (Some(Value::String(text)), None, None),
-                ("j", Some(json)) => match serde_json::from_str::<Value>(&json) {
-                    Ok(value) => (Some(value), None, None),
-                    Err(_) => return again,
-                },
-                (kind, message) => {
+            let tag = match tag.as_str() {
+                "s" => OK_STRING,
+                "j" => OK_JSON,
+                kind => {
                     match serde_json::from_value::<ToolErrorKind>(Value::String(kind.to_owned())) {
-                        Ok(kind) => (None, Some(kind), message),
+                        // The kind's place in `ToolErrorKind::ALL`, as `result` takes it.
+                        Ok(kind) => match ToolErrorKind::ALL.iter().position(|k| *k == kind) {
+                            Some(at) => {
+                                OK_JSON + 1 + u32::try_from(at).unwrap_or(u32::MAX - OK_JSON)
+                            }
+                            None => return again,
+                        },
                         Err(_) => return again,
                     }
                 }
             };
-            out.push(ResultIn {
-                call_id,
-                name,
-                ok,
-                error,
-                message,
-            });
+            match result_in(call_id, name, tag, payload) {
+                Some(result) => out.push(result),
+                None => return again,
+            }
         }
         Ok(self.feed(taken, EventIn::ToolResults(out)))
+    }
+
+    /// [`NativeMachine::results`] for one result (the common case), its fields as arguments
+    /// instead of in an array: `call_id`, `name`, a tag and a payload: tag 0 for `ok` with the
+    /// payload as a string, 1 for `ok` with the payload as JSON text, 2 + k for the `error`
+    /// class `ToolErrorKind::ALL[k]` (`permission_denied`, `not_found`, `auth_failed`,
+    /// `timeout`, `invalid_arguments`, `failed`) with the payload as its `message` (or null).
+    #[napi(catch_unwind)]
+    pub fn result(
+        &mut self,
+        taken: u32,
+        call_id: String,
+        name: String,
+        tag: u32,
+        payload: Option<String>,
+    ) -> Result<Either<u32, String>> {
+        match result_in(call_id, name, tag, payload) {
+            Some(result) => Ok(self.feed(taken, EventIn::ToolResults(vec![result]))),
+            None => Ok(Either::A(AGAIN)),
+        }
     }
 
     /// Feeds `{"tick": now_ms}`, or answers [`AGAIN`] having changed nothing (`now_ms` not a
