@@ -296,9 +296,9 @@ function fastTurn(machine, turn) {
   if (calls === undefined) machine._turnCalls = null;
   else if (calls.length === 3 && calls[0] !== null) {
     // One call with an id (the common turn): its fields as arguments, no array to read.
-    return machine._native.turnCall(machine._taken, flags, body, inputTokens, outputTokens, calls[0], calls[1], calls[2]);
+    return native.turnCall(machine._id, machine._taken, flags, body, inputTokens, outputTokens, calls[0], calls[1], calls[2]);
   }
-  return machine._native.turn(machine._taken, flags, body, inputTokens, outputTokens, calls);
+  return native.turn(machine._id, machine._taken, flags, body, inputTokens, outputTokens, calls);
 }
 
 /**
@@ -361,7 +361,7 @@ function fastCalls(machine, calls) {
 }
 
 /** `{"tool_results": results}` through `native.results`, or AGAIN. */
-function fastResults(native, taken, results) {
+function fastResults(machine, results) {
   if (!Array.isArray(results)) return AGAIN;
   const out = results.length === 1 ? null : new Array(results.length * 4);
   for (let i = 0; i < results.length; i++) {
@@ -424,14 +424,14 @@ function fastResults(native, taken, results) {
     if (results.length === 1) {
       // One result (the common case): its fields as arguments, the tag as a number, no array.
       const code = tag === 's' ? 0 : tag === 'j' ? 1 : 2 + TOOL_ERRORS.get(tag);
-      return native.result(taken, callId, name, code, payload);
+      return native.result(machine._id, machine._taken, callId, name, code, payload);
     }
     out[4 * i] = callId;
     out[4 * i + 1] = name;
     out[4 * i + 2] = tag;
     out[4 * i + 3] = payload;
   }
-  return native.results(taken, out);
+  return native.results(machine._id, machine._taken, out);
 }
 
 /** The event through the addon's fast path, or AGAIN (nothing changed). */
@@ -444,10 +444,10 @@ function fastEvent(machine, event) {
     case 'model_turn':
       return fastTurn(machine, value);
     case 'tool_results':
-      return fastResults(machine._native, machine._taken, value);
+      return fastResults(machine, value);
     case 'tick': {
       const now = whole(value);
-      return now < 0 ? AGAIN : machine._native.tick(machine._taken, now);
+      return now < 0 ? AGAIN : native.tick(machine._id, machine._taken, now);
     }
     default:
       return AGAIN;
@@ -481,6 +481,8 @@ class Machine {
       }
     }
     this._native = new native.NativeMachine(text, task, name ?? undefined);
+    /** The id the addon's fast-path functions take for `_native` (see `src/lib.rs`). */
+    this._id = this._native.id;
     /** The calls of the last turn given the fast way, as its `run_tools` would give them. */
     this._turnCalls = null;
     this._answered(this._native.state);
@@ -615,6 +617,7 @@ class Machine {
     if (typeof snapshot !== 'string') throw inputError('snapshot', `a ${typeof snapshot} is not snapshot text`);
     const machine = Object.create(Machine.prototype);
     machine._native = native.NativeMachine.restore(snapshot);
+    machine._id = machine._native.id;
     machine._turnCalls = null;
     machine._answered(machine._native.state);
     return machine;
