@@ -295,8 +295,12 @@ function fastTurn(machine, turn) {
   }
   if (calls === undefined) machine._turnCalls = null;
   else if (calls.length === 3 && calls[0] !== null) {
-    // One call with an id (the common turn): its fields as arguments, no array to read.
-    return native.turnCall(machine._id, machine._taken, flags, body, inputTokens, outputTokens, calls[0], calls[1], calls[2]);
+    // One call with an id (the common turn): no array, and its arguments (JSON text, empty if
+    // absent), id and name in one string, with the lengths of the id and the name.
+    const id = calls[0];
+    const name = calls[1];
+    const fields = (calls[2] === null ? '' : calls[2]) + id + name;
+    return native.turnCall(machine._id, machine._taken, flags, body, inputTokens, outputTokens, fields, id.length, name.length);
   }
   return native.turn(machine._id, machine._taken, flags, body, inputTokens, outputTokens, calls);
 }
@@ -422,9 +426,11 @@ function fastResults(machine, results) {
       return AGAIN; // `ok` with `error` or `message`: the Host's error, given the JSON way
     }
     if (results.length === 1) {
-      // One result (the common case): its fields as arguments, the tag as a number, no array.
-      const code = tag === 's' ? 0 : tag === 'j' ? 1 : 2 + TOOL_ERRORS.get(tag);
-      return native.result(machine._id, machine._taken, callId, name, code, payload);
+      // One result (the common case): no array, the tag as a number, and the payload (empty
+      // if none), call id and name in one string, with the lengths of the call id and the name.
+      const code = tag === 's' ? 0 : tag === 'j' ? 1 : (payload === null ? 8 : 2) + TOOL_ERRORS.get(tag);
+      const fields = (payload === null ? '' : payload) + callId + name;
+      return native.result(machine._id, machine._taken, code, fields, callId.length, name.length);
     }
     out[4 * i] = callId;
     out[4 * i + 1] = name;

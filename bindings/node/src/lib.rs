@@ -7,7 +7,7 @@
 //! - The common events (a model turn, tool results, a clock reading) in plain fields: the
 //!   package's JavaScript layer (`index.js`) takes them apart when every field is one it can
 //!   prove valid ([`turn`], [`turn_call`], [`results`], [`result`], [`tick`]: functions of
-//!   the module taking the machine's id, see [`HOSTS`]), and the addon builds the same
+//!   the module taking the machine's id, see `HOSTS`), and the addon builds the same
 //!   [`EventIn`] serde would read. A turn of one call and a single result, the common events,
 //!   cross as plain arguments (`turnCall`, `result`); others as an array of strings. An event either cannot take as
 //!   given (a field `index.js` is not sure of, arguments serde refuses) ends in [`AGAIN`]
@@ -19,7 +19,7 @@
 //! Each event answers in one crossing: what the kernel did, how many commands wait, and the
 //! first of them (`call_model` in the answer's bits; `run_tools` of the turn just given as a bit,
 //! `index.js` building it from the calls it gave; any other as JSON text), see
-//! [`answer`]. `index.js` hands that command out without a call and tells the
+//! `answer`. `index.js` hands that command out without a call and tells the
 //! addon at its next call how many it took (`taken`). Nothing here panics on any input (every
 //! input error is a `Result`); `catch_unwind` on every export is only a backstop that would turn
 //! a bug into a JavaScript `Error` instead of aborting the process.
@@ -331,9 +331,11 @@ pub fn turn(
     }
 }
 
-/// [`turn`] for a turn of one tool call with an id (the common turn), the call's fields as
-/// arguments instead of in an array (each element of an array is a crossing of its own):
-/// `id`, `name` and `arguments` as JSON text (or null).
+/// [`turn`] for a turn of one tool call with an id (the common turn), without an array
+/// (each element of an array is a crossing of its own, and so is each string): the call's
+/// `arguments` as JSON text (empty if absent), its `id` and its `name` in one string,
+/// `fields`, their lengths `id_length` and `name_length` (in UTF-16 code units, as JavaScript
+/// counts) saying where `id` and `name` begin.
 #[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn turn_call(
@@ -343,11 +345,14 @@ pub fn turn_call(
     text: Option<String>,
     input_tokens: f64,
     output_tokens: f64,
-    id: String,
-    name: String,
-    arguments: Option<String>,
+    fields: String,
+    id_length: u32,
+    name_length: u32,
 ) -> Either<u32, String> {
-    let turn = call_in(Some(id), name, arguments)
+    let turn = split(fields, id_length, name_length)
+        .and_then(|(arguments, id, name)| {
+            call_in(Some(id), name, Some(arguments).filter(|a| !a.is_empty()))
+        })
         .and_then(|call| turn_in(flags, text, input_tokens, output_tokens, Some(vec![call])));
     match turn {
         Some(turn) => feed(machine, taken, EventIn::ModelTurn(turn)),
@@ -395,24 +400,61 @@ pub fn results(machine: u32, taken: u32, fields: Vec<Option<String>>) -> Either<
     feed(machine, taken, EventIn::ToolResults(out))
 }
 
-/// [`results`] for one result (the common case), its fields as arguments instead of in an
-/// array: `call_id`, `name`, a tag and a payload: tag 0 for `ok` with the payload as a
-/// string, 1 for `ok` with the payload as JSON text, 2 + k for the `error` class
-/// `ToolErrorKind::ALL[k]` (`permission_denied`, `not_found`, `auth_failed`, `timeout`,
-/// `invalid_arguments`, `failed`) with the payload as its `message` (or null).
+/// [`results`] for one result (the common case), without an array: a tag, and the payload,
+/// the `call_id` and the `name` in one string, `fields`, their lengths `call_id_length` and
+/// `name_length` (in UTF-16 code units) saying where `call_id` and `name` begin. Tag 0: `ok`
+/// with the payload as a string; 1: `ok` with the payload as JSON text; 2 + k: the `error`
+/// class `ToolErrorKind::ALL[k]` (`permission_denied`, `not_found`, `auth_failed`, `timeout`,
+/// `invalid_arguments`, `failed`) with the payload as its `message`; 8 + k: that class with no
+/// `message` (the payload empty).
 #[napi(catch_unwind)]
 pub fn result(
     machine: u32,
     taken: u32,
-    call_id: String,
-    name: String,
     tag: u32,
-    payload: Option<String>,
+    fields: String,
+    call_id_length: u32,
+    name_length: u32,
 ) -> Either<u32, String> {
-    match result_in(call_id, name, tag, payload) {
+    let result = split(fields, call_id_length, name_length).and_then(|(payload, call_id, name)| {
+        match tag.checked_sub(NO_MESSAGE) {
+            Some(kind) => result_in(call_id, name, OK_JSON + 1 + kind, None),
+            None => result_in(call_id, name, tag, Some(payload)),
+        }
+    });
+    match result {
         Some(result) => feed(machine, taken, EventIn::ToolResults(vec![result])),
         None => Either::A(AGAIN),
     }
+}
+
+/// [`result`]'s tag for an error with no message: 8 + k, k its class's place.
+const NO_MESSAGE: u32 = 8;
+
+/// `fields` split into a head and two strings of `first` and `second` UTF-16 code units at its
+/// end (`index.js` gives `head + first + second` and the two lengths, counted as JavaScript
+/// counts them), or `None` if they do not fall on characters (then `index.js` gave something
+/// else). Only the two tail strings are walked and copied, never the head, which may be long.
+fn split(mut fields: String, first: u32, second: u32) -> Option<(String, String, String)> {
+    let second_at = utf16_before(&fields, fields.len(), second)?;
+    let first_at = utf16_before(&fields, second_at, first)?;
+    let second = fields.split_off(second_at);
+    let first = fields.split_off(first_at);
+    Some((fields, first, second))
+}
+
+/// Where the `units` UTF-16 code units before byte `end` of `s` begin, or `None` if `s` has
+/// fewer or they end within a character.
+fn utf16_before(s: &str, end: usize, units: u32) -> Option<usize> {
+    let mut left = usize::try_from(units).ok()?;
+    let mut at = end;
+    let mut chars = s.get(..end)?.char_indices().rev();
+    while left > 0 {
+        let (i, c) = chars.next()?;
+        left = left.checked_sub(c.len_utf16())?;
+        at = i;
+    }
+    Some(at)
 }
 
 /// Feeds `{"tick": now_ms}` to machine `id`, or answers [`AGAIN`] having changed nothing
@@ -439,7 +481,7 @@ pub fn tick(machine: u32, taken: u32, now_ms: f64) -> Either<u32, String> {
 /// `index.js` handed out from answers without a call.
 #[napi]
 pub struct NativeMachine {
-    /// The slot of its host in [`HOSTS`].
+    /// The slot of its host in `HOSTS`.
     id: u32,
 }
 
