@@ -162,6 +162,13 @@ const TOOL_ERRORS = new Map(
 const wellFormed =
   typeof String.prototype.isWellFormed === 'function' ? (s) => s.isWellFormed() : (s) => !/\p{Cs}/u.test(s);
 
+const { hasOwnProperty } = Object.prototype;
+
+/** Whether `key` (from `for...in` over `value`) is `value`'s own, as `Object.keys` would give it. */
+function hasOwn(value, key) {
+  return hasOwnProperty.call(value, key);
+}
+
 /** A plain object (what `isJson` takes as an object). */
 function plain(value) {
   if (typeof value !== 'object' || value === null) return false;
@@ -240,11 +247,11 @@ function fastTurn(machine, turn) {
   let inputTokens = 0;
   let outputTokens = 0;
   let calls;
-  const keys = Object.keys(turn);
-  for (let i = 0; i < keys.length; i++) {
-    const value = turn[keys[i]];
+  for (const key in turn) {
+    if (!hasOwn(turn, key)) return AGAIN; // inherited: JSON.stringify leaves it out, the JSON way decides
+    const value = turn[key];
     if (value === undefined) continue; // absent, as in JSON.stringify
-    switch (keys[i]) {
+    switch (key) {
       case 'text':
         if (value === null) break;
         body = text(value);
@@ -320,11 +327,11 @@ function fastCalls(machine, calls) {
     let name = null;
     let args = null;
     let copied = null;
-    const keys = Object.keys(call);
-    for (let j = 0; j < keys.length; j++) {
-      const value = call[keys[j]];
+    for (const key in call) {
+      if (!hasOwn(call, key)) return null;
+      const value = call[key];
       if (value === undefined) continue;
-      switch (keys[j]) {
+      switch (key) {
         case 'id':
           if (value === null) break;
           id = text(value);
@@ -377,11 +384,11 @@ function fastResults(machine, results) {
     let payload = null;
     let error = null;
     let message = null;
-    const keys = Object.keys(result);
-    for (let j = 0; j < keys.length; j++) {
-      const value = result[keys[j]];
+    for (const key in result) {
+      if (!hasOwn(result, key)) return AGAIN;
+      const value = result[key];
       if (value === undefined) continue;
-      switch (keys[j]) {
+      switch (key) {
         case 'call_id':
           callId = text(value);
           if (callId === null) return AGAIN;
@@ -443,10 +450,16 @@ function fastResults(machine, results) {
 /** The event through the addon's fast path, or AGAIN (nothing changed). */
 function fastEvent(machine, event) {
   if (!plain(event)) return AGAIN;
-  const keys = Object.keys(event);
-  if (keys.length !== 1) return AGAIN;
-  const value = event[keys[0]];
-  switch (keys[0]) {
+  // Its one key (`for...in`, which builds no array of keys, also gives inherited keys: any
+  // such key, or a second one, and the event goes the JSON way).
+  let key = null;
+  for (const k in event) {
+    if (key !== null || !hasOwn(event, k)) return AGAIN;
+    key = k;
+  }
+  if (key === null) return AGAIN;
+  const value = event[key];
+  switch (key) {
     case 'model_turn':
       return fastTurn(machine, value);
     case 'tool_results':

@@ -201,11 +201,11 @@ thread_local! {
 fn keep(host: Host) -> Result<u32> {
     HOSTS.with(|hosts| {
         let mut hosts = hosts.borrow_mut();
-        if let Some(id) = hosts.free.pop() {
-            if let Some(slot) = hosts.slots.get_mut(id as usize) {
-                *slot = Some(host);
-                return Ok(id);
-            }
+        if let Some(id) = hosts.free.pop()
+            && let Some(slot) = hosts.slots.get_mut(id as usize)
+        {
+            *slot = Some(host);
+            return Ok(id);
         }
         let id = u32::try_from(hosts.slots.len()).map_err(|_| failed("too many machines"))?;
         hosts.slots.push(Some(host));
