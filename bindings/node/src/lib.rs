@@ -436,8 +436,16 @@ const NO_MESSAGE: u32 = 8;
 /// counts them), or `None` if they do not fall on characters (then `index.js` gave something
 /// else). Only the two tail strings are walked and copied, never the head, which may be long.
 fn split(mut fields: String, first: u32, second: u32) -> Option<(String, String, String)> {
-    let second_at = utf16_before(&fields, fields.len(), second)?;
-    let first_at = utf16_before(&fields, second_at, first)?;
+    let first_units = usize::try_from(first).ok()?;
+    let tail = first_units.checked_add(usize::try_from(second).ok()?)?;
+    let (first_at, second_at) = match fields.len().checked_sub(tail) {
+        // ASCII (ids and names mostly are): a code unit a byte, and the first byte a character's.
+        Some(at) if fields.as_bytes()[at..].is_ascii() => (at, at + first_units),
+        _ => {
+            let second_at = utf16_before(&fields, fields.len(), second)?;
+            (utf16_before(&fields, second_at, first)?, second_at)
+        }
+    };
     let second = fields.split_off(second_at);
     let first = fields.split_off(first_at);
     Some((fields, first, second))
