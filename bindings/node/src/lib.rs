@@ -188,7 +188,8 @@ fn result_in(call_id: String, name: String, tag: u32, payload: Option<String>) -
 /// Each JavaScript thread (the main one, a worker) has its own slots, as it has its own
 /// machines.
 struct Hosts {
-    slots: Vec<Option<Host>>,
+    /// Boxed: an empty slot, kept for a later machine, is a pointer's size, not a host's.
+    slots: Vec<Option<Box<Host>>>,
     /// The empty slots.
     free: Vec<u32>,
 }
@@ -204,11 +205,11 @@ fn keep(host: Host) -> Result<u32> {
         if let Some(id) = hosts.free.pop()
             && let Some(slot) = hosts.slots.get_mut(id as usize)
         {
-            *slot = Some(host);
+            *slot = Some(Box::new(host));
             return Ok(id);
         }
         let id = u32::try_from(hosts.slots.len()).map_err(|_| failed("too many machines"))?;
-        hosts.slots.push(Some(host));
+        hosts.slots.push(Some(Box::new(host)));
         Ok(id)
     })
 }
@@ -218,7 +219,7 @@ fn keep(host: Host) -> Result<u32> {
 fn with_host<R>(id: u32, f: impl FnOnce(&mut Host) -> R) -> Option<R> {
     HOSTS.with(|hosts| {
         let mut hosts = hosts.borrow_mut();
-        hosts.slots.get_mut(id as usize)?.as_mut().map(f)
+        hosts.slots.get_mut(id as usize)?.as_deref_mut().map(f)
     })
 }
 
