@@ -143,6 +143,18 @@ const HANDLED = ['step', 'observed', 'ignored'];
 // at the first field it is not sure of it answers AGAIN and the event goes the JSON way, which
 // gives the error (or takes the event) exactly as before. So every error still comes from the
 // JSON way, and the fast path only ever takes a subset of what that way takes.
+//
+// The addon's fast-path functions (`turn`, `turnCall`, `results`, `result`, `tick`) are
+// functions of the module taking the machine's id (`_id`, its `NativeMachine`'s), not methods
+// of `_native`: napi-rs registers a borrow of `this` at each call of a method, which cost an
+// event nearly as much as the host's own work. Each array element and each string is a
+// crossing of its own, so the common events go without an array and with one string: a turn
+// of one call with an id as `turnCall` (the call's `arguments` as JSON text, empty if absent,
+// then its `id` and `name`, all in one string, with the lengths of `id` and `name`), a single
+// result as `result` (a number for its kind: 0 `ok` as a string, 1 `ok` as JSON text, 2 + k
+// the error class k of TOOL_ERRORS with a `message`, 8 + k without; then the payload, empty if
+// none, the `call_id` and the `name` in one string, with the lengths of `call_id` and `name`).
+// Lengths count UTF-16 code units, as `.length` does; the addon splits the string from its end.
 
 /** The addon's answer when it did not take the event (see `src/lib.rs`). */
 const AGAIN = 0xffffffff;
@@ -239,7 +251,7 @@ function mirror(value, depth) {
   }
 }
 
-/** `{"model_turn": turn}` through `native.turn`, or AGAIN. */
+/** `{"model_turn": turn}` through `native.turnCall` (one call with an id) or `native.turn`, or AGAIN. */
 function fastTurn(machine, turn) {
   if (!plain(turn)) return AGAIN;
   let flags = 0;
@@ -371,7 +383,7 @@ function fastCalls(machine, calls) {
   return out;
 }
 
-/** `{"tool_results": results}` through `native.results`, or AGAIN. */
+/** `{"tool_results": results}` through `native.result` (one result) or `native.results`, or AGAIN. */
 function fastResults(machine, results) {
   if (!Array.isArray(results)) return AGAIN;
   const out = results.length === 1 ? null : new Array(results.length * 4);

@@ -6,21 +6,22 @@
 //!
 //! - The common events (a model turn, tool results, a clock reading) in plain fields: the
 //!   package's JavaScript layer (`index.js`) takes them apart when every field is one it can
-//!   prove valid ([`turn`], [`turn_call`], [`results`], [`result`], [`tick`]: functions of
-//!   the module taking the machine's id, see `HOSTS`), and the addon builds the same
-//!   [`EventIn`] serde would read. A turn of one call and a single result, the common events,
-//!   cross as plain arguments (`turnCall`, `result`); others as an array of strings. An event either cannot take as
-//!   given (a field `index.js` is not sure of, arguments serde refuses) ends in [`AGAIN`]
-//!   before anything changed, and goes the JSON way.
+//!   prove valid ([`turn`], [`turn_call`], [`results`], [`result`], [`tick`]: functions of the
+//!   module taking the machine's id, see `HOSTS`), and the addon builds the same [`EventIn`]
+//!   serde would read. A turn of one call with an id and a single result, the common events,
+//!   cross without an array and with their strings in one (`turnCall`, `result`); others with
+//!   an array of strings. An event either cannot take as given (a field `index.js` is not sure
+//!   of, arguments serde refuses) ends in [`AGAIN`] before anything changed, and goes the JSON
+//!   way.
 //! - Any event as JSON text (`NativeMachine::handle`): `index.js` checks a JavaScript value is
 //!   JSON (naming the path of what is not) and serializes it, so the event is read by the same
 //!   `serde` code as in Rust and Python and every error names its JSON path.
 //!
 //! Each event answers in one crossing: what the kernel did, how many commands wait, and the
 //! first of them (`call_model` in the answer's bits; `run_tools` of the turn just given as a bit,
-//! `index.js` building it from the calls it gave; any other as JSON text), see
-//! `answer`. `index.js` hands that command out without a call and tells the
-//! addon at its next call how many it took (`taken`). Nothing here panics on any input (every
+//! `index.js` building it from the calls it gave; any other as JSON text), see `answer`.
+//! `index.js` hands that command out without a call and tells the addon at its next call how
+//! many it took (`taken`). Nothing here panics on any input (every
 //! input error is a `Result`); `catch_unwind` on every export is only a backstop that would turn
 //! a bug into a JavaScript `Error` instead of aborting the process.
 
@@ -183,7 +184,7 @@ fn result_in(call_id: String, name: String, tag: u32, payload: Option<String>) -
 /// functions (`turn`, `turnCall`, `results`, `result`, `tick`) are plain functions of the
 /// module taking that id, not methods, because a method of a napi class unwraps its `this` and
 /// registers a borrow of it in a process-wide table (and removes it after) at each call, which
-/// cost an event more than the host's own work. A slot is filled when its machine is made and
+/// cost an event nearly as much as the host's own work. A slot is filled when its machine is made and
 /// emptied when JavaScript collects the machine; its id is given to a later machine then.
 /// Each JavaScript thread (the main one, a worker) has its own slots, as it has its own
 /// machines.
