@@ -143,6 +143,18 @@ const HANDLED = ['step', 'observed', 'ignored'];
 // at the first field it is not sure of it answers AGAIN and the event goes the JSON way, which
 // gives the error (or takes the event) exactly as before. So every error still comes from the
 // JSON way, and the fast path only ever takes a subset of what that way takes.
+//
+// The addon's fast-path functions (`turn`, `turnCall`, `results`, `result`, `tick`) are
+// functions of the module taking the machine's id (`_id`, its `NativeMachine`'s), not methods
+// of `_native`: napi-rs registers a borrow of `this` at each call of a method, which cost an
+// event nearly as much as the host's own work. Each array element and each string is a
+// crossing of its own, so the common events go without an array and with one string: a turn
+// of one call with an id as `turnCall` (the call's `arguments` as JSON text, empty if absent,
+// then its `id` and `name`, all in one string, with the lengths of `id` and `name`), a single
+// result as `result` (a number for its kind: 0 `ok` as a string, 1 `ok` as JSON text, 2 + k
+// the error class k of TOOL_ERRORS with a `message`, 8 + k without; then the payload, empty if
+// none, the `call_id` and the `name` in one string, with the lengths of `call_id` and `name`).
+// Lengths count UTF-16 code units, as `.length` does; the addon splits the string from its end.
 
 /** The addon's answer when it did not take the event (see `src/lib.rs`). */
 const AGAIN = 0xffffffff;
@@ -153,11 +165,21 @@ const FAST_NESTING = 16;
 /** What `mirror` answers for a value it does not copy. */
 const NOPE = Symbol('not mirrored');
 const FINISH = new Map([['stop', 1], ['length', 2], ['content_filter', 3], ['tool_calls', 4]]);
-const TOOL_ERRORS = new Set(['permission_denied', 'not_found', 'auth_failed', 'timeout', 'invalid_arguments', 'failed']);
+/** The tool error classes, each with its place in the kernel's `ToolErrorKind::ALL` (see `native.result`). */
+const TOOL_ERRORS = new Map(
+  ['permission_denied', 'not_found', 'auth_failed', 'timeout', 'invalid_arguments', 'failed'].map((kind, i) => [kind, i]),
+);
 
 /** A string serde reads as the same string: no unpaired surrogate (JSON text escapes them, serde refuses them). */
 const wellFormed =
   typeof String.prototype.isWellFormed === 'function' ? (s) => s.isWellFormed() : (s) => !/\p{Cs}/u.test(s);
+
+const { hasOwnProperty } = Object.prototype;
+
+/** Whether `key` (from `for...in` over `value`) is `value`'s own, as `Object.keys` would give it. */
+function hasOwn(value, key) {
+  return hasOwnProperty.call(value, key);
+}
 
 /** A plain object (what `isJson` takes as an object). */
 function plain(value) {
@@ -229,7 +251,7 @@ function mirror(value, depth) {
   }
 }
 
-/** `{"model_turn": turn}` through `native.turn`, or AGAIN. */
+/** `{"model_turn": turn}` through `native.turnCall` (one call with an id) or `native.turn`, or AGAIN. */
 function fastTurn(machine, turn) {
   if (!plain(turn)) return AGAIN;
   let flags = 0;
@@ -237,11 +259,11 @@ function fastTurn(machine, turn) {
   let inputTokens = 0;
   let outputTokens = 0;
   let calls;
-  const keys = Object.keys(turn);
-  for (let i = 0; i < keys.length; i++) {
-    const value = turn[keys[i]];
+  for (const key in turn) {
+    if (!hasOwn(turn, key)) return AGAIN; // inherited: JSON.stringify leaves it out, the JSON way decides
+    const value = turn[key];
     if (value === undefined) continue; // absent, as in JSON.stringify
-    switch (keys[i]) {
+    switch (key) {
       case 'text':
         if (value === null) break;
         body = text(value);
@@ -291,7 +313,15 @@ function fastTurn(machine, turn) {
     }
   }
   if (calls === undefined) machine._turnCalls = null;
-  return machine._native.turn(machine._taken, flags, body, inputTokens, outputTokens, calls);
+  else if (calls.length === 3 && calls[0] !== null) {
+    // One call with an id (the common turn): no array, and its arguments (JSON text, empty if
+    // absent), id and name in one string, with the lengths of the id and the name.
+    const id = calls[0];
+    const name = calls[1];
+    const fields = (calls[2] === null ? '' : calls[2]) + id + name;
+    return native.turnCall(machine._id, machine._taken, flags, body, inputTokens, outputTokens, fields, id.length, name.length);
+  }
+  return native.turn(machine._id, machine._taken, flags, body, inputTokens, outputTokens, calls);
 }
 
 /**
@@ -309,11 +339,11 @@ function fastCalls(machine, calls) {
     let name = null;
     let args = null;
     let copied = null;
-    const keys = Object.keys(call);
-    for (let j = 0; j < keys.length; j++) {
-      const value = call[keys[j]];
+    for (const key in call) {
+      if (!hasOwn(call, key)) return null;
+      const value = call[key];
       if (value === undefined) continue;
-      switch (keys[j]) {
+      switch (key) {
         case 'id':
           if (value === null) break;
           id = text(value);
@@ -353,10 +383,10 @@ function fastCalls(machine, calls) {
   return out;
 }
 
-/** `{"tool_results": results}` through `native.results`, or AGAIN. */
-function fastResults(native, taken, results) {
+/** `{"tool_results": results}` through `native.result` (one result) or `native.results`, or AGAIN. */
+function fastResults(machine, results) {
   if (!Array.isArray(results)) return AGAIN;
-  const out = new Array(results.length * 4);
+  const out = results.length === 1 ? null : new Array(results.length * 4);
   for (let i = 0; i < results.length; i++) {
     const result = results[i];
     if (!plain(result)) return AGAIN;
@@ -366,11 +396,11 @@ function fastResults(native, taken, results) {
     let payload = null;
     let error = null;
     let message = null;
-    const keys = Object.keys(result);
-    for (let j = 0; j < keys.length; j++) {
-      const value = result[keys[j]];
+    for (const key in result) {
+      if (!hasOwn(result, key)) return AGAIN;
+      const value = result[key];
       if (value === undefined) continue;
-      switch (keys[j]) {
+      switch (key) {
         case 'call_id':
           callId = text(value);
           if (callId === null) return AGAIN;
@@ -414,28 +444,41 @@ function fastResults(native, taken, results) {
     } else if (error !== null || message !== null) {
       return AGAIN; // `ok` with `error` or `message`: the Host's error, given the JSON way
     }
+    if (results.length === 1) {
+      // One result (the common case): no array, the tag as a number, and the payload (empty
+      // if none), call id and name in one string, with the lengths of the call id and the name.
+      const code = tag === 's' ? 0 : tag === 'j' ? 1 : (payload === null ? 8 : 2) + TOOL_ERRORS.get(tag);
+      const fields = (payload === null ? '' : payload) + callId + name;
+      return native.result(machine._id, machine._taken, code, fields, callId.length, name.length);
+    }
     out[4 * i] = callId;
     out[4 * i + 1] = name;
     out[4 * i + 2] = tag;
     out[4 * i + 3] = payload;
   }
-  return native.results(taken, out);
+  return native.results(machine._id, machine._taken, out);
 }
 
 /** The event through the addon's fast path, or AGAIN (nothing changed). */
 function fastEvent(machine, event) {
   if (!plain(event)) return AGAIN;
-  const keys = Object.keys(event);
-  if (keys.length !== 1) return AGAIN;
-  const value = event[keys[0]];
-  switch (keys[0]) {
+  // Its one key (`for...in`, which builds no array of keys, also gives inherited keys: any
+  // such key, or a second one, and the event goes the JSON way).
+  let key = null;
+  for (const k in event) {
+    if (key !== null || !hasOwn(event, k)) return AGAIN;
+    key = k;
+  }
+  if (key === null) return AGAIN;
+  const value = event[key];
+  switch (key) {
     case 'model_turn':
       return fastTurn(machine, value);
     case 'tool_results':
-      return fastResults(machine._native, machine._taken, value);
+      return fastResults(machine, value);
     case 'tick': {
       const now = whole(value);
-      return now < 0 ? AGAIN : machine._native.tick(machine._taken, now);
+      return now < 0 ? AGAIN : native.tick(machine._id, machine._taken, now);
     }
     default:
       return AGAIN;
@@ -469,6 +512,8 @@ class Machine {
       }
     }
     this._native = new native.NativeMachine(text, task, name ?? undefined);
+    /** The id the addon's fast-path functions take for `_native` (see `src/lib.rs`). */
+    this._id = this._native.id;
     /** The calls of the last turn given the fast way, as its `run_tools` would give them. */
     this._turnCalls = null;
     this._answered(this._native.state);
@@ -603,6 +648,7 @@ class Machine {
     if (typeof snapshot !== 'string') throw inputError('snapshot', `a ${typeof snapshot} is not snapshot text`);
     const machine = Object.create(Machine.prototype);
     machine._native = native.NativeMachine.restore(snapshot);
+    machine._id = machine._native.id;
     machine._turnCalls = null;
     machine._answered(machine._native.state);
     return machine;

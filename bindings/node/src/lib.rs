@@ -6,19 +6,22 @@
 //!
 //! - The common events (a model turn, tool results, a clock reading) in plain fields: the
 //!   package's JavaScript layer (`index.js`) takes them apart when every field is one it can
-//!   prove valid (`NativeMachine::turn`, `NativeMachine::results`, `NativeMachine::tick`), and
-//!   the addon builds the same [`EventIn`] serde would read. An event either cannot take as
-//!   given (a field `index.js` is not sure of, arguments serde refuses) ends in [`AGAIN`]
-//!   before anything changed, and goes the JSON way.
+//!   prove valid ([`turn`], [`turn_call`], [`results`], [`result`], [`tick`]: functions of the
+//!   module taking the machine's id, see `HOSTS`), and the addon builds the same [`EventIn`]
+//!   serde would read. A turn of one call with an id and a single result, the common events,
+//!   cross without an array and with their strings in one (`turnCall`, `result`); others with
+//!   an array of strings. An event either cannot take as given (a field `index.js` is not sure
+//!   of, arguments serde refuses) ends in [`AGAIN`] before anything changed, and goes the JSON
+//!   way.
 //! - Any event as JSON text (`NativeMachine::handle`): `index.js` checks a JavaScript value is
 //!   JSON (naming the path of what is not) and serializes it, so the event is read by the same
 //!   `serde` code as in Rust and Python and every error names its JSON path.
 //!
 //! Each event answers in one crossing: what the kernel did, how many commands wait, and the
 //! first of them (`call_model` in the answer's bits; `run_tools` of the turn just given as a bit,
-//! `index.js` building it from the calls it gave; any other as JSON text), see
-//! `NativeMachine::answer`. `index.js` hands that command out without a call and tells the
-//! addon at its next call how many it took (`taken`). Nothing here panics on any input (every
+//! `index.js` building it from the calls it gave; any other as JSON text), see `answer`.
+//! `index.js` hands that command out without a call and tells the addon at its next call how
+//! many it took (`taken`). Nothing here panics on any input (every
 //! input error is a `Result`); `catch_unwind` on every export is only a backstop that would turn
 //! a bug into a JavaScript `Error` instead of aborting the process.
 
@@ -26,6 +29,7 @@ use napi::bindgen_prelude::Either;
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::Value;
+use std::cell::RefCell;
 use terminus_kernel::{Finish, ToolErrorKind, Usage};
 use terminus_runtime::host::{
     CallIn, EventIn, Handle, Host, InputError, ResultIn, TurnIn, policy_from_json,
@@ -98,85 +102,419 @@ fn failed(e: impl std::fmt::Display) -> Error {
     Error::new(Status::GenericFailure, e.to_string())
 }
 
-/// The kernel: feed it events with `turn`, `results`, `tick` or `handle`, take its commands
-/// from their answers and with `nextCommand` (`index.js` wraps it as the package's `Machine`).
+/// A model turn from the fast path's fields (see [`turn`]), or `None` where
+/// they are not what serde would read.
+fn turn_in(
+    flags: u32,
+    text: Option<String>,
+    input_tokens: f64,
+    output_tokens: f64,
+    tool_calls: Option<Vec<CallIn>>,
+) -> Option<TurnIn> {
+    let (Some(needs_more_work), Some(reasoning)) = (tri(flags), tri(flags >> 2)) else {
+        return None;
+    };
+    let finish = match (flags >> 4) & 7 {
+        0 => None,
+        1 => Some(Finish::Stop),
+        2 => Some(Finish::Length),
+        3 => Some(Finish::ContentFilter),
+        4 => Some(Finish::ToolCalls),
+        _ => return None,
+    };
+    let usage = if flags & 0x80 == 0 {
+        None
+    } else {
+        Some(Usage {
+            input_tokens: whole(input_tokens)?,
+            output_tokens: whole(output_tokens)?,
+        })
+    };
+    Some(TurnIn {
+        text,
+        tool_calls,
+        needs_more_work,
+        usage,
+        finish,
+        reasoning,
+    })
+}
+
+/// A tool call from the fast path's fields (`arguments` as JSON text, or absent), or `None`
+/// where serde refuses the arguments.
+fn call_in(id: Option<String>, name: String, arguments: Option<String>) -> Option<CallIn> {
+    let arguments = match arguments {
+        None => None,
+        Some(json) => Some(serde_json::from_str::<Value>(&json).ok()?),
+    };
+    Some(CallIn {
+        id,
+        name,
+        arguments,
+    })
+}
+
+/// A result's tag: `ok` with the payload as a string.
+const OK_STRING: u32 = 0;
+/// A result's tag: `ok` with the payload as JSON text (then 2 + k: the error `ToolErrorKind::ALL[k]`).
+const OK_JSON: u32 = 1;
+
+/// A tool result from the fast path's fields (see [`result`]), or `None` where
+/// they are not what serde would read.
+fn result_in(call_id: String, name: String, tag: u32, payload: Option<String>) -> Option<ResultIn> {
+    let (ok, error, message) = match (tag, payload) {
+        (OK_STRING, Some(text)) => (Some(Value::String(text)), None, None),
+        (OK_JSON, Some(json)) => (Some(serde_json::from_str::<Value>(&json).ok()?), None, None),
+        (OK_STRING | OK_JSON, None) => return None,
+        (kind, message) => {
+            let kind = *ToolErrorKind::ALL.get(usize::try_from(kind - OK_JSON - 1).ok()?)?;
+            (None, Some(kind), message)
+        }
+    };
+    Some(ResultIn {
+        call_id,
+        name,
+        ok,
+        error,
+        message,
+    })
+}
+
+/// This thread's hosts, each in the slot its [`NativeMachine`] names by `id`: the fast path's
+/// functions (`turn`, `turnCall`, `results`, `result`, `tick`) are plain functions of the
+/// module taking that id, not methods, because a method of a napi class unwraps its `this` and
+/// registers a borrow of it in a process-wide table (and removes it after) at each call, which
+/// cost an event nearly as much as the host's own work. A slot is filled when its machine is made and
+/// emptied when JavaScript collects the machine; its id is given to a later machine then.
+/// Each JavaScript thread (the main one, a worker) has its own slots, as it has its own
+/// machines.
+struct Hosts {
+    /// Boxed: an empty slot, kept for a later machine, is a pointer's size, not a host's.
+    slots: Vec<Option<Box<Host>>>,
+    /// The empty slots.
+    free: Vec<u32>,
+}
+
+thread_local! {
+    static HOSTS: RefCell<Hosts> = const { RefCell::new(Hosts { slots: Vec::new(), free: Vec::new() }) };
+}
+
+/// Puts `host` in a slot of this thread; its id.
+fn keep(host: Host) -> Result<u32> {
+    HOSTS.with(|hosts| {
+        let mut hosts = hosts.borrow_mut();
+        if let Some(id) = hosts.free.pop()
+            && let Some(slot) = hosts.slots.get_mut(id as usize)
+        {
+            *slot = Some(Box::new(host));
+            return Ok(id);
+        }
+        let id = u32::try_from(hosts.slots.len()).map_err(|_| failed("too many machines"))?;
+        hosts.slots.push(Some(Box::new(host)));
+        Ok(id)
+    })
+}
+
+/// `f` of the host in slot `id` (`None` if it is empty: never, for an id a live machine gave).
+/// The slots are borrowed only while `f` runs, which makes no call into JavaScript.
+fn with_host<R>(id: u32, f: impl FnOnce(&mut Host) -> R) -> Option<R> {
+    HOSTS.with(|hosts| {
+        let mut hosts = hosts.borrow_mut();
+        hosts.slots.get_mut(id as usize)?.as_deref_mut().map(f)
+    })
+}
+
+/// What [`answer`] counts, `handled` in the low bits; `turn_calls` is the number of calls of
+/// the turn just given when they all had ids.
+fn code(host: &Host, handled: u32, turn_calls: Option<usize>) -> u32 {
+    let head = match host.peek_call_model() {
+        Some((0, true)) => 1,
+        Some((0, false)) => 2,
+        _ if host.pending() == 0 => 0,
+        _ if turn_calls.is_some() && host.peek_whole_batch() == turn_calls => 4,
+        _ => 3,
+    };
+    let pending = u32::try_from(host.pending())
+        .unwrap_or(MAX_PENDING)
+        .min(MAX_PENDING);
+    handled | (head << 2) | (pending << 5)
+}
+
+/// The answer to an event: after a step whose first command is neither a plain `call_model`
+/// nor the turn's `run_tools`, with that command's JSON text.
+fn answer(host: &Host, handled: Handle, turn_calls: Option<usize>) -> Either<u32, String> {
+    let step = handled == Handle::Step;
+    let code = code(
+        host,
+        match handled {
+            Handle::Step => 0,
+            Handle::Observed => 1,
+            Handle::Ignored => 2,
+        },
+        turn_calls.filter(|_| step),
+    );
+    if step
+        && (code >> 2) & 7 == 3
+        && let Some(command) = host.peek_command()
+    {
+        // Plain data with string keys: serializing cannot fail.
+        let text = serde_json::to_string(&command).unwrap_or_default();
+        return Either::B(format!("{code}{text}"));
+    }
+    Either::A(code)
+}
+
+/// Drops the `taken` commands `index.js` handed out from answers.
+fn take(host: &mut Host, taken: u32) {
+    for _ in 0..taken {
+        host.skip_command();
+    }
+}
+
+/// Feeds an event the fast path built to the host of machine `id`: `taken` first, then the
+/// event. The fast path builds no event the host refuses (results have `ok` or `error`,
+/// `message` only with `error`); if it did, the answer is [`AGAIN_TAKEN`] and the host
+/// unchanged but for the drop. An `id` no machine has answers [`AGAIN`].
+fn feed(id: u32, taken: u32, event: EventIn) -> Either<u32, String> {
+    let turn_calls = match &event {
+        EventIn::ModelTurn(turn) => {
+            let calls = turn.tool_calls.as_deref().unwrap_or_default();
+            calls.iter().all(|c| c.id.is_some()).then_some(calls.len())
+        }
+        _ => None,
+    };
+    with_host(id, |host| {
+        take(host, taken);
+        match host.handle(event) {
+            Ok(handled) => answer(host, handled, turn_calls),
+            Err(_) => Either::A(AGAIN_TAKEN),
+        }
+    })
+    .unwrap_or(Either::A(AGAIN))
+}
+
+/// Feeds `{"model_turn": ...}` from its fields to machine `id`, or answers [`AGAIN`] having
+/// changed nothing. `flags`: bits 0-1 `needs_more_work` and 2-3 `reasoning` (0 absent, 1
+/// false, 2 true), 4-6 `finish` (0 absent, then `stop`, `length`, `content_filter`,
+/// `tool_calls`), 7 whether `usage` is given (`input_tokens`, `output_tokens`). `calls`: per
+/// tool call its `id` (or null), `name` and `arguments` as JSON text (or null).
+#[napi(catch_unwind)]
+pub fn turn(
+    machine: u32,
+    taken: u32,
+    flags: u32,
+    text: Option<String>,
+    input_tokens: f64,
+    output_tokens: f64,
+    calls: Option<Vec<Option<String>>>,
+) -> Either<u32, String> {
+    let tool_calls = match calls {
+        None => None,
+        Some(flat) => {
+            if !flat.len().is_multiple_of(3) {
+                return Either::A(AGAIN);
+            }
+            let mut out = Vec::with_capacity(flat.len() / 3);
+            let mut fields = flat.into_iter();
+            while let (Some(id), Some(name), Some(arguments)) =
+                (fields.next(), fields.next(), fields.next())
+            {
+                match name.and_then(|name| call_in(id, name, arguments)) {
+                    Some(call) => out.push(call),
+                    None => return Either::A(AGAIN),
+                }
+            }
+            Some(out)
+        }
+    };
+    match turn_in(flags, text, input_tokens, output_tokens, tool_calls) {
+        Some(turn) => feed(machine, taken, EventIn::ModelTurn(turn)),
+        None => Either::A(AGAIN),
+    }
+}
+
+/// [`turn`] for a turn of one tool call with an id (the common turn), without an array
+/// (each element of an array is a crossing of its own, and so is each string): the call's
+/// `arguments` as JSON text (empty if absent), its `id` and its `name` in one string,
+/// `fields`, their lengths `id_length` and `name_length` (in UTF-16 code units, as JavaScript
+/// counts) saying where `id` and `name` begin.
+#[napi(catch_unwind)]
+#[allow(clippy::too_many_arguments)]
+pub fn turn_call(
+    machine: u32,
+    taken: u32,
+    flags: u32,
+    text: Option<String>,
+    input_tokens: f64,
+    output_tokens: f64,
+    fields: String,
+    id_length: u32,
+    name_length: u32,
+) -> Either<u32, String> {
+    let turn = split(fields, id_length, name_length)
+        .and_then(|(arguments, id, name)| {
+            call_in(Some(id), name, Some(arguments).filter(|a| !a.is_empty()))
+        })
+        .and_then(|call| turn_in(flags, text, input_tokens, output_tokens, Some(vec![call])));
+    match turn {
+        Some(turn) => feed(machine, taken, EventIn::ModelTurn(turn)),
+        None => Either::A(AGAIN),
+    }
+}
+
+/// Feeds `{"tool_results": [...]}` from its fields to machine `id`, or answers [`AGAIN`]
+/// having changed nothing. `fields`: per result its `call_id`, `name`, a tag and a payload:
+/// tag `s` for `ok` with the payload as a string, `j` for `ok` with the payload as JSON text,
+/// else the `error` class with the payload as its `message` (or null).
+#[napi(catch_unwind)]
+pub fn results(machine: u32, taken: u32, fields: Vec<Option<String>>) -> Either<u32, String> {
+    let again = Either::A(AGAIN);
+    if !fields.len().is_multiple_of(4) {
+        return again;
+    }
+    let mut out = Vec::with_capacity(fields.len() / 4);
+    let mut fields = fields.into_iter();
+    while let (Some(call_id), Some(name), Some(tag), Some(payload)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    {
+        let (Some(call_id), Some(name), Some(tag)) = (call_id, name, tag) else {
+            return again;
+        };
+        let tag = match tag.as_str() {
+            "s" => OK_STRING,
+            "j" => OK_JSON,
+            kind => {
+                match serde_json::from_value::<ToolErrorKind>(Value::String(kind.to_owned())) {
+                    // The kind's place in `ToolErrorKind::ALL`, as `result` takes it.
+                    Ok(kind) => match ToolErrorKind::ALL.iter().position(|k| *k == kind) {
+                        Some(at) => OK_JSON + 1 + u32::try_from(at).unwrap_or(u32::MAX - OK_JSON),
+                        None => return again,
+                    },
+                    Err(_) => return again,
+                }
+            }
+        };
+        match result_in(call_id, name, tag, payload) {
+            Some(result) => out.push(result),
+            None => return again,
+        }
+    }
+    feed(machine, taken, EventIn::ToolResults(out))
+}
+
+/// [`results`] for one result (the common case), without an array: a tag, and the payload,
+/// the `call_id` and the `name` in one string, `fields`, their lengths `call_id_length` and
+/// `name_length` (in UTF-16 code units) saying where `call_id` and `name` begin. Tag 0: `ok`
+/// with the payload as a string; 1: `ok` with the payload as JSON text; 2 + k: the `error`
+/// class `ToolErrorKind::ALL[k]` (`permission_denied`, `not_found`, `auth_failed`, `timeout`,
+/// `invalid_arguments`, `failed`) with the payload as its `message`; 8 + k: that class with no
+/// `message` (the payload empty).
+#[napi(catch_unwind)]
+pub fn result(
+    machine: u32,
+    taken: u32,
+    tag: u32,
+    fields: String,
+    call_id_length: u32,
+    name_length: u32,
+) -> Either<u32, String> {
+    let result = split(fields, call_id_length, name_length).and_then(|(payload, call_id, name)| {
+        match tag.checked_sub(NO_MESSAGE) {
+            Some(kind) => result_in(call_id, name, OK_JSON + 1 + kind, None),
+            None => result_in(call_id, name, tag, Some(payload)),
+        }
+    });
+    match result {
+        Some(result) => feed(machine, taken, EventIn::ToolResults(vec![result])),
+        None => Either::A(AGAIN),
+    }
+}
+
+/// [`result`]'s tag for an error with no message: 8 + k, k its class's place.
+const NO_MESSAGE: u32 = 8;
+
+/// `fields` split into a head and two strings of `first` and `second` UTF-16 code units at its
+/// end (`index.js` gives `head + first + second` and the two lengths, counted as JavaScript
+/// counts them), or `None` if they do not fall on characters (then `index.js` gave something
+/// else). Only the two tail strings are walked and copied, never the head, which may be long.
+fn split(mut fields: String, first: u32, second: u32) -> Option<(String, String, String)> {
+    let first_units = usize::try_from(first).ok()?;
+    let tail = first_units.checked_add(usize::try_from(second).ok()?)?;
+    let (first_at, second_at) = match fields.len().checked_sub(tail) {
+        // ASCII (ids and names mostly are): a code unit a byte, and the first byte a character's.
+        Some(at) if fields.as_bytes()[at..].is_ascii() => (at, at + first_units),
+        _ => {
+            let second_at = utf16_before(&fields, fields.len(), second)?;
+            (utf16_before(&fields, second_at, first)?, second_at)
+        }
+    };
+    let second = fields.split_off(second_at);
+    let first = fields.split_off(first_at);
+    Some((fields, first, second))
+}
+
+/// Where the `units` UTF-16 code units before byte `end` of `s` begin, or `None` if `s` has
+/// fewer or they end within a character.
+fn utf16_before(s: &str, end: usize, units: u32) -> Option<usize> {
+    let mut left = usize::try_from(units).ok()?;
+    let mut at = end;
+    let mut chars = s.get(..end)?.char_indices().rev();
+    while left > 0 {
+        let (i, c) = chars.next()?;
+        left = left.checked_sub(c.len_utf16())?;
+        at = i;
+    }
+    Some(at)
+}
+
+/// Feeds `{"tick": now_ms}` to machine `id`, or answers [`AGAIN`] having changed nothing
+/// (`now_ms` not a whole number from 0 to 2^53 - 1).
+#[napi(catch_unwind)]
+pub fn tick(machine: u32, taken: u32, now_ms: f64) -> Either<u32, String> {
+    match whole(now_ms) {
+        Some(now_ms) => feed(machine, taken, EventIn::Tick(now_ms)),
+        None => Either::A(AGAIN),
+    }
+}
+
+/// The kernel: feed it events with the fast path's functions (`turn`, `turnCall`, `results`,
+/// `result`, `tick`, given the machine's `id`) or `handle`, take its commands from their
+/// answers and with `nextCommand` (`index.js` wraps it as the package's `Machine`).
 ///
 /// An answer is a number, or a string of that number followed by the first waiting command's
 /// JSON text. The number's low two bits say what the kernel did (0: a step, 1: observed, 2:
 /// ignored), the next three what the first waiting command is (0: none, 1: `call_model` with
 /// tools and no delay, 2: the same without tools, 3: another, in the string after a step, else
-/// for `nextCommand`; 4, only from `turn`: `run_tools` of every call of the turn just given,
-/// in order, none refused, no warning, every id given), and the rest how many commands wait.
-/// Every method that takes `taken` first drops that many commands, those `index.js` handed out
-/// from answers without a call.
+/// for `nextCommand`; 4, only from `turn` and `turnCall`: `run_tools` of every call of the turn
+/// just given, in order, none refused, no warning, every id given), and the rest how many
+/// commands wait. Every function that takes `taken` first drops that many commands, those
+/// `index.js` handed out from answers without a call.
 #[napi]
 pub struct NativeMachine {
-    host: Host,
+    /// The slot of its host in `HOSTS`.
+    id: u32,
 }
 
 impl NativeMachine {
-    /// What [`NativeMachine::answer`] counts, `handled` in the low bits; `turn_calls` is the
-    /// number of calls of the turn just given when they all had ids.
-    fn code(&self, handled: u32, turn_calls: Option<usize>) -> u32 {
-        let head = match self.host.peek_call_model() {
-            Some((0, true)) => 1,
-            Some((0, false)) => 2,
-            _ if self.host.pending() == 0 => 0,
-            _ if turn_calls.is_some() && self.host.peek_whole_batch() == turn_calls => 4,
-            _ => 3,
-        };
-        let pending = u32::try_from(self.host.pending())
-            .unwrap_or(MAX_PENDING)
-            .min(MAX_PENDING);
-        handled | (head << 2) | (pending << 5)
+    /// `f` of this machine's host.
+    fn with<R>(&self, f: impl FnOnce(&mut Host) -> R) -> Result<R> {
+        with_host(self.id, f).ok_or_else(|| failed("terminus-kernel: the machine is gone"))
     }
+}
 
-    /// The answer to an event: after a step whose first command is neither a plain
-    /// `call_model` nor the turn's `run_tools`, with that command's JSON text.
-    fn answer(&self, handled: Handle, turn_calls: Option<usize>) -> Either<u32, String> {
-        let step = handled == Handle::Step;
-        let code = self.code(
-            match handled {
-                Handle::Step => 0,
-                Handle::Observed => 1,
-                Handle::Ignored => 2,
-            },
-            turn_calls.filter(|_| step),
-        );
-        if step
-            && (code >> 2) & 7 == 3
-            && let Some(command) = self.host.peek_command()
-        {
-            // Plain data with string keys: serializing cannot fail.
-            let text = serde_json::to_string(&command).unwrap_or_default();
-            return Either::B(format!("{code}{text}"));
-        }
-        Either::A(code)
-    }
-
-    /// Drops the `taken` commands `index.js` handed out from answers.
-    fn take(&mut self, taken: u32) {
-        for _ in 0..taken {
-            self.host.skip_command();
-        }
-    }
-
-    /// Feeds an event the fast path built: `taken` first, then the event. The fast path builds
-    /// no event the host refuses (results have `ok` or `error`, `message` only with `error`);
-    /// if it did, the answer is [`AGAIN_TAKEN`] and the host unchanged but for the drop.
-    fn feed(&mut self, taken: u32, event: EventIn) -> Either<u32, String> {
-        let turn_calls = match &event {
-            EventIn::ModelTurn(turn) => {
-                let calls = turn.tool_calls.as_deref().unwrap_or_default();
-                calls.iter().all(|c| c.id.is_some()).then_some(calls.len())
+impl Drop for NativeMachine {
+    /// Empties the host's slot (JavaScript collected the machine).
+    fn drop(&mut self) {
+        // Never while the slots are borrowed (nothing there calls into JavaScript); at the
+        // thread's end the slots may be gone already.
+        let _ = HOSTS.try_with(|hosts| {
+            if let Ok(mut hosts) = hosts.try_borrow_mut()
+                && let Some(slot) = hosts.slots.get_mut(self.id as usize)
+                && slot.take().is_some()
+            {
+                hosts.free.push(self.id);
             }
-            _ => None,
-        };
-        self.take(taken);
-        match self.host.handle(event) {
-            Ok(handled) => self.answer(handled, turn_calls),
-            Err(_) => Either::A(AGAIN_TAKEN),
-        }
+        });
     }
 }
 
@@ -191,154 +529,29 @@ impl NativeMachine {
             None => terminus_kernel::Policy::default(),
         };
         let host = Host::new(policy, task.unwrap_or_default(), name).map_err(input)?;
-        Ok(NativeMachine { host })
+        Ok(NativeMachine { id: keep(host)? })
+    }
+
+    /// The id the fast path's functions take for this machine.
+    #[napi(getter, catch_unwind)]
+    pub fn id(&self) -> u32 {
+        self.id
     }
 
     /// Feeds one event (JSON text) after dropping `taken` commands; answers as the type says. A
     /// malformed event is an error naming its JSON path and changes nothing (but the drop).
     #[napi(catch_unwind)]
     pub fn handle(&mut self, taken: u32, event: String) -> Result<Either<u32, String>> {
-        self.take(taken);
-        // The common case without the path bookkeeping; an error is read again for its path.
-        let event = match serde_json::from_str::<EventIn>(&event) {
-            Ok(event) => event,
-            Err(_) => EventIn::from_json(&event).map_err(input)?,
-        };
-        let handled = self.host.handle(event).map_err(input)?;
-        Ok(self.answer(handled, None))
-    }
-
-    /// Feeds `{"model_turn": ...}` from its fields, or answers [`AGAIN`] having changed
-    /// nothing. `flags`: bits 0-1 `needs_more_work` and 2-3 `reasoning` (0 absent, 1 false, 2
-    /// true), 4-6 `finish` (0 absent, then `stop`, `length`, `content_filter`, `tool_calls`), 7
-    /// whether `usage` is given (`input_tokens`, `output_tokens`). `calls`: per tool call its
-    /// `id` (or null), `name` and `arguments` as JSON text (or null).
-    #[napi(catch_unwind)]
-    pub fn turn(
-        &mut self,
-        taken: u32,
-        flags: u32,
-        text: Option<String>,
-        input_tokens: f64,
-        output_tokens: f64,
-        calls: Option<Vec<Option<String>>>,
-    ) -> Result<Either<u32, String>> {
-        let again = Ok(Either::A(AGAIN));
-        let (Some(needs_more_work), Some(reasoning)) = (tri(flags), tri(flags >> 2)) else {
-            return again;
-        };
-        let finish = match (flags >> 4) & 7 {
-            0 => None,
-            1 => Some(Finish::Stop),
-            2 => Some(Finish::Length),
-            3 => Some(Finish::ContentFilter),
-            4 => Some(Finish::ToolCalls),
-            _ => return again,
-        };
-        let usage = if flags & 0x80 == 0 {
-            None
-        } else {
-            match (whole(input_tokens), whole(output_tokens)) {
-                (Some(input_tokens), Some(output_tokens)) => Some(Usage {
-                    input_tokens,
-                    output_tokens,
-                }),
-                _ => return again,
-            }
-        };
-        let tool_calls = match calls {
-            None => None,
-            Some(flat) => {
-                if !flat.len().is_multiple_of(3) {
-                    return again;
-                }
-                let mut out = Vec::with_capacity(flat.len() / 3);
-                let mut fields = flat.into_iter();
-                while let (Some(id), Some(name), Some(arguments)) =
-                    (fields.next(), fields.next(), fields.next())
-                {
-                    let Some(name) = name else { return again };
-                    let arguments = match arguments {
-                        None => None,
-                        Some(json) => match serde_json::from_str::<Value>(&json) {
-                            Ok(value) => Some(value),
-                            Err(_) => return again,
-                        },
-                    };
-                    out.push(CallIn {
-                        id,
-                        name,
-                        arguments,
-                    });
-                }
-                Some(out)
-            }
-        };
-        let turn = TurnIn {
-            text,
-            tool_calls,
-            needs_more_work,
-            usage,
-            finish,
-            reasoning,
-        };
-        Ok(self.feed(taken, EventIn::ModelTurn(turn)))
-    }
-
-    /// Feeds `{"tool_results": [...]}` from its fields, or answers [`AGAIN`] having changed
-    /// nothing. `fields`: per result its `call_id`, `name`, a tag and a payload: tag `s` for
-    /// `ok` with the payload as a string, `j` for `ok` with the payload as JSON text, else the
-    /// `error` class with the payload as its `message` (or null).
-    #[napi(catch_unwind)]
-    pub fn results(
-        &mut self,
-        taken: u32,
-        fields: Vec<Option<String>>,
-    ) -> Result<Either<u32, String>> {
-        let again = Ok(Either::A(AGAIN));
-        if !fields.len().is_multiple_of(4) {
-            return again;
-        }
-        let mut out = Vec::with_capacity(fields.len() / 4);
-        let mut fields = fields.into_iter();
-        while let (Some(call_id), Some(name), Some(tag), Some(payload)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        {
-            let (Some(call_id), Some(name), Some(tag)) = (call_id, name, tag) else {
-                return again;
+        self.with(|host| {
+            take(host, taken);
+            // The common case without the path bookkeeping; an error is read again for its path.
+            let event = match serde_json::from_str::<EventIn>(&event) {
+                Ok(event) => event,
+                Err(_) => EventIn::from_json(&event).map_err(input)?,
             };
-            let (ok, error, message) = match (tag.as_str(), payload) {
-                ("s", Some(text)) => (Some(Value::String(text)), None, None),
-                ("j", Some(json)) => match serde_json::from_str::<Value>(&json) {
-                    Ok(value) => (Some(value), None, None),
-                    Err(_) => return again,
-                },
-                (kind, message) => {
-                    match serde_json::from_value::<ToolErrorKind>(Value::String(kind.to_owned())) {
-                        Ok(kind) => (None, Some(kind), message),
-                        Err(_) => return again,
-                    }
-                }
-            };
-            out.push(ResultIn {
-                call_id,
-                name,
-                ok,
-                error,
-                message,
-            });
-        }
-        Ok(self.feed(taken, EventIn::ToolResults(out)))
-    }
-
-    /// Feeds `{"tick": now_ms}`, or answers [`AGAIN`] having changed nothing (`now_ms` not a
-    /// whole number from 0 to 2^53 - 1).
-    #[napi(catch_unwind)]
-    pub fn tick(&mut self, taken: u32, now_ms: f64) -> Result<Either<u32, String>> {
-        match whole(now_ms) {
-            Some(now_ms) => Ok(self.feed(taken, EventIn::Tick(now_ms))),
-            None => Ok(Either::A(AGAIN)),
-        }
+            let handled = host.handle(event).map_err(input)?;
+            Ok(answer(host, handled, None))
+        })?
     }
 
     /// Raises the budgets of a run a budget stopped (`budgets`: JSON text of an object from
@@ -346,85 +559,88 @@ impl NativeMachine {
     /// the kernel refuses is an error saying why and changes nothing (but the drop).
     #[napi(catch_unwind)]
     pub fn raise_budgets(&mut self, taken: u32, budgets: String) -> Result<Either<u32, String>> {
-        self.take(taken);
-        let budgets: std::collections::BTreeMap<String, u64> = serde_json::from_str(&budgets)
-            .map_err(|e| {
+        self.with(|host| {
+            take(host, taken);
+            let budgets: std::collections::BTreeMap<String, u64> = serde_json::from_str(&budgets)
+                .map_err(|e| {
                 napi::Error::new(
                     napi::Status::InvalidArg,
                     format!("budgets: not an object of whole numbers: {e}"),
                 )
             })?;
-        let handled = self
-            .host
-            .raise(&budgets)
-            .map_err(|e| napi::Error::new(napi::Status::InvalidArg, e.to_string()))?;
-        Ok(self.answer(handled, None))
+            let handled = host
+                .raise(&budgets)
+                .map_err(|e| napi::Error::new(napi::Status::InvalidArg, e.to_string()))?;
+            Ok(answer(host, handled, None))
+        })?
     }
 
     /// Drops `taken` commands (before `snapshot`).
     #[napi(catch_unwind)]
-    pub fn skip(&mut self, taken: u32) {
-        self.take(taken);
+    pub fn skip(&mut self, taken: u32) -> Result<()> {
+        self.with(|host| take(host, taken))
     }
 
     /// The answer's number for the waiting commands (what the kernel did: 0), for a new or
     /// restored machine.
     #[napi(getter, catch_unwind)]
-    pub fn state(&self) -> u32 {
-        self.code(0, None)
+    pub fn state(&self) -> Result<u32> {
+        self.with(|host| code(host, 0, None))
     }
 
     /// Drops `taken` commands, then takes the next as JSON text, or nothing while the kernel
     /// waits for an event.
     #[napi(catch_unwind)]
-    pub fn next_command(&mut self, taken: u32) -> Option<String> {
-        self.take(taken);
-        if let Some((delay_ms, tools)) = self.host.next_call_model() {
-            return Some(format!(
-                r#"{{"command":"call_model","delay_ms":{delay_ms},"tools":{tools}}}"#
-            ));
-        }
-        let command = self.host.next_command()?;
-        // Plain data with string keys: serializing cannot fail.
-        Some(serde_json::to_string(&command).unwrap_or_default())
+    pub fn next_command(&mut self, taken: u32) -> Result<Option<String>> {
+        self.with(|host| {
+            take(host, taken);
+            if let Some((delay_ms, tools)) = host.next_call_model() {
+                return Some(format!(
+                    r#"{{"command":"call_model","delay_ms":{delay_ms},"tools":{tools}}}"#
+                ));
+            }
+            let command = host.next_command()?;
+            // Plain data with string keys: serializing cannot fail.
+            Some(serde_json::to_string(&command).unwrap_or_default())
+        })
     }
 
     /// The current state: `Exploring`, `Acting`, `Verifying`, `Nudged`, `Complete`, `Aborted`.
     #[napi(getter, catch_unwind)]
-    pub fn phase(&self) -> &'static str {
-        self.host.phase().as_str()
+    pub fn phase(&self) -> Result<&'static str> {
+        self.with(|host| host.phase().as_str())
     }
 
     /// Every counter of the kernel, as JSON text.
     #[napi(catch_unwind)]
-    pub fn stats(&self) -> String {
-        serde_json::to_string(&self.host.machine().stats()).unwrap_or_default()
+    pub fn stats(&self) -> Result<String> {
+        self.with(|host| serde_json::to_string(&host.machine().stats()).unwrap_or_default())
     }
 
     /// The report as JSON text: the fields of `terminus run --json` without the execution id
     /// (while the run goes on, `outcome`, `reason` and `rule` are null).
     #[napi(catch_unwind)]
-    pub fn report(&self) -> String {
-        self.host.report_json().to_string()
+    pub fn report(&self) -> Result<String> {
+        self.with(|host| host.report_json().to_string())
     }
 
     /// Why the run stopped and what to change: the text of `terminus inspect`.
     #[napi(catch_unwind)]
-    pub fn explain(&self) -> String {
-        self.host.explain().text()
+    pub fn explain(&self) -> Result<String> {
+        self.with(|host| host.explain().text())
     }
 
     /// The whole machine as JSON text.
     #[napi(catch_unwind)]
-    pub fn snapshot(&self) -> String {
-        self.host.snapshot()
+    pub fn snapshot(&self) -> Result<String> {
+        self.with(|host| host.snapshot())
     }
 
     /// A machine saved by `snapshot`; text that is not one is an error naming what is wrong.
     #[napi(factory, catch_unwind)]
     pub fn restore(snapshot: String) -> Result<Self> {
         let host = Host::restore(&snapshot).map_err(input)?;
-        Ok(NativeMachine { host })
+        Ok(NativeMachine { id: keep(host)? })
     }
 }
 
