@@ -104,8 +104,9 @@ pub enum Elicitation {
     /// its effect, and the call is held ([`terminus_runtime::asking`]); the run is suspended
     /// until the person replies (`terminus answer`, `deny` or `approve`), then the call runs
     /// again and the same question gets the reply. Any other question (a URL request, a second
-    /// question of one run, a question outside a run) is declined. The server's calls run one
-    /// at a time, so a question is the call's in flight.
+    /// question of one run) is declined; outside a run (`terminus tools call`) nobody will
+    /// reply, and the cancel stands. The server's calls run one at a time, so a question is the
+    /// call's in flight.
     Person,
 }
 
