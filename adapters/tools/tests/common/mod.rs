@@ -42,36 +42,34 @@ pub fn everything(peers: &std::path::Path) -> McpConfig {
 /// list_changed.js`): `echo` and `swap`; a `swap` call adds `greet`, removes `echo` and sends
 /// `notifications/tools/list_changed`.
 pub fn list_changed(peers: &std::path::Path) -> McpConfig {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/list_changed.js");
-    McpConfig::new(
-        "changing",
-        McpTransport::Stdio {
-            command: vec![
-                node(peers),
-                script.to_string_lossy().into_owned(),
-                peers.join("node_modules").to_string_lossy().into_owned(),
-            ],
-        },
-    )
+    sdk_server(peers, "changing", "list_changed.js", &[])
 }
 
 /// A server on the official TypeScript SDK whose `delete_branch` asks its user to confirm
 /// (`tests/servers/elicit.js`, a form elicitation) and logs each deletion to `log`; its
 /// questions wait for a person (`elicitation = "person"`).
 pub fn elicit(peers: &std::path::Path, log: &std::path::Path) -> McpConfig {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/elicit.js");
-    let mut config = McpConfig::new(
-        "branches",
-        McpTransport::Stdio {
-            command: vec![
-                node(peers),
-                script.to_string_lossy().into_owned(),
-                peers.join("node_modules").to_string_lossy().into_owned(),
-                log.to_string_lossy().into_owned(),
-            ],
-        },
-    );
+    let mut config = sdk_server(peers, "branches", "elicit.js", &[log]);
     config.elicitation = terminus_tools::Elicitation::Person;
     config
+}
+
+/// A stdio server of `tests/servers/` on the official TypeScript SDK, named `name`: `node
+/// SCRIPT NODE_MODULES ARGS...`.
+fn sdk_server(
+    peers: &std::path::Path,
+    name: &str,
+    script: &str,
+    args: &[&std::path::Path],
+) -> McpConfig {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/servers")
+        .join(script);
+    let mut command = vec![
+        node(peers),
+        script.to_string_lossy().into_owned(),
+        peers.join("node_modules").to_string_lossy().into_owned(),
+    ];
+    command.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+    McpConfig::new(name, McpTransport::Stdio { command })
 }
