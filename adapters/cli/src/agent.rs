@@ -122,7 +122,7 @@ impl LiveAgent {
         let system_prompt = config
             .system_prompt_with_files(&stored.dir, &stored.cwd)
             .map_err(invalid)?;
-        let mut mcp = config.mcp_configs(&stored.dir);
+        let mut mcp = config.mcp_configs(&stored.dir).map_err(invalid)?;
         for server in &mut mcp {
             server.working_dir = Some(stored.cwd.clone());
         }

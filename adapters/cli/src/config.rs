@@ -7,7 +7,10 @@ use std::time::Duration;
 use terminus_kernel::Policy;
 use terminus_llm::{ApiKey, LlmConfig, Provider};
 use terminus_scenario::ContextSpec;
-use terminus_tools::{Elicitation, McpAuth, McpConfig, McpProtocol, McpTransport};
+use terminus_tools::{
+    Elicitation, IdentityProvider, McpAuth, McpConfig, McpGrant, McpProtocol, McpTransport,
+    PrivateKey, SigningAlgorithm,
+};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -93,6 +96,206 @@ pub(crate) struct McpAuthSection {
     pub(crate) scopes: Vec<String>,
     pub(crate) redirect_uri: Option<String>,
     pub(crate) client_name: Option<String>,
+    /// `"authorization_code"` (default), `"client_credentials"`, `"jwt_bearer"` or
+    /// `"enterprise"`.
+    pub(crate) grant: Option<String>,
+    /// A client-credentials client's PEM key file, for `private_key_jwt` instead of a secret.
+    pub(crate) private_key_file: Option<String>,
+    /// The key's JWS algorithm (default `"RS256"`).
+    pub(crate) signing_algorithm: Option<String>,
+    /// The identity token file of `jwt_bearer` (the workload's JWT) and `enterprise` (the
+    /// user's ID token).
+    pub(crate) token_file: Option<String>,
+    /// The enterprise identity provider of `enterprise`.
+    pub(crate) idp: Option<IdpSection>,
+}
+
+/// `auth.idp = { ... }`: where an `enterprise` grant exchanges the user's ID token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IdpSection {
+    pub(crate) issuer: String,
+    pub(crate) token_endpoint: String,
+    pub(crate) client_id: String,
+    pub(crate) client_secret_env: Option<String>,
+}
+
+/// The grants `auth.grant` names.
+const GRANTS: [(&str, McpGrant); 4] = [
+    ("authorization_code", McpGrant::AuthorizationCode),
+    ("client_credentials", McpGrant::ClientCredentials),
+    ("jwt_bearer", McpGrant::JwtBearer),
+    ("enterprise", McpGrant::Enterprise),
+];
+
+impl McpAuthSection {
+    /// The grant, or why the entry is wrong (`at` names the entry).
+    fn check(&self, at: &str) -> Result<McpGrant, String> {
+        let grant = match &self.grant {
+            None => McpGrant::AuthorizationCode,
+            Some(name) => GRANTS
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, g)| *g)
+                .ok_or_else(|| {
+                    format!(
+                        "{at}: auth.grant: unknown value {name:?}, expected one of {}",
+                        GRANTS.map(|(n, _)| format!("{n:?}")).join(", ")
+                    )
+                })?,
+        };
+        let only = |set: bool, key: &str, grants: &str| {
+            if set {
+                Err(format!("{at}: auth.{key} is only for grant = {grants}"))
+            } else {
+                Ok(())
+            }
+        };
+        let needs = |set: bool, key: &str, grant: &str| {
+            if set {
+                Ok(())
+            } else {
+                Err(format!("{at}: grant = \"{grant}\" needs auth.{key}"))
+            }
+        };
+        let service = matches!(grant, McpGrant::ClientCredentials);
+        only(
+            self.private_key_file.is_some() && !service,
+            "private_key_file",
+            "\"client_credentials\"",
+        )?;
+        only(
+            self.signing_algorithm.is_some() && self.private_key_file.is_none(),
+            "signing_algorithm",
+            "\"client_credentials\" with a private_key_file",
+        )?;
+        only(
+            self.token_file.is_some()
+                && !matches!(grant, McpGrant::JwtBearer | McpGrant::Enterprise),
+            "token_file",
+            "\"jwt_bearer\" or \"enterprise\"",
+        )?;
+        only(
+            self.idp.is_some() && grant != McpGrant::Enterprise,
+            "idp",
+            "\"enterprise\"",
+        )?;
+        if let Some(a) = &self.signing_algorithm
+            && SigningAlgorithm::from_name(a).is_none()
+        {
+            return Err(format!(
+                "{at}: auth.signing_algorithm: unknown value {a:?}, expected one of {}",
+                SigningAlgorithm::ALL
+                    .map(|a| format!("{:?}", a.as_str()))
+                    .join(", ")
+            ));
+        }
+        match grant {
+            McpGrant::ClientCredentials => {
+                needs(self.client_id.is_some(), "client_id", "client_credentials")?;
+                match (&self.client_secret_env, &self.private_key_file) {
+                    (Some(_), Some(_)) => {
+                        return Err(format!(
+                            "{at}: give auth.client_secret_env or auth.private_key_file, not both"
+                        ));
+                    }
+                    (None, None) => {
+                        return Err(format!(
+                            "{at}: grant = \"client_credentials\" needs auth.client_secret_env \
+                             or auth.private_key_file"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            McpGrant::JwtBearer => needs(self.token_file.is_some(), "token_file", "jwt_bearer")?,
+            McpGrant::Enterprise => {
+                needs(self.client_id.is_some(), "client_id", "enterprise")?;
+                needs(
+                    self.client_secret_env.is_some(),
+                    "client_secret_env",
+                    "enterprise",
+                )?;
+                needs(self.token_file.is_some(), "token_file", "enterprise")?;
+                let idp = self
+                    .idp
+                    .as_ref()
+                    .ok_or_else(|| format!("{at}: grant = \"enterprise\" needs auth.idp"))?;
+                for (key, url) in [
+                    ("issuer", &idp.issuer),
+                    ("token_endpoint", &idp.token_endpoint),
+                ] {
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(format!(
+                            "{at}: auth.idp.{key}: {url:?} is not an http:// or https:// URL"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(grant)
+    }
+
+    /// The adapter's auth config: secrets read from their environment variables, the key
+    /// file read now, files taken from `dir` when relative.
+    fn auth(&self, at: &str, dir: &Path) -> Result<McpAuth, String> {
+        let grant = self.check(at)?;
+        let secret = |name: &Option<String>, key: &str| -> Result<Option<String>, String> {
+            let Some(name) = name else { return Ok(None) };
+            match std::env::var(name).ok().filter(|v| !v.is_empty()) {
+                Some(v) => Ok(Some(v)),
+                // A public client of the authorization-code flow may go without its secret.
+                None if grant == McpGrant::AuthorizationCode && key == "client_secret_env" => {
+                    Ok(None)
+                }
+                None => Err(format!(
+                    "{at}: auth.{key}: the environment variable {name} is not set"
+                )),
+            }
+        };
+        let private_key = match &self.private_key_file {
+            None => None,
+            Some(file) => {
+                let path = dir.join(file);
+                let pem = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{at}: auth.private_key_file: {}: {e}", path.display()))?;
+                if !pem.contains("-----BEGIN ") {
+                    return Err(format!(
+                        "{at}: auth.private_key_file: {} is not a PEM key",
+                        path.display()
+                    ));
+                }
+                let algorithm = self
+                    .signing_algorithm
+                    .as_deref()
+                    .and_then(SigningAlgorithm::from_name)
+                    .unwrap_or(SigningAlgorithm::RS256);
+                Some(PrivateKey { pem, algorithm })
+            }
+        };
+        let idp = match &self.idp {
+            None => None,
+            Some(idp) => Some(IdentityProvider {
+                issuer: idp.issuer.clone(),
+                token_endpoint: idp.token_endpoint.clone(),
+                client_id: idp.client_id.clone(),
+                client_secret: secret(&idp.client_secret_env, "idp.client_secret_env")?,
+            }),
+        };
+        Ok(McpAuth {
+            client_id: self.client_id.clone(),
+            client_secret: secret(&self.client_secret_env, "client_secret_env")?,
+            client_metadata_url: self.client_metadata_url.clone(),
+            scopes: self.scopes.clone(),
+            redirect_uri: self.redirect_uri.clone(),
+            client_name: self.client_name.clone(),
+            grant,
+            private_key,
+            token_file: self.token_file.as_ref().map(|f| dir.join(f)),
+            idp,
+        })
+    }
 }
 
 /// `[verifier]`.
@@ -242,6 +445,7 @@ impl AgentConfig {
                         "{at}: auth.client_metadata_url must be an https:// URL"
                     ));
                 }
+                auth.check(&at)?;
             }
             if let Some(both) = server.approval.iter().find(|t| server.deferred.contains(t)) {
                 return Err(format!(
@@ -262,11 +466,14 @@ impl AgentConfig {
     }
 
     /// The MCP servers. A relative program path in a command is taken from the config's folder
-    /// when such a file exists there; otherwise from `PATH`.
-    pub(crate) fn mcp_configs(&self, dir: &Path) -> Vec<McpConfig> {
+    /// when such a file exists there; otherwise from `PATH`. An auth entry's secrets are read
+    /// from their environment variables and its key file from `dir`: one that is missing is an
+    /// error naming it.
+    pub(crate) fn mcp_configs(&self, dir: &Path) -> Result<Vec<McpConfig>, String> {
         self.mcp
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
                 let transport = match (&s.command, &s.url) {
                     (Some(command), _) => {
                         let mut command = command.clone();
@@ -297,19 +504,11 @@ impl AgentConfig {
                 if let Some(p) = s.protocol.as_deref().and_then(protocol) {
                     config.protocol = p;
                 }
-                config.auth = s.auth.as_ref().map(|a| McpAuth {
-                    client_id: a.client_id.clone(),
-                    client_secret: a
-                        .client_secret_env
-                        .as_deref()
-                        .and_then(|name| std::env::var(name).ok())
-                        .filter(|v| !v.is_empty()),
-                    client_metadata_url: a.client_metadata_url.clone(),
-                    scopes: a.scopes.clone(),
-                    redirect_uri: a.redirect_uri.clone(),
-                    client_name: a.client_name.clone(),
-                });
-                config
+                if let Some(a) = &s.auth {
+                    let at = format!("[[mcp]] #{} `{}`", i + 1, s.name);
+                    config.auth = Some(a.auth(&at, dir)?);
+                }
+                Ok(config)
             })
             .collect()
     }
@@ -553,7 +752,7 @@ kind = "rules"
     fn the_mcp_protocol_key_selects_the_revision_and_refuses_others() {
         let c = AgentConfig::parse(GOOD).expect("valid");
         assert_eq!(
-            c.mcp_configs(Path::new("."))[0].protocol,
+            c.mcp_configs(Path::new(".")).expect("configs")[0].protocol,
             McpProtocol::Initialize,
             "the default"
         );
@@ -566,7 +765,11 @@ kind = "rules"
                 &format!("protocol = \"{value}\""),
             );
             let c = AgentConfig::parse(&text).expect("valid");
-            assert_eq!(c.mcp_configs(Path::new("."))[0].protocol, want, "{value}");
+            assert_eq!(
+                c.mcp_configs(Path::new(".")).expect("configs")[0].protocol,
+                want,
+                "{value}"
+            );
         }
         let bad = GOOD.replace("tool_timeout_ms = 60000", "protocol = \"2026-01-01\"");
         let err = AgentConfig::parse(&bad).expect_err("invalid");
@@ -587,7 +790,7 @@ elicitation = "defaults"
 auth = { client_id = "terminus", client_secret_env = "TERMINUS_TEST_MCP_SECRET_UNSET", scopes = ["mcp:read"] }
 "#;
         let c = AgentConfig::parse(text).expect("valid");
-        let configs = c.mcp_configs(Path::new("."));
+        let configs = c.mcp_configs(Path::new(".")).expect("configs");
         let auth = configs[0].auth.as_ref().expect("auth");
         assert_eq!(auth.client_id.as_deref(), Some("terminus"));
         assert_eq!(auth.client_secret, None);
@@ -605,6 +808,112 @@ auth = { client_id = "terminus", client_secret_env = "TERMINUS_TEST_MCP_SECRET_U
         assert!(
             err.contains("client_secret_env needs auth.client_id"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn the_grants_of_an_auth_entry_and_what_each_needs() {
+        let entry = |auth: &str| {
+            format!(
+                "[[mcp]]\nname = \"remote\"\nurl = \"http://127.0.0.1:1/mcp\"\nauth = {{ {auth} }}\n"
+            )
+        };
+        let refused = |auth: &str, want: &str| {
+            let err = AgentConfig::parse(&entry(auth)).expect_err(auth);
+            assert!(err.contains(want), "{auth}: {err}");
+            assert!(err.contains("[[mcp]] #1 `remote`"), "{err}");
+        };
+        refused(
+            r#"grant = "password""#,
+            r#"auth.grant: unknown value "password", expected one of "authorization_code", "client_credentials", "jwt_bearer", "enterprise""#,
+        );
+        refused(
+            r#"grant = "client_credentials", private_key_file = "k.pem""#,
+            r#"grant = "client_credentials" needs auth.client_id"#,
+        );
+        refused(
+            r#"grant = "client_credentials", client_id = "svc""#,
+            "needs auth.client_secret_env or auth.private_key_file",
+        );
+        refused(
+            r#"grant = "client_credentials", client_id = "svc", client_secret_env = "S", private_key_file = "k.pem""#,
+            "not both",
+        );
+        refused(
+            r#"client_id = "svc", private_key_file = "k.pem""#,
+            r#"auth.private_key_file is only for grant = "client_credentials""#,
+        );
+        refused(
+            r#"grant = "client_credentials", client_id = "svc", private_key_file = "k.pem", signing_algorithm = "HS256""#,
+            r#"auth.signing_algorithm: unknown value "HS256""#,
+        );
+        refused(
+            r#"grant = "jwt_bearer""#,
+            r#"grant = "jwt_bearer" needs auth.token_file"#,
+        );
+        refused(
+            r#"token_file = "t.jwt""#,
+            r#"auth.token_file is only for grant = "jwt_bearer" or "enterprise""#,
+        );
+        refused(
+            r#"grant = "enterprise", client_id = "c", client_secret_env = "S", token_file = "id.jwt""#,
+            r#"grant = "enterprise" needs auth.idp"#,
+        );
+        refused(
+            r#"grant = "enterprise", client_id = "c", client_secret_env = "S", token_file = "id.jwt", idp = { issuer = "idp.example", token_endpoint = "https://idp.example/token", client_id = "i" }"#,
+            r#"auth.idp.issuer: "idp.example" is not an http:// or https:// URL"#,
+        );
+
+        // What is read when the servers are configured: the key file, the secrets.
+        let dir = tempfile::tempdir().expect("dir");
+        let key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
+        std::fs::write(dir.path().join("svc.pem"), key).expect("key");
+        std::fs::write(dir.path().join("plain.txt"), "not a key").expect("file");
+        let signed = AgentConfig::parse(&entry(
+            r#"grant = "client_credentials", client_id = "svc", private_key_file = "svc.pem", signing_algorithm = "ES256", scopes = ["mcp:read"]"#,
+        ))
+        .expect("valid");
+        let configs = signed.mcp_configs(dir.path()).expect("configs");
+        let auth = configs[0].auth.as_ref().expect("auth");
+        assert_eq!(auth.grant, McpGrant::ClientCredentials);
+        let private_key = auth.private_key.as_ref().expect("key");
+        assert_eq!(private_key.pem, key);
+        assert_eq!(private_key.algorithm, SigningAlgorithm::ES256);
+        assert!(!format!("{auth:?}").contains("MIGHAgEA"), "{auth:?}");
+        let err = signed
+            .mcp_configs(&dir.path().join("elsewhere"))
+            .expect_err("no key there");
+        assert!(
+            err.contains("auth.private_key_file") && err.contains("svc.pem"),
+            "{err}"
+        );
+        let plain = AgentConfig::parse(&entry(
+            r#"grant = "client_credentials", client_id = "svc", private_key_file = "plain.txt""#,
+        ))
+        .expect("valid");
+        let err = plain.mcp_configs(dir.path()).expect_err("not PEM");
+        assert!(err.contains("plain.txt is not a PEM key"), "{err}");
+        let unset = AgentConfig::parse(&entry(
+            r#"grant = "client_credentials", client_id = "svc", client_secret_env = "TERMINUS_TEST_MCP_SECRET_UNSET""#,
+        ))
+        .expect("valid");
+        let err = unset.mcp_configs(dir.path()).expect_err("no secret");
+        assert!(
+            err.contains(
+                "auth.client_secret_env: the environment variable TERMINUS_TEST_MCP_SECRET_UNSET is not set"
+            ),
+            "{err}"
+        );
+        let workload = AgentConfig::parse(&entry(
+            r#"grant = "jwt_bearer", client_id = "w", token_file = "tokens/mcp.jwt""#,
+        ))
+        .expect("valid");
+        let configs = workload.mcp_configs(dir.path()).expect("configs");
+        let auth = configs[0].auth.as_ref().expect("auth");
+        assert_eq!(auth.grant, McpGrant::JwtBearer);
+        assert_eq!(
+            auth.token_file.as_deref(),
+            Some(dir.path().join("tokens/mcp.jwt").as_path())
         );
     }
 }

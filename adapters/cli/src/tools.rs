@@ -43,7 +43,10 @@ pub(crate) async fn run(path: &Path, action: ToolsAction) -> Result<u8, CliError
             }
         },
     };
-    let servers = McpTools::connect(&config.mcp_configs(&dir))
+    let configs = config
+        .mcp_configs(&dir)
+        .map_err(|e| CliError::Invalid(format!("{}: {e}", path.display())))?;
+    let servers = McpTools::connect(&configs)
         .await
         .map_err(|e| CliError::Invalid(format!("{}: {e}", path.display())))?;
     let mut set = ToolSet::new();

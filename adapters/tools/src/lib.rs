@@ -43,5 +43,7 @@ pub use crate::content::{render, text_of};
 pub use crate::mcp::{
     Elicitation, McpConfig, McpError, McpProtocol, McpServer, McpTool, McpTools, McpTransport,
 };
-pub use crate::mcp_auth::{AuthStep, McpAuth};
+pub use crate::mcp_auth::{
+    AuthStep, IdentityProvider, McpAuth, McpGrant, PrivateKey, SigningAlgorithm,
+};
 pub use crate::native::{NativeTool, ToolFailure, native};

@@ -12,7 +12,10 @@
 //!   registered with: the client is registered (or configured) anew with the new one;
 //! - scopes: the config's, else the challenge's `scope`, else the resource's
 //!   `scopes_supported`, else none; a `403 insufficient_scope` asks for the union (step-up);
-//! - PKCE S256 always; at most [`MAX_AUTHORIZATIONS`] authorizations per request.
+//! - PKCE S256 always; at most [`MAX_AUTHORIZATIONS`] authorizations per request;
+//! - or, with [`McpGrant::ClientCredentials`], no person and no redirect at all: the client
+//!   authenticates itself at the token endpoint (SEP-1046), with its secret (HTTP Basic or the
+//!   request body, as the metadata names) or a `private_key_jwt` assertion it signs.
 //!
 //! The authorization redirect is completed without a browser: the authorization URL is fetched
 //! without following redirects, and the code is read from the `Location` it redirects to
@@ -23,7 +26,9 @@
 //! Tokens and secrets never appear in errors, logs or `Debug` output.
 
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, OAuthClientConfig,
+    AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
+    ClientCredentialsConfig, CredentialStore, InMemoryCredentialStore, OAuthClientConfig,
+    OAuthTokenResponse, StoredCredentials,
 };
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -31,6 +36,9 @@ use tokio::sync::Mutex;
 /// How many authorizations one request may start before its auth error stands (the spec's
 /// retry limit: a `403` that no scope satisfies must not loop).
 pub const MAX_AUTHORIZATIONS: u32 = 3;
+
+/// The JWT-bearer grant type (RFC 7523).
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// The redirect URI registered when the config names none.
 pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1:8976/callback";
@@ -51,6 +59,140 @@ pub struct McpAuth {
     pub redirect_uri: Option<String>,
     /// The name given in dynamic registration (default `terminus`).
     pub client_name: Option<String>,
+    /// How the token is obtained.
+    pub grant: McpGrant,
+    /// The key a [`McpGrant::ClientCredentials`] client signs its `private_key_jwt` assertion
+    /// with, instead of sending a secret.
+    pub private_key: Option<PrivateKey>,
+    /// The file holding the identity token the grant starts from (read anew at each
+    /// authorization: such tokens rotate): the workload's JWT for [`McpGrant::JwtBearer`],
+    /// the user's ID token from the enterprise identity provider for
+    /// [`McpGrant::Enterprise`].
+    pub token_file: Option<std::path::PathBuf>,
+    /// The enterprise identity provider of [`McpGrant::Enterprise`].
+    pub idp: Option<IdentityProvider>,
+}
+
+/// How an [`McpAuth`] client obtains its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum McpGrant {
+    /// The authorization-code flow with PKCE, on behalf of a user (the default).
+    #[default]
+    AuthorizationCode,
+    /// The `client_credentials` grant (SEP-1046): a service acting as itself, with a
+    /// pre-registered `client_id` and either its `client_secret` or a [`PrivateKey`].
+    ClientCredentials,
+    /// The JWT-bearer grant of workload identity federation (SEP-1933, RFC 7523): the
+    /// workload's identity token, issued by its platform, read from
+    /// [`McpAuth::token_file`].
+    JwtBearer,
+    /// Enterprise-managed authorization (SEP-990): the user's ID token from the enterprise
+    /// identity provider ([`McpAuth::idp`]) is exchanged there for an identity assertion
+    /// grant (RFC 8693), which the MCP server's authorization server takes as a JWT-bearer
+    /// grant from the pre-registered client (`client_id`, `client_secret`).
+    Enterprise,
+}
+
+/// An enterprise identity provider: where [`McpGrant::Enterprise`] exchanges the user's ID
+/// token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IdentityProvider {
+    /// Its issuer.
+    pub issuer: String,
+    /// Its token endpoint.
+    pub token_endpoint: String,
+    /// This client's ID there.
+    pub client_id: String,
+    /// This client's secret there (sent with HTTP Basic), if it is confidential.
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for IdentityProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentityProvider")
+            .field("issuer", &self.issuer)
+            .field("token_endpoint", &self.token_endpoint)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+/// A private key for `private_key_jwt` client authentication (RFC 7523): PEM (PKCS#8 or the
+/// key type's own), and the algorithm it signs with. Never formatted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PrivateKey {
+    /// The key, PEM-encoded.
+    pub pem: String,
+    /// The signing algorithm.
+    pub algorithm: SigningAlgorithm,
+}
+
+impl std::fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateKey")
+            .field("pem", &"<redacted>")
+            .field("algorithm", &self.algorithm)
+            .finish()
+    }
+}
+
+/// The JWS algorithms a [`PrivateKey`] can sign with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SigningAlgorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    RS256,
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
+    RS384,
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
+    RS512,
+    /// ECDSA on P-256 with SHA-256.
+    ES256,
+    /// ECDSA on P-384 with SHA-384.
+    ES384,
+}
+
+impl SigningAlgorithm {
+    /// Every algorithm, by its JWS name.
+    pub const ALL: [SigningAlgorithm; 5] = [
+        SigningAlgorithm::RS256,
+        SigningAlgorithm::RS384,
+        SigningAlgorithm::RS512,
+        SigningAlgorithm::ES256,
+        SigningAlgorithm::ES384,
+    ];
+
+    fn jws(self) -> jsonwebtoken::Algorithm {
+        match self {
+            SigningAlgorithm::RS256 => jsonwebtoken::Algorithm::RS256,
+            SigningAlgorithm::RS384 => jsonwebtoken::Algorithm::RS384,
+            SigningAlgorithm::RS512 => jsonwebtoken::Algorithm::RS512,
+            SigningAlgorithm::ES256 => jsonwebtoken::Algorithm::ES256,
+            SigningAlgorithm::ES384 => jsonwebtoken::Algorithm::ES384,
+        }
+    }
+
+    /// The JWS name (`RS256`, `ES256`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SigningAlgorithm::RS256 => "RS256",
+            SigningAlgorithm::RS384 => "RS384",
+            SigningAlgorithm::RS512 => "RS512",
+            SigningAlgorithm::ES256 => "ES256",
+            SigningAlgorithm::ES384 => "ES384",
+        }
+    }
+
+    /// The algorithm of a JWS name, if it is one of [`SigningAlgorithm::ALL`].
+    pub fn from_name(name: &str) -> Option<SigningAlgorithm> {
+        SigningAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.as_str() == name)
+    }
 }
 
 impl std::fmt::Debug for McpAuth {
@@ -65,6 +207,10 @@ impl std::fmt::Debug for McpAuth {
             .field("scopes", &self.scopes)
             .field("redirect_uri", &self.redirect_uri)
             .field("client_name", &self.client_name)
+            .field("grant", &self.grant)
+            .field("private_key", &self.private_key)
+            .field("token_file", &self.token_file)
+            .field("idp", &self.idp)
             .finish()
     }
 }
@@ -122,9 +268,14 @@ pub(crate) type AuthHttp = AuthClient<reqwest::Client>;
 /// One server's authorization state, shared by its transport (which reads the token) and the
 /// retry loops (which authorize).
 pub(crate) struct Authorizer {
+    /// The server's URL: the `resource` a client-credentials token is asked for.
+    url: String,
     config: McpAuth,
     manager: Arc<Mutex<AuthorizationManager>>,
     client: AuthHttp,
+    /// The manager's credential store, where a token this side obtains itself (a
+    /// `private_key_jwt` client-credentials grant) is put for the transport to send.
+    credentials: InMemoryCredentialStore,
     /// Whether a client is configured (then a new challenge is a step-up), and with which
     /// authorization server (its issuer): when the resource names another one, the client is
     /// registered there anew, and nothing of the old one's is sent to it (SEP-2352).
@@ -134,17 +285,21 @@ pub(crate) struct Authorizer {
 impl Authorizer {
     /// An authorizer for the server at `url`, with no token yet.
     pub(crate) async fn new(url: &str, config: McpAuth) -> Result<Authorizer, AuthFailure> {
-        let manager = AuthorizationManager::new(url)
+        let mut manager = AuthorizationManager::new(url)
             .await
             .map_err(|e| fail(AuthStep::Discovery, e))?;
+        let credentials = InMemoryCredentialStore::new();
+        manager.set_credential_store(credentials.clone());
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| fail(AuthStep::Discovery, e))?;
         let client = AuthClient::new(http, manager);
         Ok(Authorizer {
+            url: url.to_owned(),
             config,
             manager: client.auth_manager.clone(),
             client,
+            credentials,
             registered: Mutex::new(None),
         })
     }
@@ -178,6 +333,7 @@ impl Authorizer {
         if registered.as_ref().is_some_and(|at| *at != issuer) {
             *registered = None;
         }
+        let metadata = resolution.metadata.clone();
         manager.set_metadata(resolution.metadata);
         let challenge_scope = challenge_scope(challenge);
         let scopes: Vec<String> = if !self.config.scopes.is_empty() {
@@ -195,6 +351,42 @@ impl Authorizer {
         } else {
             manager.select_initial_scopes(&[]).await
         };
+        if self.config.grant == McpGrant::Enterprise {
+            self.exchange_enterprise(&metadata, scopes).await?;
+            *registered = Some(issuer);
+            return Ok(());
+        }
+        if self.config.grant == McpGrant::JwtBearer {
+            let file = self.config.token_file.as_deref().ok_or_else(|| {
+                fail(
+                    AuthStep::Registration,
+                    "the jwt_bearer grant needs the workload token's file",
+                )
+            })?;
+            self.exchange_workload(&metadata, file, scopes).await?;
+            *registered = Some(issuer);
+            return Ok(());
+        }
+        if self.config.grant == McpGrant::ClientCredentials {
+            if let Some(key) = &self.config.private_key {
+                self.exchange_signed(&metadata, key, scopes).await?;
+                *registered = Some(issuer);
+                return Ok(());
+            }
+            let credentials = self.client_credentials(scopes)?;
+            manager
+                .validate_client_credentials_metadata(&credentials)
+                .map_err(|e| fail(AuthStep::Registration, e))?;
+            manager
+                .configure_client_credentials(&credentials)
+                .map_err(|e| fail(AuthStep::Registration, e))?;
+            manager
+                .exchange_client_credentials(&credentials)
+                .await
+                .map_err(|e| fail(AuthStep::Token, token_error(&e)))?;
+            *registered = Some(issuer);
+            return Ok(());
+        }
         let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
         if registered.is_none() {
             let client = if let Some(id) = &self.config.client_id {
@@ -237,6 +429,373 @@ impl Authorizer {
     }
 }
 
+impl Authorizer {
+    fn client_id(&self) -> Result<String, AuthFailure> {
+        self.config.client_id.clone().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the client_credentials grant needs a pre-registered client_id",
+            )
+        })
+    }
+
+    /// The client-credentials request of a client with a secret (rmcp makes it).
+    fn client_credentials(
+        &self,
+        scopes: Vec<String>,
+    ) -> Result<ClientCredentialsConfig, AuthFailure> {
+        let client_secret = self.config.client_secret.clone().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the client_credentials grant needs the client's secret or private key",
+            )
+        })?;
+        Ok(ClientCredentialsConfig::ClientSecret {
+            client_id: self.client_id()?,
+            client_secret,
+            scopes,
+            resource: Some(self.url.clone()),
+        })
+    }
+
+    /// The client-credentials grant of a client that authenticates with a `private_key_jwt`
+    /// assertion (RFC 7523 section 2.2): signed here, sent to the token endpoint, and the
+    /// token put where the transport reads it. (rmcp's own exchange of this kind holds a
+    /// non-`Send` value across an await, so it cannot run in a tool call.)
+    async fn exchange_signed(
+        &self,
+        metadata: &AuthorizationMetadata,
+        key: &PrivateKey,
+        scopes: Vec<String>,
+    ) -> Result<(), AuthFailure> {
+        let client_id = self.client_id()?;
+        let token_endpoint = loopback_or_https(&metadata.token_endpoint)?;
+        if let Some(methods) = metadata
+            .additional_fields
+            .get("token_endpoint_auth_methods_supported")
+            .and_then(serde_json::Value::as_array)
+            && !methods
+                .iter()
+                .any(|m| m.as_str() == Some("private_key_jwt"))
+        {
+            return Err(fail(
+                AuthStep::Registration,
+                "the authorization server does not accept private_key_jwt client authentication",
+            ));
+        }
+        if let Some(algorithms) = metadata
+            .additional_fields
+            .get("token_endpoint_auth_signing_alg_values_supported")
+            .and_then(serde_json::Value::as_array)
+            && !algorithms
+                .iter()
+                .any(|a| a.as_str() == Some(key.algorithm.as_str()))
+        {
+            return Err(fail(
+                AuthStep::Registration,
+                format!(
+                    "the authorization server does not accept {} assertions",
+                    key.algorithm.as_str()
+                ),
+            ));
+        }
+        let audience = metadata.issuer.as_deref().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the authorization server's metadata names no issuer to address the assertion to",
+            )
+        })?;
+        let assertion = assertion(&client_id, audience, key)?;
+        let form = vec![
+            ("grant_type", "client_credentials".to_owned()),
+            (
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_owned(),
+            ),
+            ("client_assertion", assertion),
+        ];
+        self.grant_token(
+            metadata,
+            token_endpoint,
+            form,
+            client_id,
+            scopes,
+            "assertion",
+        )
+        .await
+    }
+
+    /// The JWT-bearer grant (RFC 7523 section 2.1) of workload identity federation: the
+    /// workload's own JWT (read anew from its file each time: such tokens rotate) is the
+    /// grant. A refusal stands: no retry, no other grant.
+    async fn exchange_workload(
+        &self,
+        metadata: &AuthorizationMetadata,
+        file: &std::path::Path,
+        scopes: Vec<String>,
+    ) -> Result<(), AuthFailure> {
+        let token_endpoint = loopback_or_https(&metadata.token_endpoint)?;
+        let jwt = read_token(Some(file), "workload token")?;
+        let mut form = vec![("grant_type", JWT_BEARER.to_owned()), ("assertion", jwt)];
+        let client_id = self.config.client_id.clone().unwrap_or_default();
+        if !client_id.is_empty() {
+            form.push(("client_id", client_id.clone()));
+        }
+        self.grant_token(
+            metadata,
+            token_endpoint,
+            form,
+            client_id,
+            scopes,
+            "workload token",
+        )
+        .await
+    }
+
+    /// Enterprise-managed authorization (SEP-990), on rmcp's `enterprise` module: the ID token
+    /// is exchanged at the identity provider for an ID-JAG, which the authorization server
+    /// takes (with the client's secret, HTTP Basic) for an access token.
+    async fn exchange_enterprise(
+        &self,
+        metadata: &AuthorizationMetadata,
+        scopes: Vec<String>,
+    ) -> Result<(), AuthFailure> {
+        use rmcp::transport::auth::enterprise::{
+            EmaAuthorizationServer, EmaClientAuthentication, EmaExchangeRequest,
+        };
+        let idp = self.config.idp.as_ref().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the enterprise grant needs the identity provider (idp)",
+            )
+        })?;
+        let client_id = self.client_id()?;
+        let secret = self.config.client_secret.clone().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the enterprise grant needs the client's secret",
+            )
+        })?;
+        let issuer = metadata.issuer.clone().ok_or_else(|| {
+            fail(
+                AuthStep::Registration,
+                "the authorization server's metadata names no issuer",
+            )
+        })?;
+        let id_token = read_token(self.config.token_file.as_deref(), "ID token")?;
+        let idp_auth = match &idp.client_secret {
+            Some(s) => {
+                EmaClientAuthentication::ClientSecretBasic(oauth2::ClientSecret::new(s.clone()))
+            }
+            None => EmaClientAuthentication::None,
+        };
+        let request = EmaExchangeRequest::new_with_id_token(
+            EmaAuthorizationServer::new(&idp.issuer, &idp.token_endpoint, &idp.client_id)
+                .with_client_authentication(idp_auth),
+            EmaAuthorizationServer::new(issuer, &metadata.token_endpoint, &client_id)
+                .with_client_authentication(EmaClientAuthentication::ClientSecretBasic(
+                    oauth2::ClientSecret::new(secret),
+                )),
+            &self.url,
+            &id_token,
+        )
+        .with_scopes(scopes);
+        let http = rmcp::transport::auth::default_oauth_http_client()
+            .map_err(|e| fail(AuthStep::Token, e))?;
+        // rmcp's errors are sanitized: they carry no token or response body.
+        let token = request
+            .exchange(&http, &http)
+            .await
+            .map_err(|e| fail(AuthStep::Token, e))?;
+        let mut response = serde_json::json!({
+            "access_token": token.access_token.secret(),
+            "token_type": "Bearer",
+        });
+        if let Some(lifetime) = token.expires_in {
+            response["expires_in"] = lifetime.as_secs().into();
+        }
+        let response: OAuthTokenResponse = serde_json::from_value(response)
+            .map_err(|_| fail(AuthStep::Token, "the access token could not be kept"))?;
+        let granted = token.scopes.into_iter().collect();
+        let stored = StoredCredentials::new(client_id, Some(response), granted, Some(now_secs()))
+            .with_issuer(metadata.issuer.clone());
+        self.credentials
+            .save(stored)
+            .await
+            .map_err(|e| fail(AuthStep::Token, e))
+    }
+
+    /// Sends a token request with `form` (plus the resource and the scopes), and puts the
+    /// token it gets where the transport reads it. `what` names the grant in a refusal.
+    async fn grant_token(
+        &self,
+        metadata: &AuthorizationMetadata,
+        token_endpoint: reqwest::Url,
+        mut form: Vec<(&str, String)>,
+        client_id: String,
+        scopes: Vec<String>,
+        what: &str,
+    ) -> Result<(), AuthFailure> {
+        form.push(("resource", self.url.clone()));
+        if !scopes.is_empty() {
+            form.push(("scope", scopes.join(" ")));
+        }
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| fail(AuthStep::Token, e))?;
+        let response = http
+            .post(token_endpoint)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| fail(AuthStep::Token, e.without_url()))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| fail(AuthStep::Token, e.without_url()))?;
+        if !status.is_success() {
+            let refusal: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let text = |k: &str| refusal.get(k).and_then(serde_json::Value::as_str);
+            return Err(fail(
+                AuthStep::Token,
+                format!(
+                    "the token endpoint refused the client's {what} ({status}{}{})",
+                    text("error").map(|e| format!(": {e}")).unwrap_or_default(),
+                    text("error_description")
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        // Parsed as a whole or not at all: a parse error's text never quotes the body.
+        let token: OAuthTokenResponse = serde_json::from_slice(&body).map_err(|_| {
+            fail(
+                AuthStep::Token,
+                "the token endpoint's answer is not a token response",
+            )
+        })?;
+        let granted = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| Some(v.get("scope")?.as_str()?.to_owned()))
+            .map_or(scopes, |s| {
+                s.split_whitespace().map(str::to_owned).collect()
+            });
+        let stored = StoredCredentials::new(client_id, Some(token), granted, Some(now_secs()))
+            .with_issuer(metadata.issuer.clone());
+        self.credentials
+            .save(stored)
+            .await
+            .map_err(|e| fail(AuthStep::Token, e))
+    }
+}
+
+/// The token endpoint, if it is HTTPS or on this machine (where plain HTTP exposes nothing).
+fn loopback_or_https(endpoint: &str) -> Result<reqwest::Url, AuthFailure> {
+    let url = reqwest::Url::parse(endpoint).map_err(|e| {
+        fail(
+            AuthStep::Discovery,
+            format!("the token endpoint {endpoint:?} is not a URL: {e}"),
+        )
+    })?;
+    let host = url.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if url.scheme() == "https" || (url.scheme() == "http" && loopback) {
+        Ok(url)
+    } else {
+        Err(fail(
+            AuthStep::Discovery,
+            format!("the token endpoint {endpoint} is neither https nor on this machine"),
+        ))
+    }
+}
+
+/// The token in `file` (trimmed), read now.
+fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<String, AuthFailure> {
+    let file = file.ok_or_else(|| {
+        fail(
+            AuthStep::Registration,
+            format!("the {what} file is not configured (token_file)"),
+        )
+    })?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        fail(
+            AuthStep::Registration,
+            format!("the {what} file {}: {e}", file.display()),
+        )
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(fail(
+            AuthStep::Registration,
+            format!("the {what} file {} is empty", file.display()),
+        ));
+    }
+    Ok(token.to_owned())
+}
+
+/// Seconds since the Unix epoch.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A `private_key_jwt` client assertion: the client is its issuer and subject, the
+/// authorization server's issuer its audience, valid for five minutes, with a unique `jti`.
+fn assertion(client_id: &str, audience: &str, key: &PrivateKey) -> Result<String, AuthFailure> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SERIAL: AtomicU64 = AtomicU64::new(0);
+    let signing = match key.algorithm {
+        SigningAlgorithm::RS256 | SigningAlgorithm::RS384 | SigningAlgorithm::RS512 => {
+            jsonwebtoken::EncodingKey::from_rsa_pem(key.pem.as_bytes())
+        }
+        SigningAlgorithm::ES256 | SigningAlgorithm::ES384 => {
+            jsonwebtoken::EncodingKey::from_ec_pem(key.pem.as_bytes())
+        }
+    }
+    .map_err(|e| {
+        fail(
+            AuthStep::Registration,
+            format!(
+                "the private key is not a PEM {} key: {e}",
+                key.algorithm.as_str()
+            ),
+        )
+    })?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let jti = format!(
+        "{:x}-{:x}-{:x}",
+        now.as_nanos(),
+        std::process::id(),
+        SERIAL.fetch_add(1, Ordering::Relaxed)
+    );
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": now.as_secs(),
+        "exp": now.as_secs() + 300,
+        "jti": jti,
+    });
+    let mut header = jsonwebtoken::Header::new(key.algorithm.jws());
+    header.typ = Some("client-authentication+jwt".to_owned());
+    jsonwebtoken::encode(&header, &claims, &signing).map_err(|e| {
+        fail(
+            AuthStep::Registration,
+            format!("signing the assertion: {e}"),
+        )
+    })
+}
+
 /// The `scope` parameter of a `WWW-Authenticate` challenge.
 fn challenge_scope(challenge: &str) -> Option<String> {
     let at = challenge.find("scope=")?;
@@ -258,6 +817,10 @@ fn challenge_scope(challenge: &str) -> Option<String> {
 fn token_error(e: &AuthError) -> String {
     match e {
         AuthError::TokenExchangeFailed(_) => "the token endpoint refused the code".into(),
+        // rmcp's texts carry the endpoint's `error` and description, never the token.
+        AuthError::ClientCredentialsError(reason) => {
+            format!("the token endpoint refused the client's credentials: {reason}")
+        }
         other => other.to_string(),
     }
 }
@@ -317,8 +880,259 @@ mod tests {
     fn the_secret_is_not_in_debug() {
         let auth = McpAuth {
             client_secret: Some("s3cret".into()),
+            private_key: Some(PrivateKey {
+                pem: TEST_KEY.into(),
+                algorithm: SigningAlgorithm::ES256,
+            }),
+            idp: Some(IdentityProvider {
+                issuer: "https://idp.example".into(),
+                token_endpoint: "https://idp.example/token".into(),
+                client_id: "agent".into(),
+                client_secret: Some("idp-s3cret".into()),
+            }),
             ..McpAuth::default()
         };
-        assert!(!format!("{auth:?}").contains("s3cret"));
+        let shown = format!("{auth:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(!shown.contains("MIGHAgEA"), "{shown}");
+        assert!(
+            shown.contains("ES256") && shown.contains("idp.example"),
+            "{shown}"
+        );
+    }
+
+    /// A throwaway P-256 key, made for this test only.
+    const TEST_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgjp0f6h6OPHFXsTXP
+NpdxOnRlvQL42DSAIwgkK3beeUahRANCAAQxFGY+VJ5uQDXMWG5zY/dTCdCyqWnY
+Upw0yPF/ospCw9KhorPGxVF2UB+ZPOzH7Ed1q2OXxjImput76FmO5bh5
+-----END PRIVATE KEY-----
+";
+
+    /// A token endpoint on loopback that answers one request with `status` and `body`; the
+    /// thread hands back the request it got.
+    fn token_endpoint(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/token", listener.local_addr().expect("addr"));
+        let served = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut chunk).expect("read");
+                request.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if rest.len() >= length {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).expect("write");
+            String::from_utf8_lossy(&request).to_string()
+        });
+        (url, served)
+    }
+
+    fn metadata(token_endpoint: &str, fields: serde_json::Value) -> AuthorizationMetadata {
+        let mut m = AuthorizationMetadata::default();
+        m.token_endpoint = token_endpoint.to_owned();
+        m.authorization_endpoint = token_endpoint.replace("/token", "/authorize");
+        m.issuer = Some(token_endpoint.replace("/token", ""));
+        if let serde_json::Value::Object(fields) = fields {
+            m.additional_fields = fields.into_iter().collect();
+        }
+        m
+    }
+
+    /// The form value of `key` in a request's body, decoded.
+    fn form_value(request: &str, key: &str) -> Option<String> {
+        let body = request.split_once("\r\n\r\n")?.1;
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(body).ok()?;
+        pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// A client-credentials client `svc` with [`TEST_KEY`], and its key.
+    async fn signed_client() -> (Authorizer, PrivateKey) {
+        let key = PrivateKey {
+            pem: TEST_KEY.into(),
+            algorithm: SigningAlgorithm::ES256,
+        };
+        let auth = McpAuth {
+            client_id: Some("svc".into()),
+            grant: McpGrant::ClientCredentials,
+            private_key: Some(key.clone()),
+            ..McpAuth::default()
+        };
+        let authorizer = Authorizer::new("http://127.0.0.1:1/mcp", auth)
+            .await
+            .expect("authorizer");
+        (authorizer, key)
+    }
+
+    #[tokio::test]
+    async fn a_signed_client_gets_its_token_where_the_transport_reads_it() {
+        let (endpoint, served) = token_endpoint(
+            "200 OK",
+            r#"{"access_token":"tok-1","token_type":"Bearer","expires_in":3600,"scope":"mcp:read"}"#,
+        );
+        let (authorizer, key) = signed_client().await;
+        let key = &key;
+        let fields = serde_json::json!({
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+            "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
+        });
+        authorizer
+            .exchange_signed(&metadata(&endpoint, fields), key, vec!["mcp:read".into()])
+            .await
+            .expect("granted");
+        assert_eq!(
+            authorizer.http().get_access_token().await.expect("token"),
+            "tok-1"
+        );
+        let request = served.join().expect("served");
+        assert_eq!(
+            form_value(&request, "grant_type").as_deref(),
+            Some("client_credentials")
+        );
+        assert_eq!(
+            form_value(&request, "resource").as_deref(),
+            Some("http://127.0.0.1:1/mcp")
+        );
+        assert_eq!(form_value(&request, "scope").as_deref(), Some("mcp:read"));
+        let jwt = form_value(&request, "client_assertion").expect("assertion");
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3, "{jwt}");
+        use base64::Engine;
+        let claims: serde_json::Value = serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(parts[1])
+                .expect("base64"),
+        )
+        .expect("claims");
+        assert_eq!(claims["iss"], "svc");
+        assert_eq!(claims["sub"], "svc");
+        assert_eq!(claims["aud"], endpoint.replace("/token", ""));
+        assert!(claims["exp"].as_u64() > claims["iat"].as_u64());
+    }
+
+    #[tokio::test]
+    async fn a_refused_grant_is_named_by_its_step_and_carries_no_token() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("workload.jwt");
+        std::fs::write(&file, "eyJ.workload-secret.sig\n").expect("token");
+        let (endpoint, served) = token_endpoint(
+            "400 Bad Request",
+            r#"{"error":"invalid_grant","error_description":"the assertion expired"}"#,
+        );
+        let auth = McpAuth {
+            client_id: Some("w".into()),
+            grant: McpGrant::JwtBearer,
+            token_file: Some(file.clone()),
+            ..McpAuth::default()
+        };
+        let authorizer = Authorizer::new("http://127.0.0.1:1/mcp", auth)
+            .await
+            .expect("authorizer");
+        let failure = authorizer
+            .exchange_workload(&metadata(&endpoint, serde_json::json!({})), &file, vec![])
+            .await
+            .expect_err("refused");
+        assert_eq!(failure.step, AuthStep::Token);
+        let text = failure.to_string();
+        assert_eq!(
+            text,
+            "OAuth token failed: the token endpoint refused the client's workload token (400 Bad Request: invalid_grant: the assertion expired)"
+        );
+        assert!(!text.contains("workload-secret"), "{text}");
+        let request = served.join().expect("served");
+        assert_eq!(
+            form_value(&request, "grant_type").as_deref(),
+            Some(JWT_BEARER)
+        );
+        assert_eq!(
+            form_value(&request, "assertion").as_deref(),
+            Some("eyJ.workload-secret.sig")
+        );
+        assert_eq!(form_value(&request, "client_id").as_deref(), Some("w"));
+
+        // No token file, or an empty one: named before anything is sent.
+        let missing = dir.path().join("absent.jwt");
+        let failure = authorizer
+            .exchange_workload(
+                &metadata(&endpoint, serde_json::json!({})),
+                &missing,
+                vec![],
+            )
+            .await
+            .expect_err("no file");
+        assert_eq!(failure.step, AuthStep::Registration);
+        assert!(failure.reason.contains("absent.jwt"), "{failure}");
+        std::fs::write(&file, "  \n").expect("empty");
+        let failure = authorizer
+            .exchange_workload(&metadata(&endpoint, serde_json::json!({})), &file, vec![])
+            .await
+            .expect_err("empty");
+        assert!(failure.reason.contains("is empty"), "{failure}");
+    }
+
+    #[tokio::test]
+    async fn a_key_the_server_cannot_verify_is_refused_before_anything_is_sent() {
+        let (authorizer, key) = signed_client().await;
+        let key = &key;
+        // Port 9 on loopback: nothing is sent, so nothing answers.
+        let endpoint = "http://127.0.0.1:9/token";
+        let only_rs =
+            serde_json::json!({"token_endpoint_auth_signing_alg_values_supported": ["RS256"]});
+        let failure = authorizer
+            .exchange_signed(&metadata(endpoint, only_rs), key, vec![])
+            .await
+            .expect_err("wrong algorithm");
+        assert_eq!(failure.step, AuthStep::Registration);
+        assert!(failure.reason.contains("ES256"), "{failure}");
+        let no_jwt =
+            serde_json::json!({"token_endpoint_auth_methods_supported": ["client_secret_basic"]});
+        let failure = authorizer
+            .exchange_signed(&metadata(endpoint, no_jwt), key, vec![])
+            .await
+            .expect_err("no private_key_jwt");
+        assert!(failure.reason.contains("private_key_jwt"), "{failure}");
+        let remote = "http://auth.example/token";
+        let failure = authorizer
+            .exchange_signed(&metadata(remote, serde_json::json!({})), key, vec![])
+            .await
+            .expect_err("plain http elsewhere");
+        assert!(
+            failure.reason.contains("neither https nor on this machine"),
+            "{failure}"
+        );
+        let rsa = PrivateKey {
+            pem: TEST_KEY.into(),
+            algorithm: SigningAlgorithm::RS256,
+        };
+        let failure = authorizer
+            .exchange_signed(&metadata(endpoint, serde_json::json!({})), &rsa, vec![])
+            .await
+            .expect_err("an EC key is no RSA key");
+        assert!(failure.reason.contains("not a PEM RS256 key"), "{failure}");
     }
 }

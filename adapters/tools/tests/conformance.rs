@@ -10,8 +10,10 @@
 //! `@modelcontextprotocol/conformance@0.2.0-alpha.12`) runs the 2026-07-28 requirement set at
 //! that revision's wire (`McpProtocol::Stateless`): all 32 scored client scenarios pass. Of the
 //! 7 it runs but does not score, `json-schema-2020-12-preservation` (added after the revision
-//! shipped) passes and the 6 auth extensions do not, for the reasons [`NOT_PASSING_2026`] gives;
-//! a scenario that starts or stops passing fails the test until the lists here and in
+//! shipped) and 4 of the 6 auth extensions pass (the `client_credentials` grant with a secret
+//! and with a signed assertion, workload identity federation, enterprise-managed
+//! authorization); the 2 DPoP ones do not, for the reason [`NOT_PASSING_2026`] gives. A
+//! scenario that starts or stops passing fails the test until the lists here and in
 //! `docs/live-agents.md` say so.
 
 mod common;
@@ -77,26 +79,25 @@ const SCENARIOS_2026: [&str; 32] = [
     "json-schema-ref-no-deref",
 ];
 
-/// The client scenario the 2026-07-28 run reports but does not score (added to the suite after
-/// the revision shipped) that passes: the tool's JSON Schema 2020-12 `inputSchema` reaches the
-/// model unaltered (`$schema`, `$defs`, `additionalProperties`, composition, conditionals).
-const UNSCORED_PASSING_2026: [&str; 1] = ["json-schema-2020-12-preservation"];
+/// The client scenarios the 2026-07-28 run reports but does not score that pass:
+/// `json-schema-2020-12-preservation` (added to the suite after the revision shipped: the
+/// tool's JSON Schema 2020-12 `inputSchema` reaches the model unaltered) and four auth
+/// extensions, each a `grant` of `[[mcp]] auth` (`McpGrant`).
+const UNSCORED_PASSING_2026: [&str; 5] = [
+    "json-schema-2020-12-preservation",
+    // `grant = "client_credentials"` with `client_secret_env` (HTTP Basic, as the server asks).
+    "auth/client-credentials-basic",
+    // `grant = "client_credentials"` with `private_key_file` (a `private_key_jwt` assertion).
+    "auth/client-credentials-jwt",
+    // `grant = "jwt_bearer"`: the workload's JWT from `token_file` (SEP-1933).
+    "auth/wif-jwt-bearer",
+    // `grant = "enterprise"`: the ID token exchanged at `idp` for an ID-JAG (SEP-990).
+    "auth/enterprise-managed-authorization",
+];
 
-/// The client scenarios the 2026-07-28 run reports but does not score that do not pass, all
+/// The client scenarios the 2026-07-28 run reports but does not score that do not pass, both
 /// auth extensions, and why (also in `docs/live-agents.md`).
-const NOT_PASSING_2026: [(&str, &str); 6] = [
-    (
-        "auth/client-credentials-jwt",
-        "extension: the client_credentials grant with a private_key_jwt assertion; Terminus does the authorization-code flow only",
-    ),
-    (
-        "auth/client-credentials-basic",
-        "extension: the client_credentials grant; Terminus does the authorization-code flow only",
-    ),
-    (
-        "auth/enterprise-managed-authorization",
-        "extension: token exchange and the JWT-bearer grant with an enterprise identity provider; not implemented",
-    ),
+const NOT_PASSING_2026: [(&str, &str); 2] = [
     (
         "auth/dpop",
         "extension: DPoP-bound tokens (SEP-1932); rmcp 3.11's auth client sends bearer tokens only",
@@ -104,10 +105,6 @@ const NOT_PASSING_2026: [(&str, &str); 6] = [
     (
         "auth/dpop-nonce",
         "extension: DPoP nonces (SEP-1932); rmcp 3.11's auth client sends bearer tokens only",
-    ),
-    (
-        "auth/wif-jwt-bearer",
-        "extension: workload identity federation (the JWT-bearer grant); not implemented",
     ),
 ];
 

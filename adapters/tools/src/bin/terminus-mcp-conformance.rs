@@ -8,10 +8,24 @@
 use serde_json::json;
 use std::process::ExitCode;
 use terminus_kernel::ToolOutcome;
-use terminus_tools::{Elicitation, McpAuth, McpConfig, McpProtocol, McpServer, McpTransport};
+use terminus_tools::{
+    Elicitation, IdentityProvider, McpAuth, McpConfig, McpGrant, McpProtocol, McpServer,
+    McpTransport, PrivateKey, SigningAlgorithm,
+};
 
 /// The client ID metadata document URL the suite's `auth/basic-cimd` expects.
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Removes the file it holds when the client ends, however it ends.
+struct Removed(Option<std::path::PathBuf>);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        if let Some(file) = &self.0 {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -30,10 +44,59 @@ async fn main() -> ExitCode {
     if std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() == Ok("2026-07-28") {
         config.protocol = McpProtocol::Stateless;
     }
+    // The client-credentials scenarios configure a service client (as `grant =
+    // "client_credentials"` does in a config file); the others a user's.
+    let grant = if scenario.starts_with("auth/client-credentials") {
+        McpGrant::ClientCredentials
+    } else if scenario.starts_with("auth/wif-") {
+        McpGrant::JwtBearer
+    } else if scenario.starts_with("auth/enterprise-managed") {
+        McpGrant::Enterprise
+    } else {
+        McpGrant::AuthorizationCode
+    };
+    // A workload's token, or a user's ID token, is a file its platform writes; the suite
+    // hands it over in the context.
+    let token_file = match text("valid_jwt").or_else(|| text("idp_id_token")) {
+        Some(jwt) => {
+            let file = std::env::temp_dir()
+                .join(format!("terminus-conformance-{}.jwt", std::process::id()));
+            if let Err(e) = std::fs::write(&file, jwt) {
+                eprintln!("{}: {e}", file.display());
+                return ExitCode::from(1);
+            }
+            Some(file)
+        }
+        None => None,
+    };
+    let _removed = Removed(token_file.clone());
+    let idp = match (
+        text("idp_issuer"),
+        text("idp_token_endpoint"),
+        text("idp_client_id"),
+    ) {
+        (Some(issuer), Some(token_endpoint), Some(client_id)) => Some(IdentityProvider {
+            issuer,
+            token_endpoint,
+            client_id,
+            client_secret: text("idp_client_secret"),
+        }),
+        _ => None,
+    };
+    let private_key = text("private_key_pem").map(|pem| PrivateKey {
+        pem,
+        algorithm: text("signing_algorithm")
+            .and_then(|a| SigningAlgorithm::from_name(&a))
+            .unwrap_or(SigningAlgorithm::RS256),
+    });
     config.auth = Some(McpAuth {
         client_id: text("client_id"),
         client_secret: text("client_secret"),
         client_metadata_url: Some(CLIENT_METADATA_URL.into()),
+        grant,
+        private_key,
+        token_file: token_file.clone(),
+        idp,
         ..McpAuth::default()
     });
     let server = match McpServer::connect(config).await {
