@@ -17,7 +17,8 @@
 //! MCP tools are not idempotent unless the server's config says so: a call that was in flight
 //! at a crash is not run again on resume; the model is told and decides.
 //!
-//! A server that sends `notifications/tools/list_changed` (2025-11-25 sessions) is listed again
+//! A server that sends `notifications/tools/list_changed` (on a 2026-07-28 session, on the
+//! `subscriptions/listen` stream the session opens for it) is listed again
 //! before the run's next model call ([`McpTools::add_to`] adds the tools as a
 //! [`ToolSource`]): the model is offered the new list, a call of a tool that is gone is
 //! answered `not_found`, and the run reports the change ([`terminus_runtime::ToolsChanged`]).
@@ -28,7 +29,7 @@ use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
-    ProtocolVersion,
+    ProtocolVersion, SubscriptionFilter,
 };
 use rmcp::model::{JsonRpcMessage, ServerNotification};
 use rmcp::service::{
@@ -908,7 +909,30 @@ async fn open(
             }
         }
     };
+    if config.protocol == McpProtocol::Stateless {
+        listen_for_changes(&client).await;
+    }
     Ok((client, pid))
+}
+
+/// A 2026-07-28 session hears of tool-list changes only on a subscription
+/// (`subscriptions/listen`): opened here when the server offers them, and drained until the
+/// session ends ([`Counting`] counts each change as the transport receives it). A server that
+/// refuses the subscription is used without: its list is the one taken at start.
+async fn listen_for_changes(client: &Client) {
+    let offers = client
+        .peer()
+        .peer_info()
+        .and_then(|info| info.capabilities.tools.as_ref()?.list_changed)
+        == Some(true);
+    if !offers {
+        return;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let Ok(mut subscription) = client.peer().listen(filter).await else {
+        return;
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = subscription.next().await {} });
 }
 
 /// One tool of one server, as the runtime calls it.

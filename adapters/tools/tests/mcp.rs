@@ -350,9 +350,19 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_changed_notification_refreshes_the_tools() {
     let Some(peers) = common::peers() else { return };
-    let mcp = McpTools::connect(&[common::list_changed(&peers)])
-        .await
-        .expect("starts");
+    a_changing_list_is_followed(common::list_changed(&peers)).await;
+}
+
+/// The same at the 2026-07-28 revision, where a change is only sent on a subscription
+/// (`subscriptions/listen`), which the session opens when the server offers list changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_session_subscribes_to_list_changes_and_refreshes_the_tools() {
+    a_changing_list_is_followed(common::changing_2026()).await;
+}
+
+/// `echo` and `swap`; a `swap` call adds `greet`, removes `echo`, and says the list changed.
+async fn a_changing_list_is_followed(server: terminus_tools::McpConfig) {
+    let mcp = McpTools::connect(&[server]).await.expect("starts");
     let mut tools = ToolSet::new();
     mcp.add_to(&mut tools);
     assert_eq!(

@@ -54,6 +54,27 @@ pub fn elicit(peers: &std::path::Path, log: &std::path::Path) -> McpConfig {
     config
 }
 
+/// The same tool list as [`list_changed`]'s, on rmcp's own server side at the 2026-07-28
+/// revision (`examples/changing_2026.rs`, which cargo builds with the tests): the change is
+/// sent on the client's `subscriptions/listen` stream.
+pub fn changing_2026() -> McpConfig {
+    // The test binary is target/<profile>/deps/NAME; the examples are beside deps.
+    let exe = std::env::current_exe().expect("the test's own path");
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>");
+    let server = dir.join("examples").join("changing_2026");
+    let mut config = McpConfig::new(
+        "changing",
+        McpTransport::Stdio {
+            command: vec![server.to_string_lossy().into_owned()],
+        },
+    );
+    config.protocol = terminus_tools::McpProtocol::Stateless;
+    config
+}
+
 /// A stdio server of `tests/servers/` on the official TypeScript SDK, named `name`: `node
 /// SCRIPT NODE_MODULES ARGS...`.
 fn sdk_server(
