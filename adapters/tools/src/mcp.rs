@@ -910,7 +910,7 @@ async fn open(
         }
     };
     if config.protocol == McpProtocol::Stateless {
-        listen_for_changes(&client).await;
+        listen_for_changes(&client, config.tool_timeout.min(Duration::from_secs(10))).await;
     }
     Ok((client, pid))
 }
@@ -918,8 +918,9 @@ async fn open(
 /// A 2026-07-28 session hears of tool-list changes only on a subscription
 /// (`subscriptions/listen`): opened here when the server offers them, and drained until the
 /// session ends ([`Counting`] counts each change as the transport receives it). A server that
-/// refuses the subscription is used without: its list is the one taken at start.
-async fn listen_for_changes(client: &Client) {
+/// refuses the subscription, or does not acknowledge it within `wait`, is used without: its
+/// list is the one taken at start.
+async fn listen_for_changes(client: &Client, wait: Duration) {
     let offers = client
         .peer()
         .peer_info()
@@ -929,7 +930,8 @@ async fn listen_for_changes(client: &Client) {
         return;
     }
     let filter = SubscriptionFilter::builder().tools_list_changed().build();
-    let Ok(mut subscription) = client.peer().listen(filter).await else {
+    let Ok(Ok(mut subscription)) = tokio::time::timeout(wait, client.peer().listen(filter)).await
+    else {
         return;
     };
     tokio::spawn(async move { while let Ok(Some(_)) = subscription.next().await {} });

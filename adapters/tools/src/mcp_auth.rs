@@ -13,9 +13,13 @@
 //! - scopes: the config's, else the challenge's `scope`, else the resource's
 //!   `scopes_supported`, else none; a `403 insufficient_scope` asks for the union (step-up);
 //! - PKCE S256 always; at most [`MAX_AUTHORIZATIONS`] authorizations per request;
-//! - or, with [`McpGrant::ClientCredentials`], no person and no redirect at all: the client
-//!   authenticates itself at the token endpoint (SEP-1046), with its secret (HTTP Basic or the
-//!   request body, as the metadata names) or a `private_key_jwt` assertion it signs.
+//! - or, for a service with no user behind it, no person and no redirect at all
+//!   ([`McpGrant`]): the `client_credentials` grant (SEP-1046), the client authenticating
+//!   itself with its secret (HTTP Basic or the request body, as the metadata names) or a
+//!   `private_key_jwt` assertion it signs; the JWT-bearer grant of a workload's own token
+//!   (SEP-1933); or enterprise-managed authorization (SEP-990), the user's ID token exchanged
+//!   at the enterprise identity provider for an assertion the authorization server takes.
+//!   Their token endpoints must be `https`, or `http` on this machine.
 //!
 //! The authorization redirect is completed without a browser: the authorization URL is fetched
 //! without following redirects, and the code is read from the `Location` it redirects to
@@ -268,13 +272,14 @@ pub(crate) type AuthHttp = AuthClient<reqwest::Client>;
 /// One server's authorization state, shared by its transport (which reads the token) and the
 /// retry loops (which authorize).
 pub(crate) struct Authorizer {
-    /// The server's URL: the `resource` a client-credentials token is asked for.
+    /// The server's URL: the `resource` the grants without a redirect ask a token for.
     url: String,
     config: McpAuth,
     manager: Arc<Mutex<AuthorizationManager>>,
     client: AuthHttp,
-    /// The manager's credential store, where a token this side obtains itself (a
-    /// `private_key_jwt` client-credentials grant) is put for the transport to send.
+    /// The manager's credential store, where a token this side obtains itself (a signed
+    /// client-credentials grant, a workload's, an enterprise one) is put for the transport to
+    /// send.
     credentials: InMemoryCredentialStore,
     /// Whether a client is configured (then a new challenge is a step-up), and with which
     /// authorization server (its issuer): when the resource names another one, the client is
@@ -373,6 +378,7 @@ impl Authorizer {
                 *registered = Some(issuer);
                 return Ok(());
             }
+            loopback_or_https(&metadata.token_endpoint)?;
             let credentials = self.client_credentials(scopes)?;
             manager
                 .validate_client_credentials_metadata(&credentials)
