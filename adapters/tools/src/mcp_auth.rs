@@ -356,40 +356,9 @@ impl Authorizer {
         } else {
             manager.select_initial_scopes(&[]).await
         };
-        if self.config.grant == McpGrant::Enterprise {
-            self.exchange_enterprise(&metadata, scopes).await?;
-            *registered = Some(issuer);
-            return Ok(());
-        }
-        if self.config.grant == McpGrant::JwtBearer {
-            let file = self.config.token_file.as_deref().ok_or_else(|| {
-                fail(
-                    AuthStep::Registration,
-                    "the jwt_bearer grant needs the workload token's file",
-                )
-            })?;
-            self.exchange_workload(&metadata, file, scopes).await?;
-            *registered = Some(issuer);
-            return Ok(());
-        }
-        if self.config.grant == McpGrant::ClientCredentials {
-            if let Some(key) = &self.config.private_key {
-                self.exchange_signed(&metadata, key, scopes).await?;
-                *registered = Some(issuer);
-                return Ok(());
-            }
-            loopback_or_https(&metadata.token_endpoint)?;
-            let credentials = self.client_credentials(scopes)?;
-            manager
-                .validate_client_credentials_metadata(&credentials)
-                .map_err(|e| fail(AuthStep::Registration, e))?;
-            manager
-                .configure_client_credentials(&credentials)
-                .map_err(|e| fail(AuthStep::Registration, e))?;
-            manager
-                .exchange_client_credentials(&credentials)
-                .await
-                .map_err(|e| fail(AuthStep::Token, token_error(&e)))?;
+        if self.config.grant != McpGrant::AuthorizationCode {
+            self.without_redirect(&mut manager, &metadata, scopes)
+                .await?;
             *registered = Some(issuer);
             return Ok(());
         }
@@ -436,6 +405,52 @@ impl Authorizer {
 }
 
 impl Authorizer {
+    /// The grants with no browser redirect: each gets its token from the token endpoint
+    /// alone.
+    async fn without_redirect(
+        &self,
+        manager: &mut AuthorizationManager,
+        metadata: &AuthorizationMetadata,
+        scopes: Vec<String>,
+    ) -> Result<(), AuthFailure> {
+        match (self.config.grant, &self.config.private_key) {
+            (McpGrant::Enterprise, _) => self.exchange_enterprise(metadata, scopes).await,
+            (McpGrant::JwtBearer, _) => {
+                let file = self.config.token_file.as_deref().ok_or_else(|| {
+                    fail(
+                        AuthStep::Registration,
+                        "the jwt_bearer grant needs the workload token's file",
+                    )
+                })?;
+                self.exchange_workload(metadata, file, scopes).await
+            }
+            (McpGrant::ClientCredentials, Some(key)) => {
+                self.exchange_signed(metadata, key, scopes).await
+            }
+            (McpGrant::ClientCredentials, None) => {
+                // A client with a secret: rmcp makes the request (Basic or body, as the
+                // metadata says).
+                loopback_or_https(&metadata.token_endpoint)?;
+                let credentials = self.client_credentials(scopes)?;
+                manager
+                    .validate_client_credentials_metadata(&credentials)
+                    .map_err(|e| fail(AuthStep::Registration, e))?;
+                manager
+                    .configure_client_credentials(&credentials)
+                    .map_err(|e| fail(AuthStep::Registration, e))?;
+                manager
+                    .exchange_client_credentials(&credentials)
+                    .await
+                    .map(drop)
+                    .map_err(|e| fail(AuthStep::Token, token_error(&e)))
+            }
+            (McpGrant::AuthorizationCode, _) => Err(fail(
+                AuthStep::Authorization,
+                "the authorization-code flow needs its redirect",
+            )),
+        }
+    }
+
     fn client_id(&self) -> Result<String, AuthFailure> {
         self.config.client_id.clone().ok_or_else(|| {
             fail(
@@ -983,16 +998,22 @@ Upw0yPF/ospCw9KhorPGxVF2UB+ZPOzH7Ed1q2OXxjImput76FmO5bh5
             pem: TEST_KEY.into(),
             algorithm: SigningAlgorithm::ES256,
         };
-        let auth = McpAuth {
+        let auth = client(McpAuth {
             client_id: Some("svc".into()),
             grant: McpGrant::ClientCredentials,
             private_key: Some(key.clone()),
             ..McpAuth::default()
-        };
-        let authorizer = Authorizer::new("http://127.0.0.1:1/mcp", auth)
+        })
+        .await;
+        (auth, key)
+    }
+
+    /// An authorizer with `auth` for a server nothing is sent to (the tests give the token
+    /// endpoint's metadata themselves).
+    async fn client(auth: McpAuth) -> Authorizer {
+        Authorizer::new("http://127.0.0.1:1/mcp", auth)
             .await
-            .expect("authorizer");
-        (authorizer, key)
+            .expect("authorizer")
     }
 
     #[tokio::test]
@@ -1050,15 +1071,13 @@ Upw0yPF/ospCw9KhorPGxVF2UB+ZPOzH7Ed1q2OXxjImput76FmO5bh5
             "400 Bad Request",
             r#"{"error":"invalid_grant","error_description":"the assertion expired"}"#,
         );
-        let auth = McpAuth {
+        let authorizer = client(McpAuth {
             client_id: Some("w".into()),
             grant: McpGrant::JwtBearer,
             token_file: Some(file.clone()),
             ..McpAuth::default()
-        };
-        let authorizer = Authorizer::new("http://127.0.0.1:1/mcp", auth)
-            .await
-            .expect("authorizer");
+        })
+        .await;
         let failure = authorizer
             .exchange_workload(&metadata(&endpoint, serde_json::json!({})), &file, vec![])
             .await
