@@ -10,10 +10,11 @@
 
 use crate::common::{JournalArgs, drive, finish};
 use crate::config::AgentConfig;
-use crate::error::CliError;
+use crate::error::{CliError, LoginWait, SUSPENDED};
 use crate::record::Recorder;
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ use terminus_runtime::{
     LlmVerifier, Model, Run, RuntimeConfig, Setup, Store, Tokenizer, ToolSet, Verifier,
 };
 use terminus_scenario::{ContextSpec, ScenarioFile};
-use terminus_tools::{McpConfig, McpTools};
+use terminus_tools::{McpConfig, McpError, McpTools};
 
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
@@ -159,11 +160,17 @@ impl LiveAgent {
             .map(|c| c.name.as_str())
     }
 
-    /// Starts the MCP servers; the message names the `[[mcp]]` entry.
+    /// Starts the MCP servers; the message names the `[[mcp]]` entry. A server whose
+    /// authorization waits for a person to log in is [`CliError::Login`].
     pub(crate) async fn connect(&self) -> Result<McpTools, CliError> {
-        McpTools::connect(&self.mcp)
-            .await
-            .map_err(|e| CliError::Invalid(format!("{}: {e}", self.file)))
+        McpTools::connect(&self.mcp).await.map_err(|e| match e {
+            McpError::Login { server, url } => CliError::Login(Box::new(LoginWait {
+                config: self.file.clone(),
+                server,
+                url,
+            })),
+            e => CliError::Invalid(format!("{}: {e}", self.file)),
+        })
     }
 
     /// A run with this agent's adapters: `start` makes it (new or resumed) from the model;
@@ -294,7 +301,10 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     let live = LiveAgent::new(&stored)?;
     let store = args.journal.store().await?;
     // Servers last: nothing is started for a config that fails a check above.
-    let mcp = live.connect().await?;
+    let mcp = match live.connect().await {
+        Err(CliError::Login(wait)) => return Ok(wait_for_login(&wait, None, args.journal.json)),
+        connected => connected?,
+    };
     let execution = args.journal.execution("agent");
     eprintln!(
         "terminus: running {} (execution {execution})",
@@ -340,6 +350,95 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
         eprintln!("terminus: recorded to {}", path.display());
     }
     finish(None, result, args.journal.json, live.file())
+}
+
+/// Says that the run waits for a person to log in to an `[[mcp]]` server, before `execution`
+/// (a resumed one) takes a step, and how to go on (stderr; with `json`, the suspension as the
+/// last stdout line): the exit code, 5.
+pub(crate) fn wait_for_login(wait: &LoginWait, execution: Option<&str>, json: bool) -> u8 {
+    let run = match execution {
+        Some(id) => format!("execution {id}"),
+        None => "nothing was run".to_owned(),
+    };
+    let again = match execution {
+        Some(id) => format!("`terminus resume --execution {id}`"),
+        None => "`terminus agent` again".to_owned(),
+    };
+    let lines = format!(
+        "terminus: suspended: [[mcp]] `{server}` waits for a person to log in ({run})\n\
+         terminus:   authorization {server} {url}\n\
+         terminus:     open it and log in, then give the address the browser is sent to: \
+         `terminus authorize {config} --server {server} 'ADDRESS'`; then {again}\n",
+        server = wait.server,
+        url = wait.url,
+        config = wait.config,
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines.as_bytes());
+    if json {
+        let line = serde_json::json!({
+            "execution": execution,
+            "status": "suspended",
+            "pending": [{ "kind": "authorization", "server": wait.server, "url": wait.url }],
+        });
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+    SUSPENDED
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuthorizeArgs {
+    /// The agent config (TOML) that names the server.
+    config: PathBuf,
+    /// The `[[mcp]]` entry whose login is completed.
+    #[arg(long, value_name = "NAME")]
+    server: String,
+    /// The address the authorization server sent the browser to after the login (with its
+    /// `code` and `state`).
+    #[arg(value_name = "ADDRESS")]
+    redirect: String,
+}
+
+/// `terminus authorize`: completes a person's login to an `[[mcp]]` server (exit 0); the token
+/// is kept in the server's credentials file for the runs that follow.
+pub(crate) async fn authorize(args: AuthorizeArgs) -> Result<u8, CliError> {
+    let stored = StoredAgent::read(&args.config)?;
+    let invalid = |e: String| CliError::Invalid(format!("{}: {e}", stored.file));
+    let config = AgentConfig::parse(&stored.config).map_err(invalid)?;
+    let servers = config.mcp_configs(&stored.dir).map_err(invalid)?;
+    let server = servers
+        .iter()
+        .find(|s| s.name == args.server)
+        .ok_or_else(|| {
+            invalid(format!(
+                "--server: no [[mcp]] entry is named `{}` (the entries: {})",
+                args.server,
+                servers
+                    .iter()
+                    .map(|s| format!("`{}`", s.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+    let file = server
+        .auth
+        .as_ref()
+        .and_then(|a| a.credentials_file.clone())
+        .ok_or_else(|| {
+            invalid(format!(
+                "[[mcp]] `{}`: no login to complete: it has no auth with the authorization_code \
+                 grant and a credentials file",
+                args.server
+            ))
+        })?;
+    terminus_tools::complete_login(server, &args.redirect)
+        .await
+        .map_err(|e| invalid(e.to_string()))?;
+    eprintln!(
+        "terminus: logged in to [[mcp]] `{}`: the token is kept in {} for the runs that follow",
+        args.server,
+        file.display()
+    );
+    Ok(0)
 }
 
 /// Writes `scenario` as pretty JSON next to `path`, then renames it over `path`: a reader never

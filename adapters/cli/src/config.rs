@@ -108,6 +108,9 @@ pub(crate) struct McpAuthSection {
     pub(crate) token_file: Option<String>,
     /// The enterprise identity provider of `enterprise`.
     pub(crate) idp: Option<IdpSection>,
+    /// Where `authorization_code` keeps a person's login and its token (default: a file of
+    /// the state folder, see [`state_dir`]).
+    pub(crate) credentials_file: Option<String>,
 }
 
 /// `auth.idp = { ... }`: where an `enterprise` grant exchanges the user's ID token.
@@ -180,6 +183,11 @@ impl McpAuthSection {
             "idp",
             "\"enterprise\"",
         )?;
+        only(
+            self.credentials_file.is_some() && grant != McpGrant::AuthorizationCode,
+            "credentials_file",
+            "\"authorization_code\"",
+        )?;
         if let Some(a) = &self.signing_algorithm
             && SigningAlgorithm::from_name(a).is_none()
         {
@@ -238,8 +246,9 @@ impl McpAuthSection {
     }
 
     /// The adapter's auth config: secrets read from their environment variables, the key
-    /// file read now, files taken from `dir` when relative.
-    fn auth(&self, at: &str, dir: &Path) -> Result<McpAuth, String> {
+    /// file read now, files taken from `dir` when relative; the credentials file of server
+    /// `name` at `url`, when none is named, in [`state_dir`].
+    fn auth(&self, at: &str, dir: &Path, name: &str, url: &str) -> Result<McpAuth, String> {
         let grant = self.check(at)?;
         let secret = |name: &Option<String>, key: &str| -> Result<Option<String>, String> {
             let Some(name) = name else { return Ok(None) };
@@ -294,8 +303,49 @@ impl McpAuthSection {
             private_key,
             token_file: self.token_file.as_ref().map(|f| dir.join(f)),
             idp,
+            credentials_file: match (&self.credentials_file, grant) {
+                (Some(file), _) => Some(dir.join(file)),
+                (None, McpGrant::AuthorizationCode) => {
+                    state_dir().map(|d| d.join("mcp-auth").join(credentials_name(name, url)))
+                }
+                (None, _) => None,
+            },
         })
     }
+}
+
+/// The folder where `terminus` keeps what outlives a run but is no journal's (a person's MCP
+/// logins): `$TERMINUS_STATE_DIR`, else `$XDG_STATE_HOME/terminus`, else
+/// `~/.local/state/terminus`; `None` when none of those is set.
+pub(crate) fn state_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("TERMINUS_STATE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = var("XDG_STATE_HOME") {
+        return Some(PathBuf::from(dir).join("terminus"));
+    }
+    var("HOME").map(|home| PathBuf::from(home).join(".local/state/terminus"))
+}
+
+/// The credentials file's name for server `name` at `url`: the name (its letters, digits,
+/// `-` and `_`), and a hash of the URL (FNV-1a, stable across builds), so that two configs
+/// naming different servers alike never share a login.
+fn credentials_name(name: &str, url: &str) -> String {
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{name}-{hash:016x}.json")
 }
 
 /// `[verifier]`.
@@ -506,7 +556,8 @@ impl AgentConfig {
                 }
                 if let Some(a) = &s.auth {
                     let at = format!("[[mcp]] #{} `{}`", i + 1, s.name);
-                    config.auth = Some(a.auth(&at, dir)?);
+                    let url = s.url.as_deref().unwrap_or_default();
+                    config.auth = Some(a.auth(&at, dir, &s.name, url)?);
                 }
                 Ok(config)
             })
@@ -914,6 +965,64 @@ auth = { client_id = "terminus", client_secret_env = "TERMINUS_TEST_MCP_SECRET_U
         assert_eq!(
             auth.token_file.as_deref(),
             Some(dir.path().join("tokens/mcp.jwt").as_path())
+        );
+        assert_eq!(
+            auth.credentials_file, None,
+            "no person logs in for a workload"
+        );
+    }
+
+    #[test]
+    fn a_login_is_kept_in_the_credentials_file_of_its_server() {
+        let entry = |name: &str, url: &str, auth: &str| {
+            format!("[[mcp]]\nname = \"{name}\"\nurl = \"{url}\"\nauth = {{ {auth} }}\n")
+        };
+        let err = AgentConfig::parse(&entry(
+            "remote",
+            "http://127.0.0.1:1/mcp",
+            r#"grant = "jwt_bearer", token_file = "t.jwt", credentials_file = "c.json""#,
+        ))
+        .expect_err("no login");
+        assert!(
+            err.contains(r#"auth.credentials_file is only for grant = "authorization_code""#),
+            "{err}"
+        );
+        let named = AgentConfig::parse(&entry(
+            "remote",
+            "http://127.0.0.1:1/mcp",
+            r#"credentials_file = "logins/remote.json""#,
+        ))
+        .expect("valid");
+        let dir = Path::new("/agents");
+        let configs = named.mcp_configs(dir).expect("configs");
+        assert_eq!(
+            configs[0]
+                .auth
+                .as_ref()
+                .and_then(|a| a.credentials_file.as_deref()),
+            Some(dir.join("logins/remote.json").as_path())
+        );
+        // Unnamed: a file of the state folder, by server name and a hash of its URL.
+        let a = credentials_name("remote", "https://a.example/mcp");
+        assert!(a.starts_with("remote-") && a.ends_with(".json"), "{a}");
+        assert_eq!(a, credentials_name("remote", "https://a.example/mcp"));
+        assert_ne!(a, credentials_name("remote", "https://b.example/mcp"));
+        assert_eq!(
+            credentials_name("team/x y", "u").split('-').next(),
+            Some("team_x_y")
+        );
+        let unnamed = AgentConfig::parse(&entry("remote", "https://a.example/mcp", ""))
+            .expect("valid")
+            .mcp_configs(dir)
+            .expect("configs");
+        let file = unnamed[0]
+            .auth
+            .as_ref()
+            .and_then(|a| a.credentials_file.clone());
+        assert_eq!(
+            file,
+            state_dir().map(|d| d.join("mcp-auth").join(&a)),
+            "in the state folder"
         );
     }
 }

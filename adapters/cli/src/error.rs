@@ -39,6 +39,20 @@ pub(crate) enum CliError {
     /// Several failures, each printed on its own line, in order; the exit code is the last
     /// one's (a plan's problems and their count).
     Several(Vec<CliError>),
+    /// An `[[mcp]]` server's authorization waits for a person to log in (exit 5, suspended):
+    /// nothing was run.
+    Login(Box<LoginWait>),
+}
+
+/// An `[[mcp]]` server whose authorization server wants a person to log in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LoginWait {
+    /// The agent config, as the user named it.
+    pub(crate) config: String,
+    /// The `[[mcp]]` entry's name.
+    pub(crate) server: String,
+    /// The authorization URL the person opens.
+    pub(crate) url: String,
 }
 
 impl CliError {
@@ -70,6 +84,7 @@ impl CliError {
             CliError::Invalid(_) => INVALID,
             CliError::Internal(_) => INTERNAL,
             CliError::Claimed(_) => CLAIMED,
+            CliError::Login(_) => SUSPENDED,
             CliError::Exit { code, .. } | CliError::Reported(code) => *code,
             CliError::Several(errors) => errors.last().map_or(INTERNAL, CliError::code),
         }
@@ -93,6 +108,8 @@ impl CliError {
             CliError::Several(errors) => {
                 CliError::Several(errors.into_iter().map(|e| e.prefixed(prefix)).collect())
             }
+            // Its message names the config and the server already.
+            CliError::Login(wait) => CliError::Login(wait),
         }
     }
 
@@ -126,6 +143,11 @@ impl fmt::Display for CliError {
         match self {
             CliError::Invalid(m) | CliError::Internal(m) | CliError::Claimed(m) => f.write_str(m),
             CliError::Exit { message, .. } => f.write_str(message),
+            CliError::Login(wait) => write!(
+                f,
+                "{}: [[mcp]] `{}`: authorization waits for a person to log in at {}",
+                wait.config, wait.server, wait.url
+            ),
             CliError::Reported(_) => Ok(()),
             CliError::Several(errors) => {
                 let shown = errors

@@ -90,6 +90,12 @@ enum Cmd {
     /// Run a live agent from a config file: a real model, the tools of its MCP servers, the
     /// same kernel, progress lines, report and exit codes as `run`. Ctrl-C cancels it.
     Agent(agent::AgentArgs),
+    /// Complete a person's login to an `[[mcp]]` server that a run waits for (`agent` or
+    /// `resume` exited 5, suspended, with an `authorization` to open): ADDRESS is where the
+    /// authorization server sent the browser after the login. The token is kept in the
+    /// server's credentials file for the runs that follow. Exit 0 once logged in, 2 if the
+    /// address, the state or the code is refused (naming why).
+    Authorize(agent::AuthorizeArgs),
     /// Run a multi-agent plan: validated first (every problem on its own line, exit 2, nothing
     /// run), then each agent a kernel run as soon as its dependencies ended, with retries,
     /// timeouts, circuit breakers and the plan's budget. One progress line per agent event on
@@ -182,6 +188,7 @@ async fn dispatch(command: Cmd) -> Result<u8, CliError> {
         Cmd::Worker(args) => worker::worker(args).await,
         Cmd::Submit(args) => worker::submit(args).await,
         Cmd::Agent(args) => agent::agent(args).await,
+        Cmd::Authorize(args) => agent::authorize(args).await,
         Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
         Cmd::ServeRestate(args) => serve::serve_restate(args).await,
         Cmd::Tools { config, action } => tools::run(&config, action).await,

@@ -87,9 +87,19 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     }
     let lease = Duration::from_millis(args.store.lease_ms);
     let record = args.record.as_deref();
-    let result = job
+    let result = match job
         .resume(store, &args.execution, lease, None, record, &raises)
-        .await?;
+        .await
+    {
+        Err(CliError::Login(wait)) => {
+            return Ok(crate::agent::wait_for_login(
+                &wait,
+                Some(&args.execution),
+                args.json,
+            ));
+        }
+        result => result?,
+    };
     finish(
         job.expect(),
         result,

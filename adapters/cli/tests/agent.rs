@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{architect, fs_server, last_json, reply, terminus, text, todos, write_config};
+use common::{
+    architect, fs_server, keyless_config, last_json, reply, terminus, text, todos, write_config,
+};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -290,18 +292,12 @@ async fn the_model_verifier_judges_claims_through_terminus_agent() {
     ])
     .await
     .expect("a port");
-    let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
-             stream = false\ntimeout_ms = 5000\n\
-             [policy]\nverify_completion = true\nmax_verification_failures = 3\n\
-             [verifier]\nkind = \"model\"\n",
-            fixture.url()
-        ),
-    )
-    .expect("write the config");
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        "[policy]\nverify_completion = true\nmax_verification_failures = 3\n\
+         [verifier]\nkind = \"model\"\n",
+    );
     let out = terminus(vec![
         "agent".into(),
         config.to_string_lossy().into_owned(),
@@ -558,20 +554,16 @@ async fn a_tool_list_change_is_offered_at_the_next_model_call_and_reported() {
     .expect("a port");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tools/tests/servers/list_changed.js");
-    let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
-             stream = false\ntimeout_ms = 5000\n\
-             [[mcp]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\n",
-            fixture.url(),
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        &format!(
+            "[[mcp]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\n",
             peers::node(&peers),
             script.to_string_lossy(),
             peers.join("node_modules").to_string_lossy(),
         ),
-    )
-    .expect("write the config");
+    );
     let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
     let recording = dir.path().join("recording.json");
     let out = terminus(vec![
@@ -661,22 +653,18 @@ async fn a_question_a_tool_asks_suspends_the_run_until_a_person_answers_it() {
     .expect("a port");
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/elicit.js");
-    let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
-             stream = false\ntimeout_ms = 5000\n\
-             [[mcp]]\nname = \"branches\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n\
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        &format!(
+            "[[mcp]]\nname = \"branches\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n\
              elicitation = \"person\"\n",
-            fixture.url(),
             peers::node(&peers),
             script.to_string_lossy(),
             peers.join("node_modules").to_string_lossy(),
             log.to_string_lossy(),
         ),
-    )
-    .expect("write the config");
+    );
     let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
     let on = |command: &str, execution: &str, extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = [command, "--journal", &journal, "--execution", execution]
@@ -784,4 +772,148 @@ async fn a_question_a_tool_asks_suspends_the_run_until_a_person_answers_it() {
     };
     assert_eq!(tool_result(2), "deleted main");
     assert_eq!(tool_result(3), "kept main: the user chose decline");
+}
+
+/// An `[[mcp]]` server whose authorization server wants a person to log in: `terminus agent`
+/// runs nothing and exits 5 with the login URL (kind `authorization`, on stderr and as the
+/// JSON line), `terminus authorize` completes the login with the address the browser is sent
+/// to, and the agent run again uses the kept token: the tool answers as the person who logged
+/// in, and the token is in no output and not in the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_wants_a_person_to_log_in_suspends_the_agent_until_authorize() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (_server, base) = peers::login_server(&peers, &dir.path().join("login.log")).await;
+    let fixture = Fixture::start(vec![
+        reply("", &[("whoami", json!({}))], 1),
+        reply("You are alice.", &[], 2),
+    ])
+    .await
+    .expect("a port");
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        &format!(
+            "[[mcp]]\nname = \"hosted\"\nurl = \"{base}/mcp\"\n\
+             auth = {{ credentials_file = \"logins/hosted.json\" }}\n"
+        ),
+    );
+    let config = config.to_string_lossy().into_owned();
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let agent = |execution: &str| -> Vec<String> {
+        [
+            "agent",
+            &config,
+            "--task",
+            "Who am I?",
+            "--journal",
+            &journal,
+        ]
+        .into_iter()
+        .chain(["--execution", execution, "--json"])
+        .map(str::to_owned)
+        .collect()
+    };
+
+    let out = terminus(agent("who-1")).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let suspended = last_json(&out.stdout);
+    assert_eq!(suspended["status"], "suspended");
+    assert_eq!(suspended["execution"], Value::Null, "nothing was run");
+    let pending = &suspended["pending"][0];
+    assert_eq!(
+        (&pending["kind"], &pending["server"]),
+        (&json!("authorization"), &json!("hosted"))
+    );
+    let url = pending["url"].as_str().expect("the login URL");
+    assert!(url.starts_with(&format!("{base}/authorize?")), "{url}");
+    assert!(
+        stderr.contains(&format!("authorization hosted {url}")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "`terminus authorize {config} --server hosted 'ADDRESS'`"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(fixture.count(), 0, "no model call before the login");
+    let runs = terminus(vec!["runs".into(), "--journal".into(), journal.clone()]).await;
+    assert!(
+        !text(&runs.stdout).contains("who-1"),
+        "{}",
+        text(&runs.stdout)
+    );
+
+    let address = peers::log_in(url, "alice", false);
+    let wrong = terminus(vec![
+        "authorize".into(),
+        config.clone(),
+        "--server".into(),
+        "elsewhere".into(),
+        address.clone(),
+    ])
+    .await;
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        text(&wrong.stderr)
+            .contains("no [[mcp]] entry is named `elsewhere` (the entries: `hosted`)"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    let authorized = terminus(vec![
+        "authorize".into(),
+        config.clone(),
+        "--server".into(),
+        "hosted".into(),
+        address.clone(),
+    ])
+    .await;
+    let said = text(&authorized.stderr);
+    assert_eq!(authorized.status.code(), Some(0), "{said}");
+    assert!(said.contains("logged in to [[mcp]] `hosted`"), "{said}");
+    let kept = dir.path().join("logins/hosted.json");
+    let mode = std::fs::metadata(&kept).expect("kept").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    // The same address again: the login it completed is used up.
+    let again = terminus(vec![
+        "authorize".into(),
+        config.clone(),
+        "--server".into(),
+        "hosted".into(),
+        address,
+    ])
+    .await;
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("no authorization waits for the redirect's state"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let out = terminus(agent("who-2")).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = last_json(&out.stdout);
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(report["result"], "You are alice.");
+    let sent: Vec<Value> = fixture.requests().iter().map(|r| r.json()).collect();
+    let result = sent[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the tool's result");
+    assert_eq!(result["content"], "hello alice");
+    let token: Value =
+        serde_json::from_str(&std::fs::read_to_string(&kept).expect("kept")).expect("JSON");
+    let token = token["credentials"]["token_response"]["access_token"]
+        .as_str()
+        .expect("the kept token")
+        .to_owned();
+    assert!(!stderr.contains(&token) && !text(&out.stdout).contains(&token));
+    let db = std::fs::read(&journal).expect("the journal");
+    assert!(!db.windows(token.len()).any(|w| w == token.as_bytes()));
 }

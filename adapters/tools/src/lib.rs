@@ -37,11 +37,13 @@
 mod content;
 pub mod mcp;
 pub mod mcp_auth;
+mod mcp_login;
 mod native;
 
 pub use crate::content::{render, text_of};
 pub use crate::mcp::{
     Elicitation, McpConfig, McpError, McpProtocol, McpServer, McpTool, McpTools, McpTransport,
+    complete_login,
 };
 pub use crate::mcp_auth::{
     AuthStep, IdentityProvider, McpAuth, McpGrant, PrivateKey, SigningAlgorithm,

@@ -212,6 +212,17 @@ pub enum McpError {
         /// Why (never a token or a secret).
         reason: String,
     },
+    /// The server's authorization server wants a person to log in ([`AuthStep::Login`]): the
+    /// authorization waits for them, kept in the auth config's
+    /// [`credentials_file`](crate::McpAuth::credentials_file); [`complete_login`] completes
+    /// it with the address their browser is redirected to.
+    #[error("[[mcp]] `{server}`: authorization waits for a person to log in at {url}")]
+    Login {
+        /// The server.
+        server: String,
+        /// The authorization URL to open (no secret in it: PKCE sends the verifier's hash).
+        url: String,
+    },
     /// Listing the server's tools failed.
     #[error("[[mcp]] `{server}`: cannot list its tools: {reason}")]
     List {
@@ -759,13 +770,13 @@ async fn authorize(
     authorizations: &mut u32,
 ) -> Result<(), AuthFailure> {
     if *authorizations >= MAX_AUTHORIZATIONS {
-        return Err(AuthFailure {
-            step: AuthStep::RetryLimit,
-            reason: format!(
+        return Err(crate::mcp_auth::fail(
+            AuthStep::RetryLimit,
+            format!(
                 "the server still refused after {MAX_AUTHORIZATIONS} authorizations: {}",
                 challenge_error(challenge)
             ),
-        });
+        ));
     }
     *authorizations += 1;
     auth.authorize(challenge).await
@@ -785,11 +796,42 @@ fn challenge_error(challenge: &str) -> String {
 }
 
 fn auth_error(server: &str, failure: AuthFailure) -> McpError {
-    McpError::Auth {
-        server: server.to_owned(),
-        step: failure.step,
-        reason: failure.reason,
+    match failure.login_url {
+        Some(url) => McpError::Login {
+            server: server.to_owned(),
+            url,
+        },
+        None => McpError::Auth {
+            server: server.to_owned(),
+            step: failure.step,
+            reason: failure.reason,
+        },
     }
+}
+
+/// Completes the login a person made for server `config` (its [`McpError::Login`]):
+/// `redirect` is the address the authorization server redirected their browser to, with the
+/// code and `state`. The token is kept in the auth config's
+/// [`credentials_file`](crate::McpAuth::credentials_file), which a later
+/// [`McpServer::connect`] uses. A server with no such auth, a redirect that brings an `error`
+/// or no code, a `state` no pending login has, a refused code: [`McpError::Auth`] naming the
+/// step.
+pub async fn complete_login(config: &McpConfig, redirect: &str) -> Result<(), McpError> {
+    let not_login = |reason: &str| McpError::Auth {
+        server: config.name.clone(),
+        step: AuthStep::Authorization,
+        reason: reason.to_owned(),
+    };
+    let (Some(auth), McpTransport::Http { url }) = (&config.auth, &config.transport) else {
+        return Err(not_login("the server has no OAuth config"));
+    };
+    let authorizer = Authorizer::new(url, auth.clone())
+        .await
+        .map_err(|e| auth_error(&config.name, e))?;
+    authorizer
+        .complete(redirect)
+        .await
+        .map_err(|e| auth_error(&config.name, e))
 }
 
 async fn open(

@@ -24,11 +24,17 @@
 //! The authorization redirect is completed without a browser: the authorization URL is fetched
 //! without following redirects, and the code is read from the `Location` it redirects to
 //! (authorization servers that approve a known client at once, as the conformance suite's
-//! does). A server that wants a person to log in answers otherwise, and the connection fails
-//! with [`McpError::Auth`](crate::McpError::Auth) naming that step.
+//! does). A server that wants a person to log in answers otherwise (a login page, a redirect
+//! elsewhere): with a [`McpAuth::credentials_file`] the connection ends with
+//! [`McpError::Login`](crate::McpError::Login) and the URL for the person, the file keeping the
+//! client and the PKCE verifier until [`complete_login`](crate::complete_login) exchanges the
+//! code their browser brings back; the token is kept there for every later connection. Without
+//! one it fails with [`McpError::Auth`](crate::McpError::Auth) naming the `authorization` step.
 //!
-//! Tokens and secrets never appear in errors, logs or `Debug` output.
+//! Tokens and secrets never appear in errors, logs or `Debug` output (the credentials file,
+//! mode `0600`, is where a token is kept).
 
+use crate::mcp_login::{KeptClient, LoginFile};
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
     ClientCredentialsConfig, CredentialStore, InMemoryCredentialStore, OAuthClientConfig,
@@ -75,6 +81,15 @@ pub struct McpAuth {
     pub token_file: Option<std::path::PathBuf>,
     /// The enterprise identity provider of [`McpGrant::Enterprise`].
     pub idp: Option<IdentityProvider>,
+    /// Where the authorization-code flow keeps what a person's login needs (the registered
+    /// client, each pending authorization's PKCE verifier, the token), so that an
+    /// authorization server that wants a person to log in ends the connection with
+    /// [`McpError::Login`](crate::McpError::Login) instead of failing, the login is completed
+    /// with [`complete_login`](crate::complete_login) from another process, and the token
+    /// serves every later connection (refreshed when it expires) until the server refuses it.
+    /// Written with mode `0600`. `None`: nothing is kept, and a login is an
+    /// [`AuthStep::Authorization`] failure.
+    pub credentials_file: Option<std::path::PathBuf>,
 }
 
 /// How an [`McpAuth`] client obtains its token.
@@ -215,6 +230,7 @@ impl std::fmt::Debug for McpAuth {
             .field("private_key", &self.private_key)
             .field("token_file", &self.token_file)
             .field("idp", &self.idp)
+            .field("credentials_file", &self.credentials_file)
             .finish()
     }
 }
@@ -234,10 +250,14 @@ pub enum AuthStep {
     Token,
     /// The server still refused after [`MAX_AUTHORIZATIONS`] authorizations.
     RetryLimit,
+    /// The authorization server wants a person to log in: the authorization waits for them
+    /// ([`AuthFailure::login_url`]); only with [`McpAuth::credentials_file`].
+    Login,
 }
 
 impl AuthStep {
-    /// A short name: `discovery`, `registration`, `authorization`, `token`, `retry_limit`.
+    /// A short name: `discovery`, `registration`, `authorization`, `token`, `retry_limit`,
+    /// `login`.
     pub fn as_str(self) -> &'static str {
         match self {
             AuthStep::Discovery => "discovery",
@@ -245,24 +265,42 @@ impl AuthStep {
             AuthStep::Authorization => "authorization",
             AuthStep::Token => "token",
             AuthStep::RetryLimit => "retry_limit",
+            AuthStep::Login => "login",
         }
     }
 }
 
-/// An authorization that failed, at `step`, for `reason` (no token or secret in it).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("OAuth {} failed: {reason}", step.as_str())]
+/// An authorization that failed, at `step`, for `reason` (no token or secret in it), or that
+/// waits for a person to log in at `login_url` ([`AuthStep::Login`]).
+#[derive(Debug, Clone)]
 pub struct AuthFailure {
     /// The step.
     pub step: AuthStep,
     /// Why.
     pub reason: String,
+    /// The authorization URL a person opens to log in ([`AuthStep::Login`] only).
+    pub login_url: Option<String>,
 }
 
-fn fail(step: AuthStep, e: impl std::fmt::Display) -> AuthFailure {
+impl std::fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.login_url {
+            Some(url) => write!(
+                f,
+                "OAuth authorization waits for a person to log in at {url}"
+            ),
+            None => write!(f, "OAuth {} failed: {}", self.step.as_str(), self.reason),
+        }
+    }
+}
+
+impl std::error::Error for AuthFailure {}
+
+pub(crate) fn fail(step: AuthStep, e: impl std::fmt::Display) -> AuthFailure {
     AuthFailure {
         step,
         reason: e.to_string(),
+        login_url: None,
     }
 }
 
@@ -285,16 +323,45 @@ pub(crate) struct Authorizer {
     /// authorization server (its issuer): when the resource names another one, the client is
     /// registered there anew, and nothing of the old one's is sent to it (SEP-2352).
     registered: Mutex<Option<Option<String>>>,
+    /// The file of [`McpAuth::credentials_file`] (the authorization-code flow only): then the
+    /// manager's credential and state store.
+    file: Option<LoginFile>,
 }
 
 impl Authorizer {
-    /// An authorizer for the server at `url`, with no token yet.
+    /// An authorizer for the server at `url`: with the token its credentials file keeps, if
+    /// any (then the server's metadata is fetched now), else with no token yet.
     pub(crate) async fn new(url: &str, config: McpAuth) -> Result<Authorizer, AuthFailure> {
         let mut manager = AuthorizationManager::new(url)
             .await
             .map_err(|e| fail(AuthStep::Discovery, e))?;
         let credentials = InMemoryCredentialStore::new();
-        manager.set_credential_store(credentials.clone());
+        let file = match (&config.credentials_file, config.grant) {
+            (Some(path), McpGrant::AuthorizationCode) => Some(LoginFile::new(path.clone())),
+            _ => None,
+        };
+        let mut registered = None;
+        match &file {
+            Some(file) => {
+                manager.set_credential_store(file.clone());
+                manager.set_state_store(file.clone());
+                if manager
+                    .initialize_from_store()
+                    .await
+                    .map_err(|e| fail(AuthStep::Discovery, e))?
+                {
+                    // The kept client, with its secret, for the refresh.
+                    let kept = file.client().map_err(|e| fail(AuthStep::Token, e))?;
+                    if let Some(kept) = &kept {
+                        manager
+                            .configure_client(kept.oauth())
+                            .map_err(|e| fail(AuthStep::Registration, e))?;
+                    }
+                    registered = Some(kept.and_then(|k| k.issuer));
+                }
+            }
+            None => manager.set_credential_store(credentials.clone()),
+        }
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| fail(AuthStep::Discovery, e))?;
@@ -305,8 +372,56 @@ impl Authorizer {
             manager: client.auth_manager.clone(),
             client,
             credentials,
-            registered: Mutex::new(None),
+            registered: Mutex::new(registered),
+            file,
         })
+    }
+
+    /// Completes a login a person made at the URL of an [`AuthStep::Login`]: `redirect` is
+    /// the address the authorization server sent their browser to (`code` and `state` in its
+    /// query). The code is exchanged with the client and PKCE verifier the credentials file
+    /// kept for that `state`, and the token is kept there.
+    pub(crate) async fn complete(&self, redirect: &str) -> Result<(), AuthFailure> {
+        let file = self.file.as_ref().ok_or_else(|| {
+            fail(
+                AuthStep::Authorization,
+                "a login needs the authorization-code grant and a credentials file",
+            )
+        })?;
+        let callback = callback(redirect)?;
+        if !file
+            .is_pending(&callback.csrf_token)
+            .map_err(|e| fail(AuthStep::Authorization, e))?
+        {
+            return Err(fail(
+                AuthStep::Authorization,
+                format!(
+                    "no authorization waits for the redirect's state in {} (it was completed \
+                     already, is older than {} hours, or is another server's)",
+                    file.path().display(),
+                    crate::mcp_login::PENDING_SECS / 3600
+                ),
+            ));
+        }
+        let kept = file
+            .client()
+            .map_err(|e| fail(AuthStep::Authorization, e))?
+            .ok_or_else(|| {
+                fail(
+                    AuthStep::Registration,
+                    format!("{} keeps no client", file.path().display()),
+                )
+            })?;
+        let mut manager = self.manager.lock().await;
+        let resolution = manager
+            .resolve_metadata()
+            .await
+            .map_err(|e| fail(AuthStep::Discovery, e))?;
+        manager.set_metadata(resolution.metadata);
+        manager
+            .configure_client(kept.oauth())
+            .map_err(|e| fail(AuthStep::Registration, e))?;
+        exchange(&manager, &callback).await
     }
 
     /// The HTTP client for the transport.
@@ -363,8 +478,19 @@ impl Authorizer {
             return Ok(());
         }
         let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        // A client registered before, for a login still to complete, is used again: the
+        // pending login's code is bound to it.
+        let kept = match &self.file {
+            Some(file) if registered.is_none() && self.config.client_id.is_none() => file
+                .client()
+                .map_err(|e| fail(AuthStep::Registration, e))?
+                .filter(|k| k.issuer == issuer && k.redirect_uri == redirect_uri),
+            _ => None,
+        };
         if registered.is_none() {
-            let client = if let Some(id) = &self.config.client_id {
+            let client = if let Some(kept) = kept {
+                kept.oauth().with_scopes(scopes.clone())
+            } else if let Some(id) = &self.config.client_id {
                 let mut c = OAuthClientConfig::new(id.clone(), redirect_uri.clone())
                     .with_scopes(scopes.clone());
                 if let Some(secret) = &self.config.client_secret {
@@ -382,6 +508,15 @@ impl Authorizer {
                     .await
                     .map_err(|e| fail(AuthStep::Registration, e))?
             };
+            if let Some(file) = &self.file {
+                file.keep_client(KeptClient {
+                    client_id: client.client_id.clone(),
+                    client_secret: client.client_secret.clone(),
+                    redirect_uri: redirect_uri.clone(),
+                    issuer: issuer.clone(),
+                })
+                .map_err(|e| fail(AuthStep::Registration, e))?;
+            }
             manager
                 .configure_client(client)
                 .map_err(|e| fail(AuthStep::Registration, e))?;
@@ -391,16 +526,27 @@ impl Authorizer {
             .get_authorization_url(&refs)
             .await
             .map_err(|e| fail(AuthStep::Authorization, e))?;
-        let callback = follow(&url).await?;
-        manager
-            .exchange_code_for_token_with_issuer(
-                &callback.code,
-                &callback.csrf_token,
-                callback.issuer.as_deref(),
-            )
-            .await
-            .map_err(|e| fail(AuthStep::Token, token_error(&e)))?;
-        Ok(())
+        let callback = match follow(&url, &redirect_uri).await {
+            Err(Followed::Login(why)) if self.file.is_some() => {
+                return Err(AuthFailure {
+                    step: AuthStep::Login,
+                    reason: why,
+                    login_url: Some(url),
+                });
+            }
+            Err(Followed::Login(why)) => {
+                return Err(fail(
+                    AuthStep::Authorization,
+                    format!(
+                        "{why}: it wants a person to log in, and no credentials file keeps \
+                         the authorization for them"
+                    ),
+                ));
+            }
+            Err(Followed::Failed(failure)) => return Err(failure),
+            Ok(callback) => callback,
+        };
+        exchange(&manager, &callback).await
     }
 }
 
@@ -762,7 +908,7 @@ fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<String, Auth
 }
 
 /// Seconds since the Unix epoch.
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -846,36 +992,88 @@ fn token_error(e: &AuthError) -> String {
     }
 }
 
+/// Exchanges the code of `callback` for a token, which the manager keeps.
+async fn exchange(
+    manager: &AuthorizationManager,
+    callback: &AuthorizationCallback,
+) -> Result<(), AuthFailure> {
+    manager
+        .exchange_code_for_token_with_issuer(
+            &callback.code,
+            &callback.csrf_token,
+            callback.issuer.as_deref(),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| fail(AuthStep::Token, token_error(&e)))
+}
+
+/// How fetching the authorization URL went wrong.
+enum Followed {
+    /// The authorization server answered with something for a person (a login page, a
+    /// redirect elsewhere than to the client): why, in words.
+    Login(String),
+    /// Another failure.
+    Failed(AuthFailure),
+}
+
 /// Completes the authorization redirect without a browser: fetch the authorization URL, and
-/// read the code from where it redirects.
-async fn follow(url: &str) -> Result<AuthorizationCallback, AuthFailure> {
+/// read the code from where it redirects, when it redirects to `redirect_uri` at once.
+async fn follow(url: &str, redirect_uri: &str) -> Result<AuthorizationCallback, Followed> {
+    let failed = |e: String| Followed::Failed(fail(AuthStep::Authorization, e));
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| fail(AuthStep::Authorization, e))?;
+        .map_err(|e| failed(e.to_string()))?;
     let response = http
         .get(url)
         .send()
         .await
-        .map_err(|e| fail(AuthStep::Authorization, e.without_url()))?;
+        .map_err(|e| failed(e.without_url().to_string()))?;
     let status = response.status();
     let location = response
         .headers()
         .get(reqwest::header::LOCATION)
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| {
-            fail(
-                AuthStep::Authorization,
-                format!(
-                    "the authorization server answered {status} without a redirect: it wants a \
-                     person to log in, which a headless agent cannot do"
-                ),
-            )
+            Followed::Login(format!(
+                "the authorization server answered {status} without a redirect"
+            ))
         })?;
-    AuthorizationCallback::from_redirect_url(location).map_err(|_| {
+    if !to_client(location, redirect_uri) {
+        return Err(Followed::Login(
+            "the authorization server redirected elsewhere than to the client".into(),
+        ));
+    }
+    callback(location).map_err(Followed::Failed)
+}
+
+/// Whether `location` is the client's `redirect_uri` (with a query).
+fn to_client(location: &str, redirect_uri: &str) -> bool {
+    location
+        .strip_prefix(redirect_uri)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('?') || rest.starts_with('#'))
+}
+
+/// The code and state of a redirect to the client, or why it brings none (the `error` the
+/// authorization server gave).
+fn callback(redirect: &str) -> Result<AuthorizationCallback, AuthFailure> {
+    let parsed = reqwest::Url::parse(redirect).map_err(|e| {
         fail(
             AuthStep::Authorization,
-            "the authorization redirect brought no code (access denied?)",
+            format!("the redirect is not a URL: {e}"),
+        )
+    })?;
+    if let Some((_, error)) = parsed.query_pairs().find(|(k, _)| k == "error") {
+        return Err(fail(
+            AuthStep::Authorization,
+            format!("the authorization server answered `{error}` (access denied?)"),
+        ));
+    }
+    AuthorizationCallback::from_redirect_url(redirect).map_err(|_| {
+        fail(
+            AuthStep::Authorization,
+            "the authorization redirect brought no code and state",
         )
     })
 }

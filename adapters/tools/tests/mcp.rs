@@ -472,3 +472,145 @@ async fn a_question_nobody_can_answer_is_asked_of_the_run_and_the_reply_answers_
     assert_eq!(deleted(), "deleted main (merged)\n", "one deletion in all");
     mcp.shutdown().await;
 }
+
+/// The steps `login.js` logged, one a line.
+fn logged(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An authorization server that wants a person to log in: with a credentials file, the
+/// connection ends waiting for them (`McpError::Login` with the URL, nothing hangs); the person
+/// logs in, `complete_login` exchanges the code their browser brings back, and every later
+/// connection, in any process, uses the kept token without asking anyone again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_waits_for_a_person_and_its_token_serves_later_connections() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(peers) = common::peers() else { return };
+    let dir = tempfile::tempdir().expect("dir");
+    let log = dir.path().join("login.log");
+    let (_server, base) = terminus_fixture::peers::login_server(&peers, &log).await;
+    let file = dir.path().join("state").join("login.json");
+    let mut config = McpConfig::new(
+        "hosted",
+        McpTransport::Http {
+            url: format!("{base}/mcp"),
+        },
+    );
+    config.auth = Some(terminus_tools::McpAuth {
+        credentials_file: Some(file.clone()),
+        ..terminus_tools::McpAuth::default()
+    });
+
+    // Without a file, nothing can wait for the person: the step is named.
+    let mut headless = config.clone();
+    headless.auth = Some(terminus_tools::McpAuth::default());
+    let err = McpServer::connect(headless).await.expect_err("a person");
+    assert!(
+        matches!(&err, McpError::Auth { step: terminus_tools::AuthStep::Authorization, reason, .. }
+            if reason.contains("wants a person to log in")),
+        "{err}"
+    );
+
+    let headless_steps = logged(&log).len();
+
+    let url = match McpServer::connect(config.clone()).await {
+        Err(McpError::Login { server, url }) => {
+            assert_eq!(server, "hosted");
+            url
+        }
+        other => panic!("expected a login, got {other:?}"),
+    };
+    assert!(url.starts_with(&format!("{base}/authorize?")), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let mode = std::fs::metadata(&file).expect("kept").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+
+    // Another connection before the login registers no second client, and waits again.
+    let again = match McpServer::connect(config.clone()).await {
+        Err(McpError::Login { url, .. }) => url,
+        other => panic!("expected a login, got {other:?}"),
+    };
+    assert_ne!(again, url, "a new state and PKCE challenge");
+    let steps = logged(&log)[headless_steps..].to_vec();
+    assert_eq!(
+        steps.iter().filter(|l| *l == "register").count(),
+        1,
+        "{steps:?}"
+    );
+
+    // A refused login is named, and leaves the login pending.
+    let denied = terminus_fixture::peers::log_in(&url, "alice", true);
+    let err = terminus_tools::complete_login(&config, &denied)
+        .await
+        .expect_err("denied");
+    assert!(err.to_string().contains("access_denied"), "{err}");
+
+    // The person logs in at the first URL; the code their browser brings back is exchanged.
+    let redirect = terminus_fixture::peers::log_in(&url, "alice", false);
+    terminus_tools::complete_login(&config, &redirect)
+        .await
+        .expect("the login completes");
+    let kept = std::fs::read_to_string(&file).expect("kept");
+    assert!(kept.contains("\"access_token\""), "the token is kept");
+    // The same redirect again: its state is used up.
+    let err = terminus_tools::complete_login(&config, &redirect)
+        .await
+        .expect_err("used");
+    assert!(err.to_string().contains("no authorization waits"), "{err}");
+
+    // Later connections use the kept token: no login page, no new token.
+    let before = logged(&log);
+    for _ in 0..2 {
+        let server = McpServer::connect(config.clone())
+            .await
+            .expect("authorized");
+        let answer = server.call("whoami", json!({})).await;
+        assert_eq!(ok_text(&answer), "hello alice");
+        server.shutdown().await;
+    }
+    let after = logged(&log)[before.len()..].to_vec();
+    assert_eq!(
+        after.iter().filter(|l| *l == "call whoami alice").count(),
+        2,
+        "{after:?}"
+    );
+    // (Metadata discovery at the start probes the endpoint with a GET, unauthenticated: the
+    // challenge names the resource's metadata.)
+    for step in ["login page", "register", "token code", "unauthorized POST"] {
+        assert!(
+            !after.iter().any(|l| l.starts_with(step)),
+            "{step} in {after:?}"
+        );
+    }
+    assert_eq!(
+        before.iter().filter(|l| *l == "token code").count(),
+        1,
+        "{before:?}"
+    );
+
+    // An expired token is refreshed with the kept refresh token, still without a person.
+    let mut kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("kept")).expect("JSON");
+    kept["credentials"]["token_received_at"] = json!(1);
+    std::fs::write(&file, kept.to_string()).expect("aged");
+    let server = McpServer::connect(config.clone()).await.expect("refreshed");
+    assert_eq!(
+        ok_text(&server.call("whoami", json!({})).await),
+        "hello alice"
+    );
+    server.shutdown().await;
+    let last = logged(&log);
+    assert_eq!(
+        last.iter().filter(|l| *l == "token refresh").count(),
+        1,
+        "{last:?}"
+    );
+    assert!(
+        !last[before.len()..].iter().any(|l| l == "login page"),
+        "{last:?}"
+    );
+}

@@ -70,6 +70,18 @@ pub(crate) fn write_config(dir: &Path, base_url: &str, extra: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// Writes `dir/agent.toml`: a model at `fixture_url` (the fixture server, no API key, not
+/// streamed, 5 s timeout) and then `rest`, the sections a test adds. Its path.
+pub(crate) fn keyless_config(dir: &Path, fixture_url: &str, rest: &str) -> std::path::PathBuf {
+    let path = dir.join("agent.toml");
+    let body = format!(
+        "[model]\nprovider = \"openai\"\nbase_url = \"{fixture_url}/v1\"\nmodel = \"gpt-4o-mini\"\n\
+         stream = false\ntimeout_ms = 5000\n{rest}"
+    );
+    std::fs::write(&path, body).expect("write the config");
+    path
+}
+
 pub(crate) async fn terminus(args: Vec<String>) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
         .args(args)
