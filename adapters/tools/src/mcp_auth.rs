@@ -354,7 +354,7 @@ impl Authorizer {
                     let kept = file.client().map_err(|e| fail(AuthStep::Token, e))?;
                     if let Some(kept) = &kept {
                         manager
-                            .configure_client(kept.oauth())
+                            .configure_client(kept_client(kept, &config))
                             .map_err(|e| fail(AuthStep::Registration, e))?;
                     }
                     registered = Some(kept.and_then(|k| k.issuer));
@@ -419,7 +419,7 @@ impl Authorizer {
             .map_err(|e| fail(AuthStep::Discovery, e))?;
         manager.set_metadata(resolution.metadata);
         manager
-            .configure_client(kept.oauth())
+            .configure_client(kept_client(&kept, &self.config))
             .map_err(|e| fail(AuthStep::Registration, e))?;
         exchange(&manager, &callback).await
     }
@@ -489,7 +489,7 @@ impl Authorizer {
         };
         if registered.is_none() {
             let client = if let Some(kept) = kept {
-                kept.oauth().with_scopes(scopes.clone())
+                kept_client(&kept, &self.config).with_scopes(scopes.clone())
             } else if let Some(id) = &self.config.client_id {
                 let mut c = OAuthClientConfig::new(id.clone(), redirect_uri.clone())
                     .with_scopes(scopes.clone());
@@ -509,9 +509,14 @@ impl Authorizer {
                     .map_err(|e| fail(AuthStep::Registration, e))?
             };
             if let Some(file) = &self.file {
+                // A secret the config gives stays in the environment, not in the file.
+                let registered_secret = match &self.config.client_id {
+                    Some(_) => None,
+                    None => client.client_secret.clone(),
+                };
                 file.keep_client(KeptClient {
                     client_id: client.client_id.clone(),
-                    client_secret: client.client_secret.clone(),
+                    client_secret: registered_secret,
                     redirect_uri: redirect_uri.clone(),
                     issuer: issuer.clone(),
                 })
@@ -992,6 +997,21 @@ fn token_error(e: &AuthError) -> String {
     }
 }
 
+/// The client a credentials file keeps, as rmcp configures it: with its registered secret, or,
+/// for the pre-registered client of `config`, the secret the config gives.
+fn kept_client(kept: &KeptClient, config: &McpAuth) -> OAuthClientConfig {
+    let client = OAuthClientConfig::new(kept.client_id.clone(), kept.redirect_uri.clone());
+    let secret = match &kept.client_secret {
+        Some(secret) => Some(secret),
+        None if config.client_id.as_ref() == Some(&kept.client_id) => config.client_secret.as_ref(),
+        None => None,
+    };
+    match secret {
+        Some(secret) => client.with_client_secret(secret.clone()),
+        None => client,
+    }
+}
+
 /// Exchanges the code of `callback` for a token, which the manager keeps.
 async fn exchange(
     manager: &AuthorizationManager,
@@ -1093,6 +1113,33 @@ mod tests {
             Some("mcp:admin")
         );
         assert_eq!(challenge_scope(r#"Bearer resource_metadata="x""#), None);
+    }
+
+    #[test]
+    fn a_kept_client_takes_a_pre_registered_secret_from_the_config_only() {
+        let config = McpAuth {
+            client_id: Some("pre".into()),
+            client_secret: Some("from-env".into()),
+            ..McpAuth::default()
+        };
+        let kept = |id: &str, secret: Option<&str>| KeptClient {
+            client_id: id.into(),
+            client_secret: secret.map(str::to_owned),
+            redirect_uri: DEFAULT_REDIRECT_URI.into(),
+            issuer: None,
+        };
+        let secret = |k: &KeptClient| kept_client(k, &config).client_secret;
+        assert_eq!(secret(&kept("pre", None)).as_deref(), Some("from-env"));
+        assert_eq!(secret(&kept("dcr-1", None)), None);
+        assert_eq!(
+            secret(&kept("dcr-1", Some("registered"))).as_deref(),
+            Some("registered")
+        );
+        let client = kept_client(&kept("dcr-1", None), &config);
+        assert_eq!(
+            (client.client_id.as_str(), client.redirect_uri.as_str()),
+            ("dcr-1", DEFAULT_REDIRECT_URI)
+        );
     }
 
     #[test]

@@ -9,8 +9,7 @@
 //! journaled, recorded, logged or put in a span.
 
 use rmcp::transport::auth::{
-    AuthError, CredentialStore, OAuthClientConfig, StateStore, StoredAuthorizationState,
-    StoredCredentials,
+    AuthError, CredentialStore, StateStore, StoredAuthorizationState, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,7 +38,8 @@ struct Kept {
 pub(crate) struct KeptClient {
     /// Its ID (given at registration, configured, or a metadata document's URL).
     pub(crate) client_id: String,
-    /// Its secret, if registration gave one.
+    /// Its secret, if registration gave one (a pre-registered client's stays in the
+    /// config's environment variable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) client_secret: Option<String>,
     /// The redirect URI it was registered with.
@@ -60,17 +60,6 @@ impl std::fmt::Debug for KeptClient {
             .field("redirect_uri", &self.redirect_uri)
             .field("issuer", &self.issuer)
             .finish()
-    }
-}
-
-impl KeptClient {
-    /// The client as rmcp configures it.
-    pub(crate) fn oauth(&self) -> OAuthClientConfig {
-        let config = OAuthClientConfig::new(self.client_id.clone(), self.redirect_uri.clone());
-        match &self.client_secret {
-            Some(secret) => config.with_client_secret(secret.clone()),
-            None => config,
-        }
     }
 }
 
