@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// How long a pending authorization (a login URL handed to a person) stays in the file.
 pub(crate) const PENDING_SECS: u64 = 24 * 60 * 60;
 
+/// How many pending authorizations the file keeps at most (the newest).
+pub(crate) const MAX_PENDING: usize = 16;
+
 /// What the file holds.
 #[derive(Default, Serialize, Deserialize)]
 struct Kept {
@@ -128,6 +131,18 @@ impl LoginFile {
         let now = crate::mcp_auth::now_secs();
         kept.pending
             .retain(|_, s| now.saturating_sub(s.created_at) < PENDING_SECS);
+        // A host that retries a connection (Restate, a loop) asks for a login each time: the
+        // newest are kept.
+        while kept.pending.len() > MAX_PENDING {
+            let oldest = kept
+                .pending
+                .iter()
+                .min_by_key(|(_, s)| s.created_at)
+                .map(|(state, _)| state.clone());
+            if let Some(state) = oldest {
+                kept.pending.remove(&state);
+            }
+        }
         self.write(&kept)?;
         Ok(out)
     }
@@ -299,5 +314,26 @@ mod tests {
         StateStore::save(&file, "new", new).await.expect("saved");
         assert!(!file.is_pending("old").expect("read"));
         assert!(file.is_pending("new").expect("read"));
+
+        // At most MAX_PENDING, the newest.
+        for i in 0..MAX_PENDING + 3 {
+            let state = format!("s{i}");
+            let mut pending =
+                StoredAuthorizationState::new(&verifier, &oauth2::CsrfToken::new(state.clone()));
+            pending.created_at = crate::mcp_auth::now_secs() + 1 + i as u64;
+            StateStore::save(&file, &state, pending)
+                .await
+                .expect("saved");
+        }
+        assert!(
+            !file.is_pending("new").expect("read"),
+            "the oldest went first"
+        );
+        assert!(!file.is_pending("s2").expect("read"));
+        assert!(file.is_pending("s3").expect("read"));
+        assert!(
+            file.is_pending(&format!("s{}", MAX_PENDING + 2))
+                .expect("read")
+        );
     }
 }
