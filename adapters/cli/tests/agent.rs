@@ -778,7 +778,8 @@ async fn a_question_a_tool_asks_suspends_the_run_until_a_person_answers_it() {
 /// runs nothing and exits 5 with the login URL (kind `authorization`, on stderr and as the
 /// JSON line), `terminus authorize` completes the login with the address the browser is sent
 /// to, and the agent run again uses the kept token: the tool answers as the person who logged
-/// in, and the token is in no output and not in the journal.
+/// in, and the token is in no output and not in the journal. A worker, which cannot wait for a
+/// person, marks such an execution failed (exit 5, the URL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_wants_a_person_to_log_in_suspends_the_agent_until_authorize() {
     use std::os::unix::fs::PermissionsExt as _;
@@ -846,6 +847,40 @@ async fn a_server_that_wants_a_person_to_log_in_suspends_the_agent_until_authori
         "{}",
         text(&runs.stdout)
     );
+
+    // A worker cannot wait for a person: it marks the execution failed, exit 5, with the URL.
+    let submit = terminus(vec![
+        "submit".into(),
+        config.clone(),
+        "--task".into(),
+        "Who am I?".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--execution".into(),
+        "who-w".into(),
+    ])
+    .await;
+    assert_eq!(submit.status.code(), Some(0), "{}", text(&submit.stderr));
+    let worker = terminus(vec![
+        "worker".into(),
+        "--journal".into(),
+        journal.clone(),
+        "--until-idle".into(),
+        "--poll-ms".into(),
+        "10".into(),
+    ])
+    .await;
+    let said = text(&worker.stderr);
+    assert_eq!(worker.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("cannot run who-w")
+            && said.contains(&format!(
+                "waits for a person to log in at {base}/authorize?"
+            ))
+            && said.contains("(marked failed, exit 5)"),
+        "{said}"
+    );
+    assert_eq!(fixture.count(), 0, "no model call from the worker either");
 
     let address = peers::log_in(url, "alice", false);
     let wrong = terminus(vec![

@@ -613,4 +613,29 @@ async fn a_login_waits_for_a_person_and_its_token_serves_later_connections() {
         !last[before.len()..].iter().any(|l| l == "login page"),
         "{last:?}"
     );
+
+    // A token the authorization server revokes in the middle of a run: the refresh is refused
+    // too, and the call answers `auth_failed` with the URL where the person logs in again.
+    let server = McpServer::connect(config.clone())
+        .await
+        .expect("authorized");
+    let revoked = reqwest::Client::new()
+        .post(format!("{base}/revoke"))
+        .send()
+        .await
+        .expect("revoked");
+    assert_eq!(revoked.status(), 200);
+    match server.call("whoami", json!({})).await {
+        ToolOutcome::Error { kind, message } => {
+            assert_eq!(kind, ToolErrorKind::AuthFailed);
+            assert!(
+                message.contains(&format!(
+                    "waits for a person to log in at {base}/authorize?"
+                )),
+                "{message}"
+            );
+        }
+        other => panic!("expected auth_failed, got {other:?}"),
+    }
+    server.shutdown().await;
 }

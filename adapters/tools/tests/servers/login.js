@@ -11,12 +11,14 @@
 //   `deny=1` instead, a redirect with `error=access_denied`;
 // - POST /token: the code (once, with the PKCE verifier whose S256 hash the authorization request
 //   named, from the client it was issued to) or a refresh token for an access token;
+// - POST /revoke: every access and refresh token is forgotten (a test's revocation);
 // - /mcp: the MCP endpoint (stateless); without a valid bearer token, 401 with the
 //   `WWW-Authenticate` challenge naming the resource metadata. Its tool `whoami` answers
 //   "hello NAME", NAME the person who logged in.
 //
 // Each step is appended to LOG_FILE as a line (`register`, `login page`, `login NAME`, `token
-// code`, `token refresh`, `unauthorized`, `call whoami NAME`), so a test can count them. The
+// code`, `token refresh`, `revoke`, `unauthorized METHOD with|without` (a bearer token or
+// none), `call whoami NAME`), so a test can count them. The
 // server listens on 127.0.0.1 at a free port and prints `listening PORT` on stdout.
 //
 // Usage: node login.js NODE_MODULES LOG_FILE (NODE_MODULES: the folder that holds
@@ -168,6 +170,13 @@ const server = http.createServer(async (req, res) => {
       }
       note("token code");
       return issue(res, grant.user);
+    }
+    if (url.pathname === "/revoke" && req.method === "POST") {
+      // The authorization server forgets every token (a revocation, a reset password).
+      tokens.clear();
+      refreshes.clear();
+      note("revoke");
+      return send(res, 200, { revoked: true });
     }
     if (url.pathname === "/mcp") {
       const auth = req.headers.authorization || "";
