@@ -4,9 +4,9 @@
 //! authorizations (each one's PKCE verifier, keyed by its `state`), and the token once a login
 //! is completed. It is rmcp's credential store and state store for that server.
 //!
-//! The file is written whole, to a temporary file beside it that is renamed over it, readable
-//! by its owner alone (mode `0600`, in a folder made `0700`): it holds a token. Nothing of it is
-//! journaled, recorded, logged or put in a span.
+//! The file is written whole, to a temporary file beside it (one a process) that is renamed
+//! over it, readable by its owner alone (mode `0600`, in a folder made `0700`): it holds a
+//! token. Nothing of it is journaled, recorded, logged or put in a span.
 
 use rmcp::transport::auth::{
     AuthError, CredentialStore, StateStore, StoredAuthorizationState, StoredCredentials,
@@ -159,8 +159,9 @@ impl LoginFile {
                 .map_err(fail)?;
         }
         let text = serde_json::to_vec_pretty(kept).map_err(|e| store_error(&self.path, e))?;
+        // Each process its own temporary file: two writing at once never mix theirs.
         let mut tmp = self.path.as_os_str().to_owned();
-        tmp.push(".tmp");
+        tmp.push(format!(".{}.tmp", std::process::id()));
         let tmp = PathBuf::from(tmp);
         let _ = std::fs::remove_file(&tmp);
         let mut file = std::fs::OpenOptions::new()
@@ -259,7 +260,15 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(dir_mode & 0o777, 0o700, "{dir_mode:o}");
-        assert!(!path.with_extension("json.tmp").exists());
+        let left: Vec<_> = std::fs::read_dir(path.parent().expect("dir"))
+            .expect("listed")
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        assert_eq!(
+            left,
+            [std::ffi::OsString::from("remote.json")],
+            "no temporary file left"
+        );
 
         // A client registered anew drops the token of the one before.
         CredentialStore::save(
