@@ -373,7 +373,7 @@ pub(crate) fn wait_for_login(wait: &LoginWait, execution: Option<&str>, json: bo
         url = wait.url,
         config = wait.config,
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines.as_bytes());
+    let _ = std::io::stderr().lock().write_all(lines.as_bytes());
     if json {
         let line = serde_json::json!({
             "execution": execution,

@@ -817,13 +817,12 @@ fn auth_error(server: &str, failure: AuthFailure) -> McpError {
 /// or no code, a `state` no pending login has, a refused code: [`McpError::Auth`] naming the
 /// step.
 pub async fn complete_login(config: &McpConfig, redirect: &str) -> Result<(), McpError> {
-    let not_login = |reason: &str| McpError::Auth {
-        server: config.name.clone(),
-        step: AuthStep::Authorization,
-        reason: reason.to_owned(),
-    };
     let (Some(auth), McpTransport::Http { url }) = (&config.auth, &config.transport) else {
-        return Err(not_login("the server has no OAuth config"));
+        return Err(McpError::Auth {
+            server: config.name.clone(),
+            step: AuthStep::Authorization,
+            reason: "the server has no OAuth config".into(),
+        });
     };
     let authorizer = Authorizer::new(url, auth.clone())
         .await
