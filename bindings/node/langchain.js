@@ -217,6 +217,21 @@ function terminusMiddleware(policy, options = {}) {
     throw new TypeError(`verifier: expected a boolean or a [boolean, string] pair, got ${JSON.stringify(answer)}`);
   };
 
+  // The names of the tools each model call offered, by its reply's id, for the reply's hook (a
+  // tool call written in the text runs only when it names one of them).
+  const offered = new Map();
+  const noteOffered = (request, response) => {
+    const reply = AIMessageOf(response);
+    if (reply === null) return;
+    // A reply without an id gets one here (the graph would give it one): its hook finds it.
+    if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`;
+    const names = (request.tools || [])
+      .map((t) => (t && (t.name || (t.function && t.function.name))) || null)
+      .filter((n) => typeof n === 'string' && n.length > 0);
+    offered.set(reply.id, names);
+    while (offered.size > 256) offered.delete(offered.keys().next().value);
+  };
+
   /** Drains the kernel's commands into `turn`; returns the messages, notices and the jump. */
   const carryOut = (machine, turn) => {
     const out = { messages: [], notices: [], jump: undefined };
@@ -238,6 +253,8 @@ function terminusMiddleware(policy, options = {}) {
           turn.awaiting = Object.fromEntries((command.calls || []).map((c) => [callId(c, 'run_tools'), String(c.name)]));
           turn.refused = Object.fromEntries((command.refused || []).map((r) => [callId(r, 'run_tools.refused'), String(r.text)]));
           turn.warnings = Object.fromEntries((command.warnings || []).map((w) => [callId(w, 'run_tools.warnings'), String(w.text)]));
+          // The model wrote these calls in its text: the reply gets them as calls.
+          if (command.written != null) out.written = [String(command.written), command.calls || []];
           out.jump = undefined;
           break;
         case 'verify':
@@ -393,6 +410,7 @@ function terminusMiddleware(policy, options = {}) {
           call = turn.call || {};
           continue;
         }
+        noteOffered(asked, response);
         if (machine === null) return response;
         // Errors were fed before this reply: the state gets the machine past them (the reply
         // itself is added by the model node, as for any reply).
@@ -406,7 +424,7 @@ function terminusMiddleware(policy, options = {}) {
       hook: (state) => {
         const turn = { ...(state[TURN_KEY] || {}) };
         const messages = state.messages || [];
-        const message = lastAI(messages);
+        let message = lastAI(messages);
         if (!message || !state[MACHINE_KEY]) return undefined;
         const stop = (message.response_metadata || {})[STOP_KEY];
         if (stop && message.id === messages[messages.length - 1].id) {
@@ -417,9 +435,27 @@ function terminusMiddleware(policy, options = {}) {
         if (message.id != null && message.id === turn.fed) return undefined;
         const machine = restore(state);
         turn.fed = message.id;
-        const out = feed(machine, turn, modelTurnEvent(message));
-        const calls = [...(message.tool_calls || []), ...(message.invalid_tool_calls || []).filter((c) => c.id)];
+        const event = modelTurnEvent(message);
+        if (message.id != null && offered.has(message.id)) {
+          event.model_turn.tools = offered.get(message.id);
+          offered.delete(message.id);
+        }
+        const out = feed(machine, turn, event);
         const replies = [];
+        if (out.written && message.id != null) {
+          // Tool calls the model wrote in its text, which the kernel runs: the reply becomes a
+          // tool turn (same id, so it replaces the reply) for the tools node to run.
+          const [content, written] = out.written;
+          message = new msgs.AIMessage({
+            content,
+            id: message.id,
+            tool_calls: written.map((c) => ({ id: c.id, name: c.name, args: c.arguments, type: 'tool_call' })),
+            response_metadata: message.response_metadata,
+            usage_metadata: message.usage_metadata,
+          });
+          replies.push(message);
+        }
+        const calls = [...(message.tool_calls || []), ...(message.invalid_tool_calls || []).filter((c) => c.id)];
         if (!calls.length && !textOf(message.content).trim() && message.id) {
           // An empty reply is an error (retried, or the run stops), never part of the conversation.
           replies.push(new msgs.RemoveMessage({ id: message.id }));

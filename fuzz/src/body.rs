@@ -218,6 +218,7 @@ fn turn(b: &mut Bytes<'_>, n: u32) -> ModelTurn {
         usage,
         finish,
         reasoning: b.upto(4) == 3,
+        text_calls: None,
     }
 }
 

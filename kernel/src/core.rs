@@ -86,12 +86,12 @@ impl Core {
         };
         match *event {
             Input::Turn {
+                kind,
                 input_tokens,
                 output_tokens,
-                ..
             } => {
                 self.add_tokens(input_tokens, output_tokens);
-                context.accept_turn();
+                context.accept_turn(kind);
                 self.stop(context, Rule::FinalAnswerDone, Outcome::Aborted(budget))
             }
             Input::ModelError(_) => {
@@ -237,7 +237,7 @@ impl Core {
             } => {
                 self.add_tokens(input_tokens, output_tokens);
                 self.streaks.model_retries = 0;
-                cx.accept_turn();
+                cx.accept_turn(kind);
                 self.on_turn(cx, kind, here)
             }
             Input::ModelError(class) => self.on_model_error(cx, class, here),
@@ -268,6 +268,10 @@ impl Core {
                 }
                 // Rule 1: tool calls never complete the run, whatever `needs_more_work` says.
                 self.stats.tool_calls = self.stats.tool_calls.saturating_add(runnable);
+                self.stats.text_tool_calls = self
+                    .stats
+                    .text_tool_calls
+                    .saturating_add(cx.recovered_calls());
                 cx.run_tools();
                 self.step(cx, Rule::ToolTurn, State::acting())
             }
@@ -291,7 +295,7 @@ impl Core {
                 if self.reached(&limits::NO_OPS) {
                     return self.stop_at(cx, &limits::NO_OPS);
                 }
-                cx.desk.note_no_op(no_op);
+                cx.note_no_op(no_op);
                 self.call_model(
                     cx,
                     Rule::NoOpContinue,

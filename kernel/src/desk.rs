@@ -33,6 +33,7 @@ use crate::reason::Outcome;
 use crate::rule::Rule;
 use crate::stats::Stats;
 use crate::step::Handled;
+use crate::textcall::{self, TextToolCalls};
 use crate::todo::{Todo, WRITE_TODOS, open_todos, parse_todos};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -98,6 +99,9 @@ pub(crate) struct Desk {
     pub(crate) now_ms: u64,
     pub(crate) ignored: u32,
     pub(crate) last_no_op: NoOpKind,
+    /// The calls the last no-op turn wrote as text, for its nudge (only after such a turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) text_call: Option<Box<TextCallNote>>,
     /// The largest share of `token_budget` (in percent, one of [`TOKEN_WARNINGS`]) the model
     /// was told it used; 0 when none.
     #[serde(default)]
@@ -140,6 +144,7 @@ impl Desk {
             now_ms: 0,
             ignored: 0,
             last_no_op: NoOpKind::Silent,
+            text_call: None,
             told_tokens: 0,
             preempted: None,
             raises: 0,
@@ -263,6 +268,11 @@ impl Desk {
             match (turn.finish, turn.needs_more_work) {
                 (Finish::Length, _) => TurnKind::NoOp(NoOpKind::Truncated),
                 (Finish::ContentFilter, _) => TurnKind::NoOp(NoOpKind::Filtered),
+                _ if policy.text_tool_calls != TextToolCalls::Off
+                    && textcall::find(&turn.text).is_some() =>
+                {
+                    TurnKind::NoOp(NoOpKind::TextCall)
+                }
                 (_, Some(true)) => TurnKind::NoOp(NoOpKind::NeedsMoreWork),
                 (_, needs_more_work) => TurnKind::Claim {
                     explicit: needs_more_work == Some(false),
@@ -409,11 +419,17 @@ impl Desk {
         };
         Handled::Ignored { why, phase }
     }
+}
 
-    /// A no-op turn was accepted: remembered for the continuation guidance.
-    pub(crate) fn note_no_op(&mut self, kind: NoOpKind) {
-        self.last_no_op = kind;
-    }
+/// What the nudge after a turn that wrote its tool calls as text says of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TextCallNote {
+    /// The names the written calls gave.
+    pub(crate) names: Vec<String>,
+    /// The offered tools to name (the host's [`crate::TextCalls::suggested`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) suggested: Vec<String>,
 }
 
 // ----- 2. commits, made by the state that accepted the input -----
@@ -430,15 +446,42 @@ impl<'d, 'e> Cx<'d, 'e> {
         }
     }
 
-    /// A model turn was accepted: its substantive text is the partial result, whatever the turn.
-    /// (The calls stay in the turn for [`Cx::run_tools`].)
-    pub(crate) fn accept_turn(&mut self) {
+    /// A model turn was accepted: its substantive text is the partial result, whatever the turn,
+    /// but for a tool call written as text (which is not a result). (The calls stay in the turn
+    /// for [`Cx::run_tools`].)
+    pub(crate) fn accept_turn(&mut self, kind: TurnKind) {
         if let Arrival::Turn { turn, .. } = &mut self.arrival
             && !turn.text.is_empty()
+            && kind != TurnKind::NoOp(NoOpKind::TextCall)
             && !turn.text.trim().is_empty()
         {
             self.desk.result = Some(std::mem::take(&mut turn.text));
         }
+    }
+
+    /// How many calls of an accepted tool turn the host recovered from the model's text.
+    pub(crate) fn recovered_calls(&self) -> u32 {
+        match &self.arrival {
+            Arrival::Turn { turn, .. } => turn.recovered_calls(),
+            _ => 0,
+        }
+    }
+
+    /// A no-op turn was accepted: remembered for the continuation guidance (with the calls a
+    /// turn wrote as text, for the nudge to name).
+    pub(crate) fn note_no_op(&mut self, kind: NoOpKind) {
+        self.desk.last_no_op = kind;
+        self.desk.text_call = match (&self.arrival, kind) {
+            (Arrival::Turn { turn, .. }, NoOpKind::TextCall) => {
+                textcall::find(&turn.text).map(|written| {
+                    Box::new(TextCallNote {
+                        names: written.names(),
+                        suggested: turn.suggested_tools().to_vec(),
+                    })
+                })
+            }
+            _ => None,
+        };
     }
 
     /// Tool results were accepted. Results are facts: recorded in the ledger, the todo list and
@@ -862,16 +905,22 @@ impl Desk {
             NudgeKind::Continue(NoOpKind::Filtered) => {
                 "Your last reply was cut by the content filter."
             }
+            NudgeKind::Continue(NoOpKind::TextCall) => {
+                "Your last reply wrote a tool call as text, so nothing ran."
+            }
         });
+        if let (NudgeKind::Continue(NoOpKind::TextCall), Some(note)) = (kind, &self.text_call) {
+            text_call_guidance(&mut text, note);
+        }
         if !open_todos.is_empty() {
             text.push_str("\nOpen todos: ");
             text.push_str(&open_todos.join("; "));
             text.push('.');
         }
         if !missing_tools.is_empty() {
-            text.push_str("\nRequired tools not yet run successfully: ");
-            text.push_str(&missing_tools.join(", "));
-            text.push('.');
+            text.push_str("\nStill required before the task can finish: call ");
+            text.push_str(&quoted(&missing_tools));
+            text.push_str(" (not yet run successfully).");
         }
         let missing_items = if kind == NudgeKind::VerifierRejected {
             self.missing_items.clone()
@@ -883,7 +932,14 @@ impl Desk {
             text.push_str(&missing_items.join("; "));
             text.push('.');
         }
-        text.push_str("\nContinue: call a tool, or when everything is done give your final answer with needs_more_work: false.");
+        text.push_str(if missing_tools.is_empty() && open_todos.is_empty() {
+            "\nContinue: call a tool through the tool interface, or, when everything is done, \
+             reply with your final answer and no tool call (a JSON reply may say \
+             \"needs_more_work\": false)."
+        } else {
+            "\nContinue: call the tool through the tool interface now; reply with your final \
+             answer only when that is done."
+        });
         Nudge {
             kind,
             text,
@@ -891,6 +947,37 @@ impl Desk {
             missing_tools,
             missing_items,
         }
+    }
+}
+
+/// `a`, `b` and `c`, each in backticks.
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// What the nudge after a written tool call says of it: the names it wrote, and the offered
+/// tools (the closest to a name no tool has, or all of them).
+fn text_call_guidance(text: &mut String, note: &TextCallNote) {
+    text.push_str(" You wrote ");
+    text.push_str(&quoted(&note.names));
+    text.push_str(
+        " in your reply's text; a call written there is not run. Call tools through the tool \
+         interface (a function call), not by writing JSON or tags in your reply.",
+    );
+    if !note.suggested.is_empty() {
+        let offered = |n: &String| note.suggested.contains(n);
+        if note.names.iter().all(offered) {
+            text.push_str(" Offered tools: ");
+        } else {
+            text.push_str(" No tool of that name is offered; the closest offered tools: ");
+        }
+        text.push_str(&quoted(&note.suggested));
+        text.push('.');
     }
 }
 

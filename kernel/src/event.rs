@@ -2,6 +2,7 @@
 
 use crate::json::Json;
 use crate::name::{CallId, Name};
+use crate::textcall::TextCalls;
 use serde::{Deserialize, Serialize};
 
 /// Token usage a provider reported for one turn. Absent usage means unknown, not zero.
@@ -78,6 +79,23 @@ pub struct ModelTurn {
     pub finish: Finish,
     /// The model produced reasoning (thinking) output.
     pub reasoning: bool,
+    /// Tool calls the model wrote in its text, as the host found them before the machine saw
+    /// the turn (see [`crate::textcall::recover`]); `None` (and absent from JSON) when none.
+    /// Boxed: rare, and every event carries the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_calls: Option<Box<TextCalls>>,
+}
+
+impl ModelTurn {
+    /// How many of `tool_calls` the host recovered from the text (see [`crate::textcall`]).
+    pub fn recovered_calls(&self) -> u32 {
+        self.text_calls.as_ref().map_or(0, |t| t.recovered)
+    }
+
+    /// The offered tools a nudge names for a call written in the text that did not run.
+    pub fn suggested_tools(&self) -> &[String] {
+        self.text_calls.as_ref().map_or(&[], |t| &t.suggested)
+    }
 }
 
 /// The class of a model-call failure.

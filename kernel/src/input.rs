@@ -33,6 +33,9 @@ pub enum NoOpKind {
     Truncated,
     /// Content partly filtered (finish `content_filter`): never an answer.
     Filtered,
+    /// The reply is, or ends with, a tool call written as text that did not run (see
+    /// [`crate::textcall`]): never a claim, never an answer.
+    TextCall,
 }
 
 /// What a completion claim still lacks (rule 5).

@@ -119,6 +119,7 @@ mod stats;
 mod step;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod textcall;
 mod todo;
 
 pub use crate::backoff::backoff_ms;
@@ -152,4 +153,5 @@ pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
 pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
+pub use crate::textcall::{TextCalls, TextToolCalls};
 pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, open_todos, parse_todos};

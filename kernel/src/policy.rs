@@ -3,6 +3,7 @@
 
 use crate::json::Json;
 use crate::loops::MAX_LOOP_PERIOD;
+use crate::textcall::TextToolCalls;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -112,6 +113,11 @@ pub struct Policy {
     /// When a budget (`max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls`) is spent, make one last
     /// tool-less model call for a final answer; the stop reason still names the budget. Default false.
     pub final_answer_on_budget: bool,
+    /// What a tool call written in the reply's text does (see [`crate::textcall`]): `run`
+    /// (default) runs a call of an offered tool, `nudge` tells the model to use the tool
+    /// interface, `off` reads the text as before. Absent from the JSON form when `run`.
+    #[serde(skip_serializing_if = "TextToolCalls::is_default")]
+    pub text_tool_calls: TextToolCalls,
 }
 
 impl Default for Policy {
@@ -141,6 +147,7 @@ impl Default for Policy {
             tool_budgets: BTreeMap::new(),
             seed: 0,
             final_answer_on_budget: false,
+            text_tool_calls: TextToolCalls::Run,
         }
     }
 }

@@ -13,6 +13,9 @@ pub struct Stats {
     pub model_calls: u32,
     /// Tool executions issued (calls refused because their tool is excluded are not counted).
     pub tool_calls: u32,
+    /// Tool calls the model wrote in its text that ran as real calls (see
+    /// [`crate::textcall`]); they count in `tool_calls` too.
+    pub text_tool_calls: u32,
     /// Tool calls refused because their tool was excluded.
     pub refused_calls: u32,
     /// Tool executions that returned an error.
@@ -85,10 +88,11 @@ macro_rules! fields {
 
 impl Stats {
     /// Every counter, in declaration (JSON) order.
-    pub const FIELDS: [Field<Stats>; 17] = fields!(Stats:
+    pub const FIELDS: [Field<Stats>; 18] = fields!(Stats:
         steps,
         model_calls,
         tool_calls,
+        text_tool_calls,
         refused_calls,
         tool_failures,
         failed_tool_turns,

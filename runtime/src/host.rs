@@ -5,15 +5,17 @@
 //!
 //! Events ([`EventIn`], one key each):
 //! `{"model_turn": {"text", "tool_calls": [{"id", "name", "arguments"}], "needs_more_work",
-//! "usage": {"input_tokens", "output_tokens"}, "finish", "reasoning"}}` (every key optional but
-//! a tool call's `name`), `{"model_error": {"kind", "retry_after_ms"}}`,
+//! "usage": {"input_tokens", "output_tokens"}, "finish", "reasoning", "tools"}}` (every key
+//! optional but a tool call's `name`; `tools`: the names offered with the call, for a tool call
+//! written in the text, see [`terminus_kernel::textcall`]), `{"model_error": {"kind", "retry_after_ms"}}`,
 //! `{"tool_results": [{"call_id", "name", "ok": ANY} | {"call_id", "name", "error": KIND,
 //! "message"}]}`, `{"verdict": {"complete", "feedback", "missing"}}`, `{"tick": NOW_MS}`,
 //! `{"cancel": true}`.
 //!
 //! Commands ([`CommandOut`]): `call_model` (with its backoff `delay_ms` and whether the model may
 //! call `tools`), `run_tools` (only the calls to run; the refused ones with the text the model is
-//! given instead, and the budget warnings to append to results), `verify` (the claim, the todos,
+//! given instead, the budget warnings to append to results, and `written`, the reply's prose,
+//! when the calls were written in its text), `verify` (the claim, the todos,
 //! and what the rules say is missing), `nudge` and `notice` (text for the conversation), and
 //! `stop` with the report.
 //!
@@ -38,6 +40,7 @@ use terminus_kernel::{
     Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
     Policy, PolicyError, Raise, RaiseError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall,
     ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, executed, lean_decision_records,
+    textcall,
 };
 
 /// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
@@ -147,6 +150,11 @@ pub struct TurnIn {
     /// The model produced reasoning output.
     #[serde(default)]
     pub reasoning: Option<bool>,
+    /// The names of the tools offered with the call this turn answers: a tool call the model
+    /// wrote in its text runs when it names one of them (`policy.text_tool_calls`). Absent:
+    /// the host did not say, and a written call of any name runs.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
 }
 
 /// One tool call of a turn.
@@ -275,6 +283,11 @@ pub enum CommandOut {
         /// Budget warnings for the model, appended to the named calls' results.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<WarningOut>,
+        /// Present when the model wrote these calls in its reply's text (recovered, see
+        /// `policy.text_tool_calls`): the reply without them. A framework that runs the calls
+        /// of the reply message gives that message this text and these calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        written: Option<String>,
     },
     /// Ask the verifier; answer with `verdict`.
     Verify {
@@ -338,6 +351,7 @@ fn lean_entry(event: &Event) -> Entry {
             usage: turn.usage,
             finish: turn.finish,
             reasoning: turn.reasoning,
+            text_calls: turn.text_calls.clone(),
         }),
         Event::ToolResults(results) => Entry::ToolResults {
             results: results.iter().map(lean_result).collect(),
@@ -397,6 +411,10 @@ struct Keep {
     /// The last clock reading (milliseconds since the start).
     now_ms: u64,
     stop: Option<Stop>,
+    /// The reply's prose when the last turn's tool calls were written in its text and
+    /// recovered (for its `run_tools`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    written: Option<String>,
 }
 
 /// A saved host: the version, the machine and what the host keeps.
@@ -445,6 +463,7 @@ impl Host {
                 tool_budget: Vec::new(),
                 now_ms: 0,
                 stop: None,
+                written: None,
             },
         })
     }
@@ -470,8 +489,13 @@ impl Host {
     /// with an error and changes nothing; a valid one the kernel does not expect in its state is
     /// [`Handle::Ignored`].
     pub fn handle(&mut self, event: EventIn) -> Result<Handle, InputError> {
+        self.keep.written = None;
         let event = match event {
-            EventIn::ModelTurn(turn) => Event::ModelTurn(self.turn(turn)),
+            EventIn::ModelTurn(turn) => {
+                let turn = self.turn(turn);
+                self.keep.written = (turn.recovered_calls() > 0).then(|| turn.text.clone());
+                Event::ModelTurn(turn)
+            }
             EventIn::ModelError(e) => Event::ModelError {
                 kind: e.kind,
                 retry_after_ms: e.retry_after_ms,
@@ -522,14 +546,28 @@ impl Host {
                 )
             })
             .collect();
-        ModelTurn {
+        let mut out = ModelTurn {
             text: turn.text.unwrap_or_default(),
             tool_calls,
             needs_more_work: turn.needs_more_work,
             usage: turn.usage,
             finish: turn.finish.unwrap_or_default(),
             reasoning: turn.reasoning.unwrap_or(false),
-        }
+            text_calls: None,
+        };
+        // A tool call written in the text: run as a real call (it goes out in `run_tools`, with
+        // an id of its own), or left for the kernel's nudge.
+        let offered: Option<Vec<&str>> = turn
+            .tools
+            .as_ref()
+            .map(|names| names.iter().map(String::as_str).collect());
+        textcall::recover(
+            &mut out,
+            offered.as_deref(),
+            self.machine.policy().text_tool_calls,
+            &format!("text-{call}-"),
+        );
+        out
     }
 
     fn results(&mut self, results: Vec<ResultIn>) -> Result<Handle, InputError> {
@@ -715,7 +753,9 @@ impl Host {
     pub fn peek_whole_batch(&self) -> Option<usize> {
         match self.keep.out.front() {
             Some(Command::RunTools(batch))
-                if batch.refused.is_empty() && batch.warnings.is_empty() =>
+                if batch.refused.is_empty()
+                    && batch.warnings.is_empty()
+                    && self.keep.written.is_none() =>
             {
                 Some(batch.calls.len())
             }
@@ -788,6 +828,7 @@ impl Host {
                     calls,
                     refused,
                     warnings,
+                    written: self.keep.written.clone(),
                 }
             }
             Command::Verify(request) => {

@@ -75,6 +75,9 @@ pub(crate) struct McpSection {
     /// Tools answered from outside instead of run.
     #[serde(default)]
     pub(crate) deferred: Vec<String>,
+    /// The only tools of the server offered to the model (empty: all).
+    #[serde(default)]
+    pub(crate) tools: Vec<String>,
     /// OAuth for an HTTP server (`auth = { ... }`).
     pub(crate) auth: Option<McpAuthSection>,
     /// How elicitation requests are answered: `"decline"` (default), `"defaults"` or
@@ -459,6 +462,7 @@ impl AgentConfig {
             for (field, list) in [
                 ("approval", &server.approval),
                 ("deferred", &server.deferred),
+                ("tools", &server.tools),
             ] {
                 if let Some(i) = list.iter().position(|t| t.trim().is_empty()) {
                     return Err(format!("{at}: {field}[{i}] is empty"));
@@ -546,6 +550,7 @@ impl AgentConfig {
                 config.idempotent = s.idempotent.unwrap_or(false);
                 config.approval.clone_from(&s.approval);
                 config.deferred.clone_from(&s.deferred);
+                config.tools.clone_from(&s.tools);
                 config.elicitation = match s.elicitation.as_deref() {
                     Some("defaults") => Elicitation::Defaults,
                     Some("person") => Elicitation::Person,

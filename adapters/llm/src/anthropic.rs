@@ -191,6 +191,7 @@ fn assemble(
             usage,
             finish: finish_reason.as_deref().map(finish).unwrap_or_default(),
             reasoning,
+            text_calls: None,
         },
         finish_reason,
         id,

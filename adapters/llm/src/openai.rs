@@ -291,6 +291,7 @@ fn assemble(
             usage,
             finish: class,
             reasoning,
+            text_calls: None,
         },
         finish_reason,
         id,

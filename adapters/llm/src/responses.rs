@@ -298,6 +298,7 @@ impl ResponseWire {
                 usage: self.usage.and_then(UsageWire::usage),
                 finish: class,
                 reasoning: output.reasoning,
+                text_calls: None,
             },
             finish_reason,
             id: self.id,

@@ -218,6 +218,9 @@ pub struct Expect {
     /// Tool executions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Bound>,
+    /// Tool calls the model wrote in its text that ran (they count in `tool_calls` too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_tool_calls: Option<Bound>,
     /// Calls refused because their tool was excluded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_calls: Option<Bound>,
@@ -301,6 +304,7 @@ impl Expect {
             "steps" => self.steps,
             "model_calls" => self.model_calls,
             "tool_calls" => self.tool_calls,
+            "text_tool_calls" => self.text_tool_calls,
             "refused_calls" => self.refused_calls,
             "tool_failures" => self.tool_failures,
             "failed_tool_turns" => self.failed_tool_turns,

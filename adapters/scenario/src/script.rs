@@ -164,6 +164,7 @@ impl Model for ScriptedModel {
             usage: spec.usage,
             finish: spec.finish.unwrap_or_default(),
             reasoning: spec.reasoning.unwrap_or(false),
+            text_calls: None,
         })
     }
 

@@ -68,6 +68,9 @@ pub struct McpConfig {
     pub approval: Vec<String>,
     /// Tools (as the server names them, or `*`) answered from outside instead of run.
     pub deferred: Vec<String>,
+    /// The only tools of the server the model is offered (as the server names them); empty:
+    /// all. A small model reads a short tool list faster and better.
+    pub tools: Vec<String>,
     /// OAuth for an HTTP server that asks for it (`[[mcp]] auth = { ... }`); `None`: a 401 or
     /// 403 is an `auth_failed` error.
     pub auth: Option<McpAuth>,
@@ -151,6 +154,7 @@ impl McpConfig {
             working_dir: None,
             approval: Vec::new(),
             deferred: Vec::new(),
+            tools: Vec::new(),
             auth: None,
             elicitation: Elicitation::Decline,
             protocol: McpProtocol::Initialize,
@@ -179,9 +183,9 @@ pub enum McpError {
         #[source]
         source: std::io::Error,
     },
-    /// `approval` or `deferred` names a tool the server does not offer.
+    /// `approval`, `deferred` or `tools` names a tool the server does not offer.
     #[error(
-        "[[mcp]] `{server}`: approval/deferred names `{tool}`, which the server does not offer (it offers: {})",
+        "[[mcp]] `{server}`: approval/deferred/tools names `{tool}`, which the server does not offer (it offers: {})",
         offered.join(", ")
     )]
     UnknownHeld {
@@ -539,8 +543,12 @@ impl McpServer {
                 },
             }
         };
+        let kept = |name: &str| {
+            self.config.tools.is_empty() || self.config.tools.iter().any(|t| t == name)
+        };
         Ok(tools
             .into_iter()
+            .filter(|t| kept(&t.name))
             .map(|t| terminus_runtime::ToolSpec {
                 name: t.name.to_string(),
                 description: t.description.map(|d| d.to_string()).unwrap_or_default(),
@@ -1062,6 +1070,7 @@ impl McpTools {
                 .approval
                 .iter()
                 .chain(&config.deferred)
+                .chain(&config.tools)
                 .find(|t| *t != "*" && !specs.iter().any(|s| s.name == **t));
             if let Some(tool) = unknown {
                 let server_name = config.name.clone();

@@ -137,6 +137,8 @@ fn turn_in(
         usage,
         finish,
         reasoning,
+        // A turn with offered tool names goes the JSON way.
+        tools: None,
     })
 }
 

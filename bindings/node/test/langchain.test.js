@@ -354,3 +354,49 @@ test('an error that is not a provider\'s propagates', async () => {
 test('a bad policy field throws at construction', () => {
   assert.throws(() => terminusMiddleware({ max_stpes: 3 }), /max_stpes/);
 });
+
+// ----- tool calls the model writes in its text (as Qwen2.5-Coder-1.5B does) -----
+
+const written = (name, args) => textTurn('```json\n' + JSON.stringify({ name, arguments: args }, null, 2) + '\n```');
+const ARCHITECT_AS_TEXT = [
+  written('ls', { path: '/' }),
+  written('read_file', { file_path: '/src/lib.rs' }),
+  written('write_file', { file_path: PLAN_PATH, content: PLAN_TEXT }),
+  textTurn('Plan written to /plan.md.'),
+];
+
+test('without the middleware a call written as text is taken for the answer', async () => {
+  const { state, files } = await run(ARCHITECT_AS_TEXT, null);
+  assert.equal(files[PLAN_PATH], undefined);
+  const last = state.messages[state.messages.length - 1];
+  assert.ok(AIMessage.isInstance(last) && !(last.tool_calls || []).length);
+  assert.ok(String(last.content).startsWith('```json'));
+});
+
+test('with the middleware every call written as text runs and the plan is written', async () => {
+  const { state, files } = await run(ARCHITECT_AS_TEXT, ARCHITECT_POLICY);
+  const report = state[REPORT_KEY];
+  assert.deepEqual([report.outcome, report.reason], ['complete', 'answered']);
+  assert.equal(report.tool_calls, 3);
+  assert.equal(report.stats.text_tool_calls, 3);
+  assert.equal(files[PLAN_PATH], PLAN_TEXT);
+  const replies = state.messages.filter((m) => AIMessage.isInstance(m) && (m.tool_calls || []).length);
+  assert.deepEqual(replies.map((r) => r.tool_calls[0].name), ['ls', 'read_file', 'write_file']);
+  assert.ok(replies.every((r) => r.content === ''));
+  assertHistoryValid(state);
+  const scenario = asScenario(ARCHITECT_AS_TEXT, ARCHITECT_POLICY);
+  for (const name of ['ls', 'read_file', 'write_file']) scenario.tools[name] = { results: [{ ok: 'x' }], repeat: 'last' };
+  const expected = runScenario(scenario);
+  assert.deepEqual(pick(report), pick(expected));
+});
+
+test('a call written as text of a tool not offered is nudged with the closest names', async () => {
+  const { state, files } = await run([written('read_directory', { path: '/' }), ...ARCHITECT_AS_TEXT], ARCHITECT_POLICY);
+  const report = state[REPORT_KEY];
+  assert.equal(report.reason, 'answered');
+  assert.equal(report.no_ops, 1);
+  const given = nudges(state);
+  assert.equal(given.length, 1);
+  assert.match(String(given[0].content), /`read_directory`.*closest offered tools: `read_file`/s);
+  assert.equal(files[PLAN_PATH], PLAN_TEXT);
+});

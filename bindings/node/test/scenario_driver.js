@@ -81,8 +81,11 @@ function writeTodos(args) {
 
 const present = (v) => v !== undefined && v !== null;
 
-/** A scripted model turn as an event. */
-function turnEvent(spec) {
+/**
+ * A scripted model turn as an event, with the names of the tools the call offered (as the runtime
+ * offers them: the scenario's tools and `write_todos`, none to a tool-less call).
+ */
+function turnEvent(spec, offered) {
   if ('error' in spec) {
     const error = { kind: spec.error };
     if (present(spec.retry_after_ms)) error.retry_after_ms = spec.retry_after_ms;
@@ -92,6 +95,7 @@ function turnEvent(spec) {
   for (const key of ['text', 'needs_more_work', 'usage', 'finish', 'reasoning']) {
     if (present(spec[key])) turn[key] = spec[key];
   }
+  turn.tools = offered;
   if ('tool_calls' in spec) {
     turn.tool_calls = spec.tool_calls.map((call) => {
       const out = {};
@@ -122,6 +126,7 @@ function resultOf(spec) {
  * it was fed, in order.
  */
 function drive(scenario, { between, maxEvents = 10_000 } = {}) {
+  const toolNames = [...new Set([...Object.keys(scenario.tools || {}), 'write_todos'])].sort();
   let machine = new Machine(scenario.policy, { task: scenario.task, name: scenario.name });
   const model = new Cursor(scenario.model.turns, scenario.model.repeat || 'none', 'model');
   const tools = {};
@@ -167,7 +172,7 @@ function drive(scenario, { between, maxEvents = 10_000 } = {}) {
     if (kind === 'stop') return { machine, report: command.report, path };
     if (kind === 'call_model') {
       const cut = interrupt(command.delay_ms);
-      feed(cut !== null ? cut : turnEvent(model.next()));
+      feed(cut !== null ? cut : turnEvent(model.next(), command.tools ? toolNames : []));
     } else if (kind === 'run_tools') {
       const results = [];
       let slowest = 0;

@@ -366,6 +366,7 @@ impl Machine {
                 calls,
                 refused,
                 warnings,
+                written,
             }) => {
                 let dict = PyDict::new(py);
                 dict.set_item(pyo3::intern!(py, "command"), pyo3::intern!(py, "run_tools"))?;
@@ -383,6 +384,9 @@ impl Machine {
                 }
                 if !warnings.is_empty() {
                     dict.set_item(pyo3::intern!(py, "warnings"), to_py(py, &warnings)?)?;
+                }
+                if let Some(written) = written {
+                    dict.set_item(pyo3::intern!(py, "written"), written)?;
                 }
                 Ok(Some(dict.into_any().unbind()))
             }

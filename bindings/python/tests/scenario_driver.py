@@ -97,8 +97,9 @@ class Run:
     path: list[Any] = field(default_factory=list)
 
 
-def turn_event(spec: dict[str, Any]) -> dict[str, Any]:
-    """A scripted model turn as an event."""
+def turn_event(spec: dict[str, Any], offered: list[str]) -> dict[str, Any]:
+    """A scripted model turn as an event, with the names of the tools the call offered (as the
+    runtime offers them: the scenario's tools and ``write_todos``, none to a tool-less call)."""
     if "error" in spec:
         error: dict[str, Any] = {"kind": spec["error"]}
         if spec.get("retry_after_ms") is not None:
@@ -108,6 +109,7 @@ def turn_event(spec: dict[str, Any]) -> dict[str, Any]:
     for key in ("text", "needs_more_work", "usage", "finish", "reasoning"):
         if spec.get(key) is not None:
             turn[key] = spec[key]
+    turn["tools"] = offered
     if "tool_calls" in spec:
         turn["tool_calls"] = [
             {k: v for k, v in call.items() if k in ("id", "name", "arguments")}
@@ -146,6 +148,7 @@ def drive(
     event with the machine and returns the machine to go on with (a snapshot test restores a
     copy there)."""
     name = scenario.get("name")
+    tool_names = sorted({*scenario.get("tools", {}), "write_todos"})
     machine = Machine(scenario.get("policy"), task=scenario["task"], name=name)
     model = Cursor(
         scenario["model"]["turns"], scenario["model"].get("repeat", "none"), "model"
@@ -200,7 +203,8 @@ def drive(
             return Run(machine, command["report"], path)
         if kind == "call_model":
             cut = interrupt(command["delay_ms"])
-            feed(cut if cut is not None else turn_event(model.next()))
+            offered = tool_names if command["tools"] else []
+            feed(cut if cut is not None else turn_event(model.next(), offered))
         elif kind == "run_tools":
             results = []
             slowest = 0

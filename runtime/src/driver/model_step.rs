@@ -9,7 +9,7 @@ use crate::meters;
 use crate::model::{ModelError, ModelFailure, ModelRequest, Purpose};
 use crate::observer::Observer;
 use std::time::Duration;
-use terminus_kernel::{Event, ModelCall, ModelErrorKind, ModelTurn};
+use terminus_kernel::{Event, ModelCall, ModelErrorKind, ModelTurn, textcall};
 use tokio::time::{Instant, sleep, timeout};
 use tracing::Instrument as _;
 
@@ -71,6 +71,7 @@ impl Driver {
                 ));
             }
         }
+        let tools_enabled = call.tools;
         let (raced, renewal) = self.race(self.call_model(call, number)).await?;
         self.renewal = renewal;
         let out = match self.interrupted(raced) {
@@ -86,6 +87,18 @@ impl Driver {
                     if call.id.is_empty() {
                         call.id = format!("call-{number}-{i}").into();
                     }
+                }
+                // A tool call the model wrote in its text: run (an offered tool, object
+                // arguments) or left for the kernel to nudge, before the turn is journaled.
+                let offered: Vec<&str> = if tools_enabled {
+                    self.env.specs.iter().map(|s| s.name.as_str()).collect()
+                } else {
+                    Vec::new()
+                };
+                let mode = self.machine.policy().text_tool_calls;
+                let ids = format!("text-{number}-");
+                if let Some(recovery) = textcall::recover(&mut turn, Some(&offered), mode, &ids) {
+                    spans::text_tool_calls(number, &recovery);
                 }
                 Ok((Event::ModelTurn(turn), None))
             }

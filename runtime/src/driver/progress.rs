@@ -1,7 +1,7 @@
 //! The few words on an event that progress lines show.
 
 use std::fmt::Write as _;
-use terminus_kernel::{Event, ToolOutcome};
+use terminus_kernel::{Event, ToolOutcome, textcall};
 
 /// A few words on an event, for progress lines.
 pub(super) fn summarize(event: &Event, detail: Option<&str>) -> String {
@@ -15,6 +15,16 @@ pub(super) fn summarize(event: &Event, detail: Option<&str>) -> String {
                 }
                 s.push_str(&call.name);
             }
+            if turn.recovered_calls() > 0 {
+                s.push_str(" (written as text, recovered)");
+            }
+        }
+        Event::ModelTurn(turn) if let Some(written) = textcall::find(&turn.text) => {
+            let _ = write!(
+                s,
+                "tool call written as text, not run: {}",
+                written.names().join(", ")
+            );
         }
         Event::ModelTurn(turn) => {
             let text = turn.text.trim();

@@ -11,7 +11,7 @@ use crate::report::Report;
 use crate::semconv::*;
 use crate::tool::ToolsChanged;
 use terminus_kernel::{
-    CallReason, Finish, ModelErrorKind, ModelTurn, StepRecord, ToolOutcome, Verdict,
+    CallReason, Finish, ModelErrorKind, ModelTurn, StepRecord, ToolOutcome, Verdict, textcall,
 };
 use tracing::Span;
 use tracing::field::Empty;
@@ -306,6 +306,33 @@ pub(super) fn context_pruned(prune: &ContextPrune) {
 
 /// The event of a change of the tool list before a model call, on the run span: the names
 /// added, removed and changed, comma-separated.
+/// A model turn held tool calls written as text: recovered as real calls, or left to be nudged.
+pub(super) fn text_tool_calls(model_call: u32, recovery: &textcall::Recovery) {
+    match recovery {
+        textcall::Recovery::Ran { format, calls } => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            terminus.model_call = int(model_call),
+            terminus.text_tool_calls.format = format.as_str(),
+            terminus.text_tool_calls.recovered = int(*calls),
+            "text_tool_calls"
+        ),
+        textcall::Recovery::Nudged {
+            format,
+            names,
+            unknown,
+        } => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            terminus.model_call = int(model_call),
+            terminus.text_tool_calls.format = format.as_str(),
+            terminus.text_tool_calls.names = names.join(","),
+            terminus.text_tool_calls.unknown = unknown.join(","),
+            "text_tool_calls"
+        ),
+    }
+}
+
 pub(super) fn tools_changed(change: &ToolsChanged) {
     tracing::event!(
         target: TARGET,

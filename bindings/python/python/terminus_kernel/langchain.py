@@ -359,6 +359,8 @@ class _Outcome:
     messages: list[BaseMessage] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     jump: str | None = None
+    #: The reply's prose and the calls, when the model wrote its tool calls in its text.
+    written: tuple[str, list[Any]] | None = None
 
 
 class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
@@ -409,11 +411,15 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             tuple[bytes, str | None], tuple[Machine, dict[str, Any] | None]
         ] = OrderedDict()
         self._lock = threading.Lock()
+        # The names of the tools each model call offered, by its reply's id, for the reply's
+        # hook (a tool call written in the text runs only when it names one of them).
+        self._offered: OrderedDict[str, list[str]] = OrderedDict()
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy (``copy.deepcopy``, pickling) has the policy, not the live machines."""
         state = dict(self.__dict__)
         state["_machines"] = OrderedDict()
+        state["_offered"] = OrderedDict()
         del state["_lock"]
         return state
 
@@ -508,6 +514,9 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                     _call_id(w, "run_tools.warnings"): str(w["text"])
                     for w in command.get("warnings") or []
                 }
+                if command.get("written") is not None:
+                    # The model wrote these calls in its text: the reply gets them as calls.
+                    out.written = (str(command["written"]), list(calls))
                 out.jump = None
             elif kind == "verify":
                 machine.handle({"verdict": self._verdict(command)})
@@ -647,9 +656,28 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         turn["fed"] = message.id
         invalid = _invalid_calls(message)
         if not turn.get("ended"):
-            out = self._feed(machine, turn, model_turn_event(message))
+            event = model_turn_event(message)
+            with self._lock:
+                offered = self._offered.pop(message.id, None) if message.id else None
+            if offered is not None:
+                event["model_turn"]["tools"] = offered
+            out = self._feed(machine, turn, event)
         else:
             out = _Outcome(jump="end")
+        if out.written is not None and message.id:
+            # Tool calls the model wrote in its text, which the kernel runs: the reply becomes a
+            # tool turn (same id, so it replaces the reply) for the tools node to run.
+            text, calls = out.written
+            message = message.model_copy(
+                update={
+                    "content": text,
+                    "tool_calls": [
+                        {"id": c["id"], "name": c["name"], "args": c["arguments"], "type": "tool_call"}
+                        for c in calls
+                    ],
+                }
+            )
+            update_messages.append(message)
         if (
             not (message.tool_calls or invalid)
             and not _text(message.content).strip()
@@ -798,6 +826,8 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 delay_ms = retry or 0
         if stand_in is not None:
             response = ModelResponse(result=[stand_in])
+        else:
+            self._note_offered(request, response)
         if update is None:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
@@ -822,9 +852,22 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 delay_ms = retry or 0
         if stand_in is not None:
             response = ModelResponse(result=[stand_in])
+        else:
+            self._note_offered(request, response)
         if update is None:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def _note_offered(self, request: ModelRequest[Any], response: Any) -> None:
+        """Keeps the names of the tools the call offered, by the reply's id."""
+        names = _tool_names(request.tools)
+        replies = response.result if isinstance(response, ModelResponse) else [response]
+        with self._lock:
+            for reply in replies:
+                if isinstance(reply, AIMessage) and reply.id:
+                    self._offered[reply.id] = names
+            while len(self._offered) > 256:
+                self._offered.popitem(last=False)
 
     # ----- tool calls -----
 
@@ -852,6 +895,19 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             return early
         result = await handler(request)
         return result if warning is None else _warned(request, result, warning)
+
+
+def _tool_names(tools: Sequence[Any] | None) -> list[str]:
+    """The names of a model request's tools (tool objects, or provider-format dicts)."""
+    names: list[str] = []
+    for tool in tools or []:
+        if isinstance(tool, Mapping):
+            name = tool.get("name") or (tool.get("function") or {}).get("name")
+        else:
+            name = getattr(tool, "name", None)
+        if isinstance(name, str) and name:
+            names.append(name)
+    return names
 
 
 def _noticed(message: ToolMessage, notices: list[str]) -> ToolMessage:

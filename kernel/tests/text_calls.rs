@@ -1,0 +1,186 @@
+//! Tool calls a model writes in its text (`terminus_kernel::textcall`): whatever prose comes
+//! before it and whichever format it is written in, such a reply never completes the run under
+//! `text_tool_calls` `run` or `nudge`; it is a no-op whose nudge names what was written and what
+//! is offered, and a recovered call counts in `text_tool_calls`.
+
+use proptest::prelude::*;
+use serde_json::json;
+use terminus_kernel::textcall::{self, Format, TextToolCalls};
+use terminus_kernel::{
+    AbortReason, Command, Event, Machine, ModelTurn, NoOpKind, NudgeKind, Outcome, Phase, Policy,
+    ToolOutcome, ToolResult,
+};
+
+/// A call of `name` with `args`, written in `format`.
+fn write(format: Format, name: &str, args: &serde_json::Value) -> String {
+    let call = json!({ "name": name, "arguments": args }).to_string();
+    match format {
+        Format::Json => call,
+        Format::Fenced => format!("```json\n{call}\n```"),
+        Format::Hermes => format!("<tool_call>\n{call}\n</tool_call>"),
+        Format::Mistral => format!("[TOOL_CALLS][{call}]"),
+        Format::PythonTag => format!(
+            "<|python_tag|>{}",
+            json!({ "name": name, "parameters": args })
+        ),
+    }
+}
+
+fn format() -> impl Strategy<Value = Format> {
+    prop_oneof![
+        Just(Format::Json),
+        Just(Format::Fenced),
+        Just(Format::Hermes),
+        Just(Format::Mistral),
+        Just(Format::PythonTag),
+    ]
+}
+
+fn drain(m: &mut Machine) -> Vec<Command> {
+    std::iter::from_fn(|| m.poll_command()).collect()
+}
+
+proptest! {
+    /// Prose (anything without the markers) then a written call: found, in its format, with the
+    /// prose before it, and never a completion under `run` or `nudge`.
+    #[test]
+    fn a_reply_that_ends_with_a_written_call_never_completes(
+        prose in "[a-zA-Z .,:!?\n]{0,80}",
+        format in format(),
+        name in "[a-z_]{1,12}",
+        path in "[a-z./]{0,12}",
+        needs_more_work in prop_oneof![Just(None), Just(Some(false)), Just(Some(true))],
+        nudge in any::<bool>(),
+    ) {
+        let args = json!({ "path": path });
+        let text = format!("{prose}\n{}", write(format, &name, &args));
+        let written = textcall::find(&text).expect("a written call");
+        prop_assert_eq!(written.format, format);
+        prop_assert_eq!(written.calls[0].name.as_str(), name.as_str());
+        prop_assert_eq!(&written.calls[0].arguments, &args);
+        prop_assert_eq!(text[..written.start].trim(), prose.trim());
+
+        let mode = if nudge { TextToolCalls::Nudge } else { TextToolCalls::Run };
+        let policy = Policy { text_tool_calls: mode, ..Policy::default() };
+        let mut m = Machine::new(policy).expect("valid");
+        drain(&mut m);
+        let turn = ModelTurn { text, needs_more_work, ..ModelTurn::default() };
+        m.handle(Event::ModelTurn(turn));
+        prop_assert_eq!(m.phase(), Phase::Nudged);
+        prop_assert_eq!(m.outcome(), None);
+        prop_assert_eq!(m.result(), None, "an unexecuted call is never the result");
+        let nudged = drain(&mut m).into_iter().any(|c| matches!(
+            c,
+            Command::Nudge(n) if n.kind == NudgeKind::Continue(NoOpKind::TextCall)
+                && n.text.contains(&format!("`{name}`"))
+        ));
+        prop_assert!(nudged);
+    }
+
+    /// Text that holds no written call is read as it always was.
+    #[test]
+    fn prose_and_code_are_not_calls(text in "[a-zA-Z0-9 .,:!?\n(){};=]{0,120}") {
+        prop_assert_eq!(textcall::find(&text), None);
+    }
+}
+
+#[test]
+fn off_reads_a_written_call_as_an_answer() {
+    let policy = Policy {
+        text_tool_calls: TextToolCalls::Off,
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("valid");
+    drain(&mut m);
+    let text = write(Format::Fenced, "read_file", &json!({}));
+    m.handle(Event::ModelTurn(ModelTurn {
+        text,
+        ..ModelTurn::default()
+    }));
+    assert_eq!(m.phase(), Phase::Complete);
+}
+
+#[test]
+fn a_recovered_call_runs_and_counts_and_the_nudge_names_the_closest_tools() {
+    let mut m = Machine::new(Policy::default()).expect("valid");
+    drain(&mut m);
+    // The host recovers a call of an offered tool: a tool turn, counted.
+    let mut turn = ModelTurn {
+        text: write(Format::Hermes, "read_file", &json!({"path": "a"})),
+        ..ModelTurn::default()
+    };
+    let offered = ["read_file", "write_file", "list_directory"];
+    textcall::recover(&mut turn, Some(&offered), TextToolCalls::Run, "text-1-");
+    m.handle(Event::ModelTurn(turn));
+    assert_eq!(m.phase(), Phase::Acting);
+    let Some(Command::RunTools(batch)) = m.poll_command() else {
+        panic!("run_tools")
+    };
+    assert_eq!(batch.calls[0].id.as_str(), "text-1-0");
+    m.handle(Event::ToolResults(vec![ToolResult {
+        call_id: "text-1-0".into(),
+        name: "read_file".into(),
+        outcome: ToolOutcome::ok(json!("x")),
+    }]));
+    assert_eq!(m.stats().text_tool_calls, 1);
+    assert_eq!(m.stats().tool_calls, 1);
+    drain(&mut m);
+    // A call of a tool that is not offered: a no-op, and the nudge names the closest tools.
+    let mut turn = ModelTurn {
+        text: write(Format::Fenced, "read_directory", &json!({"path": "p"})),
+        ..ModelTurn::default()
+    };
+    textcall::recover(&mut turn, Some(&offered), TextToolCalls::Run, "text-2-");
+    m.handle(Event::ModelTurn(turn));
+    let nudge = drain(&mut m)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::Nudge(n) => Some(n.text),
+            _ => None,
+        })
+        .expect("a nudge");
+    assert!(nudge.contains("`read_directory`"), "{nudge}");
+    assert!(
+        nudge.contains("closest offered tools: `list_directory`"),
+        "{nudge}"
+    );
+    // A model that only ever writes calls is bounded as no-ops are.
+    for _ in 0..2 {
+        let turn = ModelTurn {
+            text: write(Format::Fenced, "read_directory", &json!({})),
+            ..ModelTurn::default()
+        };
+        m.handle(Event::ModelTurn(turn));
+        drain(&mut m);
+    }
+    assert_eq!(m.outcome(), Some(Outcome::Aborted(AbortReason::NoProgress)));
+}
+
+#[test]
+fn the_nudge_after_a_refused_claim_names_the_required_call() {
+    let policy = Policy {
+        completion_requires: vec!["write_file".into()],
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("valid");
+    drain(&mut m);
+    m.handle(Event::ModelTurn(ModelTurn {
+        text: "Here is the plan.".into(),
+        ..ModelTurn::default()
+    }));
+    let nudge = drain(&mut m)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::Nudge(n) => Some(n.text),
+            _ => None,
+        })
+        .expect("a nudge");
+    assert!(
+        nudge.contains("Still required before the task can finish: call `write_file`"),
+        "{nudge}"
+    );
+    assert!(
+        nudge.contains("call the tool through the tool interface now"),
+        "{nudge}"
+    );
+}
