@@ -777,3 +777,71 @@ fn damage(b: &mut Bytes<'_>, saved: &mut Vec<u8>) {
         _ => saved[at] ^= b.byte(),
     }
 }
+
+/// Target `textcall`: a model reply's text (the bytes, UTF-8 lossy) through
+/// [`terminus_kernel::textcall`]: what `find` says is inside the text and on a character
+/// boundary; `recover` under each mode leaves the prose as the text's prefix, gives each
+/// recovered call its id, and a machine fed the turn never completes on a written call that did
+/// not run (under `run` or `nudge`).
+pub(crate) fn textcall(data: &[u8]) {
+    use terminus_kernel::textcall::{self, Recovery, TextToolCalls};
+    let text = String::from_utf8_lossy(data).into_owned();
+    let written = textcall::find(&text);
+    if let Some(w) = &written {
+        assert!(w.start <= text.len() && text.is_char_boundary(w.start));
+        assert!(!w.calls.is_empty(), "a found call list is never empty");
+        assert!(w.calls.iter().all(|c| !c.name.trim().is_empty()));
+    }
+    let offered = ["read_file", "write_file", "t"];
+    for mode in [TextToolCalls::Run, TextToolCalls::Nudge, TextToolCalls::Off] {
+        let mut turn = ModelTurn {
+            text: text.clone(),
+            ..ModelTurn::default()
+        };
+        let recovery = textcall::recover(&mut turn, Some(&offered), mode, "text-1-");
+        match (&recovery, &written) {
+            (None, _) => assert_eq!(turn.text, text, "nothing recovered, nothing changed"),
+            (Some(Recovery::Ran { calls, .. }), Some(w)) => {
+                assert_eq!(mode, TextToolCalls::Run);
+                assert!(
+                    text.starts_with(&turn.text),
+                    "the prose is the text's prefix"
+                );
+                assert_eq!(turn.tool_calls.len(), w.calls.len());
+                assert_eq!(turn.recovered_calls() as usize, turn.tool_calls.len());
+                assert_eq!(*calls as usize, turn.tool_calls.len());
+                for (i, call) in turn.tool_calls.iter().enumerate() {
+                    assert_eq!(call.id.as_str(), format!("text-1-{i}"));
+                    assert!(offered.contains(&call.name.as_str()));
+                    assert!(call.arguments.is_object());
+                }
+            }
+            (Some(Recovery::Nudged { .. }), Some(_)) => {
+                assert_ne!(mode, TextToolCalls::Off);
+                assert_eq!(turn.text, text);
+                assert!(turn.tool_calls.is_empty());
+            }
+            (Some(_), None) => panic!("a recovery from a text with no written call"),
+        }
+        let policy = Policy {
+            text_tool_calls: mode,
+            ..Policy::default()
+        };
+        let Ok(mut m) = Machine::new(policy) else {
+            panic!("the default policy is valid")
+        };
+        while m.poll_command().is_some() {}
+        let unrun = turn.tool_calls.is_empty() && written.is_some();
+        m.handle(Event::ModelTurn(turn));
+        if unrun && mode != TextToolCalls::Off {
+            assert!(
+                m.outcome().is_none(),
+                "a written call that did not run ended the run"
+            );
+            assert_eq!(m.result(), None, "a written call is never the result");
+        }
+        if let Err(why) = check_machine(&m) {
+            panic!("after a turn of written calls: {why}");
+        }
+    }
+}

@@ -69,6 +69,17 @@ fn restore_seeds_keep_every_invariant() {
 }
 
 #[test]
+fn textcall_seeds_keep_every_invariant() {
+    let seeds = files("seeds", "textcall");
+    assert!(
+        seeds.len() >= 10,
+        "fuzz/seeds/textcall: {} files, expected at least 10",
+        seeds.len()
+    );
+    replay(&seeds, body::textcall);
+}
+
+#[test]
 fn restore_seeds_include_real_saved_machines() {
     // The seeds named `saved-*` are `Machine::save()` output of machines stopped mid-run (then
     // a NUL and event bytes): they must still restore, or the save format broke old saves.
@@ -119,6 +130,7 @@ fn regressions_stay_fixed() {
     );
     replay(&transitions, body::transitions);
     replay(&restore, body::restore);
+    replay(&files("regressions", "textcall"), body::textcall);
 }
 
 #[test]
@@ -128,6 +140,7 @@ fn the_local_corpus_keeps_every_invariant() {
     let restore = files("corpus", "restore");
     replay(&transitions, body::transitions);
     replay(&restore, body::restore);
+    replay(&files("corpus", "textcall"), body::textcall);
 }
 
 #[test]
