@@ -845,10 +845,24 @@ impl Desk {
         } else {
             format!("Your last {period} tool turns repeated the {period} before them")
         };
-        let text = format!(
+        let mut text = format!(
             "{turns}: the same calls with the same results. If the same sequence occurs {} times in a row the run stops with no_progress; change course.",
             policy.max_repeats
         );
+        // The way out, named: what the task still needs (a small model that looped re-reading
+        // files went on to write the plan once told which call was still required).
+        let missing = self.ledger.missing(&policy.completion_requires);
+        if !missing.is_empty() {
+            text.push_str(" Still required before the task can finish: call ");
+            text.push_str(&quoted(&missing));
+            text.push('.');
+        }
+        let open = open_todos(&self.todos);
+        if !open.is_empty() {
+            text.push_str(" Open todos: ");
+            text.push_str(&open.join("; "));
+            text.push('.');
+        }
         self.out.push_back(Command::Notice(Notice::Repeating {
             period,
             times: repetition.times,
@@ -932,13 +946,20 @@ impl Desk {
             text.push_str(&missing_items.join("; "));
             text.push('.');
         }
-        text.push_str(if missing_tools.is_empty() && open_todos.is_empty() {
-            "\nContinue: call a tool through the tool interface, or, when everything is done, \
-             reply with your final answer and no tool call (a JSON reply may say \
-             \"needs_more_work\": false)."
-        } else {
-            "\nContinue: call the tool through the tool interface now; reply with your final \
-             answer only when that is done."
+        text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
+            (true, true) => {
+                "\nContinue: call one of your tools, or, when everything is done, reply with \
+                 your final answer and no tool call (a JSON reply may say \
+                 \"needs_more_work\": false)."
+            }
+            (false, _) => {
+                "\nContinue: call that tool now; reply with your final answer only when that \
+                 is done."
+            }
+            (true, false) => {
+                "\nContinue: work on the open todos with your tools (mark each completed with \
+                 write_todos); reply with your final answer only when they are done."
+            }
         });
         Nudge {
             kind,

@@ -173,6 +173,23 @@ pub fn find(text: &str) -> Option<Written> {
     if !body.contains('{') {
         return None;
     }
+    // A call followed by the tool's answer as the model imagines it (`<tool_response>...`, the
+    // template's own tag): the call is what the reply ends with.
+    if let Some(at) = body.find(IMAGINED)
+        && at > 0
+        && let Some(found) = ends_with_calls(body[..at].trim_end())
+    {
+        return Some(found);
+    }
+    ends_with_calls(body)
+}
+
+/// The tag of a tool's answer in Hermes/Qwen chat templates, which a small model sometimes
+/// writes itself after its call.
+const IMAGINED: &str = "<tool_response>";
+
+/// [`find`] on a text without trailing white space.
+fn ends_with_calls(body: &str) -> Option<Written> {
     if let Some(found) = marked(body) {
         return Some(found);
     }
@@ -292,8 +309,21 @@ fn bare(body: &str) -> Option<Written> {
 }
 
 /// JSON values one after another (separated by white space, `;` or `,`), each a call or a
-/// non-empty list of calls; `None` unless the whole text is such.
+/// non-empty list of calls; `None` unless the whole text is such. A call in doubled braces
+/// (`{{"name": ...}}`, as a chat template's escaping leaks into some replies) is read as the
+/// call inside.
 fn stream(text: &str) -> Option<Vec<WrittenCall>> {
+    stream_plain(text).or_else(|| {
+        let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+        if inner.starts_with('{') && inner.ends_with('}') {
+            stream_plain(inner)
+        } else {
+            None
+        }
+    })
+}
+
+fn stream_plain(text: &str) -> Option<Vec<WrittenCall>> {
     let mut calls = Vec::new();
     let mut rest = text;
     loop {
@@ -471,6 +501,33 @@ mod tests {
         assert_eq!(w.start, 0);
         assert_eq!(w.calls[0].name, "read_directory");
         assert_eq!(w.calls[0].arguments, json!({"path": "project"}));
+    }
+
+    #[test]
+    fn the_real_models_doubled_braces_are_a_call() {
+        // Qwen2.5-Coder-1.5B's reply on the eval's verifier task, as received.
+        let text = r#"{{"name": "write_file", "arguments": {"content": "17 * 3 = 51", "path": "answer.txt"}}}"#;
+        let w = find(text).expect("a call");
+        assert_eq!(w.calls[0].name, "write_file");
+        assert_eq!(
+            w.calls[0].arguments,
+            json!({"content": "17 * 3 = 51", "path": "answer.txt"})
+        );
+        assert_eq!(find("{{not a call}}"), None);
+    }
+
+    #[test]
+    fn a_call_followed_by_an_imagined_tool_response_is_a_call() {
+        // Qwen2.5-Coder-1.5B's reply on the eval's loop-prone task, as received.
+        let text = "{\"name\": \"fetch_report\", \"arguments\": {}}\n<tool_response>\nnot ready, try again\n</tool_response>";
+        let w = find(text).expect("a call");
+        assert_eq!(w.calls[0].name, "fetch_report");
+        let mut t = turn(text);
+        recover(&mut t, Some(&["fetch_report"]), TextToolCalls::Run, "x");
+        assert_eq!(t.text, "", "the imagined response is not kept");
+        assert_eq!(t.tool_calls.len(), 1);
+        // Only a response, no call: not a call.
+        assert_eq!(find("<tool_response>\nnot ready\n</tool_response>"), None);
     }
 
     #[test]

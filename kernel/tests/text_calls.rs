@@ -179,8 +179,41 @@ fn the_nudge_after_a_refused_claim_names_the_required_call() {
         nudge.contains("Still required before the task can finish: call `write_file`"),
         "{nudge}"
     );
+    assert!(nudge.contains("Continue: call that tool now"), "{nudge}");
+}
+
+#[test]
+fn the_loop_notice_names_the_call_still_required() {
+    let policy = Policy {
+        completion_requires: vec!["write_file".into()],
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("valid");
+    drain(&mut m);
+    let mut notice = None;
+    for n in 0..2 {
+        let id = format!("c{n}");
+        let call = terminus_kernel::ToolCall::new(id.as_str(), "read_file", json!({"path": "a"}));
+        m.handle(Event::ModelTurn(ModelTurn {
+            tool_calls: vec![call],
+            ..ModelTurn::default()
+        }));
+        drain(&mut m);
+        m.handle(Event::ToolResults(vec![ToolResult {
+            call_id: id.as_str().into(),
+            name: "read_file".into(),
+            outcome: ToolOutcome::ok(json!("same")),
+        }]));
+        for command in drain(&mut m) {
+            if let Command::Notice(n) = command {
+                notice = Some(n.text().to_owned());
+            }
+        }
+    }
+    let notice = notice.expect("the second identical turn is noticed");
+    assert!(notice.contains("repeated the one before it"), "{notice}");
     assert!(
-        nudge.contains("call the tool through the tool interface now"),
-        "{nudge}"
+        notice.contains("Still required before the task can finish: call `write_file`."),
+        "{notice}"
     );
 }

@@ -991,6 +991,51 @@ fn ended(outcome: Outcome, at: u32) -> String {
 
 /// The paragraph of the stop path's explanation template ([`Explain`]), filled with the run's
 /// own names and numbers.
+/// Why `max_no_ops` no-op turns in a row ended the run, by what the last of them were: replies
+/// cut at the output cap, tool calls written as text, silence or `needs_more_work: true`.
+fn no_progress(e: &Explanation, policy: &Policy, at: u32, open_sentence: &str) -> String {
+    use terminus_kernel::{Input, NoOpKind, TurnKind};
+    let last: Vec<NoOpKind> = e
+        .trace
+        .iter()
+        .rev()
+        .take(usize::try_from(policy.max_no_ops).unwrap_or(usize::MAX))
+        .filter_map(|t| match t.input {
+            Input::Turn {
+                kind: TurnKind::NoOp(kind),
+                ..
+            } => Some(kind),
+            _ => None,
+        })
+        .collect();
+    let all = |kind: NoOpKind| !last.is_empty() && last.iter().all(|k| *k == kind);
+    let n = policy.max_no_ops;
+    if all(NoOpKind::Truncated) {
+        return format!(
+            "The model made no progress {n} turns in a row (max_no_ops {n}): each reply was cut \
+             at the output cap (finish: length) before it was done, so none was an answer or a \
+             tool call; the run stopped at step {at}.{open_sentence} Raise max_output_tokens (the \
+             model's [model] setting) or ask for shorter replies; a model that repeats itself \
+             until the cap needs a shorter task."
+        );
+    }
+    if all(NoOpKind::TextCall) {
+        return format!(
+            "The model made no progress {n} turns in a row (max_no_ops {n}): each reply wrote a \
+             tool call as text that could not run (a tool that is not offered, arguments that \
+             are not an object, or text_tool_calls: nudge), so nothing ran; the run stopped at \
+             step {at}.{open_sentence} Offer the tool it asks for, keep text_tool_calls: run, or \
+             use a model (or chat template) that calls tools through the API."
+        );
+    }
+    format!(
+        "The model made no progress {n} turns in a row (max_no_ops {n}): each answered with no \
+         tool call and either no content or needs_more_work: true, so the run could not move on; \
+         it stopped at step {at}.{open_sentence} Have the model act (call a tool) or answer \
+         (needs_more_work false or absent); raise max_no_ops only if it needs more turns to think."
+    )
+}
+
 fn paragraph(
     e: &Explanation,
     path: &StopPath,
@@ -1086,14 +1131,7 @@ fn paragraph(
                 policy.max_repeats
             )
         }
-        Explain::NoProgress => format!(
-            "The model made no progress {} turns in a row (max_no_ops {}): each answered with no \
-             tool call and either no content or needs_more_work: true, so the run could not move \
-             on; it stopped at step {at}.{open_sentence} Have the model act (call a tool) or \
-             answer (needs_more_work false or absent); raise max_no_ops only if it needs more \
-             turns to think.",
-            policy.max_no_ops, policy.max_no_ops
-        ),
+        Explain::NoProgress => no_progress(e, policy, at, &open_sentence),
         Explain::Incomplete => format!(
             "The model kept claiming it was done with work still open: {} refused with a nudge \
              (max_nudges {}), and its next claim at step {at} ended the run.{open_sentence} Have \

@@ -147,6 +147,11 @@ impl LiveAgent {
         self.system_prompt.as_deref()
     }
 
+    /// The context window's spec, naming the tokenizer used (a recording replays the same).
+    pub(crate) fn context(&self) -> Option<ContextSpec> {
+        self.context.as_ref().map(|(spec, _)| spec.clone())
+    }
+
     /// The kernel policy.
     pub(crate) fn policy(&self) -> &terminus_kernel::Policy {
         &self.config.policy

@@ -20,6 +20,7 @@ mod common;
 mod config;
 mod decide;
 mod error;
+mod eval;
 mod graph;
 mod inspect;
 mod job;
@@ -71,6 +72,13 @@ enum Cmd {
     /// execution (--journal, --execution) or a scenario file run in memory (--scenario).
     /// --svg also draws its timeline. Exit 0 once explained, 2 if there is no such execution.
     Inspect(inspect::InspectArgs),
+    /// Measure what the kernel changes on real runs: each task of a suite runs N trials per
+    /// condition (policy overrides), each in a fresh copy of its folder, recorded, then checked
+    /// (files that must match, or a command that must exit 0). Prints the table (success rate,
+    /// pass^k, outcomes, median model calls, tokens, wall time); --replay recomputes it offline
+    /// from the recordings. Exit 0 when the suite ran, 2 for a bad suite, 3 if a recording does
+    /// not replay to its report.
+    Eval(eval::EvalArgs),
     /// List the executions of a journal, oldest first, one a line: id, status (waiting,
     /// running, interrupted, ended, failed), outcome, reason, steps, model calls, tool calls.
     /// Filters: --outcome, --reason, --min-steps (like a trace tool's `wasAborted = true` or
@@ -183,6 +191,7 @@ async fn dispatch(command: Cmd) -> Result<u8, CliError> {
         Cmd::Check { files } => run::check(&files).await,
         Cmd::Resume(args) => resume::resume(args).await,
         Cmd::Inspect(args) => inspect::inspect(args).await,
+        Cmd::Eval(args) => eval::eval(args).await,
         Cmd::Runs(args) => runs::runs(args).await,
         Cmd::Graph(args) => Ok(graph::graph(&args)),
         Cmd::Worker(args) => worker::worker(args).await,

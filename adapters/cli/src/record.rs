@@ -202,10 +202,15 @@ impl Recorder {
                 (name.clone(), script)
             })
             .collect();
-        let verifier = lock(&self.verdicts).clone().map(|verdicts| VerifierScript {
-            verdicts,
-            repeat: Repeat::None,
-        });
+        // A model verifier under a policy that never asks it (verify_completion off) gave no
+        // verdict, and a scenario refuses a verifier script it would never use.
+        let verifier = lock(&self.verdicts)
+            .clone()
+            .filter(|verdicts| !verdicts.is_empty() || policy.verify_completion)
+            .map(|verdicts| VerifierScript {
+                verdicts,
+                repeat: Repeat::None,
+            });
         ScenarioFile {
             name: Some("agent-recording".into()),
             description: Some(description),

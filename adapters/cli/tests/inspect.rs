@@ -165,6 +165,18 @@ fn the_paragraphs_name_what_to_change() {
     assert!(why("unrecoverable-stops").contains("on_unrecoverable_tool_error: exclude"));
     assert!(why("slow-tool-deadline").contains("fetch_log"));
     assert!(why("recursion-limit").contains("raise max_steps (e.g. to 12)"));
+    // No-ops named by what they were: replies cut at the output cap, calls written as text.
+    let cut = why("truncated-replies-stall");
+    assert!(
+        cut.contains("cut at the output cap") && cut.contains("max_output_tokens"),
+        "{cut}"
+    );
+    let written = why("text-tool-calls-nudge");
+    assert!(
+        written.contains("tool call as text") && written.contains("text_tool_calls"),
+        "{written}"
+    );
+    assert!(why("needs-more-work-stalls").contains("needs_more_work: true"));
 }
 
 #[test]

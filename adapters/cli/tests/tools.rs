@@ -66,7 +66,7 @@ fn list_and_call_the_filesystem_server() {
     let out = terminus(&["tools", &cfg, "call", "read_text_file", &outside]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).starts_with("failed: Access denied"),
+        text(&out.stderr).starts_with("invalid_arguments: Access denied"),
         "{}",
         text(&out.stderr)
     );

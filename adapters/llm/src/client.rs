@@ -257,7 +257,15 @@ impl LlmModel {
             );
             // An error body cut mid-way still has a status that says enough.
             let body = response.bytes().await.unwrap_or_default();
-            return Err(http_failure(status.as_u16(), retry, &body));
+            let mut failure = http_failure(status.as_u16(), retry, &body);
+            if matches!(status.as_u16(), 404 | 405) {
+                // Most often a base_url that is not the API root: name the address asked.
+                failure.message = format!(
+                    "{} (POST {}: is base_url the API root, e.g. ending in /v1?)",
+                    failure.message, self.url
+                );
+            }
+            return Err(failure);
         }
         let streamed = response
             .headers()

@@ -93,6 +93,31 @@ async fn a_401_stops_the_run_after_exactly_one_request() {
 }
 
 #[tokio::test]
+async fn a_404_names_the_address_it_asked() {
+    for provider in ALL {
+        let fixture = serve(vec![Response::json(404, "File Not Found")]).await;
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = lines.clone();
+        let report = Run::new("Say done.", policy(), model(&fixture, provider, true))
+            .observer(move |t: &Transition<'_>| {
+                if let Ok(mut l) = seen.lock() {
+                    l.push(t.summary.to_owned());
+                }
+            })
+            .execute()
+            .await
+            .expect("the run reaches a stop");
+        assert_eq!(report.outcome, Outcome::Aborted(AbortReason::ModelError));
+        let lines = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
+        assert!(
+            lines.contains("HTTP 404") && lines.contains(&format!("(POST {}/", fixture.url())),
+            "{provider:?}: {lines}"
+        );
+        assert!(lines.contains("is base_url the API root"), "{lines}");
+    }
+}
+
+#[tokio::test]
 async fn retries_stop_at_max_model_retries_with_model_error() {
     let fixture = Fixture::with(|_, _| Response::json(503, "upstream connect error"))
         .await

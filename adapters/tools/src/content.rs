@@ -6,17 +6,45 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::Value;
 use terminus_kernel::{ToolErrorKind, ToolOutcome};
 
-/// The outcome of a call result: `isError: true` is a `failed` tool error carrying the server's
-/// text; anything else is a success whose text is [`text_of`].
+/// The outcome of a call result: `isError: true` is a tool error carrying the server's text,
+/// of the kind its text names (see [`error_result_kind`]); anything else is a success whose text
+/// is [`text_of`].
 pub fn render(result: &CallToolResult) -> ToolOutcome {
     let text = text_of(result);
     if result.is_error == Some(true) {
         ToolOutcome::Error {
-            kind: ToolErrorKind::Failed,
+            kind: error_result_kind(&text),
             message: text,
         }
     } else {
         ToolOutcome::ok(Value::String(text))
+    }
+}
+
+/// The kind of an error result (`isError: true`), from the server's own words: servers send
+/// their argument and access errors as results, not as protocol errors (the reference
+/// filesystem server: `MCP error -32602: Input validation error: Invalid arguments for tool
+/// ...`, `Access denied - path outside allowed directories: ...`). Arguments the model can fix
+/// are `invalid_arguments` (a path outside the server's allowed directories among them: the
+/// message names the allowed ones, and the next call can use one), an access refused is
+/// `permission_denied` (unrecoverable: by default the tool is excluded); anything else `failed`
+/// (a missing file is the call's target, not the tool: it stays `failed`, which the model can
+/// correct, rather than `not_found`, which would exclude the tool).
+pub(crate) fn error_result_kind(text: &str) -> ToolErrorKind {
+    let lower = text.to_ascii_lowercase();
+    let says = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    if says(&[
+        "mcp error -32602",
+        "invalid arguments",
+        "input validation error",
+        "invalid params",
+        "outside allowed directories",
+    ]) {
+        ToolErrorKind::InvalidArguments
+    } else if says(&["access denied", "permission denied", "eacces", "eperm"]) {
+        ToolErrorKind::PermissionDenied
+    } else {
+        ToolErrorKind::Failed
     }
 }
 
@@ -98,6 +126,33 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn the_filesystem_servers_error_results_have_their_kinds() {
+        // The reference filesystem server's words (2026.8.31), as `terminus tools call` shows.
+        let cases = [
+            (
+                "MCP error -32602: Input validation error: Invalid arguments for tool write_file: Invalid input: expected string, received undefined at content",
+                ToolErrorKind::InvalidArguments,
+            ),
+            (
+                "Access denied - path outside allowed directories: /etc/passwd not in /tmp/q",
+                ToolErrorKind::InvalidArguments,
+            ),
+            (
+                "EACCES: permission denied, open '/tmp/q/locked'",
+                ToolErrorKind::PermissionDenied,
+            ),
+            (
+                "ENOENT: no such file or directory, open '/tmp/q/nope.txt'",
+                ToolErrorKind::Failed,
+            ),
+            ("something broke", ToolErrorKind::Failed),
+        ];
+        for (text, kind) in cases {
+            assert_eq!(error_result_kind(text), kind, "{text}");
+        }
+    }
+
     fn result(
         content: Vec<ContentBlock>,
         structured: Option<Value>,
@@ -128,12 +183,20 @@ mod tests {
     }
 
     #[test]
-    fn is_error_is_a_failed_tool_error_with_the_servers_text() {
-        let r = result(vec![ContentBlock::text("Access denied")], None, true);
+    fn is_error_is_a_tool_error_with_the_servers_text() {
+        let r = result(vec![ContentBlock::text("disk full")], None, true);
         assert_eq!(
             render(&r),
             ToolOutcome::Error {
                 kind: ToolErrorKind::Failed,
+                message: "disk full".into()
+            }
+        );
+        let r = result(vec![ContentBlock::text("Access denied")], None, true);
+        assert_eq!(
+            render(&r),
+            ToolOutcome::Error {
+                kind: ToolErrorKind::PermissionDenied,
                 message: "Access denied".into()
             }
         );

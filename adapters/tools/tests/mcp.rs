@@ -59,13 +59,22 @@ async fn filesystem_lists_reads_writes_and_refuses_paths_outside_its_root() {
     let written = call("write_file", json!({ "path": plan, "content": "# Plan\n" })).await;
     assert!(matches!(written, ToolOutcome::Ok(_)), "{written:?}");
     assert_eq!(std::fs::read_to_string(&plan).expect("on disk"), "# Plan\n");
-    // Outside the allowed directory: an isError result, a `failed` error with the server's text.
+    // Outside the allowed directory: an isError result, `invalid_arguments` (the model can
+    // choose an allowed path) with the server's text; arguments the server's schema refuses:
+    // `invalid_arguments` too.
     match call("read_text_file", json!({ "path": "/etc/hostname" })).await {
         ToolOutcome::Error { kind, message } => {
-            assert_eq!(kind, ToolErrorKind::Failed);
+            assert_eq!(kind, ToolErrorKind::InvalidArguments);
             assert!(message.contains("Access denied"), "{message}");
         }
         other => panic!("read outside the root: {other:?}"),
+    }
+    match call("write_file", json!({ "path": plan })).await {
+        ToolOutcome::Error { kind, message } => {
+            assert_eq!(kind, ToolErrorKind::InvalidArguments);
+            assert!(message.contains("Invalid arguments"), "{message}");
+        }
+        other => panic!("a write without content: {other:?}"),
     }
     // MCP tools are not idempotent unless configured.
     assert!(!terminus_runtime::Tool::idempotent(

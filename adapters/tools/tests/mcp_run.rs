@@ -130,9 +130,10 @@ async fn the_architect_writes_plan_md_through_the_filesystem_server() {
     let results: Vec<&Message> = seen[2].iter().filter(|m| m.role == Role::Tool).collect();
     assert!(results.iter().any(|m| m.content.contains("pub fn parse")));
     assert!(
-        results.iter().any(
-            |m| m.content.starts_with("error (failed):") && m.content.contains("Access denied")
-        ),
+        results
+            .iter()
+            .any(|m| m.content.starts_with("error (invalid_arguments):")
+                && m.content.contains("Access denied")),
         "{results:?}"
     );
     // The listing reached the model too.
