@@ -153,10 +153,24 @@ async function runAgent(options) {
           }
         }
         if (result.text) text = result.text;
-        machine.handle({ model_turn: turnOf(result) });
+        // The names offered, so that a tool call the model wrote in its text runs only when it
+        // names one of them.
+        machine.handle({ model_turn: { ...turnOf(result), tools: command.tools ? Object.keys(tools) : [] } });
         break;
       }
       case 'run_tools': {
+        if (command.written != null) {
+          // The model wrote these calls in its text and the kernel runs them: its message
+          // becomes a tool turn, so the results that follow answer calls it made.
+          for (let i = messages.length - 1; i >= 0; i--) {
+            if (messages[i].role !== 'assistant') continue;
+            const content = command.written ? [{ type: 'text', text: command.written }] : [];
+            for (const call of command.calls) content.push({ type: 'tool-call', toolCallId: call.id, toolName: call.name, input: call.arguments });
+            messages[i] = { ...messages[i], content };
+            break;
+          }
+          if (text && !command.written) text = '';
+        }
         const warnings = new Map((command.warnings || []).map((w) => [w.id, w.text]));
         const parts = [];
         const results = [];

@@ -206,3 +206,38 @@ test('a call whose input fails the tool schema is answered once (by the SDK) and
   assert.equal(answers[0].output.type, 'error-text');
   assert.equal(report.stats.tool_failures, 1, JSON.stringify(report.stats));
 });
+
+test('a tool call the model writes in its text runs, and its message becomes a tool turn', async () => {
+  // Qwen2.5-Coder-1.5B's way: the call as fenced JSON in the reply's text, no tool call part.
+  const log = [];
+  const written = '```json\n{"name": "write_file", "arguments": {"path": "plan.md", "content": "# Plan"}}\n```';
+  const { model, prompts } = scripted([{ text: written }, { text: 'plan.md is written.' }]);
+  const { report, text, messages } = await runAgent({
+    model,
+    tools: workflowTools(log),
+    prompt: 'Write the plan to plan.md.',
+    policy: { completion_requires: ['write_file'] },
+  });
+  assert.deepEqual([report.outcome, report.reason], ['complete', 'answered']);
+  assert.equal(report.stats.text_tool_calls, 1);
+  assert.deepEqual(log, [['write_file', 'plan.md']]);
+  assert.equal(text, 'plan.md is written.');
+  // The second request shows the model its call as a call, answered by its result.
+  const second = prompts[1];
+  const call = second.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).find((p) => p.type === 'tool-call');
+  assert.ok(call && call.toolName === 'write_file', shown(second));
+  assert.ok(!shown(second).includes('```json'), 'the written call is not left as text');
+  assert.ok(messages.some((m) => m.role === 'tool'));
+});
+
+test('a written call of a tool that is not offered is nudged with the closest names', async () => {
+  const log = [];
+  const { model, prompts } = scripted([
+    { text: '{"name": "read_directory", "arguments": {"path": "."}}' },
+    { text: 'Nothing to read.' },
+  ]);
+  const { report } = await runAgent({ model, tools: workflowTools(log), prompt: 'Look around.' });
+  assert.equal(report.no_ops, 1);
+  assert.deepEqual(log, []);
+  assert.match(shown(prompts[1]), /read_directory.*closest offered tools/);
+});
