@@ -74,6 +74,9 @@ pub struct PathStep {
     pub verdict: Option<bool>,
     /// Tokens reported so far, this step's turn included.
     pub tokens: u64,
+    /// The model wrote its tool calls in its text: `recovered` (they ran) or `not_run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<&'static str>,
 }
 
 /// A rule's row of the transition table.
@@ -307,6 +310,7 @@ pub struct Builder {
 #[derive(Default)]
 struct Pending {
     model: Option<&'static str>,
+    written: Option<&'static str>,
     /// The budgets a raise lifted (the event of the step that goes on from a budget stop).
     raised: Option<String>,
     verdict: Option<bool>,
@@ -383,6 +387,9 @@ impl Builder {
                         .saturating_add(usage.output_tokens);
                 }
                 self.event.model = Some("turn");
+                if turn.recovered_calls() > 0 {
+                    self.event.written = Some("recovered");
+                }
             }
             Entry::ModelError { error, .. } => {
                 self.model_answers += 1;
@@ -428,6 +435,13 @@ impl Builder {
                     notices: event.raised.into_iter().collect(),
                     verdict: event.verdict,
                     tokens: self.tokens,
+                    written: match t.input {
+                        terminus_kernel::Input::Turn {
+                            kind: terminus_kernel::TurnKind::NoOp(terminus_kernel::NoOpKind::TextCall),
+                            ..
+                        } => Some("not_run"),
+                        _ => event.written,
+                    },
                 });
             }
             Entry::Nudge(n) => {
@@ -1332,6 +1346,11 @@ impl PathStep {
         if !self.tool_calls.is_empty() {
             let _ = write!(out, " · calls {}", self.tool_calls.join(", "));
         }
+        match self.written {
+            Some("recovered") => out.push_str(" (written as text, recovered)"),
+            Some(_) => out.push_str(" · a tool call written as text, not run"),
+            None => {}
+        }
         for err in &self.tool_errors {
             let _ = write!(out, " · {} failed: {}: {}", err.tool, err.kind, err.message);
         }
@@ -1342,8 +1361,13 @@ impl PathStep {
                 " · verdict rejected"
             });
         }
-        if let Some(nudge) = self.nudge {
-            let _ = write!(out, " · nudge ({nudge})");
+        match self.nudge {
+            // Counted apart from the nudges (refused claims): `continuations` in the counters.
+            Some("continue") => out.push_str(" · continuation (after a no-op)"),
+            Some(nudge) => {
+                let _ = write!(out, " · nudge ({nudge})");
+            }
+            None => {}
         }
         for notice in &self.notices {
             let _ = write!(out, " · notice: {notice}");
@@ -1574,13 +1598,20 @@ impl Explanation {
         if let Some(st) = &self.stats {
             let _ = writeln!(
                 t,
-                "counters  steps {} · model calls {} · tool calls {} · tool failures {} · \
-                 nudges {} · no-ops {} · empty replies {} · verification failures {} · tokens {}",
+                "counters  steps {} · model calls {} · tool calls {}{} · tool failures {} · \
+                 nudges {} (claims refused) · continuations {} (after no-ops) · no-ops {} · \
+                 empty replies {} · verification failures {} · tokens {}",
                 st.steps,
                 st.model_calls,
                 st.tool_calls,
+                if st.text_tool_calls > 0 {
+                    format!(" ({} written as text)", st.text_tool_calls)
+                } else {
+                    String::new()
+                },
                 st.tool_failures,
                 st.nudges,
+                st.continuations,
                 st.no_ops,
                 st.empty_responses,
                 st.verification_failures,

@@ -82,6 +82,14 @@ fn a_step_budget_stop_goes_on_raised_and_every_file_is_read_once() {
 
     let out = resume(&journal, "e1", &["max_steps=40"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The raise has its own progress line, before the steps it lets the run take.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "step   7: Aborted --raise--> Exploring [tool_results_back]  raised max_steps=40"
+        ),
+        "{stderr}"
+    );
     let report = last_json(&out.stdout);
     assert_eq!(report["outcome"], "complete", "{report}");
     assert_eq!(report["result"], "All five files read.");

@@ -7,7 +7,7 @@ use serde_json::Value;
 use terminus_kernel::{ToolErrorKind, ToolOutcome};
 
 /// The outcome of a call result: `isError: true` is a tool error carrying the server's text,
-/// of the kind its text names (see [`error_result_kind`]); anything else is a success whose text
+/// of the kind its text names (see `error_result_kind`); anything else is a success whose text
 /// is [`text_of`].
 pub fn render(result: &CallToolResult) -> ToolOutcome {
     let text = text_of(result);

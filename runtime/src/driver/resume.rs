@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{
     CallState, Command, Entry, Handled, HeldCall, Key, Machine, Raise, RaiseError, Record, Replay,
-    StepRecord, held_decision_records,
+    Stats, StepRecord, held_decision_records,
 };
 use tokio::time::Instant;
 
@@ -36,11 +36,26 @@ pub(super) async fn resume_execution(
             crate::meters::claim_refused(&e);
             e
         })?;
-    if !raises.is_empty()
-        && let Err(e) = raise_journal(&env, &raises).await
-    {
-        let _ = env.store.release(&lease).await;
-        return Err(e);
+    if !raises.is_empty() {
+        match raise_journal(&env, &raises).await {
+            Ok((record, stats)) => {
+                // The raise is a step of its own: its progress line says what was raised.
+                if let Some(observer) = observer.as_mut() {
+                    let raised: Vec<String> = raises.iter().map(ToString::to_string).collect();
+                    let summary = format!("raised {}", raised.join(", "));
+                    observer.on_transition(&crate::observer::Transition {
+                        record,
+                        stats,
+                        summary: &summary,
+                        elapsed_ms: 0,
+                    });
+                }
+            }
+            Err(e) => {
+                let _ = env.store.release(&lease).await;
+                return Err(e);
+            }
+        }
     }
     let resumed = replay_journal(&mut env, on_replay).await;
     let mut driver = match resumed {
@@ -103,7 +118,7 @@ impl ResumedParts {
 /// (the kernel refuses a raise that does not lift the budget that stopped it), and journals the
 /// raise and the step it takes while clearing the report, in one transaction. The replay that
 /// follows is a resume's: it reads the raise from the journal, as a resume after a crash would.
-async fn raise_journal(env: &Env, raises: &[Raise]) -> Result<(), RunError> {
+async fn raise_journal(env: &Env, raises: &[Raise]) -> Result<(StepRecord, Stats), RunError> {
     let execution = env.execution.as_str();
     let refused = |error: RaiseError| RunError::Raise {
         execution: execution.to_owned(),
@@ -163,7 +178,7 @@ async fn raise_journal(env: &Env, raises: &[Raise]) -> Result<(), RunError> {
         // Another raise (or a resume that stored the report again) came first.
         return Err(refused(RaiseError::Live));
     }
-    Ok(())
+    Ok((step, machine.stats()))
 }
 
 /// Reads the journal of `env.execution` in pages and replays it.
