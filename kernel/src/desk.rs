@@ -266,6 +266,7 @@ impl Desk {
             }
         } else {
             match (turn.finish, turn.needs_more_work) {
+                (Finish::Repetition, _) => TurnKind::NoOp(NoOpKind::Repetitive),
                 (Finish::Length, _) => TurnKind::NoOp(NoOpKind::Truncated),
                 (Finish::ContentFilter, _) => TurnKind::NoOp(NoOpKind::Filtered),
                 _ if policy.text_tool_calls != TextToolCalls::Off
@@ -921,6 +922,10 @@ impl Desk {
             }
             NudgeKind::Continue(NoOpKind::TextCall) => {
                 "Your last reply wrote a tool call as text, so nothing ran."
+            }
+            NudgeKind::Continue(NoOpKind::Repetitive) => {
+                "Your last reply repeated the same text over and over, so it was cut off. Do not \
+                 repeat yourself: say each thing once."
             }
         });
         if let (NudgeKind::Continue(NoOpKind::TextCall), Some(note)) = (kind, &self.text_call) {

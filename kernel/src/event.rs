@@ -35,6 +35,9 @@ pub enum Finish {
     ContentFilter,
     /// The reply ends in tool calls.
     ToolCalls,
+    /// The client cut the reply: its text repeated the same window over and over (see
+    /// [`crate::repetition`]). Never an answer.
+    Repetition,
 }
 
 /// One tool call the model asked for.

@@ -36,6 +36,8 @@ pub enum NoOpKind {
     /// The reply is, or ends with, a tool call written as text that did not run (see
     /// [`crate::textcall`]): never a claim, never an answer.
     TextCall,
+    /// The reply repeated the same text over and over and was cut (finish `repetition`).
+    Repetitive,
 }
 
 /// What a completion claim still lacks (rule 5).

@@ -114,6 +114,7 @@ mod phase;
 mod policy;
 pub mod raise;
 mod reason;
+pub mod repetition;
 mod rule;
 mod stats;
 mod step;

@@ -217,3 +217,50 @@ fn the_loop_notice_names_the_call_still_required() {
         "{notice}"
     );
 }
+
+/// Every reply of the real model recorded by the eval suite (`spec/eval/recordings`): none is a
+/// degenerate repetition (they are short, and some repeat a call: a loop, not a repetition in
+/// the text), and every reply that was run as a written call is one `find` reads.
+#[test]
+fn the_real_models_recorded_replies_read_as_they_should() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/eval/recordings");
+    let mut replies = 0;
+    let mut written = 0;
+    let mut stack = vec![root];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a recording");
+            let trial: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            let turns = trial["scenario"]["model"]["turns"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for turn in turns {
+                let Some(reply) = turn["text"].as_str() else {
+                    continue;
+                };
+                replies += 1;
+                assert_eq!(
+                    terminus_kernel::repetition::find(reply),
+                    None,
+                    "{}: {reply}",
+                    path.display()
+                );
+                written += usize::from(textcall::find(reply).is_some());
+            }
+        }
+    }
+    assert!(replies >= 60, "{replies} recorded replies");
+    assert!(
+        written >= 54,
+        "{written} of {replies} replies are written calls"
+    );
+}

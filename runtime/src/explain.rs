@@ -1033,6 +1033,15 @@ fn no_progress(e: &Explanation, policy: &Policy, at: u32, open_sentence: &str) -
              until the cap needs a shorter task."
         );
     }
+    if all(NoOpKind::Repetitive) {
+        return format!(
+            "The model made no progress {n} turns in a row (max_no_ops {n}): each reply repeated \
+             the same text over and over and was cut as soon as it did (finish: repetition), so \
+             none was an answer or a tool call; the run stopped at step {at}.{open_sentence} A \
+             model that loops in its own text needs a shorter task or a stronger model; sampling \
+             with a repetition penalty (the server's setting) helps small ones."
+        );
+    }
     if all(NoOpKind::TextCall) {
         return format!(
             "The model made no progress {n} turns in a row (max_no_ops {n}): each reply wrote a \

@@ -373,7 +373,17 @@ async fn live(
     let mut done = 0;
     for task in tasks {
         for condition in &suite.condition {
-            let (path, merged) = &configs[&(task.name.clone(), condition.name.clone())];
+            let Some((path, merged)) = configs.get(&(task.name.clone(), condition.name.clone()))
+            else {
+                continue;
+            };
+            // A recording folder holds one run's trials: those of an earlier run go first.
+            let kept = record.join(&task.name).join(&condition.name);
+            if kept.is_dir() {
+                std::fs::remove_dir_all(&kept).map_err(|e| {
+                    CliError::Internal(format!("cannot clear {}: {e}", kept.display()))
+                })?;
+            }
             for n in 1..=args.trials {
                 done += 1;
                 let folder = scratch

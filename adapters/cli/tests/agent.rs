@@ -244,8 +244,8 @@ async fn a_recording_replays_offline_with_the_same_report() {
             .is_some_and(|d| !d.is_empty())
     );
     assert_eq!(
-        scenario["tools"]["read_text_file"]["results"][0]["error"],
-        "failed"
+        scenario["tools"]["read_text_file"]["results"][0]["error"], "invalid_arguments",
+        "a path outside the server's allowed directories is an argument the model can fix"
     );
     assert!(
         scenario["tools"].get("write_todos").is_none(),

@@ -12,6 +12,7 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use terminus_kernel::ModelErrorKind;
+use terminus_kernel::repetition;
 use terminus_runtime::{
     Heuristic, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Tokenizer, semconv,
 };
@@ -285,6 +286,8 @@ impl LlmModel {
         }
         let mut decoder = SseDecoder::new();
         let mut stream = Stream::new(self.config.provider);
+        // The text's length when it was last looked at for a degenerate repetition.
+        let mut looked = 0;
         loop {
             let next = match self.config.idle_timeout {
                 None => response.chunk().await,
@@ -305,6 +308,15 @@ impl LlmModel {
                 break;
             };
             decoder.feed(&chunk, |event| stream.data(event.data))?;
+            let len = stream.text().len();
+            if len >= looked + REPETITION_STRIDE || stream.is_done() && len > looked {
+                looked = len;
+                if let Some(repeated) = repetition::find(stream.text()) {
+                    // Dropping the response closes the connection: the server stops generating.
+                    drop(response);
+                    return Ok(Reply::repetitive(stream.text(), repeated));
+                }
+            }
             if stream.is_done() {
                 break;
             }
@@ -315,6 +327,9 @@ impl LlmModel {
         }
     }
 }
+
+/// How much new text a stream takes between two looks for a degenerate repetition.
+const REPETITION_STRIDE: usize = 256;
 
 /// A streamed reply of either provider.
 #[derive(Debug)]
@@ -343,6 +358,15 @@ impl Stream {
             Stream::OpenAi(s) => s.data(data),
             Stream::Anthropic(s) => s.data(data),
             Stream::OpenAiResponses(s) => s.data(data),
+        }
+    }
+
+    /// The text streamed so far.
+    pub fn text(&self) -> &str {
+        match self {
+            Stream::OpenAi(s) => s.text(),
+            Stream::Anthropic(s) => s.text(),
+            Stream::OpenAiResponses(s) => s.text(),
         }
     }
 

@@ -383,6 +383,11 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// The text streamed so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// A stream at its start.
     pub fn new() -> Stream {
         Stream::default()

@@ -31,6 +31,27 @@ pub struct Reply {
     pub model: Option<String>,
 }
 
+impl Reply {
+    /// A streamed reply cut where its text began to repeat itself (see
+    /// [`terminus_kernel::repetition`]): the text up to the window's first occurrence, finish
+    /// `repetition`, usage unknown (the provider reports it at the end, which never came).
+    pub fn repetitive(text: &str, repeated: terminus_kernel::repetition::Repeated) -> Reply {
+        Reply {
+            turn: ModelTurn {
+                text: text[..repeated.cut(text)].to_owned(),
+                finish: terminus_kernel::Finish::Repetition,
+                ..ModelTurn::default()
+            },
+            finish_reason: Some(format!(
+                "repetition: a {}-byte window {} times in a row",
+                repeated.window, repeated.times
+            )),
+            id: None,
+            model: None,
+        }
+    }
+}
+
 /// The model's `needs_more_work` opinion (`docs/design.md`, rule 2): a reply whose content is one
 /// JSON object (bare, or in a ```` ```json ```` fence) with a boolean `needs_more_work` gives it; a
 /// JSON reply without the field, or with `null`, is treated like text without it.

@@ -610,3 +610,57 @@ async fn the_model_name_picks_the_tokenizer_and_reported_usage_feeds_the_window(
         "the reported usage is what the window counts: {context:?}"
     );
 }
+
+/// A reply that repeats the same four list items over and over (as the real 1.5B model did, 88
+/// times until its output cap) is cut where the repetition shows, on every wire protocol: the
+/// turn ends `repetition` with the items once, it is a no-op (never the answer), and the model's
+/// next reply completes the run. A list whose lines are short and repeat is left alone.
+#[tokio::test]
+async fn a_reply_that_repeats_itself_is_cut_and_is_never_the_answer() {
+    let items = "- Count the words of each file.\n- Count the lines.\n- Accept several files.\n- Add tests.\n";
+    let degenerate = format!("Here is the plan:\n{}", items.repeat(88));
+    for provider in ALL {
+        let fixture = serve(vec![
+            say(&degenerate).response(provider, true),
+            say("1. Count. 2. Files. 3. Tests.").response(provider, true),
+        ])
+        .await;
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = lines.clone();
+        let report = Run::new("Write the plan.", policy(), model(&fixture, provider, true))
+            .observer(move |t: &Transition<'_>| {
+                if let Ok(mut l) = seen.lock() {
+                    l.push(t.summary.to_owned());
+                }
+            })
+            .execute()
+            .await
+            .expect("the run reaches a stop");
+        assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Answered));
+        assert_eq!((report.no_ops, report.model_calls), (1, 2), "{provider:?}");
+        assert_eq!(
+            report.result.as_deref(),
+            Some("1. Count. 2. Files. 3. Tests.")
+        );
+        let lines = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
+        assert!(
+            lines.contains("reply cut: it repeated itself"),
+            "{provider:?}: {lines}"
+        );
+        assert_eq!(report.trace[0].rule.name(), "no_op_continue");
+    }
+    // Short lines repeating (a table's rows) are not degenerate: the reply is the answer.
+    let table = format!(
+        "| file | words |\n|---|---|\n{}",
+        "| a.txt | 3 |\n".repeat(60)
+    );
+    let fixture = serve(vec![say(&table).response(Provider::OpenAi, true)]).await;
+    let report = run(
+        "Tabulate.",
+        policy(),
+        model(&fixture, Provider::OpenAi, true),
+    )
+    .await;
+    assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Answered));
+    assert_eq!(report.no_ops, 0);
+}

@@ -1,7 +1,7 @@
 //! The few words on an event that progress lines show.
 
 use std::fmt::Write as _;
-use terminus_kernel::{Event, ToolOutcome, textcall};
+use terminus_kernel::{Event, Finish, ToolOutcome, textcall};
 
 /// A few words on an event, for progress lines.
 pub(super) fn summarize(event: &Event, detail: Option<&str>) -> String {
@@ -18,6 +18,13 @@ pub(super) fn summarize(event: &Event, detail: Option<&str>) -> String {
             if turn.recovered_calls() > 0 {
                 s.push_str(" (written as text, recovered)");
             }
+        }
+        Event::ModelTurn(turn) if turn.finish == Finish::Repetition => {
+            let _ = write!(
+                s,
+                "reply cut: it repeated itself ({} characters kept)",
+                turn.text.chars().count()
+            );
         }
         Event::ModelTurn(turn) if let Some(written) = textcall::find(&turn.text) => {
             let _ = write!(

@@ -370,6 +370,7 @@ const fn finish_reason(finish: Finish) -> &'static str {
         Finish::Length => "length",
         Finish::ContentFilter => "content_filter",
         Finish::ToolCalls => "tool_calls",
+        Finish::Repetition => "repetition",
     }
 }
 
