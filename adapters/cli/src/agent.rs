@@ -232,10 +232,13 @@ impl LiveAgent {
             .max()
             .unwrap_or(Duration::from_secs(60))
             + Duration::from_secs(1);
+        // A streamed reply is bounded by the adapter's idle timeout, not its length (a long reply
+        // on a CPU server streams for minutes): no backstop would cut it.
+        let config = self.model.config();
         RuntimeConfig {
             lease,
             system_prompt: self.system_prompt.clone(),
-            model_timeout: Some(self.model.config().timeout + Duration::from_secs(1)),
+            model_timeout: (!config.stream).then(|| config.timeout + Duration::from_secs(1)),
             tool_timeout: Some(tool_timeout),
             ..RuntimeConfig::default()
         }

@@ -65,17 +65,17 @@ pub struct LlmConfig {
     pub api_key: Option<ApiKey>,
     /// Stream replies (server-sent events). Default true.
     pub stream: bool,
-    /// Longest time one call may take, body included; then it is a retryable `timeout`.
-    /// Default 120 s.
+    /// Longest wait for an answer to begin, and for a reply that is not streamed to arrive
+    /// whole; then it is a retryable `timeout`. A streamed reply is alive while bytes arrive:
+    /// each gap is bounded by [`LlmConfig::idle_timeout`], not its whole length. Default 120 s.
     pub timeout: Duration,
     /// The longest reply, in tokens (Chat Completions' `max_completion_tokens`, Responses'
     /// `max_output_tokens`, Anthropic's `max_tokens`). Default none: [`crate::DEFAULT_MAX_OUTPUT_TOKENS`] is sent.
     pub max_output_tokens: Option<u32>,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,
-    /// The longest a streamed reply may go without a byte; then it is a retryable `timeout`
-    /// (a stalled stream is given up at once, not at the end of [`LlmConfig::timeout`]).
-    /// Default none: only `timeout` applies.
+    /// The longest a streamed reply may go without a byte; then it is a retryable `timeout`.
+    /// Default none: [`LlmConfig::timeout`] bounds each gap.
     pub idle_timeout: Option<Duration>,
 }
 
@@ -239,13 +239,24 @@ impl LlmModel {
             Some(url) => self.http.post(url.clone()),
             None => self.http.post(&self.url),
         };
-        let mut response = post
-            .headers(self.headers.clone())
-            .timeout(timeout)
-            .body(body)
-            .send()
-            .await
-            .map_err(transport)?;
+        // `timeout` bounds the wait for the answer to begin and a reply read whole; a streamed
+        // reply lives while bytes arrive (each gap bounded by the idle timeout): on a CPU server
+        // a long reply streams for minutes, and cutting it would only generate it again.
+        let started = tokio::time::Instant::now();
+        let sent = post.headers(self.headers.clone()).body(body).send();
+        let mut response = match tokio::time::timeout(timeout, sent).await {
+            Ok(response) => response.map_err(transport)?,
+            Err(_) => {
+                return Err(ModelFailure::new(
+                    ModelErrorKind::Timeout,
+                    format!(
+                        "no answer began within {} ms (timeout_ms)",
+                        timeout.as_millis()
+                    ),
+                ));
+            }
+        };
+        let left = || timeout.saturating_sub(started.elapsed());
         let status = response.status();
         if !status.is_success() {
             let headers = response.headers();
@@ -256,8 +267,12 @@ impl LlmModel {
                 SystemTime::now(),
                 self.config.max_retry_after,
             );
-            // An error body cut mid-way still has a status that says enough.
-            let body = response.bytes().await.unwrap_or_default();
+            // An error body cut mid-way (or too slow) still has a status that says enough.
+            let body = tokio::time::timeout(left(), response.bytes())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
             let mut failure = http_failure(status.as_u16(), retry, &body);
             if matches!(status.as_u16(), 404 | 405) {
                 // Most often a base_url that is not the API root: name the address asked.
@@ -275,7 +290,18 @@ impl LlmModel {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !streamed {
             // A server that ignores `stream: true` answers with one JSON body: read it as such.
-            let body = response.bytes().await.map_err(transport)?;
+            let body = match tokio::time::timeout(left(), response.bytes()).await {
+                Ok(body) => body.map_err(transport)?,
+                Err(_) => {
+                    return Err(ModelFailure::new(
+                        ModelErrorKind::Timeout,
+                        format!(
+                            "no complete answer within {} ms (timeout_ms)",
+                            timeout.as_millis()
+                        ),
+                    ));
+                }
+            };
             return match self.config.provider {
                 Provider::OpenAi => openai::parse_response(&body),
                 Provider::Anthropic => anthropic::parse_response(&body),
@@ -289,20 +315,18 @@ impl LlmModel {
         // The text's length when it was last looked at for a degenerate repetition.
         let mut looked = 0;
         loop {
-            let next = match self.config.idle_timeout {
-                None => response.chunk().await,
-                Some(idle) => match tokio::time::timeout(idle, response.chunk()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        return Err(ModelFailure::new(
-                            ModelErrorKind::Timeout,
-                            format!(
-                                "the stream sent no byte for {} ms (idle_timeout_ms)",
-                                idle.as_millis()
-                            ),
-                        ));
-                    }
-                },
+            let idle = self.config.idle_timeout.unwrap_or(timeout);
+            let next = match tokio::time::timeout(idle, response.chunk()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(ModelFailure::new(
+                        ModelErrorKind::Timeout,
+                        format!(
+                            "the stream sent no byte for {} ms (idle_timeout_ms, default timeout_ms)",
+                            idle.as_millis()
+                        ),
+                    ));
+                }
             };
             let Some(chunk) = next.map_err(transport)? else {
                 break;

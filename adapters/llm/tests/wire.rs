@@ -695,3 +695,37 @@ async fn requests_carry_the_conversation_in_each_format() {
         assert!(!Transcript::new(&messages).render().contains("not done yet"));
     }
 }
+
+/// A streamed reply is alive while bytes arrive: a stream longer than `timeout_ms` whose every
+/// pause is shorter completes (on a CPU server a long reply streams for minutes, and cutting it
+/// would only have it generated again); each gap is bounded by `timeout_ms` when no idle
+/// timeout is set.
+#[tokio::test]
+async fn a_stream_longer_than_timeout_ms_completes_while_bytes_arrive() {
+    for provider in ALL {
+        let mut slow = say("slow but steady").response(provider, true);
+        for part in [4, 3, 2, 1] {
+            slow = slow.pause_before(part, Duration::from_millis(150));
+        }
+        let fixture = serve(vec![slow]).await;
+        let messages = [Message::user("hi")];
+        let started = std::time::Instant::now();
+        let reply = model_with(&fixture, provider, true, |c| {
+            c.timeout = Duration::from_millis(300);
+        })
+        .reply(ModelRequest {
+            messages: &messages,
+            tools: &[],
+            tools_enabled: true,
+            purpose: Purpose::Verify,
+        })
+        .await
+        .unwrap_or_else(|f| panic!("{provider:?}: {f}"));
+        assert_eq!(reply.turn.text, "slow but steady");
+        assert!(
+            started.elapsed() > Duration::from_millis(550),
+            "{provider:?}: the stream took {:?}, longer than timeout_ms",
+            started.elapsed()
+        );
+    }
+}
