@@ -337,6 +337,9 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     let result = drive(run, runtime).await;
     mcp.shutdown().await;
     if let (Some(path), Some(recorder)) = (&args.record, &recorder) {
+        let cancelled = matches!(&result, Ok(r) if r.outcome
+            == terminus_kernel::Outcome::Aborted(terminus_kernel::AbortReason::Cancelled));
+        recorder.ended(cancelled);
         let description = format!(
             "Recorded by `terminus agent` from {} at {}.",
             live.model.config().model,

@@ -495,6 +495,10 @@ async fn agent_run(stored: &StoredAgent, task: &str) -> Result<(Report, Scenario
     let result = run.config(runtime).execute().await;
     mcp.shutdown().await;
     let report = result.map_err(|e| CliError::Internal(format!("{}: {e}", live.file())))?;
+    recorder.ended(
+        report.outcome
+            == terminus_kernel::Outcome::Aborted(terminus_kernel::AbortReason::Cancelled),
+    );
     let scenario = recorder.scenario(
         task,
         &policy,

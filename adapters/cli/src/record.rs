@@ -90,6 +90,15 @@ impl Recorder {
         }
     }
 
+    /// The run ended: a model call it dropped unanswered is kept (as a `cancelled` turn, which
+    /// the replay answers by pulling the kill switch) only when the host cancelled the run;
+    /// one the deadline cut is left out (the replay's own clock decides it).
+    pub(crate) fn ended(&self, cancelled: bool) {
+        if !cancelled {
+            lock(&self.turns).retain(|t| t.cancelled != Some(true));
+        }
+    }
+
     /// Starts keeping the verifier's verdicts (a model verifier; the rule verifier is replayed
     /// by the rules).
     pub(crate) fn verifier(self: &Arc<Self>, inner: Arc<dyn Verifier>) -> Arc<dyn Verifier> {
@@ -240,7 +249,14 @@ impl Layer for Recorder {
                 let turn = matches!(request.purpose, Purpose::Turn { .. });
                 let answer = next.run(call);
                 Box::pin(async move {
+                    // A call the run drops unanswered (the kill switch, the deadline) is kept as
+                    // a `cancelled` turn; [`Recorder::ended`] keeps it only for a cancelled run.
+                    let mut dropped = Dropped {
+                        recorder: self,
+                        armed: turn,
+                    };
                     let answer = answer.await;
+                    dropped.armed = false;
                     if turn
                         && let Answer::Model(answer) = &answer
                         && let Some(spec) = model_spec(answer)
@@ -286,6 +302,23 @@ impl Layer for Recorder {
                     answer
                 })
             }
+        }
+    }
+}
+
+/// Records a `cancelled` turn if the model call it guards is dropped before it answers.
+struct Dropped<'a> {
+    recorder: &'a Recorder,
+    armed: bool,
+}
+
+impl Drop for Dropped<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(&self.recorder.turns).push(TurnSpec {
+                cancelled: Some(true),
+                ..TurnSpec::default()
+            });
         }
     }
 }

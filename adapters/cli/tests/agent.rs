@@ -100,8 +100,10 @@ async fn ctrl_c_cancels_with_a_report_and_exit_1() {
         .await
         .expect("a port");
     let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), "");
+    let recording = dir.path().join("cancelled.json");
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .args(["agent", &config, "--task", "Wait.", "--json"])
+        .args(["agent", &config, "--task", "Wait.", "--json", "--record"])
+        .arg(&recording)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -126,6 +128,35 @@ async fn ctrl_c_cancels_with_a_report_and_exit_1() {
         (report["outcome"].as_str(), report["reason"].as_str()),
         (Some("aborted"), Some("cancelled"))
     );
+    // The recording ends with the call the cancel interrupted, and replays to the same report
+    // (it used to run out of model turns: exit 2, "model script exhausted").
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).expect("recorded"))
+            .expect("JSON");
+    assert_eq!(
+        recorded["model"]["turns"][0]["cancelled"], true,
+        "{recorded}"
+    );
+    let replay = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .arg("run")
+        .arg(&recording)
+        .arg("--json")
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
+    let replayed: Value =
+        serde_json::from_str(text(&replay.stdout).lines().last().expect("a report")).expect("JSON");
+    for key in [
+        "outcome",
+        "reason",
+        "steps",
+        "model_calls",
+        "tool_calls",
+        "result",
+    ] {
+        assert_eq!(replayed[key], report[key], "{key}: {replayed}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,6 +180,11 @@ pub struct TurnSpec {
     /// Text the model must not be shown in this call's request (what pruning removed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_sees: Vec<String>,
+    /// Instead of a reply: the host's kill switch was pulled while the model answered this
+    /// call (a recording of a run cancelled by Ctrl-C ends so). The replay pulls it here, so
+    /// the run ends `cancelled` at the same step. Nothing else goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
 }
 
 impl TurnSpec {

@@ -90,7 +90,8 @@ impl Scenario {
     /// A run as [`Scenario::run`] builds it, with another task and policy (an orchestrator
     /// gives an agent its dependencies' results and its share of the plan's budget).
     pub fn run_as(&self, task: String, policy: Policy) -> Run {
-        self.run_with(task, policy, self.model())
+        let kill = self.kill_switch();
+        self.run_with(task, policy, self.model(&kill), kill)
     }
 
     /// A run as [`Scenario::run`] builds it, for a durable engine that replays the run's steps
@@ -98,15 +99,27 @@ impl Scenario {
     /// the scripted model moves past the answers the engine gave back (the scripted tools are
     /// called on replay too, and move by themselves).
     pub fn replayable_run(&self) -> (Run, impl FnOnce(&Replayed) + Send + 'static) {
-        let model = self.model();
+        let kill = self.kill_switch();
+        let model = self.model(&kill);
         let skip = Arc::clone(&model);
-        let run = self.run_with(self.file.task.clone(), self.file.policy.clone(), model);
+        let run = self.run_with(
+            self.file.task.clone(),
+            self.file.policy.clone(),
+            model,
+            kill,
+        );
         (run, move |replayed: &Replayed| {
             skip.skip(replayed.model_answers)
         })
     }
 
-    fn run_with(&self, task: String, policy: Policy, model: Arc<ScriptedModel>) -> Run {
+    fn run_with(
+        &self,
+        task: String,
+        policy: Policy,
+        model: Arc<ScriptedModel>,
+        kill: KillSwitch,
+    ) -> Run {
         let mut run = Run::new(task, policy, model).name(self.name.clone());
         if let Some(prompt) = &self.file.system_prompt {
             run = run.config(terminus_runtime::RuntimeConfig {
@@ -114,16 +127,17 @@ impl Scenario {
                 ..terminus_runtime::RuntimeConfig::default()
             });
         }
-        self.adapters(run, &self.tools())
+        self.adapters(run, &self.tools(), kill)
     }
 
     /// Resumes `execution` of this scenario from its journal (set the store on the returned
     /// [`Resume`]): the scripted model and tools move past the answers the journal holds.
     pub fn resume(&self, execution: impl Into<String>) -> Resume {
-        let model = self.model();
+        let kill = self.kill_switch();
+        let model = self.model(&kill);
         let tools = self.tools();
         let (skip_model, skip_tools) = (Arc::clone(&model), tools.clone());
-        self.adapters(Run::resume(execution, model), &tools)
+        self.adapters(Run::resume(execution, model), &tools, kill)
             .on_replay(move |replayed| {
                 skip_model.skip(replayed.model_answers);
                 for (name, tool) in &skip_tools {
@@ -164,8 +178,17 @@ impl Scenario {
         self
     }
 
-    fn model(&self) -> Arc<ScriptedModel> {
-        let model = ScriptedModel::new(&self.file.model);
+    /// The run's kill switch: pulled `cancel_after_ms` after the start when the scenario says
+    /// so, and by a `cancelled` model turn.
+    fn kill_switch(&self) -> KillSwitch {
+        match self.file.cancel_after_ms {
+            Some(ms) => KillSwitch::after(Duration::from_millis(ms)),
+            None => KillSwitch::new(),
+        }
+    }
+
+    fn model(&self, kill: &KillSwitch) -> Arc<ScriptedModel> {
+        let model = ScriptedModel::new(&self.file.model).with_kill_switch(kill.clone());
         Arc::new(match &self.model_log {
             Some(path) => model.with_log(path.clone()),
             None => model,
@@ -174,7 +197,12 @@ impl Scenario {
 
     /// The scripted tools, verifier, kill switch and context window of the scenario, on a new
     /// run or a resumed one.
-    fn adapters<R: Setup>(&self, mut run: R, scripted: &[(String, Arc<ScriptedTool>)]) -> R {
+    fn adapters<R: Setup>(
+        &self,
+        mut run: R,
+        scripted: &[(String, Arc<ScriptedTool>)],
+        kill: KillSwitch,
+    ) -> R {
         let mut tools = ToolSet::new();
         for (name, tool) in scripted {
             tools.insert(
@@ -186,9 +214,7 @@ impl Scenario {
             }
         }
         run = run.tools(tools);
-        if let Some(ms) = self.file.cancel_after_ms {
-            run = run.kill_switch(KillSwitch::after(Duration::from_millis(ms)));
-        }
+        run = run.kill_switch(kill);
         if let Some(script) = &self.file.verifier {
             run = run.verifier(Arc::new(ScriptedVerifier::new(script)));
         }
@@ -231,6 +257,24 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
     check_script("$.model.turns", "turn", model.turns.len(), model.repeat)?;
     for (i, turn) in model.turns.iter().enumerate() {
         let at = format!("$.model.turns[{i}]");
+        if turn.cancelled == Some(true) {
+            let others = turn.reply_fields();
+            let other = others
+                .first()
+                .copied()
+                .or(turn.error.map(|_| "error"))
+                .or(turn.retry_after_ms.map(|_| "retry_after_ms"))
+                .or(turn.message.as_ref().map(|_| "message"));
+            if let Some(field) = other {
+                return Err(ScenarioError::at(
+                    at,
+                    format!(
+                        "a cancelled turn has nothing else: \"cancelled\" cannot go with \"{field}\""
+                    ),
+                ));
+            }
+            continue;
+        }
         if turn.error.is_some() {
             let reply = turn.reply_fields();
             if let Some(field) = reply.first() {

@@ -70,6 +70,8 @@ fn plural(n: usize, what: &str) -> String {
 pub struct ScriptedModel {
     turns: Cursor<TurnSpec>,
     log: Option<std::path::PathBuf>,
+    /// The run's kill switch, pulled by a `cancelled` turn.
+    kill: Option<terminus_runtime::KillSwitch>,
     /// Whether a turn checks what the request shows (`sees`, `not_sees`).
     reads: bool,
 }
@@ -80,6 +82,7 @@ impl ScriptedModel {
         ScriptedModel {
             turns: Cursor::new(script.turns.clone(), script.repeat),
             log: None,
+            kill: None,
             reads: script
                 .turns
                 .iter()
@@ -92,6 +95,14 @@ impl ScriptedModel {
     #[must_use]
     pub fn with_log(mut self, path: impl Into<std::path::PathBuf>) -> ScriptedModel {
         self.log = Some(path.into());
+        self
+    }
+
+    /// The run's kill switch, which a `cancelled` turn pulls (as the host did during the call a
+    /// recording ends with).
+    #[must_use]
+    pub fn with_kill_switch(mut self, kill: terminus_runtime::KillSwitch) -> ScriptedModel {
+        self.kill = Some(kill);
         self
     }
 
@@ -137,6 +148,22 @@ impl Model for ScriptedModel {
             ))
         })?;
         check_view(call, &spec, request.messages)?;
+        if spec.cancelled == Some(true) {
+            let Some(kill) = &self.kill else {
+                return Err(ModelError::Fault(Fault::invalid_input(format!(
+                    "model turn {call} is cancelled, but the run has no kill switch to pull"
+                ))));
+            };
+            // The host pulls the switch while the model answers: the run takes the cancel at
+            // once and drops this call. A host that gave the run a switch of its own (a durable
+            // engine's) never sees this one: then the call fails instead of hanging.
+            kill.kill();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            return Err(ModelError::Fault(Fault::invalid_input(format!(
+                "model turn {call} is cancelled, but the run did not take the cancel (its host \
+                 keeps a kill switch of its own)"
+            ))));
+        }
         if let Some(kind) = spec.error {
             return Err(ModelError::Failure(ModelFailure {
                 kind,

@@ -86,6 +86,8 @@ const present = (v) => v !== undefined && v !== null;
  * offers them: the scenario's tools and `write_todos`, none to a tool-less call).
  */
 function turnEvent(spec, offered) {
+  // The host pulled the kill switch while the model answered this call.
+  if (spec.cancelled) return { cancel: true };
   if ('error' in spec) {
     const error = { kind: spec.error };
     if (present(spec.retry_after_ms)) error.retry_after_ms = spec.retry_after_ms;

@@ -100,6 +100,9 @@ class Run:
 def turn_event(spec: dict[str, Any], offered: list[str]) -> dict[str, Any]:
     """A scripted model turn as an event, with the names of the tools the call offered (as the
     runtime offers them: the scenario's tools and ``write_todos``, none to a tool-less call)."""
+    if spec.get("cancelled"):
+        # The host pulled the kill switch while the model answered this call.
+        return {"cancel": True}
     if "error" in spec:
         error: dict[str, Any] = {"kind": spec["error"]}
         if spec.get("retry_after_ms") is not None:
