@@ -338,6 +338,20 @@ impl LlmModel {
                 if let Some(repeated) = repetition::find(stream.text()) {
                     // Dropping the response closes the connection: the server stops generating.
                     drop(response);
+                    // What the cut saved, estimated (four bytes a token): the cap's tokens the
+                    // model had not generated yet. An event of the model call's span.
+                    let generated = u64::try_from(len / 4).unwrap_or(u64::MAX);
+                    let saved = u64::from(cap).saturating_sub(generated);
+                    let window = u64::try_from(repeated.window).unwrap_or(u64::MAX);
+                    let times = u64::try_from(repeated.times).unwrap_or(u64::MAX);
+                    tracing::event!(
+                        target: "terminus",
+                        tracing::Level::INFO,
+                        terminus.repetition.window_bytes = window,
+                        terminus.repetition.times = times,
+                        terminus.repetition.saved_tokens = saved,
+                        "reply_cut_for_repetition"
+                    );
                     return Ok(Reply::repetitive(stream.text(), repeated));
                 }
             }

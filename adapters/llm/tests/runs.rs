@@ -619,6 +619,12 @@ async fn the_model_name_picks_the_tokenizer_and_reported_usage_feeds_the_window(
 async fn a_reply_that_repeats_itself_is_cut_and_is_never_the_answer() {
     let items = "- Count the words of each file.\n- Count the lines.\n- Accept several files.\n- Add tests.\n";
     let degenerate = format!("Here is the plan:\n{}", items.repeat(88));
+    // The cut's event, with what it saved: kept from this thread's spans.
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let _guard = tracing::subscriber::set_default({
+        use tracing_subscriber::layer::SubscriberExt as _;
+        tracing_subscriber::registry().with(Events(events.clone()))
+    });
     for provider in ALL {
         let fixture = serve(vec![
             say(&degenerate).response(provider, true),
@@ -649,6 +655,18 @@ async fn a_reply_that_repeats_itself_is_cut_and_is_never_the_answer() {
         );
         assert_eq!(report.trace[0].rule.name(), "no_op_continue");
     }
+    let events = events.lock().map(|e| e.join("\n")).unwrap_or_default();
+    assert_eq!(
+        events.matches("reply_cut_for_repetition").count(),
+        3,
+        "{events}"
+    );
+    // The default cap (4,096 tokens) less what was generated: the text, at four bytes a token.
+    assert!(
+        events.contains("terminus.repetition.saved_tokens="),
+        "{events}"
+    );
+    assert!(events.contains("terminus.repetition.times="), "{events}");
     // Short lines repeating (a table's rows) are not degenerate: the reply is the answer.
     let table = format!(
         "| file | words |\n|---|---|\n{}",
@@ -663,4 +681,23 @@ async fn a_reply_that_repeats_itself_is_cut_and_is_never_the_answer() {
     .await;
     assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Answered));
     assert_eq!(report.no_ops, 0);
+}
+
+/// Keeps each event's message and fields as one line.
+struct Events(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Line(String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
+            }
+        }
+        let mut line = Line(String::new());
+        event.record(&mut line);
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(line.0);
+        }
+    }
 }
