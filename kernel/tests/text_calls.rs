@@ -40,6 +40,17 @@ fn drain(m: &mut Machine) -> Vec<Command> {
     std::iter::from_fn(|| m.poll_command()).collect()
 }
 
+/// The text of the nudge among the waiting commands.
+fn nudge_text(m: &mut Machine) -> String {
+    drain(m)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::Nudge(n) => Some(n.text),
+            _ => None,
+        })
+        .expect("a nudge")
+}
+
 proptest! {
     /// Prose (anything without the markers) then a written call: found, in its format, with the
     /// prose before it, and never a completion under `run` or `nudge`.
@@ -132,13 +143,7 @@ fn a_recovered_call_runs_and_counts_and_the_nudge_names_the_closest_tools() {
     };
     textcall::recover(&mut turn, Some(&offered), TextToolCalls::Run, "text-2-");
     m.handle(Event::ModelTurn(turn));
-    let nudge = drain(&mut m)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::Nudge(n) => Some(n.text),
-            _ => None,
-        })
-        .expect("a nudge");
+    let nudge = nudge_text(&mut m);
     assert!(nudge.contains("`read_directory`"), "{nudge}");
     assert!(
         nudge.contains("closest offered tools: `list_directory`"),
@@ -168,13 +173,7 @@ fn the_nudge_after_a_refused_claim_names_the_required_call() {
         text: "Here is the plan.".into(),
         ..ModelTurn::default()
     }));
-    let nudge = drain(&mut m)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::Nudge(n) => Some(n.text),
-            _ => None,
-        })
-        .expect("a nudge");
+    let nudge = nudge_text(&mut m);
     assert!(
         nudge.contains("Still required before the task can finish: call `write_file`"),
         "{nudge}"

@@ -258,16 +258,7 @@ fn parse_suite(text: &str) -> Result<Suite, String> {
     let mut seen = Vec::new();
     for (i, t) in suite.task.iter().enumerate() {
         let at = format!("task[{i}]");
-        if !is_name(&t.name) {
-            return Err(format!(
-                "{at}.name: {:?} must be letters, digits, `-` or `_`",
-                t.name
-            ));
-        }
-        if seen.contains(&&t.name) {
-            return Err(format!("{at}.name: `{}` is named twice", t.name));
-        }
-        seen.push(&t.name);
+        check_name(&at, &t.name, &mut seen)?;
         if t.task.trim().is_empty() {
             return Err(format!("{at}.task: is empty"));
         }
@@ -298,16 +289,7 @@ fn parse_suite(text: &str) -> Result<Suite, String> {
     let mut seen = Vec::new();
     for (i, c) in suite.condition.iter().enumerate() {
         let at = format!("condition[{i}]");
-        if !is_name(&c.name) {
-            return Err(format!(
-                "{at}.name: {:?} must be letters, digits, `-` or `_`",
-                c.name
-            ));
-        }
-        if seen.contains(&&c.name) {
-            return Err(format!("{at}.name: `{}` is named twice", c.name));
-        }
-        seen.push(&c.name);
+        check_name(&at, &c.name, &mut seen)?;
         // The overrides must be policy fields: checked against the kernel's policy now.
         let mut probe = toml::Table::new();
         probe.insert("policy".into(), toml::Value::Table(c.policy.clone()));
@@ -317,11 +299,19 @@ fn parse_suite(text: &str) -> Result<Suite, String> {
     Ok(suite)
 }
 
-fn is_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+/// A task's or condition's name (it names folders): letters, digits, `-` and `_`, each once.
+fn check_name<'a>(at: &str, name: &'a str, seen: &mut Vec<&'a str>) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if name.is_empty() || !name.chars().all(allowed) {
+        return Err(format!(
+            "{at}.name: {name:?} must be letters, digits, `-` or `_`"
+        ));
+    }
+    if seen.contains(&name) {
+        return Err(format!("{at}.name: `{name}` is named twice"));
+    }
+    seen.push(name);
+    Ok(())
 }
 
 /// Runs every trial against the real model and tools, recording each.

@@ -30,6 +30,23 @@ async fn serve(responses: Vec<Response>) -> Fixture {
     Fixture::start(responses).await.expect("a loopback port")
 }
 
+/// A run under [`policy`] and its progress lines' summaries, one a line.
+async fn run_seen(task: &str, model: Arc<dyn Model>) -> (Report, String) {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = lines.clone();
+    let report = Run::new(task, policy(), model)
+        .observer(move |t: &Transition<'_>| {
+            if let Ok(mut l) = seen.lock() {
+                l.push(t.summary.to_owned());
+            }
+        })
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    let lines = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
+    (report, lines)
+}
+
 async fn run(task: &str, policy: Policy, model: Arc<dyn Model>) -> Report {
     Run::new(task, policy, model)
         .execute()
@@ -96,19 +113,8 @@ async fn a_401_stops_the_run_after_exactly_one_request() {
 async fn a_404_names_the_address_it_asked() {
     for provider in ALL {
         let fixture = serve(vec![Response::json(404, "File Not Found")]).await;
-        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-        let seen = lines.clone();
-        let report = Run::new("Say done.", policy(), model(&fixture, provider, true))
-            .observer(move |t: &Transition<'_>| {
-                if let Ok(mut l) = seen.lock() {
-                    l.push(t.summary.to_owned());
-                }
-            })
-            .execute()
-            .await
-            .expect("the run reaches a stop");
+        let (report, lines) = run_seen("Say done.", model(&fixture, provider, true)).await;
         assert_eq!(report.outcome, Outcome::Aborted(AbortReason::ModelError));
-        let lines = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
         assert!(
             lines.contains("HTTP 404") && lines.contains(&format!("(POST {}/", fixture.url())),
             "{provider:?}: {lines}"
@@ -631,24 +637,13 @@ async fn a_reply_that_repeats_itself_is_cut_and_is_never_the_answer() {
             say("1. Count. 2. Files. 3. Tests.").response(provider, true),
         ])
         .await;
-        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-        let seen = lines.clone();
-        let report = Run::new("Write the plan.", policy(), model(&fixture, provider, true))
-            .observer(move |t: &Transition<'_>| {
-                if let Ok(mut l) = seen.lock() {
-                    l.push(t.summary.to_owned());
-                }
-            })
-            .execute()
-            .await
-            .expect("the run reaches a stop");
+        let (report, lines) = run_seen("Write the plan.", model(&fixture, provider, true)).await;
         assert_eq!(report.outcome, Outcome::Complete(CompleteReason::Answered));
         assert_eq!((report.no_ops, report.model_calls), (1, 2), "{provider:?}");
         assert_eq!(
             report.result.as_deref(),
             Some("1. Count. 2. Files. 3. Tests.")
         );
-        let lines = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
         assert!(
             lines.contains("reply cut: it repeated itself"),
             "{provider:?}: {lines}"
