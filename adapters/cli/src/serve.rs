@@ -122,8 +122,17 @@ impl Blueprint for Programs {
             let scenario = Scenario::parse(&json.to_string())
                 .map_err(|e| Unbuildable::Invalid(format!("$.scenario: {e}")))?;
             let scenario = with_model_log(scenario);
-            let (run, on_replay) = scenario.replayable_run();
+            let (run, on_replay, pulled) = scenario.replayable_run();
             let mut built = Built::new(run);
+            // Only a scenario with a cancelled turn pulls its own switch (a watch on any other
+            // would wait forever).
+            let cancels = scenario
+                .file()
+                .model
+                .turns
+                .iter()
+                .any(|t| t.cancelled == Some(true));
+            built.pulled = cancels.then_some(pulled);
             built.on_replay = Some(Box::new(on_replay));
             built.cancel_after = scenario.file().cancel_after_ms.map(Duration::from_millis);
             return Ok(built);

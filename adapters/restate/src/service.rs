@@ -56,6 +56,10 @@ pub struct Built {
     /// The host gives up this long after the run starts (a scenario's `cancel_after_ms`), as
     /// if `cancel` were called then.
     pub cancel_after: Option<Duration>,
+    /// A kill switch the blueprint's own adapters pull (a scenario's `cancelled` turn: the host
+    /// cancelled during that model call): the run is cancelled when it fires, as if `cancel`
+    /// were called then.
+    pub pulled: Option<terminus_runtime::KillSwitch>,
 }
 
 impl Built {
@@ -66,6 +70,7 @@ impl Built {
             on_replay: None,
             finish: None,
             cancel_after: None,
+            pulled: None,
         }
     }
 }
@@ -135,6 +140,13 @@ impl TerminusAgent {
             cancel: CancellationToken::new(),
             deadline,
         };
+        if let Some(pulled) = built.pulled.clone() {
+            let cancel = controls.cancel.clone();
+            tokio::spawn(async move {
+                pulled.killed().await;
+                cancel.cancel();
+            });
+        }
         if let Some(after) = built.cancel_after {
             let cancel = controls.cancel.clone();
             tokio::spawn(async move {

@@ -98,8 +98,11 @@ impl Scenario {
     /// itself (the Restate service): with it, what to call once such a replay is over, so that
     /// the scripted model moves past the answers the engine gave back (the scripted tools are
     /// called on replay too, and move by themselves).
-    pub fn replayable_run(&self) -> (Run, impl FnOnce(&Replayed) + Send + 'static) {
+    /// The third value is the kill switch the scripted model pulls for a `cancelled` turn: a
+    /// host that gives the run a switch of its own cancels the run when this one fires.
+    pub fn replayable_run(&self) -> (Run, impl FnOnce(&Replayed) + Send + 'static, KillSwitch) {
         let kill = self.kill_switch();
+        let pulled = kill.clone();
         let model = self.model(&kill);
         let skip = Arc::clone(&model);
         let run = self.run_with(
@@ -108,9 +111,11 @@ impl Scenario {
             model,
             kill,
         );
-        (run, move |replayed: &Replayed| {
-            skip.skip(replayed.model_answers)
-        })
+        (
+            run,
+            move |replayed: &Replayed| skip.skip(replayed.model_answers),
+            pulled,
+        )
     }
 
     fn run_with(
