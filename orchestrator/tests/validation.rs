@@ -66,7 +66,7 @@ fn every_problem_is_reported_together_with_its_path() {
             "$.agents[9].estimated_duration_ms: must be at least 1",
             "$.agents[9].scenario.model.turns[0].txt: unknown field `txt`, expected one of \
              `text`, `tool_calls`, `needs_more_work`, `usage`, `finish`, `reasoning`, `error`, \
-             `retry_after_ms`, `message`, `sees`, `not_sees`",
+             `retry_after_ms`, `message`, `sees`, `not_sees`, `cancelled`",
             "cycle: collect -> analyse -> report -> collect",
         ]
     );

@@ -144,7 +144,7 @@ pub struct TurnIn {
     /// Reported usage; absent means unknown, not zero.
     #[serde(default)]
     pub usage: Option<Usage>,
-    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`).
+    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`, `repetition`).
     #[serde(default)]
     pub finish: Option<Finish>,
     /// The model produced reasoning output.

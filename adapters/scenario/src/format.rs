@@ -156,7 +156,8 @@ pub struct TurnSpec {
     /// Reported usage; absent means unknown, not zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`). Default `stop`.
+    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`, `repetition`).
+    /// Default `stop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish: Option<Finish>,
     /// The model produced reasoning output. Default false.
