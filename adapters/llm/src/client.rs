@@ -246,15 +246,7 @@ impl LlmModel {
         let sent = post.headers(self.headers.clone()).body(body).send();
         let mut response = match tokio::time::timeout(timeout, sent).await {
             Ok(response) => response.map_err(transport)?,
-            Err(_) => {
-                return Err(ModelFailure::new(
-                    ModelErrorKind::Timeout,
-                    format!(
-                        "no answer began within {} ms (timeout_ms)",
-                        timeout.as_millis()
-                    ),
-                ));
-            }
+            Err(_) => return Err(timed_out("no answer began within", timeout, "timeout_ms")),
         };
         let left = || timeout.saturating_sub(started.elapsed());
         let status = response.status();
@@ -293,12 +285,10 @@ impl LlmModel {
             let body = match tokio::time::timeout(left(), response.bytes()).await {
                 Ok(body) => body.map_err(transport)?,
                 Err(_) => {
-                    return Err(ModelFailure::new(
-                        ModelErrorKind::Timeout,
-                        format!(
-                            "no complete answer within {} ms (timeout_ms)",
-                            timeout.as_millis()
-                        ),
+                    return Err(timed_out(
+                        "no complete answer within",
+                        timeout,
+                        "timeout_ms",
                     ));
                 }
             };
@@ -319,12 +309,10 @@ impl LlmModel {
             let next = match tokio::time::timeout(idle, response.chunk()).await {
                 Ok(next) => next,
                 Err(_) => {
-                    return Err(ModelFailure::new(
-                        ModelErrorKind::Timeout,
-                        format!(
-                            "the stream sent no byte for {} ms (idle_timeout_ms, default timeout_ms)",
-                            idle.as_millis()
-                        ),
+                    return Err(timed_out(
+                        "the stream sent no byte for",
+                        idle,
+                        "idle_timeout_ms, default timeout_ms",
                     ));
                 }
             };
@@ -364,6 +352,14 @@ impl LlmModel {
             _ => stream.finish(),
         }
     }
+}
+
+/// A retryable `timeout`: `what` did not happen within `limit` (the config's `setting`).
+fn timed_out(what: &str, limit: Duration, setting: &str) -> ModelFailure {
+    ModelFailure::new(
+        ModelErrorKind::Timeout,
+        format!("{what} {} ms ({setting})", limit.as_millis()),
+    )
 }
 
 /// How much new text a stream takes between two looks for a degenerate repetition.
