@@ -1,343 +1,24 @@
-//! Driving the kernel from a host that keeps its own model client and tools: the JSON vocabulary
-//! of the embedding contract (events in, commands out), and the run's journal, report and
-//! explanation exactly as [`crate::Run`] would give them. The Python binding is a thin layer over
-//! [`Host`]; it is pure (no clock, no IO), so the same events always give the same commands.
-//!
-//! Events ([`EventIn`], one key each):
-//! `{"model_turn": {"text", "tool_calls": [{"id", "name", "arguments"}], "needs_more_work",
-//! "usage": {"input_tokens", "output_tokens"}, "finish", "reasoning", "tools"}}` (every key
-//! optional but a tool call's `name`; `tools`: the names offered with the call, for a tool call
-//! written in the text, see [`terminus_kernel::textcall`]), `{"model_error": {"kind", "retry_after_ms"}}`,
-//! `{"tool_results": [{"call_id", "name", "ok": ANY} | {"call_id", "name", "error": KIND,
-//! "message"}]}`, `{"verdict": {"complete", "feedback", "missing"}}`, `{"tick": NOW_MS}`,
-//! `{"cancel": true}`.
-//!
-//! Commands ([`CommandOut`]): `call_model` (with its backoff `delay_ms` and whether the model may
-//! call `tools`), `run_tools` (only the calls to run; the refused ones with the text the model is
-//! given instead, the budget warnings to append to results, and `written`, the reply's prose,
-//! when the calls were written in its text), `verify` (the claim, the todos,
-//! and what the rules say is missing), `nudge` and `notice` (text for the conversation), and
-//! `stop` with the report.
-//!
-//! The journal the host keeps has the records [`crate::Run`] writes for the same events (the
-//! task, then per step its event, transition, guidance, stop, tool intents and results, under
-//! the same keys), so the report's `entries` and [`crate::explain`]'s explanation are those of
-//! `terminus run` and `terminus inspect` for the same run. It leaves out the payloads the
-//! explanation never reads (turns' texts and calls, tool arguments and outputs): the host has
-//! the machine itself and never replays its journal, and snapshots stay small.
+//! The driver of the kernel for a host: [`Host`] feeds the host's events to the machine, hands
+//! out its commands in the contract's vocabulary, keeps the lean journal [`crate::Run`] would
+//! write, and gives the report, the explanation and snapshots.
 
+use super::wire::{
+    CallOut, CommandOut, EventIn, Handle, InputError, RefusedOut, ResultIn, TurnIn, WarningOut,
+};
 use crate::budget::{BudgetWarning, ToolBudgetEvent, Warned, tool_budget_events};
 use crate::conversation::{budget_warning_text, refusal_text};
 use crate::explain::{Builder, Explanation, Stored};
 use crate::journal::RunSpec;
 use crate::report::Report;
 use crate::verifier::missing_by_rules;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
 use terminus_kernel::{
-    Command, Entry, Event, Finish, Handled, Json, Key, Machine, ModelErrorKind, ModelTurn, Phase,
-    Policy, PolicyError, Raise, RaiseError, Record, StepRecord, Stop, Todo, ToolBatch, ToolCall,
-    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, executed, lean_decision_records,
-    textcall,
+    Command, Entry, Event, Handled, Json, Key, Machine, ModelTurn, Phase, Policy, Raise,
+    RaiseError, Record, StepRecord, Stop, ToolBatch, ToolCall, ToolOutcome, ToolResult, Verdict,
+    executed, lean_decision_records, textcall,
 };
-
-/// An input the host gave that is not a valid event, policy or snapshot, with the JSON path at
-/// fault (`event.model_turn.tool_calls[0].name`, `policy.max_stpes`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputError {
-    /// Where: the root's name (`event`, `policy`, `snapshot`) then the path inside it.
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-impl std::error::Error for InputError {}
-
-impl InputError {
-    /// The error `serde_path_to_error` gives, under `root`: `root.a.b[2]: message`. An unknown
-    /// field reads `root.a.field: unknown field, expected one of ...`.
-    pub fn from_serde<E: fmt::Display>(root: &str, error: &serde_path_to_error::Error<E>) -> Self {
-        let inner = error.inner().to_string();
-        let path = error.path().to_string();
-        let path = if path == "." {
-            root.to_owned()
-        } else {
-            format!("{root}.{path}")
-        };
-        // serde says "unknown field `x`, expected ...": the path already names the field.
-        let message = match inner.strip_prefix("unknown field `") {
-            Some(rest) => match rest.split_once('`') {
-                Some((_, tail)) => format!("unknown field{tail}"),
-                None => inner,
-            },
-            None => inner,
-        };
-        InputError { path, message }
-    }
-
-    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
-        InputError {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl From<PolicyError> for InputError {
-    fn from(e: PolicyError) -> Self {
-        InputError {
-            path: format!("policy.{}", e.field),
-            message: e.problem,
-        }
-    }
-}
-
-/// Reads a policy from JSON text, every error naming its field (`policy.max_stpes: unknown
-/// field, ...`), and checks that the kernel can run it.
-pub fn policy_from_json(json: &str) -> Result<Policy, InputError> {
-    let de = &mut serde_json::Deserializer::from_str(json);
-    let policy: Policy =
-        serde_path_to_error::deserialize(de).map_err(|e| InputError::from_serde("policy", &e))?;
-    policy.validate()?;
-    Ok(policy)
-}
-
-/// One event, as the host sends it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum EventIn {
-    /// The model answered.
-    ModelTurn(TurnIn),
-    /// The model call failed.
-    ModelError(ModelErrorIn),
-    /// The results of the calls of the last `run_tools`, any order.
-    ToolResults(Vec<ResultIn>),
-    /// The verifier's verdict on the last `verify`.
-    Verdict(VerdictIn),
-    /// A clock reading: milliseconds since the run started.
-    Tick(u64),
-    /// The host's kill switch (`true`).
-    Cancel(bool),
-}
-
-/// A model turn.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TurnIn {
-    /// The visible content.
-    #[serde(default)]
-    pub text: Option<String>,
-    /// Tool calls.
-    #[serde(default)]
-    pub tool_calls: Option<Vec<CallIn>>,
-    /// Tri-state: true, false or absent (`None` is absent).
-    #[serde(default)]
-    pub needs_more_work: Option<bool>,
-    /// Reported usage; absent means unknown, not zero.
-    #[serde(default)]
-    pub usage: Option<Usage>,
-    /// Why generation stopped (`stop`, `length`, `content_filter`, `tool_calls`, `repetition`).
-    #[serde(default)]
-    pub finish: Option<Finish>,
-    /// The model produced reasoning output.
-    #[serde(default)]
-    pub reasoning: Option<bool>,
-    /// The names of the tools offered with the call this turn answers: a tool call the model
-    /// wrote in its text runs when it names one of them (`policy.text_tool_calls`). Absent:
-    /// the host did not say, and a written call of any name runs.
-    #[serde(default)]
-    pub tools: Option<Vec<String>>,
-}
-
-/// One tool call of a turn.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallIn {
-    /// The provider's call id (default `call-{model call}-{index}`, as the scripted model).
-    #[serde(default)]
-    pub id: Option<String>,
-    /// The tool.
-    pub name: String,
-    /// The arguments (default `{}`).
-    #[serde(default)]
-    pub arguments: Option<Value>,
-}
-
-/// A failed model call.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelErrorIn {
-    /// The class.
-    pub kind: ModelErrorKind,
-    /// The delay the provider asked for.
-    #[serde(default)]
-    pub retry_after_ms: Option<u64>,
-}
-
-/// One tool result: `ok` (any JSON, `null` included) or `error` with a `message`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResultIn {
-    /// The id of the call it answers.
-    pub call_id: String,
-    /// The tool.
-    pub name: String,
-    /// A success with this output.
-    #[serde(default, deserialize_with = "present")]
-    pub ok: Option<Value>,
-    /// A failure of this class.
-    #[serde(default)]
-    pub error: Option<ToolErrorKind>,
-    /// With `error`: the message for the model.
-    #[serde(default)]
-    pub message: Option<String>,
-}
-
-/// A field that is present is `Some`, even when its value is `null`.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
-}
-
-/// A verdict.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VerdictIn {
-    /// Whether the task is complete.
-    pub complete: bool,
-    /// What is missing, in the verifier's words (one item).
-    #[serde(default)]
-    pub feedback: Option<String>,
-    /// What is missing, item by item (the scenario format's `missing`).
-    #[serde(default)]
-    pub missing: Option<Vec<String>>,
-}
-
-impl EventIn {
-    /// Reads an event from JSON text; errors name the JSON path (`event.model_turn.text: ...`).
-    pub fn from_json(json: &str) -> Result<EventIn, InputError> {
-        let de = &mut serde_json::Deserializer::from_str(json);
-        serde_path_to_error::deserialize(de).map_err(|e| InputError::from_serde("event", &e))
-    }
-}
-
-/// A tool call to run, or refused, as the host is given it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CallOut {
-    /// The call id (answer with it as `call_id`).
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// The arguments.
-    pub arguments: Value,
-}
-
-/// A call the kernel refused: the host gives the model `text` as its result and does not send
-/// it back in `tool_results`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RefusedOut {
-    /// The call id.
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// The arguments.
-    pub arguments: Value,
-    /// What the model is told instead of a result.
-    pub text: String,
-}
-
-/// A budget warning to append to the result of call `id` as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WarningOut {
-    /// The call id.
-    pub id: String,
-    /// The text to append.
-    pub text: String,
-}
-
-/// One command for the host, in the contract's JSON (`{"command": "call_model", ...}`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-pub enum CommandOut {
-    /// Call the model after `delay_ms` (backoff); `tools: false` is the final-answer call.
-    CallModel {
-        /// Wait this long first.
-        delay_ms: u64,
-        /// Whether the model may call tools.
-        tools: bool,
-    },
-    /// Run these calls; answer with `tool_results`.
-    RunTools {
-        /// The calls to run, in order.
-        calls: Vec<CallOut>,
-        /// Calls not to run (their tool is excluded), each with the text the model gets.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        refused: Vec<RefusedOut>,
-        /// Budget warnings for the model, appended to the named calls' results.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        warnings: Vec<WarningOut>,
-        /// Present when the model wrote these calls in its reply's text (recovered, see
-        /// `policy.text_tool_calls`): the reply without them. A framework that runs the calls
-        /// of the reply message gives that message this text and these calls.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        written: Option<String>,
-    },
-    /// Ask the verifier; answer with `verdict`.
-    Verify {
-        /// The model's completion claim.
-        claim: String,
-        /// The todo list the kernel tracks.
-        todos: Vec<Todo>,
-        /// What the rules say is still missing (open todos, required tools that never
-        /// succeeded, the output schema's first error): the rule verifier's verdict is
-        /// `complete` when it is empty.
-        missing: Vec<String>,
-    },
-    /// Add `text` to the conversation (a user message) before the next model call.
-    Nudge {
-        /// The kernel's guidance.
-        text: String,
-    },
-    /// Add `text` to the conversation before the next model call.
-    Notice {
-        /// The kernel's message.
-        text: String,
-    },
-    /// The run ended.
-    Stop {
-        /// The report (the fields of `terminus run --json`, without the execution id).
-        report: Value,
-    },
-}
-
-/// What [`Host::handle`] did with an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handle {
-    /// A transition: commands are waiting.
-    Step,
-    /// Observed, not a step (a clock reading before the deadline).
-    Observed,
-    /// The kernel ignored it in its state (counted in `ignored_events`).
-    Ignored,
-}
-
-impl Handle {
-    /// `step`, `observed` or `ignored`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Handle::Step => "step",
-            Handle::Observed => "observed",
-            Handle::Ignored => "ignored",
-        }
-    }
-}
 
 /// The journal entry of an event, without the payloads the explanation never reads (a turn's
 /// text and calls, tool outputs): the host keeps the machine itself, so its journal is never
@@ -1028,6 +709,7 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::wire::policy_from_json;
 
     fn host(policy: &str) -> Host {
         let policy = policy_from_json(policy).expect("a valid policy");
@@ -1036,29 +718,6 @@ mod tests {
 
     fn event(json: &str) -> EventIn {
         EventIn::from_json(json).expect("a valid event")
-    }
-
-    #[test]
-    fn errors_name_the_json_path() {
-        let e = policy_from_json(r#"{"max_stpes": 3}"#).expect_err("unknown field");
-        assert!(
-            e.to_string()
-                .starts_with("policy.max_stpes: unknown field, expected one of")
-        );
-        let e = policy_from_json(r#"{"max_steps": 0}"#).expect_err("zero steps");
-        assert_eq!(e.to_string(), "policy.max_steps: must be at least 1, got 0");
-        let e = EventIn::from_json(r#"{"model_turn": {"tool_calls": [{"id": "a"}]}}"#)
-            .expect_err("no name");
-        assert!(
-            e.to_string()
-                .starts_with("event.model_turn.tool_calls[0]: missing field `name`"),
-            "{e}"
-        );
-        let e = EventIn::from_json(r#"{"verdict": {"complete": "yes"}}"#).expect_err("a string");
-        assert!(
-            e.to_string()
-                .starts_with("event.verdict.complete: invalid type")
-        );
     }
 
     #[test]
