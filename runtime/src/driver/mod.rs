@@ -18,7 +18,8 @@ mod verify_step;
 mod writer;
 use writer::Tally;
 
-pub use run::{Adapters, Replayed, Resume, Run, Setup};
+pub use resume::Replayed;
+pub use run::{Adapters, Resume, Run, Setup};
 
 use progress::summarize;
 

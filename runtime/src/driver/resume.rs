@@ -19,12 +19,26 @@ use tokio::time::Instant;
 /// How many records a resume reads from the store at a time.
 const RESUME_PAGE: usize = 512;
 
+/// What [`Resume::on_replay`](super::Resume::on_replay) is told.
+pub(super) type OnReplay = Box<dyn FnOnce(&Replayed) + Send>;
+
+/// What a resume found already answered in the journal: those model calls and tool results are
+/// replayed, never asked for again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Replayed {
+    /// Model calls answered (turns and errors).
+    pub model_answers: u64,
+    /// Results journaled, per tool.
+    pub tool_answers: std::collections::BTreeMap<String, u64>,
+}
+
 /// The resume path of [`Run::execute`]: claim, replay the journal page by page into a fresh
 /// machine and conversation, and drive on from there.
 pub(super) async fn resume_execution(
     mut env: Env,
     observer: &mut Option<Box<dyn Observer>>,
-    on_replay: Option<super::run::OnReplay>,
+    on_replay: Option<OnReplay>,
     raises: Vec<Raise>,
 ) -> Result<Report, RunError> {
     let lease = env
@@ -182,10 +196,7 @@ async fn raise_journal(env: &Env, raises: &[Raise]) -> Result<(StepRecord, Stats
 }
 
 /// Reads the journal of `env.execution` in pages and replays it.
-async fn replay_journal(
-    env: &mut Env,
-    on_replay: Option<super::run::OnReplay>,
-) -> Result<Resumed, RunError> {
+async fn replay_journal(env: &mut Env, on_replay: Option<OnReplay>) -> Result<Resumed, RunError> {
     let store = Arc::clone(&env.store);
     let execution = env.execution.clone();
     let Some(mut spec) = store.spec(&execution).await? else {
@@ -280,7 +291,7 @@ async fn replay_journal(
     }
     let recovery = replay.finish();
     if let Some(on_replay) = on_replay {
-        on_replay(&super::run::Replayed {
+        on_replay(&Replayed {
             model_answers: recovery.model_answers,
             tool_answers: recovery.tool_answers.clone(),
         });

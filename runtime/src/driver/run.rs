@@ -1,6 +1,6 @@
 //! [`Run`]: one agent run, configured builder style; [`Resume`]: going on from a journal.
 
-use super::resume::resume_execution;
+use super::resume::{OnReplay, Replayed, resume_execution};
 use super::{Driver, Env, unix_ms};
 use crate::config::RuntimeConfig;
 use crate::context::{ContextPolicy, Tokenizer};
@@ -78,20 +78,6 @@ pub struct Resume {
     parts: Parts,
     on_replay: Option<OnReplay>,
     raises: Vec<Raise>,
-}
-
-/// What [`Resume::on_replay`] is told.
-pub(super) type OnReplay = Box<dyn FnOnce(&Replayed) + Send>;
-
-/// What a resume found already answered in the journal: those model calls and tool results are
-/// replayed, never asked for again.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Replayed {
-    /// Model calls answered (turns and errors).
-    pub model_answers: u64,
-    /// Results journaled, per tool.
-    pub tool_answers: std::collections::BTreeMap<String, u64>,
 }
 
 /// What a new run and a resumed one both take: the adapters and the host's controls.
