@@ -115,6 +115,11 @@ function modelTurnEvent(message) {
 }
 
 /** The kernel's result for a call answered by `message` (`ok` is the output's digest). */
+/** Whether a tool batch of the kernel's waits for its results to be fed. */
+function batchOut(turn) {
+  return Boolean(turn.batch || (turn.awaiting && Object.keys(turn.awaiting).length));
+}
+
 function toolResult(callId, name, message) {
   const text = textOf(message.content);
   const kind = (message.response_metadata || {})[ERROR_KIND];
@@ -251,6 +256,9 @@ function terminusMiddleware(policy, options = {}) {
           break;
         case 'run_tools':
           turn.awaiting = Object.fromEntries((command.calls || []).map((c) => [callId(c, 'run_tools'), String(c.name)]));
+          // A batch is out until its results are fed, even one that runs no call (every call
+          // refused by a budget: the kernel then waits for an empty result list).
+          turn.batch = true;
           turn.refused = Object.fromEntries((command.refused || []).map((r) => [callId(r, 'run_tools.refused'), String(r.text)]));
           turn.warnings = Object.fromEntries((command.warnings || []).map((w) => [callId(w, 'run_tools.warnings'), String(w.text)]));
           // The model wrote these calls in its text: the reply gets them as calls.
@@ -305,6 +313,7 @@ function terminusMiddleware(policy, options = {}) {
     turn.awaiting = {};
     turn.refused = {};
     turn.warnings = {};
+    delete turn.batch;
     return { out: feed(machine, turn, { tool_results: results }), last };
   };
 
@@ -365,7 +374,7 @@ function terminusMiddleware(policy, options = {}) {
       canJumpTo: ['end'],
       hook: (state) => {
         const turn = { ...(state[TURN_KEY] || {}) };
-        if (turn.ended || !turn.awaiting || Object.keys(turn.awaiting).length === 0) return undefined;
+        if (turn.ended || !batchOut(turn)) return undefined;
         const machine = restore(state);
         const notices = turn.notices || [];
         delete turn.notices;
@@ -515,7 +524,7 @@ function terminusMiddleware(policy, options = {}) {
       const turn = { ...(state[TURN_KEY] || {}) };
       if (!state[MACHINE_KEY] || turn.ended) return undefined;
       const machine = restore(state);
-      if (turn.awaiting && Object.keys(turn.awaiting).length) feedResults(machine, turn, state.messages || []);
+      if (batchOut(turn)) feedResults(machine, turn, state.messages || []);
       if (!turn.ended) feed(machine, turn, { cancel: true });
       return update(machine, turn, []);
     },

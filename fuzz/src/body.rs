@@ -85,7 +85,7 @@ pub(crate) fn policy(b: &mut Bytes<'_>) -> Policy {
                 ToolBudget {
                     warn_at,
                     block_at,
-                    reset_on: Vec::new(),
+                    ..ToolBudget::default()
                 },
             );
         }

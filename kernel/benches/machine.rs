@@ -241,6 +241,7 @@ fn whole_run(c: &mut Criterion) {
             kind: TurnKind::Tools {
                 runnable: 1,
                 refused: 0,
+                blocked: 0,
             },
             input_tokens: 100,
             output_tokens: 20,

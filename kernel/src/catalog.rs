@@ -1,26 +1,33 @@
-//! The stop catalog: every way a run can stop, and every run-wide bound, in one place.
+//! The stop catalog: every way a run can stop, and every bound, in one place.
 //!
-//! Two tables, both checked at compile time:
+//! Three tables, checked at compile time:
 //!
-//! - [`ALL`], the table of limits: one [`Limit`] per run-wide bound, naming the policy field, the
-//!   counter it bounds, how the counter meets the limit, the rule that fires and the stop reason.
-//!   The machine's guards (`core.rs`, through `BUDGETS` and the `Limit` constants), the
-//!   invariant checks (`invariants.rs`), [`crate::Policy::step_bound`], the guard column of
-//!   `spec/machine.md` and the runtime's explanation (`terminus inspect`) read it.
+//! - [`ALL`], the table of run-wide limits: one [`Limit`] row per bound, holding everything about
+//!   it as data or functions: the policy field, the counter it bounds and how the counter meets
+//!   the limit, when the machine checks it, the rule that fires and its row of the transition
+//!   table, the stop reason, the explanation, whether a raise may lift it and the warning it gives
+//!   at 80 %. Every list of limits is derived from the rows: the budgets checked before each step
+//!   ([`budgets`]), the raisable ones ([`RAISABLE`]), the warnings ([`WARNINGS`]) and the limits'
+//!   rows of [`RULES`]. The machine's guards (`core.rs`), the invariant checks
+//!   (`invariants.rs`), [`crate::Policy::step_bound`], the guard column of `spec/machine.md` and
+//!   the runtime's explanation (`terminus inspect`) read them.
+//! - [`TOOL_BOUNDS`], the per-tool bounds of `tool_budgets`: one [`ToolBound`] row each (its
+//!   field, the calls it counts, whether a reset lifts it). A call at a bound is refused with the
+//!   bound's text and the run goes on (see `docs/design.md`, "Budget blocks").
 //! - [`RULES`], one [`Row`] per [`Rule`] in [`Rule::ALL`] order: the rule's row of the transition
 //!   table ([`Rule::spec`]: input, guard, citation) and, for a rule that ends the run, its
-//!   [`StopPath`]: the outcome, the limit it enforces, the explanation template the runtime fills
-//!   ([`Explain`]) and the budget warning at 80 % it gives first ([`WARNINGS`]).
+//!   [`StopPath`]. The rows of the limits' rules come from [`ALL`].
 //!
-//! Adding a limit with its own stop reason is: the policy field (`policy.rs`), the reason
-//! (`reason.rs`), the rule (`rule.rs`), and here a `Limit` constant with its arms, its place in
-//! [`ALL`] (and `BUDGETS` for a run-wide budget), its row in [`RULES`] (and [`WARNINGS`] when it
-//! warns). The compiler and the catalog's tests name every place that is missing.
+//! Adding a run-wide limit is its row here (in [`ALL`]), its policy field (`policy.rs`) and, for
+//! a rule of its own, the rule (`rule.rs`); adding a per-tool bound is its row in
+//! [`TOOL_BOUNDS`] and its field of [`crate::ToolBudget`]. The compiler and the catalog's tests
+//! name every place that is missing.
 //!
-//! Per-tool bounds (`max_tool_failures`, `tool_budgets`) exclude one tool instead of stopping the
-//! run; they live in the tool ledger (see [`crate::Exclusion`]).
+//! `max_tool_failures` excludes one tool instead of stopping the run; it lives in the tool ledger
+//! (see [`crate::Exclusion`]).
 
-use crate::policy::{OnVerificationLimit, Policy, PolicyError};
+use crate::ledger::ToolRecord;
+use crate::policy::{OnVerificationLimit, Policy, PolicyError, ToolBudget};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::{Rule, RuleSpec};
 use crate::stats::{Stats, Streaks};
@@ -41,7 +48,104 @@ pub enum Meets {
     Crosses,
 }
 
-/// One row of the table.
+/// What a step spends of a run-wide budget, which the machine checks before every step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Spends {
+    /// One of it a step (steps).
+    Step,
+    /// Nothing known beforehand: the counter grows with what the model reports (tokens).
+    Reported,
+    /// The model calls the step issues (0 or 1).
+    ModelCalls,
+    /// The tool calls the step executes (any number).
+    ToolCalls,
+}
+
+impl Spends {
+    /// How much a step that spends `spend` takes of it.
+    #[inline(always)]
+    const fn of(self, spend: Spend) -> u64 {
+        match self {
+            Spends::Step => 1,
+            Spends::Reported => 0,
+            Spends::ModelCalls => spend.model_calls,
+            Spends::ToolCalls => spend.tool_calls,
+        }
+    }
+}
+
+/// When the machine checks a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Checked {
+    /// Before every non-terminal step, against what the step is about to spend (a run-wide
+    /// budget, [`budgets`]): the step it would allow is pre-empted.
+    Before(Spends),
+    /// Where its counter grows (an occurrence limit).
+    Where,
+}
+
+/// Where a limit's policy field is kept.
+#[derive(Clone, Copy)]
+pub enum Slot {
+    /// A required `u32`.
+    Count(fn(&Policy) -> &u32, fn(&mut Policy) -> &mut u32),
+    /// An optional `u32` (`None`: unlimited).
+    MaybeCount(
+        fn(&Policy) -> &Option<u32>,
+        fn(&mut Policy) -> &mut Option<u32>,
+    ),
+    /// An optional `u64` (`None`: unlimited).
+    MaybeAmount(
+        fn(&Policy) -> &Option<u64>,
+        fn(&mut Policy) -> &mut Option<u64>,
+    ),
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Slot::Count(..) => "Count",
+            Slot::MaybeCount(..) => "MaybeCount",
+            Slot::MaybeAmount(..) => "MaybeAmount",
+        })
+    }
+}
+
+/// The warning a budget gives once it passes 80 % (`terminus_runtime::Budget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Warns {
+    /// Its name in reports, spans and metrics (`steps`, `model_calls`, ...).
+    pub name: &'static str,
+    /// Its place in the order the warnings are checked, which is also its bit in the set of
+    /// warnings given that a host saves with a run: never reused, never moved.
+    pub place: u8,
+}
+
+/// When `terminus inspect` lists a limit among a run's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Listed {
+    /// Always.
+    Always,
+    /// When the policy sets it.
+    WhenSet,
+    /// When its counter is above 0.
+    WhenCounted,
+}
+
+/// How a limit's rule ends the run, and its row of the transition table.
+#[derive(Debug, Clone, Copy)]
+pub struct Stops {
+    /// The input that triggers the rule, in words.
+    pub input: &'static str,
+    /// The words before and after the limit's guard.
+    pub guard: (&'static str, &'static str),
+    /// The rule of `docs/design.md` or the stop reason it encodes.
+    pub cites: &'static str,
+    /// The explanation it gets.
+    pub explain: Explain,
+}
+
+/// One row of the table of run-wide limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limit {
     /// The policy field that sets the limit.
@@ -50,43 +154,94 @@ pub struct Limit {
     pub counter: &'static str,
     /// How the counter meets it.
     pub meets: Meets,
+    /// When the machine checks it.
+    pub checked: Checked,
     /// The rule that fires.
     pub rule: Rule,
+    /// How the rule ends the run, and its row of the transition table.
+    pub stops: Stops,
     /// Whether spending it allows the one final-answer call of `final_answer_on_budget`.
     pub final_answer: bool,
-    /// Whether `terminus inspect` lists it when the policy leaves it unset (a limit added after
-    /// the explanation's format was fixed is listed only when set, so that older explanations
+    /// Whether `terminus resume --raise` can lift it: a stopped run goes on under a higher
+    /// limit (see [`crate::Machine::raise`]).
+    pub raisable: bool,
+    /// The warning it gives at 80 %, if it gives one.
+    pub warns: Option<Warns>,
+    /// When `terminus inspect` lists it (a limit added after the explanation's format was fixed
+    /// is listed only when set, or only when it counted something, so that older explanations
     /// keep their bytes).
-    pub listed_unset: bool,
-    /// Which row it is (selects the policy field, the counter and the reason; a `match` on a
-    /// constant, so the guards compile to plain comparisons).
-    which: Which,
+    pub listed: Listed,
+    /// Where the policy keeps it.
+    pub slot: Slot,
+    /// The counter's value.
+    pub counted: fn(&Stats, &Streaks) -> u64,
+    /// How the run ends when it fires.
+    pub ends: Ends,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Which {
-    Steps,
-    Tokens,
-    ModelCalls,
-    NoOps,
-    EmptyResponses,
-    ModelRetries,
-    Nudges,
-    VerificationFailures,
-    FailedToolTurns,
-    Repeats,
-    ToolCalls,
+/// How the run ends when a limit fires.
+#[derive(Clone, Copy)]
+pub enum Ends {
+    /// Aborted with this reason.
+    Aborted(AbortReason),
+    /// As the policy says (`on_verification_limit`).
+    ByPolicy {
+        /// The outcome under the default policy.
+        default: Outcome,
+        /// The outcome under a policy.
+        under: fn(&Policy) -> Outcome,
+    },
 }
+
+impl std::fmt::Debug for Ends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ends::Aborted(reason) => write!(f, "Aborted({})", reason.as_str()),
+            Ends::ByPolicy { default, .. } => write!(f, "ByPolicy({default:?})"),
+        }
+    }
+}
+
+/// A required `u32` field of the policy, as a [`Slot`].
+macro_rules! count {
+    ($field:ident) => {
+        Slot::Count(|p| &p.$field, |p| &mut p.$field)
+    };
+}
+
+/// An optional field of the policy, as a [`Slot`].
+macro_rules! maybe {
+    ($kind:ident $field:ident) => {
+        Slot::$kind(|p| &p.$field, |p| &mut p.$field)
+    };
+}
+
+const ANY_STEP: &str = "any accepted input with a non-terminal target";
+const TURN_OR_ERROR: &str = "turn(any), model_error(any)";
 
 /// The step budget: the `max_steps`-th step ends the run.
 pub const STEPS: Limit = Limit {
     field: "max_steps",
     counter: "steps",
     meets: Meets::Reaches,
+    checked: Checked::Before(Spends::Step),
     rule: Rule::StepBudget,
+    stops: Stops {
+        input: ANY_STEP,
+        guard: ("", ""),
+        cites: "`max_steps`",
+        explain: Explain::Budget { noun: "step" },
+    },
     final_answer: true,
-    listed_unset: true,
-    which: Which::Steps,
+    raisable: true,
+    warns: Some(Warns {
+        name: "steps",
+        place: 0,
+    }),
+    listed: Listed::Always,
+    slot: count!(max_steps),
+    counted: |s, _| u64::from(s.steps),
+    ends: Ends::Aborted(AbortReason::MaxSteps),
 };
 
 /// The token budget: tokens spent reached it.
@@ -94,10 +249,24 @@ pub const TOKENS: Limit = Limit {
     field: "token_budget",
     counter: "tokens",
     meets: Meets::Crosses,
+    checked: Checked::Before(Spends::Reported),
     rule: Rule::TokenBudget,
+    stops: Stops {
+        input: ANY_STEP,
+        guard: ("", ""),
+        cites: "`token_budget`",
+        explain: Explain::Budget { noun: "token" },
+    },
     final_answer: true,
-    listed_unset: true,
-    which: Which::Tokens,
+    raisable: true,
+    warns: Some(Warns {
+        name: "tokens",
+        place: 2,
+    }),
+    listed: Listed::Always,
+    slot: maybe!(MaybeAmount token_budget),
+    counted: |s, _| s.tokens(),
+    ends: Ends::Aborted(AbortReason::TokenBudget),
 };
 
 /// The model-call budget (retries included).
@@ -105,10 +274,24 @@ pub const MODEL_CALLS: Limit = Limit {
     field: "max_model_calls",
     counter: "model_calls",
     meets: Meets::Spent,
+    checked: Checked::Before(Spends::ModelCalls),
     rule: Rule::ModelCallBudget,
+    stops: Stops {
+        input: "any accepted input whose target calls the model",
+        guard: ("", ""),
+        cites: "`max_model_calls`",
+        explain: Explain::Budget { noun: "model-call" },
+    },
     final_answer: true,
-    listed_unset: true,
-    which: Which::ModelCalls,
+    raisable: true,
+    warns: Some(Warns {
+        name: "model_calls",
+        place: 1,
+    }),
+    listed: Listed::Always,
+    slot: count!(max_model_calls),
+    counted: |s, _| u64::from(s.model_calls),
+    ends: Ends::Aborted(AbortReason::MaxModelCalls),
 };
 
 /// The tool-call budget: a tool turn whose calls would take the executions past it stops the run
@@ -117,10 +300,24 @@ pub const TOOL_CALLS: Limit = Limit {
     field: "max_tool_calls",
     counter: "tool_calls",
     meets: Meets::Spent,
+    checked: Checked::Before(Spends::ToolCalls),
     rule: Rule::ToolCallBudget,
+    stops: Stops {
+        input: "turn(tools)",
+        guard: ("", ""),
+        cites: "`tool_call_budget`",
+        explain: Explain::Budget { noun: "tool-call" },
+    },
     final_answer: true,
-    listed_unset: false,
-    which: Which::ToolCalls,
+    raisable: true,
+    warns: Some(Warns {
+        name: "tool_calls",
+        place: 4,
+    }),
+    listed: Listed::WhenSet,
+    slot: maybe!(MaybeCount max_tool_calls),
+    counted: |s, _| u64::from(s.tool_calls),
+    ends: Ends::Aborted(AbortReason::ToolCallBudget),
 };
 
 /// No-op turns in a row.
@@ -128,10 +325,21 @@ pub const NO_OPS: Limit = Limit {
     field: "max_no_ops",
     counter: "streaks.no_ops",
     meets: Meets::Reaches,
+    checked: Checked::Where,
     rule: Rule::NoOpLimit,
+    stops: Stops {
+        input: "turn(no-op)",
+        guard: ("", ""),
+        cites: "`no_progress`",
+        explain: Explain::NoProgress,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::NoOps,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_no_ops),
+    counted: |_, k| u64::from(k.no_ops),
+    ends: Ends::Aborted(AbortReason::NoProgress),
 };
 
 /// Empty replies in a row.
@@ -139,10 +347,21 @@ pub const EMPTY_RESPONSES: Limit = Limit {
     field: "max_empty_responses",
     counter: "streaks.empty_responses",
     meets: Meets::Reaches,
+    checked: Checked::Where,
     rule: Rule::EmptyLimit,
+    stops: Stops {
+        input: "turn(empty)",
+        guard: ("", ""),
+        cites: "`empty_responses`, rule 6",
+        explain: Explain::EmptyReplies,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::EmptyResponses,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_empty_responses),
+    counted: |_, k| u64::from(k.empty_responses),
+    ends: Ends::Aborted(AbortReason::EmptyResponses),
 };
 
 /// Retryable model errors in a row.
@@ -150,10 +369,21 @@ pub const MODEL_RETRIES: Limit = Limit {
     field: "max_model_retries",
     counter: "streaks.model_retries",
     meets: Meets::Exceeds,
+    checked: Checked::Where,
     rule: Rule::ModelRetryLimit,
+    stops: Stops {
+        input: "model_error(retryable)",
+        guard: ("", ""),
+        cites: "`model_error`",
+        explain: Explain::RetriesSpent,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::ModelRetries,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_model_retries),
+    counted: |_, k| u64::from(k.model_retries),
+    ends: Ends::Aborted(AbortReason::ModelError),
 };
 
 /// Refused completion claims (each answered with a nudge).
@@ -161,21 +391,51 @@ pub const NUDGES: Limit = Limit {
     field: "max_nudges",
     counter: "nudges",
     meets: Meets::Spent,
+    checked: Checked::Where,
     rule: Rule::ClaimRefusedLimit,
+    stops: Stops {
+        input: "turn(claim)",
+        guard: ("work open; ", ""),
+        cites: "`incomplete`, rule 5",
+        explain: Explain::Incomplete,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::Nudges,
+    raisable: true,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_nudges),
+    counted: |s, _| u64::from(s.nudges),
+    ends: Ends::Aborted(AbortReason::Incomplete),
 };
 
-/// Verifier rejections; what the last one does is the policy's `on_verification_limit`.
+/// Verifier rejections; what the last one does is the policy's `on_verification_limit` (the
+/// rule here is the one of the default policy, `abort`; `complete` fires
+/// [`Rule::VerificationLimitForced`]).
 pub const VERIFICATION_FAILURES: Limit = Limit {
     field: "max_verification_failures",
     counter: "verification_failures",
     meets: Meets::Reaches,
+    checked: Checked::Where,
     rule: Rule::VerificationLimitAbort,
+    stops: Stops {
+        input: "verdict",
+        guard: ("rejected; ", "; on_verification_limit = abort"),
+        cites: "`verification_loop`, rule 3",
+        explain: Explain::VerificationLoop,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::VerificationFailures,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_verification_failures),
+    counted: |s, _| u64::from(s.verification_failures),
+    ends: Ends::ByPolicy {
+        default: Outcome::Aborted(AbortReason::VerificationLoop),
+        under: |p| match p.on_verification_limit {
+            OnVerificationLimit::Abort => Outcome::Aborted(AbortReason::VerificationLoop),
+            OnVerificationLimit::Complete => Outcome::Complete(CompleteReason::Forced),
+        },
+    },
 };
 
 /// Tool turns in a row in which every executed call failed.
@@ -183,10 +443,21 @@ pub const FAILED_TOOL_TURNS: Limit = Limit {
     field: "max_consecutive_tool_failures",
     counter: "streaks.failed_tool_turns",
     meets: Meets::Reaches,
+    checked: Checked::Where,
     rule: Rule::ToolFailureLimit,
+    stops: Stops {
+        input: "tool_results",
+        guard: ("every execution failed; ", ""),
+        cites: "`tool_failures`, rule 7",
+        explain: Explain::ToolFailures,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::FailedToolTurns,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_consecutive_tool_failures),
+    counted: |_, k| u64::from(k.failed_tool_turns),
+    ends: Ends::Aborted(AbortReason::ToolFailures),
 };
 
 /// Occurrences in a row of the same window of successful tool turns (any period up to
@@ -195,31 +466,126 @@ pub const REPEATS: Limit = Limit {
     field: "max_repeats",
     counter: "streaks.repeats",
     meets: Meets::Reaches,
+    checked: Checked::Where,
     rule: Rule::RepeatLimit,
+    stops: Stops {
+        input: "tool_results",
+        guard: (
+            "every call succeeded, and the last k tool turns (k <= max_loop_period) repeat the k before them, same calls and results; ",
+            "",
+        ),
+        cites: "`no_progress` (a loop)",
+        explain: Explain::Loop,
+    },
     final_answer: false,
-    listed_unset: true,
-    which: Which::Repeats,
+    raisable: false,
+    warns: None,
+    listed: Listed::Always,
+    slot: count!(max_repeats),
+    counted: |_, k| u64::from(k.repeats),
+    ends: Ends::Aborted(AbortReason::NoProgress),
 };
 
-/// Every row, in the order the machine checks the run-wide budgets first.
-pub const ALL: [Limit; 11] = [
-    STEPS,
-    TOKENS,
-    MODEL_CALLS,
-    TOOL_CALLS,
-    NO_OPS,
-    EMPTY_RESPONSES,
-    MODEL_RETRIES,
-    NUDGES,
-    VERIFICATION_FAILURES,
-    FAILED_TOOL_TURNS,
-    REPEATS,
+/// Tool turns in a row whose every call a tool budget refused (each answered with its budget's
+/// text): a model that keeps calling only blocked tools.
+pub const BLOCKED_TURNS: Limit = Limit {
+    field: "max_blocked_turns",
+    counter: "streaks.blocked_turns",
+    meets: Meets::Reaches,
+    checked: Checked::Where,
+    rule: Rule::BlockedLimit,
+    stops: Stops {
+        input: "turn(tools)",
+        guard: ("every call refused, some by a tool budget; ", ""),
+        cites: "`no_progress` (budget blocks)",
+        explain: Explain::Blocked,
+    },
+    final_answer: false,
+    raisable: false,
+    warns: None,
+    listed: Listed::WhenCounted,
+    slot: count!(max_blocked_turns),
+    counted: |_, k| u64::from(k.blocked_turns),
+    ends: Ends::Aborted(AbortReason::NoProgress),
+};
+
+/// Every run-wide limit. The order is the order in which the machine checks the budgets before a
+/// step ([`budgets`]) and in which explanations list them.
+pub const ALL: [&Limit; 12] = [
+    &STEPS,
+    &TOKENS,
+    &MODEL_CALLS,
+    &TOOL_CALLS,
+    &NO_OPS,
+    &EMPTY_RESPONSES,
+    &MODEL_RETRIES,
+    &NUDGES,
+    &VERIFICATION_FAILURES,
+    &FAILED_TOOL_TURNS,
+    &REPEATS,
+    &BLOCKED_TURNS,
 ];
+
+/// A list derived from the rows of [`ALL`].
+#[derive(Clone, Copy)]
+enum List {
+    Budgets,
+    Raisable,
+    Warns,
+}
+
+impl List {
+    /// Whether the list holds `l`.
+    const fn holds(self, l: &Limit) -> bool {
+        match self {
+            List::Budgets => matches!(l.checked, Checked::Before(_)),
+            List::Raisable => l.raisable,
+            List::Warns => l.warns.is_some(),
+        }
+    }
+}
+
+/// The rows of [`ALL`] in `list`, in order.
+const fn rows<const N: usize>(list: List) -> [&'static Limit; N] {
+    let mut out: [&'static Limit; N] = [&STEPS; N];
+    let (mut i, mut n) = (0, 0);
+    while i < ALL.len() {
+        if list.holds(ALL[i]) {
+            assert!(n < N, "a derived list of limits is too short");
+            out[n] = ALL[i];
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "a derived list of limits is too long");
+    out
+}
+
+/// How many rows of [`ALL`] are in `list`.
+const fn count_rows(list: List) -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < ALL.len() {
+        if list.holds(ALL[i]) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The run-wide budgets, in the order the machine checks them before every non-terminal step:
+/// the first that [`Limit::stops`] the step ends the run (or makes the one final-answer call).
+pub(crate) const BUDGETS: [&Limit; count_rows(List::Budgets)] = rows(List::Budgets);
 
 /// The run-wide budgets a stopped run can go on from, raised (`terminus resume --raise`): each
 /// stops a run before the step it pre-empts, and the machine keeps that step (see
 /// [`crate::Machine::raise`]).
-pub const RAISABLE: [&Limit; 5] = [&STEPS, &MODEL_CALLS, &TOKENS, &TOOL_CALLS, &NUDGES];
+pub const RAISABLE: [&Limit; count_rows(List::Raisable)] = rows(List::Raisable);
+
+/// The run-wide budgets checked before each step ([`Checked::Before`]).
+pub fn budgets() -> &'static [&'static Limit] {
+    &BUDGETS
+}
 
 /// The raisable budget whose policy field is `field`.
 pub fn raisable(field: &str) -> Option<&'static Limit> {
@@ -228,21 +594,13 @@ pub fn raisable(field: &str) -> Option<&'static Limit> {
 
 impl Limit {
     /// The limit under `policy` (`None`: unlimited).
-    #[inline]
+    #[inline(always)]
     pub fn value(&self, p: &Policy) -> Option<u64> {
-        Some(u64::from(match self.which {
-            Which::Steps => p.max_steps,
-            Which::Tokens => return p.token_budget,
-            Which::ModelCalls => p.max_model_calls,
-            Which::NoOps => p.max_no_ops,
-            Which::EmptyResponses => p.max_empty_responses,
-            Which::ModelRetries => p.max_model_retries,
-            Which::Nudges => p.max_nudges,
-            Which::VerificationFailures => p.max_verification_failures,
-            Which::FailedToolTurns => p.max_consecutive_tool_failures,
-            Which::Repeats => p.max_repeats,
-            Which::ToolCalls => return p.max_tool_calls.map(u64::from),
-        }))
+        match self.slot {
+            Slot::Count(get, _) => Some(u64::from(*get(p))),
+            Slot::MaybeCount(get, _) => get(p).map(u64::from),
+            Slot::MaybeAmount(get, _) => *get(p),
+        }
     }
 
     /// Sets the limit under `policy` to `to` (a raise: `Some` for an optional budget).
@@ -253,59 +611,35 @@ impl Limit {
                 problem: format!("{to} is over the largest value, {}", u32::MAX),
             })
         };
-        match self.which {
-            Which::Steps => p.max_steps = small()?,
-            Which::Tokens => p.token_budget = Some(to),
-            Which::ModelCalls => p.max_model_calls = small()?,
-            Which::NoOps => p.max_no_ops = small()?,
-            Which::EmptyResponses => p.max_empty_responses = small()?,
-            Which::ModelRetries => p.max_model_retries = small()?,
-            Which::Nudges => p.max_nudges = small()?,
-            Which::VerificationFailures => p.max_verification_failures = small()?,
-            Which::FailedToolTurns => p.max_consecutive_tool_failures = small()?,
-            Which::Repeats => p.max_repeats = small()?,
-            Which::ToolCalls => p.max_tool_calls = Some(small()?),
+        match self.slot {
+            Slot::Count(_, put) => *put(p) = small()?,
+            Slot::MaybeCount(_, put) => *put(p) = Some(small()?),
+            Slot::MaybeAmount(_, put) => *put(p) = Some(to),
         }
         Ok(())
     }
 
+    /// Whether `terminus inspect` lists it, under `policy` with its counter at `count`.
+    pub fn listed(&self, policy: &Policy, count: Option<u64>) -> bool {
+        match self.listed {
+            Listed::Always => true,
+            Listed::WhenSet => self.value(policy).is_some(),
+            Listed::WhenCounted => count.is_some_and(|c| c > 0),
+        }
+    }
+
     /// The counter's value.
-    #[inline]
+    #[inline(always)]
     pub fn count(&self, s: &Stats, k: &Streaks) -> u64 {
-        u64::from(match self.which {
-            Which::Steps => s.steps,
-            Which::Tokens => return s.tokens(),
-            Which::ModelCalls => s.model_calls,
-            Which::NoOps => k.no_ops,
-            Which::EmptyResponses => k.empty_responses,
-            Which::ModelRetries => k.model_retries,
-            Which::Nudges => s.nudges,
-            Which::VerificationFailures => s.verification_failures,
-            Which::FailedToolTurns => k.failed_tool_turns,
-            Which::Repeats => k.repeats,
-            Which::ToolCalls => s.tool_calls,
-        })
+        (self.counted)(s, k)
     }
 
     /// How the run ends when it fires.
     pub fn outcome(&self, p: &Policy) -> Outcome {
-        Outcome::Aborted(match self.which {
-            Which::Steps => AbortReason::MaxSteps,
-            Which::Tokens => AbortReason::TokenBudget,
-            Which::ModelCalls => AbortReason::MaxModelCalls,
-            Which::NoOps | Which::Repeats => AbortReason::NoProgress,
-            Which::EmptyResponses => AbortReason::EmptyResponses,
-            Which::ModelRetries => AbortReason::ModelError,
-            Which::Nudges => AbortReason::Incomplete,
-            Which::VerificationFailures => match p.on_verification_limit {
-                OnVerificationLimit::Abort => AbortReason::VerificationLoop,
-                OnVerificationLimit::Complete => {
-                    return Outcome::Complete(CompleteReason::Forced);
-                }
-            },
-            Which::FailedToolTurns => AbortReason::ToolFailures,
-            Which::ToolCalls => AbortReason::ToolCallBudget,
-        })
+        match self.ends {
+            Ends::Aborted(reason) => Outcome::Aborted(reason),
+            Ends::ByPolicy { under, .. } => under(p),
+        }
     }
 
     /// Whether the limit fires for the counter value `count` (for a [`Meets::Spent`] budget:
@@ -357,22 +691,46 @@ impl Limit {
     /// The guard under which the limit fires, in words for `spec/machine.md`.
     pub fn guard(&self) -> String {
         let (counter, field) = (self.counter, self.field);
-        match self.meets {
-            Meets::Reaches => format!("{counter} + 1 = {field}"),
-            Meets::Crosses => format!("{counter} >= {field}"),
-            Meets::Exceeds => format!("{counter} + 1 > {field}"),
-            Meets::Spent => format!("{counter} = {field}"),
+        match (self.meets, self.checked) {
+            (Meets::Spent, Checked::Before(Spends::ToolCalls)) => {
+                format!("{counter} + the turn's runnable calls > {field}")
+            }
+            (Meets::Reaches, _) => format!("{counter} + 1 = {field}"),
+            (Meets::Crosses, _) => format!("{counter} >= {field}"),
+            (Meets::Exceeds, _) => format!("{counter} + 1 > {field}"),
+            (Meets::Spent, _) => format!("{counter} = {field}"),
         }
     }
 
     /// The guard under which the limit does not fire, in words.
     pub fn below(&self) -> String {
         let (counter, field) = (self.counter, self.field);
-        match self.meets {
-            Meets::Reaches => format!("{counter} + 1 < {field}"),
-            Meets::Crosses => format!("{counter} < {field}"),
-            Meets::Exceeds => format!("{counter} + 1 <= {field}"),
-            Meets::Spent => format!("{counter} < {field}"),
+        match (self.meets, self.checked) {
+            (Meets::Spent, Checked::Before(Spends::ToolCalls)) => {
+                format!("{counter} + the turn's runnable calls <= {field}")
+            }
+            (Meets::Reaches, _) => format!("{counter} + 1 < {field}"),
+            (Meets::Crosses | Meets::Spent, _) => format!("{counter} < {field}"),
+            (Meets::Exceeds, _) => format!("{counter} + 1 <= {field}"),
+        }
+    }
+
+    /// The rule's row of the catalog, made from the limit's own row.
+    const fn rule_row(&'static self) -> Row {
+        let outcome = match self.ends {
+            Ends::Aborted(reason) => Outcome::Aborted(reason),
+            Ends::ByPolicy { default, .. } => default,
+        };
+        Row {
+            rule: self.rule,
+            input: self.stops.input,
+            guard: Guard::At(self.stops.guard.0, self, self.stops.guard.1),
+            cites: self.stops.cites,
+            stop: Some(StopPath {
+                outcome: Some(outcome),
+                limit: Some(self),
+                explain: self.stops.explain,
+            }),
         }
     }
 }
@@ -400,69 +758,112 @@ impl Spend {
     };
 }
 
-/// The run-wide budgets, in the order the machine checks them before every non-terminal step:
-/// the first that [`Limit::stops`] the step ends the run (or makes the one final-answer call).
-pub(crate) const BUDGETS: [&Limit; 4] = [&STEPS, &TOKENS, &MODEL_CALLS, &TOOL_CALLS];
-
 impl Limit {
     /// Whether this run-wide budget stops a step that spends `spend`, checked before the step.
     /// An occurrence limit is checked where its counter grows, never here.
     #[inline(always)]
     pub(crate) fn stops(&self, p: &Policy, s: &Stats, k: &Streaks, spend: Spend) -> bool {
-        match self.which {
-            Which::Steps => self.fires_at(p, u64::from(s.steps) + 1),
-            Which::Tokens => self.fires(p, s, k),
-            Which::ModelCalls => spend.model_calls > 0 && self.fires(p, s, k),
-            Which::ToolCalls => {
-                spend.tool_calls > 0
-                    && self.fires_at(p, u64::from(s.tool_calls) + spend.tool_calls - 1)
-            }
-            Which::NoOps
-            | Which::EmptyResponses
-            | Which::ModelRetries
-            | Which::Nudges
-            | Which::VerificationFailures
-            | Which::FailedToolTurns
-            | Which::Repeats => false,
+        let Checked::Before(spends) = self.checked else {
+            return false;
+        };
+        let n = spends.of(spend);
+        match self.meets {
+            // The step's own spending takes the counter to the limit.
+            Meets::Reaches | Meets::Exceeds => self.fires_at(p, self.count(s, k) + n),
+            // Spent already, whatever the step spends.
+            Meets::Crosses => self.fires(p, s, k),
+            // The step wants `n` more, and the last of them is past the budget.
+            Meets::Spent => n > 0 && self.fires_at(p, self.count(s, k) + n - 1),
         }
     }
 
     /// Whether the counters agree that this limit ended a run: a run-wide budget was spent
     /// before the step it would have allowed, an occurrence limit is at its bound.
     pub(crate) fn ended(&self, p: &Policy, s: &Stats, k: &Streaks) -> bool {
-        if self.which == Which::ToolCalls {
-            // The turn it refused is not counted: any count within the budget agrees.
-            return self.value(p).is_some_and(|limit| self.count(s, k) <= limit);
-        }
-        match self.meets {
-            Meets::Spent | Meets::Crosses => self.fires(p, s, k),
-            Meets::Reaches | Meets::Exceeds => self.bound(p).is_some_and(|b| self.count(s, k) == b),
+        match (self.meets, self.checked) {
+            // The turn it refused is not counted, and wanted any number: any count within the
+            // budget agrees.
+            (Meets::Spent, Checked::Before(Spends::ToolCalls)) => {
+                self.value(p).is_some_and(|limit| self.count(s, k) <= limit)
+            }
+            (Meets::Spent | Meets::Crosses, _) => self.fires(p, s, k),
+            (Meets::Reaches | Meets::Exceeds, _) => {
+                self.bound(p).is_some_and(|b| self.count(s, k) == b)
+            }
         }
     }
 
     /// Whether the counters agree that the budget was spent before a final-answer call that is
     /// now awaited (that call and its step are already counted).
     pub(crate) fn spent_before_final(&self, p: &Policy, s: &Stats, k: &Streaks) -> bool {
-        match self.which {
-            Which::Steps | Which::Tokens => self.fires(p, s, k),
-            Which::ModelCalls => self.value(p).is_some_and(|limit| self.count(s, k) > limit),
-            Which::ToolCalls => self.value(p).is_some_and(|limit| self.count(s, k) <= limit),
-            Which::NoOps
-            | Which::EmptyResponses
-            | Which::ModelRetries
-            | Which::Nudges
-            | Which::VerificationFailures
-            | Which::FailedToolTurns
-            | Which::Repeats => false,
+        let Checked::Before(spends) = self.checked else {
+            return false;
+        };
+        match spends {
+            Spends::Step | Spends::Reported => self.fires(p, s, k),
+            // The final-answer call is one more model call.
+            Spends::ModelCalls => self.value(p).is_some_and(|limit| self.count(s, k) > limit),
+            Spends::ToolCalls => self.value(p).is_some_and(|limit| self.count(s, k) <= limit),
         }
     }
 }
+
+/// One per-tool bound of a tool's budget (`tool_budgets.NAME`): from it, a call of the tool is
+/// refused, answered with the bound's text, and the run goes on (see `docs/design.md`, "Budget
+/// blocks").
+#[derive(Debug, Clone, Copy)]
+pub struct ToolBound {
+    /// Its field of the tool's budget.
+    pub field: &'static str,
+    /// Whether a reset (`reset_on`) lifts it: it counts the executions since the budget's last
+    /// reset, not those of the whole run.
+    pub resets: bool,
+    /// The bound under a tool's budget (`None`: unbounded).
+    pub limit: fn(&ToolBudget) -> Option<u32>,
+}
+
+impl ToolBound {
+    /// The executions of a tool it counts.
+    #[inline]
+    pub fn count(&self, record: &ToolRecord) -> u32 {
+        if self.resets {
+            record.budget_calls()
+        } else {
+            record.calls
+        }
+    }
+
+    /// What it counts, in words.
+    pub fn counts(&self) -> &'static str {
+        if self.resets {
+            "calls since the budget's last reset"
+        } else {
+            "calls in the whole run"
+        }
+    }
+
+    /// The bound of that field, if it is one.
+    pub fn named(field: &str) -> Option<&'static ToolBound> {
+        TOOL_BOUNDS.iter().copied().find(|b| b.field == field)
+    }
+}
+
+/// The soft block: the `block_at`-th call since the budget's last reset is refused, and so is
+/// every later one until a reset.
+pub const BLOCK_AT: ToolBound = ToolBound {
+    field: "block_at",
+    resets: true,
+    limit: |b| b.block_at,
+};
+
+/// Every per-tool bound, in the order a call is checked against them.
+pub const TOOL_BOUNDS: [&ToolBound; 1] = [&BLOCK_AT];
 
 /// The row whose rule is `rule`, if the rule is a limit's.
 pub fn of_rule(rule: Rule) -> Option<&'static Limit> {
     match rule {
         Rule::VerificationLimitForced => Some(&VERIFICATION_FAILURES),
-        _ => ALL.iter().find(|l| l.rule == rule),
+        _ => ALL.iter().copied().find(|l| l.rule == rule),
     }
 }
 
@@ -530,6 +931,8 @@ pub enum Explain {
     VerificationLoop,
     /// The model asked only for excluded tools.
     AllExcluded,
+    /// The model kept calling only tools its budgets block.
+    Blocked,
     /// Failing tool turns in a row.
     ToolFailures,
     /// An unrecoverable tool error, the policy stops.
@@ -618,21 +1021,21 @@ const fn complete(reason: CompleteReason) -> Option<Outcome> {
     Some(Outcome::Complete(reason))
 }
 
-const ANY_STEP: &str = "any accepted input with a non-terminal target";
-const TURN_OR_ERROR: &str = "turn(any), model_error(any)";
-
-/// One row per rule, in [`Rule::ALL`] order (checked at compile time).
-pub const RULES: [Row; Rule::ALL.len()] = [
+/// The rows of the rules that are not a limit's own (a limit's rule has its row in the limit,
+/// [`ALL`]), in [`Rule::ALL`] order.
+const PLAIN: [Row; Rule::ALL.len() - ALL.len()] = [
     row(
         Rule::ToolTurn,
         "turn(tools)",
-        Guard::Text("some call's tool is not excluded"),
+        Guard::Text(
+            "some call runs; or every call is refused, some by a tool budget, and streaks.blocked_turns + 1 < max_blocked_turns",
+        ),
         "rule 1",
     ),
     stop(
         Rule::AllToolsExcluded,
         "turn(tools)",
-        Guard::Text("every call's tool is excluded"),
+        Guard::Text("every call's tool is excluded for failures"),
         "`tool_failures`, rule 7",
         aborted(AbortReason::ToolFailures),
         None,
@@ -644,29 +1047,11 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         Guard::Below("", &EMPTY_RESPONSES),
         "rule 6",
     ),
-    stop(
-        Rule::EmptyLimit,
-        "turn(empty)",
-        Guard::At("", &EMPTY_RESPONSES, ""),
-        "`empty_responses`, rule 6",
-        aborted(AbortReason::EmptyResponses),
-        Some(&EMPTY_RESPONSES),
-        Explain::EmptyReplies,
-    ),
     row(
         Rule::NoOpContinue,
         "turn(no-op)",
         Guard::Below("", &NO_OPS),
         "rule 2",
-    ),
-    stop(
-        Rule::NoOpLimit,
-        "turn(no-op)",
-        Guard::At("", &NO_OPS, ""),
-        "`no_progress`",
-        aborted(AbortReason::NoProgress),
-        Some(&NO_OPS),
-        Explain::NoProgress,
     ),
     row(
         Rule::ClaimRefused,
@@ -676,15 +1061,6 @@ pub const RULES: [Row; Rule::ALL.len()] = [
             &NUDGES,
         ),
         "rule 5, rule 8",
-    ),
-    stop(
-        Rule::ClaimRefusedLimit,
-        "turn(claim)",
-        Guard::At("work open; ", &NUDGES, ""),
-        "`incomplete`, rule 5",
-        aborted(AbortReason::Incomplete),
-        Some(&NUDGES),
-        Explain::Incomplete,
     ),
     row(
         Rule::ClaimVerify,
@@ -715,15 +1091,6 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         "model_error(retryable)",
         Guard::Below("", &MODEL_RETRIES),
         "rule 6",
-    ),
-    stop(
-        Rule::ModelRetryLimit,
-        "model_error(retryable)",
-        Guard::At("", &MODEL_RETRIES, ""),
-        "`model_error`",
-        aborted(AbortReason::ModelError),
-        Some(&MODEL_RETRIES),
-        Explain::RetriesSpent,
     ),
     stop(
         Rule::ModelFatal,
@@ -759,28 +1126,6 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         Explain::Unrecoverable,
     ),
     stop(
-        Rule::ToolFailureLimit,
-        "tool_results",
-        Guard::At("every execution failed; ", &FAILED_TOOL_TURNS, ""),
-        "`tool_failures`, rule 7",
-        aborted(AbortReason::ToolFailures),
-        Some(&FAILED_TOOL_TURNS),
-        Explain::ToolFailures,
-    ),
-    stop(
-        Rule::RepeatLimit,
-        "tool_results",
-        Guard::At(
-            "every call succeeded, and the last k tool turns (k <= max_loop_period) repeat the k before them, same calls and results; ",
-            &REPEATS,
-            "",
-        ),
-        "`no_progress` (a loop)",
-        aborted(AbortReason::NoProgress),
-        Some(&REPEATS),
-        Explain::Loop,
-    ),
-    stop(
         Rule::VerdictAccepted,
         "verdict",
         Guard::Text("accepted"),
@@ -807,55 +1152,6 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         complete(CompleteReason::Forced),
         Some(&VERIFICATION_FAILURES),
         Explain::Forced,
-    ),
-    stop(
-        Rule::VerificationLimitAbort,
-        "verdict",
-        Guard::At(
-            "rejected; ",
-            &VERIFICATION_FAILURES,
-            "; on_verification_limit = abort",
-        ),
-        "`verification_loop`, rule 3",
-        aborted(AbortReason::VerificationLoop),
-        Some(&VERIFICATION_FAILURES),
-        Explain::VerificationLoop,
-    ),
-    stop(
-        Rule::StepBudget,
-        ANY_STEP,
-        Guard::At("", &STEPS, ""),
-        "`max_steps`",
-        aborted(AbortReason::MaxSteps),
-        Some(&STEPS),
-        Explain::Budget { noun: "step" },
-    ),
-    stop(
-        Rule::TokenBudget,
-        ANY_STEP,
-        Guard::At("", &TOKENS, ""),
-        "`token_budget`",
-        aborted(AbortReason::TokenBudget),
-        Some(&TOKENS),
-        Explain::Budget { noun: "token" },
-    ),
-    stop(
-        Rule::ModelCallBudget,
-        "any accepted input whose target calls the model",
-        Guard::At("", &MODEL_CALLS, ""),
-        "`max_model_calls`",
-        aborted(AbortReason::MaxModelCalls),
-        Some(&MODEL_CALLS),
-        Explain::Budget { noun: "model-call" },
-    ),
-    stop(
-        Rule::ToolCallBudget,
-        "turn(tools)",
-        Guard::Text("tool_calls + the turn's runnable calls > max_tool_calls"),
-        "`tool_call_budget`",
-        aborted(AbortReason::ToolCallBudget),
-        Some(&TOOL_CALLS),
-        Explain::Budget { noun: "tool-call" },
     ),
     row(
         Rule::FinalAnswerCall,
@@ -897,6 +1193,35 @@ pub const RULES: [Row; Rule::ALL.len()] = [
         "-",
     ),
 ];
+
+/// One row per rule, in [`Rule::ALL`] order: the plain rows and the limits' rows, each at its
+/// rule's place (checked at compile time: every rule has exactly one row).
+pub const RULES: [Row; Rule::ALL.len()] = {
+    let mut out = [PLAIN[0]; Rule::ALL.len()];
+    let mut set = [false; Rule::ALL.len()];
+    let mut i = 0;
+    while i < PLAIN.len() {
+        let at = PLAIN[i].rule as usize;
+        assert!(!set[at], "two rows for one rule");
+        out[at] = PLAIN[i];
+        set[at] = true;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < ALL.len() {
+        let at = ALL[i].rule as usize;
+        assert!(!set[at], "a limit's rule has a plain row too");
+        out[at] = ALL[i].rule_row();
+        set[at] = true;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < set.len() {
+        assert!(set[i], "a rule has no row");
+        i += 1;
+    }
+    out
+};
 
 // Every rule has its row, at its place: a rule added to `Rule::ALL` without a row here, or a
 // row out of order, fails the build.
@@ -954,29 +1279,37 @@ pub struct Warning {
     pub rule: Rule,
 }
 
-/// Every budget that warns at 80 %, in the order the warnings are checked.
-pub const WARNINGS: [Warning; 5] = [
-    Warning {
-        name: "steps",
-        rule: Rule::StepBudget,
-    },
-    Warning {
-        name: "model_calls",
-        rule: Rule::ModelCallBudget,
-    },
-    Warning {
-        name: "tokens",
-        rule: Rule::TokenBudget,
-    },
-    Warning {
-        name: "deadline",
+/// The wall-clock deadline's warning: the deadline is no limit of [`ALL`] (the kernel keeps no
+/// clock of its own), so its warning is listed here.
+const DEADLINE: Warns = Warns {
+    name: "deadline",
+    place: 3,
+};
+
+/// Every budget that warns at 80 %, in the order the warnings are checked ([`Warns::place`]):
+/// the limits' warnings and the deadline's.
+pub const WARNINGS: [Warning; count_rows(List::Warns) + 1] = {
+    let mut out = [Warning {
+        name: DEADLINE.name,
         rule: Rule::DeadlinePassed,
-    },
-    Warning {
-        name: "tool_calls",
-        rule: Rule::ToolCallBudget,
-    },
-];
+    }; count_rows(List::Warns) + 1];
+    let mut set = [false; count_rows(List::Warns) + 1];
+    set[DEADLINE.place as usize] = true;
+    let mut i = 0;
+    while i < ALL.len() {
+        if let Some(w) = ALL[i].warns {
+            let at = w.place as usize;
+            assert!(at < out.len() && !set[at], "two warnings at one place");
+            out[at] = Warning {
+                name: w.name,
+                rule: ALL[i].rule,
+            };
+            set[at] = true;
+        }
+        i += 1;
+    }
+    out
+};
 
 impl Warning {
     /// The policy field that sets it.

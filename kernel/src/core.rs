@@ -247,12 +247,26 @@ impl Core {
 
     fn on_turn(&mut self, cx: &mut Cx<'_, '_>, kind: TurnKind, here: State) -> Out {
         match kind {
-            TurnKind::Tools { runnable, refused } => {
+            TurnKind::Tools {
+                runnable,
+                refused,
+                blocked,
+            } => {
                 self.stats.refused_calls = self.stats.refused_calls.saturating_add(refused);
                 if runnable == 0 {
-                    // Rule 7: every tool the model asks for is excluded.
-                    let outcome = Outcome::Aborted(AbortReason::ToolFailures);
-                    return self.stop(cx, Rule::AllToolsExcluded, outcome);
+                    if blocked == 0 {
+                        // Rule 7: every tool the model asks for is excluded for failures.
+                        let outcome = Outcome::Aborted(AbortReason::ToolFailures);
+                        return self.stop(cx, Rule::AllToolsExcluded, outcome);
+                    }
+                    // Every call refused, some by a budget: each is answered with its budget's
+                    // text and the run goes on, for `max_blocked_turns` turns in a row.
+                    self.streaks.blocked_turns = self.streaks.blocked_turns.saturating_add(1);
+                    if self.reached(&limits::BLOCKED_TURNS) {
+                        return self.stop_at(cx, &limits::BLOCKED_TURNS);
+                    }
+                } else {
+                    self.streaks.blocked_turns = 0;
                 }
                 self.streaks.no_ops = 0;
                 self.streaks.empty_responses = 0;
@@ -580,6 +594,7 @@ impl Core {
                     refused,
                     warnings,
                     runnable,
+                    blocked: 0, // counted when the turn was classified
                 };
                 cx.desk.run_calls(calls, plan);
                 self.step(cx, Rule::ToolTurn, State::acting())

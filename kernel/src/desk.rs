@@ -16,6 +16,7 @@
 //! state commits (a turn's text becomes the partial result, its calls go out in `RunTools`).
 
 use crate::backoff::backoff_ms;
+use crate::catalog;
 use crate::command::{
     BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
@@ -24,7 +25,7 @@ use crate::event::{
 };
 use crate::fingerprint::{calls_fingerprint, result_fingerprint};
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
-use crate::ledger::{Exclusion, Ledger};
+use crate::ledger::{Block, Exclusion, Ledger};
 use crate::loops::{Loops, Repetition};
 use crate::phase::{CallReason, Ignored, Phase};
 use crate::policy::{OnUnrecoverable, Policy};
@@ -82,6 +83,8 @@ pub(crate) struct Plan {
     pub(crate) refused: Vec<(usize, Exclusion)>,
     pub(crate) warnings: Vec<(usize, BudgetWarning)>,
     pub(crate) runnable: u32,
+    /// Refusals by a bound of a tool budget (the others are exclusions for failures).
+    pub(crate) blocked: u32,
 }
 
 /// The desk (see the module documentation).
@@ -188,6 +191,7 @@ impl Desk {
                         TurnKind::Tools {
                             runnable: plan.runnable,
                             refused: u32::try_from(plan.refused.len()).unwrap_or(u32::MAX),
+                            blocked: plan.blocked,
                         }
                     }
                     (None, _) => return None,
@@ -295,9 +299,10 @@ impl Desk {
     }
 
     /// Decides every call of a tool turn. A call is refused when its tool is excluded, or when it
-    /// would be the `block_at`-th call of its tool counting the earlier calls of this turn (from
-    /// which point the tool is excluded); a call at or past `warn_at` carries a warning. Linear
-    /// in the calls; allocates only for refusals, warnings and budgeted tools.
+    /// would reach a bound of its tool's budget ([`catalog::TOOL_BOUNDS`]: `block_at` counting
+    /// the calls since the budget's last reset, `hard_block_at` those of the whole run), counting
+    /// the earlier calls of this turn; a call at or past `warn_at` carries a warning. Linear in
+    /// the calls; allocates only for refusals, warnings and budgeted tools.
     #[inline]
     fn plan(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
         // The common case: no tool is excluded and none has a budget, so every call runs.
@@ -316,6 +321,9 @@ impl Desk {
         for (i, call) in calls.iter().enumerate() {
             let tool = call.name.as_str();
             if let Some(exclusion) = self.ledger.exclusion(tool) {
+                if matches!(exclusion, Exclusion::Budget(_)) {
+                    plan.blocked = plan.blocked.saturating_add(1);
+                }
                 plan.refused.push((i, exclusion));
                 continue;
             }
@@ -331,28 +339,42 @@ impl Desk {
                     &mut in_turn[last].1
                 }
             };
-            // Calls since the budget's last reset (`reset_on`) count.
-            let call_no = self
-                .ledger
-                .budget_calls(tool)
-                .saturating_add(*earlier)
-                .saturating_add(1);
-            if let Some(block_at) = budget.block_at
-                && call_no >= block_at
-            {
-                plan.refused.push((i, Exclusion::Budget { block_at }));
+            let record = self.ledger.get(tool).copied().unwrap_or_default();
+            // The call's number as each bound counts (1-based), and the calls left before the
+            // first bound it reaches (0: this call is refused).
+            let mut left = u32::MAX;
+            let mut block = None;
+            for bound in catalog::TOOL_BOUNDS {
+                let Some(at) = (bound.limit)(budget) else {
+                    continue;
+                };
+                let call_no = bound
+                    .count(&record)
+                    .saturating_add(*earlier)
+                    .saturating_add(1);
+                if call_no >= at {
+                    block.get_or_insert(Block { bound, at });
+                }
+                left = left.min(at.saturating_sub(call_no));
+            }
+            if let Some(block) = block {
+                plan.blocked = plan.blocked.saturating_add(1);
+                plan.refused.push((i, Exclusion::Budget(block)));
                 continue;
             }
             *earlier += 1;
             plan.runnable = plan.runnable.saturating_add(1);
+            // Calls since the budget's last reset (`reset_on`) count for its warning.
+            let call_no = record.budget_calls().saturating_add(*earlier);
             if let Some(warn_at) = budget.warn_at
                 && call_no >= warn_at
             {
-                let last = budget.block_at.is_some_and(|b| call_no + 1 == b);
+                let bounded = left != u32::MAX;
                 let warning = BudgetWarning {
                     call: call_no,
-                    block_at: budget.block_at,
-                    last,
+                    // The call, in this count, from which calls are refused.
+                    block_at: bounded.then(|| call_no.saturating_add(left)),
+                    last: bounded && left == 1,
                 };
                 plan.warnings.push((i, warning));
             }
@@ -389,7 +411,8 @@ impl Desk {
         }
         // Only turns in which every call succeeded feed the repeat detector (issue: a failing
         // call repeated is a broken tool, for the failure counters to name).
-        let (fingerprint, new, repetition) = if failed == 0 {
+        // A turn whose every call was refused (by a budget) ran nothing: it repeats nothing.
+        let (fingerprint, new, repetition) = if failed == 0 && !results.is_empty() {
             // The common case: a turn unlike any of the last ones, which repeats nothing.
             let new = !self.loops.may_repeat(fingerprint);
             let seen = if new {
@@ -635,7 +658,8 @@ impl Desk {
                 let runs = desk.ledger.update(&call.name, |record| match refusal {
                     Some(exclusion) => {
                         record.refused = record.refused.saturating_add(1);
-                        if record.excluded.is_none() {
+                        // A budget's block follows from the counts: only an exclusion is kept.
+                        if record.excluded.is_none() && !matches!(exclusion, Exclusion::Budget(_)) {
                             record.excluded = Some(exclusion);
                         }
                         false

@@ -130,10 +130,18 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         turn(TurnKind::Tools {
             runnable: 1,
             refused: 0,
+            blocked: 0,
         }),
         turn(TurnKind::Tools {
             runnable: 0,
             refused: 1,
+            blocked: 0,
+        }),
+        // Every call refused by a tool budget (soft or hard: the machine sees a block either way).
+        turn(TurnKind::Tools {
+            runnable: 0,
+            refused: 1,
+            blocked: 1,
         }),
         turn(TurnKind::Empty(EmptyKind::Blank)),
         turn(TurnKind::NoOp(NoOpKind::NeedsMoreWork)),

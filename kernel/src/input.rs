@@ -67,12 +67,18 @@ impl Gate {
 #[serde(rename_all = "snake_case")]
 pub enum TurnKind {
     /// The turn requested tools (rule 1: never completes the run). `runnable` calls will run,
-    /// `refused` calls target an excluded tool.
+    /// `refused` calls are refused: their tool is excluded, or a bound of its budget is reached
+    /// (`blocked` of them).
     Tools {
         /// Calls that will be executed.
         runnable: u32,
-        /// Calls refused because their tool is excluded.
+        /// Calls refused (their tool is excluded, or its budget blocks the call).
         refused: u32,
+        /// Of the refused calls, those a tool budget blocks (answered with the budget's text; a
+        /// budget block does not end the run as an exclusion for failures does). Absent from the
+        /// JSON form while 0.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        blocked: u32,
     },
     /// Empty reply: an error, retried with backoff (rule 6).
     Empty(EmptyKind),
@@ -171,4 +177,9 @@ impl Input {
             Input::Raise => "raise",
         }
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -1,6 +1,7 @@
 //! The tool ledger: calls, failures and exclusions per tool. It is the source of truth for
 //! "which tools has the agent used" (rule 8), because the conversation can be pruned.
 
+use crate::catalog::{self, ToolBound};
 use crate::event::ToolErrorKind;
 use crate::name::Name;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -22,11 +23,65 @@ pub enum Exclusion {
         /// The class.
         kind: ToolErrorKind,
     },
-    /// Its call budget (`tool_budgets.block_at`) is spent.
-    Budget {
-        /// The budget.
-        block_at: u32,
-    },
+    /// A bound of its call budget (`tool_budgets.NAME`) is reached: the call is refused and
+    /// the run goes on. (Not kept in the ledger: a block follows from the counts.)
+    Budget(Block),
+}
+
+/// A call refused at a bound of its tool's budget. In JSON, the bound's field and its value,
+/// e.g. `{"block_at": 3}` (inside an [`Exclusion`]: `{"why": "budget", "block_at": 3}`).
+#[derive(Debug, Clone, Copy)]
+pub struct Block {
+    /// The bound ([`catalog::TOOL_BOUNDS`]).
+    pub bound: &'static ToolBound,
+    /// Its value: the call, as the bound counts them, from which calls are refused.
+    pub at: u32,
+}
+
+impl PartialEq for Block {
+    fn eq(&self, other: &Block) -> bool {
+        self.bound.field == other.bound.field && self.at == other.at
+    }
+}
+
+impl Eq for Block {}
+
+impl Hash for Block {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.bound.field.hash(state);
+        self.at.hash(state);
+    }
+}
+
+impl Serialize for Block {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map([(self.bound.field, self.at)])
+    }
+}
+
+impl<'de> Deserialize<'de> for Block {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Block, D::Error> {
+        let fields = BTreeMap::<String, u32>::deserialize(deserializer)?;
+        let mut bounds = fields.iter();
+        match (bounds.next(), bounds.next()) {
+            (Some((field, &at)), None) => match catalog::ToolBound::named(field) {
+                Some(bound) => Ok(Block { bound, at }),
+                None => Err(serde::de::Error::custom(format!(
+                    "unknown tool budget bound `{field}`, expected one of {}",
+                    bound_names()
+                ))),
+            },
+            _ => Err(serde::de::Error::custom(format!(
+                "a budget block names one bound, one of {}",
+                bound_names()
+            ))),
+        }
+    }
+}
+
+fn bound_names() -> String {
+    let names: Vec<&str> = catalog::TOOL_BOUNDS.iter().map(|b| b.field).collect();
+    names.join(", ")
 }
 
 impl fmt::Display for Exclusion {
@@ -40,7 +95,12 @@ impl fmt::Display for Exclusion {
                     kind.as_str()
                 )
             }
-            Exclusion::Budget { block_at } => write!(f, "its budget of {block_at} calls is spent"),
+            Exclusion::Budget(Block { bound, at }) if bound.resets => {
+                write!(f, "its budget of {at} calls is spent")
+            }
+            Exclusion::Budget(Block { at, .. }) => {
+                write!(f, "its budget of {at} calls in the whole run is spent")
+            }
         }
     }
 }
@@ -57,8 +117,8 @@ pub struct ToolRecord {
     pub failures: u32,
     /// Calls refused while excluded.
     pub refused: u32,
-    /// Set once the tool is excluded. It stays excluded, except that a budget exclusion is
-    /// lifted when its budget is reset (`tool_budgets.NAME.reset_on`).
+    /// Set once the tool is excluded for failures; it stays excluded. (A saved run of an earlier
+    /// edition may hold a budget block here, which a reset of its budget lifts.)
     pub excluded: Option<Exclusion>,
     /// Executions issued before its budget was last reset (`reset_on`): the budget counts the
     /// calls after them. 0 until a reset (and then absent from the JSON form).
@@ -196,7 +256,7 @@ impl Ledger {
         };
         let record = &mut self.tools[i].1;
         record.budget_base = record.calls;
-        if !matches!(record.excluded, Some(Exclusion::Budget { .. })) {
+        if !matches!(record.excluded, Some(Exclusion::Budget(block)) if block.bound.resets) {
             return false;
         }
         record.excluded = None;
@@ -284,7 +344,10 @@ mod tests {
             ledger.update(&"search".into(), |r| r.calls += 1);
         }
         ledger.update(&"search".into(), |r| {
-            r.excluded = Some(Exclusion::Budget { block_at: 3 })
+            r.excluded = Some(Exclusion::Budget(Block {
+                bound: &catalog::BLOCK_AT,
+                at: 3,
+            }))
         });
         ledger.update(&"deploy".into(), |r| {
             r.excluded = Some(Exclusion::Failures { count: 3 })
@@ -301,7 +364,10 @@ mod tests {
         let mut only = Ledger::default();
         only.update(&"search".into(), |r| {
             r.calls = 2;
-            r.excluded = Some(Exclusion::Budget { block_at: 2 })
+            r.excluded = Some(Exclusion::Budget(Block {
+                bound: &catalog::BLOCK_AT,
+                at: 2,
+            }))
         });
         assert!(only.any_excluded());
         assert!(only.reset_budget("search"));

@@ -143,7 +143,7 @@ pub use crate::journal::{
     executed, held_decision_records, lean_decision_records, recover, step_records,
 };
 pub use crate::json::Json;
-pub use crate::ledger::{Exclusion, Ledger, ToolRecord};
+pub use crate::ledger::{Block, Exclusion, Ledger, ToolRecord};
 pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Machine, RestoreError};
 pub use crate::name::{CallId, Name};

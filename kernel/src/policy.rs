@@ -1,6 +1,7 @@
 //! The run policy: every limit of `docs/design.md` ("The policy"), with conservative defaults
 //! documented in one place.
 
+use crate::catalog;
 use crate::json::Json;
 use crate::loops::MAX_LOOP_PERIOD;
 use crate::textcall::TextToolCalls;
@@ -30,13 +31,23 @@ pub enum OnUnrecoverable {
     Exclude,
 }
 
-/// A soft budget on how often one tool may be called.
+/// The default of [`Policy::max_blocked_turns`].
+pub(crate) const DEFAULT_BLOCKED_TURNS: u32 = 3;
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_default_blocked_turns(n: &u32) -> bool {
+    *n == DEFAULT_BLOCKED_TURNS
+}
+
+/// A budget on how often one tool may be called: a warning from `warn_at`, and the bounds of
+/// [`catalog::TOOL_BOUNDS`], from which calls are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolBudget {
     /// From this call on (1-based), the result carries a warning.
     pub warn_at: Option<u32>,
-    /// This call (1-based) and later ones are refused and the tool is excluded.
+    /// This call (1-based, counted since the budget's last reset) and later ones are refused,
+    /// each answered with the budget's text, until a reset.
     pub block_at: Option<u32>,
     /// Tools whose successful call resets this budget's count: the calls before it no longer
     /// count, and a block of this budget is lifted (the agent posted its checkpoint). Default
@@ -108,6 +119,11 @@ pub struct Policy {
     pub max_tool_calls: Option<u32>,
     /// Soft per-tool call budgets.
     pub tool_budgets: BTreeMap<String, ToolBudget>,
+    /// The N-th tool turn in a row whose every call a tool budget refused aborts with
+    /// `no_progress` (each refused call is answered with its budget's text, and the run goes on
+    /// until then). Default 3 (and then absent from the JSON form).
+    #[serde(skip_serializing_if = "is_default_blocked_turns")]
+    pub max_blocked_turns: u32,
     /// Seed of the backoff jitter, so a run replays exactly. Default 0.
     pub seed: u64,
     /// When a budget (`max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls`) is spent, make one last
@@ -145,6 +161,7 @@ impl Default for Policy {
             token_budget: None,
             max_tool_calls: None,
             tool_budgets: BTreeMap::new(),
+            max_blocked_turns: DEFAULT_BLOCKED_TURNS,
             seed: 0,
             final_answer_on_budget: false,
             text_tool_calls: TextToolCalls::Run,
@@ -206,6 +223,7 @@ impl Policy {
         at_least("max_repeats", self.max_repeats, 2)?;
         at_least("max_empty_responses", self.max_empty_responses, 1)?;
         at_least("max_loop_period", self.max_loop_period, 1)?;
+        at_least("max_blocked_turns", self.max_blocked_turns, 1)?;
         if let Some(max) = self.max_tool_calls {
             at_least("max_tool_calls", max, 1)?;
         }
@@ -233,19 +251,24 @@ impl Policy {
             });
         }
         for (tool, budget) in &self.tool_budgets {
-            if let Some(0) = budget.block_at {
-                return Err(PolicyError {
-                    field: format!("tool_budgets.{tool}.block_at"),
-                    problem: "must be at least 1".into(),
-                });
-            }
-            if let (Some(w), Some(b)) = (budget.warn_at, budget.block_at)
-                && w > b
-            {
-                return Err(PolicyError {
-                    field: format!("tool_budgets.{tool}.warn_at"),
-                    problem: format!("must not exceed block_at ({b})"),
-                });
+            for bound in catalog::TOOL_BOUNDS {
+                let Some(at) = (bound.limit)(budget) else {
+                    continue;
+                };
+                if at == 0 {
+                    return Err(PolicyError {
+                        field: format!("tool_budgets.{tool}.{}", bound.field),
+                        problem: "must be at least 1".into(),
+                    });
+                }
+                if let Some(w) = budget.warn_at
+                    && w > at
+                {
+                    return Err(PolicyError {
+                        field: format!("tool_budgets.{tool}.warn_at"),
+                        problem: format!("must not exceed {} ({at})", bound.field),
+                    });
+                }
             }
             if budget.reset_on.iter().any(|t| t.trim().is_empty()) {
                 return Err(PolicyError {

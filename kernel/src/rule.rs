@@ -73,6 +73,8 @@ pub enum Rule {
     DeadlinePassed,
     /// A clock reading before the deadline: observed, not a step.
     ClockReading,
+    /// The N-th tool turn in a row whose every call a tool budget refused.
+    BlockedLimit,
 }
 
 /// What the spec says about one rule, beyond what the model check observes of it (the states it
@@ -90,7 +92,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 32] = [
+    pub const ALL: [Rule; 33] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -123,6 +125,7 @@ impl Rule {
         Rule::Cancelled,
         Rule::DeadlinePassed,
         Rule::ClockReading,
+        Rule::BlockedLimit,
     ];
 
     /// The snake_case name used in traces and reports.
@@ -160,6 +163,7 @@ impl Rule {
             Rule::Cancelled => "cancelled",
             Rule::DeadlinePassed => "deadline_passed",
             Rule::ClockReading => "clock_reading",
+            Rule::BlockedLimit => "blocked_limit",
         }
     }
 }
@@ -201,7 +205,8 @@ impl Rule {
             | Rule::ModelFatal
             | Rule::ContextOverflow
             | Rule::TokenBudget
-            | Rule::ToolCallBudget => TURN_TO_ABORTED,
+            | Rule::ToolCallBudget
+            | Rule::BlockedLimit => TURN_TO_ABORTED,
             Rule::ToolResultsBack => &[(Acting, Exploring)],
             Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
                 &[(Acting, Phase::Aborted)]

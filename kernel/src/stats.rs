@@ -112,12 +112,13 @@ impl Stats {
 
 impl Streaks {
     /// Every streak, in declaration (JSON) order.
-    pub const FIELDS: [Field<Streaks>; 5] = fields!(Streaks:
+    pub const FIELDS: [Field<Streaks>; 6] = fields!(Streaks:
         no_ops,
         empty_responses,
         model_retries,
         failed_tool_turns,
         repeats,
+        blocked_turns,
     );
 }
 
@@ -137,6 +138,15 @@ pub struct Streaks {
     /// How many times in a row the latest window of successful tool turns has occurred, counting
     /// the first (1 when the last turn repeats nothing; any period up to `max_loop_period`).
     pub repeats: u32,
+    /// Tool turns in a row whose every call a tool budget refused (reset by a turn with a call
+    /// that runs). Absent from the JSON form while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blocked_turns: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -158,7 +168,11 @@ mod tests {
         json.sort_by_key(|k| stats.iter().position(|s| s == k));
         assert_eq!(stats, json);
         let streaks: Vec<&str> = Streaks::FIELDS.iter().map(|f| f.name).collect();
-        let mut json = keys(&Streaks::default());
+        // Every streak set, so that none is left out of the JSON form for being 0.
+        let mut json = keys(&Streaks {
+            blocked_turns: 1,
+            ..Streaks::default()
+        });
         json.sort_by_key(|k| streaks.iter().position(|s| s == k));
         assert_eq!(streaks, json);
     }

@@ -36,6 +36,7 @@ fn small_policy(switches: u32) -> Policy {
         max_tool_calls: if bit(1) { Some(1) } else { None },
         final_answer_on_budget: bit(4),
         deadline_ms: Some(1_000),
+        max_blocked_turns: 2,
         ..Policy::default()
     }
 }
@@ -88,7 +89,7 @@ fn every_state_reaches_a_terminal_and_no_cycle_exists() {
     assert_eq!(total, EXPECTED_STATES, "the explored state space changed");
 }
 
-const EXPECTED_STATES: usize = 106_764;
+const EXPECTED_STATES: usize = 271_024;
 
 #[test]
 fn termination_does_not_rest_on_the_step_counter() {

@@ -58,7 +58,7 @@ prop_compose! {
             ..base
         };
         if let Some((warn, extra)) = budget {
-            p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget { warn_at: Some(warn), block_at: Some(warn + extra), reset_on: Vec::new() });
+            p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget { warn_at: Some(warn), block_at: Some(warn + extra), ..terminus_kernel::ToolBudget::default() });
         }
         p
     }

@@ -296,6 +296,14 @@ fn budget_marks(commands: &[Command]) -> Vec<BudgetMarks> {
         .collect()
 }
 
+/// The refusal of a call at `block_at`.
+fn soft_block(at: u32) -> Exclusion {
+    Exclusion::Budget(terminus_kernel::Block {
+        bound: &terminus_kernel::limits::BLOCK_AT,
+        at,
+    })
+}
+
 #[test]
 fn tool_budgets_warn_then_block() {
     let mut policy = Policy {
@@ -307,7 +315,7 @@ fn tool_budgets_warn_then_block() {
         ToolBudget {
             warn_at: Some(2),
             block_at: Some(4),
-            reset_on: Vec::new(),
+            ..ToolBudget::default()
         },
     );
     let replies: Vec<Reply> = (0..3)
@@ -328,7 +336,7 @@ fn tool_budgets_warn_then_block() {
             (None, None),
             (Some((2, false)), None),
             (Some((3, true)), None),
-            (None, Some(Exclusion::Budget { block_at: 4 })),
+            (None, Some(soft_block(4))),
         ]
     );
     assert_eq!(
@@ -339,10 +347,8 @@ fn tool_budgets_warn_then_block() {
         run.stop.stats.tool_calls, 4,
         "three reads and the grep; the fourth read was refused"
     );
-    assert_eq!(
-        run.machine.ledger().exclusion("read_file"),
-        Some(Exclusion::Budget { block_at: 4 })
-    );
+    // A budget's block follows from the counts: the tool is not excluded.
+    assert_eq!(run.machine.ledger().exclusion("read_file"), None);
 }
 
 #[test]
@@ -377,7 +383,7 @@ fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
         vec![
             (Some((1, false)), None),
             (Some((2, true)), None),
-            (None, Some(Exclusion::Budget { block_at: 3 })),
+            (None, Some(soft_block(3))),
             (None, None),
             // After the checkpoint the count starts again: call 1, warned, not refused.
             (Some((1, false)), None),

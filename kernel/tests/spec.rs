@@ -47,6 +47,7 @@ fn policies() -> Vec<Policy> {
                 token_budget: if bit(3) { Some(100) } else { None },
                 final_answer_on_budget: bit(4),
                 deadline_ms: Some(1_000),
+                max_blocked_turns: one,
                 ..Policy::default()
             };
             if !minimal && !bit(3) {
@@ -158,6 +159,17 @@ fn limits_table() -> String {
             l.rule.name(),
             l.outcome(&Policy::default()).reason_str()
         );
+    }
+    s.push_str(
+        "\nThe per-tool bounds of a tool's budget (`tool_budgets.NAME`): from the bound, a call is refused, answered with the budget's text, and the run goes on.\n\n| field | counts | lifted |\n|---|---|---|\n",
+    );
+    for b in limits::TOOL_BOUNDS {
+        let lifted = if b.resets {
+            "by a successful call of a tool in `reset_on`"
+        } else {
+            "never"
+        };
+        let _ = writeln!(s, "| `{}` | {} | {lifted} |", b.field, b.counts());
     }
     s
 }

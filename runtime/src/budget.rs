@@ -167,9 +167,14 @@ pub struct ToolBudgetEvent {
     /// The call's number for its tool since the budget's last reset (1-based); for a refused
     /// call, the number it would have had.
     pub call: u32,
-    /// The budget's `block_at`, if it sets one.
+    /// The budget's `block_at`, if it sets one; for a block, the value of the bound that refused
+    /// the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_at: Option<u32>,
+    /// For a block by a bound that no reset lifts (`hard_block_at`), its field; the call is then
+    /// numbered as that bound counts, over the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
     /// The step of the model turn that made the call.
     pub step: u32,
 }
@@ -182,8 +187,12 @@ impl fmt::Display for ToolBudgetEvent {
                 write!(f, "warned (calls are refused from {block_at})")?;
             }
             (ToolBudgetKind::Warn, None) => f.write_str("warned")?,
-            (ToolBudgetKind::Block, Some(block_at)) => {
-                write!(f, "refused (block_at {block_at})")?;
+            (ToolBudgetKind::Block, Some(at)) => {
+                write!(
+                    f,
+                    "refused ({} {at})",
+                    self.bound.as_deref().unwrap_or("block_at")
+                )?;
             }
             (ToolBudgetKind::Block, None) => f.write_str("refused")?,
         }
@@ -200,12 +209,13 @@ pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> 
     }
     let mut out = Vec::new();
     for (i, call) in batch.calls.iter().enumerate() {
-        let event = if let Some(Exclusion::Budget { block_at }) = batch.refusal(i) {
+        let event = if let Some(Exclusion::Budget(block)) = batch.refusal(i) {
             ToolBudgetEvent {
                 tool: call.name.to_string(),
                 kind: ToolBudgetKind::Block,
-                call: block_at,
-                block_at: Some(block_at),
+                call: block.at,
+                block_at: Some(block.at),
+                bound: (!block.bound.resets).then(|| block.bound.field.to_owned()),
                 step,
             }
         } else if let Some(w) = batch.warning(i) {
@@ -214,6 +224,7 @@ pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> 
                 kind: ToolBudgetKind::Warn,
                 call: w.call,
                 block_at: w.block_at,
+                bound: None,
                 step,
             }
         } else {

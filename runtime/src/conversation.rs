@@ -6,7 +6,10 @@
 use crate::error::RunError;
 use crate::message::Message;
 use crate::tool::render_outcome;
-use terminus_kernel::{BudgetWarning, Entry, Exclusion, ToolBatch, ToolResult};
+use std::collections::BTreeMap;
+use terminus_kernel::{
+    Block, BudgetWarning, Entry, Exclusion, Policy, ToolBatch, ToolBudget, ToolResult,
+};
 
 /// The messages of a run, in order: the system prompt, the task, then what the entries add.
 ///
@@ -17,12 +20,19 @@ use terminus_kernel::{BudgetWarning, Entry, Exclusion, ToolBatch, ToolResult};
 pub(crate) struct Conversation {
     messages: Vec<Message>,
     kept: bool,
+    /// The policy's tool budgets, for the text of a call a budget refused.
+    budgets: BTreeMap<String, ToolBudget>,
 }
 
 impl Conversation {
     /// The start of every run: the system prompt (if any), then the task; `read` says whether
     /// anything will read what follows.
-    pub(crate) fn new(system: Option<&str>, task: &str, read: bool) -> Conversation {
+    pub(crate) fn new(
+        system: Option<&str>,
+        task: &str,
+        read: bool,
+        policy: &Policy,
+    ) -> Conversation {
         let mut messages = Vec::with_capacity(if read { 64 } else { 2 });
         if let Some(system) = system {
             messages.push(Message::system(system));
@@ -31,6 +41,11 @@ impl Conversation {
         Conversation {
             messages,
             kept: read,
+            budgets: if read {
+                policy.tool_budgets.clone()
+            } else {
+                BTreeMap::new()
+            },
         }
     }
 
@@ -92,7 +107,7 @@ impl Conversation {
             if let Some(exclusion) = batch.refusal(i) {
                 // Refused calls are not executed and not sent back to the kernel, but the model
                 // gets an answer for each (chat APIs require one per call).
-                let text = refusal_text(&call.name, exclusion);
+                let text = refusal_text(&call.name, exclusion, &self.budgets);
                 self.messages.push(Message::tool_refusal(
                     call.id.clone(),
                     call.name.clone(),
@@ -115,10 +130,59 @@ impl Conversation {
     }
 }
 
-/// What the model is told instead of the result of a call the kernel refused (its tool is
-/// excluded).
-pub fn refusal_text(tool: &str, exclusion: Exclusion) -> String {
-    format!("Not run: the tool `{tool}` is excluded because {exclusion}.")
+/// What the model is told instead of the result of a call the kernel refused: its tool is
+/// excluded, or a bound of its budget (`budgets`, the policy's `tool_budgets`) is reached; for a
+/// budget, what was spent and what lifts the block.
+pub fn refusal_text(
+    tool: &str,
+    exclusion: Exclusion,
+    budgets: &BTreeMap<String, ToolBudget>,
+) -> String {
+    let Exclusion::Budget(Block { bound, at }) = exclusion else {
+        return format!("Not run: the tool `{tool}` is excluded because {exclusion}.");
+    };
+    let made = match at.saturating_sub(1) {
+        1 => "1 call".to_owned(),
+        n => format!("{n} calls"),
+    };
+    let field = format!("tool_budgets.{tool}.{}", bound.field);
+    if !bound.resets {
+        return format!(
+            "Not run: the budget of `{tool}` is spent for the whole run: {made}, and calls \
+             from the {} on are refused (`{field}`). Nothing lifts this block: go on without \
+             `{tool}`.",
+            ordinal(at)
+        );
+    }
+    let resets: Vec<String> = budgets
+        .get(tool)
+        .map(|b| b.reset_on.iter().map(|t| format!("`{t}`")).collect())
+        .unwrap_or_default();
+    let lifts = if resets.is_empty() {
+        format!("Nothing in this run lifts it: go on without `{tool}`.")
+    } else {
+        format!(
+            "Post a checkpoint with {} to lift the block: the calls count again from it.",
+            resets.join(" or ")
+        )
+    };
+    format!(
+        "Not run: the budget of `{tool}` is spent: {made} since its last reset, and calls \
+         from the {} on are refused (`{field}`). {lifts}",
+        ordinal(at)
+    )
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, ..., `11th`, `21st`.
+pub(crate) fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// The warning appended to a tool result when its tool's budget is nearly spent.
@@ -190,8 +254,8 @@ mod tests {
 
     #[test]
     fn a_conversation_nothing_reads_keeps_its_start_and_still_checks_the_results() {
-        let mut read = Conversation::new(Some("system"), "task", true);
-        let mut unread = Conversation::new(Some("system"), "task", false);
+        let mut read = Conversation::new(Some("system"), "task", true, &Policy::default());
+        let mut unread = Conversation::new(Some("system"), "task", false, &Policy::default());
         assert!(turn_and_results(&mut read).is_err());
         assert!(turn_and_results(&mut unread).is_err());
         // The turn and its result, then nothing of the batch without results.

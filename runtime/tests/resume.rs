@@ -261,7 +261,7 @@ async fn a_resumed_run_reports_the_tool_budget_events_of_the_whole_run() {
             terminus_kernel::ToolBudget {
                 warn_at: Some(2),
                 block_at: Some(3),
-                reset_on: Vec::new(),
+                ..terminus_kernel::ToolBudget::default()
             },
         )]
         .into(),

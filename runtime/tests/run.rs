@@ -109,7 +109,7 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
             ToolBudget {
                 warn_at: Some(1),
                 block_at: Some(2),
-                reset_on: Vec::new(),
+                ..ToolBudget::default()
             },
         )]),
         ..Policy::default()
@@ -143,10 +143,11 @@ async fn budget_warnings_reach_the_model_and_refusals_answer_every_call() {
         "the warning is not evidence"
     );
     assert_eq!(results[1].author, Author::Kernel);
-    assert!(
-        results[1].content.contains("budget of 2 calls is spent"),
-        "{}",
-        results[1].content
+    assert_eq!(
+        results[1].content,
+        "Not run: the budget of `echo` is spent: 1 call since its last reset, and calls from \
+         the 2nd on are refused (`tool_budgets.echo.block_at`). Nothing in this run lifts it: go \
+         on without `echo`."
     );
     assert_eq!(results[1].tool_call_id.as_deref(), Some("call-1-1"));
 }

@@ -30,7 +30,7 @@ async fn the_verifier_never_sees_nudges_notices_or_warnings() {
         ToolBudget {
             warn_at: Some(1),
             block_at: None,
-            reset_on: Vec::new(),
+            ..ToolBudget::default()
         },
     )]);
     let model = Script::new([

@@ -170,7 +170,9 @@ fn check_counters_against_trace(report: &terminus_runtime::Report) -> Result<(),
         }
         match step.input {
             Input::Turn {
-                kind: TurnKind::Tools { runnable, refused },
+                kind: TurnKind::Tools {
+                    runnable, refused, ..
+                },
                 ..
             } => {
                 want.refused_calls += refused;

@@ -231,7 +231,9 @@ fn empty_object() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolScript {
-    /// One entry per execution.
+    /// One entry per execution (default none: a tool answered from outside, `deferred`, or
+    /// never called needs none).
+    #[serde(default)]
     pub results: Vec<ResultSpec>,
     /// What happens when the results run out.
     #[serde(default)]

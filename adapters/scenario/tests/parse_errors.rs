@@ -286,6 +286,26 @@ fn null_is_a_valid_ok_result_and_absent_fields_default() {
 }
 
 #[test]
+fn a_tool_answered_from_outside_needs_no_results() {
+    let s = Scenario::parse(
+        r#"{ "task": "t", "model": { "turns": [ { "text": "a" } ] },
+             "tools": { "ask": { "deferred": true }, "held": { "approval": true } } }"#,
+    )
+    .expect("a deferred tool without results is valid");
+    assert!(s.file().tools["ask"].results.is_empty());
+    assert_eq!(
+        s.file().tools["ask"].hold(),
+        Some(terminus_kernel::Hold::Deferred)
+    );
+    // A tool without results that repeats them still names what is missing.
+    refused(
+        &with(serde_json::json!({ "tools": { "t": { "repeat": "cycle" } } })),
+        "$.tools.t.results",
+        "a repeating script needs at least one result",
+    );
+}
+
+#[test]
 fn cancel_after_ms_is_a_checked_extension() {
     // `cancel_after_ms` (the host's kill switch, so `cancelled` is reachable offline) is an
     // extension of the format of `docs/design.md`: validated like every other field.

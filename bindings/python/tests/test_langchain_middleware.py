@@ -509,6 +509,40 @@ def test_a_tool_budget_warns_in_the_result_then_refuses() -> None:
     assert (report["outcome"], report["tool_calls"]) == ("complete", 3)
 
 
+def test_a_turn_whose_every_call_a_budget_blocks_is_answered_and_the_run_goes_on() -> None:
+    # Seed 004's read budget: warn, warn, block; the third read alone is refused with the
+    # budget's text, the run goes on, the checkpoint lifts the block, and the next read runs.
+    read = seed.honest_chain(4)
+    script = [
+        read[0],
+        read[1],
+        read[2],
+        seed.tools_turn(("write_file", {"file_path": "/notes.md", "content": "two parts read"})),
+        read[3],
+        seed.text_turn("Enough reading."),
+    ]
+    policy = {
+        "tool_budgets": {"read_file": {"warn_at": 2, "block_at": 3, "reset_on": ["write_file"]}}
+    }
+    state = run(script, policy)
+    results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    refused = results["call_2_0"]
+    assert refused.status == "error"
+    assert refused.content == (
+        "Not run: the budget of `read_file` is spent: 2 calls since its last reset, and calls "
+        "from the 3rd on are refused (`tool_budgets.read_file.block_at`). Post a checkpoint "
+        "with `write_file` to lift the block: the calls count again from it."
+    )
+    assert results["call_4_0"].status == "success"
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["tool_calls"], report["stats"]["refused_calls"]) == (
+        "complete",
+        4,
+        1,
+    )
+    assert_history_valid(state)
+
+
 def test_a_call_with_arguments_that_are_not_json_is_answered_invalid_arguments() -> None:
     bad = {"text": "", "tool_calls": [], "invalid": [("write_file", '{"file_path": ')]}
     script = [

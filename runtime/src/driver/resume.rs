@@ -221,6 +221,7 @@ async fn replay_journal(env: &mut Env, on_replay: Option<OnReplay>) -> Result<Re
             env.config.system_prompt.as_deref(),
             &spec.task,
             env.conversation_read(),
+            &spec.policy,
         );
         return Ok(Resumed::Driver(Box::new(ResumedParts {
             machine,
@@ -241,6 +242,7 @@ async fn replay_journal(env: &mut Env, on_replay: Option<OnReplay>) -> Result<Re
         env.config.system_prompt.as_deref(),
         &spec.task,
         env.conversation_read(),
+        &spec.policy,
     );
     let mut trace = Vec::new();
     let mut tool_budget = Vec::new();

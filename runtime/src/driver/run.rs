@@ -415,6 +415,7 @@ impl Run {
             env.config.system_prompt.as_deref(),
             &env.task,
             env.conversation_read(),
+            &spec.policy,
         );
         let now = Instant::now();
         let start = started.map_or(now, |at| {

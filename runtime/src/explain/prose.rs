@@ -3,6 +3,7 @@
 
 use super::types::{Budget, Explanation, PathStep, ToolView};
 use crate::ToolBudgetKind;
+use crate::conversation::ordinal;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use terminus_kernel::catalog::{self, Explain, StopPath};
@@ -399,6 +400,54 @@ fn paragraph(
             policy.max_verification_failures,
             feedback(e).map_or_else(String::new, |f| format!("; {f}")),
         ),
+        Explain::Blocked => {
+            // The blocks of the last turn: the budgets that refused every call of the turns that
+            // ended the run.
+            let last = e
+                .tool_budget_events
+                .iter()
+                .filter(|b| b.kind == ToolBudgetKind::Block)
+                .map(|b| b.step)
+                .max();
+            let mut blocked: Vec<String> = Vec::new();
+            for b in e
+                .tool_budget_events
+                .iter()
+                .filter(|b| b.kind == ToolBudgetKind::Block && Some(b.step) == last)
+            {
+                let field = b.bound.as_deref().unwrap_or("block_at");
+                let lifts = match policy.tool_budgets.get(&b.tool) {
+                    Some(budget) if b.bound.is_none() && !budget.reset_on.is_empty() => {
+                        let on: Vec<String> =
+                            budget.reset_on.iter().map(|t| format!("`{t}`")).collect();
+                        format!("a call of {} lifts it", on.join(" or "))
+                    }
+                    _ => "nothing lifts it".to_owned(),
+                };
+                let line = format!(
+                    "{} (tool_budgets.{}.{field} = {}; {lifts})",
+                    b.tool,
+                    b.tool,
+                    b.block_at.unwrap_or(b.call)
+                );
+                if !blocked.contains(&line) {
+                    blocked.push(line);
+                }
+            }
+            format!(
+                "At step {at} the model called, for the {} turn in a row, only tools its budgets \
+                 block, so the run stopped (max_blocked_turns {}): {}. Each refused call was \
+                 answered with what lifts its block; have the model post its checkpoint, or raise \
+                 the budget if the task needs more calls.",
+                ordinal(policy.max_blocked_turns),
+                policy.max_blocked_turns,
+                if blocked.is_empty() {
+                    "no block was recorded".to_owned()
+                } else {
+                    blocked.join("; ")
+                }
+            )
+        }
         Explain::AllExcluded => {
             let excluded: Vec<String> = e
                 .tools

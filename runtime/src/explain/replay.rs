@@ -502,14 +502,16 @@ fn budgets(
     let stopped_by = rule.and_then(catalog::of_rule);
     let mut out: Vec<Budget> = catalog::ALL
         .iter()
-        .filter(|l| l.listed_unset || l.value(policy).is_some())
-        .map(|l| {
+        .filter_map(|l| {
             let streak = l.counter.starts_with("streaks.");
             let used = match (stats, streaks) {
                 (Some(s), Some(k)) => Some(l.count(s, k)),
                 (Some(s), None) if !streak => Some(l.count(s, &Streaks::default())),
                 _ => None,
             };
+            l.listed(policy, used).then_some((l, used))
+        })
+        .map(|(l, used)| {
             let final_answer = rule == Some(Rule::FinalAnswerDone)
                 && l.final_answer
                 && outcome == Some(l.outcome(policy));

@@ -486,7 +486,11 @@ impl Host {
                     let id = id.into_string();
                     if let Some(exclusion) = batch.refusal(i) {
                         refused.push(RefusedOut {
-                            text: refusal_text(&name, exclusion),
+                            text: refusal_text(
+                                &name,
+                                exclusion,
+                                &self.machine.policy().tool_budgets,
+                            ),
                             id,
                             name: name.into_string(),
                             arguments: arguments.into_value(),

@@ -689,6 +689,7 @@ pub async fn listings(store: &dyn Store, base: &str) {
                 kind: TurnKind::Tools {
                     runnable: 1,
                     refused: 0,
+                    blocked: 0,
                 },
                 input_tokens: 0,
                 output_tokens: 0,

@@ -506,6 +506,9 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             elif kind == "run_tools":
                 calls = command.get("calls") or []
                 turn["awaiting"] = {_call_id(c, "run_tools"): str(c["name"]) for c in calls}
+                # A batch is out until its results are fed, even one that runs no call (every
+                # call refused by a budget: the kernel then waits for an empty result list).
+                turn["batch"] = True
                 turn["refused"] = {
                     _call_id(r, "run_tools.refused"): str(r["text"])
                     for r in command.get("refused") or []
@@ -569,6 +572,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             for call_id, name in awaiting.items()
         ]
         turn["awaiting"], turn["refused"], turn["warnings"] = {}, {}, {}
+        turn.pop("batch", None)
         return self._feed(machine, turn, {"tool_results": results}), last
 
     def _update(
@@ -612,7 +616,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             return None
         machine, reached = self._take(state)
         turn = reached if reached is not None else turn
-        if turn.get("awaiting"):
+        if _batch_out(turn):
             self._feed_results(machine, turn, state.get("messages") or [])
         if not turn.get("ended"):
             self._feed(machine, turn, {"cancel": True})
@@ -646,7 +650,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         machine, reached = self._take(state)
         turn = reached if reached is not None else turn
         update_messages: list[BaseMessage] = []
-        if turn.get("awaiting"):
+        if _batch_out(turn):
             # The results were not fed before the model call (this process did not make it, or
             # a middleware outside this one answered it): they still go first.
             early, last = self._feed_results(machine, turn, messages[:index])
@@ -751,7 +755,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         turn = dict(_turn(state))
         update: dict[str, Any] | None = None
         stand_in: AIMessage | None = None
-        if turn.get("awaiting") and not turn.get("ended"):
+        if _batch_out(turn) and not turn.get("ended"):
             machine, reached = self._take(state)
             if reached is not None:  # this call was tried before: the results are in
                 self._put(state, machine, reached)
@@ -895,6 +899,11 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             return early
         result = await handler(request)
         return result if warning is None else _warned(request, result, warning)
+
+
+def _batch_out(turn: Mapping[str, Any]) -> bool:
+    """Whether a tool batch of the kernel's waits for its results to be fed."""
+    return bool(turn.get("awaiting") or turn.get("batch"))
 
 
 def _tool_names(tools: Sequence[Any] | None) -> list[str]:
