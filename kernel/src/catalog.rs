@@ -856,8 +856,17 @@ pub const BLOCK_AT: ToolBound = ToolBound {
     limit: |b| b.block_at,
 };
 
+/// The hard block: the `hard_block_at`-th call of the whole run is refused, and so is every later
+/// one; no reset lifts it (seed 004's second tier: the soft block lifted by the checkpoint, a hard
+/// stop from the 14th read).
+pub const HARD_BLOCK_AT: ToolBound = ToolBound {
+    field: "hard_block_at",
+    resets: false,
+    limit: |b| b.hard_block_at,
+};
+
 /// Every per-tool bound, in the order a call is checked against them.
-pub const TOOL_BOUNDS: [&ToolBound; 1] = [&BLOCK_AT];
+pub const TOOL_BOUNDS: [&ToolBound; 2] = [&BLOCK_AT, &HARD_BLOCK_AT];
 
 /// The row whose rule is `rule`, if the rule is a limit's.
 pub fn of_rule(rule: Rule) -> Option<&'static Limit> {

@@ -49,6 +49,11 @@ pub struct ToolBudget {
     /// This call (1-based, counted since the budget's last reset) and later ones are refused,
     /// each answered with the budget's text, until a reset.
     pub block_at: Option<u32>,
+    /// This call (1-based, counted over the whole run, resets or not) and later ones are refused,
+    /// each answered with the budget's text; nothing lifts it. Absent from the JSON form when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_block_at: Option<u32>,
     /// Tools whose successful call resets this budget's count: the calls before it no longer
     /// count, and a block of this budget is lifted (the agent posted its checkpoint). Default
     /// none (and then absent from the JSON form).

@@ -363,6 +363,7 @@ fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
             warn_at: Some(1),
             block_at: Some(3),
             reset_on: vec!["checkpoint".into()],
+            ..ToolBudget::default()
         },
     );
     let replies = vec![
@@ -411,6 +412,79 @@ fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
         "{:?}",
         run.stop.excluded_tools
     );
+}
+
+#[test]
+fn a_hard_block_outlasts_the_checkpoint_that_lifts_the_soft_one() {
+    // Seed 004's two tiers on one tool: warn and block from the 3rd read, lifted by the
+    // checkpoint; and from the 4th read of the whole run a hard block nothing lifts.
+    let mut policy = Policy {
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    policy.tool_budgets.insert(
+        "read".into(),
+        ToolBudget {
+            block_at: Some(3),
+            hard_block_at: Some(4),
+            reset_on: vec!["checkpoint".into()],
+            ..ToolBudget::default()
+        },
+    );
+    let replies = vec![
+        call("read", json!({"n": 1})),
+        call("read", json!({"n": 2})),
+        call("read", json!({"n": 3})), // the soft block
+        call("checkpoint", json!({"note": "two read"})),
+        call("read", json!({"n": 4})), // the third read that runs
+        call("read", json!({"n": 5})), // the hard block, after the reset
+        call("checkpoint", json!({"note": "four read"})),
+        call("read", json!({"n": 6})), // still refused: no reset lifts it
+        call("read", json!({"n": 7})),
+        call("read", json!({"n": 8})),
+        text("never reached"),
+    ];
+    let run = drive(
+        policy,
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let hard = |at| {
+        Exclusion::Budget(terminus_kernel::Block {
+            bound: &terminus_kernel::limits::HARD_BLOCK_AT,
+            at,
+        })
+    };
+    let refusals: Vec<Option<Exclusion>> = budget_marks(&run.commands)
+        .into_iter()
+        .map(|(_, refused)| refused)
+        .collect();
+    assert_eq!(
+        refusals,
+        vec![
+            None,
+            None,
+            Some(soft_block(3)),
+            None,
+            None,
+            Some(hard(4)),
+            None,
+            Some(hard(4)),
+            Some(hard(4)),
+        ]
+    );
+    // Three reads ran; the three blocked turns in a row after the second checkpoint end the run.
+    assert_eq!(run.stop.rule, terminus_kernel::Rule::BlockedLimit);
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Aborted(terminus_kernel::AbortReason::NoProgress)
+    );
+    assert_eq!(run.machine.ledger().calls("read"), 3);
+    assert_eq!(run.stop.stats.refused_calls, 5);
+    // The policy's JSON form names the bound only where it is set.
+    let json = serde_json::to_string(&run.machine.policy().tool_budgets).unwrap_or_default();
+    assert!(json.contains(r#""hard_block_at":4"#), "{json}");
+    let plain = serde_json::to_string(&ToolBudget::default()).unwrap_or_default();
+    assert!(!plain.contains("hard_block_at"), "{plain}");
 }
 
 #[test]
