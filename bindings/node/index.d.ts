@@ -25,7 +25,8 @@ export interface Policy {
   retry_max_ms?: number;
   deadline_ms?: number | null;
   token_budget?: number | null;
-  tool_budgets?: { [tool: string]: { warn_at?: number; block_at?: number; reset_on?: string[] } };
+  tool_budgets?: { [tool: string]: { warn_at?: number; block_at?: number; hard_block_at?: number; reset_on?: string[] } };
+  max_blocked_turns?: number;
   seed?: number;
   final_answer_on_budget?: boolean;
   [field: string]: Json | undefined;

@@ -31,11 +31,11 @@ prop_compose! {
                 max_nudges in 0u32..4, max_verification_failures in 1u32..4,
                 max_tool_failures in 1u32..4, max_consecutive_tool_failures in 1u32..5,
                 max_repeats in 2u32..5, max_empty_responses in 1u32..5, max_model_retries in 0u32..4,
-                max_loop_period in 1u32..=16)
+                max_loop_period in 1u32..=16, max_blocked_turns in 1u32..4)
         -> Policy {
         Policy { max_steps, max_model_calls, max_no_ops, max_nudges, max_verification_failures,
                  max_tool_failures, max_consecutive_tool_failures, max_repeats, max_empty_responses,
-                 max_model_retries, max_loop_period, ..Policy::default() }
+                 max_model_retries, max_loop_period, max_blocked_turns, ..Policy::default() }
     }
 }
 
@@ -44,7 +44,8 @@ prop_compose! {
                 stop_on_unrecoverable in any::<bool>(), final_answer in any::<bool>(),
                 deadline in proptest::option::of(0u64..5_000), token_budget in proptest::option::of(1u64..400),
                 requires in proptest::sample::subsequence(vec!["a", "b", "write_todos"], 0..=2),
-                budget in proptest::option::of((1u32..4, 1u32..6)), seed in any::<u64>())
+                budget in proptest::option::of((1u32..4, 1u32..6, proptest::option::of(1u32..8), any::<bool>())),
+                seed in any::<u64>())
         -> Policy {
         let mut p = Policy {
             verify_completion: verify,
@@ -57,8 +58,15 @@ prop_compose! {
             seed,
             ..base
         };
-        if let Some((warn, extra)) = budget {
-            p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget { warn_at: Some(warn), block_at: Some(warn + extra), ..terminus_kernel::ToolBudget::default() });
+        // A budget on `a`: warn, a soft block that a success of `b` resets (the checkpoint),
+        // and a hard block over the whole run that nothing lifts.
+        if let Some((warn, extra, hard, resets)) = budget {
+            p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget {
+                warn_at: Some(warn),
+                block_at: Some(warn + extra),
+                hard_block_at: hard.map(|h| h.max(warn)),
+                reset_on: if resets { vec!["b".into()] } else { Vec::new() },
+            });
         }
         p
     }

@@ -410,6 +410,7 @@ fn paragraph(
                 .map(|b| b.step)
                 .max();
             let mut blocked: Vec<String> = Vec::new();
+            let mut liftable = false;
             for b in e
                 .tool_budget_events
                 .iter()
@@ -418,6 +419,7 @@ fn paragraph(
                 let field = b.bound.as_deref().unwrap_or("block_at");
                 let lifts = match policy.tool_budgets.get(&b.tool) {
                     Some(budget) if b.bound.is_none() && !budget.reset_on.is_empty() => {
+                        liftable = true;
                         let on: Vec<String> =
                             budget.reset_on.iter().map(|t| format!("`{t}`")).collect();
                         format!("a call of {} lifts it", on.join(" or "))
@@ -434,11 +436,17 @@ fn paragraph(
                     blocked.push(line);
                 }
             }
+            let advice = if liftable {
+                "have the model post its checkpoint, or raise the budget if the task needs more \
+                 calls"
+            } else {
+                "nothing lifts these blocks in the run: raise the budget if the task needs more \
+                 calls, or give the model what it keeps reading for"
+            };
             format!(
                 "At step {at} the model called, for the {} turn in a row, only tools its budgets \
                  block, so the run stopped (max_blocked_turns {}): {}. Each refused call was \
-                 answered with what lifts its block; have the model post its checkpoint, or raise \
-                 the budget if the task needs more calls.",
+                 answered with what lifts its block; {advice}.",
                 ordinal(policy.max_blocked_turns),
                 policy.max_blocked_turns,
                 if blocked.is_empty() {
