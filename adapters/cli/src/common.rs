@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use terminus_runtime::{
     BudgetWarning, ContextPrune, Observer, Report, RunError, RuntimeConfig, Setup, Store,
-    SystemCut, ToolBudgetEvent, ToolsChanged, Transition,
+    Suspended, SystemCut, ToolBudgetEvent, ToolsChanged, Transition,
 };
 use terminus_scenario::Scenario;
 use terminus_store::Durability;
@@ -99,6 +99,18 @@ pub(crate) async fn open_store(
     terminus_store::open(journal, durability)
         .await
         .map_err(|e| CliError::Internal(e.to_string()))
+}
+
+/// Opens the journal a user names: a missing SQLite file is an error here (opening would
+/// create an empty one), not an empty journal.
+pub(crate) async fn open_existing(journal: &str) -> Result<Arc<dyn Store>, CliError> {
+    let url = journal.starts_with("postgres://") || journal.starts_with("postgresql://");
+    if !url && !Path::new(journal).is_file() {
+        return Err(CliError::Invalid(format!(
+            "no journal at {journal} (a SQLite file or a postgres:// URL)"
+        )));
+    }
+    open_store(journal, Durability::Process).await
 }
 
 /// The scenario file's JSON, kept with the execution so that `resume` needs only the journal.
@@ -217,7 +229,7 @@ pub(crate) fn finish(
             Ok(report.exit_code())
         }
         Err(RunError::Suspended(suspended)) => {
-            crate::decide::print_suspension(&suspended, json);
+            print_suspension(&suspended, json);
             Ok(SUSPENDED)
         }
         Err(e) => Err(CliError::run(&e, format!("{what}: {e}"))),
@@ -237,6 +249,42 @@ pub(crate) fn print_report(report: &Report, json: bool) {
             None => writeln!(out, "{}", report.outcome),
         }
     };
+}
+
+/// A suspension, as `run`, `agent`, `resume` and the worker print it: each pending call on
+/// stderr, and with `json` the suspension as the last line on stdout.
+pub(crate) fn print_suspension(suspended: &Suspended, json: bool) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "terminus: suspended after {} step(s): {} held call(s) wait for a decision \
+         (execution {})",
+        suspended.steps,
+        suspended.pending.len(),
+        suspended.execution
+    );
+    for call in &suspended.pending {
+        let _ = writeln!(
+            err,
+            "terminus:   {} {} {} {}",
+            call.kind.as_str(),
+            call.call_id,
+            call.name,
+            call.arguments
+        );
+        if let Some(q) = &call.question {
+            let _ = writeln!(
+                err,
+                "terminus:     it asks {:?}, a form of {}: `terminus answer --call {} --result \
+                 JSON` fills it, `deny` declines it, `approve` takes its defaults",
+                q.message, q.schema, call.call_id
+            );
+        }
+    }
+    if json {
+        let line = serde_json::to_string(suspended).unwrap_or_default();
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
 }
 
 /// `1 step`, `N steps`.

@@ -1,14 +1,13 @@
 //! `terminus approve | deny | answer`: decisions on the held calls of a suspended execution
-//! (`docs/approvals.md`), and how a suspension is printed.
+//! (`docs/approvals.md`).
 
 use crate::common::StoreArgs;
 use crate::error::CliError;
 use clap::Args;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use terminus_kernel::{Decision, Entry, Hold, Record, ToolErrorKind, ToolOutcome, recover};
-use terminus_runtime::{HeldState, Journal, Suspended, held_calls};
+use terminus_runtime::{HeldState, Journal, held_calls};
 
 /// Which execution and which of its held calls.
 #[derive(Debug, Args)]
@@ -148,7 +147,7 @@ fn unix_ms() -> u64 {
 /// Records `decision` on the held calls `calls` names; 0 once recorded (or already so).
 async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8, CliError> {
     // A journal that does not exist is an error, not an empty journal to create.
-    let store = crate::inspect::open_existing(&target.store.journal).await?;
+    let store = crate::common::open_existing(&target.store.journal).await?;
     let execution = &target.execution;
     let held = held_of(store.as_ref(), execution).await?;
     let chosen: Vec<&HeldState> = match &calls {
@@ -285,40 +284,4 @@ pub(crate) async fn held_of(
     recover(spec.policy, records.iter().map(|r| Record::clone(r)))
         .map(|recovery| held_calls(&recovery))
         .map_err(|e| CliError::Internal(format!("execution {execution}: {e}")))
-}
-
-/// A suspension, as `run`, `agent`, `resume` and the worker print it: each pending call on
-/// stderr, and with `json` the suspension as the last line on stdout.
-pub(crate) fn print_suspension(suspended: &Suspended, json: bool) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(
-        err,
-        "terminus: suspended after {} step(s): {} held call(s) wait for a decision \
-         (execution {})",
-        suspended.steps,
-        suspended.pending.len(),
-        suspended.execution
-    );
-    for call in &suspended.pending {
-        let _ = writeln!(
-            err,
-            "terminus:   {} {} {} {}",
-            call.kind.as_str(),
-            call.call_id,
-            call.name,
-            call.arguments
-        );
-        if let Some(q) = &call.question {
-            let _ = writeln!(
-                err,
-                "terminus:     it asks {:?}, a form of {}: `terminus answer --call {} --result \
-                 JSON` fills it, `deny` declines it, `approve` takes its defaults",
-                q.message, q.schema, call.call_id
-            );
-        }
-    }
-    if json {
-        let line = serde_json::to_string(suspended).unwrap_or_default();
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
-    }
 }

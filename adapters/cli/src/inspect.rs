@@ -14,10 +14,9 @@ use clap::Args;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub(crate) use terminus_runtime::explain::{Budget, Explanation};
+use terminus_runtime::explain::Explanation;
 use terminus_runtime::{Claims, MemoryStore, Store};
 use terminus_scenario::Scenario;
-use terminus_store::Durability;
 
 /// The arguments of `terminus inspect`.
 #[derive(Debug, Args)]
@@ -78,20 +77,8 @@ pub(crate) async fn inspect(args: InspectArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// Opens the journal a user names: a missing SQLite file is an error here (opening would
-/// create an empty one), not an empty journal.
-pub(crate) async fn open_existing(journal: &str) -> Result<Arc<dyn Store>, CliError> {
-    let url = journal.starts_with("postgres://") || journal.starts_with("postgresql://");
-    if !url && !Path::new(journal).is_file() {
-        return Err(CliError::Invalid(format!(
-            "no journal at {journal} (a SQLite file or a postgres:// URL)"
-        )));
-    }
-    crate::common::open_store(journal, Durability::Process).await
-}
-
 async fn from_journal(journal: &str, execution: &str) -> Result<Explanation, CliError> {
-    let store = open_existing(journal).await?;
+    let store = crate::common::open_existing(journal).await?;
     explain(store.as_ref(), execution).await
 }
 

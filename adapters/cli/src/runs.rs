@@ -76,7 +76,7 @@ fn filter(args: &RunsArgs) -> Result<ExecutionFilter, CliError> {
 /// 3 when the journal cannot be read.
 pub(crate) async fn runs(args: RunsArgs) -> Result<u8, CliError> {
     let filter = filter(&args)?;
-    let store = crate::inspect::open_existing(&args.journal).await?;
+    let store = crate::common::open_existing(&args.journal).await?;
     let listed = store
         .executions(&filter)
         .await

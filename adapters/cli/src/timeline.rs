@@ -9,9 +9,9 @@
 //! `mark tool-call` (one per tool execution, at the step that started it), `mark tool-error`,
 //! `mark nudge`, `mark verification`.
 
-use crate::inspect::{Budget, Explanation};
 use std::fmt::Write as _;
 use terminus_kernel::Phase;
+use terminus_runtime::explain::{Budget, Explanation};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 150.0;

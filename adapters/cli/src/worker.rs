@@ -131,7 +131,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, CliError> {
             Ok(report) => print_report(&report, true),
             Err(RunError::Suspended(suspended)) => {
                 // Claim released with the suspension: no worker takes it until it is decided.
-                crate::decide::print_suspension(&suspended, true);
+                crate::common::print_suspension(&suspended, true);
             }
             // One execution's end, not the worker's: said here, and the worker goes on.
             Err(e) => match e.exit_code() {
