@@ -34,6 +34,7 @@
 //! Tokens and secrets never appear in errors, logs or `Debug` output (the credentials file,
 //! mode `0600`, is where a token is kept).
 
+use crate::clock::now_secs;
 use crate::mcp_login::{KeptClient, LoginFile};
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
@@ -910,13 +911,6 @@ fn read_token(file: Option<&std::path::Path>, what: &str) -> Result<String, Auth
         ));
     }
     Ok(token.to_owned())
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// A `private_key_jwt` client assertion: the client is its issuer and subject, the
