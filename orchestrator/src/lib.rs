@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 mod breaker;
+mod error;
 mod graph;
 mod limits;
 mod meters;
@@ -37,6 +38,7 @@ mod spans;
 pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
 };
+pub use crate::error::OrchestrateError;
 pub use crate::graph::{Graph, MAX_CYCLES, cycles, levels};
 pub use crate::limits::{
     AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,
@@ -48,8 +50,8 @@ pub use crate::plan::{
 };
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
-    Clock, Launch, Launcher, OrchestrateError, Orchestration, SystemClock, TokioClock,
-    WATCHDOG_GRACE_MS, attempt_execution, breaker, breaker_key, stored_plan,
+    Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS,
+    attempt_execution, breaker, breaker_key, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

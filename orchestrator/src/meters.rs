@@ -3,8 +3,8 @@
 //! until the host installs a recorder. Every label is a fixed word, never an agent id or a
 //! plan name, so a series per value stays bounded.
 
+use crate::error::OrchestrateError;
 use crate::report::PlanReport;
-use crate::run::OrchestrateError;
 use crate::schedule::{Status, Why};
 use std::time::Duration;
 use terminus_runtime::meters::{

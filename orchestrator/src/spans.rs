@@ -10,8 +10,8 @@
 //! installed, the span is never built and the events cost a callsite check.
 
 use crate::breaker::Breaker;
+use crate::error::OrchestrateError;
 use crate::report::PlanReport;
-use crate::run::OrchestrateError;
 use crate::schedule::Why;
 use terminus_runtime::semconv::*;
 use tracing::Span;

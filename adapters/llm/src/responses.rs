@@ -1,5 +1,6 @@
 //! OpenAI Responses (`POST {base_url}/responses`; OpenAI, and llama.cpp's server): the request
-//! body, the non-streamed response and the streamed one. Pure: no IO here.
+//! body, the non-streamed response and the streamed one. Pure: no IO here. The body's pieces
+//! (a message's items, the `tools` array) are written with the kept encodings, in `crate::body`.
 //!
 //! The conversation goes in `input` as items: messages (`{"role", "content"}`), the model's
 //! tool calls as `function_call` items and their results as `function_call_output` items, paired
@@ -17,114 +18,18 @@
 use crate::body::Wire;
 use crate::error::{ErrorInfo, event_failure};
 use crate::json_str::push_raw_str;
-use crate::openai::{PartialCall, arguments_text, call_at, is_blank, push_arguments, write_json};
+use crate::openai::{PartialCall, call_at, is_blank, push_arguments};
 use crate::reply::{self, Options, Reply};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use terminus_kernel::{Finish, ModelErrorKind, ModelTurn, ToolCall, Usage};
-use terminus_runtime::{Message, ModelFailure, ModelRequest, Role, ToolSpec};
+use terminus_runtime::{ModelFailure, ModelRequest};
 
 /// The JSON body of a `POST {base_url}/responses`, as a value (the client sends the same
 /// bytes, written from the kept encodings of `crate::body`).
 pub fn request_body(options: Options<'_>, request: &ModelRequest<'_>) -> Value {
     crate::body::value(Wire::Responses, options, request)
-}
-
-#[derive(Serialize)]
-struct ToolWire<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
-    /// The Responses API makes function tools strict by default, which refuses any schema that
-    /// does not list every property as required: the tools' schemas are sent as they are.
-    strict: bool,
-}
-
-/// The `tools` array.
-pub(crate) fn write_tools(tools: &[ToolSpec], out: &mut Vec<u8>) {
-    let wire: Vec<ToolWire<'_>> = tools
-        .iter()
-        .map(|t| ToolWire {
-            kind: "function",
-            name: &t.name,
-            description: &t.description,
-            parameters: &t.parameters,
-            strict: false,
-        })
-        .collect();
-    write_json(out, &wire);
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ItemWire<'a> {
-    /// Typed `message`: OpenAI takes a message item with or without its type, llama.cpp's
-    /// server refuses an assistant message without it ("Cannot determine type of 'item'").
-    Message {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        role: &'static str,
-        content: &'a str,
-    },
-    Call {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        call_id: &'a str,
-        name: &'a str,
-        arguments: &'a str,
-    },
-    Output {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        call_id: &'a str,
-        output: &'a str,
-    },
-}
-
-/// Appends the input items of `m`, each after a comma: a message, or an assistant turn's text
-/// (if any) and one `function_call` item per call, or a tool result's `function_call_output`.
-pub(crate) fn write_item(m: &Message, out: &mut Vec<u8>) {
-    let message = |role| ItemWire::Message {
-        kind: "message",
-        role,
-        content: &m.content,
-    };
-    match m.role {
-        Role::System => push_item(out, &message("system")),
-        Role::User => push_item(out, &message("user")),
-        Role::Tool => push_item(
-            out,
-            &ItemWire::Output {
-                kind: "function_call_output",
-                call_id: m.tool_call_id.as_deref().unwrap_or_default(),
-                output: &m.content,
-            },
-        ),
-        Role::Assistant => {
-            if !m.content.is_empty() || m.tool_calls.is_empty() {
-                push_item(out, &message("assistant"));
-            }
-            for c in &m.tool_calls {
-                push_item(
-                    out,
-                    &ItemWire::Call {
-                        kind: "function_call",
-                        call_id: &c.id,
-                        name: &c.name,
-                        arguments: &arguments_text(&c.arguments),
-                    },
-                );
-            }
-        }
-    }
-}
-
-fn push_item(out: &mut Vec<u8>, item: &ItemWire<'_>) {
-    out.push(b',');
-    write_json(out, item);
 }
 
 // ----- replies -----
@@ -550,6 +455,7 @@ mod tests {
     use super::*;
     use crate::client::{Provider, Stream as AnyStream};
     use serde_json::json;
+    use terminus_runtime::Message;
 
     /// OpenAI's documented text response.
     const TEXT: &str = r#"{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"completed","error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"model":"gpt-4.1-2025-04-14","output":[{"type":"message","id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","status":"completed","role":"assistant","content":[{"type":"output_text","text":"In a peaceful grove beneath a silver moon, a unicorn named Lumina discovered a hidden pool.","annotations":[]}]}],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":true,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":123},"user":null,"metadata":{}}"#;

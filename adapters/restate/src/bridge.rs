@@ -14,7 +14,6 @@
 //! is stored as abandoned, with why; on replay the adapter reproduces it (kills the run, passes
 //! the deadline, or waits for the runtime's own timer) instead of carrying the effect out.
 
-use crate::service::OnReplay;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
@@ -118,6 +117,9 @@ impl Controls {
         }
     }
 }
+
+/// What is told when a replay is over.
+pub type OnReplay = Box<dyn FnOnce(&Replayed) + Send>;
 
 /// What the handler learns while replaying, for the scripted adapters' `on_replay`.
 pub(crate) struct Replay {

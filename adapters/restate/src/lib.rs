@@ -26,5 +26,6 @@ mod decisions;
 mod journaled;
 mod service;
 
+pub use bridge::OnReplay;
 pub use restate_sdk::endpoint::Endpoint;
-pub use service::{Blueprint, Built, OnReplay, TerminusAgent, Unbuildable, endpoint, serve};
+pub use service::{Blueprint, Built, TerminusAgent, Unbuildable, endpoint, serve};

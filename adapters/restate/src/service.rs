@@ -3,7 +3,7 @@
 //! handlers read the stored report and pull the kill switch.
 
 use crate::bridge::{
-    Abandon, Begin, Bridge, Controls, Replay, Start, Stored, Ticket, attempt_id, unix_ms,
+    Abandon, Begin, Bridge, Controls, OnReplay, Replay, Start, Stored, Ticket, attempt_id, unix_ms,
 };
 use crate::decisions::{self, Verb};
 use crate::journaled::wrap;
@@ -16,8 +16,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 use terminus_runtime::{
-    Adapters, ContextPolicy, KillSwitch, MemoryStore, Model, Replayed, Resume, Run, RunError,
-    RuntimeConfig, Tokenizer, ToolSet, Verifier,
+    Adapters, ContextPolicy, KillSwitch, MemoryStore, Model, Resume, Run, RunError, RuntimeConfig,
+    Tokenizer, ToolSet, Verifier,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -38,9 +38,6 @@ pub trait Blueprint: Send + Sync + 'static {
     /// start) is [`Unbuildable::Unavailable`] (Restate retries it).
     async fn build(&self, request: &Value) -> Result<Built, Unbuildable>;
 }
-
-/// What is told when a replay is over.
-pub type OnReplay = Box<dyn FnOnce(&Replayed) + Send>;
 
 /// A run a [`Blueprint`] built.
 pub struct Built {

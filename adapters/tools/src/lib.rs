@@ -34,6 +34,7 @@
 
 #![forbid(unsafe_code)]
 
+mod clock;
 mod content;
 pub mod mcp;
 pub mod mcp_auth;

@@ -128,7 +128,7 @@ impl LoginFile {
         let _one = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut kept = self.read()?;
         let out = f(&mut kept);
-        let now = crate::mcp_auth::now_secs();
+        let now = crate::clock::now_secs();
         kept.pending
             .retain(|_, s| now.saturating_sub(s.created_at) < PENDING_SECS);
         // A host that retries a connection (Restate, a loop) asks for a login each time: the
@@ -317,7 +317,7 @@ mod tests {
         let verifier = oauth2::PkceCodeVerifier::new("v".repeat(43));
         let mut old =
             StoredAuthorizationState::new(&verifier, &oauth2::CsrfToken::new("old".into()));
-        old.created_at = crate::mcp_auth::now_secs() - PENDING_SECS - 1;
+        old.created_at = crate::clock::now_secs() - PENDING_SECS - 1;
         StateStore::save(&file, "old", old).await.expect("saved");
         let new = StoredAuthorizationState::new(&verifier, &oauth2::CsrfToken::new("new".into()));
         StateStore::save(&file, "new", new).await.expect("saved");
@@ -329,7 +329,7 @@ mod tests {
             let state = format!("s{i}");
             let mut pending =
                 StoredAuthorizationState::new(&verifier, &oauth2::CsrfToken::new(state.clone()));
-            pending.created_at = crate::mcp_auth::now_secs() + 1 + i as u64;
+            pending.created_at = crate::clock::now_secs() + 1 + i as u64;
             StateStore::save(&file, &state, pending)
                 .await
                 .expect("saved");

@@ -8,9 +8,16 @@
 //! again) reuses their bytes and encodes only the new ones; the body is then the head, the kept
 //! bytes and the tail, copied once. Comparing stamps, not messages, keeps the cost of a step
 //! from growing with the conversation (a few nanoseconds a message).
+//!
+//! Each wire format's pieces (a message, the `tools` array) are written by `chat` (Chat
+//! Completions) and `responses` (the Responses API), below this module; the dialects'
+//! `request_body` ([`crate::openai::request_body`], [`crate::responses::request_body`]) is
+//! [`value`].
+
+mod chat;
+mod responses;
 
 use crate::reply::Options;
-use crate::{openai, responses};
 use serde_json::Value;
 use std::io::Write as _;
 use std::sync::Mutex;
@@ -28,14 +35,14 @@ pub(crate) enum Wire {
 impl Wire {
     fn write_message(self, m: &Message, out: &mut Vec<u8>) {
         match self {
-            Wire::Chat => openai::write_message(m, out),
+            Wire::Chat => chat::write_message(m, out),
             Wire::Responses => responses::write_item(m, out),
         }
     }
 
     fn write_tools(self, tools: &[ToolSpec], out: &mut Vec<u8>) {
         match self {
-            Wire::Chat => openai::write_tools(tools, out),
+            Wire::Chat => chat::write_tools(tools, out),
             Wire::Responses => responses::write_tools(tools, out),
         }
     }
@@ -125,7 +132,7 @@ impl Bodies {
         }
         let mut out = Vec::with_capacity(memo.items.len() + memo.tools_json.len() + 256);
         out.extend_from_slice(b"{\"model\":");
-        openai::write_json(&mut out, options.model);
+        chat::write_json(&mut out, options.model);
         out.extend_from_slice(match wire {
             Wire::Chat => b",\"messages\":[",
             Wire::Responses => b",\"input\":[",
