@@ -2,7 +2,6 @@
 
 use crate::json::Json;
 use crate::name::{CallId, Name};
-use crate::textcall::TextCalls;
 use serde::{Deserialize, Serialize};
 
 /// Token usage a provider reported for one turn. Absent usage means unknown, not zero.
@@ -275,4 +274,27 @@ impl Event {
             Event::Cancel => "cancel",
         }
     }
+}
+
+/// What the host found of written calls in a turn (see [`crate::textcall::recover`]), kept with the turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TextCalls {
+    /// How many of the turn's `tool_calls` were recovered from its text.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub recovered: u32,
+    /// The offered tools the nudge names, when a written call could not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suggested: Vec<String>,
+}
+
+impl TextCalls {
+    /// Nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.recovered == 0 && self.suggested.is_empty()
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -17,6 +17,7 @@
 //! A JSON object without `arguments` or `parameters` is not a call (a JSON answer stays an
 //! answer), nor is a fenced block in another language, nor a call followed by more prose.
 
+pub use crate::event::TextCalls;
 use crate::event::{ModelTurn, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -109,29 +110,6 @@ impl Written {
         }
         names
     }
-}
-
-/// What the host found of written calls in a turn (see [`recover`]), kept with the turn.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TextCalls {
-    /// How many of the turn's `tool_calls` were recovered from its text.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub recovered: u32,
-    /// The offered tools the nudge names, when a written call could not run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub suggested: Vec<String>,
-}
-
-impl TextCalls {
-    /// Nothing was found.
-    pub fn is_empty(&self) -> bool {
-        self.recovered == 0 && self.suggested.is_empty()
-    }
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// What [`recover`] did.
