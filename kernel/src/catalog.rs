@@ -11,8 +11,9 @@
 //!   rows of [`RULES`]. The machine's guards (`core.rs`), the invariant checks
 //!   (`invariants.rs`), [`crate::Policy::step_bound`], the guard column of `spec/machine.md` and
 //!   the runtime's explanation (`terminus inspect`) read them.
-//! - [`TOOL_BOUNDS`], the per-tool bounds of `tool_budgets`: one [`ToolBound`] row each (its
-//!   field, the calls it counts, whether a reset lifts it). A call at a bound is refused with the
+//! - [`TOOL_BOUNDS`], the per-tool bounds of `tool_budgets` (kept in `tool_budget.rs`, beside
+//!   the budget they bound, and re-exported here): one [`ToolBound`] row each (its field, the
+//!   calls it counts, whether a reset lifts it). A call at a bound is refused with the
 //!   bound's text and the run goes on (see `docs/design.md`, "Budget blocks").
 //! - [`RULES`], one [`Row`] per [`Rule`] in [`Rule::ALL`] order: the rule's row of the transition
 //!   table ([`Rule::spec`]: input, guard, citation) and, for a rule that ends the run, its
@@ -20,17 +21,17 @@
 //!
 //! Adding a run-wide limit is its row here (in [`ALL`]), its policy field (`policy.rs`) and, for
 //! a rule of its own, the rule (`rule.rs`); adding a per-tool bound is its row in
-//! [`TOOL_BOUNDS`] and its field of [`crate::ToolBudget`]. The compiler and the catalog's tests
+//! [`TOOL_BOUNDS`] and its field of [`crate::ToolBudget`] (both in `tool_budget.rs`). The compiler and the catalog's tests
 //! name every place that is missing.
 //!
 //! `max_tool_failures` excludes one tool instead of stopping the run; it lives in the tool ledger
 //! (see [`crate::Exclusion`]).
 
-use crate::ledger::ToolRecord;
-use crate::policy::{OnVerificationLimit, Policy, PolicyError, ToolBudget};
+use crate::policy::{OnVerificationLimit, Policy, PolicyError};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::{Rule, RuleSpec};
 use crate::stats::{Stats, Streaks};
+pub use crate::tool_budget::{BLOCK_AT, HARD_BLOCK_AT, TOOL_BOUNDS, ToolBound};
 
 /// How a counter meets its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -807,66 +808,6 @@ impl Limit {
         }
     }
 }
-
-/// One per-tool bound of a tool's budget (`tool_budgets.NAME`): from it, a call of the tool is
-/// refused, answered with the bound's text, and the run goes on (see `docs/design.md`, "Budget
-/// blocks").
-#[derive(Debug, Clone, Copy)]
-pub struct ToolBound {
-    /// Its field of the tool's budget.
-    pub field: &'static str,
-    /// Whether a reset (`reset_on`) lifts it: it counts the executions since the budget's last
-    /// reset, not those of the whole run.
-    pub resets: bool,
-    /// The bound under a tool's budget (`None`: unbounded).
-    pub limit: fn(&ToolBudget) -> Option<u32>,
-}
-
-impl ToolBound {
-    /// The executions of a tool it counts.
-    #[inline]
-    pub fn count(&self, record: &ToolRecord) -> u32 {
-        if self.resets {
-            record.budget_calls()
-        } else {
-            record.calls
-        }
-    }
-
-    /// What it counts, in words.
-    pub fn counts(&self) -> &'static str {
-        if self.resets {
-            "calls since the budget's last reset"
-        } else {
-            "calls in the whole run"
-        }
-    }
-
-    /// The bound of that field, if it is one.
-    pub fn named(field: &str) -> Option<&'static ToolBound> {
-        TOOL_BOUNDS.iter().copied().find(|b| b.field == field)
-    }
-}
-
-/// The soft block: the `block_at`-th call since the budget's last reset is refused, and so is
-/// every later one until a reset.
-pub const BLOCK_AT: ToolBound = ToolBound {
-    field: "block_at",
-    resets: true,
-    limit: |b| b.block_at,
-};
-
-/// The hard block: the `hard_block_at`-th call of the whole run is refused, and so is every later
-/// one; no reset lifts it (seed 004's second tier: the soft block lifted by the checkpoint, a hard
-/// stop from the 14th read).
-pub const HARD_BLOCK_AT: ToolBound = ToolBound {
-    field: "hard_block_at",
-    resets: false,
-    limit: |b| b.hard_block_at,
-};
-
-/// Every per-tool bound, in the order a call is checked against them.
-pub const TOOL_BOUNDS: [&ToolBound; 2] = [&BLOCK_AT, &HARD_BLOCK_AT];
 
 /// The row whose rule is `rule`, if the rule is a limit's.
 pub fn of_rule(rule: Rule) -> Option<&'static Limit> {

@@ -299,7 +299,7 @@ impl Desk {
     }
 
     /// Decides every call of a tool turn. A call is refused when its tool is excluded, or when it
-    /// would reach a bound of its tool's budget ([`catalog::TOOL_BOUNDS`]: `block_at` counting
+    /// would reach a bound of its tool's budget ([`crate::catalog::TOOL_BOUNDS`]: `block_at` counting
     /// the calls since the budget's last reset, `hard_block_at` those of the whole run), counting
     /// the earlier calls of this turn; a call at or past `warn_at` carries a warning. Linear in
     /// the calls; allocates only for refusals, warnings and budgeted tools.
@@ -349,7 +349,7 @@ impl Desk {
                     continue;
                 };
                 let call_no = bound
-                    .count(&record)
+                    .count(record.calls, record.budget_calls())
                     .saturating_add(*earlier)
                     .saturating_add(1);
                 if call_no >= at {

@@ -1,9 +1,9 @@
 //! The tool ledger: calls, failures and exclusions per tool. It is the source of truth for
 //! "which tools has the agent used" (rule 8), because the conversation can be pruned.
 
-use crate::catalog::{self, ToolBound};
 use crate::event::ToolErrorKind;
 use crate::name::Name;
+use crate::tool_budget::{self, ToolBound};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,7 +32,7 @@ pub enum Exclusion {
 /// e.g. `{"block_at": 3}` (inside an [`Exclusion`]: `{"why": "budget", "block_at": 3}`).
 #[derive(Debug, Clone, Copy)]
 pub struct Block {
-    /// The bound ([`catalog::TOOL_BOUNDS`]).
+    /// The bound ([`tool_budget::TOOL_BOUNDS`]).
     pub bound: &'static ToolBound,
     /// Its value: the call, as the bound counts them, from which calls are refused.
     pub at: u32,
@@ -64,7 +64,7 @@ impl<'de> Deserialize<'de> for Block {
         let fields = BTreeMap::<String, u32>::deserialize(deserializer)?;
         let mut bounds = fields.iter();
         match (bounds.next(), bounds.next()) {
-            (Some((field, &at)), None) => match catalog::ToolBound::named(field) {
+            (Some((field, &at)), None) => match tool_budget::ToolBound::named(field) {
                 Some(bound) => Ok(Block { bound, at }),
                 None => Err(serde::de::Error::custom(format!(
                     "unknown tool budget bound `{field}`, expected one of {}",
@@ -80,7 +80,7 @@ impl<'de> Deserialize<'de> for Block {
 }
 
 fn bound_names() -> String {
-    let names: Vec<&str> = catalog::TOOL_BOUNDS.iter().map(|b| b.field).collect();
+    let names: Vec<&str> = tool_budget::TOOL_BOUNDS.iter().map(|b| b.field).collect();
     names.join(", ")
 }
 
@@ -345,7 +345,7 @@ mod tests {
         }
         ledger.update(&"search".into(), |r| {
             r.excluded = Some(Exclusion::Budget(Block {
-                bound: &catalog::BLOCK_AT,
+                bound: &tool_budget::BLOCK_AT,
                 at: 3,
             }))
         });
@@ -365,7 +365,7 @@ mod tests {
         only.update(&"search".into(), |r| {
             r.calls = 2;
             r.excluded = Some(Exclusion::Budget(Block {
-                bound: &catalog::BLOCK_AT,
+                bound: &tool_budget::BLOCK_AT,
                 at: 2,
             }))
         });

@@ -122,6 +122,7 @@ mod step;
 pub mod testing;
 pub mod textcall;
 mod todo;
+mod tool_budget;
 
 pub use crate::backoff::backoff_ms;
 /// The table of limits, under its older name: [`catalog`] holds it with the rest of the stop
@@ -148,7 +149,7 @@ pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Machine, RestoreError};
 pub use crate::name::{CallId, Name};
 pub use crate::phase::{CallReason, Ignored, Phase};
-pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError, ToolBudget};
+pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError};
 pub use crate::raise::{Raise, RaiseError};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
@@ -156,3 +157,4 @@ pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
 pub use crate::textcall::{TextCalls, TextToolCalls};
 pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, open_todos, parse_todos};
+pub use crate::tool_budget::ToolBudget;

@@ -1,10 +1,10 @@
 //! The run policy: every limit of `docs/design.md` ("The policy"), with conservative defaults
 //! documented in one place.
 
-use crate::catalog;
 use crate::json::Json;
 use crate::loops::MAX_LOOP_PERIOD;
 use crate::textcall::TextToolCalls;
+use crate::tool_budget::{self, ToolBudget};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,28 +37,6 @@ pub(crate) const DEFAULT_BLOCKED_TURNS: u32 = 3;
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_default_blocked_turns(n: &u32) -> bool {
     *n == DEFAULT_BLOCKED_TURNS
-}
-
-/// A budget on how often one tool may be called: a warning from `warn_at`, and the bounds of
-/// [`catalog::TOOL_BOUNDS`], from which calls are refused.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolBudget {
-    /// From this call on (1-based), the result carries a warning.
-    pub warn_at: Option<u32>,
-    /// This call (1-based, counted since the budget's last reset) and later ones are refused,
-    /// each answered with the budget's text, until a reset.
-    pub block_at: Option<u32>,
-    /// This call (1-based, counted over the whole run, resets or not) and later ones are refused,
-    /// each answered with the budget's text; nothing lifts it. Absent from the JSON form when
-    /// unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hard_block_at: Option<u32>,
-    /// Tools whose successful call resets this budget's count: the calls before it no longer
-    /// count, and a block of this budget is lifted (the agent posted its checkpoint). Default
-    /// none (and then absent from the JSON form).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reset_on: Vec<String>,
 }
 
 /// Every limit of a run. All fields are optional in JSON; [`Policy::default`] documents the
@@ -256,7 +234,7 @@ impl Policy {
             });
         }
         for (tool, budget) in &self.tool_budgets {
-            for bound in catalog::TOOL_BOUNDS {
+            for bound in tool_budget::TOOL_BOUNDS {
                 let Some(at) = (bound.limit)(budget) else {
                     continue;
                 };
