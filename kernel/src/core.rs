@@ -499,11 +499,20 @@ impl Core {
     // Inlined: the check is a few comparisons on every step; what a spent budget does is not.
     #[inline(always)]
     fn budgets(&mut self, cx: &mut Cx<'_, '_>, spend: Spend) -> Option<Out> {
-        for budget in limits::BUDGETS {
-            if budget.stops(&self.policy, &self.stats, &self.streaks, spend) {
-                return Some(self.spend(cx, budget));
-            }
+        // Unrolled over the constant list, so that each row's functions are known at compile
+        // time and inlined (a loop over the rows calls them through pointers).
+        macro_rules! check {
+            ($($i:literal)*) => {$(
+                if $i < limits::BUDGETS.len() {
+                    let budget = limits::BUDGETS[$i % limits::BUDGETS.len()];
+                    if budget.stops(&self.policy, &self.stats, &self.streaks, spend) {
+                        return Some(self.spend(cx, budget));
+                    }
+                }
+            )*};
         }
+        const _: () = assert!(limits::BUDGETS.len() <= 6, "unroll `budgets` further");
+        check!(0 1 2 3 4 5);
         None
     }
 
