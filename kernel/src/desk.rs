@@ -352,8 +352,10 @@ impl Desk {
                     .count(record.calls, record.budget_calls())
                     .saturating_add(*earlier)
                     .saturating_add(1);
-                if call_no >= at {
-                    block.get_or_insert(Block { bound, at });
+                // A reached bound that nothing lifts is the one to name (a checkpoint would not
+                // help); otherwise the first reached.
+                if call_no >= at && block.is_none_or(|b: Block| b.bound.resets && !bound.resets) {
+                    block = Some(Block { bound, at });
                 }
                 left = left.min(at.saturating_sub(call_no));
             }

@@ -480,6 +480,31 @@ fn a_hard_block_outlasts_the_checkpoint_that_lifts_the_soft_one() {
     );
     assert_eq!(run.machine.ledger().calls("read"), 3);
     assert_eq!(run.stop.stats.refused_calls, 5);
+    // Both bounds reached: the refusal names the one nothing lifts.
+    let mut both = Policy::default();
+    both.tool_budgets.insert(
+        "read".into(),
+        ToolBudget {
+            block_at: Some(2),
+            hard_block_at: Some(2),
+            reset_on: vec!["checkpoint".into()],
+            ..ToolBudget::default()
+        },
+    );
+    let first = drive(
+        both,
+        Script::new(vec![
+            call("read", json!({"n": 1})),
+            call("read", json!({"n": 2})),
+            text("done"),
+        ])
+        .tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let refused: Vec<Exclusion> = budget_marks(&first.commands)
+        .into_iter()
+        .filter_map(|(_, refused)| refused)
+        .collect();
+    assert_eq!(refused, vec![hard(2)]);
     // The policy's JSON form names the bound only where it is set.
     let json = serde_json::to_string(&run.machine.policy().tool_budgets).unwrap_or_default();
     assert!(json.contains(r#""hard_block_at":4"#), "{json}");
