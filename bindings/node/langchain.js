@@ -114,12 +114,12 @@ function modelTurnEvent(message) {
   return { model_turn: turn };
 }
 
-/** The kernel's result for a call answered by `message` (`ok` is the output's digest). */
 /** Whether a tool batch of the kernel's waits for its results to be fed. */
 function batchOut(turn) {
   return Boolean(turn.batch || (turn.awaiting && Object.keys(turn.awaiting).length));
 }
 
+/** The kernel's result for a call answered by `message` (`ok` is the output's digest). */
 function toolResult(callId, name, message) {
   const text = textOf(message.content);
   const kind = (message.response_metadata || {})[ERROR_KIND];

@@ -165,7 +165,7 @@ pub struct ToolBudgetEvent {
     /// `warn` or `block`.
     pub kind: ToolBudgetKind,
     /// The call's number for its tool since the budget's last reset (1-based); for a refused
-    /// call, the number it would have had.
+    /// call, the value of the bound that refused it.
     pub call: u32,
     /// The budget's `block_at`, if it sets one; for a block, the value of the bound that refused
     /// the call.
