@@ -1,0 +1,294 @@
+//! Step 1 of every event: what it is. [`Desk::classify`] turns the concrete event and what the
+//! desk knows into one abstract [`crate::input::Input`] and the [`Arrival`] it would commit,
+//! without changing anything (pure).
+
+use super::{Arrival, Desk, Plan};
+use crate::catalog;
+use crate::command::BudgetWarning;
+use crate::event::{Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult};
+use crate::fingerprint::result_fingerprint;
+use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
+use crate::ledger::{Block, Exclusion};
+use crate::loops::Repetition;
+use crate::policy::Policy;
+use crate::textcall::{self, TextToolCalls};
+
+impl Desk {
+    /// The abstract input an event is, with what it would change; `None` for tool results that do
+    /// not answer the calls in flight.
+    ///
+    /// The arrival is written in place, into `arrival` (which is `Arrival::Nothing` before), so
+    /// that nothing of it is built on the stack and copied (a copy of a freshly written enum
+    /// stalls on store forwarding).
+    #[inline(always)]
+    pub(crate) fn classify<'e>(
+        &self,
+        policy: &Policy,
+        event: &'e mut Event,
+        arrival: &mut Arrival<'e>,
+    ) -> Option<Input> {
+        Some(match event {
+            Event::ModelTurn(turn) => {
+                let (input_tokens, output_tokens) = turn
+                    .usage
+                    .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
+                let text = turn
+                    .tool_calls
+                    .is_empty()
+                    .then(|| self.classify_text_turn(policy, turn));
+                *arrival = Arrival::Turn {
+                    turn,
+                    plan: Plan::default(),
+                };
+                let kind = match (text, &mut *arrival) {
+                    (Some(kind), _) => kind,
+                    // A tool turn: its plan is made where the arrival holds it.
+                    (None, Arrival::Turn { turn, plan }) => {
+                        self.plan(policy, &turn.tool_calls, plan);
+                        TurnKind::Tools {
+                            runnable: plan.runnable,
+                            refused: u32::try_from(plan.refused.len()).unwrap_or(u32::MAX),
+                            blocked: plan.blocked,
+                        }
+                    }
+                    (None, _) => return None,
+                };
+                Input::Turn {
+                    kind,
+                    input_tokens,
+                    output_tokens,
+                }
+            }
+            Event::ModelError {
+                kind,
+                retry_after_ms,
+            } => {
+                let class = match kind {
+                    ModelErrorKind::RateLimited
+                    | ModelErrorKind::Server
+                    | ModelErrorKind::Timeout => ErrorClass::Retryable {
+                        retry_after_ms: *retry_after_ms,
+                    },
+                    ModelErrorKind::Auth | ModelErrorKind::BadRequest => ErrorClass::Fatal,
+                    ModelErrorKind::ContextOverflow => ErrorClass::ContextOverflow,
+                };
+                Input::ModelError(class)
+            }
+            Event::ToolResults(results) => return self.classify_results(policy, results, arrival),
+            Event::Verdict(verdict) => {
+                *arrival = Arrival::Verdict(verdict);
+                Input::Verdict {
+                    accepted: verdict.complete,
+                }
+            }
+            Event::Tick { now_ms } => {
+                let now_ms = self.now_ms.max(*now_ms);
+                let deadline_passed = policy.deadline_ms.is_some_and(|d| now_ms >= d);
+                *arrival = Arrival::Tick(now_ms);
+                Input::Tick { deadline_passed }
+            }
+            Event::Cancel => Input::Cancel,
+        })
+    }
+
+    /// Tool results as an input, their arrival written in place; `None` when they do not answer
+    /// the calls in flight.
+    #[inline(always)]
+    pub(crate) fn classify_results<'e>(
+        &self,
+        policy: &Policy,
+        results: &'e [ToolResult],
+        arrival: &mut Arrival<'e>,
+    ) -> Option<Input> {
+        if !self.answers_pending(results) {
+            return None;
+        }
+        let (batch, fingerprint, new, repetition) = self.summarize_results(policy, results);
+        *arrival = Arrival::Results {
+            results,
+            fingerprint,
+            new,
+            repetition,
+        };
+        Some(Input::ToolResults(batch))
+    }
+
+    /// A turn without tool calls.
+    fn classify_text_turn(&self, policy: &Policy, turn: &ModelTurn) -> TurnKind {
+        let substantive = !turn.text.trim().is_empty();
+        let zero_usage = turn.usage.is_some_and(|u| u.is_zero());
+        if !substantive {
+            match turn.finish {
+                Finish::Length => TurnKind::Empty(EmptyKind::Truncated),
+                Finish::ContentFilter => TurnKind::Empty(EmptyKind::Filtered),
+                _ if turn.reasoning => TurnKind::Empty(EmptyKind::ReasoningOnly),
+                _ if zero_usage => TurnKind::Empty(EmptyKind::Blank),
+                _ => TurnKind::NoOp(NoOpKind::Silent),
+            }
+        } else {
+            match (turn.finish, turn.needs_more_work) {
+                (Finish::Repetition, _) => TurnKind::NoOp(NoOpKind::Repetitive),
+                (Finish::Length, _) => TurnKind::NoOp(NoOpKind::Truncated),
+                (Finish::ContentFilter, _) => TurnKind::NoOp(NoOpKind::Filtered),
+                _ if policy.text_tool_calls != TextToolCalls::Off
+                    && textcall::find(&turn.text).is_some() =>
+                {
+                    TurnKind::NoOp(NoOpKind::TextCall)
+                }
+                (_, Some(true)) => TurnKind::NoOp(NoOpKind::NeedsMoreWork),
+                (_, needs_more_work) => TurnKind::Claim {
+                    explicit: needs_more_work == Some(false),
+                    gate: self.gate(policy),
+                },
+            }
+        }
+    }
+
+    /// What a completion claim still lacks, from the todo list and the ledger (rules 5, 8).
+    pub(crate) fn gate(&self, policy: &Policy) -> Gate {
+        Gate {
+            open_todos: self.todos.iter().any(|t| t.status.is_open()),
+            missing_required: policy
+                .completion_requires
+                .iter()
+                .any(|t| !self.ledger.succeeded(t)),
+        }
+    }
+
+    /// Decides every call of a tool turn. A call is refused when its tool is excluded, or when it
+    /// would reach a bound of its tool's budget ([`crate::catalog::TOOL_BOUNDS`]: `block_at` counting
+    /// the calls since the budget's last reset, `hard_block_at` those of the whole run), counting
+    /// the earlier calls of this turn; a call at or past `warn_at` carries a warning. Linear in
+    /// the calls; allocates only for refusals, warnings and budgeted tools.
+    #[inline]
+    fn plan(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
+        // The common case: no tool is excluded and none has a budget, so every call runs.
+        if !self.ledger.any_excluded() && policy.tool_budgets.is_empty() {
+            plan.runnable = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            return;
+        }
+        self.plan_each(policy, calls, plan);
+    }
+
+    /// [`Desk::plan`], call by call.
+    #[inline(never)]
+    fn plan_each(&self, policy: &Policy, calls: &[ToolCall], plan: &mut Plan) {
+        // Calls of each budgeted tool so far in this turn.
+        let mut in_turn: Vec<(&str, u32)> = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let tool = call.name.as_str();
+            if let Some(exclusion) = self.ledger.exclusion(tool) {
+                if matches!(exclusion, Exclusion::Budget(_)) {
+                    plan.blocked = plan.blocked.saturating_add(1);
+                }
+                plan.refused.push((i, exclusion));
+                continue;
+            }
+            let Some(budget) = policy.tool_budgets.get(tool) else {
+                plan.runnable = plan.runnable.saturating_add(1);
+                continue;
+            };
+            let earlier = match in_turn.iter_mut().find(|(t, _)| *t == tool) {
+                Some((_, n)) => n,
+                None => {
+                    in_turn.push((tool, 0));
+                    let last = in_turn.len() - 1;
+                    &mut in_turn[last].1
+                }
+            };
+            let record = self.ledger.get(tool).copied().unwrap_or_default();
+            // The call's number as each bound counts (1-based), and the calls left before the
+            // first bound it reaches (0: this call is refused).
+            let mut left = u32::MAX;
+            let mut block = None;
+            for bound in catalog::TOOL_BOUNDS {
+                let Some(at) = (bound.limit)(budget) else {
+                    continue;
+                };
+                let call_no = bound
+                    .count(record.calls, record.budget_calls())
+                    .saturating_add(*earlier)
+                    .saturating_add(1);
+                // A reached bound that nothing lifts is the one to name (a checkpoint would not
+                // help); otherwise the first reached.
+                if call_no >= at && block.is_none_or(|b: Block| b.bound.resets && !bound.resets) {
+                    block = Some(Block { bound, at });
+                }
+                left = left.min(at.saturating_sub(call_no));
+            }
+            if let Some(block) = block {
+                plan.blocked = plan.blocked.saturating_add(1);
+                plan.refused.push((i, Exclusion::Budget(block)));
+                continue;
+            }
+            *earlier += 1;
+            plan.runnable = plan.runnable.saturating_add(1);
+            // Calls since the budget's last reset (`reset_on`) count for its warning.
+            let call_no = record.budget_calls().saturating_add(*earlier);
+            if let Some(warn_at) = budget.warn_at
+                && call_no >= warn_at
+            {
+                let bounded = left != u32::MAX;
+                let warning = BudgetWarning {
+                    call: call_no,
+                    // The call, in this count, from which calls are refused.
+                    block_at: bounded.then(|| call_no.saturating_add(left)),
+                    last: bounded && left == 1,
+                };
+                plan.warnings.push((i, warning));
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn answers_pending(&self, results: &[ToolResult]) -> bool {
+        let ids = results
+            .iter()
+            .fold(0u64, |acc, r| acc.wrapping_add(r.call_id.fingerprint()));
+        u32::try_from(results.len()).is_ok_and(|n| n == self.pending.executed)
+            && ids == self.pending.ids
+    }
+
+    // Inlined into the classification: its summary stays in registers (returned through memory,
+    // each part is copied, and a copy of freshly written memory stalls on store forwarding).
+    #[inline(always)]
+    fn summarize_results(
+        &self,
+        policy: &Policy,
+        results: &[ToolResult],
+    ) -> (Batch, Option<u64>, bool, Repetition) {
+        let mut failed = 0u32;
+        let mut unrecoverable = false;
+        let mut fingerprint = self.pending.calls;
+        for r in results {
+            // Results arrive in any order: combine their fingerprints commutatively.
+            fingerprint = fingerprint.wrapping_add(result_fingerprint(r).rotate_left(17));
+            if let ToolOutcome::Error { kind, .. } = r.outcome {
+                failed = failed.saturating_add(1);
+                unrecoverable |= kind.is_unrecoverable();
+            }
+        }
+        // Only turns in which every call succeeded feed the repeat detector (issue: a failing
+        // call repeated is a broken tool, for the failure counters to name).
+        // A turn whose every call was refused (by a budget) ran nothing: it repeats nothing.
+        let (fingerprint, new, repetition) = if failed == 0 && !results.is_empty() {
+            // The common case: a turn unlike any of the last ones, which repeats nothing.
+            let new = !self.loops.may_repeat(fingerprint);
+            let seen = if new {
+                Repetition::NONE
+            } else {
+                self.loops.peek(fingerprint, policy.max_loop_period)
+            };
+            (Some(fingerprint), new, seen)
+        } else {
+            (None, false, Repetition::NONE)
+        };
+        let batch = Batch {
+            failed,
+            all_failed: failed > 0 && usize::try_from(failed).is_ok_and(|f| f == results.len()),
+            unrecoverable,
+            repeats: repetition.times,
+        };
+        (batch, fingerprint, new, repetition)
+    }
+}

@@ -1,0 +1,263 @@
+//! The commands a transition pushes to the outbox: model calls with their guidance (nudges,
+//! notices), verifications and the stop.
+
+use super::{Desk, TOKEN_WARNINGS, TextCallNote};
+use crate::backoff::backoff_ms;
+use crate::command::{Command, ModelCall, Notice, Nudge, NudgeKind, Stop, VerifyRequest};
+use crate::input::NoOpKind;
+use crate::loops::Repetition;
+use crate::phase::CallReason;
+use crate::policy::Policy;
+use crate::reason::Outcome;
+use crate::rule::Rule;
+use crate::stats::Stats;
+use crate::todo::open_todos;
+
+impl Desk {
+    // ----- commands -----
+
+    /// Guidance (when the call answers a refused claim, a no-op turn or a rejection), then the
+    /// model call itself, with its backoff delay.
+    // Inlined into its callers, which pass a constant reason: the command is then built where
+    // it is queued, not built on the stack and copied (a stall on store forwarding).
+    #[inline(always)]
+    pub(crate) fn call_model(&mut self, policy: &Policy, reason: CallReason) {
+        let kind = match reason {
+            CallReason::Continue => Some(NudgeKind::Continue(self.last_no_op)),
+            CallReason::Nudge => Some(NudgeKind::Incomplete),
+            CallReason::VerifierRejected => Some(NudgeKind::VerifierRejected),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            let nudge = self.nudge(policy, kind);
+            self.out.push_back(Command::Nudge(Box::new(nudge)));
+        }
+        let delay_ms = match reason {
+            CallReason::Retry {
+                attempt,
+                retry_after_ms,
+            } => backoff_ms(
+                policy.retry_base_ms,
+                policy.retry_max_ms,
+                policy.seed,
+                attempt,
+                retry_after_ms,
+            ),
+            _ => 0,
+        };
+        // The common calls are constants: the command is copied from read-only memory into the
+        // queue, instead of being written field by field on the stack and copied from there
+        // (a copy of freshly written memory stalls on store forwarding).
+        const AFTER_TOOLS: Command = Command::CallModel(ModelCall {
+            delay_ms: 0,
+            reason: CallReason::AfterTools,
+            tools: true,
+        });
+        if let CallReason::AfterTools = reason {
+            self.out.push_back(AFTER_TOOLS);
+            return;
+        }
+        let tools = !matches!(reason, CallReason::FinalAnswer { .. });
+        self.out.push_back(Command::CallModel(ModelCall {
+            delay_ms,
+            reason,
+            tools,
+        }));
+    }
+
+    /// Ask the verifier about the last claim.
+    pub(crate) fn verify(&mut self) {
+        let claim = self.result.clone().unwrap_or_default();
+        self.out.push_back(Command::Verify(VerifyRequest {
+            claim,
+            todos: self.todos.clone(),
+        }));
+    }
+
+    /// The run ended.
+    pub(crate) fn stop(&mut self, rule: Rule, outcome: Outcome, stats: &Stats) {
+        let mut stats = *stats;
+        stats.ignored_events = self.ignored;
+        self.out.push_back(Command::Stop(Box::new(Stop {
+            outcome,
+            rule,
+            result: self.result.clone(),
+            stats,
+            excluded_tools: self.ledger.excluded().map(|(n, _)| n.to_owned()).collect(),
+        })));
+    }
+
+    /// Tell the model, before its next call, which tools are now excluded and why.
+    pub(crate) fn notice(&mut self, notice: Notice) {
+        self.out.push_back(Command::Notice(notice));
+    }
+
+    /// Tell the model the first time a window of its tool turns repeats, so that an honest agent
+    /// can change course before the repeat limit stops the run.
+    pub(crate) fn loop_notice(&mut self, policy: &Policy, repetition: Repetition) {
+        let period = repetition.period.max(1);
+        let turns = if period == 1 {
+            "Your last tool turn repeated the one before it".to_owned()
+        } else {
+            format!("Your last {period} tool turns repeated the {period} before them")
+        };
+        let mut text = format!(
+            "{turns}: the same calls with the same results. If the same sequence occurs {} times in a row the run stops with no_progress; change course.",
+            policy.max_repeats
+        );
+        // The way out, named: what the task still needs (a small model that looped re-reading
+        // files went on to write the plan once told which call was still required).
+        let missing = self.ledger.missing(&policy.completion_requires);
+        if !missing.is_empty() {
+            text.push_str(" Still required before the task can finish: call ");
+            text.push_str(&quoted(&missing));
+            text.push('.');
+        }
+        let open = open_todos(&self.todos);
+        if !open.is_empty() {
+            text.push_str(" Open todos: ");
+            text.push_str(&open.join("; "));
+            text.push('.');
+        }
+        self.out.push_back(Command::Notice(Notice::Repeating {
+            period,
+            times: repetition.times,
+            limit: policy.max_repeats,
+            text,
+        }));
+    }
+
+    /// Tell the model, once each, when the run's tokens (`used`, input and output) have passed
+    /// 80 % and 90 % of `token_budget`. Called just before a model call is issued, the one
+    /// point where a kernel message may go into the conversation (never between a tool turn and
+    /// its results). Nothing is said once the budget is spent: it stops the run.
+    pub(crate) fn token_notices(&mut self, policy: &Policy, used: u64) {
+        let Some(budget) = policy.token_budget.filter(|b| *b > 0) else {
+            return;
+        };
+        if used >= budget {
+            return;
+        }
+        for percent in TOKEN_WARNINGS {
+            let passed = u128::from(used) * 100 >= u128::from(budget) * u128::from(percent);
+            if percent <= self.told_tokens || !passed {
+                continue;
+            }
+            self.told_tokens = percent;
+            let text = format!(
+                "You have used {percent} % of this run's token budget ({used} of {budget} tokens). \
+                 When it is spent the run stops: finish the task or give your final answer soon."
+            );
+            self.out.push_back(Command::Notice(Notice::TokenBudget {
+                percent,
+                used,
+                budget,
+                text,
+            }));
+        }
+    }
+
+    fn nudge(&self, policy: &Policy, kind: NudgeKind) -> Nudge {
+        let open_todos = open_todos(&self.todos);
+        let missing_tools = self.ledger.missing(&policy.completion_requires);
+        let mut text = String::from(match kind {
+            NudgeKind::Incomplete => "You tried to finish, but the task is not done yet.",
+            NudgeKind::VerifierRejected => "A check of your work found the task incomplete.",
+            NudgeKind::Continue(NoOpKind::Silent) => {
+                "Your last reply had no content and no tool call."
+            }
+            NudgeKind::Continue(NoOpKind::NeedsMoreWork) => {
+                "You said more work is needed but did not do any."
+            }
+            NudgeKind::Continue(NoOpKind::Truncated) => {
+                "Your last reply was cut off by the length limit."
+            }
+            NudgeKind::Continue(NoOpKind::Filtered) => {
+                "Your last reply was cut by the content filter."
+            }
+            NudgeKind::Continue(NoOpKind::TextCall) => {
+                "Your last reply wrote a tool call as text, so nothing ran."
+            }
+            NudgeKind::Continue(NoOpKind::Repetitive) => {
+                "Your last reply repeated the same text over and over, so it was cut off. Do not \
+                 repeat yourself: say each thing once."
+            }
+        });
+        if let (NudgeKind::Continue(NoOpKind::TextCall), Some(note)) = (kind, &self.text_call) {
+            text_call_guidance(&mut text, note);
+        }
+        if !open_todos.is_empty() {
+            text.push_str("\nOpen todos: ");
+            text.push_str(&open_todos.join("; "));
+            text.push('.');
+        }
+        if !missing_tools.is_empty() {
+            text.push_str("\nStill required before the task can finish: call ");
+            text.push_str(&quoted(&missing_tools));
+            text.push_str(" (not yet run successfully).");
+        }
+        let missing_items = if kind == NudgeKind::VerifierRejected {
+            self.missing_items.clone()
+        } else {
+            Vec::new()
+        };
+        if !missing_items.is_empty() {
+            text.push_str("\nStill missing: ");
+            text.push_str(&missing_items.join("; "));
+            text.push('.');
+        }
+        text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
+            (true, true) => {
+                "\nContinue: call one of your tools, or, when everything is done, reply with \
+                 your final answer and no tool call (a JSON reply may say \
+                 \"needs_more_work\": false)."
+            }
+            (false, _) => {
+                "\nContinue: call that tool now; reply with your final answer only when that \
+                 is done."
+            }
+            (true, false) => {
+                "\nContinue: work on the open todos with your tools (mark each completed with \
+                 write_todos); reply with your final answer only when they are done."
+            }
+        });
+        Nudge {
+            kind,
+            text,
+            open_todos,
+            missing_tools,
+            missing_items,
+        }
+    }
+}
+
+/// `a`, `b` and `c`, each in backticks.
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// What the nudge after a written tool call says of it: the names it wrote, and the offered
+/// tools (the closest to a name no tool has, or all of them).
+fn text_call_guidance(text: &mut String, note: &TextCallNote) {
+    text.push_str(" You wrote ");
+    text.push_str(&quoted(&note.names));
+    text.push_str(
+        " in your reply's text; a call written there is not run. Call tools through the tool \
+         interface (a function call), not by writing JSON or tags in your reply.",
+    );
+    if !note.suggested.is_empty() {
+        let offered = |n: &String| note.suggested.contains(n);
+        if note.names.iter().all(offered) {
+            text.push_str(" Offered tools: ");
+        } else {
+            text.push_str(" No tool of that name is offered; the closest offered tools: ");
+        }
+        text.push_str(&quoted(&note.suggested));
+        text.push('.');
+    }
+}
