@@ -333,6 +333,9 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     if let Some(store) = store {
         run = run.store(store).host_data(stored.host_data());
     }
+    if let Some(recorder) = &recorder {
+        recorder.watch(run.kill_handle());
+    }
     let runtime = live.runtime(Duration::from_millis(args.journal.lease_ms));
     let result = drive(run, runtime).await;
     mcp.shutdown().await;

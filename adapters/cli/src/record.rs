@@ -8,10 +8,10 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use terminus_kernel::{Entry, Finish, ModelTurn, ToolOutcome, ToolResult};
 use terminus_runtime::layer::{self, Answer, BoxFuture, Call, Layer, Next};
-use terminus_runtime::{Model, ModelError, Purpose, ToolSet, ToolSource, Verifier};
+use terminus_runtime::{KillSwitch, Model, ModelError, Purpose, ToolSet, ToolSource, Verifier};
 use terminus_scenario::{
     CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
     VerdictSpec, VerifierScript,
@@ -34,6 +34,9 @@ pub(crate) struct Recorder {
     turns: Mutex<Vec<TurnSpec>>,
     tools: Mutex<BTreeMap<String, ToolLog>>,
     verdicts: Mutex<Option<Vec<VerdictSpec>>>,
+    /// The run's kill switch: a tool call dropped once it is pulled was cancelled by the host,
+    /// one dropped before it by the runtime's tool timeout.
+    kill: OnceLock<KillSwitch>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,6 +91,12 @@ impl Recorder {
                 log.hold = tools.held(name);
             }
         }
+    }
+
+    /// Watches the run's kill switch, so that a tool call the host cancels is recorded as
+    /// `cancelled` (the replay pulls the switch there) instead of timed out.
+    pub(crate) fn watch(&self, kill: KillSwitch) {
+        let _ = self.kill.set(kill);
     }
 
     /// The run ended: a model call it dropped unanswered is kept (as a `cancelled` turn, which
@@ -188,8 +197,9 @@ impl Recorder {
             .iter()
             .map(|(name, log)| {
                 let script = ToolScript {
-                    // A call that never answered was dropped by the runtime's tool timeout,
-                    // which answered it `timeout`: the replay's tool answers the same.
+                    // A call that never answered and was not cancelled was dropped by the
+                    // runtime's tool timeout, which answered it `timeout`: the replay's tool
+                    // answers the same.
                     results: log
                         .results
                         .iter()
@@ -276,7 +286,15 @@ impl Layer for Recorder {
                 };
                 let answer = next.run(call);
                 Box::pin(async move {
+                    // A call the host cancels is dropped unanswered: kept as `cancelled`.
+                    let mut dropped = DroppedCall {
+                        recorder: self,
+                        name,
+                        slot,
+                        armed: true,
+                    };
                     let answer = answer.await;
+                    dropped.armed = false;
                     if let Answer::Tool(Ok(outcome)) = &answer
                         && let Some(log) = lock(&self.tools).get_mut(name)
                         && let Some(cell) = log.results.get_mut(slot)
@@ -318,6 +336,31 @@ impl Drop for Dropped<'_> {
             lock(&self.recorder.turns).push(TurnSpec {
                 cancelled: Some(true),
                 ..TurnSpec::default()
+            });
+        }
+    }
+}
+
+/// Records a `cancelled` result in its slot if the tool call it guards is dropped unanswered
+/// after the host pulled the kill switch (a call the tool timeout drops keeps an empty slot).
+struct DroppedCall<'a> {
+    recorder: &'a Recorder,
+    name: &'a str,
+    slot: usize,
+    armed: bool,
+}
+
+impl Drop for DroppedCall<'_> {
+    fn drop(&mut self) {
+        let cancelled = self.recorder.kill.get().is_some_and(KillSwitch::is_killed);
+        if self.armed
+            && cancelled
+            && let Some(log) = lock(&self.recorder.tools).get_mut(self.name)
+            && let Some(cell @ None) = log.results.get_mut(self.slot)
+        {
+            *cell = Some(ResultSpec {
+                cancelled: Some(true),
+                ..ResultSpec::default()
             });
         }
     }

@@ -159,6 +159,107 @@ async fn ctrl_c_cancels_with_a_report_and_exit_1() {
     }
 }
 
+/// Ctrl-C while a tool runs (server-everything's long operation): the run ends `aborted
+/// (cancelled)`, and the recording keeps the interrupted call as a `cancelled` result, not as
+/// the `timeout` a call the tool timeout drops is recorded as, so its replay pulls the kill
+/// switch at the same call and ends with the same report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_tool_call_is_recorded_and_replays_to_the_same_report() {
+    use tokio::io::AsyncBufReadExt as _;
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let slow = "trigger-long-running-operation";
+    let fixture = Fixture::start(vec![reply(
+        "",
+        &[(slow, json!({ "duration": 120, "steps": 1 }))],
+        1,
+    )])
+    .await
+    .expect("a port");
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        &format!(
+            "[[mcp]]\nname = \"everything\"\ncommand = [{:?}, {:?}, \"stdio\"]\n\
+             tools = [{slow:?}]\ntool_timeout_ms = 300000\n",
+            peers::node(&peers),
+            peers::server_js(&peers, "server-everything"),
+        ),
+    );
+    let recording = dir.path().join("cancelled.json");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .arg("agent")
+        .arg(&config)
+        .args(["--task", "Wait.", "--json", "--record"])
+        .arg(&recording)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id().expect("a pid");
+    // The progress line of the step into `Acting` comes just before the batch starts.
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().expect("stderr piped")).lines();
+    let mut seen = Vec::new();
+    let acting = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            let found = line.contains("Acting");
+            seen.push(line);
+            if found {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(acting, Ok(true), "no step into Acting: {seen:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().await.expect("exits");
+    let mut rest = Vec::new();
+    while let Ok(Some(line)) = stderr.next_line().await {
+        rest.push(line);
+    }
+    assert_eq!(out.status.code(), Some(1), "{rest:?}");
+    let report: Value =
+        serde_json::from_str(text(&out.stdout).lines().last().expect("a report")).expect("JSON");
+    assert_eq!(
+        (report["outcome"].as_str(), report["reason"].as_str()),
+        (Some("aborted"), Some("cancelled")),
+        "{report}"
+    );
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).expect("recorded"))
+            .expect("JSON");
+    assert_eq!(
+        recorded["tools"][slow]["results"],
+        json!([{ "cancelled": true }]),
+        "{recorded}"
+    );
+    let replay = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .arg("run")
+        .arg(&recording)
+        .arg("--json")
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
+    let replayed: Value =
+        serde_json::from_str(text(&replay.stdout).lines().last().expect("a report")).expect("JSON");
+    for key in [
+        "outcome",
+        "reason",
+        "steps",
+        "model_calls",
+        "tool_calls",
+        "result",
+    ] {
+        assert_eq!(replayed[key], report[key], "{key}: {replayed}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_errors_exit_2_naming_the_key_and_an_unreachable_model_is_a_model_error() {
     let dir = tempfile::tempdir().expect("a temp dir");

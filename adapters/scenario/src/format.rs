@@ -279,7 +279,7 @@ impl ToolScript {
 }
 
 /// One tool result: `{ "ok": <any JSON> }` or `{ "error": "<kind>", "message": "..." }`, either
-/// with an optional `delay_ms` (a real sleep before the result).
+/// with an optional `delay_ms` (a real sleep before the result); or `{ "cancelled": true }`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultSpec {
@@ -304,6 +304,11 @@ pub struct ResultSpec {
     /// large result without a large file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filler_tokens: Option<u32>,
+    /// Instead of a result: the host's kill switch was pulled while the tool ran this call (a
+    /// recording of a run cancelled by Ctrl-C during a tool call ends so). The replay pulls it
+    /// here, so the run ends `cancelled` at the same step. Nothing else goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
 }
 
 /// A field that is present is `Some`, even when its value is `null`.

@@ -132,7 +132,7 @@ impl Scenario {
                 ..terminus_runtime::RuntimeConfig::default()
             });
         }
-        self.adapters(run, &self.tools(), kill)
+        self.adapters(run, &self.tools(&kill), kill)
     }
 
     /// Resumes `execution` of this scenario from its journal (set the store on the returned
@@ -140,7 +140,7 @@ impl Scenario {
     pub fn resume(&self, execution: impl Into<String>) -> Resume {
         let kill = self.kill_switch();
         let model = self.model(&kill);
-        let tools = self.tools();
+        let tools = self.tools(&kill);
         let (skip_model, skip_tools) = (Arc::clone(&model), tools.clone());
         self.adapters(Run::resume(execution, model), &tools, kill)
             .on_replay(move |replayed| {
@@ -151,13 +151,14 @@ impl Scenario {
             })
     }
 
-    /// One scripted tool per entry of `tools`.
-    fn tools(&self) -> Vec<(String, Arc<ScriptedTool>)> {
+    /// One scripted tool per entry of `tools`, with the run's kill switch for a `cancelled`
+    /// result.
+    fn tools(&self, kill: &KillSwitch) -> Vec<(String, Arc<ScriptedTool>)> {
         self.file
             .tools
             .iter()
             .map(|(name, script)| {
-                let tool = ScriptedTool::new(name, script);
+                let tool = ScriptedTool::new(name, script).with_kill_switch(kill.clone());
                 let tool = match &self.tool_log {
                     Some(path) => tool.with_log(path.clone()),
                     None => tool,
@@ -184,7 +185,7 @@ impl Scenario {
     }
 
     /// The run's kill switch: pulled `cancel_after_ms` after the start when the scenario says
-    /// so, and by a `cancelled` model turn.
+    /// so, and by a `cancelled` model turn or tool result.
     fn kill_switch(&self) -> KillSwitch {
         match self.file.cancel_after_ms {
             Some(ms) => KillSwitch::after(Duration::from_millis(ms)),
@@ -344,6 +345,24 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
         }
         for (i, result) in tool.results.iter().enumerate() {
             let at = format!("{at}.results[{i}]");
+            if result.cancelled == Some(true) {
+                let others = [
+                    ("ok", result.ok.is_some()),
+                    ("error", result.error.is_some()),
+                    ("message", result.message.is_some()),
+                    ("delay_ms", result.delay_ms.is_some()),
+                    ("filler_tokens", result.filler_tokens.is_some()),
+                ];
+                if let Some((field, _)) = others.iter().find(|(_, present)| *present) {
+                    return Err(ScenarioError::at(
+                        at,
+                        format!(
+                            "a cancelled result has nothing else: \"cancelled\" cannot go with \"{field}\""
+                        ),
+                    ));
+                }
+                continue;
+            }
             match (&result.ok, &result.error) {
                 (Some(_), Some(_)) => {
                     return Err(ScenarioError::at(

@@ -240,6 +240,8 @@ pub struct ScriptedTool {
     idempotent: bool,
     results: Cursor<ResultSpec>,
     log: Option<std::path::PathBuf>,
+    /// The run's kill switch, pulled by a `cancelled` result.
+    kill: Option<terminus_runtime::KillSwitch>,
 }
 
 impl ScriptedTool {
@@ -249,6 +251,14 @@ impl ScriptedTool {
     #[must_use]
     pub fn with_log(mut self, path: impl Into<std::path::PathBuf>) -> ScriptedTool {
         self.log = Some(path.into());
+        self
+    }
+
+    /// The run's kill switch, which a `cancelled` result pulls (as the host did during the
+    /// tool call a recording ends with).
+    #[must_use]
+    pub fn with_kill_switch(mut self, kill: terminus_runtime::KillSwitch) -> ScriptedTool {
+        self.kill = Some(kill);
         self
     }
 
@@ -269,10 +279,12 @@ impl ScriptedTool {
             idempotent: script.idempotent,
             results: Cursor::new(script.results.clone(), script.repeat),
             log: None,
+            kill: None,
         }
     }
 
-    fn next(&self) -> Result<(usize, ToolOutcome, u64), Fault> {
+    /// The next result: its number, its outcome (none for a `cancelled` one) and its delay.
+    fn next(&self) -> Result<(usize, Option<ToolOutcome>, u64), Fault> {
         let (number, spec) = self.results.next().map_err(|n| {
             Fault::invalid_input(format!(
                 "tool `{}` script exhausted after {} (repeat: \"none\")",
@@ -280,6 +292,9 @@ impl ScriptedTool {
                 plural(n, "result")
             ))
         })?;
+        if spec.cancelled == Some(true) {
+            return Ok((number, None, 0));
+        }
         let outcome = match (spec.ok, spec.error) {
             (_, Some(kind)) => ToolOutcome::Error {
                 kind,
@@ -304,7 +319,28 @@ impl ScriptedTool {
             // Validation rejects a result with neither; answer like an empty success.
             (None, None) => ToolOutcome::ok(Value::Null),
         };
-        Ok((number, outcome, spec.delay_ms.unwrap_or(0)))
+        Ok((number, Some(outcome), spec.delay_ms.unwrap_or(0)))
+    }
+}
+
+impl ScriptedTool {
+    /// Carries out the `number`-th result, a `cancelled` one: pulls the kill switch, and waits
+    /// for the run to take the cancel and drop this call.
+    async fn cancel(&self, number: usize) -> Result<ToolOutcome, Fault> {
+        let name = &self.name;
+        let Some(kill) = &self.kill else {
+            return Err(Fault::invalid_input(format!(
+                "tool `{name}` result {number} is cancelled, but the run has no kill switch to pull"
+            )));
+        };
+        // As for a cancelled model turn: a host with a switch of its own never sees this one,
+        // and then the call fails instead of hanging.
+        kill.kill();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Err(Fault::invalid_input(format!(
+            "tool `{name}` result {number} is cancelled, but the run did not take the cancel (its \
+             host keeps a kill switch of its own)"
+        )))
     }
 }
 
@@ -340,6 +376,9 @@ impl Tool for ScriptedTool {
             if let Some(path) = &self.log {
                 append_line(path, &format!("{} {number}\n", self.name), "tool log")?;
             }
+            let Some(outcome) = outcome else {
+                return self.cancel(number).await;
+            };
             if delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }

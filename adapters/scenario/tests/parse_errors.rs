@@ -183,6 +183,20 @@ fn scripts_that_cannot_run_are_refused() {
         "only allowed with \"error\"",
     );
     refused(
+        &with(
+            serde_json::json!({ "tools": { "t": { "results": [ { "cancelled": true, "delay_ms": 5 } ] } } }),
+        ),
+        "$.tools.t.results[0]",
+        "a cancelled result has nothing else: \"cancelled\" cannot go with \"delay_ms\"",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "tools": { "t": { "results": [ { "cancelled": true, "ok": 1 } ] } } }),
+        ),
+        "$.tools.t.results[0]",
+        "\"cancelled\" cannot go with \"ok\"",
+    );
+    refused(
         &with(serde_json::json!({ "tools": { "write_todos": { "results": [ { "ok": 1 } ] } } })),
         "$.tools.write_todos",
         "write_todos is built in",
