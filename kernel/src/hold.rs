@@ -56,6 +56,13 @@ pub enum Decision {
         /// The result the model gets.
         outcome: ToolOutcome,
     },
+    /// Run the call with these arguments instead of the model's (an approval tool): the held
+    /// call keeps the model's, this decision the person's, and the model is told the call ran
+    /// with edited arguments ([`edited_note`]).
+    Edit {
+        /// The arguments the call runs with: a JSON object.
+        arguments: serde_json::Value,
+    },
 }
 
 impl Decision {
@@ -65,16 +72,30 @@ impl Decision {
             Decision::Approve => "approve",
             Decision::Deny { .. } => "deny",
             Decision::Answer { .. } => "answer",
+            Decision::Edit { .. } => "edit",
+        }
+    }
+
+    /// Whether the call runs: approved, as asked or with edited arguments.
+    pub const fn runs(&self) -> bool {
+        matches!(self, Decision::Approve | Decision::Edit { .. })
+    }
+
+    /// The arguments a person gave the call instead of the model's, if any.
+    pub const fn edited(&self) -> Option<&serde_json::Value> {
+        match self {
+            Decision::Edit { arguments } => Some(arguments),
+            _ => None,
         }
     }
 
     /// The result the model gets for a call decided this way without running it: `None` for an
-    /// approval (the call runs and its result is the tool's). A denial is a `permission_denied`
+    /// approval, edited or not (the call runs and its result is the tool's). A denial is a `permission_denied`
     /// tool error, so it counts as any tool failure and a model that keeps asking is bounded
     /// (rule 7).
     pub fn outcome(&self, tool: &str) -> Option<ToolOutcome> {
         match self {
-            Decision::Approve => None,
+            Decision::Approve | Decision::Edit { .. } => None,
             Decision::Deny { reason } => Some(ToolOutcome::Error {
                 kind: ToolErrorKind::PermissionDenied,
                 message: match reason {
@@ -85,6 +106,12 @@ impl Decision {
             Decision::Answer { outcome } => Some(outcome.clone()),
         }
     }
+}
+
+/// What the model is told before the result of a call that ran with the arguments a person
+/// edited: what it ran with, so the model does not take the result for one of its own arguments.
+pub fn edited_note(arguments: &serde_json::Value) -> String {
+    format!("A person edited this call's arguments before approving it; it ran with {arguments}.")
 }
 
 /// A held call of the pending batch, as the journal knows it.

@@ -667,7 +667,7 @@ impl Replay {
                     })?;
                 // A call decided without running has a journaled result the tool never gave (a
                 // call held after it ran runs again, whatever the decision).
-                if decision != Decision::Approve
+                if !decision.runs()
                     && held.hold != Hold::Elicitation
                     && let Some(CallState::Done(result)) =
                         j.and_then(|j| self.calls.get(j as usize))

@@ -137,7 +137,7 @@ pub use crate::event::{
 };
 pub use crate::fingerprint::calls_fingerprint;
 pub use crate::hash::value_fingerprint;
-pub use crate::hold::{Decision, HeldCall, Hold, Question};
+pub use crate::hold::{Decision, HeldCall, Hold, Question, edited_note};
 pub use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
 pub use crate::journal::{
     CallState, Entry, Key, KeyError, Record, RecoverError, Recovery, Replay, decision_records,

@@ -27,14 +27,15 @@ pub enum Reply {
 impl Reply {
     /// The reply a decision on a held call gives its question: an answer accepts the form with
     /// its content (an error answer declines it), a denial declines, an approval accepts the
-    /// form's defaults.
+    /// form's defaults (the hosts refuse edited arguments for a call that asked; one that came
+    /// anyway is an approval).
     pub fn of(decision: &Decision) -> Reply {
         match decision {
             Decision::Answer {
                 outcome: ToolOutcome::Ok(content),
             } => Reply::Accept(content.value().clone()),
             Decision::Answer { .. } | Decision::Deny { .. } => Reply::Decline,
-            Decision::Approve => Reply::Defaults,
+            Decision::Approve | Decision::Edit { .. } => Reply::Defaults,
         }
     }
 }

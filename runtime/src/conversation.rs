@@ -8,7 +8,7 @@ use crate::message::Message;
 use crate::tool::render_outcome;
 use std::collections::BTreeMap;
 use terminus_kernel::{
-    Block, BudgetWarning, Entry, Exclusion, Policy, ToolBatch, ToolBudget, ToolResult,
+    Block, BudgetWarning, Entry, Exclusion, Policy, ToolBatch, ToolBudget, ToolResult, edited_note,
 };
 
 /// The messages of a run, in order: the system prompt, the task, then what the entries add.
@@ -22,6 +22,9 @@ pub(crate) struct Conversation {
     kept: bool,
     /// The policy's tool budgets, for the text of a call a budget refused.
     budgets: BTreeMap<String, ToolBudget>,
+    /// Held calls approved with edited arguments, by call id, until their result comes: the
+    /// result says what they ran with.
+    edited: BTreeMap<String, serde_json::Value>,
 }
 
 impl Conversation {
@@ -46,6 +49,7 @@ impl Conversation {
             } else {
                 BTreeMap::new()
             },
+            edited: BTreeMap::new(),
         }
     }
 
@@ -72,6 +76,11 @@ impl Conversation {
                 self.push_tool_messages(batch, results)?;
             }
             _ if !self.kept => {}
+            Entry::Decided { call_id, decision } => {
+                if let Some(arguments) = decision.edited() {
+                    self.edited.insert(call_id.to_string(), arguments.clone());
+                }
+            }
             Entry::Assistant(turn)
                 if !turn.text.trim().is_empty() || !turn.tool_calls.is_empty() =>
             {
@@ -119,10 +128,14 @@ impl Conversation {
                 return Err(RunError::Internal("a tool call has no outcome".into()));
             };
             let warning = batch.warning(i).map(|w| budget_warning_text(&call.name, w));
+            let mut content = render_outcome(&result.outcome);
+            if let Some(arguments) = self.edited.remove(result.call_id.as_str()) {
+                content = format!("{}\n{content}", edited_note(&arguments));
+            }
             self.messages.push(Message::tool_result(
                 result.call_id.clone(),
                 result.name.clone(),
-                render_outcome(&result.outcome),
+                content,
                 warning.as_deref(),
             ));
         }

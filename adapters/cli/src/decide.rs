@@ -42,6 +42,10 @@ pub(crate) struct ApproveArgs {
     target: Target,
     #[command(flatten)]
     which: Which,
+    /// Run the call with these arguments instead of the model's (a JSON object); the model is
+    /// told the call ran with edited arguments. One call only (`--call`).
+    #[arg(long, value_name = "JSON", conflicts_with = "all")]
+    arguments: Option<String>,
 }
 
 /// `terminus deny`.
@@ -83,7 +87,19 @@ pub(crate) struct AnswerArgs {
 }
 
 pub(crate) async fn approve(args: ApproveArgs) -> Result<u8, CliError> {
-    decide(&args.target, Calls::pick(args.which), Decision::Approve).await
+    let decision = match &args.arguments {
+        None => Decision::Approve,
+        Some(json) => match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(arguments) if arguments.is_object() => Decision::Edit { arguments },
+            Ok(other) => {
+                return Err(CliError::Invalid(format!(
+                    "--arguments must be a JSON object (a tool's arguments), not {other}"
+                )));
+            }
+            Err(e) => return Err(CliError::Invalid(format!("--arguments is not JSON: {e}"))),
+        },
+    };
+    decide(&args.target, Calls::pick(args.which), decision).await
 }
 
 pub(crate) async fn deny(args: DenyArgs) -> Result<u8, CliError> {
@@ -188,7 +204,14 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8,
                 h.call.call_id, h.call.name, h.call.call_id
             )));
         }
-        if decision == Decision::Approve && h.call.kind == Hold::Deferred {
+        if decision.edited().is_some() && h.call.kind == Hold::Elicitation {
+            return Err(CliError::Invalid(format!(
+                "call `{}` of `{}` asked a question: its arguments are not edited; answer it \
+                 with `terminus answer --call {}`, or approve or deny it as it is",
+                h.call.call_id, h.call.name, h.call.call_id
+            )));
+        }
+        if decision.runs() && h.call.kind == Hold::Deferred {
             return Err(CliError::Invalid(format!(
                 "call `{}` of `{}` is answered from outside, not approved: use \
                  `terminus answer --call {}`",
@@ -230,10 +253,14 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8,
                 )));
             }
             Ok(_) => eprintln!(
-                "terminus: {} call `{}` of `{}` (execution {execution})",
+                "terminus: {} call `{}` of `{}`{} (execution {execution})",
                 past(&decision),
                 h.call.call_id,
-                h.call.name
+                h.call.name,
+                match decision.edited() {
+                    Some(arguments) => format!(" with edited arguments {arguments}"),
+                    None => String::new(),
+                }
             ),
             Err(e) => return Err(CliError::store(&e)),
         }
@@ -258,6 +285,7 @@ fn past(decision: &Decision) -> &'static str {
         Decision::Approve => "approved",
         Decision::Deny { .. } => "denied",
         Decision::Answer { .. } => "answered",
+        Decision::Edit { .. } => "approved",
     }
 }
 

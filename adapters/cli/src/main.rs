@@ -119,7 +119,8 @@ enum Cmd {
     /// or a key that is not one exits 2. What it trusts: docs/security.md.
     ServeRestate(serve::ServeRestateArgs),
     /// Approve held calls of a suspended execution (`--call ID` or `--all`): each runs, once,
-    /// when the run is resumed. The same decision again changes nothing (exit 0); a
+    /// when the run is resumed; with `--call ID --arguments JSON`, with those arguments instead
+    /// of the model's (the model is told). The same decision again changes nothing (exit 0); a
     /// conflicting one, an unknown call, or an execution that is not suspended exits 2.
     Approve(decide::ApproveArgs),
     /// Deny held calls of a suspended execution (`--call ID` or `--all`, `--reason TEXT`): the

@@ -531,6 +531,69 @@ async fn a_live_write_waits_for_approval_and_runs_once_when_approved() {
     assert_eq!(fixture.requests().len(), 6);
 }
 
+/// The same held write approved with edited arguments (`terminus approve --arguments`): the
+/// real filesystem server writes the person's content, once, and the model's next request says
+/// the call ran with edited arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_write_approved_with_edited_arguments_runs_once_with_them() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    let (script, plan) = architect(&root);
+    let fixture = Fixture::start(script.to_vec()).await.expect("a port");
+    let mcp = format!(
+        "{}approval = [\"write_file\"]\n",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let on_journal = |command: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [command, "--journal", &journal, "--execution", "edited"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let mut run = on_journal("agent", &["--json"]);
+    run.splice(
+        1..1,
+        [
+            config,
+            "--task".into(),
+            "Write an implementation plan to plan.md".into(),
+        ],
+    );
+    let out = terminus(run).await;
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let suspended = last_json(&out.stdout);
+    let call = suspended["pending"][0]["call_id"]
+        .as_str()
+        .expect("a held call")
+        .to_owned();
+    let edited = json!({ "path": plan, "content": "# Plan\n1. Fix parse, with a test first.\n" });
+    let approve = terminus(on_journal(
+        "approve",
+        &["--call", &call, "--arguments", &edited.to_string()],
+    ))
+    .await;
+    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));
+    let resumed = terminus(on_journal("resume", &["--json"])).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
+    assert_eq!(
+        std::fs::read_to_string(&plan).expect("written once approved"),
+        "# Plan\n1. Fix parse, with a test first.\n"
+    );
+    let requests = fixture.requests();
+    assert_eq!(requests.len(), 6);
+    let told = requests[4].json().to_string();
+    assert!(
+        told.contains("A person edited this call's arguments before approving it; it ran with"),
+        "{told}"
+    );
+}
+
 /// A held tool the server does not offer is a typo that would let a call run unasked: the start
 /// is refused, naming it and listing what the server offers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

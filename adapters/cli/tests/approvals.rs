@@ -217,6 +217,112 @@ fn an_approved_call_runs_exactly_once_across_suspension_and_resume() {
     }
 }
 
+/// An approval with edited arguments (`--arguments`): the call runs once, with the person's
+/// arguments; the journal keeps the model's in the `held` entry and the person's in the
+/// `decided` entry and the intent; the model's next request says what the call ran with (the
+/// scripted turn's `sees`). What cannot be edited is refused, naming it.
+#[test]
+fn an_approval_with_edited_arguments_runs_the_call_once_with_them() {
+    let _pg = pg_lock();
+    let edited = json!({ "env": "staging", "release": "v2" });
+    let note =
+        format!("A person edited this call's arguments before approving it; it ran with {edited}.");
+    for case in journals() {
+        let mut scenario: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture("deploy.json")).expect("the fixture"),
+        )
+        .expect("JSON");
+        scenario["model"]["turns"][1]["sees"] = json!([note]);
+        let file = case.write("deploy-edited.json", &scenario);
+        let id = unique("edit");
+        case.suspend(&file, &id);
+
+        let approve = |args: &[&str]| {
+            let mut all = vec!["--call", "deploy-1"];
+            all.extend_from_slice(args);
+            case.on_execution("approve", &id, &all)
+        };
+        let refused = [
+            (
+                vec!["--arguments", "[1]"],
+                "--arguments must be a JSON object",
+            ),
+            (vec!["--arguments", "{env"], "--arguments is not JSON"),
+        ];
+        for (args, why) in refused {
+            let out = approve(&args);
+            assert_eq!(code(&out), Some(2), "{}", stderr(&out));
+            assert!(stderr(&out).contains(why), "{}", stderr(&out));
+        }
+        let all = case.on_execution("approve", &id, &["--all", "--arguments", "{}"]);
+        assert_eq!(code(&all), Some(2), "{}", stderr(&all));
+
+        let edited_text = edited.to_string();
+        let edit = approve(&["--arguments", &edited_text]);
+        assert_eq!(code(&edit), Some(0), "{}", stderr(&edit));
+        assert!(
+            stderr(&edit).contains(&format!(
+                "approved call `deploy-1` of `deploy` with edited arguments {edited}"
+            )),
+            "{}",
+            stderr(&edit)
+        );
+        let again = approve(&["--arguments", &edited_text]);
+        assert_eq!(code(&again), Some(0), "{}", stderr(&again));
+        let plain = approve(&[]);
+        assert_eq!(code(&plain), Some(2), "{}", stderr(&plain));
+        assert!(
+            stderr(&plain).contains("already decided (edit)"),
+            "{}",
+            stderr(&plain)
+        );
+        let inspect = case.on_execution("inspect", &id, &[]);
+        assert!(
+            text(&inspect.stdout).contains(&format!("approved with edited arguments {edited}")),
+            "{}",
+            text(&inspect.stdout)
+        );
+
+        let resumed = case.on_execution("resume", &id, &["--json"]);
+        assert_eq!(code(&resumed), Some(0), "{}", stderr(&resumed));
+        assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
+        assert_eq!(case.tool_calls(), ["read_config 1", "deploy 1"]);
+
+        let records = case.journal.records(&id);
+        let entries: Vec<&Entry> = records.iter().map(|r| &r.entry).collect();
+        let held = entries.iter().find_map(|e| match e {
+            Entry::Held { call, .. } => Some(call.arguments.value().clone()),
+            _ => None,
+        });
+        assert_eq!(held, Some(json!({ "env": "prod", "release": "v2" })));
+        let decided = entries.iter().find_map(|e| match e {
+            Entry::Decided { decision, .. } => Some(decision.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            decided,
+            Some(terminus_kernel::Decision::Edit {
+                arguments: edited.clone()
+            })
+        );
+        let intents: Vec<Value> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::ToolCall { call, .. } if call.id.as_str() == "deploy-1" => {
+                    Some(call.arguments.value().clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            intents,
+            std::slice::from_ref(&edited),
+            "{}",
+            case.journal.label()
+        );
+    }
+}
+
 #[test]
 fn a_resume_with_a_call_undecided_suspends_again_running_nothing() {
     let case = Case::sqlite();

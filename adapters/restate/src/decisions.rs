@@ -138,7 +138,7 @@ impl Verb {
     /// The fields a body of this verb may have besides `call_id`.
     fn fields(self) -> &'static [&'static str] {
         match self {
-            Verb::Approve => &[],
+            Verb::Approve => &["arguments"],
             Verb::Deny => &["reason"],
             Verb::Answer => &["result", "error", "message"],
         }
@@ -168,7 +168,18 @@ pub(crate) fn parse(verb: Verb, body: &Value) -> Result<(String, Decision), Stri
         None => return Err("$.call_id: missing".to_owned()),
     };
     let decision = match verb {
-        Verb::Approve => Decision::Approve,
+        Verb::Approve => match body.get("arguments") {
+            None => Decision::Approve,
+            Some(arguments) if arguments.is_object() => Decision::Edit {
+                arguments: arguments.clone(),
+            },
+            Some(_) => {
+                return Err(
+                    "$.arguments: a JSON object is needed (the arguments the call runs with)"
+                        .to_owned(),
+                );
+            }
+        },
         Verb::Deny => Decision::Deny {
             reason: optional_text(body, "reason")?,
         },
@@ -263,7 +274,14 @@ pub(crate) async fn decide(
             }
         )));
     };
-    if decision == Decision::Approve && pending.kind == Hold::Deferred {
+    if decision.edited().is_some() && pending.kind == Hold::Elicitation {
+        return Err(invalid(format!(
+            "$.arguments: call `{call_id}` of `{}` asked a question: its arguments are not \
+             edited; use `answer`, or `approve` or `deny` without arguments",
+            pending.name
+        )));
+    }
+    if decision.runs() && pending.kind == Hold::Deferred {
         return Err(invalid(format!(
             "$.call_id: call `{call_id}` of `{}` is answered from outside, not approved: use \
              `answer`",
@@ -284,6 +302,17 @@ mod tests {
     fn bodies_become_the_kernels_decisions() {
         let (id, d) = parse(Verb::Approve, &json!({ "call_id": "deploy-1" })).expect("a decision");
         assert_eq!((id.as_str(), d), ("deploy-1", Decision::Approve));
+        let (_, d) = parse(
+            Verb::Approve,
+            &json!({ "call_id": "deploy-1", "arguments": { "env": "staging" } }),
+        )
+        .expect("a decision");
+        assert_eq!(
+            d,
+            Decision::Edit {
+                arguments: json!({ "env": "staging" })
+            }
+        );
         let (_, d) =
             parse(Verb::Deny, &json!({ "call_id": "c", "reason": "not now" })).expect("a decision");
         assert_eq!(
@@ -328,6 +357,11 @@ mod tests {
             (Verb::Approve, json!({}), "$.call_id:"),
             (Verb::Approve, json!({ "call_id": 7 }), "$.call_id:"),
             (Verb::Approve, json!({ "call_id": "" }), "$.call_id:"),
+            (
+                Verb::Approve,
+                json!({ "call_id": "c", "arguments": "env=staging" }),
+                "$.arguments:",
+            ),
             (
                 Verb::Approve,
                 json!({ "call_id": "c", "reason": "x" }),

@@ -195,7 +195,7 @@ impl Driver {
                     (CallState::NotStarted, Some(Some(_))) if asked_before => {
                         Some(Key::rerun(checkpoint, calls_in_batch, jj))
                     }
-                    (CallState::NotStarted, Some(Some(Decision::Approve))) => {
+                    (CallState::NotStarted, Some(Some(decision))) if decision.runs() => {
                         Some(Key::intent(checkpoint, jj))
                     }
                     _ => None,
@@ -220,15 +220,19 @@ impl Driver {
                 // Arguments must be a JSON object (every provider's tool calls and every tool
                 // schema say so); anything else, such as the text of arguments a model sent as
                 // broken JSON, is answered `invalid_arguments` without calling the tool.
-                let malformed = known.is_none() && !call.arguments.is_object();
+                // An approval with edited arguments runs the call with the person's (its intent
+                // says so); the held entry keeps the model's.
+                let edited = decision.and_then(Option::as_ref).and_then(Decision::edited);
+                let malformed = known.is_none()
+                    && !edited.map_or_else(|| call.arguments.is_object(), |a| a.is_object());
                 let started = match known {
                     Some(_) => None,
                     None if malformed || undecided => None,
-                    None => self
-                        .env
-                        .tools
-                        .get(&call.name)
-                        .map(|tool| tool.call(call.arguments.value().clone())),
+                    None => self.env.tools.get(&call.name).map(|tool| {
+                        tool.call(
+                            edited.map_or_else(|| call.arguments.value().clone(), Clone::clone),
+                        )
+                    }),
                 };
                 let name = call.name.as_str();
                 let span = spans::tool(name, &call.id);
@@ -254,12 +258,13 @@ impl Driver {
                         return Ok::<_, RunError>(Ran::done(i, outcome, deferred));
                     }
                     if let Some(intent) = intent {
+                        let mut call = call.clone();
+                        if let Some(arguments) = edited {
+                            call.arguments = arguments.clone().into();
+                        }
                         self.put(Record {
                             key: intent,
-                            entry: Entry::ToolCall {
-                                call: call.clone(),
-                                idempotent,
-                            },
+                            entry: Entry::ToolCall { call, idempotent },
                         })
                         .await?;
                     }

@@ -711,6 +711,9 @@ impl Explanation {
                     Some(terminus_kernel::Decision::Deny {
                         reason: Some(reason),
                     }) => format!("denied ({reason})"),
+                    Some(terminus_kernel::Decision::Edit { arguments }) => {
+                        format!("approved with edited arguments {arguments}")
+                    }
                     Some(d) => format!("decided: {}", d.as_str()),
                 };
                 let _ = writeln!(

@@ -278,6 +278,11 @@ impl Builder {
                         Decision::Deny {
                             reason: Some(reason),
                         } => format!("decided: deny `{call_id}` ({reason})"),
+                        Decision::Edit { arguments } => {
+                            format!(
+                                "decided: approve `{call_id}` with edited arguments {arguments}"
+                            )
+                        }
                         other => format!("decided: {} `{call_id}`", other.as_str()),
                     };
                     step.notices.push(words);
