@@ -45,8 +45,9 @@ const HANGING: usize = 40;
 /// ends them. Only in plans without a plan timeout, whose end they would otherwise hold up to
 /// the watchdog's bound rather than the plan's.
 const DEAF: usize = 10;
-/// Every agent's own deadline (its scenario's policy), well under the 30 s floor of the
-/// timeout derived from `estimated_duration_ms`, which the policy's deadline goes below.
+/// Every agent's own deadline (its scenario's policy). The timeout derived from
+/// `estimated_duration_ms` is 30 s at least; the policy's deadline lowers it, so the load stays
+/// short.
 const AGENT_DEADLINE_MS: u64 = 1_000;
 /// The plan timeout of the timed plans: each is a chain of agents taking 0.4 to 0.6 s, 10 in
 /// a row, so the timeout always comes first.
@@ -55,8 +56,8 @@ const PLAN_TIMEOUT_MS: u64 = 1_500;
 const UNTIMED_PLAN_TIMEOUT_MS: u64 = 120_000;
 /// How late a timeout may fire. Generous on purpose: the test runs on a shared 2-core CI
 /// machine with other builds, and a fired timeout is only seen once the run's last write, the
-/// breaker's and the plan's progress writes went through a store that 500 runs share (one
-/// PostgreSQL connection). Lateness beyond this is a bug, not noise.
+/// breaker's and the plan's progress writes went through a store that 500 runs share (a few
+/// PostgreSQL connections). Lateness beyond this is a bug, not noise.
 const TOLERANCE: Duration = Duration::from_secs(2);
 /// The whole load must have ended by then (the slowest plan needs about 7 s: a deaf agent's
 /// 6 s watchdog, then a hanging dependent's 1 s); past it, a plan hung.
@@ -214,7 +215,6 @@ struct Launched {
 
 /// Runs scenarios as the command line does, counting every launch per agent; deaf agents'
 /// launches never return.
-#[derive(Default)]
 struct Counting {
     deaf: HashSet<String>,
     launches: Mutex<HashMap<String, Vec<Launched>>>,
