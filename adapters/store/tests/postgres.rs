@@ -218,3 +218,102 @@ async fn a_dropped_connection_is_opened_again_and_nothing_is_lost_or_doubled() {
     );
     store.delete(&id).await.expect("cleanup");
 }
+
+/// How many server connections have `application_name` `name`.
+async fn connections(url: &str, name: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .expect("count");
+    row.get(0)
+}
+
+/// A statement that waits (here on a row another session has locked) holds up its own
+/// connection only: the store's other callers go on over another one, as a host running many
+/// plans on one store needs; a caller alone keeps to one connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_statement_does_not_hold_up_the_stores_other_callers() {
+    use terminus_runtime::Cells;
+    let Some(url) = common::pg_url() else { return };
+    let name = unique("terminus_pool").replace('-', "_");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = Arc::new(
+        PostgresStore::connect(&format!("{url}{sep}application_name={name}"))
+            .await
+            .expect("connect"),
+    );
+    let key = unique("pool-locked");
+    let one = serde_json::json!(1);
+    assert_eq!(
+        store.put_cell(&key, None, &one).await.expect("write"),
+        Some(1)
+    );
+    for _ in 0..20 {
+        store.cell(&key).await.expect("read");
+    }
+    assert_eq!(
+        connections(&url, &name).await,
+        1,
+        "one caller, one connection"
+    );
+
+    let (mut locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let lock = locker.transaction().await.expect("begin");
+    lock.execute(
+        "SELECT 1 FROM terminus_cells WHERE key = $1 FOR UPDATE",
+        &[&key],
+    )
+    .await
+    .expect("lock the row");
+    let waiting = tokio::spawn({
+        let (store, key) = (Arc::clone(&store), key.clone());
+        async move { store.put_cell(&key, Some(1), &serde_json::json!(2)).await }
+    });
+    let (watch, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let mut blocked = false;
+    for _ in 0..500 {
+        let row = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                &[&name],
+            )
+            .await
+            .expect("watch");
+        if row.get::<_, i64>(0) == 1 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        blocked,
+        "the write to the locked row never waited on its lock"
+    );
+
+    let other = unique("pool-other");
+    let went_on = tokio::time::timeout(Duration::from_secs(10), store.put_cell(&other, None, &one))
+        .await
+        .expect("another caller held up behind the waiting statement");
+    assert_eq!(went_on.expect("write"), Some(1));
+    assert!(!waiting.is_finished(), "the row is still locked");
+    lock.rollback().await.expect("unlock");
+    assert_eq!(
+        waiting.await.expect("task").expect("write"),
+        Some(2),
+        "the waiting write goes through once the row is free"
+    );
+}
