@@ -93,6 +93,31 @@ async fn the_architect_runs_live_against_a_model_server_and_the_filesystem_serve
     assert!(!db.windows(17).any(|w| w == b"sk-agent-test-key"));
 }
 
+/// `terminus run RECORDING --json` exits 1 with the report of the cancelled run it recorded:
+/// the same outcome, reason, steps, counts and result.
+async fn replays_cancelled(recording: &std::path::Path, report: &Value) {
+    let replay = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .arg("run")
+        .arg(recording)
+        .arg("--json")
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
+    let replayed: Value =
+        serde_json::from_str(text(&replay.stdout).lines().last().expect("a report")).expect("JSON");
+    for key in [
+        "outcome",
+        "reason",
+        "steps",
+        "model_calls",
+        "tool_calls",
+        "result",
+    ] {
+        assert_eq!(replayed[key], report[key], "{key}: {replayed}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_cancels_with_a_report_and_exit_1() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -137,26 +162,7 @@ async fn ctrl_c_cancels_with_a_report_and_exit_1() {
         recorded["model"]["turns"][0]["cancelled"], true,
         "{recorded}"
     );
-    let replay = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .arg("run")
-        .arg(&recording)
-        .arg("--json")
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
-    let replayed: Value =
-        serde_json::from_str(text(&replay.stdout).lines().last().expect("a report")).expect("JSON");
-    for key in [
-        "outcome",
-        "reason",
-        "steps",
-        "model_calls",
-        "tool_calls",
-        "result",
-    ] {
-        assert_eq!(replayed[key], report[key], "{key}: {replayed}");
-    }
+    replays_cancelled(&recording, &report).await;
 }
 
 /// Ctrl-C while a tool runs (server-everything's long operation): the run ends `aborted
@@ -238,26 +244,7 @@ async fn ctrl_c_during_a_tool_call_is_recorded_and_replays_to_the_same_report() 
         json!([{ "cancelled": true }]),
         "{recorded}"
     );
-    let replay = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
-        .arg("run")
-        .arg(&recording)
-        .arg("--json")
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
-    let replayed: Value =
-        serde_json::from_str(text(&replay.stdout).lines().last().expect("a report")).expect("JSON");
-    for key in [
-        "outcome",
-        "reason",
-        "steps",
-        "model_calls",
-        "tool_calls",
-        "result",
-    ] {
-        assert_eq!(replayed[key], report[key], "{key}: {replayed}");
-    }
+    replays_cancelled(&recording, &report).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -471,64 +458,92 @@ async fn the_model_verifier_judges_claims_through_terminus_agent() {
     );
 }
 
+/// The architect on the real filesystem server with `approval = ["write_file"]`, run by
+/// `terminus agent` into a journal as `execution` until it suspends at the held write (exit 5).
+struct HeldWrite {
+    _dir: tempfile::TempDir,
+    fixture: Fixture,
+    plan: std::path::PathBuf,
+    journal: String,
+    execution: &'static str,
+    suspended: Value,
+}
+
+impl HeldWrite {
+    async fn start(peers: &std::path::Path, execution: &'static str) -> HeldWrite {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path().canonicalize().expect("a real path").join("work");
+        let (script, plan) = architect(&root);
+        let fixture = Fixture::start(script.to_vec()).await.expect("a port");
+        let mcp = format!(
+            "{}approval = [\"write_file\"]\n",
+            fs_server(peers, &root.to_string_lossy())
+        );
+        let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+        let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+        let mut held = HeldWrite {
+            _dir: dir,
+            fixture,
+            plan,
+            journal,
+            execution,
+            suspended: Value::Null,
+        };
+        let mut run = held.args("agent", &["--json"]);
+        run.splice(
+            1..1,
+            [
+                config,
+                "--task".into(),
+                "Write an implementation plan to plan.md".into(),
+            ],
+        );
+        let out = terminus(run).await;
+        assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+        held.suspended = last_json(&out.stdout);
+        held
+    }
+
+    /// `terminus COMMAND --journal J --execution ID EXTRA...`.
+    fn args(&self, command: &str, extra: &[&str]) -> Vec<String> {
+        [
+            command,
+            "--journal",
+            &self.journal,
+            "--execution",
+            self.execution,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+}
+
 /// `approval = ["write_file"]` on the filesystem server: the architect's write waits for a
 /// person (exit 5, nothing written), is approved from another process, and the resume writes
 /// the plan once without asking the model again for any journaled turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_write_waits_for_approval_and_runs_once_when_approved() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let root = dir.path().canonicalize().expect("a real path").join("work");
-    let (script, plan) = architect(&root);
-    let fixture = Fixture::start(script.to_vec()).await.expect("a port");
-    let mcp = format!(
-        "{}approval = [\"write_file\"]\n",
-        fs_server(&peers, &root.to_string_lossy())
-    );
-    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
-    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
-    let on_journal = |command: &str, extra: &[&str]| {
-        let mut args: Vec<String> = [command, "--journal", &journal, "--execution", "live-held"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    };
-    let run: Vec<String> = [
-        "agent",
-        &config,
-        "--task",
-        "Write an implementation plan to plan.md",
-        "--journal",
-        &journal,
-        "--execution",
-        "live-held",
-        "--json",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let out = terminus(run).await;
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
-    let suspended = last_json(&out.stdout);
-    assert_eq!(suspended["pending"][0]["name"], "write_file");
-    assert_eq!(suspended["pending"][0]["kind"], "approval");
-    assert!(!plan.exists(), "a held write does not run");
-    let served = fixture.requests().len();
+    let held = HeldWrite::start(&peers, "live-held").await;
+    assert_eq!(held.suspended["pending"][0]["name"], "write_file");
+    assert_eq!(held.suspended["pending"][0]["kind"], "approval");
+    assert!(!held.plan.exists(), "a held write does not run");
+    let served = held.fixture.requests().len();
     assert_eq!(served, 4, "the model was asked up to the held write");
 
-    let approve = terminus(on_journal("approve", &["--all"])).await;
+    let approve = terminus(held.args("approve", &["--all"])).await;
     assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));
-    let resumed = terminus(on_journal("resume", &["--json"])).await;
+    let resumed = terminus(held.args("resume", &["--json"])).await;
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
     assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
     assert_eq!(
-        std::fs::read_to_string(&plan).expect("written once approved"),
+        std::fs::read_to_string(&held.plan).expect("written once approved"),
         "# Plan\n1. Fix parse.\n"
     );
     // Turns 5 and 6 only: nothing journaled was asked again.
-    assert_eq!(fixture.requests().len(), 6);
+    assert_eq!(held.fixture.requests().len(), 6);
 }
 
 /// The same held write approved with edited arguments (`terminus approve --arguments`): the
@@ -537,55 +552,27 @@ async fn a_live_write_waits_for_approval_and_runs_once_when_approved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_write_approved_with_edited_arguments_runs_once_with_them() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let root = dir.path().canonicalize().expect("a real path").join("work");
-    let (script, plan) = architect(&root);
-    let fixture = Fixture::start(script.to_vec()).await.expect("a port");
-    let mcp = format!(
-        "{}approval = [\"write_file\"]\n",
-        fs_server(&peers, &root.to_string_lossy())
-    );
-    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
-    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
-    let on_journal = |command: &str, extra: &[&str]| {
-        let mut args: Vec<String> = [command, "--journal", &journal, "--execution", "edited"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    };
-    let mut run = on_journal("agent", &["--json"]);
-    run.splice(
-        1..1,
-        [
-            config,
-            "--task".into(),
-            "Write an implementation plan to plan.md".into(),
-        ],
-    );
-    let out = terminus(run).await;
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
-    let suspended = last_json(&out.stdout);
-    let call = suspended["pending"][0]["call_id"]
+    let held = HeldWrite::start(&peers, "edited").await;
+    let call = held.suspended["pending"][0]["call_id"]
         .as_str()
         .expect("a held call")
         .to_owned();
-    let edited = json!({ "path": plan, "content": "# Plan\n1. Fix parse, with a test first.\n" });
-    let approve = terminus(on_journal(
+    let content = "# Plan\n1. Fix parse, with a test first.\n";
+    let edited = json!({ "path": held.plan, "content": content });
+    let approve = terminus(held.args(
         "approve",
         &["--call", &call, "--arguments", &edited.to_string()],
     ))
     .await;
     assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));
-    let resumed = terminus(on_journal("resume", &["--json"])).await;
+    let resumed = terminus(held.args("resume", &["--json"])).await;
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
     assert_eq!(last_json(&resumed.stdout)["outcome"], "complete");
     assert_eq!(
-        std::fs::read_to_string(&plan).expect("written once approved"),
-        "# Plan\n1. Fix parse, with a test first.\n"
+        std::fs::read_to_string(&held.plan).expect("written once approved"),
+        content
     );
-    let requests = fixture.requests();
+    let requests = held.fixture.requests();
     assert_eq!(requests.len(), 6);
     let told = requests[4].json().to_string();
     assert!(
