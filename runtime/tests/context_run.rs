@@ -34,10 +34,22 @@ fn content(i: usize) -> String {
     s
 }
 
-/// `read_file {"path": "fK"}` returns file K; it records every path it was asked for.
+/// The key file K holds (a salient token: an answer that needs the file quotes it).
+fn key(i: usize) -> String {
+    format!("key-{}", 4_000 + i * 37)
+}
+
+/// [`content`] with the file's key after its marker.
+fn keyed_content(i: usize) -> String {
+    content(i).replacen(':', &format!(": {}", key(i)), 1)
+}
+
+/// `read_file {"path": "fK"}` returns file K (with its key when `keyed`); it records every
+/// path it was asked for.
 #[derive(Default)]
 struct Files {
     reads: Mutex<Vec<String>>,
+    keyed: bool,
 }
 
 #[async_trait]
@@ -47,7 +59,11 @@ impl Tool for Files {
         self.reads.lock().expect("not poisoned").push(path.clone());
         let i: usize = path.trim_start_matches('f').parse().unwrap_or(usize::MAX);
         Ok(if i < FILES {
-            ToolOutcome::ok(Value::String(content(i)))
+            ToolOutcome::ok(Value::String(if self.keyed {
+                keyed_content(i)
+            } else {
+                content(i)
+            }))
         } else {
             ToolOutcome::Error {
                 kind: terminus_kernel::ToolErrorKind::NotFound,
@@ -71,6 +87,9 @@ enum View {
 /// whose call is not in it, or a call without its result, is refused as `bad_request`.
 struct Agent {
     view: View,
+    /// The files whose content its answer needs: it notes each one's key when it reads it,
+    /// and before it answers it reads again any of them it cannot see.
+    needs: Vec<usize>,
     /// The largest request it was sent, in tokens (heuristic).
     peak: Mutex<u64>,
     requests: Mutex<u32>,
@@ -78,8 +97,13 @@ struct Agent {
 
 impl Agent {
     fn new(view: View) -> Arc<Agent> {
+        Agent::needing(view, Vec::new())
+    }
+
+    fn needing(view: View, needs: Vec<usize>) -> Arc<Agent> {
         Arc::new(Agent {
             view,
+            needs,
             peak: Mutex::new(0),
             requests: Mutex::new(0),
         })
@@ -172,10 +196,25 @@ impl Model for Agent {
                 m.content[at..].split(' ').next()?.parse::<usize>().ok()
             })
             .unwrap_or(0);
-        let next = (0..FILES).find(|&i| i >= read_before && !visible(i));
+        // The keys of the needed files among the results just received: noted in this turn's
+        // text, so that a later message names them.
+        let answered = seen
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .map_or(0, |a| a + 1);
+        let mut noted = String::new();
+        for &i in &self.needs {
+            let marker = format!("CONTENT f{i}:");
+            if seen[answered..].iter().any(|m| m.content.contains(&marker)) {
+                noted.push_str(&format!("Noted {} from f{i}. ", key(i)));
+            }
+        }
+        let next = (0..FILES)
+            .find(|&i| i >= read_before && !visible(i))
+            .or_else(|| self.needs.iter().copied().find(|&i| !visible(i)));
         Ok(match next {
             Some(i) => ModelTurn {
-                text: format!("Reading f{i}."),
+                text: format!("{noted}Reading f{i}."),
                 tool_calls: vec![ToolCall {
                     id: format!("read-{n}").into(),
                     name: "read_file".into(),
@@ -304,6 +343,39 @@ async fn terminus_pruning_lets_the_agent_finish_with_every_file_read_once() {
             "the journal lacks the whole of f{i}"
         );
     }
+}
+
+/// Reads of a file after its first, in `reads`.
+fn rereads(reads: &[String]) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    reads.iter().filter(|p| !seen.insert(p.as_str())).count()
+}
+
+#[tokio::test]
+async fn results_the_agent_named_stay_in_view_so_it_reads_them_once() {
+    // The agent's answer needs f1 and f3: it names their keys when it reads them, and before
+    // answering it reads again any of the two it cannot see. Under the same window, a pruner that
+    // keeps only the latest and the most recent results has dropped both by then.
+    let files = Arc::new(Files {
+        keyed: true,
+        ..Files::default()
+    });
+    let agent = Agent::needing(View::AsSent, vec![1, 3]);
+    let report = Run::new("Read f0 to f7.", policy(), agent.clone())
+        .tools(ToolSet::new().with("read_file", files.clone()))
+        .context(context(), Arc::new(Heuristic))
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    let reads = files.reads.lock().expect("not poisoned").clone();
+    // Latest result of each tool and recent turns only: both needed files are read twice.
+    assert_eq!(rereads(&reads), 2, "reads: {reads:?}");
+    assert_eq!(
+        report.outcome,
+        Outcome::Complete(CompleteReason::Explicit),
+        "reads: {reads:?}"
+    );
+    assert!(*agent.peak.lock().expect("not poisoned") <= u64::from(context().limit()));
 }
 
 #[tokio::test]
