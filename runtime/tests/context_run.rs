@@ -351,31 +351,56 @@ fn rereads(reads: &[String]) -> usize {
     reads.iter().filter(|p| !seen.insert(p.as_str())).count()
 }
 
-#[tokio::test]
-async fn results_the_agent_named_stay_in_view_so_it_reads_them_once() {
-    // The agent's answer needs f1 and f3: it names their keys when it reads them, and before
-    // answering it reads again any of the two it cannot see. Under the same window, a pruner that
-    // keeps only the latest and the most recent results has dropped both by then.
+/// The needy agent's run under `context`, `read_file` marked `keep` or not: the paths read.
+async fn needy_run(context: ContextPolicy, keep: bool) -> Vec<String> {
     let files = Arc::new(Files {
         keyed: true,
         ..Files::default()
     });
     let agent = Agent::needing(View::AsSent, vec![1, 3]);
+    let mut tools = ToolSet::new().with("read_file", files.clone());
+    if keep {
+        tools.keep("read_file");
+    }
     let report = Run::new("Read f0 to f7.", policy(), agent.clone())
-        .tools(ToolSet::new().with("read_file", files.clone()))
-        .context(context(), Arc::new(Heuristic))
+        .tools(tools)
+        .context(context, Arc::new(Heuristic))
         .execute()
         .await
         .expect("the run reaches a stop");
     let reads = files.reads.lock().expect("not poisoned").clone();
-    // Latest result of each tool and recent turns only: both needed files are read twice.
-    assert_eq!(rereads(&reads), 2, "reads: {reads:?}");
     assert_eq!(
         report.outcome,
         Outcome::Complete(CompleteReason::Explicit),
         "reads: {reads:?}"
     );
-    assert!(*agent.peak.lock().expect("not poisoned") <= u64::from(context().limit()));
+    let peak = *agent.peak.lock().expect("not poisoned");
+    assert!(peak <= u64::from(context.limit()), "{peak} tokens");
+    reads
+}
+
+#[tokio::test]
+async fn results_the_agent_named_stay_in_view_so_it_reads_them_again_less() {
+    // The agent's answer needs f1 and f3: it names their keys when it reads them, and before
+    // answering it reads again any of the two it cannot see. Before results were ranked, each
+    // of these runs read both twice (2 re-reads).
+    let window = context();
+    // The latest result and the last two turns fill `prune_to`: nothing else comes back, named
+    // or not, so both are read again.
+    let reads = needy_run(window, false).await;
+    assert_eq!(rereads(&reads), 2, "reads: {reads:?}");
+    // With one recent turn, there is room for one more unit: f3, named, comes back before the
+    // newer f6, which nothing named.
+    let one_turn = ContextPolicy {
+        keep_recent_turns: 1,
+        ..window
+    };
+    let reads = needy_run(one_turn, false).await;
+    assert_eq!(rereads(&reads), 1, "reads: {reads:?}");
+    assert_eq!(reads[FILES..], ["f1"], "only f1 read again");
+    // `read_file` marked `keep`: its results stay up to the limit, the named ones first.
+    let reads = needy_run(window, true).await;
+    assert_eq!(rereads(&reads), 0, "reads: {reads:?}");
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use super::prune::{Exhausted, Plan, prune};
 use super::tokenizer::{MESSAGE_OVERHEAD, Tokenizer, message_tokens};
 use crate::message::{Author, Message, Role};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 use terminus_kernel::Usage;
@@ -125,6 +126,8 @@ pub struct ContextWindow {
     pruned: Option<ContextPrune>,
     /// The system prompt's cut, until taken.
     system_cut: Option<SystemCut>,
+    /// The tools whose results are kept while the view can hold them.
+    keep_tools: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for ContextWindow {
@@ -156,7 +159,17 @@ impl ContextWindow {
             stats: ContextStats::default(),
             pruned: None,
             system_cut: None,
+            keep_tools: BTreeSet::new(),
         }
+    }
+
+    /// Keeps the results of the tools called `tools` in the view while it can hold them (the
+    /// tools' `keep` flag): a prune drops them only when they alone would take the view past
+    /// the limit, the oldest first. Each is still cut to `max_tool_result_tokens`.
+    #[must_use]
+    pub fn keeping(mut self, tools: impl IntoIterator<Item = String>) -> ContextWindow {
+        self.keep_tools = tools.into_iter().collect();
+        self
     }
 
     /// The policy.
@@ -240,6 +253,7 @@ impl ContextWindow {
             self.fixed(),
             notice_tokens,
             &self.policy,
+            &self.keep_tools,
         )?;
         self.view_tokens = plan.tokens.saturating_sub(self.fixed());
         if plan.pruned() {
