@@ -20,8 +20,8 @@
 //! must be kept exceeds [`ContextPolicy::limit`], the answer is [`Exhausted`] and the run stops
 //! with `context_exhausted`. When nothing can be dropped, or what could be dropped costs no
 //! more than the notice, the view is the conversation itself, without a notice, if it fits (so
-//! `Exhausted` means that no view the rules allow fits). A conversation under [`ContextPolicy::prune_at`] is returned whole, so
-//! pruning a pruned view changes nothing.
+//! `Exhausted` means that no view the rules allow fits). A conversation under
+//! [`ContextPolicy::prune_at`] is returned whole, so pruning a pruned view changes nothing.
 
 use super::policy::ContextPolicy;
 use super::salience::referred;
