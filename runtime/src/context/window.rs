@@ -164,8 +164,9 @@ impl ContextWindow {
     }
 
     /// Keeps the results of the tools called `tools` in the view while it can hold them (the
-    /// tools' `keep` flag): a prune drops them only when they alone would take the view past
-    /// the limit, the oldest first. Each is still cut to `max_tool_result_tokens`.
+    /// tools' `keep` flag): a prune drops one only when the view could not hold it under the
+    /// limit, the ones nothing referred to and the oldest first. Each is still cut to
+    /// `max_tool_result_tokens`.
     #[must_use]
     pub fn keeping(mut self, tools: impl IntoIterator<Item = String>) -> ContextWindow {
         self.keep_tools = tools.into_iter().collect();
