@@ -21,6 +21,7 @@
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -314,7 +315,14 @@ fn count_all(tokenizer: &dyn Tokenizer, messages: &[Message]) -> Vec<u32> {
 
 /// One full prune of `messages`, whose sizes are `sizes`, with a notice of `notice` tokens.
 fn full_prune(messages: &[Message], sizes: &[u32], notice: u32) -> Plan {
-    prune(messages, sizes, u64::from(FIXED), notice, &policy())
+    prune(
+        messages,
+        sizes,
+        u64::from(FIXED),
+        notice,
+        &policy(),
+        &BTreeSet::new(),
+    )
         .expect("the kept messages fit the window")
 }
 
