@@ -430,6 +430,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_keep_flag_is_by_name_and_follows_a_wrapping_set() {
+        let source = Arc::new(Lists(Mutex::new(vec![set(&[]), set(&[("spec", "v2")])])));
+        let mut tools = set(&[("spec", "v1"), ("grep", "grep")]);
+        tools.keep("spec");
+        tools.watch(source, ["spec".to_owned()]);
+        assert!(tools.kept("spec") && !tools.kept("grep"));
+        let mut wrapper = set(&[("spec", "v1"), ("grep", "grep")]);
+        wrapper.hold_as(&tools);
+        assert_eq!(wrapper.keeps().collect::<Vec<_>>(), ["spec"]);
+        // Removed by its server and listed again: still kept.
+        tools.refresh().await.expect("removed");
+        assert!(tools.kept("spec"));
+        tools.refresh().await.expect("added back");
+        assert!(tools.kept("spec") && tools.contains("spec"));
+    }
+
+    #[tokio::test]
     async fn a_refresh_replaces_a_sources_tools_and_says_what_changed() {
         let mut second = set(&[("echo", "echo v2"), ("greet", "greet")]);
         second.hold("greet", Hold::Approval);

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use terminus_kernel::{ToolCall, Usage};
 use terminus_runtime::context::{
     ContextPolicy, ContextWindow, Exhausted, Heuristic, MESSAGE_OVERHEAD, NOTICE_HEADER, Plan,
-    Tokenizer, is_notice, message_tokens, prune,
+    Tokenizer, is_notice, message_tokens, prune, referred,
 };
 use terminus_runtime::{Author, Message, Role};
 
@@ -1288,6 +1288,10 @@ proptest! {
             let result = window.prepare(&conversation, || notice().content);
             prop_assert_eq!(window.sizes().len(), conversation.len());
             prop_assert_eq!(&window.sizes()[..before.len()], &before[..]);
+            // Referred results kept message by message are those of the whole conversation,
+            // and those the reference finds.
+            prop_assert_eq!(window.referred(), &referred(&conversation)[..]);
+            prop_assert_eq!(window.referred(), &referred_ref(&conversation)[..]);
             if let Err(e) = result {
                 // The run stops here: check that nothing the rules allow would have fitted.
                 let case = Case {

@@ -20,7 +20,7 @@ mod window;
 
 pub use notice::state_notice;
 pub use policy::{ContextPolicy, ContextPolicyError};
-pub use prune::{Exhausted, NOTICE_HEADER, Plan, is_notice, prune, units};
-pub use salience::{MAX_SCAN_BYTES, MAX_TOKENS, referred, salient, salient_tokens};
+pub use prune::{Exhausted, NOTICE_HEADER, Plan, is_notice, prune, prune_with, units};
+pub use salience::{MAX_SCAN_BYTES, MAX_TOKENS, Referrals, referred, salient, salient_tokens};
 pub use tokenizer::{CALL_OVERHEAD, Heuristic, MESSAGE_OVERHEAD, Tokenizer, message_tokens};
 pub use window::{ContextPrune, ContextStats, ContextWindow, SystemCut, cut_result, cut_system};

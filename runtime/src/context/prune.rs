@@ -130,7 +130,31 @@ pub fn prune(
     policy: &ContextPolicy,
     keep_tools: &BTreeSet<String>,
 ) -> Result<Plan, Exhausted> {
+    prune_with(
+        messages,
+        sizes,
+        fixed,
+        notice,
+        policy,
+        keep_tools,
+        &referred(messages),
+    )
+}
+
+/// [`prune`], with `used` what [`referred`] answers for `messages` (a
+/// [`Referrals`](super::Referrals) keeps it as the conversation grows, so that a prune scans no
+/// text).
+pub fn prune_with(
+    messages: &[Message],
+    sizes: &[u32],
+    fixed: u64,
+    notice: u32,
+    policy: &ContextPolicy,
+    keep_tools: &BTreeSet<String>,
+    used: &[bool],
+) -> Result<Plan, Exhausted> {
     debug_assert_eq!(messages.len(), sizes.len());
+    debug_assert_eq!(messages.len(), used.len());
     let size = |r: &Range<usize>| -> u64 { sizes[r.clone()].iter().map(|&s| u64::from(s)).sum() };
     let total = fixed + size(&(0..messages.len()));
     if total <= u64::from(policy.prune_at) {
@@ -232,7 +256,6 @@ pub fn prune(
     }
     // Which units hold a result of a kept tool, and which a result the agent referred to
     // later (the tool's own results: a kernel refusal is neither).
-    let used = referred(messages);
     let mut keeps = vec![false; units.len()];
     let mut cited = vec![false; units.len()];
     for (i, m) in messages.iter().enumerate() {
@@ -242,7 +265,7 @@ pub fn prune(
                 .tool_name
                 .as_deref()
                 .is_some_and(|n| keep_tools.contains(n));
-            cited[u] |= used[i];
+            cited[u] |= used.get(i).copied().unwrap_or(false);
         }
     }
     // Units in rank order: those whose results the agent referred to first, then the others,

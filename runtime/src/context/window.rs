@@ -11,7 +11,8 @@
 //! prompt over the policy's `max_system_tokens` is cut in the view like a long tool result.
 
 use super::policy::ContextPolicy;
-use super::prune::{Exhausted, Plan, prune};
+use super::prune::{Exhausted, Plan, prune_with};
+use super::salience::Referrals;
 use super::tokenizer::{MESSAGE_OVERHEAD, Tokenizer, message_tokens};
 use crate::message::{Author, Message, Role};
 use serde::{Deserialize, Serialize};
@@ -128,6 +129,8 @@ pub struct ContextWindow {
     system_cut: Option<SystemCut>,
     /// The tools whose results are kept while the view can hold them.
     keep_tools: BTreeSet<String>,
+    /// Which results a later assistant message referred to, kept as messages are counted.
+    referrals: Referrals,
 }
 
 impl std::fmt::Debug for ContextWindow {
@@ -160,6 +163,7 @@ impl ContextWindow {
             pruned: None,
             system_cut: None,
             keep_tools: BTreeSet::new(),
+            referrals: Referrals::default(),
         }
     }
 
@@ -210,6 +214,12 @@ impl ContextWindow {
         &self.sizes
     }
 
+    /// Per message counted so far: whether it is a tool result a later assistant message
+    /// referred to ([`super::referred`]), which a prune drops last.
+    pub fn referred(&self) -> &[bool] {
+        self.referrals.referred()
+    }
+
     /// Tokens of the next request outside its messages, as now estimated.
     pub fn fixed(&self) -> u64 {
         u64::try_from(self.fixed).unwrap_or(0)
@@ -248,13 +258,14 @@ impl ContextWindow {
         }
         let notice = Message::kernel(notice());
         let notice_tokens = message_tokens(&*self.tokenizer, &notice);
-        let plan = prune(
+        let plan = prune_with(
             conversation,
             &self.sizes,
             self.fixed(),
             notice_tokens,
             &self.policy,
             &self.keep_tools,
+            self.referrals.referred(),
         )?;
         self.view_tokens = plan.tokens.saturating_sub(self.fixed());
         if plan.pruned() {
@@ -297,6 +308,7 @@ impl ContextWindow {
         let reply = self.reply.take();
         let first = self.sizes.len();
         for (i, m) in conversation.iter().enumerate().skip(first) {
+            self.referrals.push(m);
             let size = match (reply, m.role) {
                 // The reply the provider just counted: its output tokens (its tool calls
                 // included) are exact.
