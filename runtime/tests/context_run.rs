@@ -6,7 +6,10 @@
 //! has already read that many. That is how agents behave when a pruner drops their tool results:
 //! a host that drops the middle of the conversation makes it read the same files again and again
 //! until a budget stops it; Terminus's pruning (latest result of each tool, recent turns, a
-//! notice with the ledger's counts) lets it finish with every file read once.
+//! notice with the ledger's counts) lets it finish with every file read once. An agent whose
+//! answer needs two early files (it names their keys, and reads again those it cannot see) shows
+//! what ranking adds: a result a later message named comes back first, and a tool marked `keep`
+//! keeps its results while the window can hold them.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
