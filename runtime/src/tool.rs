@@ -121,6 +121,8 @@ pub struct ToolSet {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Tools whose calls are held for a decision from outside (`docs/approvals.md`).
     holds: BTreeMap<String, Hold>,
+    /// Tools whose results the context window keeps while it can hold them (`spec/context.md`).
+    keeps: BTreeSet<String>,
     /// The sources whose lists can change.
     sources: Vec<Watched>,
 }
@@ -154,6 +156,7 @@ impl ToolSet {
         ToolSet {
             tools: BTreeMap::new(),
             holds: BTreeMap::new(),
+            keeps: BTreeSet::new(),
             sources: Vec::new(),
         }
     }
@@ -254,10 +257,30 @@ impl ToolSet {
         self.holds.iter().map(|(name, hold)| (name.as_str(), *hold))
     }
 
-    /// The holds of `other`, taken over (a set that wraps another's tools keeps its holds).
+    /// The holds and `keep` flags of `other`, taken over (a set that wraps another's tools
+    /// keeps both).
     pub fn hold_as(&mut self, other: &ToolSet) -> &mut ToolSet {
         self.holds.clone_from(&other.holds);
+        self.keeps.clone_from(&other.keeps);
         self
+    }
+
+    /// Marks the results of the tool called `name` as kept in the model's view: a prune of the
+    /// context window drops them only when they alone would not fit (`spec/context.md`). The
+    /// flag is by name: it outlives a [`ToolSet::refresh`] that removes and adds the tool back.
+    pub fn keep(&mut self, name: impl Into<String>) -> &mut ToolSet {
+        self.keeps.insert(name.into());
+        self
+    }
+
+    /// Whether the results of `name` are kept in the model's view.
+    pub fn kept(&self, name: &str) -> bool {
+        self.keeps.contains(name)
+    }
+
+    /// Every tool name whose results are kept, sorted.
+    pub fn keeps(&self) -> impl Iterator<Item = &str> {
+        self.keeps.iter().map(String::as_str)
     }
 
     /// Adds (or replaces) the tool called `name`.
@@ -404,6 +427,23 @@ mod tests {
             set.insert(*name, Arc::new(Named(description)));
         }
         set
+    }
+
+    #[tokio::test]
+    async fn a_keep_flag_is_by_name_and_follows_a_wrapping_set() {
+        let source = Arc::new(Lists(Mutex::new(vec![set(&[]), set(&[("spec", "v2")])])));
+        let mut tools = set(&[("spec", "v1"), ("grep", "grep")]);
+        tools.keep("spec");
+        tools.watch(source, ["spec".to_owned()]);
+        assert!(tools.kept("spec") && !tools.kept("grep"));
+        let mut wrapper = set(&[("spec", "v1"), ("grep", "grep")]);
+        wrapper.hold_as(&tools);
+        assert_eq!(wrapper.keeps().collect::<Vec<_>>(), ["spec"]);
+        // Removed by its server and listed again: still kept.
+        tools.refresh().await.expect("removed");
+        assert!(tools.kept("spec"));
+        tools.refresh().await.expect("added back");
+        assert!(tools.kept("spec") && tools.contains("spec"));
     }
 
     #[tokio::test]

@@ -8,6 +8,10 @@
 //! not "every result". Every property recomputes what it checks from the messages themselves
 //! (which results answer which call, which messages are mandatory), never from the pruner's own
 //! helpers.
+//!
+//! Some results carry an identifier (`obj007k1`) that a later assistant message may quote, and
+//! some tools are marked `keep`, so that the rules on referred results and kept tools are tested
+//! on the same conversations.
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -18,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use terminus_kernel::{ToolCall, Usage};
 use terminus_runtime::context::{
     ContextPolicy, ContextWindow, Exhausted, Heuristic, MESSAGE_OVERHEAD, NOTICE_HEADER, Plan,
-    Tokenizer, is_notice, message_tokens, prune,
+    Tokenizer, is_notice, message_tokens, prune, referred,
 };
 use terminus_runtime::{Author, Message, Role};
 
@@ -32,6 +36,8 @@ struct CallSpec {
     output: usize,
     refused: bool,
     warned: bool,
+    /// The result names an identifier a later message may quote.
+    mention: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +45,9 @@ struct TurnSpec {
     nudge: bool,
     text: usize,
     calls: Vec<CallSpec>,
+    /// The turn's text quotes the identifier of an earlier result (this one, modulo their
+    /// number).
+    quote: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,6 +55,33 @@ struct Script {
     systems: usize,
     task: usize,
     turns: Vec<TurnSpec>,
+    /// Which of [`TOOLS`] are marked `keep`.
+    keep: [bool; TOOLS.len()],
+}
+
+impl Script {
+    fn keep_tools(&self) -> BTreeSet<String> {
+        TOOLS
+            .iter()
+            .zip(self.keep)
+            .filter(|(_, k)| *k)
+            .map(|(t, _)| (*t).to_owned())
+            .collect()
+    }
+}
+
+/// The identifier the result of call `k` of turn `t` names, when it names one.
+fn mention(t: usize, k: usize) -> String {
+    format!("obj{t:03}k{k}")
+}
+
+/// The identifiers the results of `messages` name, in order.
+fn mentions(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Tool && m.author == Author::Tool)
+        .filter_map(|m| m.content.split(' ').find(|w| w.starts_with("obj")))
+        .collect()
 }
 
 /// About `chars` characters of text starting with `tag` (so that messages differ); empty for 0.
@@ -87,11 +123,16 @@ fn turn_messages(t: usize, turn: &TurnSpec, out: &mut Vec<Message>) {
             arguments: json!({ "path": format!("src/f{t}_{k}.rs") }).into(),
         })
         .collect();
-    out.push(Message::assistant(
-        text(&format!("turn {t}"), turn.text),
-        calls.clone(),
-    ));
-    for (call, c) in calls.iter().zip(&turn.calls) {
+    let quoted = turn.quote.and_then(|q| {
+        let earlier = mentions(out);
+        (!earlier.is_empty()).then(|| earlier[q % earlier.len()].to_owned())
+    });
+    let tag = match quoted {
+        Some(id) => format!("turn {t} noted {id}"),
+        None => format!("turn {t}"),
+    };
+    out.push(Message::assistant(text(&tag, turn.text), calls.clone()));
+    for (k, (call, c)) in calls.iter().zip(&turn.calls).enumerate() {
         out.push(if c.refused {
             Message::tool_refusal(
                 &call.id,
@@ -105,7 +146,14 @@ fn turn_messages(t: usize, turn: &TurnSpec, out: &mut Vec<Message>) {
             Message::tool_result(
                 &call.id,
                 &call.name,
-                text(&format!("output of {}", call.id), c.output),
+                text(
+                    &if c.mention {
+                        format!("output of {} {}", call.id, mention(t, k))
+                    } else {
+                        format!("output of {}", call.id)
+                    },
+                    c.output,
+                ),
                 c.warned
                     .then_some("[terminus] budget: 3 tool calls left in this run."),
             )
@@ -145,12 +193,14 @@ fn call_spec() -> impl Strategy<Value = CallSpec> {
         size(),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.15),
+        prop::bool::weighted(0.4),
     )
-        .prop_map(|(tool, output, refused, warned)| CallSpec {
+        .prop_map(|(tool, output, refused, warned, mention)| CallSpec {
             tool,
             output,
             refused,
             warned,
+            mention,
         })
 }
 
@@ -159,8 +209,14 @@ fn turn_spec() -> impl Strategy<Value = TurnSpec> {
         prop::bool::weighted(0.15),
         size(),
         prop::collection::vec(call_spec(), 0..=4),
+        prop::option::weighted(0.3, any::<usize>()),
     )
-        .prop_map(|(nudge, text, calls)| TurnSpec { nudge, text, calls })
+        .prop_map(|(nudge, text, calls, quote)| TurnSpec {
+            nudge,
+            text,
+            calls,
+            quote,
+        })
 }
 
 fn script() -> impl Strategy<Value = Script> {
@@ -168,11 +224,13 @@ fn script() -> impl Strategy<Value = Script> {
         prop_oneof![1 => Just(0usize), 4 => Just(1), 1 => Just(2)],
         size(),
         prop::collection::vec(turn_spec(), 0..24),
+        prop::array::uniform5(prop::bool::weighted(0.15)),
     )
-        .prop_map(|(systems, task, turns)| Script {
+        .prop_map(|(systems, task, turns, keep)| Script {
             systems,
             task,
             turns,
+            keep,
         })
 }
 
@@ -233,6 +291,8 @@ struct Case {
     policy: ContextPolicy,
     notice: Message,
     notice_size: u32,
+    /// The tools marked `keep`.
+    keep_tools: BTreeSet<String>,
 }
 
 impl Case {
@@ -253,6 +313,7 @@ impl Case {
             policy,
             notice,
             notice_size,
+            keep_tools: script.keep_tools(),
         }
     }
 
@@ -263,6 +324,7 @@ impl Case {
             self.fixed,
             self.notice_size,
             &self.policy,
+            &self.keep_tools,
         )
     }
 
@@ -371,6 +433,60 @@ fn mandatory(messages: &[Message], policy: &ContextPolicy) -> BTreeSet<usize> {
         }
     }
     set
+}
+
+/// For each message, whether it is a tool's own result whose identifier (see [`mention`]) a
+/// later assistant message quotes.
+fn referred_ref(messages: &[Message]) -> Vec<bool> {
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let id = (m.role == Role::Tool && m.author == Author::Tool)
+                .then(|| m.content.split(' ').find(|w| w.starts_with("obj")))
+                .flatten();
+            id.is_some_and(|id| {
+                messages[i + 1..]
+                    .iter()
+                    .any(|a| a.role == Role::Assistant && a.content.contains(id))
+            })
+        })
+        .collect()
+}
+
+/// The groups (see [`group`]) a prune may add back under `prune_to`, by their first message,
+/// in the order the rules rank them: those holding a referred result newest first, then the
+/// others newest first. Groups holding a kept tool's result are ranked apart (rule 10).
+fn ranked_optional(case: &Case) -> (Vec<Vec<usize>>, Vec<bool>) {
+    let must = mandatory(&case.messages, &case.policy);
+    let callers = callers(&case.messages);
+    let referred = referred_ref(&case.messages);
+    let mut seen = HashSet::new();
+    let mut groups: Vec<(Vec<usize>, bool)> = Vec::new();
+    for i in (0..case.messages.len()).rev() {
+        let g = group(&case.messages, &callers, i);
+        if must.contains(&i) || is_notice(&case.messages[i]) || !seen.insert(g[0]) {
+            continue;
+        }
+        if g.iter().any(|&j| kept_tool_result(case, j)) {
+            continue;
+        }
+        let cited = g.iter().any(|&j| referred[j]);
+        groups.push((g, cited));
+    }
+    // Stable: newest first within each rank.
+    groups.sort_by_key(|(_, cited)| !cited);
+    groups.into_iter().unzip()
+}
+
+/// Whether message `j` is a result of a tool marked `keep` (the tool's own, not a refusal).
+fn kept_tool_result(case: &Case, j: usize) -> bool {
+    let m = &case.messages[j];
+    m.role == Role::Tool
+        && m.author == Author::Tool
+        && m.tool_name
+            .as_deref()
+            .is_some_and(|n| case.keep_tools.contains(n))
 }
 
 /// The smallest view the rules allow: the whole conversation (no notice), or what must be kept
@@ -567,6 +683,7 @@ proptest! {
                 policy: case.policy,
                 notice: case.notice.clone(),
                 notice_size: case.notice_size,
+                keep_tools: case.keep_tools.clone(),
             };
             let second = again.prune();
             prop_assert!(second.is_ok(), "the view of a plan is exhausted: {second:?}");
@@ -617,39 +734,92 @@ proptest! {
         }
     }
 
-    /// Rule 6: beyond what must be kept, a pruned view holds the newest older messages, with no
-    /// hole, as many as fit under `prune_to`.
+    /// Rule 6: beyond what must be kept and the kept tools' results, a pruned view holds the
+    /// older units in rank order (referred ones newest first, then the others newest first), as
+    /// many as fit under `prune_to`: the kept ones are a prefix of the ranking, so within a rank
+    /// there is no hole, and the first unit left out would not have fitted.
     #[test]
-    fn older_messages_come_back_newest_first_without_holes((script, policy, fixed) in cases()) {
+    fn older_messages_come_back_in_rank_order_without_holes((script, policy, fixed) in cases()) {
         let case = Case::new(&script, policy, fixed);
         if let Ok(plan) = case.prune()
             && plan.pruned()
         {
-            let must = mandatory(&case.messages, &case.policy);
             let kept = kept_set(&plan);
-            let extra: Vec<usize> = plan.keep.iter().copied().filter(|i| !must.contains(i)).collect();
-            let dropped: Vec<usize> = (0..case.messages.len()).filter(|i| !kept.contains(i)).collect();
-            if let (Some(&first_extra), Some(&last_dropped)) = (extra.first(), dropped.last()) {
+            let (ranked, _) = ranked_optional(&case);
+            let back = ranked.iter().take_while(|g| kept.contains(&g[0])).count();
+            for g in &ranked[back..] {
                 prop_assert!(
-                    last_dropped < first_extra,
-                    "message {last_dropped} dropped, the older {first_extra} kept"
+                    g.iter().all(|i| !kept.contains(i)),
+                    "unit at {} kept after the unit at {} of a higher rank was dropped",
+                    g[0],
+                    ranked[back][0]
                 );
             }
-            if !extra.is_empty() {
+            for g in &ranked[..back] {
+                prop_assert!(g.iter().all(|i| kept.contains(i)), "unit at {} kept in part", g[0]);
+            }
+            if back > 0 {
                 prop_assert!(plan.tokens <= u64::from(case.policy.prune_to));
             }
-            // The newest dropped message (with the messages it stands or falls with) would not
-            // have fitted under `prune_to`.
-            if let Some(&last) = dropped.last() {
-                let callers = callers(&case.messages);
-                let g = group(&case.messages, &callers, last);
+            if let Some(first) = ranked.get(back) {
                 prop_assert!(
-                    plan.tokens + case.size_of(&g) > u64::from(case.policy.prune_to),
-                    "message {last} ({} tokens) would have fitted under prune_to {} at {}",
-                    case.size_of(&g),
+                    plan.tokens + case.size_of(first) > u64::from(case.policy.prune_to),
+                    "unit at {} ({} tokens) would have fitted under prune_to {} at {}",
+                    first[0],
+                    case.size_of(first),
                     case.policy.prune_to,
                     plan.tokens
                 );
+            }
+        }
+    }
+
+    /// Rule 9: a result a later assistant message refers to is dropped only if every result
+    /// of the same kind (neither mandatory nor a kept tool's) that nothing refers to is dropped
+    /// too.
+    #[test]
+    fn a_referred_result_outlives_every_unreferred_one((script, policy, fixed) in cases()) {
+        let case = Case::new(&script, policy, fixed);
+        if let Ok(plan) = case.prune() {
+            let kept = kept_set(&plan);
+            let (ranked, cited) = ranked_optional(&case);
+            let dropped_cited = ranked
+                .iter()
+                .zip(&cited)
+                .find(|(g, c)| **c && !kept.contains(&g[0]));
+            if let Some((dropped, _)) = dropped_cited {
+                for (g, c) in ranked.iter().zip(&cited) {
+                    prop_assert!(
+                        *c || !kept.contains(&g[0]),
+                        "the referred unit at {} dropped, the unreferred one at {} kept",
+                        dropped[0],
+                        g[0]
+                    );
+                }
+            }
+        }
+    }
+
+    /// Rule 10: a result of a tool marked `keep` is dropped only when the view, as pruned,
+    /// could not hold it (with the messages it stands or falls with) under the limit.
+    #[test]
+    fn a_kept_tools_results_stay_while_the_view_can_hold_them((script, policy, fixed) in cases()) {
+        let case = Case::new(&script, policy, fixed);
+        if let Ok(plan) = case.prune() {
+            let kept = kept_set(&plan);
+            let callers = callers(&case.messages);
+            let limit = u64::from(case.policy.limit());
+            for j in 0..case.messages.len() {
+                if kept_tool_result(&case, j) && !kept.contains(&j) {
+                    let g = group(&case.messages, &callers, j);
+                    prop_assert!(
+                        plan.tokens + case.size_of(&g) > limit,
+                        "the kept tool's result {j} ({} tokens) dropped, yet it fits: {} of \
+                         {limit}",
+                        case.size_of(&g),
+                        plan.tokens
+                    );
+                }
             }
         }
     }
@@ -690,6 +860,9 @@ fn the_generator_covers_every_outcome() {
     let mut runner = TestRunner::deterministic();
     let strategy = cases();
     let (mut whole, mut pruned, mut exhausted, mut added_back) = (0, 0, 0, 0);
+    // A referred unit came back over a newer unreferred one; a kept tool's result beyond what
+    // must be kept stayed.
+    let (mut jumped, mut kept_by_flag) = (0, 0);
     for _ in 0..2_000 {
         let (script, policy, fixed) = strategy.new_tree(&mut runner).expect("a value").current();
         let case = Case::new(&script, policy, fixed);
@@ -700,14 +873,37 @@ fn the_generator_covers_every_outcome() {
                 if plan.keep.iter().any(|i| !must.contains(i)) {
                     added_back += 1;
                 }
+                let kept = kept_set(&plan);
+                let (ranked, cited) = ranked_optional(&case);
+                let newest_dropped = ranked
+                    .iter()
+                    .zip(&cited)
+                    .filter(|(g, c)| !**c && !kept.contains(&g[0]))
+                    .map(|(g, _)| g[0])
+                    .max();
+                if ranked
+                    .iter()
+                    .zip(&cited)
+                    .any(|(g, c)| *c && kept.contains(&g[0]) && newest_dropped > Some(g[0]))
+                {
+                    jumped += 1;
+                }
+                if plan
+                    .keep
+                    .iter()
+                    .any(|&i| !must.contains(&i) && kept_tool_result(&case, i))
+                {
+                    kept_by_flag += 1;
+                }
             }
             Ok(_) => whole += 1,
             Err(_) => exhausted += 1,
         }
     }
     eprintln!(
-        "whole {whole}, pruned {pruned} (older messages added back in {added_back}), exhausted \
-         {exhausted}"
+        "whole {whole}, pruned {pruned} (older messages added back in {added_back}, a referred \
+         unit over a newer one in {jumped}, a kept tool's result beyond the mandatory in \
+         {kept_by_flag}), exhausted {exhausted}"
     );
     for (what, n) in [
         ("whole", whole),
@@ -716,6 +912,9 @@ fn the_generator_covers_every_outcome() {
         ("added back", added_back),
     ] {
         assert!(n >= 100, "only {n} of 2000 cases {what}");
+    }
+    for (what, n) in [("referred first", jumped), ("kept by flag", kept_by_flag)] {
+        assert!(n >= 20, "only {n} of 2000 cases {what}");
     }
 }
 
@@ -764,12 +963,14 @@ fn long_turn(t: usize) -> TurnSpec {
             output: OUTPUTS[(t + k) % OUTPUTS.len()],
             refused: t % 11 == 5 && k == 0,
             warned: t % 7 == 3,
+            mention: (t + k) % 4 == 1,
         })
         .collect();
     TurnSpec {
         nudge: t % 9 == 4,
         text: (t * 37) % 200,
         calls,
+        quote: (t % 5 == 2).then_some(t),
     }
 }
 
@@ -785,6 +986,7 @@ fn a_long_run_is_sent_views_under_the_limit_counting_each_message_once() {
         systems: 1,
         task: 600,
         turns: (0..80).map(long_turn).collect(),
+        keep: [false; TOOLS.len()],
     };
     let mut conversation = prefix_messages(&script);
     let mut notices = 0;
@@ -1033,13 +1235,16 @@ fn a_conversation_whose_mandatory_part_cannot_fit_is_exhausted() {
             output,
             refused: false,
             warned: false,
+            mention: false,
         }],
+        quote: None,
     };
     // An early read_file, superseded; then three tools whose latest results are 800 tokens each.
     let script = Script {
         systems: 1,
         task: 100,
         turns: vec![turn(0, 400), turn(0, 3_200), turn(1, 3_200), turn(2, 3_200)],
+        keep: [false; TOOLS.len()],
     };
     let conversation = build(&script);
     let err = window
@@ -1073,7 +1278,8 @@ proptest! {
     fn the_window_sends_only_valid_views_under_the_limit(
         (script, policy, fixed) in (script(), policy(), 0u32..200)
     ) {
-        let mut window = ContextWindow::new(policy, Arc::new(Heuristic), fixed);
+        let mut window = ContextWindow::new(policy, Arc::new(Heuristic), fixed)
+            .keeping(script.keep_tools());
         let limit = u64::from(policy.limit());
         let mut conversation = prefix_messages(&script);
         let systems = script.systems;
@@ -1082,6 +1288,10 @@ proptest! {
             let result = window.prepare(&conversation, || notice().content);
             prop_assert_eq!(window.sizes().len(), conversation.len());
             prop_assert_eq!(&window.sizes()[..before.len()], &before[..]);
+            // Referred results kept message by message are those of the whole conversation,
+            // and those the reference finds.
+            prop_assert_eq!(window.referred(), &referred(&conversation)[..]);
+            prop_assert_eq!(window.referred(), &referred_ref(&conversation)[..]);
             if let Err(e) = result {
                 // The run stops here: check that nothing the rules allow would have fitted.
                 let case = Case {
@@ -1091,6 +1301,7 @@ proptest! {
                     policy,
                     notice: notice(),
                     notice_size: message_tokens(&Heuristic, &notice()),
+                    keep_tools: script.keep_tools(),
                 };
                 prop_assert_eq!(e.limit, limit);
                 prop_assert!(smallest_view(&case) > limit, "turn {}: exhausted, yet a view fits", t);
@@ -1162,7 +1373,7 @@ fn pruning_that_cannot_shrink_the_view_sends_the_conversation_whole() {
         };
         assert_eq!(policy.validate(), Ok(()));
         assert_eq!(
-            prune(&messages, &sizes, 0, notice_size, &policy),
+            prune(&messages, &sizes, 0, notice_size, &policy, &BTreeSet::new()),
             Ok(whole.clone()),
             "window {window}"
         );
@@ -1178,7 +1389,7 @@ fn pruning_that_cannot_shrink_the_view_sends_the_conversation_whole() {
         max_system_tokens: None,
     };
     assert_eq!(
-        prune(&messages, &sizes, 0, notice_size, &policy),
+        prune(&messages, &sizes, 0, notice_size, &policy, &BTreeSet::new()),
         Err(Exhausted {
             needed: total,
             limit: total - 1,

@@ -6,7 +6,10 @@
 //! has already read that many. That is how agents behave when a pruner drops their tool results:
 //! a host that drops the middle of the conversation makes it read the same files again and again
 //! until a budget stops it; Terminus's pruning (latest result of each tool, recent turns, a
-//! notice with the ledger's counts) lets it finish with every file read once.
+//! notice with the ledger's counts) lets it finish with every file read once. An agent whose
+//! answer needs two early files (it names their keys, and reads again those it cannot see) shows
+//! what ranking adds: a result a later message named comes back first, and a tool marked `keep`
+//! keeps its results while the window can hold them.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -34,10 +37,22 @@ fn content(i: usize) -> String {
     s
 }
 
-/// `read_file {"path": "fK"}` returns file K; it records every path it was asked for.
+/// The key file K holds (a salient token: an answer that needs the file quotes it).
+fn key(i: usize) -> String {
+    format!("key-{}", 4_000 + i * 37)
+}
+
+/// [`content`] with the file's key after its marker.
+fn keyed_content(i: usize) -> String {
+    content(i).replacen(':', &format!(": {}", key(i)), 1)
+}
+
+/// `read_file {"path": "fK"}` returns file K (with its key when `keyed`); it records every
+/// path it was asked for.
 #[derive(Default)]
 struct Files {
     reads: Mutex<Vec<String>>,
+    keyed: bool,
 }
 
 #[async_trait]
@@ -47,7 +62,11 @@ impl Tool for Files {
         self.reads.lock().expect("not poisoned").push(path.clone());
         let i: usize = path.trim_start_matches('f').parse().unwrap_or(usize::MAX);
         Ok(if i < FILES {
-            ToolOutcome::ok(Value::String(content(i)))
+            ToolOutcome::ok(Value::String(if self.keyed {
+                keyed_content(i)
+            } else {
+                content(i)
+            }))
         } else {
             ToolOutcome::Error {
                 kind: terminus_kernel::ToolErrorKind::NotFound,
@@ -71,6 +90,9 @@ enum View {
 /// whose call is not in it, or a call without its result, is refused as `bad_request`.
 struct Agent {
     view: View,
+    /// The files whose content its answer needs: it notes each one's key when it reads it,
+    /// and before it answers it reads again any of them it cannot see.
+    needs: Vec<usize>,
     /// The largest request it was sent, in tokens (heuristic).
     peak: Mutex<u64>,
     requests: Mutex<u32>,
@@ -78,8 +100,13 @@ struct Agent {
 
 impl Agent {
     fn new(view: View) -> Arc<Agent> {
+        Agent::needing(view, Vec::new())
+    }
+
+    fn needing(view: View, needs: Vec<usize>) -> Arc<Agent> {
         Arc::new(Agent {
             view,
+            needs,
             peak: Mutex::new(0),
             requests: Mutex::new(0),
         })
@@ -172,10 +199,25 @@ impl Model for Agent {
                 m.content[at..].split(' ').next()?.parse::<usize>().ok()
             })
             .unwrap_or(0);
-        let next = (0..FILES).find(|&i| i >= read_before && !visible(i));
+        // The keys of the needed files among the results just received: noted in this turn's
+        // text, so that a later message names them.
+        let answered = seen
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .map_or(0, |a| a + 1);
+        let mut noted = String::new();
+        for &i in &self.needs {
+            let marker = format!("CONTENT f{i}:");
+            if seen[answered..].iter().any(|m| m.content.contains(&marker)) {
+                noted.push_str(&format!("Noted {} from f{i}. ", key(i)));
+            }
+        }
+        let next = (0..FILES)
+            .find(|&i| i >= read_before && !visible(i))
+            .or_else(|| self.needs.iter().copied().find(|&i| !visible(i)));
         Ok(match next {
             Some(i) => ModelTurn {
-                text: format!("Reading f{i}."),
+                text: format!("{noted}Reading f{i}."),
                 tool_calls: vec![ToolCall {
                     id: format!("read-{n}").into(),
                     name: "read_file".into(),
@@ -304,6 +346,64 @@ async fn terminus_pruning_lets_the_agent_finish_with_every_file_read_once() {
             "the journal lacks the whole of f{i}"
         );
     }
+}
+
+/// Reads of a file after its first, in `reads`.
+fn rereads(reads: &[String]) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    reads.iter().filter(|p| !seen.insert(p.as_str())).count()
+}
+
+/// The needy agent's run under `context`, `read_file` marked `keep` or not: the paths read.
+async fn needy_run(context: ContextPolicy, keep: bool) -> Vec<String> {
+    let files = Arc::new(Files {
+        keyed: true,
+        ..Files::default()
+    });
+    let agent = Agent::needing(View::AsSent, vec![1, 3]);
+    let mut tools = ToolSet::new().with("read_file", files.clone());
+    if keep {
+        tools.keep("read_file");
+    }
+    let report = Run::new("Read f0 to f7.", policy(), agent.clone())
+        .tools(tools)
+        .context(context, Arc::new(Heuristic))
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    let reads = files.reads.lock().expect("not poisoned").clone();
+    assert_eq!(
+        report.outcome,
+        Outcome::Complete(CompleteReason::Explicit),
+        "reads: {reads:?}"
+    );
+    let peak = *agent.peak.lock().expect("not poisoned");
+    assert!(peak <= u64::from(context.limit()), "{peak} tokens");
+    reads
+}
+
+#[tokio::test]
+async fn results_the_agent_named_stay_in_view_so_it_reads_them_again_less() {
+    // The agent's answer needs f1 and f3: it names their keys when it reads them, and before
+    // answering it reads again any of the two it cannot see. Before results were ranked, each
+    // of these runs read both twice (2 re-reads).
+    let window = context();
+    // The latest result and the last two turns fill `prune_to`: nothing else comes back, named
+    // or not, so both are read again.
+    let reads = needy_run(window, false).await;
+    assert_eq!(rereads(&reads), 2, "reads: {reads:?}");
+    // With one recent turn, there is room for one more unit: f3, named, comes back before the
+    // newer f6, which nothing named.
+    let one_turn = ContextPolicy {
+        keep_recent_turns: 1,
+        ..window
+    };
+    let reads = needy_run(one_turn, false).await;
+    assert_eq!(rereads(&reads), 1, "reads: {reads:?}");
+    assert_eq!(reads[FILES..], ["f1"], "only f1 read again");
+    // `read_file` marked `keep`: its results stay up to the limit, the named ones first.
+    let reads = needy_run(window, true).await;
+    assert_eq!(rereads(&reads), 0, "reads: {reads:?}");
 }
 
 #[tokio::test]

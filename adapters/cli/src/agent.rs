@@ -168,14 +168,30 @@ impl LiveAgent {
     /// Starts the MCP servers; the message names the `[[mcp]]` entry. A server whose
     /// authorization waits for a person to log in is [`CliError::Login`].
     pub(crate) async fn connect(&self) -> Result<McpTools, CliError> {
-        McpTools::connect(&self.mcp).await.map_err(|e| match e {
+        let mcp = McpTools::connect(&self.mcp).await.map_err(|e| match e {
             McpError::Login { server, url } => CliError::Login(Box::new(LoginWait {
                 config: self.file.clone(),
                 server,
                 url,
             })),
             e => CliError::Invalid(format!("{}: {e}", self.file)),
-        })
+        })?;
+        // `[context].keep` names tools as the model sees them, known only once listed.
+        if let Some((spec, _)) = &self.context {
+            let mut tools = ToolSet::new();
+            mcp.add_to(&mut tools);
+            let names: Vec<&str> = tools.names().collect();
+            if let Some((i, name)) = spec.unknown_kept(&names) {
+                let problem = format!(
+                    "{}: [context].keep[{i}]: unknown tool {name:?}: the agent's tools are {}",
+                    self.file,
+                    names.join(", ")
+                );
+                mcp.shutdown().await;
+                return Err(CliError::Invalid(problem));
+            }
+        }
+        Ok(mcp)
     }
 
     /// A run with this agent's adapters: `start` makes it (new or resumed) from the model;
@@ -192,6 +208,9 @@ impl LiveAgent {
         };
         let mut tools = ToolSet::new();
         mcp.add_to(&mut tools);
+        for name in self.context.iter().flat_map(|(spec, _)| &spec.keep) {
+            tools.keep(name.clone());
+        }
         if let Some(recorder) = recorder {
             tools = recorder.tools(&tools);
         }

@@ -428,6 +428,10 @@ impl AgentConfig {
                 .policy()
                 .validate()
                 .map_err(|e| format!("[context].{}: {}", e.field, e.problem))?;
+            // Whether each names one of the agent's tools is known once the servers list them.
+            if let Some(i) = context.keep.iter().position(|t| t.trim().is_empty()) {
+                return Err(format!("[context].keep[{i}]: the tool name is empty"));
+            }
         }
         if let Some(i) = self
             .agent
@@ -729,6 +733,13 @@ kind = "rules"
             (
                 GOOD.replace("window = 128000", "window = 128000\nmax_system_tokens = 0"),
                 "[context].max_system_tokens: must be at least 1",
+            ),
+            (
+                GOOD.replace(
+                    "window = 128000",
+                    "window = 128000\nkeep = [\"read_file\", \"\"]",
+                ),
+                "[context].keep[1]: the tool name is empty",
             ),
             (
                 GOOD.replace("[model]", "[agent]\ncontext_files = [\"\"]\n[model]"),

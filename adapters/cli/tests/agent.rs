@@ -608,11 +608,40 @@ async fn an_approval_for_a_tool_the_server_lacks_stops_the_start() {
     );
 }
 
+/// A `[context] keep` naming a tool the agent does not have would keep nothing: the start is
+/// refused once the servers have listed their tools, naming the entry and listing the tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_tool_the_agent_lacks_stops_the_start() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let fixture = Fixture::start(Vec::new()).await.expect("a port");
+    let rest = format!(
+        "[context]\nwindow = 64000\nkeep = [\"read_text_file\", \"read_fle\"]\n{}",
+        fs_server(&peers, &root.to_string_lossy())
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &rest);
+    let out = terminus(vec!["agent".into(), config, "--task".into(), "t".into()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[context].keep[1]: unknown tool \"read_fle\"")
+            && stderr.contains("read_text_file"),
+        "{stderr}"
+    );
+    assert!(
+        fixture.requests().is_empty(),
+        "no model call before the tools are checked"
+    );
+}
+
 /// `[agent] context_files` are appended to the system prompt under their names (one from the
 /// config's folder, one from the folder the agent starts in), and `[context] max_system_tokens`
 /// cuts the whole prompt to fit with the truncation marker: the request the model server
 /// received holds the cut prompt, and the cut is reported. A missing file, and a cap of 0, stop
-/// the start naming the field.
+/// the start naming the field. (Its `keep` names its one tool, `write_todos`: a valid entry
+/// starts.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_files_join_the_system_prompt_and_max_system_tokens_cuts_it() {
     let home = tempfile::tempdir().expect("a temp dir");
@@ -635,7 +664,7 @@ async fn context_files_join_the_system_prompt_and_max_system_tokens_cuts_it() {
              [agent]\ncontext_files = {context_files}\n\
              [model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4o-mini\"\n\
              stream = false\ntimeout_ms = 5000\n\
-             [context]\nwindow = 100000\nmax_system_tokens = {max}\n",
+             [context]\nwindow = 100000\nmax_system_tokens = {max}\nkeep = [\"write_todos\"]\n",
             fixture.url()
         )
     };

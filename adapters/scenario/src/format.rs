@@ -105,6 +105,10 @@ pub struct ContextSpec {
     /// OpenAI model name that selects one of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// Tools whose results stay in the view while it can hold them (the agent needs them
+    /// whole: a spec, a plan). Each must name one of the run's tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<String>,
 }
 
 impl ContextSpec {
@@ -125,6 +129,15 @@ impl ContextSpec {
     /// The tokenizer's name (default `heuristic`).
     pub fn tokenizer_name(&self) -> &str {
         self.tokenizer.as_deref().unwrap_or("heuristic")
+    }
+
+    /// The first name of `keep` that is not one of `tools` (or is empty), with its index.
+    pub fn unknown_kept<'a>(&'a self, tools: &[&str]) -> Option<(usize, &'a str)> {
+        self.keep
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.is_empty() || !tools.contains(&k.as_str()))
+            .map(|(i, k)| (i, k.as_str()))
     }
 }
 

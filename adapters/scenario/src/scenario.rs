@@ -219,6 +219,9 @@ impl Scenario {
                 tools.hold(name.clone(), hold);
             }
         }
+        for name in self.file.context.iter().flat_map(|c| &c.keep) {
+            tools.keep(name.clone());
+        }
         run = run.tools(tools);
         run = run.kill_switch(kill);
         if let Some(script) = &self.file.verifier {
@@ -401,6 +404,21 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
                 format!(
                     "unknown tokenizer `{}`: expected `heuristic`, `o200k_base`, `cl100k_base` or an OpenAI model name",
                     context.tokenizer_name()
+                ),
+            ));
+        }
+        let tools: Vec<&str> = file
+            .tools
+            .keys()
+            .map(String::as_str)
+            .chain([WRITE_TODOS])
+            .collect();
+        if let Some((i, name)) = context.unknown_kept(&tools) {
+            return Err(ScenarioError::at(
+                format!("$.context.keep[{i}]"),
+                format!(
+                    "unknown tool `{name}`: expected one of the scenario's tools ({})",
+                    tools.join(", ")
                 ),
             ));
         }

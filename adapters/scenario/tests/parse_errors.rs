@@ -392,6 +392,24 @@ fn context_policies_that_cannot_work_are_named_with_their_path() {
         "$.tools.read_file.results[0].filler_tokens",
         "only allowed with \"ok\"",
     );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "keep": ["read_file", "grep"] } })),
+        "$.context.keep[1]",
+        "unknown tool `grep`: expected one of the scenario's tools (read_file, write_todos)",
+    );
+    refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "keep": "read_file" } })),
+        "$.context.keep",
+        "invalid type: string \"read_file\"",
+    );
+    let kept = Scenario::parse(&with(
+        serde_json::json!({ "context": { "window": 4000, "keep": ["read_file", "write_todos"] } }),
+    ))
+    .expect("valid");
+    assert_eq!(
+        kept.file().context.as_ref().map(|c| c.keep.clone()),
+        Some(vec!["read_file".to_owned(), "write_todos".to_owned()])
+    );
     // Every tokenizer name the format documents is accepted.
     for name in ["heuristic", "o200k_base", "cl100k_base", "gpt-4o", "gpt-4"] {
         Scenario::parse(&with(

@@ -12,8 +12,10 @@
 //!   conversation grows from 10,000 messages by up to 1,000 turns, then starts again from the
 //!   10,000 (outside the measurement). The baseline recounts every message and prunes, each
 //!   turn.
-//! - `prune`: one full [`prune`] of the 10,000 messages (sizes already counted), and the same
-//!   with the view rendered.
+//! - `prune`: one full prune of the 10,000 messages ([`prune_with`]: sizes and referred results
+//!   already known, as the window keeps them), and the same with the view rendered; `referred`:
+//!   finding the referred results of the whole conversation from nothing ([`referred`], which
+//!   the window spreads over the turns, a message at a time).
 //!
 //! Policy: `ContextPolicy::for_window(128_000)`. Run: `cargo bench -p terminus-tokenizer --bench
 //! context`. After criterion's report, a summary prints medians of repeated runs and the ratios
@@ -21,11 +23,12 @@
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use terminus_kernel::ToolCall;
-use terminus_runtime::context::{NOTICE_HEADER, Plan, message_tokens, prune};
+use terminus_runtime::context::{NOTICE_HEADER, Plan, message_tokens, prune, prune_with, referred};
 use terminus_runtime::{ContextPolicy, ContextWindow, Heuristic, Message, Tokenizer};
 use terminus_tokenizer::corpus::{self, Category, Sample};
 use terminus_tokenizer::{Encoding, Tiktoken};
@@ -312,17 +315,36 @@ fn count_all(tokenizer: &dyn Tokenizer, messages: &[Message]) -> Vec<u32> {
         .collect()
 }
 
-/// One full prune of `messages`, whose sizes are `sizes`, with a notice of `notice` tokens.
-fn full_prune(messages: &[Message], sizes: &[u32], notice: u32) -> Plan {
-    prune(messages, sizes, u64::from(FIXED), notice, &policy())
-        .expect("the kept messages fit the window")
+/// One full prune of `messages`, whose sizes are `sizes` and referred results `used`, with a
+/// notice of `notice` tokens.
+fn full_prune(messages: &[Message], sizes: &[u32], used: &[bool], notice: u32) -> Plan {
+    prune_with(
+        messages,
+        sizes,
+        u64::from(FIXED),
+        notice,
+        &policy(),
+        &BTreeSet::new(),
+        used,
+    )
+    .expect("the kept messages fit the window")
 }
 
 /// The baseline turn: recount everything, then prune.
 fn recount_and_prune(tokenizer: &dyn Tokenizer, messages: &[Message]) -> usize {
     let sizes = count_all(tokenizer, messages);
     let notice = message_tokens(tokenizer, &Message::kernel(notice()));
-    full_prune(messages, &sizes, notice).keep.len()
+    prune(
+        messages,
+        &sizes,
+        u64::from(FIXED),
+        notice,
+        &policy(),
+        &BTreeSet::new(),
+    )
+    .expect("the kept messages fit the window")
+    .keep
+    .len()
 }
 
 /// A window that has counted the conversation, and the turns to append to it.
@@ -457,13 +479,17 @@ fn benches(c: &mut Criterion, s: &Setup) {
     let sizes = count_all(&o200k, &s.conversation);
     let notice_message = Message::kernel(notice());
     let notice_tokens = message_tokens(&o200k, &notice_message);
+    let used = referred(&s.conversation);
     group.bench_function("prune", |b| {
-        b.iter(|| full_prune(black_box(&s.conversation), &sizes, notice_tokens));
+        b.iter(|| full_prune(black_box(&s.conversation), &sizes, &used, notice_tokens));
+    });
+    group.bench_function("referred", |b| {
+        b.iter(|| referred(black_box(&s.conversation)));
     });
     let mut view = Vec::new();
     group.bench_function("prune_and_render", |b| {
         b.iter(|| {
-            let plan = full_prune(black_box(&s.conversation), &sizes, notice_tokens);
+            let plan = full_prune(black_box(&s.conversation), &sizes, &used, notice_tokens);
             plan.render(|i| &s.conversation[i], &notice_message, &mut view);
             view.len()
         });
@@ -580,18 +606,25 @@ fn summary(s: &Setup) {
     let notice_tokens = message_tokens(&o200k, &notice_message);
     let mut view = Vec::new();
     let mut kept = 0;
-    let prune_only = time(51, || full_prune(&s.conversation, &sizes, notice_tokens));
+    let used = referred(&s.conversation);
+    let prune_only = time(51, || {
+        full_prune(&s.conversation, &sizes, &used, notice_tokens)
+    });
+    let scoring = time(11, || referred(&s.conversation).len());
     let prune_render = time(51, || {
-        let plan = full_prune(&s.conversation, &sizes, notice_tokens);
+        let plan = full_prune(&s.conversation, &sizes, &used, notice_tokens);
         plan.render(|i| &s.conversation[i], &notice_message, &mut view);
         kept = view.len();
     });
     eprintln!(
         "prune of {} messages (o200k sizes): {:.0} us median, {:.0} us with the view rendered \
-         ({kept} messages kept)",
+         ({kept} messages kept); their referred results from nothing: {:.0} us median ({} \
+         referred)",
         s.conversation.len(),
         us(prune_only),
-        us(prune_render)
+        us(prune_render),
+        us(scoring),
+        used.iter().filter(|u| **u).count()
     );
 }
 

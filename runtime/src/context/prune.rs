@@ -12,17 +12,21 @@
 //! - a state notice, inserted after the task (its text is the caller's: iteration, budgets,
 //!   tools already run from the ledger, open todos).
 //!
-//! Then older units are added back newest first while the view stays under
-//! [`ContextPolicy::prune_to`]. If what must be kept exceeds [`ContextPolicy::limit`], the
-//! answer is [`Exhausted`] and the run stops with `context_exhausted`. When nothing can be
-//! dropped, or what could be dropped costs no more than the notice, the view is the
-//! conversation itself, without a notice, if it fits (so `Exhausted` means that no view the
-//! rules allow fits). A conversation under [`ContextPolicy::prune_at`] is returned whole, so
-//! pruning a pruned view changes nothing.
+//! Units are ranked: those holding a result a later assistant message refers to first
+//! ([`referred`]: the agent used it), then the others, each group newest first. The units
+//! holding a result of a tool marked `keep` are added back in rank order, each that still fits
+//! [`ContextPolicy::limit`]. Then the other older units are added back in rank order while the
+//! view stays under [`ContextPolicy::prune_to`]; the first that does not fit ends it. If what
+//! must be kept exceeds [`ContextPolicy::limit`], the answer is [`Exhausted`] and the run stops
+//! with `context_exhausted`. When nothing can be dropped, or what could be dropped costs no
+//! more than the notice, the view is the conversation itself, without a notice, if it fits (so
+//! `Exhausted` means that no view the rules allow fits). A conversation under
+//! [`ContextPolicy::prune_at`] is returned whole, so pruning a pruned view changes nothing.
 
 use super::policy::ContextPolicy;
+use super::salience::referred;
 use crate::message::{Author, Message, Role};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 /// The first line of every state notice; a notice found in the input (an earlier prune's) is
@@ -115,16 +119,42 @@ pub fn units(messages: &[Message]) -> Vec<(Range<usize>, bool)> {
 }
 
 /// The plan for `messages` whose sizes in tokens are `sizes` (one per message), with `fixed`
-/// tokens outside the messages (tool definitions, framing) and a state notice of `notice`
-/// tokens. See the module documentation for the rules.
+/// tokens outside the messages (tool definitions, framing), a state notice of `notice` tokens,
+/// and `keep_tools` the tools whose results are kept while the view can hold them. See the
+/// module documentation for the rules.
 pub fn prune(
     messages: &[Message],
     sizes: &[u32],
     fixed: u64,
     notice: u32,
     policy: &ContextPolicy,
+    keep_tools: &BTreeSet<String>,
+) -> Result<Plan, Exhausted> {
+    prune_with(
+        messages,
+        sizes,
+        fixed,
+        notice,
+        policy,
+        keep_tools,
+        &referred(messages),
+    )
+}
+
+/// [`prune`], with `used` what [`referred`] answers for `messages` (a
+/// [`Referrals`](super::Referrals) keeps it as the conversation grows, so that a prune scans no
+/// text).
+pub fn prune_with(
+    messages: &[Message],
+    sizes: &[u32],
+    fixed: u64,
+    notice: u32,
+    policy: &ContextPolicy,
+    keep_tools: &BTreeSet<String>,
+    used: &[bool],
 ) -> Result<Plan, Exhausted> {
     debug_assert_eq!(messages.len(), sizes.len());
+    debug_assert_eq!(messages.len(), used.len());
     let size = |r: &Range<usize>| -> u64 { sizes[r.clone()].iter().map(|&s| u64::from(s)).sum() };
     let total = fixed + size(&(0..messages.len()));
     if total <= u64::from(policy.prune_at) {
@@ -224,13 +254,44 @@ pub fn prune(
             limit,
         });
     }
-    // Older units back, newest first, while under `prune_to` (a contiguous run: the first unit
-    // that does not fit ends it, so the model never sees a hole between recent turns).
-    for (u, (range, keepable)) in units.iter().enumerate().rev() {
-        if pinned[u] || !keepable {
-            continue;
+    // Which units hold a result of a kept tool, and which a result the agent referred to
+    // later (the tool's own results: a kernel refusal is neither).
+    let mut keeps = vec![false; units.len()];
+    let mut cited = vec![false; units.len()];
+    for (i, m) in messages.iter().enumerate() {
+        if m.role == Role::Tool && m.author == Author::Tool {
+            let u = unit_of[i];
+            keeps[u] |= m
+                .tool_name
+                .as_deref()
+                .is_some_and(|n| keep_tools.contains(n));
+            cited[u] |= used.get(i).copied().unwrap_or(false);
         }
-        let s = size(range);
+    }
+    // Units in rank order: those whose results the agent referred to first, then the others,
+    // each group newest first (the sort is stable).
+    let ranked = |keep: bool| {
+        let mut order: Vec<usize> = (0..units.len())
+            .rev()
+            .filter(|&u| !pinned[u] && units[u].1 && keeps[u] == keep)
+            .collect();
+        order.sort_by_key(|&u| !cited[u]);
+        order
+    };
+    // A kept tool's results, in rank order, each that fits the limit: the host said the agent
+    // needs them, so they may take the view past `prune_to` (it is then pruned again sooner),
+    // and one too large to fit does not keep a smaller one out.
+    for u in ranked(true) {
+        let s = size(&units[u].0);
+        if tokens + s <= limit {
+            tokens += s;
+            kept[u] = true;
+        }
+    }
+    // Older units back while under `prune_to`, in rank order. The first unit that does not fit
+    // ends it, so each rank comes back as a contiguous run, newest first.
+    for u in ranked(false) {
+        let s = size(&units[u].0);
         if tokens + s > u64::from(policy.prune_to) {
             break;
         }

@@ -11,10 +11,12 @@
 //! prompt over the policy's `max_system_tokens` is cut in the view like a long tool result.
 
 use super::policy::ContextPolicy;
-use super::prune::{Exhausted, Plan, prune};
+use super::prune::{Exhausted, Plan, prune_with};
+use super::salience::Referrals;
 use super::tokenizer::{MESSAGE_OVERHEAD, Tokenizer, message_tokens};
 use crate::message::{Author, Message, Role};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 use terminus_kernel::Usage;
@@ -125,6 +127,10 @@ pub struct ContextWindow {
     pruned: Option<ContextPrune>,
     /// The system prompt's cut, until taken.
     system_cut: Option<SystemCut>,
+    /// The tools whose results are kept while the view can hold them.
+    keep_tools: BTreeSet<String>,
+    /// Which results a later assistant message referred to, kept as messages are counted.
+    referrals: Referrals,
 }
 
 impl std::fmt::Debug for ContextWindow {
@@ -156,7 +162,19 @@ impl ContextWindow {
             stats: ContextStats::default(),
             pruned: None,
             system_cut: None,
+            keep_tools: BTreeSet::new(),
+            referrals: Referrals::default(),
         }
+    }
+
+    /// Keeps the results of the tools called `tools` in the view while it can hold them (the
+    /// tools' `keep` flag): a prune drops one only when the view could not hold it under the
+    /// limit, the ones nothing referred to and the oldest first. Each is still cut to
+    /// `max_tool_result_tokens`.
+    #[must_use]
+    pub fn keeping(mut self, tools: impl IntoIterator<Item = String>) -> ContextWindow {
+        self.keep_tools = tools.into_iter().collect();
+        self
     }
 
     /// The policy.
@@ -194,6 +212,12 @@ impl ContextWindow {
     /// every message of the conversation).
     pub fn sizes(&self) -> &[u32] {
         &self.sizes
+    }
+
+    /// Per message counted so far: whether it is a tool result a later assistant message
+    /// referred to ([`super::referred`]), which a prune drops last.
+    pub fn referred(&self) -> &[bool] {
+        self.referrals.referred()
     }
 
     /// Tokens of the next request outside its messages, as now estimated.
@@ -234,12 +258,14 @@ impl ContextWindow {
         }
         let notice = Message::kernel(notice());
         let notice_tokens = message_tokens(&*self.tokenizer, &notice);
-        let plan = prune(
+        let plan = prune_with(
             conversation,
             &self.sizes,
             self.fixed(),
             notice_tokens,
             &self.policy,
+            &self.keep_tools,
+            self.referrals.referred(),
         )?;
         self.view_tokens = plan.tokens.saturating_sub(self.fixed());
         if plan.pruned() {
@@ -282,6 +308,7 @@ impl ContextWindow {
         let reply = self.reply.take();
         let first = self.sizes.len();
         for (i, m) in conversation.iter().enumerate().skip(first) {
+            self.referrals.push(m);
             let size = match (reply, m.role) {
                 // The reply the provider just counted: its output tokens (its tool calls
                 // included) are exact.

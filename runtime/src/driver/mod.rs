@@ -193,6 +193,7 @@ impl Driver {
             let tools = serde_json::to_string(&env.specs).unwrap_or_default();
             let fixed = tokenizer.count(&tools).saturating_add(3);
             ContextWindow::new(policy, tokenizer, fixed)
+                .keeping(env.tools.keeps().map(str::to_owned))
         });
         Driver {
             window,
