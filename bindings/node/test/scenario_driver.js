@@ -178,6 +178,7 @@ function drive(scenario, { between, maxEvents = 10_000 } = {}) {
     } else if (kind === 'run_tools') {
       const results = [];
       let slowest = 0;
+      let cancelled = false;
       for (const call of command.calls) {
         const tool = call.name;
         let answer;
@@ -185,12 +186,17 @@ function drive(scenario, { between, maxEvents = 10_000 } = {}) {
         else if (tool === 'write_todos') answer = writeTodos(call.arguments);
         else if (Object.hasOwn(tools, tool)) {
           const spec = tools[tool].next();
+          // The host pulled the kill switch while this call ran.
+          if (spec.cancelled) {
+            cancelled = true;
+            break;
+          }
           slowest = Math.max(slowest, spec.delay_ms || 0);
           answer = resultOf(spec);
         } else answer = { error: 'not_found', message: `there is no tool named \`${tool}\`` };
         results.push({ call_id: call.id, name: tool, ...answer });
       }
-      const cut = interrupt(slowest);
+      const cut = cancelled ? { cancel: true } : interrupt(slowest);
       feed(cut !== null ? cut : { tool_results: results });
     } else if (kind === 'verify') {
       let event;

@@ -211,6 +211,7 @@ def drive(
         elif kind == "run_tools":
             results = []
             slowest = 0
+            cancelled = False
             for call in command["calls"]:
                 tool, arguments = call["name"], call["arguments"]
                 if not isinstance(arguments, dict):
@@ -219,12 +220,16 @@ def drive(
                     answer = write_todos(arguments)
                 elif tool in tools:
                     spec = tools[tool].next()
+                    if spec.get("cancelled"):
+                        # The host pulled the kill switch while this call ran.
+                        cancelled = True
+                        break
                     slowest = max(slowest, spec.get("delay_ms") or 0)
                     answer = result_of(spec)
                 else:
                     answer = {"error": "not_found", "message": f"there is no tool named `{tool}`"}
                 results.append({"call_id": call["id"], "name": tool, **answer})
-            cut = interrupt(slowest)
+            cut = {"cancel": True} if cancelled else interrupt(slowest)
             feed(cut if cut is not None else {"tool_results": results})
         elif kind == "verify":
             if verifier is not None:
