@@ -225,15 +225,9 @@ fn an_approved_call_runs_exactly_once_across_suspension_and_resume() {
 fn an_approval_with_edited_arguments_runs_the_call_once_with_them() {
     let _pg = pg_lock();
     let edited = json!({ "env": "staging", "release": "v2" });
-    let note =
-        format!("A person edited this call's arguments before approving it; it ran with {edited}.");
+    // Its second turn `sees` what the model is told: "... it ran with {edited}."
+    let file = fixture("deploy-edited.json");
     for case in journals() {
-        let mut scenario: Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture("deploy.json")).expect("the fixture"),
-        )
-        .expect("JSON");
-        scenario["model"]["turns"][1]["sees"] = json!([note]);
-        let file = case.write("deploy-edited.json", &scenario);
         let id = unique("edit");
         case.suspend(&file, &id);
 

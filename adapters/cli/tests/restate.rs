@@ -963,6 +963,36 @@ fn inside_approvals() {
             )
         );
 
+        // Approved with edited arguments: the deploy runs once, with them, and the model is told
+        // (the scenario's second turn `sees` it), as on the command line.
+        stack.clear_logs();
+        let edited = scenario_request(&approval("deploy-edited.json"));
+        send_run("edit-1", &edited).await;
+        wait_held("edit-1", "deploy-1").await;
+        let bad = json!({ "call_id": "deploy-1", "arguments": "env=staging" });
+        let (status, answer) = call("edit-1", "approve", Some(&bad)).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.to_string().contains("$.arguments"), "{answer}");
+        let staging = json!({ "env": "staging", "release": "v2" });
+        let edit = json!({ "call_id": "deploy-1", "arguments": staging });
+        let (status, answer) = call("edit-1", "approve", Some(&edit)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["decision"], "edit", "{answer}");
+        let report = report_of("edit-1").await;
+        assert_eq!(report["result"], "Released v2 to staging.", "{report}");
+        assert_eq!(
+            stack.log("TERMINUS_TOOL_LOG"),
+            ["read_config 1", "deploy 1"],
+            "each call ran once"
+        );
+        assert_eq!(
+            comparable(report),
+            decided_locally(
+                &approval("deploy-edited.json"),
+                &["approve", "--call", "deploy-1", "--arguments", &staging.to_string()]
+            )
+        );
+
         // Answered from outside: the answer is the call's result; the tool never runs, and it
         // cannot be approved instead.
         let lookup = scenario_request(&approval("lookup.json"));
