@@ -989,7 +989,13 @@ fn inside_approvals() {
             comparable(report),
             decided_locally(
                 &approval("deploy-edited.json"),
-                &["approve", "--call", "deploy-1", "--arguments", &staging.to_string()]
+                &[
+                    "approve",
+                    "--call",
+                    "deploy-1",
+                    "--arguments",
+                    &staging.to_string()
+                ]
             )
         );
 
