@@ -14,7 +14,7 @@
 // loop goes back to the model; a stop the kernel decides (`no_progress`, `empty_responses`, a
 // budget) ends the loop and returns its report. Resolves to `{ text, report, messages }`.
 
-const { Machine } = require('./index.js');
+const { Machine, providerErrorKind } = require('./index.js');
 
 function sdk() {
   try {
@@ -56,19 +56,21 @@ function turnOf(result) {
   return turn;
 }
 
-/** The kernel's `model_error` of a failed call (an `APICallError` by its status, or a timeout). */
+/**
+ * The kernel's `model_error` of a failed call: a timeout, an `APICallError` by its status and body
+ * (the table every host shares, `providerErrorKind`), else a failed connection (`server`).
+ */
 function modelErrorOf(error) {
   const e = error && error.lastError ? error.lastError : error; // a RetryError wraps the last one
   const status = e && typeof e.statusCode === 'number' ? e.statusCode : undefined;
   const message = String((e && e.message) || '');
   const out = {};
   if (e && (e.name === 'AbortError' || e.name === 'TimeoutError')) out.kind = 'timeout';
-  else if (status === 429) out.kind = 'rate_limited';
-  else if (status === 401 || status === 403) out.kind = 'auth';
-  else if (status === 413 || /context (length|window)|too (long|many tokens)|maximum context/i.test(message)) {
-    out.kind = 'context_overflow';
-  } else if (status !== undefined && status >= 400 && status < 500) out.kind = 'bad_request';
-  else out.kind = 'server';
+  else if (status !== undefined && status >= 400 && status < 600) {
+    // The table every host shares, on the response body when the SDK kept it.
+    const body = typeof e.responseBody === 'string' && e.responseBody.trim() ? e.responseBody : message;
+    out.kind = providerErrorKind(status, body);
+  } else out.kind = 'server'; // no status: the connection failed
   const headers = (e && e.responseHeaders) || {};
   const ms = Number(headers['retry-after-ms']);
   const seconds = Number(headers['retry-after']);

@@ -170,4 +170,10 @@ export declare class Machine {
  */
 export declare function runScenario(scenario: string | URL | { [key: string]: Json }): Report;
 
+/**
+ * The kernel's class of a provider failure from its HTTP status and the error's text or body:
+ * the table every host shares. A status outside 100-599 throws.
+ */
+export declare function providerErrorKind(status: number, text: string): ModelErrorKind;
+
 export declare const version: string;

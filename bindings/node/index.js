@@ -671,4 +671,15 @@ function runScenario(pathOrObject) {
   return JSON.parse(native.runScenario(jsonText('scenario', pathOrObject), true));
 }
 
-module.exports = { Machine, runScenario, version: require('./package.json').version };
+/**
+ * The kernel's class of a provider failure (`rate_limited`, `server`, `timeout`, `auth`,
+ * `bad_request`, `context_overflow`) from its HTTP status and the error's text or body: the
+ * table every host shares (the command line's HTTP client and the Python binding give the same
+ * class for the same failure). A status outside 100-599 throws.
+ */
+function providerErrorKind(status, text) {
+  if (!Number.isInteger(status)) throw new TypeError(`status: ${status} is not an HTTP status (100-599)`);
+  return native.providerErrorKind(status, String(text ?? ''));
+}
+
+module.exports = { Machine, runScenario, providerErrorKind, version: require('./package.json').version };

@@ -37,7 +37,7 @@
 // key `terminus`: the report.
 
 const crypto = require('node:crypto');
-const { Machine } = require('./index.js');
+const { Machine, providerErrorKind } = require('./index.js');
 
 function peers() {
   try {
@@ -134,13 +134,15 @@ function callId(call, where) {
   return call.id;
 }
 
-const OVERFLOW = /context (length|window)|context_length|maximum context|too many tokens|prompt is too long/i;
+// The classes the kernel retries, which keep the delay the provider asked for.
+const RETRIED = new Set(['rate_limited', 'server', 'timeout']);
 
 /**
  * The kernel's `model_error` of a failed model call (`{ kind, retry_after_ms? }`), or `null` for an
  * exception that is not a provider's error (it propagates). Reads the HTTP status of the provider
- * SDKs' errors (`status`, `statusCode`, `response.status`, also on a wrapped `cause`), LangChain's
- * `lc_error_code`, else the class (a timeout, a connection failure).
+ * SDKs' errors (`status`, `statusCode`, `response.status`, also on a wrapped `cause`) and classes
+ * it with the table every host shares (`providerErrorKind`, with the response body when the SDK
+ * kept it), else LangChain's `lc_error_code`, else the class (a timeout, a connection failure).
  */
 function modelErrorKind(error) {
   for (let e = error, depth = 0; e && depth < 4; e = e.cause, depth++) {
@@ -153,13 +155,10 @@ function modelErrorKind(error) {
     if (header('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) retry = Math.round(ms);
     else if (header('retry-after') != null && Number.isFinite(seconds) && seconds >= 0) retry = Math.round(seconds * 1000);
     const out = (kind) => (retry === undefined ? { kind } : { kind, retry_after_ms: retry });
-    const message = String(e.message || '');
-    if (status !== undefined) {
-      if (status === 401 || status === 403) return { kind: 'auth' };
-      if (status === 408) return out('timeout');
-      if (status === 409 || status === 429) return out('rate_limited');
-      if (status >= 500) return out('server');
-      if (status >= 400) return { kind: status === 413 || OVERFLOW.test(message) ? 'context_overflow' : 'bad_request' };
+    if (status !== undefined && status >= 400 && status < 600) {
+      const body = typeof e.responseBody === 'string' && e.responseBody.trim() ? e.responseBody : String(e.message || '');
+      const kind = providerErrorKind(status, body);
+      return RETRIED.has(kind) ? out(kind) : { kind };
     }
     if (e.lc_error_code === 'MODEL_RATE_LIMIT') return out('rate_limited');
     if (e.lc_error_code === 'MODEL_AUTHENTICATION') return { kind: 'auth' };

@@ -1,183 +1,14 @@
-//! Provider failures onto the kernel's model errors: one table ([`classify`]), used for HTTP
-//! error responses and for error events inside a 200 stream alike. The retry decision is not
-//! made here: the kernel retries `rate_limited`, `server` and `timeout` with its backoff
-//! (honouring the `retry_after_ms` found here) and stops on the others.
-//!
-//! | what the provider said | kind | retried |
-//! |---|---|---|
-//! | a context-length error on a 4xx ([`ErrorInfo::is_context_length`]: OpenAI and OpenRouter, Anthropic, llama.cpp, vLLM, SGLang, LiteLLM, Gemini), or llama.cpp's on a 5xx | `context_overflow` | no: the window is pruned, or the run ends `context_exhausted` |
-//! | `insufficient_quota` (any status) | `auth` | no: the account must be fixed |
-//! | 401, 403 | `auth` | no |
-//! | 408 | `timeout` | yes |
-//! | 409 | `server` | yes |
-//! | 429 | `rate_limited` | yes, after `retry-after-ms` / `Retry-After` (seconds or HTTP date), capped |
-//! | 500-599, 529 (overloaded) | `server` | yes |
-//! | any other 4xx (400, 404, 413, 422…) | `bad_request` | no |
-//! | any other status | `server` | yes |
-//! | a connection refused, reset or cut mid-body; a stream that ends before its terminator | `server` | yes |
-//! | no answer within `timeout_ms` | `timeout` | yes |
-//!
-//! An error event inside a stream has no status of its own: its `type` (or, in the Responses
-//! API's `error` events and failed responses, which have none, its `code`) stands for one
-//! ([`status_of_error_type`]: `overloaded_error` 529, `rate_limit_error` and
-//! `rate_limit_exceeded` 429, `api_error` and `server_error` 500, `invalid_request_error`,
-//! `invalid_prompt` and `context_length_exceeded` 400…; an unknown one 500), and the table above
-//! decides.
+//! The HTTP client's failures as the kernel's model errors: an error response or an error event
+//! inside a 200 stream goes through the table every host shares
+//! ([`terminus_runtime::host::provider`], re-exported here: [`classify`], [`ErrorInfo`],
+//! [`status_of_error_type`]); a transport failure (no status) is classed here; the delay a
+//! response asks for is read here.
 
-use serde::Deserialize;
 use std::time::{Duration, SystemTime};
 use terminus_kernel::ModelErrorKind;
 use terminus_runtime::ModelFailure;
-
-/// What an error body says, in either provider's shape: OpenAI's
-/// `{"error": {"message", "type", "code"}}` and Anthropic's
-/// `{"type": "error", "error": {"type", "message"}}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ErrorInfo {
-    /// `error.type`.
-    pub kind: Option<String>,
-    /// `error.code` (OpenAI; a string or a number).
-    pub code: Option<String>,
-    /// `error.message`, or the body itself when it is not JSON.
-    pub message: String,
-}
-
-#[derive(Deserialize)]
-struct Envelope {
-    error: Option<Body>,
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Body {
-    #[serde(rename = "type")]
-    kind: Option<serde_json::Value>,
-    code: Option<serde_json::Value>,
-    message: Option<serde_json::Value>,
-}
-
-fn as_text(v: Option<serde_json::Value>) -> Option<String> {
-    match v? {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s),
-        other => Some(other.to_string()),
-    }
-}
-
-impl ErrorInfo {
-    /// Reads an error body leniently: a body that is not one of the two shapes keeps its text
-    /// (cut to 500 bytes) as the message.
-    pub fn parse(body: &[u8]) -> ErrorInfo {
-        match serde_json::from_slice::<Envelope>(body) {
-            Ok(Envelope {
-                error: Some(e),
-                message,
-            }) => ErrorInfo {
-                kind: as_text(e.kind),
-                code: as_text(e.code),
-                message: as_text(e.message).or(message).unwrap_or_default(),
-            },
-            Ok(Envelope {
-                error: None,
-                message: Some(message),
-            }) => ErrorInfo {
-                message,
-                ..ErrorInfo::default()
-            },
-            _ => ErrorInfo {
-                message: cut(&String::from_utf8_lossy(body), 500),
-                ..ErrorInfo::default()
-            },
-        }
-    }
-
-    fn says(&self, needle: &str) -> bool {
-        self.kind.as_deref() == Some(needle) || self.code.as_deref() == Some(needle)
-    }
-
-    /// Whether the error says the prompt does not fit the model's context, in the wording of
-    /// the servers people run (each seen in a real error body; the tests hold them):
-    ///
-    /// | server | says |
-    /// |---|---|
-    /// | OpenAI | code `context_length_exceeded`, "This model's maximum context length is ...", and in the Responses API "Your input exceeds the context window of this model." |
-    /// | OpenRouter, vLLM | "... maximum context length is N tokens" |
-    /// | Anthropic | type `model_context_window_exceeded`, "prompt is too long: ...", "input length and `max_tokens` exceed context limit: ..." |
-    /// | llama.cpp `llama-server` | type `exceed_context_size_error` ("request (N tokens) exceeds the available context size"), and "Context size has been exceeded." (a 500) |
-    /// | SGLang | "The input (N tokens) is longer than the model's context length (M tokens)." |
-    /// | LiteLLM (proxy) | "litellm.ContextWindowExceededError: ..." |
-    /// | Gemini's OpenAI-compatible endpoint | "The input token count (N) exceeds the maximum number of tokens allowed (M)." |
-    pub fn is_context_length(&self) -> bool {
-        const SAYS: [&str; 10] = [
-            "prompt is too long",
-            "maximum context length",
-            "context length exceeded",
-            "context_length_exceeded",
-            "exceed context limit",
-            "exceeds the available context size",
-            "longer than the model's context length",
-            "contextwindowexceedederror",
-            "exceeds the maximum number of tokens allowed",
-            "exceeds the context window",
-        ];
-        let message = self.message.to_ascii_lowercase();
-        self.says("context_length_exceeded")
-            || self.says("model_context_window_exceeded")
-            || SAYS.iter().any(|s| message.contains(s))
-            || self.is_llama_cpp_context()
-    }
-
-    /// llama.cpp's own over-long prompt, whatever its status.
-    fn is_llama_cpp_context(&self) -> bool {
-        self.says("exceed_context_size_error")
-            || self
-                .message
-                .eq_ignore_ascii_case("context size has been exceeded.")
-    }
-}
-
-/// The table: an HTTP status (or the status an error event stands for) and what the body said,
-/// to the kernel's error class.
-pub fn classify(status: u16, info: &ErrorInfo) -> ModelErrorKind {
-    if (400..500).contains(&status) && info.is_context_length() {
-        return ModelErrorKind::ContextOverflow;
-    }
-    // A context-length message on a 5xx is the server's failure, except llama.cpp's, which
-    // answers an over-long prompt with a 500 in some releases: the same prompt would fail again.
-    if (500..600).contains(&status) && info.is_llama_cpp_context() {
-        return ModelErrorKind::ContextOverflow;
-    }
-    if info.says("insufficient_quota") {
-        return ModelErrorKind::Auth;
-    }
-    match status {
-        401 | 403 => ModelErrorKind::Auth,
-        408 => ModelErrorKind::Timeout,
-        409 => ModelErrorKind::Server,
-        429 => ModelErrorKind::RateLimited,
-        400..=499 => ModelErrorKind::BadRequest,
-        _ => ModelErrorKind::Server,
-    }
-}
-
-/// The status an error event's `type` stands for (an error inside a 200 stream has none).
-pub fn status_of_error_type(kind: Option<&str>) -> u16 {
-    match kind.unwrap_or("") {
-        "invalid_request_error"
-        | "invalid_request"
-        | "bad_request"
-        | "invalid_prompt"
-        | "context_length_exceeded" => 400,
-        "authentication_error" | "invalid_api_key" => 401,
-        "permission_error" => 403,
-        "not_found_error" => 404,
-        "timeout_error" => 408,
-        "request_too_large" => 413,
-        "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => 429,
-        "overloaded_error" => 529,
-        _ => 500,
-    }
-}
+use terminus_runtime::host::provider::cut;
+pub use terminus_runtime::host::provider::{ErrorInfo, classify, status_of_error_type};
 
 /// A failure of `kind` from an HTTP error response.
 pub fn http_failure(status: u16, retry_after_ms: Option<u64>, body: &[u8]) -> ModelFailure {
@@ -221,17 +52,6 @@ fn describe(what: &str, info: &ErrorInfo) -> String {
         out.push_str(&cut(&info.message, 500));
     }
     out
-}
-
-fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 /// The delay a response asks for: `retry-after-ms` (OpenAI, milliseconds), else `Retry-After`

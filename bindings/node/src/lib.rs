@@ -646,6 +646,23 @@ impl NativeMachine {
     }
 }
 
+/// The kernel's class of a provider failure: HTTP `status` and the error's text or body (the
+/// table every host shares, `terminus_runtime::host::provider`). A status outside 100-599 is an
+/// `InvalidArg` error.
+#[napi(catch_unwind)]
+pub fn provider_error_kind(status: i64, text: String) -> Result<String> {
+    match u16::try_from(status) {
+        Ok(status) if (100..600).contains(&status) => Ok(
+            terminus_runtime::host::provider::classify_error(status, &text)
+                .as_str()
+                .to_owned(),
+        ),
+        _ => Err(invalid(format!(
+            "status: {status} is not an HTTP status (100-599)"
+        ))),
+    }
+}
+
 /// Runs a scenario in process and returns its report as JSON text (that of `terminus run
 /// --json` without the execution id). `scenario` is a path, or with `inline` the scenario's JSON
 /// text. An invalid scenario is an `InvalidArg` error with the command line's message.

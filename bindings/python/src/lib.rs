@@ -507,11 +507,27 @@ impl From<String> for Failed {
     }
 }
 
+/// The kernel's class of a provider failure: HTTP `status` and the error's text or body (the
+/// table every host shares, `terminus_runtime::host::provider`). A status outside 100-599 is a
+/// `ValueError`.
+#[pyfunction]
+fn provider_error_kind(status: i64, text: &str) -> PyResult<&'static str> {
+    match u16::try_from(status) {
+        Ok(status) if (100..600).contains(&status) => {
+            Ok(terminus_runtime::host::provider::classify_error(status, text).as_str())
+        }
+        _ => Err(PyValueError::new_err(format!(
+            "status: {status} is not an HTTP status (100-599)"
+        ))),
+    }
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -27,6 +27,7 @@
 //! the machine itself and never replays its journal, and snapshots stay small.
 
 mod drive;
+pub mod provider;
 mod wire;
 
 pub use drive::Host;

@@ -7,12 +7,14 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
 - :class:`Machine` -- the kernel, with the JSON vocabulary of events and commands.
 - :func:`run_scenario` -- runs a scenario file (scripted model, tools and verifier) in process
   and returns the report ``terminus run --json`` prints, without the execution id.
+- :func:`provider_error_kind` -- the kernel's class of a provider failure from its HTTP status
+  and the error's text: the table every host shares.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
 
 Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
 """
 
-from terminus_kernel._native import Machine, __version__, run_scenario
+from terminus_kernel._native import Machine, __version__, provider_error_kind, run_scenario
 
-__all__ = ["Machine", "run_scenario", "__version__"]
+__all__ = ["Machine", "provider_error_kind", "run_scenario", "__version__"]

@@ -102,3 +102,8 @@ def run_scenario(scenario: str | PathLike[str] | dict[str, Any]) -> dict[str, An
     ``terminus run`` uses, and returns its report without the execution id. A scenario that is
     not valid, or a script that runs out, raises ``ValueError`` with the message the command
     line gives."""
+
+def provider_error_kind(status: int, text: str) -> str:
+    """The kernel's class of a provider failure (``rate_limited``, ``server``, ``timeout``,
+    ``auth``, ``bad_request``, ``context_overflow``) from its HTTP status and the error's text or
+    body: the table every host shares. A status outside 100-599 raises ``ValueError``."""

@@ -77,7 +77,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from terminus_kernel import Machine
+from terminus_kernel import Machine, provider_error_kind
 
 __all__ = [
     "MACHINE_KEY",
@@ -234,14 +234,20 @@ def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]
     return {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
 
 
-_OVERFLOW = (
-    "context length",
-    "context_length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-)
+# The classes the kernel retries, which keep the delay the provider asked for.
+_RETRIED = ("rate_limited", "server", "timeout")
+
+
+def _error_text(error: BaseException, response: Any) -> str:
+    """What the provider said: the error response's body when the SDK kept it (the JSON the
+    shared table reads best), else the exception's text."""
+    try:
+        body = getattr(response, "text", None)
+    except Exception:  # a streamed response whose body was never read
+        body = None
+    if isinstance(body, str) and body.strip():
+        return body
+    return str(error)
 
 
 def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
@@ -249,28 +255,18 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
     ``auth``, ``bad_request``, ``context_overflow``) with the delay the provider asked for in
     milliseconds, or ``None`` for an exception that is not a provider's error (a bug, an
     interrupt: it propagates). Reads the HTTP status of the provider SDKs' errors
-    (``status_code``, or ``response.status_code``), else the class: a timeout, a rate limit, a
-    connection failure."""
+    (``status_code``, or ``response.status_code``) and classes it with the table every host
+    shares (:func:`terminus_kernel.provider_error_kind`), else the class: a timeout, a rate
+    limit, a connection failure."""
     response = getattr(error, "response", None)
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
         status = getattr(response, "status_code", None)
     retry_after = _retry_after_ms(response)
-    if isinstance(status, int) and not isinstance(status, bool):
-        if status in (401, 403):
-            return "auth", None
-        if status == 408:
-            return "timeout", retry_after
-        if status in (409, 429):
-            return "rate_limited", retry_after
-        if status >= 500:
-            return "server", retry_after
-        if 400 <= status < 500:
-            text = str(error).lower()
-            return (
-                "context_overflow" if any(t in text for t in _OVERFLOW) else "bad_request"
-            ), None
-        return None
+    if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+        # The table every host shares (the command line's HTTP client too).
+        kind = provider_error_kind(status, _error_text(error, response))
+        return kind, retry_after if kind in _RETRIED else None
     names = [cls.__name__.lower() for cls in type(error).__mro__]
     if isinstance(error, TimeoutError) or any("timeout" in n for n in names):
         return "timeout", None
