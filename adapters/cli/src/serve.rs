@@ -124,15 +124,9 @@ impl Blueprint for Programs {
             let scenario = with_model_log(scenario);
             let (run, on_replay, pulled) = scenario.replayable_run();
             let mut built = Built::new(run);
-            // Only a scenario with a cancelled turn pulls its own switch (a watch on any other
-            // would wait forever).
-            let cancels = scenario
-                .file()
-                .model
-                .turns
-                .iter()
-                .any(|t| t.cancelled == Some(true));
-            built.pulled = cancels.then_some(pulled);
+            // Only a scenario with a cancelled turn or tool result pulls its own switch (a watch
+            // on any other would wait forever).
+            built.pulled = scenario.file().pulls_kill_switch().then_some(pulled);
             built.on_replay = Some(Box::new(on_replay));
             built.cancel_after = scenario.file().cancel_after_ms.map(Duration::from_millis);
             return Ok(built);

@@ -74,6 +74,18 @@ pub struct ScenarioFile {
     pub expect: Option<Expect>,
 }
 
+impl ScenarioFile {
+    /// Whether a scripted model turn or tool result pulls the run's kill switch (`"cancelled":
+    /// true`): a host that keeps a switch of its own watches the scenario's only then.
+    pub fn pulls_kill_switch(&self) -> bool {
+        self.model.turns.iter().any(|t| t.cancelled == Some(true))
+            || self
+                .tools
+                .values()
+                .any(|t| t.results.iter().any(|r| r.cancelled == Some(true)))
+    }
+}
+
 /// The scenario's context policy (`terminus_runtime::ContextPolicy`); every field but `window`
 /// optional, with the defaults of `ContextPolicy::for_window`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
