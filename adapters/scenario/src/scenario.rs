@@ -67,6 +67,15 @@ impl Scenario {
         &self.file.policy
     }
 
+    /// The scenario for a task of `units` (`terminus run --scale N`): its runs are created
+    /// under the policy scaled for it, as a `"scale"` in the file says. A policy without a
+    /// `budget_scale`, or one it cannot be scaled for, is refused, naming the field.
+    pub fn with_scale(mut self, units: u64) -> Result<Scenario, ScenarioError> {
+        self.file.scale = Some(units);
+        validate_scale(&self.file)?;
+        Ok(self)
+    }
+
     /// The expectations, if the file has an `expect` block.
     pub fn expect(&self) -> Option<&Expect> {
         self.file.expect.as_ref()
@@ -126,6 +135,9 @@ impl Scenario {
         kill: KillSwitch,
     ) -> Run {
         let mut run = Run::new(task, policy, model).name(self.name.clone());
+        if let Some(units) = self.file.scale {
+            run = run.scale(units);
+        }
         if let Some(prompt) = &self.file.system_prompt {
             run = run.config(terminus_runtime::RuntimeConfig {
                 system_prompt: Some(prompt.clone()),
@@ -244,6 +256,29 @@ pub fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, Scenar
     })
 }
 
+/// The policy's error at its JSON path in the file (`$.policy.budget_scale.max.max_steps`).
+fn policy_error(e: terminus_kernel::PolicyError) -> ScenarioError {
+    let mut path = String::from("$.policy");
+    for key in e.field.split('.') {
+        push_key(&mut path, key);
+    }
+    ScenarioError::at(path, e.problem)
+}
+
+/// A `scale` needs a `budget_scale` to apply, and the policy must scale for it.
+fn validate_scale(file: &ScenarioFile) -> Result<(), ScenarioError> {
+    let Some(units) = file.scale else {
+        return Ok(());
+    };
+    if file.policy.budget_scale.is_none() {
+        return Err(ScenarioError::at(
+            "$.scale",
+            "scales nothing: the policy has no budget_scale",
+        ));
+    }
+    file.policy.scaled(units).map(drop).map_err(policy_error)
+}
+
 fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
     if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err(ScenarioError::at("$.name", "must not be empty"));
@@ -251,13 +286,8 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
     if file.task.trim().is_empty() {
         return Err(ScenarioError::at("$.task", "must not be empty"));
     }
-    file.policy.validate().map_err(|e| {
-        let mut path = String::from("$.policy");
-        for key in e.field.split('.') {
-            push_key(&mut path, key);
-        }
-        ScenarioError::at(path, e.problem)
-    })?;
+    file.policy.validate().map_err(policy_error)?;
+    validate_scale(file)?;
 
     let model = &file.model;
     check_script("$.model.turns", "turn", model.turns.len(), model.repeat)?;
