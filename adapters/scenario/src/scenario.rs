@@ -15,6 +15,8 @@ use terminus_runtime::{KillSwitch, Replayed, Resume, Run, Setup, ToolSet};
 pub struct Scenario {
     name: String,
     file: ScenarioFile,
+    /// The policy its runs are created under: the file's, scaled for its `scale`.
+    policy: Policy,
     model_log: Option<std::path::PathBuf>,
     tool_log: Option<std::path::PathBuf>,
 }
@@ -25,9 +27,11 @@ impl Scenario {
         let file: ScenarioFile = read_json(json)?;
         validate(&file)?;
         let name = file.name.clone().unwrap_or_else(|| "scenario".into());
+        let policy = scaled(&file)?;
         Ok(Scenario {
             name,
             file,
+            policy,
             model_log: None,
             tool_log: None,
         })
@@ -62,9 +66,11 @@ impl Scenario {
         &self.file.task
     }
 
-    /// The policy.
+    /// The policy its runs are created under: the file's, scaled for its `scale` if it has
+    /// one (so a host that lowers it, as an orchestrator does to an agent's share of the
+    /// plan's budget, lowers the scaled budgets, and the run does not scale them again).
     pub fn policy(&self) -> &Policy {
-        &self.file.policy
+        &self.policy
     }
 
     /// The scenario for a task of `units` (`terminus run --scale N`): its runs are created
@@ -73,6 +79,7 @@ impl Scenario {
     pub fn with_scale(mut self, units: u64) -> Result<Scenario, ScenarioError> {
         self.file.scale = Some(units);
         validate_scale(&self.file)?;
+        self.policy = scaled(&self.file)?;
         Ok(self)
     }
 
@@ -93,7 +100,7 @@ impl Scenario {
     /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
     /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
     pub fn run(&self) -> Run {
-        self.run_as(self.file.task.clone(), self.file.policy.clone())
+        self.run_as(self.file.task.clone(), self.policy.clone())
     }
 
     /// A run as [`Scenario::run`] builds it, with another task and policy (an orchestrator
@@ -116,7 +123,7 @@ impl Scenario {
         let skip = Arc::clone(&model);
         let run = self.run_with(
             self.file.task.clone(),
-            self.file.policy.clone(),
+            self.policy.clone(),
             model,
             kill,
         );
@@ -263,6 +270,14 @@ fn policy_error(e: terminus_kernel::PolicyError) -> ScenarioError {
         push_key(&mut path, key);
     }
     ScenarioError::at(path, e.problem)
+}
+
+/// The file's policy scaled for its `scale` (none: as written).
+fn scaled(file: &ScenarioFile) -> Result<Policy, ScenarioError> {
+    match file.scale {
+        Some(units) => file.policy.scaled(units).map_err(policy_error),
+        None => Ok(file.policy.clone()),
+    }
 }
 
 /// A `scale` needs a `budget_scale` to apply, and the policy must scale for it.
