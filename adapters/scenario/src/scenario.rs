@@ -121,12 +121,7 @@ impl Scenario {
         let pulled = kill.clone();
         let model = self.model(&kill);
         let skip = Arc::clone(&model);
-        let run = self.run_with(
-            self.file.task.clone(),
-            self.policy.clone(),
-            model,
-            kill,
-        );
+        let run = self.run_with(self.file.task.clone(), self.policy.clone(), model, kill);
         (
             run,
             move |replayed: &Replayed| skip.skip(replayed.model_answers),
