@@ -81,7 +81,8 @@ pub fn split(s: &Split) -> Result<PlanFile, Problem> {
     let agents = (1..=phases)
         .map(|n| {
             let from = (n - 1) * s.per_phase + 1;
-            let to = (n * s.per_phase).min(s.files);
+            // Past u64 the product is past the files anyway, so the last file it is.
+            let to = n.saturating_mul(s.per_phase).min(s.files);
             let mut task = format!(
                 "{}\n\nPhase {n} of {phases}: files {from} to {to} of {}.",
                 s.task, s.files
@@ -206,6 +207,12 @@ mod tests {
         let at = |s: Split| split(&s).expect_err("refused").to_string();
         assert_eq!(at(of(0, 5)), "--files: must be at least 1");
         assert_eq!(at(of(5, 0)), "--per-phase: must be at least 1");
+        let huge = split(&of(u64::MAX, u64::MAX / 2 + 1)).expect("two phases");
+        let last = huge.agents[1].task.as_deref().unwrap_or_default();
+        assert!(
+            last.contains(&format!("files {} to {} of", u64::MAX / 2 + 2, u64::MAX)),
+            "{last}"
+        );
         assert_eq!(
             at(of(5000, 1)),
             "--per-phase: 5000 files at 1 a phase make 5000 phases, more than 1000"
