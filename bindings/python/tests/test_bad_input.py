@@ -146,6 +146,10 @@ def test_an_unexpected_event_is_ignored_and_counted() -> None:
         ({"tool_budgets": {"read": {"warn_at": 5, "block_at": 2}}}, "policy.tool_budgets.read.warn_at: must not exceed block_at (2)"),
         ({"tool_budgets": {"read": {"block": 2}}}, "policy.tool_budgets.read.block: unknown field"),
         ({"retry_base_ms": 10, "retry_max_ms": 5}, "policy.retry_max_ms: must be at least retry_base_ms (10)"),
+        ({"budget_scale": {"per_unit": {"max_stepz": 1}, "max": {"max_stepz": 9}}}, "policy.budget_scale.per_unit.max_stepz: unknown budget"),
+        ({"budget_scale": {"per_unit": {"max_steps": 1}}}, "policy.budget_scale.max: has no bound for max_steps"),
+        ({"budget_scale": {"per_unit": {"max_steps": -1}}}, "policy.budget_scale.per_unit.max_steps: "),
+        ({"budget_scale": {"per_units": {}}}, "policy.budget_scale.per_units: unknown field"),
         ("max_steps", "policy: "),
     ],
 )
