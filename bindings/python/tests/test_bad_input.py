@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -296,3 +297,15 @@ def test_the_fast_reader_agrees_with_the_full_reader(first: dict, second: dict) 
             machine.next_command()
         assert outcomes[0] == outcomes[1]
         assert fast.snapshot() == full.snapshot()
+
+
+def test_a_scale_scales_the_policy_and_a_bad_one_is_refused() -> None:
+    policy = {"max_steps": 2, "budget_scale": {"per_unit": {"max_steps": 3}, "max": {"max_steps": 9}}}
+    explained = Machine(policy, scale=2).explain()
+    assert "scaled for 2 units (budget_scale): max_steps +3 a unit, at most 9" in explained, explained
+    assert re.search(r"max_steps +0 / 8 ", explained), explained
+    assert "scaled for no units yet" in Machine(policy).explain(), "unscaled: the base"
+    with pytest.raises(OverflowError):
+        Machine(policy, scale=-1)
+    with pytest.raises(ValueError, match=r"^policy\.budget_scale\.max\.max_steps: must be at least max_steps \(10\)"):
+        Machine({**policy, "max_steps": 10}, scale=1)
