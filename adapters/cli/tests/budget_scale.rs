@@ -5,9 +5,10 @@
 
 mod common;
 
-use common::{last_json, run_terminus, text};
+use common::{keyless_config, last_json, reply, run_terminus, terminus, text};
 use serde_json::{Value, json};
 use std::path::Path;
+use terminus_fixture::Fixture;
 
 /// Reads `reads` files (the read of file `approve_at`, if any, needs a person's approval), then
 /// answers; a step budget of 4, 2 more per unit, at most 100.
@@ -183,4 +184,84 @@ fn a_bad_scale_is_invalid_input_and_writes_nothing() {
         text(&out.stderr)
     );
     assert!(!Path::new(&journal).exists(), "no journal is written");
+}
+
+/// `terminus agent --scale N`: the live run is created under the scaled policy, which the
+/// execution keeps and a recording replays; a config with no `budget_scale` is exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_agent_runs_under_the_scaled_policy_and_records_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixture = Fixture::start(vec![reply("Done.", &[], 1)])
+        .await
+        .expect("a port");
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        "[policy]\nmax_steps = 2\n[policy.budget_scale.per_unit]\nmax_steps = 3\n\
+         [policy.budget_scale.max]\nmax_steps = 50\n",
+    );
+    let config = config.to_string_lossy().into_owned();
+    let journal = dir.path().join("j.db").to_string_lossy().into_owned();
+    let recording = dir.path().join("rec.json").to_string_lossy().into_owned();
+    let args = |more: &[&str]| {
+        let mut all: Vec<String> = ["agent", &config, "--task", "Say done."]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        all.extend(more.iter().map(|s| (*s).to_owned()));
+        all
+    };
+    let out = terminus(args(&[
+        "--scale",
+        "4",
+        "--journal",
+        &journal,
+        "--execution",
+        "a1",
+        "--record",
+        &recording,
+        "--json",
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let inspected = run_terminus(&[
+        "inspect",
+        "--journal",
+        &journal,
+        "--execution",
+        "a1",
+        "--json",
+    ]);
+    assert_eq!(
+        inspected.status.code(),
+        Some(0),
+        "{}",
+        text(&inspected.stderr)
+    );
+    let explained = last_json(&inspected.stdout);
+    assert_eq!(max_steps(&explained), 14);
+    assert_eq!(explained["scale"]["units"], 4);
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).expect("recorded"))
+            .expect("JSON");
+    assert_eq!(recorded["policy"]["max_steps"], 14);
+    assert_eq!(recorded["policy"]["budget_scale"]["units"], 4);
+
+    let plain = keyless_config(dir.path(), &fixture.url(), "[policy]\nmax_steps = 2\n");
+    let plain = plain.to_string_lossy().into_owned();
+    let out = terminus(vec![
+        "agent".into(),
+        plain,
+        "--task".into(),
+        "x".into(),
+        "--scale".into(),
+        "4".into(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--scale 4 scales nothing: the policy has no budget_scale"),
+        "{}",
+        text(&out.stderr)
+    );
 }
