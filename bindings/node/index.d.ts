@@ -133,9 +133,10 @@ export type Phase = 'Exploring' | 'Acting' | 'Verifying' | 'Nudged' | 'Complete'
 export declare class Machine {
   /**
    * A run under `policy`. An unknown or ill-typed field throws an `Error` naming it
-   * (`policy.max_stpes: unknown field, ...`). `task` and `name` only label the run in `explain()`.
+   * (`policy.max_stpes: unknown field, ...`). `task` and `name` only label the run in `explain()`;
+   * `scale`, the task's size in units, scales the policy's `budget_scale` (see `Policy`).
    */
-  constructor(policy?: Policy | null, options?: { task?: string; name?: string | null });
+  constructor(policy?: Policy | null, options?: { task?: string; name?: string | null; scale?: number | null });
   /**
    * Feeds one event. A malformed event throws an `Error` naming its JSON path
    * (`event.model_turn.tool_calls[0]: missing field \`name\``) and changes nothing.

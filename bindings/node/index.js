@@ -497,21 +497,27 @@ function callModel(head) {
 class Machine {
   /**
    * @param {object | null} [policy] the scenario `policy` fields, same names and defaults.
-   * @param {{ task?: string, name?: string | null }} [options] label the run in `explain()`.
+   * @param {{ task?: string, name?: string | null, scale?: number | null }} [options] `task` and
+   *   `name` label the run in `explain()`; `scale`, the task's size in units, scales the policy's
+   *   `budget_scale`.
    */
   constructor(policy, options) {
     const text = policy === undefined || policy === null ? undefined : jsonText('policy', policy);
     let task;
     let name;
+    let scale;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') throw inputError('options', 'not an object');
-      ({ task, name } = options);
+      ({ task, name, scale } = options);
       if (task !== undefined && typeof task !== 'string') throw inputError('options.task', 'not a string');
       if (name !== undefined && name !== null && typeof name !== 'string') {
         throw inputError('options.name', 'not a string');
       }
+      if (scale !== undefined && scale !== null && !(Number.isSafeInteger(scale) && scale >= 0)) {
+        throw inputError('options.scale', 'not a whole number of at least 0');
+      }
     }
-    this._native = new native.NativeMachine(text, task, name ?? undefined);
+    this._native = new native.NativeMachine(text, task, name ?? undefined, scale ?? undefined);
     /** The id the addon's fast-path functions take for `_native` (see `src/lib.rs`). */
     this._id = this._native.id;
     /** The calls of the last turn given the fast way, as its `run_tools` would give them. */

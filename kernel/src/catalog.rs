@@ -8,7 +8,8 @@
 //!   table, the stop reason, the explanation, whether a raise may lift it and the warning it gives
 //!   at 80 %. Every list of limits is derived from the rows: the budgets checked before each step
 //!   ([`budgets`]), the raisable ones ([`RAISABLE`]), the warnings ([`WARNINGS`]) and the limits'
-//!   rows of [`RULES`]. The machine's guards (`core.rs`), the invariant checks
+//!   rows of [`RULES`]. The budgets checked before each step are also the ones
+//!   `policy.budget_scale` may scale ([`scalable`]). The machine's guards (`core.rs`), the invariant checks
 //!   (`invariants.rs`), [`crate::Policy::step_bound`], the guard column of `spec/machine.md` and
 //!   the runtime's explanation (`terminus inspect`) read them.
 //! - [`TOOL_BOUNDS`], the per-tool bounds of `tool_budgets` (kept in `tool_budget.rs`, beside
@@ -586,6 +587,13 @@ pub const RAISABLE: [&Limit; count_rows(List::Raisable)] = rows(List::Raisable);
 /// The run-wide budgets checked before each step ([`Checked::Before`]).
 pub fn budgets() -> &'static [&'static Limit] {
     &BUDGETS
+}
+
+/// The budget whose policy field is `field`, if `policy.budget_scale` may scale it: the
+/// run-wide budgets a step spends ([`budgets`]), which grow with the work a task holds (an
+/// occurrence limit such as `max_no_ops` bounds a streak, whatever the task's size).
+pub fn scalable(field: &str) -> Option<&'static Limit> {
+    BUDGETS.iter().copied().find(|l| l.field == field)
 }
 
 /// The raisable budget whose policy field is `field`.

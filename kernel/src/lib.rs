@@ -116,6 +116,7 @@ pub mod raise;
 mod reason;
 pub mod repetition;
 mod rule;
+mod scale;
 mod stats;
 mod step;
 #[cfg(feature = "testing")]
@@ -153,6 +154,7 @@ pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyErro
 pub use crate::raise::{Raise, RaiseError};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
+pub use crate::scale::BudgetScale;
 pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
 pub use crate::textcall::{TextCalls, TextToolCalls};

@@ -3,6 +3,7 @@
 
 use crate::json::Json;
 use crate::loops::MAX_LOOP_PERIOD;
+use crate::scale::BudgetScale;
 use crate::textcall::TextToolCalls;
 use crate::tool_budget::{self, ToolBudget};
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,10 @@ pub struct Policy {
     /// interface, `off` reads the text as before. Absent from the JSON form when `run`.
     #[serde(skip_serializing_if = "TextToolCalls::is_default")]
     pub text_tool_calls: TextToolCalls,
+    /// Budgets scaled to the task's size (see [`BudgetScale`] and [`Policy::scaled`]). Default
+    /// none (and then absent from the JSON form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_scale: Option<BudgetScale>,
 }
 
 impl Default for Policy {
@@ -148,6 +153,7 @@ impl Default for Policy {
             seed: 0,
             final_answer_on_budget: false,
             text_tool_calls: TextToolCalls::Run,
+            budget_scale: None,
         }
     }
 }
@@ -259,6 +265,9 @@ impl Policy {
                     problem: "must name tools (an empty name)".into(),
                 });
             }
+        }
+        if let Some(scale) = &self.budget_scale {
+            scale.validate(self)?;
         }
         Ok(())
     }

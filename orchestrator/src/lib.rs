@@ -34,6 +34,7 @@ mod report;
 mod run;
 mod schedule;
 mod spans;
+mod split;
 
 pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
@@ -56,3 +57,4 @@ pub use crate::run::{
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,
 };
+pub use crate::split::{MAX_SPLIT_PHASES, PhaseProgram, Split, split};

@@ -113,7 +113,7 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(at: impl Into<String>, message: impl Into<String>) -> Problem {
+    pub(crate) fn new(at: impl Into<String>, message: impl Into<String>) -> Problem {
         Problem {
             at: at.into(),
             message: message.into(),

@@ -305,3 +305,38 @@ async fn arguments_that_are_not_an_object_are_answered_invalid_arguments_without
     );
     assert!(first_result.content.contains(r#"{"say": "hi"#));
 }
+
+/// A run created with `scale` keeps the scaled policy, with its units, in the execution's spec
+/// (what a resume reads); a scale the policy refuses is `RunError::Policy`, nothing created.
+#[tokio::test]
+async fn a_scaled_run_stores_the_scaled_policy_with_its_units() {
+    use terminus_runtime::{Journal, MemoryStore};
+    let policy: Policy = serde_json::from_value(json!({
+        "max_steps": 10,
+        "budget_scale": { "per_unit": { "max_steps": 5 }, "max": { "max_steps": 30 } }
+    }))
+    .expect("a policy");
+    let store = Arc::new(MemoryStore::new());
+    let report = Run::new("t", policy.clone(), Script::new([text("done")]))
+        .scale(3)
+        .store(store.clone())
+        .execution("scaled")
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    assert_eq!(report.steps, 1);
+    let spec = store.spec("scaled").await.expect("read").expect("stored");
+    assert_eq!(spec.policy.max_steps, 25);
+    assert_eq!(spec.policy.budget_scale.and_then(|s| s.units), Some(3));
+
+    let scaled = policy.scaled(2).expect("scales");
+    let refused = Run::new("t", scaled, Script::new([text("done")]))
+        .scale(3)
+        .store(store.clone())
+        .execution("rescaled")
+        .execute()
+        .await
+        .expect_err("scaled for 2 units already");
+    assert!(matches!(refused, RunError::Policy(_)), "{refused:?}");
+    assert_eq!(store.spec("rescaled").await.expect("read"), None);
+}

@@ -35,6 +35,10 @@ pub(crate) struct AgentArgs {
     /// Write the run as a scenario file that `terminus run` replays offline.
     #[arg(long, value_name = "FILE.json")]
     record: Option<PathBuf>,
+    /// The task's size in units (the files in scope, say): the policy's `budget_scale` scales
+    /// its budgets for it, and the execution keeps the scaled policy.
+    #[arg(long, value_name = "N")]
+    scale: Option<u64>,
     #[command(flatten)]
     journal: JournalArgs,
 }
@@ -322,10 +326,31 @@ impl LiveAgent {
     }
 }
 
+/// The policy scaled for `--scale N` (none: the policy as written): a scale the policy has no
+/// `budget_scale` for, or one it refuses, is invalid input, before anything starts.
+pub(crate) fn scaled(
+    policy: &terminus_kernel::Policy,
+    scale: Option<u64>,
+    file: &str,
+) -> Result<terminus_kernel::Policy, CliError> {
+    let Some(units) = scale else {
+        return Ok(policy.clone());
+    };
+    if policy.budget_scale.is_none() {
+        return Err(CliError::Invalid(format!(
+            "{file}: --scale {units} scales nothing: the policy has no budget_scale"
+        )));
+    }
+    policy
+        .scaled(units)
+        .map_err(|e| CliError::Invalid(format!("{file}: --scale {units}: {e}")))
+}
+
 /// `terminus agent`: the report's exit code.
 pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     let stored = StoredAgent::read(&args.config)?;
     let live = LiveAgent::new(&stored)?;
+    let policy = scaled(&live.config.policy, args.scale, live.file())?;
     let store = args.journal.store().await?;
     // Servers last: nothing is started for a config that fails a check above.
     let mcp = match live.connect().await {
@@ -339,10 +364,9 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     );
     let recorder = args.record.as_ref().map(|_| Arc::new(Recorder::default()));
     let task = args.task.clone();
-    let policy = live.config.policy.clone();
     let mut run = live.run(
         |model| {
-            Run::new(task, policy, model)
+            Run::new(task, policy.clone(), model)
                 .name("agent")
                 .execution(execution)
         },
@@ -369,7 +393,7 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
         );
         let scenario = recorder.scenario(
             &args.task,
-            &live.config.policy,
+            &policy,
             live.context.as_ref().map(|(spec, _)| spec.clone()),
             live.system_prompt.clone(),
             description,

@@ -25,6 +25,7 @@ mod graph;
 mod inspect;
 mod job;
 mod orchestrate;
+mod plan;
 mod record;
 mod resume;
 mod run;
@@ -110,6 +111,11 @@ enum Cmd {
     /// stderr; with --json the last line on stdout is the plan's report. With --journal a
     /// crashed orchestration continues with `terminus resume`.
     Orchestrate(orchestrate::OrchestrateArgs),
+    /// Build a plan: `split` splits a task over N files into phases of K files, each phase an
+    /// agent depending on the one before. The plan is validated as `orchestrate` validates it,
+    /// then printed (or written with --out). Exit 0 once written, 2 for bad input (nothing
+    /// written).
+    Plan(plan::PlanArgs),
     /// Serve the `TerminusAgent` Restate service (a virtual object keyed by execution id,
     /// handlers `run`, `report`, `cancel`) for a Restate server to call: every model and tool
     /// call is a journaled Restate step, so Restate resumes a run after a crash without asking
@@ -198,6 +204,7 @@ async fn dispatch(command: Cmd) -> Result<u8, CliError> {
         Cmd::Worker(args) => worker::worker(args).await,
         Cmd::Submit(args) => worker::submit(args).await,
         Cmd::Agent(args) => agent::agent(args).await,
+        Cmd::Plan(args) => plan::plan(args),
         Cmd::Authorize(args) => agent::authorize(args).await,
         Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
         Cmd::ServeRestate(args) => serve::serve_restate(args).await,

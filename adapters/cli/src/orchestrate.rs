@@ -90,7 +90,11 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// Validates a plan; every problem (`FILE: PATH: PROBLEM`) when it is not, then their count.
-fn validated(file: Result<PlanFile, CliError>, base: &Path, shown: &str) -> Result<Plan, CliError> {
+pub(crate) fn validated(
+    file: Result<PlanFile, CliError>,
+    base: &Path,
+    shown: &str,
+) -> Result<Plan, CliError> {
     let cx = Context {
         base,
         env: &env,

@@ -236,6 +236,7 @@ impl Recorder {
             task: task.to_owned(),
             system_prompt,
             policy: policy.clone(),
+            scale: None,
             model: ModelScript {
                 turns: lock(&self.turns).clone(),
                 repeat: Repeat::None,

@@ -13,15 +13,24 @@ use terminus_scenario::Scenario;
 pub(crate) struct RunArgs {
     /// The scenario file.
     scenario: PathBuf,
+    /// The task's size in units (the files in scope, say), as the scenario's `"scale"` says
+    /// (this wins): the policy's `budget_scale` scales its budgets for it.
+    #[arg(long, value_name = "N")]
+    scale: Option<u64>,
     #[command(flatten)]
     journal: JournalArgs,
 }
 
 /// `terminus run`: the report's exit code.
 pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
-    let scenario = Scenario::load(&args.scenario)
+    let mut scenario = Scenario::load(&args.scenario)
         .map(with_model_log)
         .map_err(|e| CliError::Invalid(e.to_string()))?;
+    if let Some(units) = args.scale {
+        scenario = scenario.with_scale(units).map_err(|e| {
+            CliError::Invalid(format!("{}: --scale {units}: {e}", args.scenario.display()))
+        })?;
+    }
     let store = args.journal.store().await?;
     let execution = args.journal.execution(scenario.name());
     let config = RuntimeConfig {

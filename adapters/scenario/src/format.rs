@@ -52,6 +52,11 @@ pub struct ScenarioFile {
     /// The kernel policy; every field optional (defaults in `terminus_kernel::Policy`).
     #[serde(default)]
     pub policy: Policy,
+    /// The task's size in units (the files in scope, say), for the policy's `budget_scale`:
+    /// the run is created under the policy scaled for it. Absent: the policy as written (a
+    /// `budget_scale` then runs at its base).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<u64>,
     /// The model's script.
     pub model: ModelScript,
     /// The tools' scripts, by tool name. `write_todos` is built in and cannot be scripted.

@@ -15,6 +15,8 @@ use terminus_runtime::{KillSwitch, Replayed, Resume, Run, Setup, ToolSet};
 pub struct Scenario {
     name: String,
     file: ScenarioFile,
+    /// The policy its runs are created under: the file's, scaled for its `scale`.
+    policy: Policy,
     model_log: Option<std::path::PathBuf>,
     tool_log: Option<std::path::PathBuf>,
 }
@@ -25,9 +27,11 @@ impl Scenario {
         let file: ScenarioFile = read_json(json)?;
         validate(&file)?;
         let name = file.name.clone().unwrap_or_else(|| "scenario".into());
+        let policy = scaled(&file)?;
         Ok(Scenario {
             name,
             file,
+            policy,
             model_log: None,
             tool_log: None,
         })
@@ -62,9 +66,21 @@ impl Scenario {
         &self.file.task
     }
 
-    /// The policy.
+    /// The policy its runs are created under: the file's, scaled for its `scale` if it has
+    /// one (so a host that lowers it, as an orchestrator does to an agent's share of the
+    /// plan's budget, lowers the scaled budgets, and the run does not scale them again).
     pub fn policy(&self) -> &Policy {
-        &self.file.policy
+        &self.policy
+    }
+
+    /// The scenario for a task of `units` (`terminus run --scale N`): its runs are created
+    /// under the policy scaled for it, as a `"scale"` in the file says. A policy without a
+    /// `budget_scale`, or one it cannot be scaled for, is refused, naming the field.
+    pub fn with_scale(mut self, units: u64) -> Result<Scenario, ScenarioError> {
+        self.file.scale = Some(units);
+        validate_scale(&self.file)?;
+        self.policy = scaled(&self.file)?;
+        Ok(self)
     }
 
     /// The expectations, if the file has an `expect` block.
@@ -84,7 +100,7 @@ impl Scenario {
     /// [`Run::execute`] it. Running out of a `repeat: "none"` script stops the run with a
     /// [`terminus_runtime::Fault`] of kind `InvalidInput` that names the script.
     pub fn run(&self) -> Run {
-        self.run_as(self.file.task.clone(), self.file.policy.clone())
+        self.run_as(self.file.task.clone(), self.policy.clone())
     }
 
     /// A run as [`Scenario::run`] builds it, with another task and policy (an orchestrator
@@ -105,12 +121,7 @@ impl Scenario {
         let pulled = kill.clone();
         let model = self.model(&kill);
         let skip = Arc::clone(&model);
-        let run = self.run_with(
-            self.file.task.clone(),
-            self.file.policy.clone(),
-            model,
-            kill,
-        );
+        let run = self.run_with(self.file.task.clone(), self.policy.clone(), model, kill);
         (
             run,
             move |replayed: &Replayed| skip.skip(replayed.model_answers),
@@ -126,6 +137,9 @@ impl Scenario {
         kill: KillSwitch,
     ) -> Run {
         let mut run = Run::new(task, policy, model).name(self.name.clone());
+        if let Some(units) = self.file.scale {
+            run = run.scale(units);
+        }
         if let Some(prompt) = &self.file.system_prompt {
             run = run.config(terminus_runtime::RuntimeConfig {
                 system_prompt: Some(prompt.clone()),
@@ -247,6 +261,37 @@ pub fn read_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, Scenar
     })
 }
 
+/// The policy's error at its JSON path in the file (`$.policy.budget_scale.max.max_steps`).
+fn policy_error(e: terminus_kernel::PolicyError) -> ScenarioError {
+    let mut path = String::from("$.policy");
+    for key in e.field.split('.') {
+        push_key(&mut path, key);
+    }
+    ScenarioError::at(path, e.problem)
+}
+
+/// The file's policy scaled for its `scale` (none: as written).
+fn scaled(file: &ScenarioFile) -> Result<Policy, ScenarioError> {
+    match file.scale {
+        Some(units) => file.policy.scaled(units).map_err(policy_error),
+        None => Ok(file.policy.clone()),
+    }
+}
+
+/// A `scale` needs a `budget_scale` to apply, and the policy must scale for it.
+fn validate_scale(file: &ScenarioFile) -> Result<(), ScenarioError> {
+    let Some(units) = file.scale else {
+        return Ok(());
+    };
+    if file.policy.budget_scale.is_none() {
+        return Err(ScenarioError::at(
+            "$.scale",
+            "scales nothing: the policy has no budget_scale",
+        ));
+    }
+    file.policy.scaled(units).map(drop).map_err(policy_error)
+}
+
 fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
     if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err(ScenarioError::at("$.name", "must not be empty"));
@@ -254,13 +299,8 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
     if file.task.trim().is_empty() {
         return Err(ScenarioError::at("$.task", "must not be empty"));
     }
-    file.policy.validate().map_err(|e| {
-        let mut path = String::from("$.policy");
-        for key in e.field.split('.') {
-            push_key(&mut path, key);
-        }
-        ScenarioError::at(path, e.problem)
-    })?;
+    file.policy.validate().map_err(policy_error)?;
+    validate_scale(file)?;
 
     let model = &file.model;
     check_script("$.model.turns", "turn", model.turns.len(), model.repeat)?;

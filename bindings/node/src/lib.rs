@@ -523,12 +523,32 @@ impl Drop for NativeMachine {
 #[napi]
 impl NativeMachine {
     /// A run under `policy` (JSON text of the scenario `policy` fields, or absent for the
-    /// defaults); `task` and `name` only label the run in `explain()`.
+    /// defaults), scaled for `scale` units when given (the policy's `budget_scale`); `task` and
+    /// `name` only label the run in `explain()`.
     #[napi(constructor, catch_unwind)]
-    pub fn new(policy: Option<String>, task: Option<String>, name: Option<String>) -> Result<Self> {
+    pub fn new(
+        policy: Option<String>,
+        task: Option<String>,
+        name: Option<String>,
+        scale: Option<i64>,
+    ) -> Result<Self> {
         let policy = match policy {
             Some(json) => policy_from_json(&json).map_err(input)?,
             None => terminus_kernel::Policy::default(),
+        };
+        let policy = match scale {
+            Some(units) => {
+                let units = u64::try_from(units).map_err(|_| {
+                    input(InputError {
+                        path: "options.scale".into(),
+                        message: format!("must be a whole number of at least 0, got {units}"),
+                    })
+                })?;
+                policy
+                    .scaled(units)
+                    .map_err(|e| input(InputError::from(e)))?
+            }
+            None => policy,
         };
         let host = Host::new(policy, task.unwrap_or_default(), name).map_err(input)?;
         Ok(NativeMachine { id: keep(host)? })

@@ -242,3 +242,14 @@ test('restore refuses what is not a snapshot, and a tampered one', () => {
   saved.trace = [];
   assert.throws(() => Machine.restore(JSON.stringify(saved)), /snapshot\.trace/);
 });
+
+test('a scale scales the policy, and a bad one names options.scale', () => {
+  const policy = { max_steps: 2, budget_scale: { per_unit: { max_steps: 3 }, max: { max_steps: 9 } } };
+  const explained = new Machine(policy, { scale: 2 }).explain();
+  assert.match(explained, /scaled for 2 units \(budget_scale\): max_steps \+3 a unit, at most 9/);
+  assert.match(explained, /max_steps +0 \/ 8 /);
+  for (const scale of [-1, 1.5, '2', 2 ** 60]) {
+    assert.throws(() => new Machine(policy, { scale }), /^Error: options\.scale: not a whole number of at least 0$/);
+  }
+  assert.throws(() => new Machine({ ...policy, max_steps: 10 }, { scale: 1 }), /policy\.budget_scale\.max\.max_steps: must be at least max_steps \(10\)/);
+});

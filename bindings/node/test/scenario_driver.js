@@ -129,7 +129,7 @@ function resultOf(spec) {
  */
 function drive(scenario, { between, maxEvents = 10_000 } = {}) {
   const toolNames = [...new Set([...Object.keys(scenario.tools || {}), 'write_todos'])].sort();
-  let machine = new Machine(scenario.policy, { task: scenario.task, name: scenario.name });
+  let machine = new Machine(scenario.policy, { task: scenario.task, name: scenario.name, scale: scenario.scale });
   const model = new Cursor(scenario.model.turns, scenario.model.repeat || 'none', 'model');
   const tools = {};
   for (const [tool, s] of Object.entries(scenario.tools || {})) {

@@ -322,13 +322,21 @@ struct Machine {
 #[pymethods]
 impl Machine {
     #[new]
-    #[pyo3(signature = (policy = None, *, task = String::new(), name = None))]
+    #[pyo3(signature = (policy = None, *, task = String::new(), name = None, scale = None))]
     fn new(
         policy: Option<&Bound<'_, PyAny>>,
         task: String,
         name: Option<String>,
+        scale: Option<u64>,
     ) -> PyResult<Self> {
         let policy = policy_of(policy)?;
+        // The task's size in units scales the policy's `budget_scale`.
+        let policy = match scale {
+            Some(units) => policy
+                .scaled(units)
+                .map_err(|e| value_error(InputError::from(e)))?,
+            None => policy,
+        };
         let host = Host::new(policy, task, name).map_err(value_error)?;
         Ok(Machine { host })
     }

@@ -152,7 +152,7 @@ def drive(
     copy there)."""
     name = scenario.get("name")
     tool_names = sorted({*scenario.get("tools", {}), "write_todos"})
-    machine = Machine(scenario.get("policy"), task=scenario["task"], name=name)
+    machine = Machine(scenario.get("policy"), task=scenario["task"], name=name, scale=scenario.get("scale"))
     model = Cursor(
         scenario["model"]["turns"], scenario["model"].get("repeat", "none"), "model"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -146,6 +147,10 @@ def test_an_unexpected_event_is_ignored_and_counted() -> None:
         ({"tool_budgets": {"read": {"warn_at": 5, "block_at": 2}}}, "policy.tool_budgets.read.warn_at: must not exceed block_at (2)"),
         ({"tool_budgets": {"read": {"block": 2}}}, "policy.tool_budgets.read.block: unknown field"),
         ({"retry_base_ms": 10, "retry_max_ms": 5}, "policy.retry_max_ms: must be at least retry_base_ms (10)"),
+        ({"budget_scale": {"per_unit": {"max_stepz": 1}, "max": {"max_stepz": 9}}}, "policy.budget_scale.per_unit.max_stepz: unknown budget"),
+        ({"budget_scale": {"per_unit": {"max_steps": 1}}}, "policy.budget_scale.max: has no bound for max_steps"),
+        ({"budget_scale": {"per_unit": {"max_steps": -1}}}, "policy.budget_scale.per_unit.max_steps: "),
+        ({"budget_scale": {"per_units": {}}}, "policy.budget_scale.per_units: unknown field"),
         ("max_steps", "policy: "),
     ],
 )
@@ -292,3 +297,15 @@ def test_the_fast_reader_agrees_with_the_full_reader(first: dict, second: dict) 
             machine.next_command()
         assert outcomes[0] == outcomes[1]
         assert fast.snapshot() == full.snapshot()
+
+
+def test_a_scale_scales_the_policy_and_a_bad_one_is_refused() -> None:
+    policy = {"max_steps": 2, "budget_scale": {"per_unit": {"max_steps": 3}, "max": {"max_steps": 9}}}
+    explained = Machine(policy, scale=2).explain()
+    assert "scaled for 2 units (budget_scale): max_steps +3 a unit, at most 9" in explained, explained
+    assert re.search(r"max_steps +0 / 8 ", explained), explained
+    assert "scaled for no units yet" in Machine(policy).explain(), "unscaled: the base"
+    with pytest.raises(OverflowError):
+        Machine(policy, scale=-1)
+    with pytest.raises(ValueError, match=r"^policy\.budget_scale\.max\.max_steps: must be at least max_steps \(10\)"):
+        Machine({**policy, "max_steps": 10}, scale=1)

@@ -46,6 +46,8 @@ pub struct Run {
     task: String,
     name: Option<String>,
     policy: Policy,
+    /// The task's size, for the policy's `budget_scale`.
+    scale: Option<u64>,
     execution: Option<String>,
     host: Option<serde_json::Value>,
     /// When the run first started (Unix ms), if not now.
@@ -296,6 +298,7 @@ impl Run {
             task: task.into(),
             name: None,
             policy,
+            scale: None,
             execution: None,
             host: None,
             started: None,
@@ -353,6 +356,17 @@ impl Run {
         self
     }
 
+    /// The task's size in units (the files in scope, say), for the policy's `budget_scale`:
+    /// the run is created under [`Policy::scaled`]`(units)`, and the execution's [`RunSpec`]
+    /// keeps the scaled policy with its units, so a resume goes on under the same budgets. A
+    /// policy with a `budget_scale` and no units given runs at its base (0 units); one without
+    /// a `budget_scale` is not changed. A scale the policy refuses is [`RunError::Policy`].
+    #[must_use]
+    pub fn scale(mut self, units: u64) -> Run {
+        self.scale = Some(units);
+        self
+    }
+
     /// Names the run (kept in the execution's [`RunSpec`]).
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Run {
@@ -377,11 +391,22 @@ impl Run {
             task,
             name,
             policy,
+            scale,
             execution,
             host,
             started,
             parts,
         } = self;
+        let unscaled = policy
+            .budget_scale
+            .as_ref()
+            .is_some_and(|s| s.units.is_none());
+        let policy = match scale {
+            Some(units) => policy.scaled(units),
+            None if unscaled => policy.scaled(0),
+            None => Ok(policy),
+        }
+        .map_err(RunError::Policy)?;
         let execution = execution.unwrap_or_else(|| {
             let n = RUNS.fetch_add(1, Ordering::Relaxed);
             format!("run-{}-{n}", std::process::id())

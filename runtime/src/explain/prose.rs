@@ -793,6 +793,24 @@ impl Explanation {
                 b.field, used, limit, b.counter
             );
         }
+        if let Some(scale) = &self.scale {
+            let units = scale
+                .units
+                .map_or_else(|| "no units yet".to_owned(), |u| format!("{u} units"));
+            let each: Vec<String> = scale
+                .per_unit
+                .iter()
+                .map(|(field, per)| {
+                    let max = scale.max.get(field).map_or(0, |m| *m);
+                    format!("{field} +{per} a unit, at most {max}")
+                })
+                .collect();
+            let _ = writeln!(
+                t,
+                "  scaled for {units} (budget_scale): {}",
+                each.join("; ")
+            );
+        }
         for w in &self.warnings {
             let _ = writeln!(t, "  warned: {w}");
         }

@@ -463,6 +463,7 @@ impl Builder {
                 .and_then(|s| s.result.clone())
                 .or_else(|| stored.report.and_then(|r| r.result.clone())),
             budgets,
+            scale: policy.budget_scale.clone(),
             warnings: stored
                 .report
                 .map(|r| r.warnings.clone())

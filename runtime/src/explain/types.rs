@@ -191,6 +191,10 @@ pub struct Explanation {
     pub result: Option<String>,
     /// Every bound of the policy against what the run spent.
     pub budgets: Vec<Budget>,
+    /// How the policy's budgets were scaled to the task (`budget_scale`, with the units the run
+    /// was created for), so the limits above can be traced to the task's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale: Option<terminus_kernel::BudgetScale>,
     /// Budgets that passed 80 % while the run went on (from its report).
     pub warnings: Vec<BudgetWarning>,
     /// The warnings and blocks of per-tool budgets (`tool_budgets`), in order: replayed from

@@ -17,7 +17,7 @@ class Machine:
     ``max_no_ops``, ``max_nudges``, ``verify_completion``, ``completion_requires``, ...), same
     names and defaults; an unknown or ill-typed field raises ``ValueError`` naming it
     (``policy.max_stpes: unknown field, ...``). ``task`` and ``name`` only label the run in
-    :meth:`explain`.
+    :meth:`explain`; ``scale``, the task's size in units, scales the policy's ``budget_scale``.
     """
 
     def __init__(
@@ -26,6 +26,7 @@ class Machine:
         *,
         task: str = "",
         name: str | None = None,
+        scale: int | None = None,
     ) -> None: ...
     def handle(self, event: dict[str, Any]) -> Handled:
         """Feeds one event, a dict with one key:

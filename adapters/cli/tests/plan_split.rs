@@ -1,0 +1,155 @@
+//! `terminus plan split`: a task over N files split into phases of K files, each an agent that
+//! depends on the one before; the plan it writes validates and runs through `terminus
+//! orchestrate`, each phase's scenario scaled to its files. Bad input is exit 2, nothing written.
+
+mod common;
+
+use common::{last_json, run_terminus, text};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// One read and an answer: 3 steps, which the base budget of 1 step does not allow; 2 steps a
+/// file (up to 20) do, for any phase of at least one file.
+fn phase_scenario(dir: &Path) -> String {
+    let scenario = json!({
+        "task": "Read the files of this phase.",
+        "policy": {
+            "max_steps": 1,
+            "budget_scale": { "per_unit": { "max_steps": 2 }, "max": { "max_steps": 20 } }
+        },
+        "model": { "turns": [
+            { "tool_calls": [ { "name": "read", "arguments": { "file": "next" } } ] },
+            { "text": "Phase read.", "needs_more_work": false }
+        ] },
+        "tools": { "read": { "results": [ { "ok": "contents" } ], "repeat": "last" } }
+    });
+    let path = dir.join("phase.json");
+    std::fs::write(&path, scenario.to_string()).expect("write the scenario");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_split_plan_runs_its_phases_in_order_each_scaled_to_its_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = phase_scenario(dir.path());
+    let plan = dir.path().join("plan.json").to_string_lossy().into_owned();
+    let out = run_terminus(&[
+        "plan",
+        "split",
+        "--files",
+        "7",
+        "--per-phase",
+        "3",
+        "--task",
+        "Audit the modules.",
+        "--scenario",
+        &scenario,
+        "--out",
+        &plan,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("written")).expect("JSON");
+    let agents = file["agents"].as_array().expect("agents");
+    let shape: Vec<(&Value, &Value, &Value)> = agents
+        .iter()
+        .map(|a| (&a["id"], &a["depends_on"], &a["scenario"]["scale"]))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (&json!("phase-1"), &json!([]), &json!(3)),
+            (&json!("phase-2"), &json!(["phase-1"]), &json!(3)),
+            (&json!("phase-3"), &json!(["phase-2"]), &json!(1)),
+        ]
+    );
+    assert_eq!(
+        agents[2]["task"],
+        "Audit the modules.\n\nPhase 3 of 3: files 7 to 7 of 7.\n\nThe previous phase reported: \
+         {phase-2}"
+    );
+
+    // Unscaled, the phase's own budget of 1 step stops it.
+    let alone = run_terminus(&["run", &scenario, "--json"]);
+    assert_eq!(last_json(&alone.stdout)["reason"], "max_steps");
+
+    let ran = run_terminus(&["orchestrate", &plan, "--json"]);
+    assert_eq!(ran.status.code(), Some(0), "{}", text(&ran.stderr));
+    let report = last_json(&ran.stdout);
+    assert_eq!(report["reason"], "all_complete");
+    let order: Vec<(&Value, &Value)> = report["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| (&a["id"], &a["status"]))
+        .collect();
+    assert_eq!(order.len(), 3);
+    assert!(
+        order.iter().all(|(_, status)| *status == "complete"),
+        "{order:?}"
+    );
+}
+
+#[test]
+fn bad_input_is_exit_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = phase_scenario(dir.path());
+    let plan = dir.path().join("plan.json");
+    let out_arg = plan.to_string_lossy().into_owned();
+    let bad_scenario = dir.path().join("bad.json");
+    std::fs::write(
+        &bad_scenario,
+        r#"{ "task": "t", "model": { "turnz": [] } }"#,
+    )
+    .expect("write");
+    let bad_scenario = bad_scenario.to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--files", "0", "--per-phase", "3", "--scenario", &scenario],
+            "--files: must be at least 1",
+        ),
+        (
+            &["--files", "3", "--per-phase", "0", "--scenario", &scenario],
+            "--per-phase: must be at least 1",
+        ),
+        (
+            &[
+                "--files",
+                "3",
+                "--per-phase",
+                "1",
+                "--agent",
+                "missing.toml",
+            ],
+            "--agent missing.toml",
+        ),
+        (
+            &[
+                "--files",
+                "3",
+                "--per-phase",
+                "1",
+                "--scenario",
+                &bad_scenario,
+            ],
+            "$.agents[0].scenario",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["plan", "split", "--task", "Audit.", "--out", &out_arg];
+        all.extend_from_slice(args);
+        let out = run_terminus(&all);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(want),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!plan.exists(), "{args:?} wrote a plan");
+    }
+}

@@ -1,0 +1,157 @@
+//! Budgets scaled to the task (`policy.budget_scale`): a run over many files needs more steps
+//! than a run over one, and a policy written for one size either starves the large task or
+//! leaves the small one unbounded. The host says how large the task is (a number of units: the
+//! files in scope, say) and each scaled budget becomes `base + per_unit × units`, never above
+//! its `max`.
+//!
+//! Scaling happens once, when the run is created ([`Policy::scaled`]): the scaled policy, with
+//! the units that made it, is what the run keeps (the runtime stores it with the execution), so
+//! a resume reads the same numbers and never scales again, and a raise starts from them.
+
+use crate::catalog::{self, Limit, Slot};
+use crate::policy::{Policy, PolicyError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How a policy's budgets grow with the task's size. Every budget it scales needs a hard bound
+/// (`max`), so that no size, however large, gives an unbounded run; with the bound, the scaled
+/// value is exact (a product past the range of the field is above the bound, so it is the
+/// bound), and no arithmetic wraps or saturates silently.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetScale {
+    /// What each unit adds to a budget, by the budget's policy field (`max_steps`,
+    /// `max_model_calls`, `max_tool_calls`, `token_budget`: the budgets a step spends).
+    pub per_unit: BTreeMap<String, u64>,
+    /// The hard bound of each scaled budget, by field: one for every field of `per_unit`, at
+    /// least the policy's own value (the base).
+    pub max: BTreeMap<String, u64>,
+    /// The units the budgets were scaled for, set by [`Policy::scaled`]: a policy that has it
+    /// holds the scaled budgets already (absent from the JSON form until then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<u64>,
+}
+
+/// A [`PolicyError`] at `budget_scale.<path>`.
+fn at(path: &str, problem: String) -> PolicyError {
+    PolicyError {
+        field: format!("budget_scale.{path}"),
+        problem,
+    }
+}
+
+/// The largest value the limit's field holds.
+fn range(limit: &Limit) -> u64 {
+    match limit.slot {
+        Slot::Count(..) | Slot::MaybeCount(..) => u64::from(u32::MAX),
+        Slot::MaybeAmount(..) => u64::MAX,
+    }
+}
+
+/// The scalable budget named `field` under `path`, or why there is none.
+fn budget(path: &str, field: &str) -> Result<&'static Limit, PolicyError> {
+    catalog::scalable(field).ok_or_else(|| {
+        let names: Vec<&str> = catalog::budgets().iter().map(|l| l.field).collect();
+        let what = if catalog::ALL.iter().any(|l| l.field == field) {
+            "a limit, not a budget that grows with the task"
+        } else {
+            "unknown budget"
+        };
+        at(
+            &format!("{path}.{field}"),
+            format!("{what} (one of {})", names.join(", ")),
+        )
+    })
+}
+
+impl BudgetScale {
+    /// Checks the scale against `policy`, naming the field at fault.
+    pub(crate) fn validate(&self, policy: &Policy) -> Result<(), PolicyError> {
+        for (field, &per) in &self.per_unit {
+            let limit = budget("per_unit", field)?;
+            let path = format!("per_unit.{field}");
+            if per > range(limit) {
+                return Err(at(
+                    &path,
+                    format!("{per} is out of range (at most {})", range(limit)),
+                ));
+            }
+            let Some(base) = limit.value(policy) else {
+                return Err(at(
+                    &path,
+                    format!("scales {field}, which the policy leaves unlimited: set {field}"),
+                ));
+            };
+            let Some(&cap) = self.max.get(field) else {
+                return Err(at(
+                    "max",
+                    format!("has no bound for {field}: every scaled budget needs one"),
+                ));
+            };
+            if self.units.is_none() && cap < base {
+                return Err(at(
+                    &format!("max.{field}"),
+                    format!("must be at least {field} ({base}), the budget it scales, got {cap}"),
+                ));
+            }
+        }
+        for (field, &cap) in &self.max {
+            let limit = budget("max", field)?;
+            let path = format!("max.{field}");
+            if !self.per_unit.contains_key(field) {
+                return Err(at(
+                    &path,
+                    "bounds a budget that per_unit does not scale".into(),
+                ));
+            }
+            if cap > range(limit) {
+                return Err(at(
+                    &path,
+                    format!("{cap} is out of range (at most {})", range(limit)),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Policy {
+    /// The policy for a task of `units` (the files in scope, or any number the host passes):
+    /// each budget of `budget_scale` becomes `base + per_unit × units`, capped at its `max`,
+    /// and `budget_scale.units` records `units`. Pure and deterministic. A policy without
+    /// `budget_scale` is returned as it is; one already scaled for `units` too (so a host that
+    /// scales twice changes nothing), and one scaled for other units is refused: its base is
+    /// gone, and a run keeps the budgets it was created with.
+    pub fn scaled(&self, units: u64) -> Result<Policy, PolicyError> {
+        self.validate()?;
+        let Some(scale) = &self.budget_scale else {
+            return Ok(self.clone());
+        };
+        if let Some(done) = scale.units {
+            if done == units {
+                return Ok(self.clone());
+            }
+            return Err(at(
+                "units",
+                format!("the budgets are scaled for {done} units already, not {units}"),
+            ));
+        }
+        let mut out = self.clone();
+        for (field, &per) in &scale.per_unit {
+            let limit = budget("per_unit", field)?;
+            let (Some(base), Some(&cap)) = (limit.value(self), scale.max.get(field)) else {
+                continue; // validated: every scaled budget has a base and a bound
+            };
+            // Past u64 the exact value is above any bound, so it is the bound.
+            let value = per
+                .checked_mul(units)
+                .and_then(|grow| grow.checked_add(base))
+                .map_or(cap, |v| v.min(cap));
+            limit.set(&mut out, value)?;
+        }
+        if let Some(scale) = &mut out.budget_scale {
+            scale.units = Some(units);
+        }
+        Ok(out)
+    }
+}

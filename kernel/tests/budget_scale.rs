@@ -1,0 +1,180 @@
+//! `policy.budget_scale`: budgets scaled to the task's size, within their hard bounds.
+
+use proptest::prelude::*;
+use terminus_kernel::{Policy, PolicyError, limits};
+
+/// A policy that scales steps and model calls, from JSON as a host writes it.
+fn scaling(json: &str) -> Result<Policy, String> {
+    let policy: Policy = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    policy.validate().map_err(|e| e.to_string())?;
+    Ok(policy)
+}
+
+const STEPS: &str = r#"{
+    "max_steps": 10,
+    "max_model_calls": 5,
+    "budget_scale": {
+        "per_unit": { "max_steps": 4, "max_model_calls": 2 },
+        "max": { "max_steps": 30, "max_model_calls": 1000 }
+    }
+}"#;
+
+fn error(json: &str) -> String {
+    scaling(json).expect_err("refused")
+}
+
+#[test]
+fn units_add_per_unit_up_to_the_bound() {
+    let policy = scaling(STEPS).expect("valid");
+    let at = |units: u64| {
+        let p = policy.scaled(units).expect("scales");
+        (
+            p.max_steps,
+            p.max_model_calls,
+            p.budget_scale.and_then(|s| s.units),
+        )
+    };
+    assert_eq!(at(0), (10, 5, Some(0)));
+    assert_eq!(at(3), (22, 11, Some(3)));
+    assert_eq!(at(5), (30, 15, Some(5)), "steps capped at their max");
+    assert_eq!(
+        at(u64::MAX),
+        (30, 1000, Some(u64::MAX)),
+        "no overflow past the bound"
+    );
+}
+
+#[test]
+fn a_scaled_policy_keeps_its_budgets() {
+    let once = scaling(STEPS).expect("valid").scaled(2).expect("scales");
+    assert_eq!(
+        once.scaled(2),
+        Ok(once.clone()),
+        "the same units change nothing"
+    );
+    assert_eq!(
+        once.scaled(3),
+        Err(PolicyError {
+            field: "budget_scale.units".into(),
+            problem: "the budgets are scaled for 2 units already, not 3".into(),
+        })
+    );
+    let json = serde_json::to_string(&once).expect("serializes");
+    let back: Policy = serde_json::from_str(&json).expect("parses");
+    assert_eq!(
+        back, once,
+        "the units and the scaled budgets survive the JSON form"
+    );
+    assert_eq!(back.validate(), Ok(()));
+}
+
+#[test]
+fn a_policy_without_a_scale_is_unchanged_and_keeps_its_json() {
+    let policy = Policy::default();
+    assert_eq!(policy.scaled(7), Ok(policy.clone()));
+    let json = serde_json::to_string(&policy).expect("serializes");
+    assert!(!json.contains("budget_scale"), "{json}");
+}
+
+#[test]
+fn bad_scales_name_the_field() {
+    let cases = [
+        (
+            r#"{"budget_scale":{"per_unit":{"max_stepz":1},"max":{"max_stepz":9}}}"#,
+            "policy.budget_scale.per_unit.max_stepz: unknown budget (one of max_steps, \
+             token_budget, max_model_calls, max_tool_calls)",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_no_ops":1},"max":{"max_no_ops":9}}}"#,
+            "policy.budget_scale.per_unit.max_no_ops: a limit, not a budget that grows with the \
+             task (one of max_steps, token_budget, max_model_calls, max_tool_calls)",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_steps":1}}}"#,
+            "policy.budget_scale.max: has no bound for max_steps: every scaled budget needs one",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_steps":1},"max":{"max_steps":100}}}"#,
+            "policy.budget_scale.max.max_steps: must be at least max_steps (200), the budget it \
+             scales, got 100",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_steps":1},"max":{"max_steps":4294967296}}}"#,
+            "policy.budget_scale.max.max_steps: 4294967296 is out of range (at most 4294967295)",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_steps":4294967296},"max":{"max_steps":300}}}"#,
+            "policy.budget_scale.per_unit.max_steps: 4294967296 is out of range (at most \
+             4294967295)",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"token_budget":100},"max":{"token_budget":900}}}"#,
+            "policy.budget_scale.per_unit.token_budget: scales token_budget, which the policy \
+             leaves unlimited: set token_budget",
+        ),
+        (
+            r#"{"budget_scale":{"per_unit":{"max_steps":1},"max":{"max_steps":300,"max_model_calls":60}}}"#,
+            "policy.budget_scale.max.max_model_calls: bounds a budget that per_unit does not scale",
+        ),
+    ];
+    for (json, want) in cases {
+        assert_eq!(error(json), want, "{json}");
+    }
+    let unknown = error(r#"{"budget_scale":{"per_units":{}}}"#);
+    assert!(unknown.contains("unknown field `per_units`"), "{unknown}");
+}
+
+#[test]
+fn every_scalable_budget_is_raisable() {
+    for limit in limits::budgets() {
+        assert!(limits::scalable(limit.field).is_some(), "{}", limit.field);
+        assert!(
+            limit.raisable,
+            "{} scales but cannot be raised",
+            limit.field
+        );
+    }
+}
+
+proptest! {
+    /// Scaled budgets lie in [base, max], grow with the units, and 0 units is the base.
+    #[test]
+    fn scaled_budgets_are_bounded_and_monotone(
+        base in 1u32..1000,
+        per in 0u64..1_000_000_000,
+        extra in 0u64..u64::from(u32::MAX),
+        units in any::<u64>(),
+        more in any::<u64>(),
+        tokens in 1u64..u64::MAX / 2,
+        per_token in any::<u64>(),
+    ) {
+        let cap = (u64::from(base) + extra).min(u64::from(u32::MAX));
+        let json = serde_json::json!({
+            "max_steps": base,
+            "token_budget": tokens,
+            "budget_scale": {
+                "per_unit": { "max_steps": per, "token_budget": per_token },
+                "max": { "max_steps": cap, "token_budget": u64::MAX },
+            },
+        });
+        let policy: Policy = serde_json::from_value(json).expect("parses");
+        prop_assert_eq!(policy.validate(), Ok(()));
+        let zero = policy.scaled(0).expect("scales");
+        prop_assert_eq!(zero.max_steps, base);
+        prop_assert_eq!(zero.token_budget, Some(tokens));
+        let (small, large) = (units.min(more), units.max(more));
+        let a = policy.scaled(small).expect("scales");
+        let b = policy.scaled(large).expect("scales");
+        for p in [&a, &b] {
+            prop_assert!(u64::from(p.max_steps) >= u64::from(base));
+            prop_assert!(u64::from(p.max_steps) <= cap);
+            prop_assert!(p.token_budget >= Some(tokens));
+            prop_assert_eq!(p.validate(), Ok(()));
+        }
+        prop_assert!(a.max_steps <= b.max_steps);
+        prop_assert!(a.token_budget <= b.token_budget);
+        let exact = u128::from(base) + u128::from(per) * u128::from(small);
+        prop_assert_eq!(u128::from(a.max_steps), exact.min(u128::from(cap)));
+        prop_assert_eq!(policy.scaled(small), policy.scaled(small), "deterministic");
+    }
+}
