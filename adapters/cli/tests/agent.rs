@@ -581,30 +581,38 @@ async fn a_live_write_approved_with_edited_arguments_runs_once_with_them() {
     );
 }
 
+/// The stderr of `terminus agent` on the filesystem server with `sections` before its
+/// `[[mcp]]` entry and `entry` added to it, which must refuse to start (exit 2) without calling
+/// the model.
+async fn refused_start(peers: &std::path::Path, sections: &str, entry: &str) -> String {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().canonicalize().expect("a real path").join("work");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let fixture = Fixture::start(Vec::new()).await.expect("a port");
+    let rest = format!(
+        "{sections}{}{entry}",
+        fs_server(peers, &root.to_string_lossy())
+    );
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &rest);
+    let out = terminus(vec!["agent".into(), config, "--task".into(), "t".into()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        fixture.requests().is_empty(),
+        "no model call before the tools are checked"
+    );
+    stderr
+}
+
 /// A held tool the server does not offer is a typo that would let a call run unasked: the start
 /// is refused, naming it and listing what the server offers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_for_a_tool_the_server_lacks_stops_the_start() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let root = dir.path().canonicalize().expect("a real path").join("work");
-    std::fs::create_dir_all(&root).expect("mkdir");
-    let fixture = Fixture::start(Vec::new()).await.expect("a port");
-    let mcp = format!(
-        "{}approval = [\"write_flie\"]\n",
-        fs_server(&peers, &root.to_string_lossy())
-    );
-    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
-    let out = terminus(vec!["agent".into(), config, "--task".into(), "t".into()]).await;
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = refused_start(&peers, "", "approval = [\"write_flie\"]\n").await;
     assert!(
         stderr.contains("`write_flie`") && stderr.contains("write_file"),
         "{stderr}"
-    );
-    assert!(
-        fixture.requests().is_empty(),
-        "no model call before the tools are checked"
     );
 }
 
@@ -613,26 +621,12 @@ async fn an_approval_for_a_tool_the_server_lacks_stops_the_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_tool_the_agent_lacks_stops_the_start() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let root = dir.path().canonicalize().expect("a real path").join("work");
-    std::fs::create_dir_all(&root).expect("mkdir");
-    let fixture = Fixture::start(Vec::new()).await.expect("a port");
-    let rest = format!(
-        "[context]\nwindow = 64000\nkeep = [\"read_text_file\", \"read_fle\"]\n{}",
-        fs_server(&peers, &root.to_string_lossy())
-    );
-    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &rest);
-    let out = terminus(vec!["agent".into(), config, "--task".into(), "t".into()]).await;
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let sections = "[context]\nwindow = 64000\nkeep = [\"read_text_file\", \"read_fle\"]\n";
+    let stderr = refused_start(&peers, sections, "").await;
     assert!(
         stderr.contains("[context].keep[1]: unknown tool \"read_fle\"")
             && stderr.contains("read_text_file"),
         "{stderr}"
-    );
-    assert!(
-        fixture.requests().is_empty(),
-        "no model call before the tools are checked"
     );
 }
 
