@@ -125,6 +125,15 @@ export type Command =
   | { command: 'verify'; claim: string; todos: Todo[]; missing: string[] }
   | { command: 'nudge'; text: string }
   | { command: 'notice'; text: string }
+  | {
+      /** With `policy.auto_checkpoints`: ask the model with `prompt` (no tools) for a summary,
+       * then add `note`, a blank line and the summary to the conversation. */
+      command: 'checkpoint';
+      prompt: string;
+      note: string;
+      blocked: string[];
+      lifted: string[];
+    }
   | { command: 'stop'; report: Report };
 
 export type Phase = 'Exploring' | 'Acting' | 'Verifying' | 'Nudged' | 'Complete' | 'Aborted';

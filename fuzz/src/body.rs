@@ -366,9 +366,10 @@ fn check_request(m: &Machine, emitted: &[Command]) {
         panic!("a live step emitted nothing in {:?}", m.phase());
     };
     assert!(
-        guidance
-            .iter()
-            .all(|c| matches!(c, Command::Nudge(_) | Command::Notice(_))),
+        guidance.iter().all(|c| matches!(
+            c,
+            Command::Nudge(_) | Command::Notice(_) | Command::Checkpoint(_)
+        )),
         "a live step emitted more than one request: {emitted:?}"
     );
     match (m.phase(), last) {

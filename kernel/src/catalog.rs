@@ -1150,6 +1150,14 @@ const PLAIN: [Row; Rule::ALL.len() - ALL.len()] = [
         Guard::Text("now < deadline_ms"),
         "-",
     ),
+    row(
+        Rule::AutoCheckpoint,
+        "tool_results",
+        Guard::Text(
+            "no stop guard below fires; a checkpoint is due (a budget with reset_on refused calls in two turns since its reset) and auto_checkpoints > stats.auto_checkpoints",
+        ),
+        "budget blocks (a checkpoint written for the agent)",
+    ),
 ];
 
 /// One row per rule, in [`Rule::ALL`] order: the plain rows and the limits' rows, each at its

@@ -190,6 +190,30 @@ pub struct Stop {
     pub excluded_tools: Vec<String>,
 }
 
+/// How the note of every checkpoint written for the agent starts ([`CheckpointRequest::note`]):
+/// a context window knows the checkpoint by it, and keeps the latest one in the model's view.
+pub const CHECKPOINT_NOTE_START: &str = "A checkpoint was written for you";
+
+/// Write a checkpoint for the agent (`policy.auto_checkpoints`): a tool budget that a checkpoint
+/// lifts refused calls in two tool turns since its last reset, and the agent posted none. The
+/// kernel has already counted it and reset the budgets it lifts; the host asks the model (with
+/// `prompt`, no tools) for a summary of the findings so far and adds `note` followed by that
+/// summary to the conversation, before the model call that follows. The summary is not a call
+/// of any tool: `completion_requires` and the ledger never count it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRequest {
+    /// The tools whose budgets blocked them in two turns since their last reset, by name.
+    pub blocked: Vec<String>,
+    /// The budgets it resets (every budget with a `reset_on`, as a posted checkpoint would): their
+    /// calls count again from here and their blocks are lifted.
+    pub lifted: Vec<String>,
+    /// What the host asks the model for: the kernel's words.
+    pub prompt: String,
+    /// What the conversation says before the summary: the kernel's words.
+    pub note: String,
+}
+
 /// One command for the host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -199,6 +223,8 @@ pub enum Command {
     Notice(Notice),
     /// Append continuation guidance (before the next model call).
     Nudge(Box<Nudge>),
+    /// Write a checkpoint for the agent (before the next model call); no event answers it.
+    Checkpoint(Box<CheckpointRequest>),
     /// Call the model; answer with `Event::ModelTurn` or `Event::ModelError`.
     CallModel(ModelCall),
     /// Run tools; answer with `Event::ToolResults`.

@@ -399,7 +399,12 @@ impl Core {
                 return self.stop_at(cx, &limits::REPEATS);
             }
         }
-        self.results_back(cx, excluded, first_repeat.then_some(repetition))
+        self.results_back(
+            cx,
+            excluded,
+            first_repeat.then_some(repetition),
+            batch.checkpoint,
+        )
     }
 
     /// Tool results go back to the model (with the notices of the tools they excluded and of a
@@ -409,12 +414,14 @@ impl Core {
         cx: &mut Cx<'_, '_>,
         excluded: Option<Box<Notice>>,
         repeat: Option<Repetition>,
+        checkpoint: bool,
     ) -> Out {
         if let Some(spent) = self.budgets(cx, Spend::MODEL_CALL) {
             if Self::stopped(cx) {
                 let preempted = Preempted::Results {
                     notice: excluded.map(|n| *n),
                     repetition: repeat,
+                    checkpoint,
                 };
                 Self::preempt(cx, preempted);
             }
@@ -426,12 +433,16 @@ impl Core {
         if let Some(repetition) = repeat {
             cx.desk.loop_notice(&self.policy, repetition);
         }
-        self.send_call(
-            cx,
-            Rule::ToolResultsBack,
-            State::exploring(None),
-            CallReason::AfterTools,
-        )
+        let rule = if checkpoint && self.stats.auto_checkpoints < self.policy.auto_checkpoints {
+            // A budget a checkpoint lifts blocked calls in two turns and the agent posted none:
+            // the host writes one for it (at most `auto_checkpoints` in a run).
+            self.stats.auto_checkpoints += 1;
+            cx.desk.checkpoint(&self.policy);
+            Rule::AutoCheckpoint
+        } else {
+            Rule::ToolResultsBack
+        };
+        self.send_call(cx, rule, State::exploring(None), CallReason::AfterTools)
     }
 
     /// A completion claim goes to the verifier, unless a budget stops the run first.
@@ -609,9 +620,11 @@ impl Core {
                 self.step(cx, Rule::ToolTurn, State::acting())
             }
             Preempted::Verify => self.verify(cx),
-            Preempted::Results { notice, repetition } => {
-                self.results_back(cx, notice.map(Box::new), repetition)
-            }
+            Preempted::Results {
+                notice,
+                repetition,
+                checkpoint,
+            } => self.results_back(cx, notice.map(Box::new), repetition, checkpoint),
             Preempted::Call {
                 rule,
                 target,

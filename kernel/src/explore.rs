@@ -98,6 +98,7 @@ fn command_labels(m: &mut Machine) -> String {
                 CallReason::FinalAnswer { .. } => "CallModel(final answer, no tools)".to_owned(),
                 _ => "CallModel".to_owned(),
             },
+            Command::Checkpoint(_) => "Checkpoint".to_owned(),
             Command::RunTools(_) => "RunTools".to_owned(),
             Command::Verify(_) => "Verify".to_owned(),
             Command::Stop(_) => "Stop".to_owned(),
@@ -120,6 +121,7 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
             all_failed: failed > 0,
             unrecoverable,
             repeats,
+            checkpoint: false,
         })
     };
     let open = Gate {
@@ -167,6 +169,14 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         batch(0, false, 3),
         batch(1, false, 1),
         batch(1, true, 1),
+        // A tool budget that a checkpoint lifts refused calls in two turns: one is due.
+        Input::ToolResults(Batch {
+            failed: 0,
+            all_failed: false,
+            unrecoverable: false,
+            repeats: 1,
+            checkpoint: true,
+        }),
         Input::Verdict { accepted: true },
         Input::Verdict { accepted: false },
         Input::Tick {

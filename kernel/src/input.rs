@@ -121,6 +121,11 @@ pub struct Batch {
     /// results, any period up to `max_loop_period`) has now occurred: 1 when nothing repeats,
     /// and always 1 for a turn with a failed call.
     pub repeats: u32,
+    /// A checkpoint is due (`policy.auto_checkpoints` on): a tool budget that a checkpoint lifts
+    /// (`reset_on`) has refused calls in two tool turns since its last reset, and these results
+    /// did not lift it. Absent from the JSON form while false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub checkpoint: bool,
 }
 
 /// One input of the core machine.
@@ -182,4 +187,9 @@ impl Input {
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_false(b: &bool) -> bool {
+    !*b
 }

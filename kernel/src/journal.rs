@@ -57,6 +57,12 @@ impl Key {
         Key::new(checkpoint, 2 + i)
     }
 
+    /// The key of the checkpoint written for the agent after step `checkpoint` (its
+    /// [`Command::Checkpoint`]), once the host has the summary: after the step's guidance.
+    pub const fn written_checkpoint(checkpoint: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL - 2)
+    }
+
     /// The key of the stop record written by the final step `checkpoint`.
     pub const fn stop(checkpoint: u32) -> Key {
         Key::new(checkpoint, Self::FIRST_CALL - 1)
@@ -65,8 +71,9 @@ impl Key {
     /// Index of the first tool intent of a checkpoint (guidance entries come before it).
     pub const FIRST_CALL: u32 = 16;
 
-    /// How many guidance entries one step can key: indexes 2 to 14 (the stop record is 15).
-    pub const MAX_GUIDANCE: u32 = Self::FIRST_CALL - 3;
+    /// How many guidance entries one step can key: indexes 2 to 13 (a written checkpoint is 14,
+    /// the stop record 15).
+    pub const MAX_GUIDANCE: u32 = Self::FIRST_CALL - 4;
 
     /// The key of the intent of executed call `j` of step `checkpoint`.
     pub const fn intent(checkpoint: u32, j: u32) -> Key {
@@ -217,6 +224,14 @@ pub enum Entry {
         /// The decision.
         decision: Decision,
     },
+    /// A checkpoint written for the agent (`policy.auto_checkpoints`), answering the step's
+    /// [`Command::Checkpoint`]: what the conversation says before it, and the model's summary.
+    Checkpoint {
+        /// The kernel's words before the summary ([`crate::CheckpointRequest::note`]).
+        note: String,
+        /// The summary of the findings so far.
+        text: String,
+    },
     /// The end of the run.
     Stop(Stop),
     /// Budgets raised after a budget stop (`terminus resume --raise`): the event of the step
@@ -282,6 +297,7 @@ impl Entry {
             Entry::ToolResult(_) => "tool_result",
             Entry::Held { .. } => "held",
             Entry::Decided { .. } => "decided",
+            Entry::Checkpoint { .. } => "checkpoint",
             Entry::Stop(_) => "stop",
             Entry::Raised { .. } => "raised",
         }
@@ -407,7 +423,8 @@ fn decisions(
                     });
                 }
             }
-            Command::CallModel(_) | Command::Verify(_) => {}
+            // The summary is journaled once the host has it (`Key::written_checkpoint`).
+            Command::CallModel(_) | Command::Verify(_) | Command::Checkpoint(_) => {}
         }
     }
     out
@@ -678,6 +695,23 @@ impl Replay {
                 held.decision = Some(decision);
             }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
+            Entry::Checkpoint { .. } => {
+                let written = self
+                    .last_step
+                    .is_some_and(|s| key == Key::written_checkpoint(s.step))
+                    && self
+                        .outstanding
+                        .iter()
+                        .any(|c| matches!(c, Command::Checkpoint(_)));
+                if !written {
+                    return Err(diverged(
+                        "a checkpoint no step of the journal asked for".into(),
+                    ));
+                }
+                // Written: a resume does not ask for it again.
+                self.outstanding
+                    .retain(|c| !matches!(c, Command::Checkpoint(_)));
+            }
             Entry::User { .. } => return Err(diverged("a second task entry".into())),
             Entry::Raised { raises } => {
                 let handled = self

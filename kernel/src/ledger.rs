@@ -124,6 +124,11 @@ pub struct ToolRecord {
     /// calls after them. 0 until a reset (and then absent from the JSON form).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub budget_base: u32,
+    /// Tool turns since its budget's last reset in which a call of it was refused by a bound a
+    /// reset lifts (`block_at`): from the second, a checkpoint is due (`policy.auto_checkpoints`).
+    /// 0 until then (and then absent from the JSON form).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blocked_turns: u32,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
@@ -256,6 +261,7 @@ impl Ledger {
         };
         let record = &mut self.tools[i].1;
         record.budget_base = record.calls;
+        record.blocked_turns = 0;
         if !matches!(record.excluded, Some(Exclusion::Budget(block)) if block.bound.resets) {
             return false;
         }

@@ -130,7 +130,8 @@ pub use crate::backoff::backoff_ms;
 /// catalog.
 pub use crate::catalog as limits;
 pub use crate::command::{
-    BudgetWarning, Command, ModelCall, Notice, Nudge, NudgeKind, Stop, ToolBatch, VerifyRequest,
+    BudgetWarning, CHECKPOINT_NOTE_START, CheckpointRequest, Command, ModelCall, Notice, Nudge,
+    NudgeKind, Stop, ToolBatch, VerifyRequest,
 };
 pub use crate::event::{
     Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolErrorKind, ToolOutcome, ToolResult,

@@ -36,6 +36,11 @@ pub enum OnUnrecoverable {
 pub(crate) const DEFAULT_BLOCKED_TURNS: u32 = 3;
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_default_blocked_turns(n: &u32) -> bool {
     *n == DEFAULT_BLOCKED_TURNS
 }
@@ -108,6 +113,13 @@ pub struct Policy {
     /// until then). Default 3 (and then absent from the JSON form).
     #[serde(skip_serializing_if = "is_default_blocked_turns")]
     pub max_blocked_turns: u32,
+    /// Checkpoints the host may write for the agent in a run (see [`crate::CheckpointRequest`]):
+    /// when a tool budget that a checkpoint lifts (`reset_on`) has refused calls in two tool
+    /// turns since its last reset and the agent has still posted none, the kernel asks the host
+    /// for a summary of the findings so far and counts it as the checkpoint. At most one per
+    /// block; 0 (the default, and then absent from the JSON form): never.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub auto_checkpoints: u32,
     /// Seed of the backoff jitter, so a run replays exactly. Default 0.
     pub seed: u64,
     /// When a budget (`max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls`) is spent, make one last
@@ -150,6 +162,7 @@ impl Default for Policy {
             max_tool_calls: None,
             tool_budgets: BTreeMap::new(),
             max_blocked_turns: DEFAULT_BLOCKED_TURNS,
+            auto_checkpoints: 0,
             seed: 0,
             final_answer_on_budget: false,
             text_tool_calls: TextToolCalls::Run,

@@ -185,6 +185,9 @@ pub(crate) enum Preempted {
     Results {
         notice: Option<Notice>,
         repetition: Option<Repetition>,
+        /// A checkpoint was due (see [`crate::input::Batch::checkpoint`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        checkpoint: bool,
     },
     /// A model call under `rule`, waiting in `target` (`exploring` or `nudged`).
     Call {

@@ -75,6 +75,9 @@ pub enum Rule {
     ClockReading,
     /// The N-th tool turn in a row whose every call a tool budget refused.
     BlockedLimit,
+    /// Tool results go back to the model after a checkpoint written for the agent: a budget
+    /// that a checkpoint lifts refused calls in two turns and the agent posted none.
+    AutoCheckpoint,
 }
 
 /// What the spec says about one rule, beyond what the model check observes of it (the states it
@@ -92,7 +95,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 33] = [
+    pub const ALL: [Rule; 34] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -126,6 +129,7 @@ impl Rule {
         Rule::DeadlinePassed,
         Rule::ClockReading,
         Rule::BlockedLimit,
+        Rule::AutoCheckpoint,
     ];
 
     /// The snake_case name used in traces and reports.
@@ -164,6 +168,7 @@ impl Rule {
             Rule::DeadlinePassed => "deadline_passed",
             Rule::ClockReading => "clock_reading",
             Rule::BlockedLimit => "blocked_limit",
+            Rule::AutoCheckpoint => "auto_checkpoint",
         }
     }
 }
@@ -207,7 +212,7 @@ impl Rule {
             | Rule::TokenBudget
             | Rule::ToolCallBudget
             | Rule::BlockedLimit => TURN_TO_ABORTED,
-            Rule::ToolResultsBack => &[(Acting, Exploring)],
+            Rule::ToolResultsBack | Rule::AutoCheckpoint => &[(Acting, Exploring)],
             Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
                 &[(Acting, Phase::Aborted)]
             }

@@ -18,6 +18,9 @@ pub struct Stats {
     pub text_tool_calls: u32,
     /// Tool calls refused because their tool was excluded.
     pub refused_calls: u32,
+    /// Checkpoints written for the agent (`policy.auto_checkpoints`): each lifted the blocks of
+    /// the budgets a checkpoint resets.
+    pub auto_checkpoints: u32,
     /// Tool executions that returned an error.
     pub tool_failures: u32,
     /// Tool turns in which every execution failed.
@@ -88,12 +91,13 @@ macro_rules! fields {
 
 impl Stats {
     /// Every counter, in declaration (JSON) order.
-    pub const FIELDS: [Field<Stats>; 18] = fields!(Stats:
+    pub const FIELDS: [Field<Stats>; 19] = fields!(Stats:
         steps,
         model_calls,
         tool_calls,
         text_tool_calls,
         refused_calls,
+        auto_checkpoints,
         tool_failures,
         failed_tool_turns,
         nudges,

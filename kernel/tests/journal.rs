@@ -24,7 +24,12 @@ fn journaled_run(policy: &Policy, turns: &[u8]) -> (Vec<Record>, Vec<(usize, Mac
     for _ in 0..200 {
         let Some(cmd) = pending
             .iter()
-            .find(|c| !matches!(c, Command::Nudge(_) | Command::Notice(_)))
+            .find(|c| {
+                !matches!(
+                    c,
+                    Command::Nudge(_) | Command::Notice(_) | Command::Checkpoint(_)
+                )
+            })
             .cloned()
         else {
             break;

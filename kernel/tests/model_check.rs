@@ -37,6 +37,8 @@ fn small_policy(switches: u32) -> Policy {
         final_answer_on_budget: bit(4),
         deadline_ms: Some(1_000),
         max_blocked_turns: 2,
+        // Checkpoints written for the agent, in half the policies.
+        auto_checkpoints: u32::from(bit(0)),
         ..Policy::default()
     }
 }
@@ -89,7 +91,7 @@ fn every_state_reaches_a_terminal_and_no_cycle_exists() {
     assert_eq!(total, EXPECTED_STATES, "the explored state space changed");
 }
 
-const EXPECTED_STATES: usize = 271_024;
+const EXPECTED_STATES: usize = 354_566;
 
 #[test]
 fn termination_does_not_rest_on_the_step_counter() {

@@ -45,6 +45,7 @@ prop_compose! {
                 deadline in proptest::option::of(0u64..5_000), token_budget in proptest::option::of(1u64..400),
                 requires in proptest::sample::subsequence(vec!["a", "b", "write_todos"], 0..=2),
                 budget in proptest::option::of((1u32..4, 1u32..6, proptest::option::of(1u32..8), any::<bool>())),
+                auto_checkpoints in 0u32..3,
                 seed in any::<u64>())
         -> Policy {
         let mut p = Policy {
@@ -55,6 +56,8 @@ prop_compose! {
             deadline_ms: deadline,
             token_budget,
             completion_requires: requires.into_iter().map(String::from).collect(),
+            // Checkpoints written for the agent when it does not post one (`b`).
+            auto_checkpoints,
             seed,
             ..base
         };
@@ -217,7 +220,7 @@ fn play(policy: &Policy, script: &[Move], max_events: usize) -> (Machine, Vec<St
         if pending.is_none() {
             while let Some(c) = m.poll_command() {
                 match c {
-                    Command::Nudge(_) | Command::Notice(_) => {}
+                    Command::Nudge(_) | Command::Notice(_) | Command::Checkpoint(_) => {}
                     other => pending = Some(other),
                 }
             }

@@ -6,9 +6,9 @@ mod common;
 use common::*;
 use serde_json::json;
 use terminus_kernel::{
-    AbortReason, Command, CompleteReason, Event, Exclusion, Handled, Ignored, Machine, ModelTurn,
-    NudgeKind, Outcome, Phase, Policy, ToolBudget, ToolCall, ToolErrorKind, ToolOutcome,
-    ToolResult, Usage,
+    AbortReason, CHECKPOINT_NOTE_START, CheckpointRequest, Command, CompleteReason, Event,
+    Exclusion, Handled, Ignored, Machine, ModelTurn, NudgeKind, Outcome, Phase, Policy, Rule,
+    ToolBudget, ToolCall, ToolErrorKind, ToolOutcome, ToolResult, Usage,
 };
 
 #[test]
@@ -411,6 +411,125 @@ fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
         run.stop.excluded_tools.is_empty(),
         "{:?}",
         run.stop.excluded_tools
+    );
+}
+
+/// The read budget of seed 004 with a checkpoint tool, and `auto_checkpoints` written for the
+/// agent at most.
+fn forgetful_policy(auto_checkpoints: u32) -> Policy {
+    let mut policy = Policy {
+        max_repeats: 50,
+        auto_checkpoints,
+        ..Policy::default()
+    };
+    policy.tool_budgets.insert(
+        "search".into(),
+        ToolBudget {
+            block_at: Some(2),
+            reset_on: vec!["checkpoint".into()],
+            ..ToolBudget::default()
+        },
+    );
+    policy
+}
+
+fn checkpoints(commands: &[Command]) -> Vec<&CheckpointRequest> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Checkpoint(request) => Some(&**request),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_checkpoint_is_written_for_an_agent_that_was_told_and_did_not_post_one() {
+    let replies = vec![
+        call("search", json!({"q": 1})),
+        call("search", json!({"q": 2})), // refused: the agent is told
+        call("search", json!({"q": 2})), // refused again: the checkpoint is due
+        call("search", json!({"q": 3})), // runs: the count started again
+        text("done"),
+    ];
+    let script = || Script::new(replies.clone()).tool(|_, n| ToolOutcome::ok(json!(n)));
+    let run = drive(forgetful_policy(1), script());
+    let written = checkpoints(&run.commands);
+    assert_eq!(written.len(), 1, "{:?}", run.commands);
+    assert_eq!(written[0].blocked, vec!["search".to_owned()]);
+    assert_eq!(written[0].lifted, vec!["search".to_owned()]);
+    assert!(written[0].note.starts_with(CHECKPOINT_NOTE_START));
+    // Emitted before the model call it precedes, after the second refused turn's results.
+    let at = run
+        .commands
+        .iter()
+        .position(|c| matches!(c, Command::Checkpoint(_)))
+        .expect("a checkpoint");
+    assert!(matches!(run.commands[at + 1], Command::CallModel(_)));
+    assert_eq!(
+        run.rules(),
+        vec![
+            "tool_turn",
+            "tool_results_back",
+            "tool_turn",
+            "tool_results_back",
+            "tool_turn",
+            "auto_checkpoint",
+            "tool_turn",
+            "tool_results_back",
+            "claim_answered",
+        ]
+    );
+    assert_eq!(
+        (
+            run.stop.stats.auto_checkpoints,
+            run.stop.stats.refused_calls,
+            run.stop.stats.tool_calls
+        ),
+        (1, 2, 2)
+    );
+    // The checkpoint is the model's text, not a call: the ledger never saw `checkpoint`.
+    assert!(!run.machine.ledger().succeeded("checkpoint"));
+
+    // Off by default: the same script never gets one, and the third read is refused too.
+    let off = drive(forgetful_policy(0), script());
+    assert!(checkpoints(&off.commands).is_empty());
+    assert_eq!(off.stop.stats.auto_checkpoints, 0);
+    assert_eq!(off.stop.stats.refused_calls, 3);
+}
+
+#[test]
+fn a_posted_checkpoint_leaves_nothing_to_write_and_the_bound_holds() {
+    // The agent posts its checkpoint in the second refused turn: the block lifts, nothing is
+    // written for it.
+    let posted = drive(
+        forgetful_policy(3),
+        Script::new(vec![
+            call("search", json!({"q": 1})),
+            call("search", json!({"q": 2})),
+            calls(&[("search", json!({"q": 2})), ("checkpoint", json!({}))]),
+            call("search", json!({"q": 2})),
+            text("done"),
+        ])
+        .tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    assert!(checkpoints(&posted.commands).is_empty());
+    assert_eq!(posted.stop.stats.auto_checkpoints, 0);
+    // An agent that never posts gets `auto_checkpoints` of them, one per block, then stops on
+    // `blocked_limit`.
+    let forever = drive(
+        forgetful_policy(2),
+        Script::new(vec![call("search", json!({"q": 1}))]).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    assert_eq!(checkpoints(&forever.commands).len(), 2);
+    assert_eq!(forever.stop.stats.auto_checkpoints, 2);
+    assert_eq!(
+        forever.stop.outcome,
+        Outcome::Aborted(AbortReason::NoProgress)
+    );
+    assert_eq!(
+        forever.trace.last().map(|r| r.rule),
+        Some(Rule::BlockedLimit)
     );
 }
 

@@ -48,6 +48,9 @@ fn policies() -> Vec<Policy> {
                 final_answer_on_budget: bit(4),
                 deadline_ms: Some(1_000),
                 max_blocked_turns: one,
+                // Checkpoints written for the agent: in half the policies (each adds a counter
+                // to the state).
+                auto_checkpoints: u32::from(bit(0)),
                 ..Policy::default()
             };
             if !minimal && !bit(3) {
@@ -202,7 +205,7 @@ fn model_check_summary(all: &[Exploration]) -> String {
         "{} policies (every combination of `on_verification_limit`, `verify_completion`, \
 `on_unrecoverable_tool_error`, `token_budget` and `final_answer_on_budget`, once with every \
 occurrence limit 2 (`max_repeats` 3; without `token_budget`, once more with `max_tool_calls` 1) and once \
-at its minimum; `max_model_calls` 5, `max_steps` 9), {} abstract \
+at its minimum; `auto_checkpoints` 1 where `on_verification_limit` is complete; `max_model_calls` 5, `max_steps` 9), {} abstract \
 inputs: **{states} states, {transitions} transitions**, no state that cannot reach a terminal \
 state, no cycle, longest run {longest} steps.\n",
         all.len(),

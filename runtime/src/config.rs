@@ -32,6 +32,34 @@ pub struct RuntimeConfig {
     /// (`gen_ai.input.messages`, `gen_ai.output.messages`). Default off: traces then hold
     /// names, counts and classes, never the conversation.
     pub capture_content: bool,
+    /// How the runtime writes a checkpoint for the agent when the kernel asks for one
+    /// (`policy.auto_checkpoints`).
+    pub auto_checkpoint: AutoCheckpoint,
+}
+
+/// How the runtime writes a checkpoint for the agent (the kernel's `Command::Checkpoint`): one
+/// model call with the kernel's prompt and no tools, whose reply is the checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoCheckpoint {
+    /// The model to ask, by name, on the run's model endpoint. `None` (the default): the run's
+    /// own model.
+    pub model: Option<String>,
+    /// The longest reply asked for, in tokens. Default [`AutoCheckpoint::DEFAULT_MAX_TOKENS`].
+    pub max_tokens: u32,
+}
+
+impl AutoCheckpoint {
+    /// The default cap of a checkpoint's reply.
+    pub const DEFAULT_MAX_TOKENS: u32 = 400;
+}
+
+impl Default for AutoCheckpoint {
+    fn default() -> Self {
+        AutoCheckpoint {
+            model: None,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
+        }
+    }
 }
 
 /// What to do, on resume, with a started call of a non-idempotent tool that has no result: the
@@ -59,6 +87,7 @@ impl Default for RuntimeConfig {
             lease: Duration::from_millis(30_000),
             in_doubt: InDoubt::AskModel,
             capture_content: false,
+            auto_checkpoint: AutoCheckpoint::default(),
         }
     }
 }

@@ -91,6 +91,10 @@ impl Conversation {
             }
             Entry::Nudge(nudge) => self.messages.push(Message::kernel(nudge.text.clone())),
             Entry::Notice(notice) => self.messages.push(Message::kernel(notice.text())),
+            Entry::Checkpoint { note, text } => {
+                self.messages
+                    .push(Message::kernel(format!("{note}\n\n{text}")));
+            }
             _ => {}
         }
         Ok(())

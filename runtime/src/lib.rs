@@ -71,7 +71,7 @@ pub use crate::budget::{
     Budget, BudgetWarning, ToolBudgetEvent, ToolBudgetKind, WARN_PERCENT, Warned,
     tool_budget_events,
 };
-pub use crate::config::{InDoubt, RuntimeConfig};
+pub use crate::config::{AutoCheckpoint, InDoubt, RuntimeConfig};
 pub use crate::context::{
     ContextPolicy, ContextPolicyError, ContextPrune, ContextStats, ContextWindow, Heuristic,
     SystemCut, Tokenizer,

@@ -20,12 +20,12 @@ pub struct ModelRequest<'a> {
     /// verifier's call).
     pub tools_enabled: bool,
     /// What the call is for.
-    pub purpose: Purpose,
+    pub purpose: Purpose<'a>,
 }
 
 /// What a model call is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
+pub enum Purpose<'a> {
     /// A turn of the agent, asked for by the kernel.
     Turn {
         /// Why the kernel makes this call.
@@ -35,6 +35,15 @@ pub enum Purpose {
     },
     /// A verdict for [`crate::LlmVerifier`] (not counted by the kernel).
     Verify,
+    /// A checkpoint written for the agent (the kernel's `Command::Checkpoint`, counted in
+    /// `stats.auto_checkpoints`): no tools, a reply of at most `max_tokens`, from `model` when
+    /// one is named (else the run's model).
+    Checkpoint {
+        /// The model to ask, on the same endpoint.
+        model: Option<&'a str>,
+        /// The longest reply asked for.
+        max_tokens: u32,
+    },
 }
 
 /// A model call that failed in a way the kernel knows how to handle (retry with backoff, abort

@@ -43,6 +43,8 @@ struct CallSpec {
 #[derive(Debug, Clone)]
 struct TurnSpec {
     nudge: bool,
+    /// A checkpoint written for the agent comes before the turn (rule 11).
+    checkpoint: bool,
     text: usize,
     calls: Vec<CallSpec>,
     /// The turn's text quotes the identifier of an earlier result (this one, modulo their
@@ -108,10 +110,30 @@ fn nudge(turn: usize) -> Message {
     ))
 }
 
+/// A checkpoint written for the agent, as the runtime adds it: the kernel's note, then the
+/// model's summary.
+fn checkpoint(turn: usize) -> Message {
+    Message::kernel(format!(
+        "{}: the budget of `read_file` refused calls in two turns. Your checkpoint:\n\n\
+         Before turn {turn}: read the sources, the plan is left.",
+        terminus_kernel::CHECKPOINT_NOTE_START
+    ))
+}
+
+/// Whether `m` is a checkpoint written for the agent.
+fn is_checkpoint(m: &Message) -> bool {
+    m.role == Role::User
+        && m.content
+            .starts_with(terminus_kernel::CHECKPOINT_NOTE_START)
+}
+
 /// One model turn of `script`: the assistant message followed by its results.
 fn turn_messages(t: usize, turn: &TurnSpec, out: &mut Vec<Message>) {
     if turn.nudge {
         out.push(nudge(t));
+    }
+    if turn.checkpoint {
+        out.push(checkpoint(t));
     }
     let calls: Vec<ToolCall> = turn
         .calls
@@ -207,12 +229,14 @@ fn call_spec() -> impl Strategy<Value = CallSpec> {
 fn turn_spec() -> impl Strategy<Value = TurnSpec> {
     (
         prop::bool::weighted(0.15),
+        prop::bool::weighted(0.1),
         size(),
         prop::collection::vec(call_spec(), 0..=4),
         prop::option::weighted(0.3, any::<usize>()),
     )
-        .prop_map(|(nudge, text, calls, quote)| TurnSpec {
+        .prop_map(|(nudge, checkpoint, text, calls, quote)| TurnSpec {
             nudge,
+            checkpoint,
             text,
             calls,
             quote,
@@ -425,6 +449,9 @@ fn mandatory(messages: &[Message], policy: &ContextPolicy) -> BTreeSet<usize> {
         add(task);
     }
     for &i in latest_per_tool(messages).values() {
+        add(i);
+    }
+    if let Some(i) = messages.iter().rposition(is_checkpoint) {
         add(i);
     }
     if let Some(start) = recent_start(messages, policy) {
@@ -968,6 +995,7 @@ fn long_turn(t: usize) -> TurnSpec {
         .collect();
     TurnSpec {
         nudge: t % 9 == 4,
+        checkpoint: t % 11 == 6,
         text: (t * 37) % 200,
         calls,
         quote: (t % 5 == 2).then_some(t),
@@ -1229,6 +1257,7 @@ fn a_conversation_whose_mandatory_part_cannot_fit_is_exhausted() {
     let mut window = ContextWindow::new(policy, Arc::new(Heuristic), fixed);
     let turn = |tool: usize, output: usize| TurnSpec {
         nudge: false,
+        checkpoint: false,
         text: 10,
         calls: vec![CallSpec {
             tool,

@@ -36,6 +36,7 @@ impl Layer for Log {
             Call::Model(request) => match request.purpose {
                 Purpose::Turn { call, .. } => format!("model {call}"),
                 Purpose::Verify => "model verify".to_owned(),
+                Purpose::Checkpoint { .. } => "model checkpoint".to_owned(),
             },
             Call::Tool {
                 name, arguments, ..

@@ -313,3 +313,147 @@ async fn a_resumed_run_reports_the_tool_budget_events_of_the_whole_run() {
     assert_eq!(report.trace, reference.trace);
     assert_eq!(report.tool_budget_events, reference.tool_budget_events);
 }
+
+/// Seed 004's read budget: `echo` blocks from its second call until `post` succeeds, and one
+/// checkpoint may be written for the agent.
+fn forgetful() -> Policy {
+    let mut policy = Policy {
+        auto_checkpoints: 1,
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    policy.tool_budgets.insert(
+        "echo".into(),
+        terminus_kernel::ToolBudget {
+            block_at: Some(2),
+            reset_on: vec!["post".into()],
+            ..terminus_kernel::ToolBudget::default()
+        },
+    );
+    policy
+}
+
+const SUMMARY: &str = "Echoed a. Left: echo b, then say done.";
+
+/// The turns of the forgetful agent up to its checkpoint (echo a; echo b refused twice) and the
+/// checkpoint's reply, then the rest of the run.
+fn forgetful_turns() -> (Vec<common::Answer>, Vec<common::Answer>) {
+    let echo = |v: &str| calls(&[("echo", json!({ "v": v }))]);
+    (
+        vec![echo("a"), echo("b"), echo("b"), common::text(SUMMARY)],
+        vec![echo("b"), done("a and b echoed")],
+    )
+}
+
+fn checkpoint_entries(records: &[Arc<terminus_kernel::Record>]) -> Vec<(String, String)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::Checkpoint { note, text } => Some((note.clone(), text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_checkpoint_written_for_the_agent_is_journaled_and_never_asked_for_twice() {
+    let (before, after) = forgetful_turns();
+    let full = Script::new(before.iter().chain(&after).cloned());
+    let store = MemoryStore::new();
+    let reference = Run::new("Echo a, then b", forgetful(), full.clone())
+        .tools(ToolSet::new().with("echo", common::Echo::new(Duration::ZERO)))
+        .store(Arc::new(store.clone()))
+        .execution("ref")
+        .execute()
+        .await
+        .expect("a report");
+    assert_eq!(reference.stats.auto_checkpoints, 1);
+    assert_eq!(reference.stats.refused_calls, 2);
+    assert_eq!(reference.stats.tool_calls, 2);
+    // The kernel counts its own model calls; the checkpoint's is the runtime's sixth request.
+    assert_eq!(reference.stats.model_calls, 5);
+    assert_eq!(full.requests(), 6);
+    let seen = full.seen.lock().expect("lock").clone();
+    let enabled = full.tools_enabled.lock().expect("lock").clone();
+    // The checkpoint request: no tools, the kernel's prompt last.
+    assert!(!enabled[3], "the checkpoint was asked with tools");
+    let prompt = seen[3].last().expect("a prompt");
+    assert!(
+        prompt.content.starts_with("Write a checkpoint"),
+        "{prompt:?}"
+    );
+    // The next turn's conversation holds the note and the summary, once.
+    let note = seen[4]
+        .iter()
+        .filter(|m| {
+            m.content
+                .starts_with(terminus_kernel::CHECKPOINT_NOTE_START)
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(note.len(), 1, "{:?}", seen[4]);
+    assert!(note[0].content.ends_with(SUMMARY), "{}", note[0].content);
+    assert!(note[0].content.contains("`echo`"), "{}", note[0].content);
+    let written = checkpoint_entries(&store.records("ref").await.expect("stored"));
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].1, SUMMARY);
+
+    // The model dies at the call after the checkpoint: the checkpoint is journaled (with what
+    // the run carried) and a resume does not ask for it again.
+    let (written, rest, resumed) = die_then_resume(&store, "x", &before, after.clone()).await;
+    assert_eq!(written, 1);
+    assert_eq!(
+        rest.requests(),
+        2,
+        "the written checkpoint was asked for again"
+    );
+    assert_eq!(rest.seen.lock().expect("lock")[0], seen[4]);
+    assert_eq!(
+        (&resumed.outcome, &resumed.stats, &resumed.trace),
+        (&reference.outcome, &reference.stats, &reference.trace)
+    );
+    keys_are_unique(&store, "x").await;
+
+    // The model dies at the checkpoint call itself: nothing of it is journaled, and the resume
+    // asks again, with the same conversation.
+    let rest = before[3..].iter().chain(&after).cloned().collect();
+    let (written, again, resumed) = die_then_resume(&store, "y", &before[..3], rest).await;
+    assert_eq!(written, 0);
+    assert_eq!(again.requests(), 3);
+    assert_eq!(again.seen.lock().expect("lock")[0], seen[3]);
+    assert_eq!(
+        (&resumed.outcome, &resumed.stats, &resumed.trace),
+        (&reference.outcome, &reference.stats, &reference.trace)
+    );
+    assert_eq!(
+        checkpoint_entries(&store.records("y").await.expect("stored")).len(),
+        1
+    );
+}
+
+/// Runs the forgetful agent as `execution` with a model that has only `first` (it dies when they
+/// run out), then resumes it with a model that has `rest`: the checkpoints the dead run had
+/// journaled, the resumed model and the report.
+async fn die_then_resume(
+    store: &MemoryStore,
+    execution: &str,
+    first: &[common::Answer],
+    rest: Vec<common::Answer>,
+) -> (usize, Arc<Script>, terminus_runtime::Report) {
+    let echo = || ToolSet::new().with("echo", common::Echo::new(Duration::ZERO));
+    Run::new("Echo a, then b", forgetful(), Script::new(first.to_vec()))
+        .tools(echo())
+        .store(Arc::new(store.clone()))
+        .execution(execution)
+        .execute()
+        .await
+        .expect_err("the model died");
+    let written = checkpoint_entries(&store.records(execution).await.expect("stored")).len();
+    let model = Script::new(rest);
+    let report = Run::resume(execution, model.clone())
+        .tools(echo())
+        .store(Arc::new(store.clone()))
+        .execute()
+        .await
+        .expect("a report");
+    (written, model, report)
+}

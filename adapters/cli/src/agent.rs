@@ -263,6 +263,11 @@ impl LiveAgent {
             system_prompt: self.system_prompt.clone(),
             model_timeout: (!config.stream).then(|| config.timeout + Duration::from_secs(1)),
             tool_timeout: Some(tool_timeout),
+            auto_checkpoint: self
+                .context
+                .as_ref()
+                .map(|(spec, _)| spec.auto_checkpoint())
+                .unwrap_or_default(),
             ..RuntimeConfig::default()
         }
     }

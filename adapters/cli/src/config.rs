@@ -432,6 +432,9 @@ impl AgentConfig {
             if let Some(i) = context.keep.iter().position(|t| t.trim().is_empty()) {
                 return Err(format!("[context].keep[{i}]: the tool name is empty"));
             }
+            context
+                .check_auto_checkpoint(&self.policy)
+                .map_err(|(field, problem)| format!("[context].{field}: {problem}"))?;
         }
         if let Some(i) = self
             .agent
@@ -740,6 +743,36 @@ kind = "rules"
                     "window = 128000\nkeep = [\"read_file\", \"\"]",
                 ),
                 "[context].keep[1]: the tool name is empty",
+            ),
+            (
+                GOOD.replace(
+                    "window = 128000",
+                    "window = 128000\nauto_checkpoint = { max_tokens = 200 }",
+                ),
+                "[context].auto_checkpoint: policy.auto_checkpoints is 0",
+            ),
+            (
+                GOOD.replace(
+                    "window = 128000",
+                    "window = 128000\nauto_checkpoint = { max_tokens = 0 }",
+                )
+                .replace("max_steps = 200", "max_steps = 200\nauto_checkpoints = 1"),
+                "[context].auto_checkpoint.max_tokens: must be at least 1",
+            ),
+            (
+                GOOD.replace(
+                    "window = 128000",
+                    "window = 128000\nauto_checkpoint = { model = \" \" }",
+                )
+                .replace("max_steps = 200", "max_steps = 200\nauto_checkpoints = 1"),
+                "[context].auto_checkpoint.model: the model name is empty",
+            ),
+            (
+                GOOD.replace(
+                    "window = 128000",
+                    "window = 128000\nauto_checkpoint = { tokens = 9 }",
+                ),
+                "unknown field `tokens`",
             ),
             (
                 GOOD.replace("[model]", "[agent]\ncontext_files = [\"\"]\n[model]"),

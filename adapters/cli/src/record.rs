@@ -257,7 +257,12 @@ impl Layer for Recorder {
     fn around<'a>(&'a self, call: Call<'a>, next: Next<'a>) -> BoxFuture<'a, Answer> {
         match &call {
             Call::Model(request) => {
-                let turn = matches!(request.purpose, Purpose::Turn { .. });
+                // A checkpoint written for the agent is a reply of the model like a turn: a
+                // replay's scripted model gives it back at the same place.
+                let turn = matches!(
+                    request.purpose,
+                    Purpose::Turn { .. } | Purpose::Checkpoint { .. }
+                );
                 let answer = next.run(call);
                 Box::pin(async move {
                     // A call the run drops unanswered (the kill switch, the deadline) is kept as

@@ -14,7 +14,8 @@ use std::time::{Duration, SystemTime};
 use terminus_kernel::ModelErrorKind;
 use terminus_kernel::repetition;
 use terminus_runtime::{
-    Heuristic, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Tokenizer, semconv,
+    Heuristic, Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose, Tokenizer,
+    semconv,
 };
 
 /// The wire format of a model server.
@@ -218,9 +219,18 @@ impl LlmModel {
     }
 
     async fn call(&self, request: ModelRequest<'_>) -> Result<Reply, ModelFailure> {
+        // A checkpoint written for the agent asks its own model (on the same endpoint) for a
+        // reply of its own length.
+        let (model, max_output_tokens) = match request.purpose {
+            Purpose::Checkpoint { model, max_tokens } => (
+                model.unwrap_or(&self.config.model),
+                Some(max_tokens.min(self.config.max_output_tokens.unwrap_or(u32::MAX))),
+            ),
+            _ => (self.config.model.as_str(), self.config.max_output_tokens),
+        };
         let options = Options {
-            model: &self.config.model,
-            max_output_tokens: self.config.max_output_tokens,
+            model,
+            max_output_tokens,
             stream: self.config.stream,
         };
         let cap = options

@@ -224,6 +224,9 @@ pub struct Expect {
     /// Calls refused because their tool was excluded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_calls: Option<Bound>,
+    /// Checkpoints written for the agent (`policy.auto_checkpoints`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_checkpoints: Option<Bound>,
     /// Tool executions that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_failures: Option<Bound>,
@@ -306,6 +309,7 @@ impl Expect {
             "tool_calls" => self.tool_calls,
             "text_tool_calls" => self.text_tool_calls,
             "refused_calls" => self.refused_calls,
+            "auto_checkpoints" => self.auto_checkpoints,
             "tool_failures" => self.tool_failures,
             "failed_tool_turns" => self.failed_tool_turns,
             "nudges" => self.nudges,

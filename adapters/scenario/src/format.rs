@@ -126,9 +126,65 @@ pub struct ContextSpec {
     /// whole: a spec, a plan). Each must name one of the run's tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keep: Vec<String>,
+    /// How a checkpoint is written for the agent when the kernel asks for one
+    /// (`policy.auto_checkpoints` says how many a run may get). Default: the run's model, a reply
+    /// of at most 400 tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_checkpoint: Option<AutoCheckpointSpec>,
+}
+
+/// `context.auto_checkpoint`: the model that writes a checkpoint for the agent and how long it
+/// may be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoCheckpointSpec {
+    /// The model to ask, by name, on the run's model endpoint (default: the run's model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The longest reply, in tokens (default 400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
 }
 
 impl ContextSpec {
+    /// How the runtime writes a checkpoint for the agent.
+    pub fn auto_checkpoint(&self) -> terminus_runtime::AutoCheckpoint {
+        let d = terminus_runtime::AutoCheckpoint::default();
+        match &self.auto_checkpoint {
+            None => d,
+            Some(spec) => terminus_runtime::AutoCheckpoint {
+                model: spec.model.clone(),
+                max_tokens: spec.max_tokens.unwrap_or(d.max_tokens),
+            },
+        }
+    }
+
+    /// Checks `auto_checkpoint` against the policy: the field at fault (below `context.`) and
+    /// the problem.
+    pub fn check_auto_checkpoint(
+        &self,
+        policy: &terminus_kernel::Policy,
+    ) -> Result<(), (&'static str, String)> {
+        let Some(spec) = &self.auto_checkpoint else {
+            return Ok(());
+        };
+        if policy.auto_checkpoints == 0 {
+            return Err((
+                "auto_checkpoint",
+                "policy.auto_checkpoints is 0, so no checkpoint is ever written: set it to the \
+                 most checkpoints a run may get"
+                    .into(),
+            ));
+        }
+        if spec.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(("auto_checkpoint.model", "the model name is empty".into()));
+        }
+        if spec.max_tokens == Some(0) {
+            return Err(("auto_checkpoint.max_tokens", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
     /// The runtime's policy: the given fields over the defaults for the window.
     pub fn policy(&self) -> terminus_runtime::ContextPolicy {
         let d = terminus_runtime::ContextPolicy::for_window(self.window);

@@ -45,8 +45,8 @@ mod script;
 pub use crate::error::{LoadError, ScenarioError};
 pub use crate::expect::{Bound, Expect, OutcomeName, ReasonName};
 pub use crate::format::{
-    CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile, ToolScript, TurnSpec,
-    VerdictSpec, VerifierScript,
+    AutoCheckpointSpec, CallSpec, ContextSpec, ModelScript, Repeat, ResultSpec, ScenarioFile,
+    ToolScript, TurnSpec, VerdictSpec, VerifierScript,
 };
 pub use crate::scenario::{Scenario, read_json};
 pub use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};

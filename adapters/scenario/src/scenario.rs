@@ -2,7 +2,7 @@
 
 use crate::error::{LoadError, ScenarioError, push_key};
 use crate::expect::Expect;
-use crate::format::{Repeat, ScenarioFile, ToolScript};
+use crate::format::{ContextSpec, Repeat, ScenarioFile, ToolScript};
 use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
 use std::path::Path;
 use std::sync::Arc;
@@ -140,9 +140,15 @@ impl Scenario {
         if let Some(units) = self.file.scale {
             run = run.scale(units);
         }
-        if let Some(prompt) = &self.file.system_prompt {
+        if self.file.system_prompt.is_some() || self.file.policy.auto_checkpoints > 0 {
             run = run.config(terminus_runtime::RuntimeConfig {
-                system_prompt: Some(prompt.clone()),
+                system_prompt: self.file.system_prompt.clone(),
+                auto_checkpoint: self
+                    .file
+                    .context
+                    .as_ref()
+                    .map(ContextSpec::auto_checkpoint)
+                    .unwrap_or_default(),
                 ..terminus_runtime::RuntimeConfig::default()
             });
         }
@@ -453,6 +459,9 @@ fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {
             .map(String::as_str)
             .chain([WRITE_TODOS])
             .collect();
+        context
+            .check_auto_checkpoint(&file.policy)
+            .map_err(|(field, problem)| ScenarioError::at(format!("$.context.{field}"), problem))?;
         if let Some((i, name)) = context.unknown_kept(&tools) {
             return Err(ScenarioError::at(
                 format!("$.context.keep[{i}]"),

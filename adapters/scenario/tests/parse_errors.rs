@@ -398,6 +398,30 @@ fn context_policies_that_cannot_work_are_named_with_their_path() {
         "unknown tool `grep`: expected one of the scenario's tools (read_file, write_todos)",
     );
     refused(
+        &with(serde_json::json!({ "context": { "window": 4000, "auto_checkpoint": {} } })),
+        "$.context.auto_checkpoint",
+        "policy.auto_checkpoints is 0, so no checkpoint is ever written",
+    );
+    refused(
+        &with(serde_json::json!({ "policy": { "auto_checkpoints": 1 },
+            "context": { "window": 4000, "auto_checkpoint": { "max_tokens": 0 } } })),
+        "$.context.auto_checkpoint.max_tokens",
+        "must be at least 1",
+    );
+    refused(
+        &with(serde_json::json!({ "policy": { "auto_checkpoints": 1 },
+            "context": { "window": 4000, "auto_checkpoint": { "model": "" } } })),
+        "$.context.auto_checkpoint.model",
+        "the model name is empty",
+    );
+    refused(
+        &with(
+            serde_json::json!({ "context": { "window": 4000, "auto_checkpoint": { "max": 2 } } }),
+        ),
+        "$.context.auto_checkpoint.max",
+        "unknown field `max`",
+    );
+    refused(
         &with(serde_json::json!({ "context": { "window": 4000, "keep": "read_file" } })),
         "$.context.keep",
         "invalid type: string \"read_file\"",

@@ -171,6 +171,12 @@ function drive(scenario, { between, maxEvents = 10_000 } = {}) {
     path.push(['command', command]);
     const kind = command.command;
     if (kind === 'nudge' || kind === 'notice') continue;
+    if (kind === 'checkpoint') {
+      // A checkpoint written for the agent: the scripted model's next reply is its summary,
+      // which the conversation keeps (this driver keeps none).
+      model.next();
+      continue;
+    }
     if (kind === 'stop') return { machine, report: command.report, path };
     if (kind === 'call_model') {
       const cut = interrupt(command.delay_ms);

@@ -202,6 +202,11 @@ def drive(
         kind = command["command"]
         if kind in ("nudge", "notice"):
             continue
+        if kind == "checkpoint":
+            # A checkpoint written for the agent: the scripted model's next reply is its
+            # summary, which the conversation keeps (this driver keeps none).
+            model.next()
+            continue
         if kind == "stop":
             return Run(machine, command["report"], path)
         if kind == "call_model":

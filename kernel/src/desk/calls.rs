@@ -31,11 +31,21 @@ impl Desk {
             }
         } else {
             let mut refusals = plan.refused.iter().peekable();
+            // Tools a lifting block refused in this turn: their `blocked_turns` count once each.
+            let mut blocked: Vec<&str> = Vec::new();
             for (i, call) in calls.iter().enumerate() {
                 let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
+                let first_block = matches!(refusal, Some(Exclusion::Budget(b)) if b.bound.resets)
+                    && !blocked.contains(&call.name.as_str());
+                if first_block {
+                    blocked.push(call.name.as_str());
+                }
                 let runs = desk.ledger.update(&call.name, |record| match refusal {
                     Some(exclusion) => {
                         record.refused = record.refused.saturating_add(1);
+                        if first_block {
+                            record.blocked_turns = record.blocked_turns.saturating_add(1);
+                        }
                         // A budget's block follows from the counts: only an exclusion is kept.
                         if record.excluded.is_none() && !matches!(exclusion, Exclusion::Budget(_)) {
                             record.excluded = Some(exclusion);

@@ -288,7 +288,26 @@ impl Desk {
             all_failed: failed > 0 && usize::try_from(failed).is_ok_and(|f| f == results.len()),
             unrecoverable,
             repeats: repetition.times,
+            checkpoint: policy.auto_checkpoints > 0 && self.checkpoint_due(policy, results),
         };
         (batch, fingerprint, new, repetition)
+    }
+
+    /// Whether a checkpoint is due after `results`: some budget that a checkpoint lifts has
+    /// refused calls of its tool in two tool turns since its last reset (the agent was told how
+    /// to lift the block and did not), and no tool of its `reset_on` succeeded in `results`.
+    #[cold]
+    fn checkpoint_due(&self, policy: &Policy, results: &[ToolResult]) -> bool {
+        policy.tool_budgets.iter().any(|(tool, budget)| {
+            !budget.reset_on.is_empty()
+                && self
+                    .ledger
+                    .get(tool)
+                    .is_some_and(|record| record.blocked_turns >= 2)
+                && !results.iter().any(|r| {
+                    matches!(r.outcome, ToolOutcome::Ok(_))
+                        && budget.reset_on.iter().any(|on| r.name.as_str() == on)
+                })
+        })
     }
 }

@@ -3,7 +3,10 @@
 
 use super::{Desk, TOKEN_WARNINGS, TextCallNote};
 use crate::backoff::backoff_ms;
-use crate::command::{Command, ModelCall, Notice, Nudge, NudgeKind, Stop, VerifyRequest};
+use crate::command::{
+    CHECKPOINT_NOTE_START, CheckpointRequest, Command, ModelCall, Notice, Nudge, NudgeKind, Stop,
+    VerifyRequest,
+};
 use crate::input::NoOpKind;
 use crate::loops::Repetition;
 use crate::phase::CallReason;
@@ -85,6 +88,49 @@ impl Desk {
             stats,
             excluded_tools: self.ledger.excluded().map(|(n, _)| n.to_owned()).collect(),
         })));
+    }
+
+    /// A checkpoint written for the agent (`policy.auto_checkpoints`): resets every budget that a
+    /// checkpoint lifts (those with a `reset_on`), as a posted checkpoint would, and asks the host
+    /// for the summary that stands for it.
+    #[cold]
+    pub(crate) fn checkpoint(&mut self, policy: &Policy) {
+        let mut blocked = Vec::new();
+        let mut lifted = Vec::new();
+        for (tool, budget) in &policy.tool_budgets {
+            if budget.reset_on.is_empty() {
+                continue;
+            }
+            if self.ledger.get(tool).is_some_and(|r| r.blocked_turns >= 2) {
+                blocked.push(tool.clone());
+            }
+            self.ledger.reset_budget(tool);
+            lifted.push(tool.clone());
+        }
+        let names = |tools: &[String]| {
+            tools
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let prompt = "Write a checkpoint of your work so far: the findings the rest of the task \
+                      needs (facts, file paths, names, ids, numbers, decisions) and what is left \
+                      to do, as short notes. Call no tool: this text is kept as your checkpoint."
+            .to_owned();
+        let note = format!(
+            "{CHECKPOINT_NOTE_START}: the budget of {} refused calls in two turns and no \
+             checkpoint was posted. The calls of {} count again from here. Your checkpoint:",
+            names(&blocked),
+            names(&lifted),
+        );
+        self.out
+            .push_back(Command::Checkpoint(Box::new(CheckpointRequest {
+                blocked,
+                lifted,
+                prompt,
+                note,
+            })));
     }
 
     /// Tell the model, before its next call, which tools are now excluded and why.

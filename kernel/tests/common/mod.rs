@@ -270,6 +270,8 @@ pub fn drive(policy: Policy, mut script: Script) -> Run {
                 verdict_no += 1;
                 Some(Event::Verdict(v))
             }
+            // A checkpoint written for the agent: nothing answers it (kept in `commands`).
+            Command::Checkpoint(_) => None,
             other => panic!("a command this harness does not know: {other:?}"),
         };
         for e in injected.into_iter().chain(event) {

@@ -196,6 +196,15 @@ pub fn prune_with(
     for &i in latest.values() {
         pinned[unit_of[i]] = true;
     }
+    // The latest checkpoint written for the agent: the findings it stands for.
+    if let Some(i) = messages.iter().rposition(|m| {
+        m.author == Author::Kernel
+            && m.role == Role::User
+            && m.content
+                .starts_with(terminus_kernel::CHECKPOINT_NOTE_START)
+    }) {
+        pinned[unit_of[i]] = true;
+    }
     // The most recent turns and everything after them.
     let turns = usize::try_from(policy.keep_recent_turns).unwrap_or(usize::MAX);
     if turns > 0 {

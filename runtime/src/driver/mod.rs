@@ -7,6 +7,7 @@
 //! `verify_step`), `writer` (journaling), `progress` (the words of progress lines). The
 //! conversation both the live path and the replay build is [`crate::conversation`].
 
+mod checkpoint_step;
 mod model_step;
 mod progress;
 mod resume;
@@ -42,8 +43,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use terminus_kernel::{
-    CallState, Command, Entry, Event, Handled, Key, Machine, ModelCall, Record, StepRecord, Stop,
-    ToolBatch, VerifyRequest,
+    CallState, CheckpointRequest, Command, Entry, Event, Handled, Key, Machine, ModelCall, Record,
+    StepRecord, Stop, ToolBatch, VerifyRequest,
 };
 use tokio::time::{Instant, Sleep, sleep_until};
 use tracing::Instrument as _;
@@ -126,6 +127,8 @@ struct Driver {
     tool_budget: Vec<ToolBudgetEvent>,
     /// The changes of the tool list so far (for the report).
     tools_changed: Vec<ToolsChanged>,
+    /// A checkpoint the kernel asked for, written before the next model call.
+    checkpoint: Option<CheckpointRequest>,
     /// Whether this driver goes on from a journal (for the run span).
     resumed: bool,
     /// The timers of the deadline and the lease renewal, kept armed across actions.
@@ -219,6 +222,7 @@ impl Driver {
             prunes: Vec::new(),
             tool_budget: Vec::new(),
             tools_changed: Vec::new(),
+            checkpoint: None,
             resumed: false,
             deadline_timer: Armed::default(),
             renew_timer: Armed::default(),
@@ -293,7 +297,11 @@ impl Driver {
         loop {
             let (event, detail) = match self.drain()? {
                 Action::Stop(stop) => return self.finish(stop, observer).await,
-                Action::Model(call) => self.model_step(call, observer).await?,
+                Action::Model(call) => match self.checkpoint_step().await? {
+                    // The kill switch or the deadline came first.
+                    Some(interrupted) => interrupted,
+                    None => self.model_step(call, observer).await?,
+                },
                 Action::Tools(batch) => self.tools_step(batch).await?,
                 Action::Verify(request) => self.verify_step(request).await?,
             };
@@ -314,6 +322,11 @@ impl Driver {
                 }
                 Command::Nudge(nudge) => {
                     self.conversation.apply(&Entry::Nudge(*nudge), None)?;
+                    continue;
+                }
+                Command::Checkpoint(request) => {
+                    // Written before the model call that follows (`checkpoint_step`).
+                    self.checkpoint = Some(*request);
                     continue;
                 }
                 Command::CallModel(call) => Action::Model(call),

@@ -307,6 +307,18 @@ pub(super) fn context_pruned(prune: &ContextPrune) {
 /// The event of a change of the tool list before a model call, on the run span: the names
 /// added, removed and changed, comma-separated.
 /// A model turn held tool calls written as text: recovered as real calls, or left to be nudged.
+/// A checkpoint written for the agent after step `step`: the budgets it lifted and its length.
+pub(super) fn auto_checkpoint(step: u32, lifted: &[String], chars: usize) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        terminus.step = int(step),
+        terminus.auto_checkpoint.lifted = lifted.join(","),
+        terminus.auto_checkpoint.chars = int(u64::try_from(chars).unwrap_or(u64::MAX)),
+        "auto_checkpoint"
+    );
+}
+
 pub(super) fn text_tool_calls(model_call: u32, recovery: &textcall::Recovery) {
     match recovery {
         textcall::Recovery::Ran { format, calls } => tracing::event!(

@@ -252,6 +252,14 @@ impl Builder {
                     step.tool_calls.push(call.name.to_string());
                 }
             }
+            Entry::Checkpoint { text, .. } => {
+                if let Some(step) = self.step_at(checkpoint) {
+                    step.notices.push(format!(
+                        "checkpoint written for the agent ({} characters)",
+                        text.chars().count()
+                    ));
+                }
+            }
             Entry::Held {
                 call,
                 hold,

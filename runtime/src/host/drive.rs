@@ -541,6 +541,15 @@ impl Host {
             Command::Notice(notice) => CommandOut::Notice {
                 text: notice.text().to_owned(),
             },
+            Command::Checkpoint(request) => {
+                let request = *request;
+                CommandOut::Checkpoint {
+                    prompt: request.prompt,
+                    note: request.note,
+                    blocked: request.blocked,
+                    lifted: request.lifted,
+                }
+            }
             Command::Stop(_) => CommandOut::Stop {
                 report: self.report_json(),
             },

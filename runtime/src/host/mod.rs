@@ -16,8 +16,9 @@
 //! call `tools`), `run_tools` (only the calls to run; the refused ones with the text the model is
 //! given instead, the budget warnings to append to results, and `written`, the reply's prose,
 //! when the calls were written in its text), `verify` (the claim, the todos,
-//! and what the rules say is missing), `nudge` and `notice` (text for the conversation), and
-//! `stop` with the report.
+//! and what the rules say is missing), `nudge` and `notice` (text for the conversation),
+//! `checkpoint` (with `policy.auto_checkpoints`: ask the model for a summary and add it to the
+//! conversation after the kernel's note), and `stop` with the report.
 //!
 //! The journal the host keeps has the records [`crate::Run`] writes for the same events (the
 //! task, then per step its event, transition, guidance, stop, tool intents and results, under

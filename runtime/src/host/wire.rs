@@ -275,6 +275,20 @@ pub enum CommandOut {
         /// The kernel's message.
         text: String,
     },
+    /// Write a checkpoint for the agent (`policy.auto_checkpoints`) before the next model call:
+    /// ask the model with `prompt` (no tools) for a summary of the findings so far, then add
+    /// `note`, a blank line and that summary to the conversation (a user message). The kernel has
+    /// counted it and reset the budgets it `lifted`; nothing answers it.
+    Checkpoint {
+        /// What to ask the model.
+        prompt: String,
+        /// The kernel's words before the summary.
+        note: String,
+        /// The tools whose budgets blocked them in two turns since their last reset.
+        blocked: Vec<String>,
+        /// The budgets it reset.
+        lifted: Vec<String>,
+    },
     /// The run ended.
     Stop {
         /// The report (the fields of `terminus run --json`, without the execution id).

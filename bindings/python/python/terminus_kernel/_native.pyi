@@ -66,6 +66,10 @@ class Machine:
           open: a rule verifier answers ``complete`` when it is empty);
         - ``{"command": "nudge" | "notice", "text": str}``: add ``text`` to the conversation
           before the next model call;
+        - ``{"command": "checkpoint", "prompt": str, "note": str, "blocked": [str], "lifted":
+          [str]}`` (only with ``policy.auto_checkpoints``): ask the model with ``prompt`` (no
+          tools) for a summary of the findings so far, then add ``note``, a blank line and the
+          summary to the conversation before the next model call;
         - ``{"command": "stop", "report": dict}``: the run ended (see :meth:`report`).
         """
     @property
