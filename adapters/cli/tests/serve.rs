@@ -241,10 +241,29 @@ struct Setup {
 
 impl Setup {
     async fn new(peers: &Path, held: bool) -> Setup {
+        Setup::serving(peers, held, 1).await
+    }
+
+    /// The setup for `threads` runs of the architect, one after the other: the model server
+    /// answers each with the six replies again.
+    async fn serving(peers: &Path, held: bool, threads: usize) -> Setup {
         let dir = tempfile::tempdir().expect("a temp dir");
         let root = dir.path().canonicalize().expect("a real path").join("work");
         let (script, plan) = architect(&root);
-        let fixture = Fixture::start(script.to_vec()).await.expect("a port");
+        let fixture = Fixture::with(move |n, _| {
+            script
+                .get(n % script.len())
+                .filter(|_| n < threads * script.len())
+                .cloned()
+                .unwrap_or_else(|| {
+                    terminus_fixture::Response::json(
+                        500,
+                        r#"{"error":{"message":"no more replies"}}"#,
+                    )
+                })
+        })
+        .await
+        .expect("a port");
         let mut mcp = fs_server(peers, &root.to_string_lossy());
         if held {
             mcp.push_str("approval = [\"write_file\"]\n");
@@ -715,4 +734,124 @@ fn serve_refuses_bad_agents_and_an_unset_key_with_exit_2() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `tests/agui`, its npm packages and the AG-UI Python SDK's virtualenv installed by
+/// `.ci/agui.sh` (run here when they are not); `None` when npm is missing outside CI.
+fn agui() -> Option<(PathBuf, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let peers =
+        std::env::var_os("TERMINUS_PEERS").map_or_else(|| root.join("target/peers"), PathBuf::from);
+    let python = peers.join("agui-python/bin/python");
+    let folder = root.join("tests/agui");
+    if !folder.join("node_modules/.pins").is_file() || !python.is_file() {
+        let npm = Command::new("npm").arg("--version").output();
+        if !npm.is_ok_and(|o| o.status.success()) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "npm is not installed: the AG-UI clients cannot be installed"
+            );
+            eprintln!("skipped: npm is not installed, so the AG-UI clients cannot be installed");
+            return None;
+        }
+        let out = Command::new("bash")
+            .arg(root.join(".ci/agui.sh"))
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            ".ci/agui.sh failed:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    Some((folder, python))
+}
+
+/// What a client script printed: its one JSON line (exit 0), or the test fails with its output.
+fn client_output(out: &std::process::Output, who: &str) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{who}:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    last_json(&out.stdout)
+}
+
+/// The official clients, `@ag-ui/client` (its `HttpAgent`, every event checked against
+/// `@ag-ui/core`'s schema) and the Python SDK `ag-ui-protocol` (every event parsed with its
+/// `Event` model), each run the architect to its interrupt and approve the held call with
+/// `resume`; the call then runs once on each thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_clients_parse_every_event_and_approve_through_resume() {
+    let Some(peers) = peers::dir() else { return };
+    let Some((folder, python)) = agui() else {
+        return;
+    };
+    let setup = Setup::serving(&peers, true, 2).await;
+    let serve = setup.serve();
+    let endpoint = format!("{}/agents/architect", serve.url);
+
+    let js = tokio::process::Command::new("node")
+        .arg(folder.join("client.mjs"))
+        .args([&endpoint, SERVE_KEY, "js-thread", TASK])
+        .current_dir(&folder)
+        .output()
+        .await
+        .expect("node runs");
+    let js = client_output(&js, "@ag-ui/client");
+    let runs = js["runs"].as_array().expect("two runs");
+    assert_eq!(runs[0]["types"][0], "RUN_STARTED");
+    assert_eq!(
+        runs[0]["types"].as_array().and_then(|t| t.last()),
+        Some(&json!("RUN_FINISHED"))
+    );
+    let interrupt = &runs[0]["interrupts"][0];
+    assert_eq!(interrupt["reason"], "tool_call", "{js}");
+    let js_call = interrupt["toolCallId"].as_str().expect("a call").to_owned();
+    assert_eq!(runs[1]["pending"], 0);
+    assert_eq!(js["result"]["report"]["reason"], "verified", "{js}");
+    // The client's own reading of the stream: the tool's answer to the held call is a message.
+    assert!(
+        js["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["role"] == "tool" && m["toolCallId"] == json!(js_call)),
+        "{js}"
+    );
+    assert_eq!(js["state"]["status"], "complete", "{js}");
+    assert_eq!(
+        setup.intents_and_results("js-thread", &js_call).await,
+        (1, 1)
+    );
+
+    let py = tokio::process::Command::new(&python)
+        .arg(folder.join("client.py"))
+        .args([&endpoint, SERVE_KEY, "py-thread", TASK])
+        .output()
+        .await
+        .expect("python runs");
+    let py = client_output(&py, "ag-ui-protocol");
+    assert_eq!(py["runs"][0][0], "RUN_STARTED");
+    let py_call = py["interrupts"][0]["toolCallId"]
+        .as_str()
+        .expect("a call")
+        .to_owned();
+    assert_eq!(py["interrupts"][0]["id"], json!(py_call));
+    assert_eq!(py["outcome"], "success", "{py}");
+    assert_eq!(py["result"]["report"]["reason"], "verified");
+    assert!(
+        py["results"]
+            .as_array()
+            .expect("results")
+            .contains(&json!(py_call))
+    );
+    assert_eq!(
+        setup.intents_and_results("py-thread", &py_call).await,
+        (1, 1)
+    );
+    assert_eq!(setup.fixture.requests().len(), 12);
 }
