@@ -146,6 +146,24 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8, CliError> {
 async fn handle(served: &Served, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
+    if method == Method::GET && path == "/" {
+        // The page holds nothing of the server's: its script asks for the key when the
+        // endpoint wants one.
+        let mut response = Response::new(full(PAGE));
+        let headers = response.headers_mut();
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        headers.insert(
+            hyper::header::CONTENT_SECURITY_POLICY,
+            hyper::header::HeaderValue::from_static(
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'",
+            ),
+        );
+        return response;
+    }
     let agents = path == "/agents";
     let agent = path.strip_prefix("/agents/").map(str::to_owned);
     if !agents && agent.is_none() {
@@ -592,3 +610,6 @@ impl Job {
         }
     }
 }
+
+/// The page (`GET /`): static HTML and a script, no build step.
+const PAGE: &str = include_str!("../page/index.html");

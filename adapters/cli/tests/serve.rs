@@ -855,3 +855,86 @@ async fn the_official_clients_parse_every_event_and_approve_through_resume() {
     );
     assert_eq!(setup.fixture.requests().len(), 12);
 }
+
+/// The page at `GET /` in Debian's headless chromium (driven by `playwright-core`): a person
+/// gives the key, picks the agent, gives the task, watches the run reach the held write, clicks
+/// Approve, and sees the stop reason and the `inspect` text. The write runs once. Screenshots of
+/// the held call and of the end go to `target/agui-screenshots/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
+    let Some(peers) = peers::dir() else { return };
+    let Some((folder, _)) = agui() else {
+        return;
+    };
+    let setup = Setup::new(&peers, true).await;
+    let serve = setup.serve();
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/agui-screenshots");
+    std::fs::create_dir_all(&shots).expect("a folder for the screenshots");
+    for shot in ["held.png", "end.png"] {
+        let _ = std::fs::remove_file(shots.join(shot));
+    }
+    let out = tokio::process::Command::new("node")
+        .arg(folder.join("browser.mjs"))
+        .arg(format!("{}/", serve.url))
+        .args([SERVE_KEY, TASK])
+        .arg(&shots)
+        .current_dir(&folder)
+        .output()
+        .await
+        .expect("node runs");
+    let page = client_output(&out, "the page in chromium");
+    assert_eq!(page["agents"], json!(["architect"]));
+    assert_eq!(page["problems"], json!([]), "no script error: {page}");
+    assert_eq!(
+        page["outside"],
+        json!([]),
+        "the page loads nothing from elsewhere: {page}"
+    );
+    assert_eq!(page["held"]["status"], "waiting for a decision");
+    assert!(
+        page["held"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Approve the call of `write_file`")),
+        "{page}"
+    );
+    let end = &page["end"];
+    assert_eq!(end["status"], "complete", "{page}");
+    assert!(
+        end["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("complete (verified) after")),
+        "{page}"
+    );
+    assert_eq!(end["result"], "Plan written to plan.md.");
+    let thread = end["thread"].as_str().expect("the thread");
+    let (code, explained, stderr) = setup.terminus(&["inspect", "--execution", thread]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(end["inspect"], json!(explained));
+    // Every step of both runs was shown, and every tool call.
+    let report = setup.terminus(&["resume", "--execution", thread, "--json"]);
+    let report = last_json(report.1.as_bytes());
+    assert_eq!(
+        end["steps"].as_array().map(Vec::len),
+        report["steps"].as_u64().map(|n| n as usize),
+        "{page}"
+    );
+    assert_eq!(end["calls"], 4);
+    assert!(
+        end["budgets"].as_array().expect("budgets").iter().any(|b| b
+            .as_str()
+            .is_some_and(|b| b.starts_with("model_calls: 6 of "))),
+        "{page}"
+    );
+    assert_eq!(setup.intents_and_results(thread, "call_4_0").await, (1, 1));
+    assert_eq!(
+        std::fs::read_to_string(&setup.plan).expect("written once approved"),
+        "# Plan\n1. Fix parse.\n"
+    );
+    for shot in ["held.png", "end.png"] {
+        let png = std::fs::read(shots.join(shot)).expect("a screenshot");
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+            "{shot}"
+        );
+    }
+}
