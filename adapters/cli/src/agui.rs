@@ -501,8 +501,8 @@ fn push_pointer(path: &mut String, key: &str) {
 
 /// The observer that streams a run as AG-UI events: per kernel step `STEP_STARTED` (its name:
 /// the rule that fired), the model's text and tool calls or the tool results the step was fed,
-/// `STATE_DELTA` when the state changed, `STEP_FINISHED`. What a step saw is held until the step
-/// is journaled ([`Observer::on_transition`]).
+/// `STATE_DELTA` when the state changed, `STEP_FINISHED`. What a step saw is held until its
+/// transition is reported ([`Observer::on_transition`]), after its entries went to the journal.
 pub(crate) struct Stream {
     out: UnboundedSender<String>,
     state: Arc<Mutex<RunState>>,
