@@ -938,3 +938,66 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
         );
     }
 }
+
+/// A run the kernel aborts (here: the model server refuses the key, a fatal model error) ends with
+/// `RUN_ERROR` whose code is the stop reason, after the report (`CUSTOM` `terminus.report`, the
+/// journal's) and the `inspect` text; the state ends `aborted` with that reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_run_ends_with_run_error_naming_the_stop_reason() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let fixture = Fixture::start(vec![terminus_fixture::Response::json(
+        401,
+        r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+    )])
+    .await
+    .expect("a port");
+    let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), "");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let serve = Serve::start(&config, &journal, &[]);
+    let (status, body) = serve
+        .post(
+            "/agents/architect",
+            &input("denied", "run-1").to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let events = events(&body);
+    check_lifecycle(&events, "denied", "run-1");
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "RUN_ERROR", "{body}");
+    let report = &events
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "terminus.report")
+        .expect("the report")["value"];
+    assert_eq!(report["outcome"], "aborted");
+    assert_eq!(last["code"], report["reason"]);
+    assert_eq!(last["code"], "model_error", "{last}");
+    assert_eq!(
+        last["message"],
+        "aborted (model_error) after 1 step (rule model_fatal)"
+    );
+    let state = final_state(&events);
+    assert_eq!(
+        (&state["status"], &state["reason"], &state["rule"]),
+        (
+            &json!("aborted"),
+            &json!("model_error"),
+            &json!("model_fatal")
+        )
+    );
+    assert_eq!(fixture.requests().len(), 1, "an auth error is not retried");
+    let out = Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args([
+            "resume",
+            "--journal",
+            &journal,
+            "--execution",
+            "denied",
+            "--json",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(&last_json(&out.stdout), report);
+}
