@@ -939,9 +939,9 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
     }
 }
 
-/// A run the kernel aborts (here: the model server refuses the key, a fatal model error) ends with
-/// `RUN_ERROR` whose code is the stop reason, after the report (`CUSTOM` `terminus.report`, the
-/// journal's) and the `inspect` text; the state ends `aborted` with that reason.
+/// A run the kernel aborts (here: the model server refuses the key, a fatal model error) ends
+/// with `RUN_ERROR` whose code is the stop reason, after the report (`CUSTOM` `terminus.report`,
+/// the journal's) and the `inspect` text; the state ends `aborted` with that reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_run_ends_with_run_error_naming_the_stop_reason() {
     let dir = tempfile::tempdir().expect("a temp dir");
