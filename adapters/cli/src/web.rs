@@ -120,8 +120,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
-                // A connection that failed before it was accepted is the client's loss.
-                Err(_) => continue,
+                // A connection that failed before it was accepted is the client's loss; a
+                // listener out of file descriptors gets a moment before it tries again.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
             },
             _ = &mut shutdown => break,
         };
@@ -186,7 +190,7 @@ async fn handle(served: &Served, request: Request<Incoming>) -> Response<Body> {
             &json!({ "agents": served.agents.keys().collect::<Vec<_>>() }),
         ),
         (Method::POST, Some(name)) => {
-            if !served.agents.contains_key(&name) {
+            let Some(agent) = served.agents.get(&name).map(Arc::clone) else {
                 let names: Vec<&str> = served.agents.keys().map(String::as_str).collect();
                 return error(
                     StatusCode::NOT_FOUND,
@@ -195,7 +199,7 @@ async fn handle(served: &Served, request: Request<Incoming>) -> Response<Body> {
                         names.join(", ")
                     ),
                 );
-            }
+            };
             let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
                 Ok(body) => body.to_bytes(),
                 Err(e) => {
@@ -206,7 +210,7 @@ async fn handle(served: &Served, request: Request<Incoming>) -> Response<Body> {
                 }
             };
             match agui::parse_input(&body) {
-                Ok(input) => start(served, name, input),
+                Ok(input) => start(served, name, agent, input),
                 Err(e) => error(
                     StatusCode::BAD_REQUEST,
                     &format!("{}: {}", e.path, e.problem),
@@ -257,8 +261,8 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
     json_response(status, &json!({ "error": message }))
 }
 
-/// Starts the run of `input` on agent `name` and answers with its event stream.
-fn start(served: &Served, name: String, input: RunInput) -> Response<Body> {
+/// Starts the run of `input` on `agent`, served as `name`, and answers with its event stream.
+fn start(served: &Served, name: String, agent: Arc<Agent>, input: RunInput) -> Response<Body> {
     let (tx, mut rx) = unbounded_channel::<String>();
     let mut started =
         json!({ "type": "RUN_STARTED", "threadId": input.thread_id, "runId": input.run_id });
@@ -275,9 +279,7 @@ fn start(served: &Served, name: String, input: RunInput) -> Response<Body> {
     };
     // The run is a task of its own, so a client that leaves does not stop it (it is journaled,
     // and the next input on its thread shows its end).
-    if let Some(agent) = served.agents.get(&job.agent).map(Arc::clone) {
-        tokio::spawn(async move { job.run(&agent.stored, &agent.live).await });
-    }
+    tokio::spawn(async move { job.run(&agent.stored, &agent.live).await });
     let stream = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
             .map(|event| event.map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e)))))
