@@ -1001,3 +1001,33 @@ async fn an_aborted_run_ends_with_run_error_naming_the_stop_reason() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert_eq!(&last_json(&out.stdout), report);
 }
+
+/// A held call denied through `resume` (`approved: false` with a reason) never runs: the model
+/// is told it was denied, with the reason, as the call's result (`TOOL_CALL_RESULT` against the
+/// first run's call id), and the journal holds no intent of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_denied_through_resume_never_runs() {
+    let Some(peers) = peers::dir() else { return };
+    let setup = Setup::new(&peers, true).await;
+    let serve = setup.serve();
+    let id = interrupted(&serve, &setup, "denied-1").await;
+    let mut deny = approving("denied-1", "run-b", &id);
+    deny["resume"][0]["payload"] = json!({ "approved": false, "reason": "not on a Friday" });
+    let events = serve.run(&deny).await;
+    check_lifecycle(&events, "denied-1", "run-b");
+    let told = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == json!(id))
+        .expect("the denial answers the call");
+    let content = told["content"].as_str().expect("text");
+    assert!(
+        content.contains("permission_denied") && content.contains("not on a Friday"),
+        "{content}"
+    );
+    assert!(!setup.plan.exists(), "a denied write never runs");
+    assert_eq!(setup.intents_and_results("denied-1", &id).await, (0, 1));
+    // The model was asked again, with the denial in its conversation.
+    let requests = setup.fixture.requests();
+    assert!(requests.len() > 4);
+    assert!(requests[4].json().to_string().contains("not on a Friday"));
+}
