@@ -744,7 +744,13 @@ fn agui() -> Option<(PathBuf, PathBuf)> {
         std::env::var_os("TERMINUS_PEERS").map_or_else(|| root.join("target/peers"), PathBuf::from);
     let python = peers.join("agui-python/bin/python");
     let folder = root.join("tests/agui");
-    if !folder.join("node_modules/.pins").is_file() || !python.is_file() {
+    // `.ci/agui.sh` copies the lock it installed from next to the packages.
+    let lock = std::fs::read(folder.join("package-lock.json")).expect("tests/agui's lock");
+    let installed = std::fs::read(folder.join("node_modules/.pins")).ok();
+    if installed.as_deref() != Some(lock.as_slice())
+        || !python.is_file()
+        || !Path::new("/usr/bin/chromium").is_file()
+    {
         let npm = Command::new("npm").arg("--version").output();
         if !npm.is_ok_and(|o| o.status.success()) {
             assert!(
