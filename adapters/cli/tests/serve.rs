@@ -668,6 +668,33 @@ async fn refused_requests_run_nothing() {
         assert!(error(&answer).starts_with(start), "{body}: {answer}");
     }
 
+    let get = |path: &str| {
+        reqwest::Client::new()
+            .get(format!("{}{path}", serve.url))
+            .bearer_auth(SERVE_KEY)
+            .send()
+    };
+    let wrong = get("/agents/architect").await.expect("answered");
+    assert_eq!(wrong.status().as_u16(), 405);
+    let elsewhere = get("/admin").await.expect("answered");
+    assert_eq!(elsewhere.status().as_u16(), 404);
+    // The page needs no key (it holds nothing of the server's), and loads nothing from elsewhere.
+    let page = reqwest::get(format!("{}/", serve.url))
+        .await
+        .expect("answered");
+    assert_eq!(page.status().as_u16(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    assert!(policy.starts_with("default-src 'none'"), "{policy}");
+    assert!(
+        page.text()
+            .await
+            .expect("html")
+            .contains("<title>Terminus</title>")
+    );
+
     // The key opens the listing.
     let listing = reqwest::Client::new()
         .get(format!("{}/agents", serve.url))
