@@ -10,7 +10,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use terminus_kernel::{Decision, Entry, Hold, Machine, Policy, Stats, ToolErrorKind, ToolOutcome};
+use terminus_kernel::{
+    Decision, Entry, Hold, Machine, Policy, Record, Stats, ToolErrorKind, ToolOutcome,
+};
 use terminus_runtime::json_path::{self, JsonError};
 use terminus_runtime::{Budget, HeldState, Observer, PendingCall, Report, Transition};
 use tokio::sync::mpsc::UnboundedSender;
@@ -598,6 +600,59 @@ impl Observer for Stream {
         }
         self.send(&json!({ "type": "STEP_FINISHED", "stepName": step_name }));
     }
+}
+
+/// The conversation a journal holds, as AG-UI messages (`MESSAGES_SNAPSHOT`): the task, each
+/// model turn (its text and tool calls, `msg-STEP` as its events named it) and each tool
+/// result (`result-CALL`). The kernel's own guidance to the model is not among them.
+pub(crate) fn messages(records: &[Arc<Record>]) -> Vec<Value> {
+    let mut messages = Vec::new();
+    for record in records {
+        match &record.entry {
+            Entry::User { task } => {
+                messages.push(json!({ "id": "task", "role": "user", "content": task }));
+            }
+            Entry::Assistant(turn) => {
+                let mut message = json!({
+                    "id": format!("msg-{}", record.key.checkpoint),
+                    "role": "assistant",
+                });
+                if !turn.text.is_empty() {
+                    message["content"] = json!(turn.text);
+                }
+                if !turn.tool_calls.is_empty() {
+                    message["toolCalls"] = turn
+                        .tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id.to_string(),
+                                "type": "function",
+                                "function": {
+                                    "name": call.name.to_string(),
+                                    "arguments": call.arguments.value().to_string(),
+                                },
+                            })
+                        })
+                        .collect();
+                }
+                messages.push(message);
+            }
+            Entry::ToolResults { results } => {
+                for result in results {
+                    let id = result.call_id.to_string();
+                    messages.push(json!({
+                        "id": format!("result-{id}"),
+                        "role": "tool",
+                        "toolCallId": id,
+                        "content": terminus_runtime::render_outcome(&result.outcome),
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+    messages
 }
 
 /// The last state of a run that ended with `report`: its status, reason and result.

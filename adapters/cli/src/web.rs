@@ -580,7 +580,12 @@ impl Job {
             }
             Err(RunError::Suspended(suspended)) => {
                 let last = agui::suspended_state(&state, &suspended.pending);
-                // The state a resume needs goes out before the interrupt (AG-UI).
+                // The messages and the state a resume needs go out before the interrupt
+                // (AG-UI); the resume itself goes on from the journal.
+                if let Ok(records) = self.store.records(execution).await {
+                    let messages = agui::messages(&records);
+                    self.send(&json!({ "type": "MESSAGES_SNAPSHOT", "messages": messages }));
+                }
                 self.send(&json!({ "type": "STATE_SNAPSHOT", "snapshot": last }));
                 self.inspect().await;
                 done(&format!(

@@ -472,12 +472,43 @@ async fn interrupted(serve: &Serve, setup: &Setup, thread: &str) -> String {
     assert_eq!(interrupt["toolCallId"], interrupt["id"]);
     assert_eq!(interrupt["metadata"]["terminus"]["kind"], "approval");
     assert_eq!(interrupt["metadata"]["terminus"]["tool"], "write_file");
-    // The state a resume needs comes before the interrupt.
+    // The messages and the state a resume needs come before the interrupt.
     let kinds = types(&events);
     assert_eq!(
-        kinds[kinds.len() - 3..],
-        ["STATE_SNAPSHOT", "CUSTOM", "RUN_FINISHED"]
+        kinds[kinds.len() - 4..],
+        [
+            "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
+            "CUSTOM",
+            "RUN_FINISHED"
+        ]
     );
+    let messages = events[events.len() - 4]["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    assert_eq!(
+        (&messages[0]["role"], &messages[0]["content"]),
+        (&json!("user"), &json!(TASK))
+    );
+    let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+    // The task, four turns (the third a claim, text only) and the three results before the
+    // held write.
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "assistant"
+        ]
+    );
+    let proposed = &messages[6]["toolCalls"][0];
+    assert_eq!(proposed["function"]["name"], "write_file");
+    assert_eq!(messages[5]["content"], "I will now write the plan.");
     let state = final_state(&events);
     assert_eq!(state["status"], "suspended");
     assert_eq!(state["pending"][0]["name"], "write_file");
