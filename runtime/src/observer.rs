@@ -5,7 +5,7 @@ use crate::context::{ContextPrune, SystemCut};
 use crate::report::Report;
 use crate::tool::ToolsChanged;
 use std::fmt;
-use terminus_kernel::{Stats, StepRecord};
+use terminus_kernel::{Entry, Machine, Stats, StepRecord};
 
 /// One transition of the run, as an observer sees it.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +35,16 @@ impl fmt::Display for Transition<'_> {
 pub trait Observer: Send {
     /// One transition was taken.
     fn on_transition(&mut self, transition: &Transition<'_>);
+
+    /// The event a live step was fed, as its journal entry keeps it (a model turn with its
+    /// text and tool calls, a batch of tool results, a verdict...), and the machine after the
+    /// step (its phase, counters, todos and ledger). Called once the machine has taken the step
+    /// and before the step is journaled; [`Observer::on_transition`] of the same step follows
+    /// once it is (an observer that must show only journaled steps holds what it saw until
+    /// then). The steps a resume replays from the journal are not observed again. `terminus serve` streams a run's messages and tool calls from it.
+    fn on_event(&mut self, event: &Entry, machine: &Machine) {
+        let _ = (event, machine);
+    }
 
     /// A budget passed 80 % (once per budget and run).
     fn on_warning(&mut self, warning: &BudgetWarning) {

@@ -193,6 +193,79 @@ async fn the_observer_gets_one_record_per_transition() {
     assert_eq!(report.trace.len(), lines.len());
 }
 
+/// `Observer::on_event`: each live step's event, as its journal entry, and the machine after
+/// the step, just before that step's `on_transition`.
+#[tokio::test]
+async fn the_observer_sees_each_steps_event_and_the_machine_after_it() {
+    use terminus_kernel::{Entry, Machine};
+    use terminus_runtime::Observer;
+
+    #[derive(Default)]
+    struct Seen {
+        /// Per callback: the step it saw, and what.
+        log: Vec<(u32, String)>,
+    }
+    struct Watch(Arc<Mutex<Seen>>);
+    impl Observer for Watch {
+        fn on_transition(&mut self, t: &Transition<'_>) {
+            if let Ok(mut seen) = self.0.lock() {
+                seen.log.push((
+                    t.record.step,
+                    format!("transition {}", t.record.rule.name()),
+                ));
+            }
+        }
+        fn on_event(&mut self, event: &Entry, machine: &Machine) {
+            let what = match event {
+                Entry::Assistant(turn) => format!(
+                    "turn {:?} calls {:?}",
+                    turn.text,
+                    turn.tool_calls
+                        .iter()
+                        .map(|c| c.id.to_string())
+                        .collect::<Vec<_>>()
+                ),
+                Entry::ToolResults { results } => format!(
+                    "results {:?} todos {}",
+                    results
+                        .iter()
+                        .map(|r| r.call_id.to_string())
+                        .collect::<Vec<_>>(),
+                    machine.todos().len()
+                ),
+                other => other.kind().to_owned(),
+            };
+            if let Ok(mut seen) = self.0.lock() {
+                seen.log.push((machine.stats().steps, what));
+            }
+        }
+    }
+
+    let model = Script::new([
+        calls(&[(
+            "write_todos",
+            json!({ "todos": [{ "content": "say hi", "status": "completed" }] }),
+        )]),
+        done("Hi."),
+    ]);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let report = Run::new("Say hi", Policy::default(), model)
+        .observer(Watch(Arc::clone(&seen)))
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    let log = seen.lock().expect("not poisoned").log.clone();
+    let expected: Vec<(u32, String)> = vec![
+        (1, r#"turn "" calls ["call-1-0"]"#.to_owned()),
+        (1, "transition tool_turn".to_owned()),
+        (2, r#"results ["call-1-0"] todos 1"#.to_owned()),
+        (2, "transition tool_results_back".to_owned()),
+        (3, r#"turn "Hi." calls []"#.to_owned()),
+        (3, format!("transition {}", report.rule.name())),
+    ];
+    assert_eq!(log, expected);
+}
+
 #[tokio::test]
 async fn an_exhausted_adapter_is_a_fault_not_a_stop_reason() {
     let model = Script::new([calls(&[("echo", json!({}))])]);

@@ -154,7 +154,7 @@ impl Calls {
     }
 }
 
-fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -238,32 +238,17 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8,
             );
             continue;
         }
-        let record = Arc::new(Record {
-            key: h.key,
-            entry: Entry::Decided {
-                call_id: h.call.call_id.as_str().into(),
-                decision: decision.clone(),
-            },
-        });
-        match store.decide(execution, Arc::clone(&record), at).await {
-            Ok(appended) if appended.already_existed && *appended.record != *record => {
-                return Err(CliError::Invalid(format!(
-                    "call `{}` was decided otherwise meanwhile: a decision is final",
-                    h.call.call_id
-                )));
+        record(store.as_ref(), execution, h, &decision, at).await?;
+        eprintln!(
+            "terminus: {} call `{}` of `{}`{} (execution {execution})",
+            past(&decision),
+            h.call.call_id,
+            h.call.name,
+            match decision.edited() {
+                Some(arguments) => format!(" with edited arguments {arguments}"),
+                None => String::new(),
             }
-            Ok(_) => eprintln!(
-                "terminus: {} call `{}` of `{}`{} (execution {execution})",
-                past(&decision),
-                h.call.call_id,
-                h.call.name,
-                match decision.edited() {
-                    Some(arguments) => format!(" with edited arguments {arguments}"),
-                    None => String::new(),
-                }
-            ),
-            Err(e) => return Err(CliError::store(&e)),
-        }
+        );
     }
     match store.suspension(execution).await {
         Ok(s) if s.is_suspended() => eprintln!(
@@ -278,6 +263,34 @@ async fn decide(target: &Target, calls: Calls, decision: Decision) -> Result<u8,
         Err(e) => return Err(CliError::store(&e)),
     }
     Ok(0)
+}
+
+/// Journals `decision` on the held call `h` of `execution` (not yet decided), at `at` (Unix
+/// ms). A different decision journaled meanwhile by someone else is refused: a decision is final.
+pub(crate) async fn record(
+    store: &dyn Journal,
+    execution: &str,
+    h: &HeldState,
+    decision: &Decision,
+    at: u64,
+) -> Result<(), CliError> {
+    let record = Arc::new(Record {
+        key: h.key,
+        entry: Entry::Decided {
+            call_id: h.call.call_id.as_str().into(),
+            decision: decision.clone(),
+        },
+    });
+    match store.decide(execution, Arc::clone(&record), at).await {
+        Ok(appended) if appended.already_existed && *appended.record != *record => {
+            Err(CliError::Invalid(format!(
+                "call `{}` was decided otherwise meanwhile: a decision is final",
+                h.call.call_id
+            )))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(CliError::store(&e)),
+    }
 }
 
 fn past(decision: &Decision) -> &'static str {

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod agent;
+mod agui;
 mod common;
 mod config;
 mod decide;
@@ -33,6 +34,7 @@ mod runs;
 mod serve;
 mod timeline;
 mod tools;
+mod web;
 mod worker;
 
 /// Terminus runs the LLM agent loop with every way of stopping made explicit, counted and
@@ -124,6 +126,15 @@ enum Cmd {
     /// report. Runs until Ctrl-C. An address that cannot be bound, a config that does not parse
     /// or a key that is not one exits 2. What it trusts: docs/security.md.
     ServeRestate(serve::ServeRestateArgs),
+    /// Serve live agents over HTTP as AG-UI, with a page to watch and steer them at `/`:
+    /// `POST /agents/NAME` with a `RunAgentInput` runs the agent started as NAME
+    /// (`--agent NAME=CONFIG.toml`) and streams the run as server-sent events, to
+    /// `RUN_FINISHED` (the result and the report, or the held calls to decide), or `RUN_ERROR`.
+    /// Each run is an execution of the journal named by its thread id (`inspect`, `resume`,
+    /// `approve` work on it); the next input on the thread decides its held calls with
+    /// `resume`. With --key-env VAR, requests must carry `Authorization: Bearer` and the
+    /// variable's value. Runs until Ctrl-C. What it trusts: docs/security.md.
+    Serve(web::ServeArgs),
     /// Approve held calls of a suspended execution (`--call ID` or `--all`): each runs, once,
     /// when the run is resumed; with `--call ID --arguments JSON`, with those arguments instead
     /// of the model's (the model is told). The same decision again changes nothing (exit 0); a
@@ -208,6 +219,7 @@ async fn dispatch(command: Cmd) -> Result<u8, CliError> {
         Cmd::Authorize(args) => agent::authorize(args).await,
         Cmd::Orchestrate(args) => orchestrate::orchestrate(args).await,
         Cmd::ServeRestate(args) => serve::serve_restate(args).await,
+        Cmd::Serve(args) => web::serve(args).await,
         Cmd::Tools { config, action } => tools::run(&config, action).await,
         Cmd::Approve(args) => decide::approve(args).await,
         Cmd::Deny(args) => decide::deny(args).await,

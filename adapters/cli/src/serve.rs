@@ -45,7 +45,7 @@ pub(crate) struct ServeRestateArgs {
 }
 
 /// `NAME=CONFIG.toml`.
-fn parse_named_agent(s: &str) -> Result<(String, PathBuf), String> {
+pub(crate) fn parse_named_agent(s: &str) -> Result<(String, PathBuf), String> {
     let Some((name, path)) = s.split_once('=') else {
         return Err(format!("`{s}` is not NAME=CONFIG.toml"));
     };

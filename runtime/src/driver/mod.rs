@@ -483,6 +483,10 @@ impl Driver {
         };
         match handled {
             Handled::Step(record) => {
+                if let Some(observer) = observer.as_mut() {
+                    // Before the entry moves into the journal's batch (no copy is made).
+                    observer.on_event(&event_record.entry, &self.machine);
+                }
                 self.trace.push(record);
                 self.commands
                     .extend(std::iter::from_fn(|| self.machine.poll_command()));
