@@ -10,6 +10,7 @@ peer is missing.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+from pydantic_core import to_json
 
 if os.environ.get("CI"):
     import pydantic_ai  # noqa: F401  (CI installs the pinned peers: a missing one is a failure)
@@ -267,6 +270,39 @@ def test_the_capability_on_a_plain_agent_and_iter_give_the_same_report() -> None
     assert seed.PLAN_PATH in repo.files
 
 
+class PlanDone(BaseModel):
+    """A structured answer: where the plan is."""
+
+    plan_path: str
+
+
+def test_a_structured_answer_is_a_claim_the_kernel_judges() -> None:
+    early = {"text": "", "tool_calls": [("final_result", {"plan_path": "none"})], "usage": (9, 9)}
+    done = {
+        "text": "",
+        "tool_calls": [("final_result", {"plan_path": "/plan.md"})],
+        "usage": (9, 9),
+    }
+    script = [*seed.ARCHITECT[:3], early, *seed.ARCHITECT[4:6], done]
+    repo = Repo()
+    agent = repo.agent(Scripted(script))
+    result = TerminusAgent(agent, ARCHITECT_POLICY).run_sync(seed.TASK, output_type=PlanDone)
+    report = result.terminus
+    assert result.output == PlanDone(plan_path="/plan.md")
+    assert (report["outcome"], report["reason"], report["nudges"]) == ("complete", "answered", 1)
+    assert repo.files[seed.PLAN_PATH] == seed.PLAN_TEXT
+    assert report["result"] == to_json({"plan_path": "/plan.md"}).decode()
+    assert_history_valid(result)  # the refused answer was answered too
+    # The same run as a scenario: each structured answer is the turn's text.
+    as_text = [
+        seed.text_turn(to_json(t["tool_calls"][0][1]).decode(), t["usage"])
+        if t in (early, done)
+        else t
+        for t in script
+    ]
+    same_as_terminus_run(report, seed.as_scenario(as_text, ARCHITECT_POLICY))
+
+
 def test_a_bad_policy_is_refused_at_construction() -> None:
     with pytest.raises(ValueError, match=r"policy\.max_stpes"):
         TerminusCapability({"max_stpes": 3})
@@ -392,6 +428,48 @@ def test_a_call_of_an_excluded_tool_is_refused_not_run() -> None:
         "results": [{"error": "failed", "message": "deploy: the cluster is down"}],
         "repeat": "last",
     }
+    same_as_terminus_run(report, scenario)
+
+
+# ----- tool calls written in the text (as Qwen2.5-Coder-1.5B writes many) -----
+
+
+def written(name: str, args: dict[str, Any]) -> seed.Turn:
+    """A reply whose tool call is written in its text, fenced, as the real model writes it."""
+    call = json.dumps({"name": name, "arguments": args}, indent=2)
+    return seed.text_turn(f"```json\n{call}\n```", usage=(120, 20))
+
+
+ARCHITECT_AS_TEXT: list[seed.Turn] = [
+    written("ls", {"path": "/"}),
+    written("write_file", {"file_path": seed.PLAN_PATH, "content": seed.PLAN_TEXT}),
+    seed.text_turn("Plan written to /plan.md."),
+]
+
+
+def test_without_the_adapter_a_written_call_is_taken_for_the_answer() -> None:
+    repo = Repo()
+    result = repo.agent(Scripted(ARCHITECT_AS_TEXT)).run_sync(seed.TASK)
+    assert result.output == ARCHITECT_AS_TEXT[0]["text"]
+    assert repo.runs == {}
+
+
+def test_a_call_written_in_the_text_runs_as_a_tool_call() -> None:
+    result, repo = kernel_run(ARCHITECT_AS_TEXT, ARCHITECT_POLICY)
+    report = result.terminus
+    assert (report["outcome"], report["reason"]) == ("complete", "answered")
+    assert repo.runs == {"ls": 1, "write_file": 1}
+    assert repo.files[seed.PLAN_PATH] == seed.PLAN_TEXT
+    assert report["stats"]["text_tool_calls"] == 2
+    # The replies became tool turns in the history: no fenced call is left as text.
+    replies = [m for m in result.all_messages() if isinstance(m, ModelResponse)]
+    assert [len(m.tool_calls) for m in replies] == [1, 1, 0]
+    assert not any("```json" in (m.text or "") for m in replies)
+    assert_history_valid(result)
+    scenario = seed.as_scenario(ARCHITECT_AS_TEXT, ARCHITECT_POLICY)
+    # The same script through `terminus run`, which offers the scenario's tools.
+    for name in ("ls", "read_file", "write_file"):
+        scenario["tools"].setdefault(name, {"results": [{"ok": "x"}], "repeat": "last"})
     same_as_terminus_run(report, scenario)
 
 

@@ -126,11 +126,16 @@ class TerminusRunResult(AgentRunResult[Any]):
 
 
 def model_turn_event(
-    response: ModelResponse, *, offered: Sequence[str] | None = None
+    response: ModelResponse,
+    *,
+    offered: Sequence[str] | None = None,
+    output_tools: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The kernel's ``model_turn`` event for a ``ModelResponse``: its text, its tool calls, its
     usage when the provider measured it (unmeasured usage is unknown, not zero), its finish
-    reason, whether it carries thinking, and the names of the tools the call offered.
+    reason, whether it carries thinking, and the names of the tools the call offered. A call of
+    one of ``output_tools`` (Pydantic AI's structured output) is the model's answer, not a tool
+    call: its arguments' JSON is the turn's text.
 
     Raises:
         TypeError: ``response`` is not a ``ModelResponse``.
@@ -140,8 +145,11 @@ def model_turn_event(
             f"model_turn_event: expected a ModelResponse, got {type(response).__name__}"
         )
     calls = []
+    answers = []
     for part in response.parts:
-        if isinstance(part, ToolCallPart):
+        if isinstance(part, ToolCallPart) and part.tool_name in output_tools:
+            answers.append(part.args_as_json_str())
+        elif isinstance(part, ToolCallPart):
             try:
                 arguments: Any = part.args_as_dict(raise_if_invalid=True)
             except ValueError:
@@ -149,7 +157,10 @@ def model_turn_event(
                 # raw text and Pydantic AI answers it with a retry prompt.
                 arguments = part.args if isinstance(part.args, str) else ""
             calls.append({"id": part.tool_call_id, "name": part.tool_name, "arguments": arguments})
-    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    text = "\n".join(
+        [t for t in ["".join(p.content for p in response.parts if isinstance(p, TextPart))] if t]
+        + answers
+    )
     turn: dict[str, Any] = {"text": text, "tool_calls": calls}
     usage = response.usage
     if not usage.unmeasured_requests:
@@ -297,8 +308,9 @@ class _Run:
     report: dict[str, Any] | None = None
     #: The responses already fed (the model wrapper feeds the ones it retries or stops on).
     fed: set[int] = field(default_factory=set)
-    #: The tools the last model call offered.
+    #: The tools the last model call offered, and its output tools (structured output).
     offered: list[str] | None = None
+    output_tools: list[str] = field(default_factory=list)
 
     @property
     def ended(self) -> bool:
@@ -383,6 +395,7 @@ class _TerminusModel(WrapperModel):
     async def request(self, messages, model_settings, model_request_parameters):  # type: ignore[no-untyped-def]
         run = self._run
         run.offered = [t.name for t in model_request_parameters.function_tools]
+        run.output_tools = [t.name for t in model_request_parameters.output_tools]
         while True:
             if run.ended:
                 # The kernel stopped on a failed or empty call: this stand-in ends the graph.
@@ -410,7 +423,7 @@ class _TerminusModel(WrapperModel):
                 return response
             # An empty reply: retried as the kernel says (it never enters the history), or the
             # run stops; a silent turn the kernel nudges goes on to the graph with its nudge.
-            run.feed(model_turn_event(response, offered=run.offered))
+            run.feed(model_turn_event(response, offered=run.offered, output_tools=run.output_tools))
             run.fed.add(id(response))
             if run.ended or run.nudges or not run.retry:
                 if run.ended:
@@ -503,19 +516,28 @@ class TerminusCapability(AbstractCapability[Any]):
             return run.end()
         if id(response) not in run.fed:
             run.awaiting = None
-            run.feed(model_turn_event(response, offered=run.offered))
+            event = model_turn_event(response, offered=run.offered, output_tools=run.output_tools)
+            run.feed(event)
             run.fed.add(id(response))
         run.fed.discard(id(response))
+        answers = [c for c in response.tool_calls if c.tool_name in run.output_tools]
         if run.ended:
-            if run.report and run.report.get("outcome") == "complete" and not response.tool_calls:
+            if (run.report or {}).get("outcome") == "complete" and len(answers) == len(
+                response.tool_calls
+            ):
                 # The answer the kernel accepted: Pydantic AI makes it the run's output.
                 done = await handler(node)
                 return done if isinstance(done, End) else run.end()
             self._answer_unrun(ctx, response)
             return run.end()
         if run.awaiting is None:
-            # The kernel refused the stop (or retries a silent turn): the nudge goes to the model.
-            parts: list[Any] = [UserPromptPart(text) for text in run.nudges]
+            # The kernel refused the stop (or retries a silent turn): the nudge goes to the model,
+            # after an answer to each output call it refused.
+            parts: list[Any] = [
+                ToolReturnPart(c.tool_name, "Not accepted yet.", tool_call_id=c.tool_call_id)
+                for c in answers
+            ]
+            parts += [UserPromptPart(text) for text in run.nudges]
             return ModelRequestNode(ModelRequest(parts=parts))
         if run.written is not None:
             # The model wrote its calls in its text: the reply becomes a tool turn.
