@@ -28,11 +28,16 @@ It is built from Pydantic AI's own extension points, nothing patched:
   empty reply go to the machine, which retries the call after its backoff or ends the run
   (``model_error``, ``empty_responses``); an empty reply never enters the history. On the
   kernel's final-answer call of a spent budget, the model is offered no tools.
-- ``TerminusAgent``, a ``WrapperAgent`` that adds the capability to every run and lifts Pydantic
-  AI's default ``request_limit`` (50 requests) when the caller gives no ``usage_limits``: the
-  kernel's budgets (``max_steps``, ``max_model_calls``, ``token_budget``, ...) end the run, not
-  ``UsageLimitExceeded``. With the capability alone, pass
-  ``usage_limits=UsageLimits(request_limit=None)`` yourself.
+- ``TerminusAgent``, a ``WrapperAgent`` that adds the capability to every run, lifts Pydantic
+  AI's default ``request_limit`` (50 requests) when the caller gives no ``usage_limits`` and its
+  tool retry limit (one retry) when the caller gives no ``retries``: the kernel's budgets
+  (``max_steps``, ``max_model_calls``, ``token_budget``, ``max_tool_failures``, ...) end the run,
+  not ``UsageLimitExceeded`` or ``UnexpectedModelBehavior``. With the capability alone, pass
+  ``usage_limits=UsageLimits(request_limit=None)`` and ``retries={"tools": TOOL_RETRIES}``.
+
+A structured answer (a call of one of Pydantic AI's output tools, ``output_type=...``) is the
+model's completion claim: the kernel sees its arguments' JSON as the turn's text, and a claim
+it refuses is answered ("Not accepted yet.") and nudged like a text answer.
 
 The run's result is a :class:`TerminusRunResult`: Pydantic AI's ``AgentRunResult`` with the
 kernel's report in ``result.terminus`` (``agent_run.result.terminus`` under ``agent.iter()``).
