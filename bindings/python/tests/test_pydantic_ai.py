@@ -431,6 +431,57 @@ def test_a_call_of_an_excluded_tool_is_refused_not_run() -> None:
     same_as_terminus_run(report, scenario)
 
 
+def test_a_tool_budget_warns_then_blocks_and_the_blocked_call_does_not_run() -> None:
+    chain = [*seed.honest_chain(4), seed.text_turn("Read enough.")]
+    policy = {"tool_budgets": {"read_file": {"warn_at": 2, "block_at": 3}}}
+    result, repo = kernel_run(chain, policy)
+    report = result.terminus
+    answers = {
+        p.tool_call_id: str(p.content)
+        for m in result.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    }
+    assert repo.runs == {"read_file": 2}
+    assert report["stats"]["refused_calls"] == 2
+    assert answers["call_1_0"].startswith("// part 1\n") and "read_file" in answers["call_1_0"]
+    assert not answers["call_2_0"].startswith("// part")
+    assert_history_valid(result)
+    same_as_terminus_run(report, seed.as_scenario(chain, policy))
+
+
+def test_a_verifier_judges_the_claim_and_its_feedback_goes_to_the_model() -> None:
+    repo = Repo()
+    claims: list[str] = []
+
+    def plan_exists(claim: str) -> tuple[bool, str]:
+        claims.append(claim)
+        return seed.PLAN_PATH in repo.files, f"{seed.PLAN_PATH} does not exist"
+
+    # No todos: the premature stop reaches the verifier, which refuses it.
+    script = [*seed.ARCHITECT[:2], seed.ARCHITECT[3], seed.ARCHITECT[4], seed.ARCHITECT[6]]
+    agent = TerminusAgent(
+        repo.agent(Scripted(script)), {"verify_completion": True}, verifier=plan_exists
+    )
+    result = agent.run_sync(seed.TASK)
+    report = result.terminus
+    assert (report["outcome"], report["reason"]) == ("complete", "verified")
+    assert report["verification_failures"] == 1
+    assert claims == [seed.ARCHITECT[3]["text"], seed.ARCHITECT[6]["text"]]
+    assert any(f"{seed.PLAN_PATH} does not exist" in p for p in user_prompts(result))
+    assert repo.files[seed.PLAN_PATH] == seed.PLAN_TEXT
+
+
+def test_a_spent_deadline_ends_deadline() -> None:
+    def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        time.sleep(0.03)
+        return ModelResponse(parts=[ToolCallPart("ls", {"path": "/"})])
+
+    result = TerminusAgent(Repo().agent(FunctionModel(slow)), {"deadline_ms": 20}).run_sync("hi")
+    assert (result.terminus["outcome"], result.terminus["reason"]) == ("aborted", "deadline")
+
+
 # ----- tool calls written in the text (as Qwen2.5-Coder-1.5B writes many) -----
 
 
