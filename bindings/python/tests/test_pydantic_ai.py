@@ -378,7 +378,7 @@ def test_empty_replies_end_empty_responses() -> None:
     assert (report["outcome"], report["reason"]) == ("aborted", "empty_responses")
     assert report["empty_responses"] == 3 and report["model_calls"] == 3
     # Retried replies are not kept: no empty reply is left in the history.
-    assert not [m for m in result.all_messages() if isinstance(m, ModelResponse) and m.parts]
+    assert not [m for m in result.all_messages() if isinstance(m, ModelResponse)]
     same_as_terminus_run(report, seed.as_scenario([seed.EMPTY_TURN], policy, repeat_last=True))
 
 
@@ -449,6 +449,25 @@ def test_a_tool_budget_warns_then_blocks_and_the_blocked_call_does_not_run() -> 
     assert not answers["call_2_0"].startswith("// part")
     assert_history_valid(result)
     same_as_terminus_run(report, seed.as_scenario(chain, policy))
+
+
+def test_a_budget_warning_on_a_result_that_is_not_text_goes_to_the_next_request() -> None:
+    script = [seed.tools_turn(("size", {"path": "/README.md"})), seed.text_turn("7 bytes.")]
+    agent: Agent[None, str] = Agent(Scripted(script))
+
+    @agent.tool_plain
+    def size(path: str) -> dict[str, int]:
+        """The size of a file."""
+        return {"bytes": 7}
+
+    policy = {"tool_budgets": {"size": {"warn_at": 1, "block_at": 5}}}
+    result = TerminusAgent(agent, policy).run_sync("How big is the README?")
+    warnings = user_prompts(result)[1:]
+    assert len(warnings) == 1 and "size" in warnings[0]
+    last_request = [m for m in result.all_messages() if isinstance(m, ModelRequest)][-1]
+    assert isinstance(last_request.parts[0], ToolReturnPart)
+    assert last_request.parts[0].content == {"bytes": 7}
+    assert isinstance(last_request.parts[-1], UserPromptPart)
 
 
 def test_a_verifier_judges_the_claim_and_its_feedback_goes_to_the_model() -> None:
@@ -555,6 +574,7 @@ def test_a_failing_provider_is_retried_then_ends_model_error() -> None:
     report = result.terminus
     assert (report["outcome"], report["reason"]) == ("aborted", "model_error")
     assert calls == 3  # the first call and two retries
+    assert not [m for m in result.all_messages() if isinstance(m, ModelResponse)]
     scenario = {
         "name": "overloaded",
         "task": "hi",

@@ -313,6 +313,10 @@ class _Run:
     report: dict[str, Any] | None = None
     #: The responses already fed (the model wrapper feeds the ones it retries or stops on).
     fed: set[int] = field(default_factory=set)
+    #: Budget warnings for results that are not text, added to the next request.
+    warnings_out: list[str] = field(default_factory=list)
+    #: The empty reply that stands in for a model call the kernel stopped on.
+    stand_in: ModelResponse | None = None
     #: The tools the last model call offered, and its output tools (structured output).
     offered: list[str] | None = None
     output_tools: list[str] = field(default_factory=list)
@@ -404,7 +408,8 @@ class _TerminusModel(WrapperModel):
         while True:
             if run.ended:
                 # The kernel stopped on a failed or empty call: this stand-in ends the graph.
-                return ModelResponse(parts=[])
+                run.stand_in = ModelResponse(parts=[])
+                return run.stand_in
             params = model_request_parameters
             if not run.call.get("tools", True):
                 # The kernel's final-answer call (a budget spent): no tools offered.
@@ -430,9 +435,7 @@ class _TerminusModel(WrapperModel):
             # run stops; a silent turn the kernel nudges goes on to the graph with its nudge.
             run.feed(model_turn_event(response, offered=run.offered, output_tools=run.output_tools))
             run.fed.add(id(response))
-            if run.ended or run.nudges or not run.retry:
-                if run.ended:
-                    return ModelResponse(parts=[])
+            if not run.ended and (run.nudges or not run.retry):
                 return response
 
 
@@ -518,6 +521,8 @@ class TerminusCapability(AbstractCapability[Any]):
         run = self._live()
         response = node.model_response
         if run.ended:
+            if response is run.stand_in and ctx.messages and ctx.messages[-1] is response:
+                ctx.messages.pop()  # not the model's: no empty reply is left in the history
             return run.end()
         if id(response) not in run.fed:
             run.awaiting = None
@@ -567,7 +572,8 @@ class TerminusCapability(AbstractCapability[Any]):
             # in the history, so every call of the last reply has its answer.
             ctx.messages.append(following.request)
             return run.end()
-        extra = [UserPromptPart(text) for text in [*run.notices, *run.nudges]]
+        extra = [UserPromptPart(text) for text in [*run.warnings_out, *run.notices, *run.nudges]]
+        run.warnings_out = []
         if extra:
             request = dataclasses.replace(
                 following.request, parts=[*following.request.parts, *extra]
@@ -609,7 +615,7 @@ class TerminusCapability(AbstractCapability[Any]):
         if warning is not None and isinstance(result, str):
             return f"{result}\n\n{warning}" if result else warning
         if warning is not None:
-            run.notices.append(warning)
+            run.warnings_out.append(warning)
         return result
 
 
