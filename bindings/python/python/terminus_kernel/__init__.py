@@ -11,6 +11,8 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   and the error's text: the table every host shares.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
+- ``terminus_kernel.pydantic_ai`` -- a Pydantic AI capability (and an agent wrapper) that runs
+  an agent under the kernel; the report is on the run's result.
 
 Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
 """
