@@ -252,12 +252,10 @@ impl Builder {
                     step.tool_calls.push(call.name.to_string());
                 }
             }
-            Entry::Checkpoint { text, .. } => {
+            Entry::Checkpoint { .. } => {
                 if let Some(step) = self.step_at(checkpoint) {
-                    step.notices.push(format!(
-                        "checkpoint written for the agent ({} characters)",
-                        text.chars().count()
-                    ));
+                    step.notices
+                        .push("a checkpoint written for the agent".to_owned());
                 }
             }
             Entry::Held {

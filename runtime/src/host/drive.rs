@@ -362,6 +362,15 @@ impl Host {
                     self.keep.batch = Some(lean_batch(batch));
                 }
                 Command::Stop(stop) => self.keep.stop = Some((**stop).clone()),
+                // The checkpoint the host writes, under the key `terminus run` journals it with
+                // (its summary is a payload the explanation never reads: left out).
+                Command::Checkpoint(request) => self.keep.records.push(Record {
+                    key: Key::written_checkpoint(record.step),
+                    entry: Entry::Checkpoint {
+                        note: request.note.clone(),
+                        text: String::new(),
+                    },
+                }),
                 _ => {}
             }
         }
