@@ -11,6 +11,9 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   and the error's text: the table every host shares.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
+- ``terminus_kernel.openai_agents`` -- ``Terminus(policy).run(agent, input)``: an OpenAI Agents
+  SDK agent run under the kernel (the kernel, not ``max_turns``, ends the run; the report is the
+  result's attribute ``terminus``).
 
 Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
 """
