@@ -4,6 +4,7 @@ replying from the turns of ``seed_architect`` and function tools over an in-memo
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,7 +25,8 @@ OFFLINE = RunConfig(tracing_disabled=True)
 class ScriptedModel(Model):
     """A model that replies ``script[n]`` to its ``n``-th call (the last entry again past the
     end with ``repeat_last``, else an ``IndexError`` naming the script), with the usage the
-    turn says. ``errors`` are raised, in order, by the first calls. Every call's input and
+    turn says. ``errors`` are raised, in order, by the first calls; each call takes
+    ``sleep_s`` seconds. Every call's input and
     offered tool names are kept in ``calls``."""
 
     def __init__(
@@ -33,8 +35,10 @@ class ScriptedModel(Model):
         *,
         repeat_last: bool = False,
         errors: list[BaseException] | None = None,
+        sleep_s: float = 0.0,
     ) -> None:
         self.script = script
+        self.sleep_s = sleep_s
         self.repeat_last = repeat_last
         self.errors = list(errors or [])
         self.calls: list[tuple[list[Any], list[str]]] = []
@@ -56,6 +60,8 @@ class ScriptedModel(Model):
     ) -> ModelResponse:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         self.calls.append((items, [t.name for t in tools]))
+        if self.sleep_s:
+            await asyncio.sleep(self.sleep_s)
         if self.errors:
             raise self.errors.pop(0)
         index = self.replied

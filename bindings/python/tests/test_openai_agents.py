@@ -210,6 +210,80 @@ def test_an_excluded_tools_call_is_refused_with_the_kernels_text() -> None:
     same_as_terminus_run(report, scenario)
 
 
+# ----- the kernel's other commands -----
+
+
+def test_a_tool_call_written_in_the_text_is_run_as_a_call() -> None:
+    written = '{"name": "write_file", "arguments": {"file_path": "/plan.md", "content": "# Plan"}}'
+    script = [seed.text_turn(written), seed.text_turn("Plan written.")]
+    result, repo, _ = run(script, ARCHITECT_POLICY)
+    report = result.terminus
+    assert (report["outcome"], report["reason"]) == ("complete", "answered")
+    assert report["stats"]["text_tool_calls"] == 1
+    assert repo.files[seed.PLAN_PATH] == "# Plan"
+    calls = [i for i in result.to_input_list() if i.get("type") == "function_call"]
+    assert [(c["name"], c["call_id"]) for c in calls] == [("write_file", calls[0]["call_id"])]
+    assert_every_call_answered(result)
+
+
+def test_a_soft_tool_budget_warns_in_the_result_and_blocks_the_call() -> None:
+    script = [
+        seed.tools_turn(("read_file", {"file_path": "/src/part0.rs"})),
+        seed.tools_turn(("read_file", {"file_path": "/src/part1.rs"})),
+        seed.tools_turn(("read_file", {"file_path": "/src/part2.rs"}), ("ls", {"path": "/src"})),
+        seed.text_turn("Enough reading."),
+    ]
+    policy = {"tool_budgets": {"read_file": {"warn_at": 2, "block_at": 3}}}
+    result, repo, _ = run(script, policy)
+    assert result.terminus["reason"] == "answered"
+    assert repo.runs == {"read_file": 2, "ls": 1}  # the third read_file was blocked
+    outputs = {
+        i["call_id"]: i["output"]
+        for i in result.to_input_list()
+        if i.get("type") == "function_call_output"
+    }
+    assert outputs["call_1_0"].startswith("// part 1\n") and "read_file" in outputs["call_1_0"]
+    assert outputs["call_1_0"] != "// part 1\n"  # the warning was appended
+    assert "read_file" in outputs["call_2_0"] and "part 2" not in outputs["call_2_0"]
+    same_as_terminus_run(result.terminus, seed.as_scenario(script, policy))
+
+
+def test_a_verifier_is_asked_and_its_feedback_keeps_the_run_going() -> None:
+    claims: list[str] = []
+
+    def verifier(claim: str) -> tuple[bool, str]:
+        claims.append(claim)
+        return (len(claims) > 1, "the plan has no tests section")
+
+    script = [seed.text_turn("Plan done."), seed.text_turn("Plan done, with tests.")]
+    repo = Repo()
+    agent = repo.agent(ScriptedModel(script))
+    result = Terminus({"verify_completion": True}, verifier=verifier).run_sync(
+        agent, seed.TASK, run_config=OFFLINE
+    )
+    assert (result.terminus["outcome"], result.terminus["reason"]) == ("complete", "verified")
+    assert claims == ["Plan done.", "Plan done, with tests."]
+    assert result.terminus["verification_failures"] == 1
+    assert any("no tests section" in t for t in user_texts(result)[1:])
+
+
+def test_a_spent_deadline_ends_deadline() -> None:
+    model = ScriptedModel(seed.ARCHITECT, sleep_s=0.03)
+    result, _, _ = run([], {"deadline_ms": 20}, model=model)
+    assert (result.terminus["outcome"], result.terminus["reason"]) == ("aborted", "deadline")
+
+
+def test_the_agents_own_tool_use_behavior_ends_the_run_cancelled() -> None:
+    repo = Repo()
+    model = ScriptedModel(seed.ARCHITECT)
+    agent = repo.agent(model).clone(tool_use_behavior="stop_on_first_tool")
+    result = Terminus().run_sync(agent, seed.TASK, run_config=OFFLINE)
+    # The first tool's output is the final output, as the SDK does it.
+    assert result.final_output.startswith("/README.md\n/src/lib.rs\n")
+    assert (result.terminus["outcome"], result.terminus["reason"]) == ("aborted", "cancelled")
+    assert len(model.calls) == 1 and repo.runs == {"ls": 1}
+
+
 # ----- provider errors -----
 
 
