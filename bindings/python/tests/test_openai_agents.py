@@ -179,6 +179,16 @@ def test_an_empty_reply_is_retried_and_the_answer_taken() -> None:
     same_as_terminus_run(result.terminus, seed.as_scenario(script, {"retry_base_ms": 1}))
 
 
+def test_an_empty_reply_with_usage_is_nudged_and_left_out_of_the_conversation() -> None:
+    script = [seed.text_turn("", usage=(100, 5)), seed.text_turn("The answer.")]
+    result, _, model = run(script, {})
+    assert (result.terminus["reason"], result.final_output) == ("answered", "The answer.")
+    second = model.calls[1][0]
+    assert not [i for i in second if i.get("role") == "assistant"]
+    assert len([i for i in second if i.get("role") == "user"]) == 2  # the task and the nudge
+    same_as_terminus_run(result.terminus, seed.as_scenario(script, {}))
+
+
 def test_an_excluded_tools_call_is_refused_with_the_kernels_text() -> None:
     script = [
         seed.tools_turn(("deploy", {"env": "prod"})),
