@@ -146,16 +146,20 @@ def test_a_real_model_run_ends_with_a_named_reason_and_consistent_counters(llama
         model_settings=ModelSettings(max_tokens=48, temperature=0),
         tools=[write_file],
     )
-    policy = {"completion_requires": ["write_file"], "max_model_calls": 4, "max_nudges": 1}
+    policy = {"completion_requires": ["write_file"], "max_model_calls": 3, "max_nudges": 1}
     result = Terminus(policy).run_sync(
         agent,
         "Write hi to /a.txt with write_file.",
         run_config=RunConfig(tracing_disabled=True),
     )
     report = result.terminus
+    print(  # the run, for the log (pytest -s)
+        f"live run: {report['outcome']} {report['reason']}, {report['model_calls']} model calls, "
+        f"{report['tool_calls']} tool calls, {report['nudges']} nudges, files {sorted(files)}"
+    )
     assert report["outcome"] in ("complete", "aborted")
     assert report["reason"] in REASONS
-    assert 1 <= report["model_calls"] <= 4
+    assert 1 <= report["model_calls"] <= 3
     assert report["model_calls"] == model.calls
     assert report["steps"] >= report["model_calls"]
     assert report["tool_calls"] >= len(files)
