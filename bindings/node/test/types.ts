@@ -5,6 +5,8 @@ import { runAgent } from 'terminus-kernel/ai';
 import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
 import { MockLanguageModelV3 } from 'ai/test';
+import { Agent } from '@openai/agents';
+import { run as runUnderKernel } from 'terminus-kernel/openai-agents';
 
 // The README's quick start.
 const m = new Machine({ completion_requires: ['write_file'], max_steps: 40 });
@@ -56,3 +58,11 @@ async function langchainAgent(): Promise<string> {
   return report?.outcome ?? 'running';
 }
 void langchainAgent;
+
+async function openaiAgent(): Promise<string> {
+  const agent = new Agent({ name: 'architect', instructions: 'Plan.' });
+  const result = await runUnderKernel(agent, 'Plan.', { policy: { max_steps: 10 }, verify: ({ claim }) => ({ complete: claim.length > 0 }) });
+  const report: Report = result.terminus;
+  return `${String(result.finalOutput)} ${report.reason}`;
+}
+void openaiAgent;

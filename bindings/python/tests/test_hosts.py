@@ -1,18 +1,21 @@
 """The host suite's provider errors (``spec/hosts/provider-errors.json``): the Python hosts class
 each case as the command line's HTTP client does, through the table they share, with the error
 in the shapes the SDKs raise it (``status_code`` on the error, or on its ``response`` with the
-body as ``text``)."""
+body as ``text``; the ``openai`` SDK's own ``APIStatusError`` for the OpenAI Agents SDK)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from conftest import REPO
 from terminus_kernel import provider_error_kind
 from terminus_kernel.langchain import model_error_kind
+from terminus_kernel.openai_agents import model_error_kind as agents_error_kind
 
 SUITE = json.loads((REPO / "spec" / "hosts" / "provider-errors.json").read_text())
 
@@ -45,6 +48,24 @@ def test_every_provider_error_case_gets_its_class_in_every_python_host() -> None
         assert model_error_kind(StatusError(status, text)) == (kind, None), where
         got = model_error_kind(ResponseError(status, text))
         assert got is not None and got[0] == kind, where
+        assert agents_error_kind(openai_error(status, text))[0] == kind, where
+
+
+def openai_error(status: int, text: str) -> openai.APIStatusError:
+    """The error the ``openai`` SDK (under the OpenAI Agents SDK's models) raises for a status."""
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(status, text=text, request=request)
+    return openai.APIStatusError(f"Error code: {status}", response=response, body=None)
+
+
+def test_the_openai_sdks_errors_without_a_status_and_the_delay_asked_for() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    assert agents_error_kind(openai.APITimeoutError(request=request)) == ("timeout", None)
+    assert agents_error_kind(openai.APIConnectionError(request=request)) == ("server", None)
+    limited = httpx.Response(429, text="{}", headers={"retry-after": "2"}, request=request)
+    error = openai.RateLimitError("Error code: 429", response=limited, body=None)
+    assert agents_error_kind(error) == ("rate_limited", 2000)
+    assert agents_error_kind(KeyError("a bug")) is None
 
 
 @pytest.mark.parametrize("status", [42, 600, -1, 2**40])

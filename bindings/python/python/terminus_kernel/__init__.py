@@ -13,6 +13,9 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   the kernel.
 - ``terminus_kernel.pydantic_ai`` -- a Pydantic AI capability (and an agent wrapper) that runs
   an agent under the kernel; the report is on the run's result.
+- ``terminus_kernel.openai_agents`` -- ``Terminus(policy).run(agent, input)``: an OpenAI Agents
+  SDK agent run under the kernel (the kernel, not ``max_turns``, ends the run; the report is the
+  result's attribute ``terminus``).
 
 Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
 """

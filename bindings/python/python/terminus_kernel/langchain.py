@@ -77,7 +77,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from terminus_kernel import Machine, provider_error_kind
+from terminus_kernel import Machine
+from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
     "MACHINE_KEY",
@@ -234,22 +235,6 @@ def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]
     return {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
 
 
-# The classes the kernel retries, which keep the delay the provider asked for.
-_RETRIED = ("rate_limited", "server", "timeout")
-
-
-def _error_text(error: BaseException, response: Any) -> str:
-    """What the provider said: the error response's body when the SDK kept it (the JSON the
-    shared table reads best), else the exception's text."""
-    try:
-        body = getattr(response, "text", None)
-    except Exception:  # a streamed response whose body was never read
-        body = None
-    if isinstance(body, str) and body.strip():
-        return body
-    return str(error)
-
-
 def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
     """The kernel's class of a failed model call (``rate_limited``, ``server``, ``timeout``,
     ``auth``, ``bad_request``, ``context_overflow``) with the delay the provider asked for in
@@ -258,41 +243,7 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
     (``status_code``, or ``response.status_code``) and classes it with the table every host
     shares (:func:`terminus_kernel.provider_error_kind`), else the class: a timeout, a rate
     limit, a connection failure."""
-    response = getattr(error, "response", None)
-    status = getattr(error, "status_code", None)
-    if not isinstance(status, int):
-        status = getattr(response, "status_code", None)
-    retry_after = _retry_after_ms(response)
-    if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
-        # The table every host shares (the command line's HTTP client too).
-        kind = provider_error_kind(status, _error_text(error, response))
-        return kind, retry_after if kind in _RETRIED else None
-    names = [cls.__name__.lower() for cls in type(error).__mro__]
-    if isinstance(error, TimeoutError) or any("timeout" in n for n in names):
-        return "timeout", None
-    if any("ratelimit" in n for n in names):
-        return "rate_limited", retry_after
-    if isinstance(error, ConnectionError) or any(
-        "connecterror" in n or "connectionerror" in n for n in names
-    ):
-        return "server", None
-    return None
-
-
-def _retry_after_ms(response: Any) -> int | None:
-    """The ``retry-after-ms`` or ``retry-after`` (seconds) header of an HTTP response."""
-    headers = getattr(response, "headers", None)
-    if headers is None or not hasattr(headers, "get"):
-        return None
-    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0, int(float(value) * scale))
-        except (TypeError, ValueError):
-            return None  # an HTTP date: the kernel's own backoff decides
-    return None
+    return sdk_error_kind(error)
 
 
 COMPRESS_AT = 32 * 1024
