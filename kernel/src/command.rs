@@ -195,7 +195,8 @@ pub struct Stop {
 pub const CHECKPOINT_NOTE_START: &str = "A checkpoint was written for you";
 
 /// Write a checkpoint for the agent (`policy.auto_checkpoints`): a tool budget that a checkpoint
-/// lifts refused calls in two tool turns since its last reset, and the agent posted none. The
+/// lifts refused calls in two tool turns since its last reset, and the agent posted none; or the
+/// run passed 90 % of `token_budget` with no checkpoint posted or written since 80 %. The
 /// kernel has already counted it and reset the budgets it lifts; the host asks the model (with
 /// `prompt`, no tools) for a summary of the findings so far and adds `note` followed by that
 /// summary to the conversation, before the model call that follows. The summary is not a call
@@ -203,7 +204,8 @@ pub const CHECKPOINT_NOTE_START: &str = "A checkpoint was written for you";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRequest {
-    /// The tools whose budgets blocked them in two turns since their last reset, by name.
+    /// The tools whose budgets blocked them in two turns since their last reset, by name; empty
+    /// when the token budget's 90 % called for it.
     pub blocked: Vec<String>,
     /// The budgets it resets (every budget with a `reset_on`, as a posted checkpoint would): their
     /// calls count again from here and their blocks are lifted.

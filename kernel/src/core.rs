@@ -665,7 +665,17 @@ impl Core {
                 .stats
                 .input_tokens
                 .saturating_add(self.stats.output_tokens);
-            cx.desk.token_notices(&self.policy, used);
+            let due = cx.desk.token_notices(&self.policy, used);
+            // (Not twice in one step: a block's checkpoint already stands for it.)
+            if due
+                && rule != Rule::AutoCheckpoint
+                && self.stats.auto_checkpoints < self.policy.auto_checkpoints
+            {
+                // 90 % of the token budget, and no checkpoint since 80 %: the host writes one
+                // for the agent before this call (at most `auto_checkpoints` in a run).
+                self.stats.auto_checkpoints += 1;
+                cx.desk.checkpoint(&self.policy);
+            }
         }
         cx.desk.call_model(&self.policy, reason);
         self.step(cx, rule, target)

@@ -18,12 +18,16 @@ fn drain(m: &mut Machine, seen: &mut Vec<String>) -> Option<Command> {
                 seen.push(format!("notice {percent}"));
             }
             Command::Notice(_) | Command::Nudge(_) => {}
+            Command::Checkpoint(_) => seen.push("checkpoint".into()),
             Command::CallModel(_) => seen.push("call".into()),
             Command::RunTools(_) => seen.push("tools".into()),
             Command::Stop(_) => seen.push("stop".into()),
             _ => {}
         }
-        if !matches!(command, Command::Notice(_) | Command::Nudge(_)) {
+        if !matches!(
+            command,
+            Command::Notice(_) | Command::Nudge(_) | Command::Checkpoint(_)
+        ) {
             action = Some(command);
         }
     }
@@ -180,4 +184,88 @@ fn restore_refuses_a_token_warning_the_tokens_do_not_reach() {
     assert!(Machine::restore(forged.as_bytes()).is_err());
     let odd = text.replace("\"told_tokens\":80", "\"told_tokens\":50");
     assert!(Machine::restore(odd.as_bytes()).is_err());
+}
+
+#[test]
+fn at_90_percent_a_checkpoint_is_written_unless_one_came_since_80() {
+    let policy = Policy {
+        token_budget: Some(1000),
+        auto_checkpoints: 2,
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    let (m, seen) = run(policy.clone(), &[500, 300, 150]);
+    assert_eq!(
+        seen,
+        [
+            "call",
+            "tools",
+            "call",
+            "tools",
+            "notice 80",
+            "call",
+            "tools",
+            "notice 90",
+            "checkpoint",
+            "call"
+        ]
+    );
+    assert_eq!(m.stats().auto_checkpoints, 1);
+
+    // The agent posted one after 80 % (a success of a tool a budget resets on): none is due.
+    let mut posted = policy.clone();
+    posted.tool_budgets.insert(
+        "other".into(),
+        terminus_kernel::ToolBudget {
+            reset_on: vec!["read".into()],
+            ..terminus_kernel::ToolBudget::default()
+        },
+    );
+    let (m, seen) = run(posted, &[500, 300, 150]);
+    assert!(!seen.contains(&"checkpoint".to_owned()), "{seen:?}");
+    assert_eq!(m.stats().auto_checkpoints, 0);
+
+    // Off by default.
+    let off = Policy {
+        auto_checkpoints: 0,
+        ..policy
+    };
+    let (m, seen) = run(off, &[500, 300, 150]);
+    assert!(!seen.contains(&"checkpoint".to_owned()), "{seen:?}");
+    assert_eq!(m.stats().auto_checkpoints, 0);
+}
+
+#[test]
+fn a_checkpoint_at_90_percent_says_why_and_lifts_nothing_it_need_not() {
+    let policy = Policy {
+        token_budget: Some(1000),
+        auto_checkpoints: 1,
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("a valid policy");
+    let _ = m.poll_command();
+    m.handle(Event::ModelTurn(tool_turn(0, 950)));
+    let Some(Command::RunTools(batch)) = m.poll_command() else {
+        panic!("a tool batch");
+    };
+    m.handle_results(&ok_results(&batch));
+    let commands: Vec<Command> = std::iter::from_fn(|| m.poll_command()).collect();
+    let request = commands
+        .iter()
+        .find_map(|c| match c {
+            Command::Checkpoint(r) => Some(r),
+            _ => None,
+        })
+        .expect("a checkpoint at 90 %");
+    assert!(
+        request.blocked.is_empty() && request.lifted.is_empty(),
+        "{request:?}"
+    );
+    assert!(
+        request
+            .note
+            .starts_with("A checkpoint was written for you: 90 % of the run's token budget"),
+        "{}",
+        request.note
+    );
 }

@@ -85,6 +85,7 @@ impl Desk {
             });
             if reset {
                 self.ledger.reset_budget(tool);
+                self.checkpoint_share = self.told_tokens;
             }
         }
     }

@@ -124,6 +124,11 @@ pub(crate) struct Desk {
     /// was told it used; 0 when none.
     #[serde(default)]
     pub(crate) told_tokens: u8,
+    /// `told_tokens` when the last checkpoint was posted (a tool of a `reset_on` succeeded) or
+    /// written for the agent: below 80, none came since the run passed 80 % of `token_budget`.
+    /// Absent from the JSON form while 0.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub(crate) checkpoint_share: u8,
     /// The step a budget stop pre-empted, kept for a raise (only while stopped on a budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) preempted: Option<Preempted>,
@@ -165,6 +170,7 @@ impl Desk {
             last_no_op: NoOpKind::Silent,
             text_call: None,
             told_tokens: 0,
+            checkpoint_share: 0,
             preempted: None,
             raises: 0,
             out: VecDeque::with_capacity(8),
@@ -195,5 +201,10 @@ pub(crate) struct TextCallNote {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero_u8(n: &u8) -> bool {
     *n == 0
 }

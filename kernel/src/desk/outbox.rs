@@ -95,6 +95,7 @@ impl Desk {
     /// for the summary that stands for it.
     #[cold]
     pub(crate) fn checkpoint(&mut self, policy: &Policy) {
+        self.checkpoint_share = self.told_tokens;
         let mut blocked = Vec::new();
         let mut lifted = Vec::new();
         for (tool, budget) in &policy.tool_budgets {
@@ -118,12 +119,23 @@ impl Desk {
                       needs (facts, file paths, names, ids, numbers, decisions) and what is left \
                       to do, as short notes. Call no tool: this text is kept as your checkpoint."
             .to_owned();
-        let note = format!(
-            "{CHECKPOINT_NOTE_START}: the budget of {} refused calls in two turns and no \
-             checkpoint was posted. The calls of {} count again from here. Your checkpoint:",
-            names(&blocked),
-            names(&lifted),
-        );
+        let why = if blocked.is_empty() {
+            format!(
+                "{} % of the run's token budget is spent and no checkpoint was posted since 80 %",
+                self.told_tokens
+            )
+        } else {
+            format!(
+                "the budget of {} refused calls in two turns and no checkpoint was posted",
+                names(&blocked)
+            )
+        };
+        let lifts = if lifted.is_empty() {
+            String::new()
+        } else {
+            format!(" The calls of {} count again from here.", names(&lifted))
+        };
+        let note = format!("{CHECKPOINT_NOTE_START}: {why}.{lifts} Your checkpoint:");
         self.out
             .push_back(Command::Checkpoint(Box::new(CheckpointRequest {
                 blocked,
@@ -177,13 +189,16 @@ impl Desk {
     /// 80 % and 90 % of `token_budget`. Called just before a model call is issued, the one
     /// point where a kernel message may go into the conversation (never between a tool turn and
     /// its results). Nothing is said once the budget is spent: it stops the run.
-    pub(crate) fn token_notices(&mut self, policy: &Policy, used: u64) {
+    /// Returns whether this call told the model of 90 % while no checkpoint was posted or
+    /// written since the run passed 80 % (a checkpoint is then due, `policy.auto_checkpoints`).
+    pub(crate) fn token_notices(&mut self, policy: &Policy, used: u64) -> bool {
         let Some(budget) = policy.token_budget.filter(|b| *b > 0) else {
-            return;
+            return false;
         };
         if used >= budget {
-            return;
+            return false;
         }
+        let before = self.told_tokens;
         for percent in TOKEN_WARNINGS {
             let passed = u128::from(used) * 100 >= u128::from(budget) * u128::from(percent);
             if percent <= self.told_tokens || !passed {
@@ -201,6 +216,8 @@ impl Desk {
                 text,
             }));
         }
+        let last = TOKEN_WARNINGS[TOKEN_WARNINGS.len() - 1];
+        before < last && self.told_tokens == last && self.checkpoint_share < TOKEN_WARNINGS[0]
     }
 
     fn nudge(&self, policy: &Policy, kind: NudgeKind) -> Nudge {
