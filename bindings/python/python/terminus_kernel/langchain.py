@@ -78,6 +78,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from terminus_kernel import Machine
+from terminus_kernel._adapters import check_policy
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -341,7 +342,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         if verifier is not None and not callable(verifier):
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
         self._policy: dict[str, Any] = dict(policy or {})
-        Machine(self._policy)  # validates the policy now: a bad field fails here, not mid-run
+        check_policy(self._policy, "TerminusMiddleware")
         self._deadline = self._policy.get("deadline_ms") is not None
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)

@@ -83,6 +83,7 @@ from openai.types.responses import (
 )
 
 from terminus_kernel import Machine
+from terminus_kernel._adapters import check_policy
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -516,7 +517,7 @@ class Terminus:
         if verifier is not None and not callable(verifier):
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
         self._policy: dict[str, Any] = dict(policy or {})
-        Machine(self._policy)  # validates the policy now: a bad field fails here, not mid-run
+        check_policy(self._policy, "terminus_kernel.openai_agents")
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)
 

@@ -93,6 +93,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import Machine, provider_error_kind
+from terminus_kernel._adapters import check_policy
 
 __all__ = [
     "TOOL_RETRIES",
@@ -469,7 +470,7 @@ class TerminusCapability(AbstractCapability[Any]):
         if self.verifier is not None and not callable(self.verifier):
             raise TypeError(f"verifier: expected a callable, got {type(self.verifier).__name__}")
         self.policy = dict(self.policy or {})
-        Machine(dict(self.policy))  # validates the policy now: a bad field fails here, not mid-run
+        check_policy(dict(self.policy), "terminus_kernel.pydantic_ai")
 
     async def for_run(self, ctx: Any) -> TerminusCapability:
         """A fresh instance with the run's machine (the task is the run's prompt)."""
