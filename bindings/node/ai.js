@@ -15,6 +15,7 @@
 // budget) ends the loop and returns its report. Resolves to `{ text, report, messages }`.
 
 const { Machine, providerErrorKind } = require('./index.js');
+const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -105,6 +106,7 @@ const sleep = (ms, signal) =>
 async function runAgent(options) {
   const { model, tools = {}, system, prompt, messages: start, policy, verify, abortSignal, generateTextOptions = {} } = options || {};
   if (!model) throw new Error('runAgent: `model` is required');
+  checkPolicy(policy, 'runAgent');
   const ai = sdk();
   const machine = new Machine(policy, { task: typeof prompt === 'string' ? prompt : '' });
   const messages = start ? [...start] : [{ role: 'user', content: String(prompt ?? '') }];

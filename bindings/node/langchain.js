@@ -38,6 +38,7 @@
 
 const crypto = require('node:crypto');
 const { Machine, providerErrorKind } = require('./index.js');
+const { checkPolicy } = require('./adapter-policy.js');
 
 function peers() {
   try {
@@ -194,7 +195,7 @@ function terminusMiddleware(policy, options = {}) {
   const { Command } = langgraph;
   const { z } = zod;
   const thePolicy = { ...(policy || {}) };
-  new Machine(thePolicy); // validates the policy now: a bad field fails here, not mid-run
+  checkPolicy(thePolicy, 'terminusMiddleware');
   const deadline = thePolicy.deadline_ms != null;
   const verifier = options.verifier;
   const handleModelErrors = options.handleModelErrors !== false;

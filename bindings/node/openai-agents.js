@@ -24,6 +24,7 @@
 // (nudges included), with the kernel's report as its property `terminus`.
 
 const { Machine, providerErrorKind } = require('./index.js');
+const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -396,6 +397,7 @@ async function run(agent, input, options = {}) {
   if (agent.outputType !== undefined && agent.outputType !== 'text') {
     throw new Error('agent.outputType: only text output is supported by terminus-kernel/openai-agents');
   }
+  checkPolicy(policy, 'terminus-kernel/openai-agents');
   const task = typeof input === 'string' ? input : '';
   const machine = new Machine(policy ?? null, { task, name: agent.name });
   const kernel = new KernelRun(machine, verify, policy != null && policy.deadline_ms != null);

@@ -1,0 +1,23 @@
+'use strict';
+// What every framework adapter checks of its policy when it is built (internal: not exported
+// by the package's "exports").
+
+const { Machine } = require('./index.js');
+
+/**
+ * Validates `policy` now (a bad field fails here, not mid-run), and refuses what a framework
+ * adapter does not carry out: `policy.auto_checkpoints` (a checkpoint written for the agent needs
+ * the host to ask its model for a summary; `terminus agent` and a host driving `Machine` itself
+ * answer the `checkpoint` command).
+ */
+function checkPolicy(policy, adapter) {
+  new Machine(policy ?? null);
+  if (policy != null && typeof policy === 'object' && policy.auto_checkpoints) {
+    throw new Error(
+      `policy.auto_checkpoints: ${adapter} does not write checkpoints for the agent; leave it 0 here ` +
+        '(terminus agent, or a host driving Machine and answering its `checkpoint` command, writes them)',
+    );
+  }
+}
+
+module.exports = { checkPolicy };
