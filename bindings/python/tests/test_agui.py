@@ -38,7 +38,9 @@ from ag_ui.encoder import EventEncoder  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.types import interrupt  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 from terminus_kernel.agui import AguiRun, agui_events, json_patch  # noqa: E402
 from terminus_kernel.langchain import REPORT_KEY, TerminusMiddleware  # noqa: E402
@@ -55,11 +57,12 @@ def stream(
     *,
     repeat_last: bool = False,
     thread_id: str = "thread-1",
+    tools: list[Any] | None = None,
 ) -> tuple[list[BaseEvent], dict[str, Any]]:
     """The run's events, and the graph's final state from its checkpointer."""
     model = seed.ScriptedChatModel(script=script, repeat_last=repeat_last)
     middleware = [] if policy is None else [TerminusMiddleware(policy)]
-    agent = seed.build_agent(model, middleware, checkpointer=InMemorySaver())
+    agent = seed.build_agent(model, middleware, checkpointer=InMemorySaver(), tools=tools or [])
 
     async def collect() -> list[BaseEvent]:
         return [
@@ -317,6 +320,28 @@ def test_an_exception_of_the_graph_ends_the_stream_with_run_error() -> None:
     error = events[-1]
     assert (error.type, error.code) == (EventType.RUN_ERROR, "IndexError")
     assert "turn 1" in error.message
+
+
+def test_a_graph_paused_on_interrupt_finishes_with_an_interrupt_outcome() -> None:
+    @tool
+    def approve(plan: str) -> str:
+        """Asks a person to approve the plan."""
+        return str(interrupt({"approve": plan}))
+
+    script = [seed.tools_turn(("approve", {"plan": "split the parser"})), seed.text_turn("Done.")]
+    events, state = stream(script, {}, tools=[approve])
+    assert_wire_round_trip(events)
+    assert_order(events)
+    finished = events[-1]
+    assert finished.type == EventType.RUN_FINISHED
+    assert finished.result is None
+    (pending,) = finished.outcome.interrupts
+    assert pending.reason == "input_required"
+    assert pending.metadata == {"value": {"approve": "split the parser"}}
+    # The call was made and is waiting: started and closed, with no result yet.
+    assert [e.tool_call_id for e in of(events, EventType.TOOL_CALL_END)] == ["call_0_0"]
+    assert not of(events, EventType.TOOL_CALL_RESULT)
+    assert state[REPORT_KEY] is None  # the kernel's run is not over
 
 
 def test_a_graph_without_the_middleware_ends_no_report() -> None:
