@@ -11,6 +11,10 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   and the error's text: the table every host shares.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
+- ``terminus_kernel.agui`` -- ``agui_events(graph, input, thread_id=, run_id=)``: a LangChain
+  agent run under that middleware as AG-UI events (``ag-ui-protocol``'s ``ag_ui.core``), for an
+  ``EventEncoder`` of your own server; the report ends the stream (``RUN_FINISHED``), or the stop
+  reason does (``RUN_ERROR``).
 - ``terminus_kernel.pydantic_ai`` -- a Pydantic AI capability (and an agent wrapper) that runs
   an agent under the kernel; the report is on the run's result.
 - ``terminus_kernel.openai_agents`` -- ``Terminus(policy).run(agent, input)``: an OpenAI Agents
