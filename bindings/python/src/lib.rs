@@ -424,6 +424,13 @@ impl Machine {
         to_py(py, &self.host.machine().stats())
     }
 
+    /// The policy the machine runs under (scaled and raised as it is now), as a dict with the
+    /// fields of the scenario `policy`.
+    #[getter]
+    fn policy(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, self.host.machine().policy())
+    }
+
     /// The report: the fields of `terminus run --json` without the execution id (while the run
     /// goes on, `outcome`, `reason` and `rule` are `None` and the counters are those so far).
     fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {

@@ -124,3 +124,11 @@ def test_an_approved_call_across_a_suspension_runs_and_the_run_goes_on() -> None
     report = m.report()
     assert report["outcome"] == "complete", report
     assert report["stats"]["tool_calls"] == asked == 3
+
+
+def test_the_policy_is_the_machines_own_and_survives_a_snapshot() -> None:
+    machine = Machine({"max_steps": 7, "auto_checkpoints": 1})
+    assert machine.policy["max_steps"] == 7
+    assert machine.policy["auto_checkpoints"] == 1
+    assert machine.policy["max_nudges"] == 3  # a default, filled in
+    assert Machine.restore(machine.snapshot()).policy == machine.policy

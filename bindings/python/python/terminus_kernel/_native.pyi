@@ -76,6 +76,9 @@ class Machine:
     def phase(self) -> Phase:
         """The current state."""
     @property
+    def policy(self) -> dict[str, Any]:
+        """The policy the machine runs under (scaled and raised as it is now)."""
+    @property
     def stats(self) -> dict[str, int]:
         """Every counter of the kernel (``steps``, ``model_calls``, ``tool_calls``,
         ``nudges``, ``no_ops``, ``empty_responses``, ``ignored_events``, ...)."""

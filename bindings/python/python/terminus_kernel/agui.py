@@ -130,17 +130,6 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _policy(snapshot: str) -> Mapping[str, Any]:
-    """The policy in a machine's snapshot (``{}`` when the snapshot does not show it)."""
-    try:
-        node: Any = json.loads(snapshot)
-        for key in ("machine", "sm", "shared_storage", "policy"):
-            node = node.get(key) if isinstance(node, Mapping) else None
-    except ValueError:
-        return {}
-    return node if isinstance(node, Mapping) else {}
-
-
 def _check_id(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"agui_events: {name} must be a string, got {type(value).__name__}")
@@ -375,10 +364,9 @@ class AguiRun:
             if self.report is not None and self.state is not None:
                 return self._move(self._ended(self.state))
             return []
-        snapshot = _unpack(packed)
+        machine = Machine.restore(_unpack(packed))
         if not self._policy:
-            self._policy = _policy(snapshot)
-        machine = Machine.restore(snapshot)
+            self._policy = machine.policy
         state = self._render(machine)
         if self.report is not None:
             state = self._ended(state)
