@@ -35,6 +35,16 @@ export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols
 host=$(rustc -vV | sed -n 's/^host: //p')
 [ -n "$host" ] || die "rustc -vV names no host triple"
 
+# The crates both bindings build must have the same features in both, or the second build
+# compiles them again (bindings/python/Cargo.toml says how they are kept in step).
+features() {
+  cargo tree --quiet -p "$1" -e normal,build --target "$host" --prefix none -f '{p}|{f}' |
+    sed -E 's/ \((proc-macro|\*|\/[^)]*)\)//g' | sort -u
+}
+differ=$(join -t '|' <(features terminus-python) <(features terminus-node) | awk -F'|' '$2 != $3')
+[ -z "$differ" ] || die "crates of both bindings with other features in each (name|python|node):
+$differ"
+
 # The cached virtualenv of the pinned tools (maturin): sets `venv`.
 source "$root/.ci/python-venv.sh"
 
