@@ -37,9 +37,12 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 
 # The crates both bindings build must have the same features in both, or the second build
 # compiles them again (bindings/python/Cargo.toml says how they are kept in step).
+# One line a crate: `name version|[features][features]...` (a crate built for the host and for
+# the target may have two sets).
 features() {
   cargo tree --quiet -p "$1" -e normal,build --target "$host" --prefix none -f '{p}|{f}' |
-    sed -E 's/ \((proc-macro|\*|\/[^)]*)\)//g' | sort -u
+    sed -E 's/ \((proc-macro|\*|\/[^)]*)\)//g' | sort -u |
+    awk -F'|' '{ sets[$1] = sets[$1] "[" $2 "]" } END { for (c in sets) print c "|" sets[c] }' | sort
 }
 differ=$(join -t '|' <(features terminus-python) <(features terminus-node) | awk -F'|' '$2 != $3')
 [ -z "$differ" ] || die "crates of both bindings with other features in each (name|python|node):
