@@ -2,11 +2,10 @@
 # The Python binding's tests: builds `terminus-kernel` from bindings/python into a cached
 # virtualenv and runs its pytest suite.
 #
-# The virtualenv lives in $TERMINUS_PEERS/python (default <repo>/target/peers/python). Its stamp
-# records the interpreter's version and every pin of bindings/python/requirements-*.txt; a venv
-# with the same stamp is reused, any change of a pin (or of the interpreter) rebuilds it from
-# scratch. The binding itself is reinstalled on every run (`pip install ./bindings/python`, the
-# command a user runs; cargo's cache in target/ makes an unchanged build quick).
+# The virtualenv lives in $TERMINUS_PEERS/python (default <repo>/target/peers/python; made by
+# .ci/python-venv.sh, which says when it is reused). The binding itself is reinstalled on every
+# run (`pip install ./bindings/python`, the command a user runs; cargo's cache in target/ makes
+# an unchanged build quick).
 #
 # The build profile is cargo's `dev` by default, so the binding reuses what `cargo test
 # --workspace` compiled; TERMINUS_PY_PROFILE=release builds the wheel as a user gets it.
@@ -14,28 +13,10 @@
 # Extra arguments go to pytest (`.ci/python.sh -k equivalence`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${TERMINUS_PEERS:-$root/target/peers}/python
 profile=${TERMINUS_PY_PROFILE:-dev}
-python=${PYTHON:-python3}
-
-version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
-want="python $version
-$(cat "$root"/bindings/python/requirements-*.txt | grep -Ev '^[[:space:]]*(#|$)' | sort)"
-mkdir -p "$(dirname "$dir")"
-exec 9>"$dir.lock"
-flock 9
-if [ ! -f "$dir/.pins" ] || [ "$(cat "$dir/.pins")" != "$want" ]; then
-  echo "python: creating $dir (python $version)"
-  rm -rf "$dir"
-  "$python" -m venv "$dir"
-  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
-  for requirements in "$root"/bindings/python/requirements-*.txt; do
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
-  done
-  printf '%s\n' "$want" > "$dir/.pins"
-else
-  echo "python: reusing $dir"
-fi
+# The cached virtualenv of the pinned tools: sets `venv`.
+source "$root/.ci/python-venv.sh"
+dir=$venv
 
 # The build backend runs the venv's `maturin`.
 export PATH="$dir/bin:$PATH" VIRTUAL_ENV="$dir"
