@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from terminus_kernel._native import Machine
@@ -21,3 +22,25 @@ def check_policy(policy: Any, adapter: str) -> None:
             "leave it 0 here (terminus agent, or a host driving Machine and answering its "
             "`checkpoint` command, writes them)"
         )
+
+
+def verdict(
+    verifier: Callable[[str], bool | tuple[bool, str]] | None, command: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The verdict on a ``verify`` command: the verifier's (``True``/``False``, or a ``(bool,
+    feedback)`` tuple), or without one the rules' (complete when the kernel says nothing is
+    missing)."""
+    if verifier is None:
+        missing = [str(m) for m in command.get("missing") or []]
+        return {"complete": not missing, "feedback": "; ".join(missing)}
+    answer = verifier(str(command.get("claim", "")))
+    if isinstance(answer, bool):
+        return {"complete": answer, "feedback": ""}
+    if (
+        isinstance(answer, tuple)
+        and len(answer) == 2
+        and isinstance(answer[0], bool)
+        and isinstance(answer[1], str)
+    ):
+        return {"complete": answer[0], "feedback": answer[1]}
+    raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")

@@ -78,7 +78,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from terminus_kernel import Machine
-from terminus_kernel._adapters import check_policy
+from terminus_kernel._adapters import check_policy, verdict
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -410,22 +410,8 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         return snapshot
 
     def _verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """The verdict on a ``verify`` command: the verifier's, or the rules' (complete when the
-        kernel says nothing is missing)."""
-        if self._verifier is None:
-            missing = [str(m) for m in command.get("missing") or []]
-            return {"complete": not missing, "feedback": "; ".join(missing)}
-        answer = self._verifier(str(command.get("claim", "")))
-        if isinstance(answer, bool):
-            return {"complete": answer, "feedback": ""}
-        if (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and isinstance(answer[0], bool)
-            and isinstance(answer[1], str)
-        ):
-            return {"complete": answer[0], "feedback": answer[1]}
-        raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+        """The verdict on a ``verify`` command (:func:`terminus_kernel._adapters.verdict`)."""
+        return verdict(self._verifier, command)
 
     def _carry_out(self, machine: Machine, turn: dict[str, Any]) -> _Outcome:
         """Drains the kernel's commands: a nudge becomes a user message, a notice is kept for

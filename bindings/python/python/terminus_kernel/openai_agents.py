@@ -83,7 +83,7 @@ from openai.types.responses import (
 )
 
 from terminus_kernel import Machine
-from terminus_kernel._adapters import check_policy
+from terminus_kernel._adapters import check_policy, verdict
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -233,20 +233,8 @@ class _Run:
         return self.report is not None
 
     def _verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        if self.verifier is None:
-            missing = [str(m) for m in command.get("missing") or []]
-            return {"complete": not missing, "feedback": "; ".join(missing)}
-        answer = self.verifier(str(command.get("claim", "")))
-        if isinstance(answer, bool):
-            return {"complete": answer, "feedback": ""}
-        if (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and isinstance(answer[0], bool)
-            and isinstance(answer[1], str)
-        ):
-            return {"complete": answer[0], "feedback": answer[1]}
-        raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+        """The verdict on a ``verify`` command (:func:`terminus_kernel._adapters.verdict`)."""
+        return verdict(self.verifier, command)
 
     def carry_out(self) -> None:
         """Drains the kernel's commands into this run's state."""

@@ -93,7 +93,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import Machine, provider_error_kind
-from terminus_kernel._adapters import check_policy
+from terminus_kernel._adapters import check_policy, verdict
 
 __all__ = [
     "TOOL_RETRIES",
@@ -370,22 +370,8 @@ class _Run:
                 raise RuntimeError(f"TerminusCapability: unknown kernel command {command!r}")
 
     def verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """The verdict on a ``verify`` command: the verifier's, or the rules' (complete when the
-        kernel says nothing is missing)."""
-        if self.verifier is None:
-            missing = [str(m) for m in command.get("missing") or []]
-            return {"complete": not missing, "feedback": "; ".join(missing)}
-        answer = self.verifier(str(command.get("claim", "")))
-        if isinstance(answer, bool):
-            return {"complete": answer, "feedback": ""}
-        if (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and isinstance(answer[0], bool)
-            and isinstance(answer[1], str)
-        ):
-            return {"complete": answer[0], "feedback": answer[1]}
-        raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+        """The verdict on a ``verify`` command (:func:`terminus_kernel._adapters.verdict`)."""
+        return verdict(self.verifier, command)
 
     def end(self) -> End[FinalResult[Any]]:
         """The graph's end on the kernel's stop: the report's result as the output."""
