@@ -8,6 +8,10 @@ from typing import Any
 
 from terminus_kernel._native import Machine
 
+Verifier = Callable[[str], bool | tuple[bool, str]]
+"""Judges a completion claim (the model's last substantive content): ``True``/``False``, or
+``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
+
 
 def check_policy(policy: Any, adapter: str) -> None:
     """Validates ``policy`` now (a bad field fails here, not mid-run), and refuses what a
@@ -24,9 +28,7 @@ def check_policy(policy: Any, adapter: str) -> None:
         )
 
 
-def verdict(
-    verifier: Callable[[str], bool | tuple[bool, str]] | None, command: Mapping[str, Any]
-) -> dict[str, Any]:
+def verdict(verifier: Verifier | None, command: Mapping[str, Any]) -> dict[str, Any]:
     """The verdict on a ``verify`` command: the verifier's (``True``/``False``, or a ``(bool,
     feedback)`` tuple), or without one the rules' (complete when the kernel says nothing is
     missing)."""

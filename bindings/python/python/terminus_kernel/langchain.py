@@ -78,7 +78,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from terminus_kernel import Machine
-from terminus_kernel._adapters import check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, verdict
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -124,9 +124,6 @@ _FINISH = {
 }
 """Providers' finish reasons (``finish_reason`` / ``stop_reason``) as the kernel's ``finish``."""
 
-Verifier = Callable[[str], bool | tuple[bool, str]]
-"""Judges a completion claim (the model's last substantive content): ``True``/``False``, or
-``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
 
 class TerminusState(AgentState):
@@ -237,13 +234,9 @@ def tool_result(call_id: str, name: str, message: ToolMessage) -> dict[str, Any]
 
 
 def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
-    """The kernel's class of a failed model call (``rate_limited``, ``server``, ``timeout``,
-    ``auth``, ``bad_request``, ``context_overflow``) with the delay the provider asked for in
-    milliseconds, or ``None`` for an exception that is not a provider's error (a bug, an
-    interrupt: it propagates). Reads the HTTP status of the provider SDKs' errors
-    (``status_code``, or ``response.status_code``) and classes it with the table every host
-    shares (:func:`terminus_kernel.provider_error_kind`), else the class: a timeout, a rate
-    limit, a connection failure."""
+    """The kernel's class of a failed model call and the delay the provider asked for, or
+    ``None`` for an exception that is not a provider's error: the adapters' one mapping,
+    ``terminus_kernel._sdk_errors.sdk_error_kind``."""
     return sdk_error_kind(error)
 
 

@@ -51,7 +51,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from agents import (
@@ -83,7 +83,7 @@ from openai.types.responses import (
 )
 
 from terminus_kernel import Machine
-from terminus_kernel._adapters import check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, verdict
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -97,9 +97,6 @@ __all__ = [
 REPORT_ATTR = "terminus"
 """The attribute of the ``RunResult`` ``Terminus.run`` returns that holds the kernel's report."""
 
-Verifier = Callable[[str], bool | tuple[bool, str]]
-"""Judges a completion claim (the model's last substantive content): ``True``/``False``, or
-``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
 # Refused keyword arguments of ``Runner.run``, and why.
 _REFUSED_KWARGS = {

@@ -55,7 +55,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +93,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import Machine, provider_error_kind
-from terminus_kernel._adapters import check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, verdict
 
 __all__ = [
     "TOOL_RETRIES",
@@ -106,9 +106,6 @@ __all__ = [
     "tool_results_event",
 ]
 
-Verifier = Callable[[str], bool | tuple[bool, str]]
-"""Judges a completion claim (the model's last substantive content): ``True``/``False``, or
-``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
 _FINISH = {
     "stop": "stop",
