@@ -466,6 +466,182 @@ impl Machine {
     }
 }
 
+/// Messages as JSON: a list of dicts (each read strictly, its path named under `root`).
+fn messages_of(root: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    read(root, obj)
+}
+
+/// The host core for a framework adapter (`terminus_runtime::host::Session`): one run, fed the
+/// framework's messages as they are (OpenAI chat, LangChain's `model_dump()`, Pydantic AI's,
+/// OpenAI Agents' shapes), answering each hook with a step dict: `jump` (`"model"`, `"tools"`,
+/// `"end"` or `None`), `delay_ms`, `tools`, `nudges`, `notices` (for the tool message
+/// `notice_to`), `answers` (tool messages instead of running those calls), `written` (the
+/// reply's calls written in its text), `drop_reply`, `verify` (answer with `verdict`), `report`.
+#[pyclass(module = "terminus_kernel._native", name = "Session")]
+struct Session {
+    core: terminus_runtime::host::Session,
+}
+
+fn step_of(py: Python<'_>, step: Option<terminus_runtime::host::Step>) -> PyResult<Py<PyAny>> {
+    match step {
+        Some(step) => to_py(py, &step),
+        None => Ok(py.None()),
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// A run of the task of `messages` (the first user message) under `policy`, started at
+    /// `now_ms` (the host's clock, for the deadline): `(session, first step)`.
+    #[staticmethod]
+    #[pyo3(signature = (policy, messages, now_ms = 0))]
+    fn start(
+        py: Python<'_>,
+        policy: Option<&Bound<'_, PyAny>>,
+        messages: &Bound<'_, PyAny>,
+        now_ms: u64,
+    ) -> PyResult<(Session, Py<PyAny>)> {
+        let policy = policy_of(policy)?;
+        let messages = messages_of("messages", messages)?;
+        let (core, step) = terminus_runtime::host::Session::start(policy, &messages, now_ms)
+            .map_err(value_error)?;
+        Ok((Session { core }, to_py(py, &step)?))
+    }
+
+    /// The model's reply (`offered`: the names of the tools the call offered): a step, or
+    /// `None` when that reply was fed already or the run ended.
+    #[pyo3(signature = (message, offered = None, now_ms = 0))]
+    fn reply(
+        &mut self,
+        py: Python<'_>,
+        message: &Bound<'_, PyAny>,
+        offered: Option<Vec<String>>,
+        now_ms: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let message: Value = read("message", message)?;
+        let step = self
+            .core
+            .reply(&message, offered, now_ms)
+            .map_err(value_error)?;
+        step_of(py, step)
+    }
+
+    /// The results of the tool turn out, read from the messages after the last reply: a step,
+    /// or `None` when no tool turn is out.
+    #[pyo3(signature = (messages, now_ms = 0))]
+    fn results(
+        &mut self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+        now_ms: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let messages = messages_of("messages", messages)?;
+        let step = self.core.results(&messages, now_ms).map_err(value_error)?;
+        step_of(py, step)
+    }
+
+    /// A failed model call of the kernel's class (`rate_limited`, `server`, ...).
+    #[pyo3(signature = (kind, retry_after_ms = None, now_ms = 0))]
+    fn model_error(
+        &mut self,
+        py: Python<'_>,
+        kind: &Bound<'_, PyAny>,
+        retry_after_ms: Option<u64>,
+        now_ms: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let kind = read("kind", kind)?;
+        let step = self
+            .core
+            .model_error(kind, retry_after_ms, now_ms)
+            .map_err(value_error)?;
+        to_py(py, &step)
+    }
+
+    /// The verifier's verdict (`{"complete", "feedback", "missing"}`) on the step's `verify`.
+    fn verdict(&mut self, py: Python<'_>, verdict: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let verdict = read("verdict", verdict)?;
+        let step = self.core.verdict(verdict).map_err(value_error)?;
+        to_py(py, &step)
+    }
+
+    /// Ends a run something else ended (results of the turn out from `messages`, then a
+    /// cancel): the last step, or `None` when the run had ended.
+    #[pyo3(signature = (messages, now_ms = 0))]
+    fn finish(
+        &mut self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+        now_ms: u64,
+    ) -> PyResult<Py<PyAny>> {
+        let messages = messages_of("messages", messages)?;
+        let step = self.core.finish(&messages, now_ms).map_err(value_error)?;
+        step_of(py, step)
+    }
+
+    /// What the run awaits, as a dict for the tool hooks (`gate`).
+    fn turn(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, self.core.turn())
+    }
+
+    /// What a call about to run gets, from a `turn()` dict: `{"refuse": {tool_call_id, name,
+    /// content, error}}` or `{"run": {"warning"}}`.
+    #[staticmethod]
+    fn gate(
+        py: Python<'_>,
+        turn: &Bound<'_, PyAny>,
+        call_id: &str,
+        name: &str,
+        has_tool: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let turn: terminus_runtime::host::Turn = read("turn", turn)?;
+        to_py(
+            py,
+            &terminus_runtime::host::Session::gate(&turn, call_id, name, has_tool),
+        )
+    }
+
+    /// Whether the run ended.
+    #[getter]
+    fn ended(&self) -> bool {
+        self.core.ended()
+    }
+
+    /// Whether a tool turn waits for its results.
+    #[getter]
+    fn batch_out(&self) -> bool {
+        self.core.batch_out()
+    }
+
+    /// The report (as `Machine.report()`).
+    fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.core.host().report_json())
+    }
+
+    /// The text of `terminus inspect` for the run.
+    fn explain(&self) -> String {
+        self.core.host().explain().text()
+    }
+
+    /// The session as JSON text.
+    fn snapshot(&self) -> String {
+        self.core.snapshot()
+    }
+
+    /// The run's machine (a copy): phase, stats, policy, report.
+    fn machine(&self) -> Machine {
+        Machine {
+            host: self.core.host().clone(),
+        }
+    }
+
+    /// A session saved by `snapshot`; text that is not one raises `ValueError`.
+    #[staticmethod]
+    fn restore(snapshot: &str) -> PyResult<Self> {
+        let core = terminus_runtime::host::Session::restore(snapshot).map_err(value_error)?;
+        Ok(Session { core })
+    }
+}
+
 /// Runs a scenario (a path or a dict) in process and returns its report.
 #[pyfunction]
 fn run_scenario(py: Python<'_>, scenario: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -541,6 +717,7 @@ fn provider_error_kind(status: i64, text: &str) -> PyResult<&'static str> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
+    m.add_class::<Session>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -33,13 +33,14 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
 from terminus_kernel import Machine, run_scenario  # noqa: E402
+from terminus_kernel._native import Session  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
     MACHINE_KEY,
     NOTICE_KEY,
     REPORT_KEY,
     TerminusMiddleware,
     model_error_kind,
-    model_turn_event,
+    wire,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -664,8 +665,11 @@ def test_the_middleware_copies_and_pickles_with_its_policy() -> None:
         assert (report["outcome"], report["nudges"]) == ("complete", 1)
 
 
-def test_model_turn_event_maps_an_ai_message() -> None:
+def test_the_core_reads_an_ai_message_as_the_middleware_passes_it() -> None:
+    """``wire`` gives the host core what it reads of a LangChain message: the text of its
+    blocks, its calls, its usage (absent is unknown, not zero), its finish and reasoning."""
     message = AIMessage(
+        id="r1",
         content=[{"type": "text", "text": "Reading."}],
         tool_calls=[
             {"id": "c1", "name": "read_file", "args": {"file_path": "/a"}, "type": "tool_call"}
@@ -673,27 +677,21 @@ def test_model_turn_event_maps_an_ai_message() -> None:
         usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
         response_metadata={"stop_reason": "tool_use"},
     )
-    event = model_turn_event(message)
-    assert event == {
-        "model_turn": {
-            "text": "Reading.",
-            "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"file_path": "/a"}}],
-            "usage": {"input_tokens": 5, "output_tokens": 2},
-            "finish": "tool_calls",
-        }
-    }
-    Machine().handle(event)  # the kernel accepts it
-    thinking = AIMessage(content=[{"type": "thinking", "thinking": "hmm"}])
-    assert model_turn_event(thinking) == {
-        "model_turn": {"text": "", "tool_calls": [], "reasoning": True}
-    }
-    truncated = AIMessage(content="", response_metadata={"finish_reason": "length"})
-    assert model_turn_event(truncated)["model_turn"]["finish"] == "length"
-    assert "usage" not in model_turn_event(AIMessage(content="hi"))["model_turn"]
-    with pytest.raises(TypeError, match="AIMessage"):
-        model_turn_event(HumanMessage(content="hi"))  # type: ignore[arg-type]
+    session, step = Session.start({"token_budget": 6}, [wire(HumanMessage(content="Go"))])
+    assert step["jump"] == "model"
+    step = session.reply(wire(message), ["read_file"])
+    # 7 tokens of a budget of 6: the usage was read; the run ends before the call runs, and the
+    # call is answered so the history stays valid.
+    assert step["jump"] == "end" and step["report"]["reason"] == "token_budget"
+    assert [a["tool_call_id"] for a in step["answers"]] == ["c1"]
+    assert session.reply(wire(message)) is None  # fed already
+    session, _ = Session.start({}, [])
+    thinking = AIMessage(id="r2", content=[{"type": "thinking", "thinking": "hmm"}])
+    step = session.reply(wire(thinking))
+    assert step["jump"] == "model" and step["drop_reply"]  # an empty reply, retried
+    assert session.machine().stats["empty_responses"] == 1
     nameless = AIMessage(
         content="", tool_calls=[{"id": None, "name": "ls", "args": {}, "type": "tool_call"}]
     )
     with pytest.raises(ValueError, match=r"tool_calls\[0\]"):
-        model_turn_event(nameless)
+        session.reply(wire(nameless))

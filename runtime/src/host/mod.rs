@@ -28,10 +28,13 @@
 //! the machine itself and never replays its journal, and snapshots stay small.
 
 mod drive;
+pub mod messages;
 pub mod provider;
+mod session;
 mod wire;
 
 pub use drive::Host;
+pub use session::{Answer, Gate, Jump, Session, Step, Turn, Verify, Written};
 pub use wire::{
     CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, RefusedOut, ResultIn,
     TurnIn, VerdictIn, WarningOut, policy_from_json,

@@ -65,6 +65,7 @@ from ag_ui.core import (
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from terminus_kernel import Machine
+from terminus_kernel._native import Session
 from terminus_kernel.langchain import (
     MACHINE_KEY,
     NOTICE_KEY,
@@ -364,7 +365,7 @@ class AguiRun:
             if self.report is not None and self.state is not None:
                 return self._move(self._ended(self.state))
             return []
-        machine = Machine.restore(_unpack(packed))
+        machine = Session.restore(_unpack(packed)).machine()
         if not self._policy:
             self._policy = machine.policy
         state = self._render(machine)

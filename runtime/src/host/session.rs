@@ -1,0 +1,579 @@
+//! The host core: what a framework adapter decides that is not its framework's API, once, for
+//! every adapter (LangChain in Python and JS, the AI SDK, OpenAI Agents, Pydantic AI).
+//!
+//! A [`Session`] is one run: the [`Host`] and what the run awaits (the calls of the tool turn
+//! out, the refusals and warnings for them, the next model call's settings, whether it ended).
+//! An adapter's hooks give it the framework's messages as they are (see [`super::messages`] for
+//! the shapes it reads) and carry out the [`Step`] it answers: go on, nudge with these texts,
+//! append these notices to the turn's last tool result, answer these calls instead of running
+//! them, rewrite the reply (calls written in its text), drop an empty reply, or stop with the
+//! report. The session is pure: the host passes the clock (`now_ms`) for the policy's deadline.
+//!
+//! ```text
+//! start(policy, messages)     -> Step { jump: model }
+//! reply(message, offered)     -> Step { jump: tools | model | end, nudges, answers, written, ... }
+//! results(messages)           -> Step { jump: model | end, notices (for notice_to), nudges }
+//! model_error(kind, retry)    -> Step { jump: model (after delay_ms) | end }
+//! finish(messages)            -> Step { jump: end, report }  (a run something else ended)
+//! gate(turn, call_id, has)    -> Gate { refuse(answer) | run(warning) }  (a tool about to run)
+//! ```
+//!
+//! A `verify` command pauses the step: it comes back with `verify` set, and the host's verifier
+//! answers with [`Session::verdict`], which goes on with the same step.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use terminus_kernel::{ModelErrorKind, Policy, Todo};
+
+use super::Host;
+use super::messages::{self, Found, Reply};
+use super::wire::{CallOut, CommandOut, EventIn, InputError, ModelErrorIn, VerdictIn};
+
+/// Where the host goes after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Jump {
+    /// Call the model (after [`Step::delay_ms`]; without tools when [`Step::tools`] is false).
+    Model,
+    /// Run the reply's tool calls (but the ones [`Step::answers`] answers).
+    Tools,
+    /// The run ended: [`Step::report`].
+    End,
+}
+
+/// A call the host answers itself instead of running it: a tool message with `status: error`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Answer {
+    /// The call it answers.
+    pub tool_call_id: String,
+    /// The tool.
+    pub name: String,
+    /// The text.
+    pub content: String,
+    /// The kernel's error class, for the message's metadata (`terminus_error`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Calls the model wrote in its text: the reply becomes this text and these calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Written {
+    /// The reply's prose without the calls.
+    pub text: String,
+    /// The calls, with the ids the kernel gave them.
+    pub tool_calls: Vec<CallOut>,
+}
+
+/// A verification the host's verifier answers ([`Session::verdict`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verify {
+    /// The model's completion claim.
+    pub claim: String,
+    /// The todos the kernel tracks.
+    pub todos: Vec<Todo>,
+    /// What the rules say is missing (empty: the rules accept the claim).
+    pub missing: Vec<String>,
+}
+
+/// What the host does now.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Step {
+    /// Where it goes; `None`: nothing changes (the event was already fed, or ignored).
+    pub jump: Option<Jump>,
+    /// Wait this long before the model call.
+    pub delay_ms: u64,
+    /// Whether the model call offers tools (false: the final-answer call of a spent budget).
+    pub tools: bool,
+    /// User messages to add before the next model call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nudges: Vec<String>,
+    /// Texts to append to the turn's last tool result ([`Step::notice_to`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+    /// The id of the tool message (else the call id) the notices go to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice_to: Option<String>,
+    /// Calls to answer with these tool messages instead of running them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<Answer>,
+    /// The reply rewritten as a tool turn (its calls were written in its text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<Written>,
+    /// The reply is empty: remove it from the conversation (chat APIs refuse it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub drop_reply: bool,
+    /// Ask the verifier, then [`Session::verdict`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+    /// The report, once the run ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
+}
+
+/// What a tool call about to run gets ([`Session::gate`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gate {
+    /// Not run: answered with this.
+    Refuse(Answer),
+    /// Run it; append the warning (a budget's) to its result.
+    Run {
+        /// The warning, when there is one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
+    },
+}
+
+/// What the run awaits, kept with the session (and, small, where tool hooks read it).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Turn {
+    /// When the run started (the host's clock, milliseconds), for the deadline.
+    pub started_ms: u64,
+    /// The calls of the tool turn out, in order: `(id, name)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting: Vec<(String, String)>,
+    /// Calls not to run, with the text they get instead.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, String>,
+    /// Budget warnings for calls' results.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub warnings: BTreeMap<String, String>,
+    /// A tool turn is out (even one whose calls were all refused).
+    #[serde(default)]
+    pub batch: bool,
+    /// The next model call's backoff.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Whether the next model call offers tools.
+    #[serde(default = "yes")]
+    pub tools: bool,
+    /// The run ended.
+    #[serde(default)]
+    pub ended: bool,
+    /// The id of the last reply fed (a hook that sees it again does nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fed: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One run of a framework adapter: the host and what it awaits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    host: Host,
+    turn: Turn,
+    deadline: bool,
+    /// A step paused on `verify`, and the reply it is about.
+    paused: Option<(Step, Option<Reply>)>,
+}
+
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    turn: &'a Turn,
+    host: &'a serde_json::value::RawValue,
+}
+
+#[derive(Deserialize)]
+struct Saved<'a> {
+    turn: Turn,
+    #[serde(borrow)]
+    host: &'a serde_json::value::RawValue,
+}
+
+impl Session {
+    /// A run of the task of `messages` (the first user message) under `policy`, started at
+    /// `now_ms`; its first step calls the model.
+    pub fn start(
+        policy: Policy,
+        messages: &[Value],
+        now_ms: u64,
+    ) -> Result<(Session, Step), InputError> {
+        let deadline = policy.deadline_ms.is_some();
+        let host = Host::new(policy, messages::task_of(messages), None)?;
+        let mut session = Session {
+            host,
+            turn: Turn {
+                started_ms: now_ms,
+                tools: true,
+                ..Turn::default()
+            },
+            deadline,
+            paused: None,
+        };
+        let step = session.drain(Step::default(), None)?;
+        Ok((session, step))
+    }
+
+    /// The host (machine, journal, report).
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// What the run awaits.
+    pub fn turn(&self) -> &Turn {
+        &self.turn
+    }
+
+    /// Whether the run ended.
+    pub fn ended(&self) -> bool {
+        self.turn.ended
+    }
+
+    /// Whether a tool turn waits for its results.
+    pub fn batch_out(&self) -> bool {
+        self.turn.batch || !self.turn.awaiting.is_empty()
+    }
+
+    /// The model's reply (`offered`: the names of the tools the call offered, when the host
+    /// knows them). `None` when this reply was fed already.
+    pub fn reply(
+        &mut self,
+        message: &Value,
+        offered: Option<Vec<String>>,
+        now_ms: u64,
+    ) -> Result<Option<Step>, InputError> {
+        let reply = messages::reply_of(message, "message")?;
+        if reply.id.is_some() && reply.id == self.turn.fed {
+            return Ok(None);
+        }
+        if self.turn.ended {
+            // The run ended before this reply (on the results before it): its calls are
+            // answered "not run", an empty one dropped.
+            let mut step = Step {
+                jump: Some(Jump::End),
+                report: Some(self.host.report_json()),
+                ..Step::default()
+            };
+            self.answer(&mut step, &reply);
+            return Ok(Some(step));
+        }
+        self.turn.fed = reply.id.clone();
+        let mut turn = reply.turn.clone();
+        turn.tools = offered;
+        let step = self.feed(EventIn::ModelTurn(turn), now_ms, Some(reply))?;
+        Ok(Some(step))
+    }
+
+    /// The results of the tool turn out, read from the conversation after its last reply (a
+    /// call with none failed: no result came back). `None` when no tool turn is out.
+    pub fn results(&mut self, messages: &[Value], now_ms: u64) -> Result<Option<Step>, InputError> {
+        if !self.batch_out() || self.turn.ended {
+            return Ok(None);
+        }
+        let found = messages::last_results(messages);
+        let mut by_id: BTreeMap<&str, &Found> = BTreeMap::new();
+        for f in &found {
+            by_id.entry(f.call_id.as_str()).or_insert(f);
+        }
+        let awaiting = std::mem::take(&mut self.turn.awaiting);
+        let results = awaiting
+            .iter()
+            .map(|(id, name)| messages::result_of(id, name, by_id.get(id.as_str()).copied()))
+            .collect();
+        // The last result answering an awaited call: where the notices go.
+        let notice_to = found
+            .iter()
+            .find(|f| awaiting.iter().any(|(id, _)| *id == f.call_id))
+            .map(|f| f.id.clone().unwrap_or_else(|| f.call_id.clone()));
+        self.turn.refused.clear();
+        self.turn.warnings.clear();
+        self.turn.batch = false;
+        let mut step = self.feed(EventIn::ToolResults(results), now_ms, None)?;
+        if step.verify.is_none() {
+            step.notice_to = notice_to;
+        }
+        Ok(Some(step))
+    }
+
+    /// A failed model call, of the kernel's class (`retry_after_ms`: the delay the provider
+    /// asked for): call again after `delay_ms`, or the run ended `model_error`.
+    pub fn model_error(
+        &mut self,
+        kind: ModelErrorKind,
+        retry_after_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Step, InputError> {
+        self.feed(
+            EventIn::ModelError(ModelErrorIn {
+                kind,
+                retry_after_ms,
+            }),
+            now_ms,
+            None,
+        )
+    }
+
+    /// The verifier's verdict on the paused step's `verify`: the step goes on.
+    pub fn verdict(&mut self, verdict: VerdictIn) -> Result<Step, InputError> {
+        let Some((mut step, reply)) = self.paused.take() else {
+            return Err(InputError::at("verdict", "no verification is pending"));
+        };
+        self.host.handle(EventIn::Verdict(verdict))?;
+        step.verify = None;
+        let step = self.drain(step, reply.as_ref())?;
+        Ok(self.answered(step, reply.as_ref()))
+    }
+
+    /// Ends a run something else than the kernel ended (another middleware, a `return_direct`
+    /// tool): the tool turn out gets its results from `messages`, then the run is cancelled.
+    /// `None` when it had ended.
+    pub fn finish(&mut self, messages: &[Value], now_ms: u64) -> Result<Option<Step>, InputError> {
+        if self.turn.ended {
+            return Ok(None);
+        }
+        let mut step = self.results(messages, now_ms)?.unwrap_or_default();
+        while let Some(verify) = step.verify.take() {
+            // Nobody is left to ask: the rules' verdict.
+            let complete = verify.missing.is_empty();
+            step = self.verdict(VerdictIn {
+                complete,
+                feedback: None,
+                missing: Some(verify.missing),
+            })?;
+        }
+        if !self.turn.ended {
+            step = self.feed(EventIn::Cancel(true), now_ms, None)?;
+        }
+        Ok(Some(step))
+    }
+
+    /// What a tool call about to run gets, read from the turn the tool hook has (`has_tool`:
+    /// the agent has a tool of that name).
+    pub fn gate(turn: &Turn, call_id: &str, name: &str, has_tool: bool) -> Gate {
+        if let Some(text) = turn.refused.get(call_id) {
+            return Gate::Refuse(Answer {
+                tool_call_id: call_id.to_owned(),
+                name: name.to_owned(),
+                content: text.clone(),
+                error: None,
+            });
+        }
+        let awaited = turn.awaiting.iter().any(|(id, _)| id == call_id);
+        if awaited && !has_tool {
+            return Gate::Refuse(Answer {
+                tool_call_id: call_id.to_owned(),
+                name: name.to_owned(),
+                content: format!("Error: there is no tool named `{name}`."),
+                error: Some("not_found".to_owned()),
+            });
+        }
+        Gate::Run {
+            warning: turn.warnings.get(call_id).cloned(),
+        }
+    }
+
+    /// The session as JSON text: the turn and the host's snapshot.
+    pub fn snapshot(&self) -> String {
+        let host = self.host.snapshot();
+        let raw = serde_json::value::RawValue::from_string(host).ok();
+        match raw {
+            Some(raw) => serde_json::to_string(&SavedRef {
+                turn: &self.turn,
+                host: &raw,
+            })
+            .unwrap_or_default(),
+            None => String::new(),
+        }
+    }
+
+    /// A session saved by [`Session::snapshot`]; text from outside is checked as
+    /// [`Host::restore`] checks it.
+    pub fn restore(text: &str) -> Result<Session, InputError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let saved: Saved<'_> = serde_path_to_error::deserialize(de)
+            .map_err(|e| InputError::from_serde("session", &e))?;
+        let host = Host::restore(saved.host.get())?;
+        let deadline = host.machine().policy().deadline_ms.is_some();
+        Ok(Session {
+            host,
+            turn: saved.turn,
+            deadline,
+            paused: None,
+        })
+    }
+
+    /// Feeds one event (after a clock reading when the policy has a deadline) and drains.
+    fn feed(
+        &mut self,
+        event: EventIn,
+        now_ms: u64,
+        reply: Option<Reply>,
+    ) -> Result<Step, InputError> {
+        if self.paused.is_some() {
+            return Err(InputError::at(
+                "event",
+                "a verification is pending: answer it with a verdict first",
+            ));
+        }
+        let mut step = Step::default();
+        if self.deadline {
+            let now = now_ms.saturating_sub(self.turn.started_ms);
+            self.host.handle(EventIn::Tick(now))?;
+            step = self.drain(step, reply.as_ref())?;
+            if self.turn.ended || step.verify.is_some() {
+                return Ok(self.answered(step, reply.as_ref()));
+            }
+        }
+        self.host.handle(event)?;
+        let step = self.drain(step, reply.as_ref())?;
+        Ok(self.answered(step, reply.as_ref()))
+    }
+
+    /// `step` with the reply's calls answered, unless it is paused on a verification.
+    fn answered(&self, mut step: Step, reply: Option<&Reply>) -> Step {
+        if let (Some(reply), None) = (reply, &step.verify) {
+            self.answer(&mut step, reply);
+        }
+        step
+    }
+
+    /// Carries out the kernel's commands into `step`.
+    fn drain(&mut self, mut step: Step, reply: Option<&Reply>) -> Result<Step, InputError> {
+        let mut written = None;
+        while let Some(command) = self.host.next_command() {
+            match command {
+                CommandOut::Nudge { text } => step.nudges.push(text),
+                CommandOut::Notice { text } => step.notices.push(text),
+                CommandOut::CallModel { delay_ms, tools } => {
+                    self.turn.delay_ms = delay_ms;
+                    self.turn.tools = tools;
+                    step.jump = Some(Jump::Model);
+                }
+                CommandOut::RunTools {
+                    calls,
+                    refused,
+                    warnings,
+                    written: text,
+                } => {
+                    self.turn.awaiting = calls
+                        .iter()
+                        .map(|c| (c.id.clone(), c.name.clone()))
+                        .collect();
+                    self.turn.batch = true;
+                    self.turn.refused = refused.into_iter().map(|r| (r.id, r.text)).collect();
+                    self.turn.warnings = warnings.into_iter().map(|w| (w.id, w.text)).collect();
+                    if let Some(text) = text {
+                        written = Some(Written {
+                            text,
+                            tool_calls: calls,
+                        });
+                    }
+                    step.jump = Some(Jump::Tools);
+                }
+                CommandOut::Verify {
+                    claim,
+                    todos,
+                    missing,
+                } => {
+                    step.verify = Some(Verify {
+                        claim,
+                        todos,
+                        missing,
+                    });
+                    step.written = written.or(step.written);
+                    self.paused = Some((step.clone(), reply.cloned()));
+                    return Ok(step);
+                }
+                CommandOut::Checkpoint { .. } => {
+                    return Err(InputError::at(
+                        "policy.auto_checkpoints",
+                        "this host does not write checkpoints; leave auto_checkpoints at 0",
+                    ));
+                }
+                CommandOut::Stop { report } => {
+                    self.turn.ended = true;
+                    step.report = Some(report);
+                    step.jump = Some(Jump::End);
+                }
+            }
+        }
+        if written.is_some() {
+            step.written = written;
+        }
+        step.delay_ms = self.turn.delay_ms;
+        step.tools = self.turn.tools;
+        Ok(step)
+    }
+
+    /// What the reply's calls get when they are not all run by the framework: an empty reply is
+    /// dropped, a tool turn the run stopped on has each call answered "not run", calls whose
+    /// arguments did not parse are answered (an error the model can fix, or the refusal).
+    fn answer(&self, step: &mut Step, reply: &Reply) {
+        let calls: Vec<(String, String)> = match &step.written {
+            Some(w) => w
+                .tool_calls
+                .iter()
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect(),
+            None => reply
+                .turn
+                .tool_calls
+                .iter()
+                .flatten()
+                .map(|c| (c.id.clone().unwrap_or_default(), c.name.clone()))
+                .collect(),
+        };
+        let text = reply.turn.text.as_deref().unwrap_or_default();
+        if calls.is_empty() && text.trim().is_empty() {
+            step.drop_reply = true;
+        }
+        match step.jump {
+            Some(Jump::End) if !calls.is_empty() => {
+                let reason = step
+                    .report
+                    .as_ref()
+                    .and_then(|r| r.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("stopped")
+                    .to_owned();
+                step.answers = calls
+                    .into_iter()
+                    .map(|(id, name)| Answer {
+                        tool_call_id: id,
+                        name,
+                        content: format!("Not run: the run stopped ({reason})."),
+                        error: None,
+                    })
+                    .collect();
+            }
+            Some(Jump::Tools) if step.written.is_none() => {
+                for (id, name, error) in &reply.invalid {
+                    let (content, kind) = if let Some(text) = self.turn.refused.get(id) {
+                        (text.clone(), None)
+                    } else if self.turn.awaiting.iter().any(|(a, _)| a == id) {
+                        let detail = if error.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({error})")
+                        };
+                        (
+                            format!(
+                                "Error: the arguments of `{name}` are not valid JSON{detail}. \
+                                 Call it again with a JSON object."
+                            ),
+                            Some("invalid_arguments".to_owned()),
+                        )
+                    } else {
+                        continue;
+                    };
+                    step.answers.push(Answer {
+                        tool_call_id: id.clone(),
+                        name: name.clone(),
+                        content,
+                        error: kind,
+                    });
+                }
+                let valid = calls.len() > reply.invalid.len();
+                if !valid {
+                    // Nothing left for the framework to run: back to the model, with the answers.
+                    step.jump = Some(Jump::Model);
+                }
+            }
+            _ => {}
+        }
+    }
+}
