@@ -1,0 +1,226 @@
+"""The host suite's conversations (``spec/hosts/conversations.json``) through the LangChain
+middleware: each scenario played by a real ``create_agent`` graph (its scripted model's replies as
+``AIMessage``s, its failures raised as a provider SDK raises them, its tools' results as
+``ToolMessage``s) gives the report ``terminus run`` gives for it, every counter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from conftest import REPO  # noqa: E402
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware  # noqa: E402
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langchain_core.tools import StructuredTool  # noqa: E402
+from pydantic import ConfigDict  # noqa: E402
+from terminus_kernel import run_scenario  # noqa: E402
+from terminus_kernel.langchain import ERROR_KIND, REPORT_KEY, TerminusMiddleware  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+SUITE = json.loads((REPO / "spec" / "hosts" / "conversations.json").read_text())
+SCENARIOS = REPO / "spec" / "scenarios"
+ERRORS = {
+    case["kind"]: case
+    for case in reversed(
+        json.loads((REPO / "spec" / "hosts" / "provider-errors.json").read_text())["cases"]
+    )
+}
+"""A provider's failure of each kernel class (its status and body), from the provider suite."""
+
+COMPARED = (
+    "outcome",
+    "reason",
+    "rule",
+    "steps",
+    "model_calls",
+    "tool_calls",
+    "nudges",
+    "verification_failures",
+    "no_ops",
+    "empty_responses",
+    "excluded_tools",
+    "entries",
+    "result",
+    "todos",
+    "stats",
+    "trace",
+    "tool_budget_events",
+)
+
+SKIPPED = {
+    "budget-scale-capped": "the middleware takes its policy as given (scaled by the host)",
+    "budget-scaled-to-the-task": "the middleware takes its policy as given (scaled by the host)",
+}
+
+
+class Cursor:
+    """A script and how far it has been read (``repeat``: none, last, cycle)."""
+
+    def __init__(self, script: dict[str, Any], key: str) -> None:
+        self.entries = script.get(key) or []
+        self.repeat = script.get("repeat", "none")
+        self.used = 0
+
+    def next(self) -> Any:
+        n = len(self.entries)
+        if self.used < n:
+            index = self.used
+        elif self.repeat == "last" and n:
+            index = n - 1
+        elif self.repeat == "cycle" and n:
+            index = self.used % n
+        else:
+            raise AssertionError(f"script exhausted after {n}")
+        self.used += 1
+        return self.entries[index]
+
+
+class ProviderError(Exception):
+    """A provider SDK's error: the status on the error, the body and headers on its response."""
+
+    def __init__(self, status: int, text: str, retry_after_ms: int | None) -> None:
+        super().__init__(text)
+        self.status_code = status
+        headers = {} if retry_after_ms is None else {"retry-after-ms": str(retry_after_ms)}
+        self.response: Any = type(
+            "Response", (), {"status_code": status, "text": text, "headers": headers}
+        )()
+
+
+class ConversationModel(BaseChatModel):
+    """The scenario's model: each call takes its next turn."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    turns: Any
+    calls: list[int]
+
+    @property
+    def _llm_type(self) -> str:
+        return "conversation"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.calls.append(1)
+        n = len(self.calls)
+        turn = self.turns.next()
+        if "error" in turn:
+            case = ERRORS[turn["error"]]
+            raise ProviderError(case["status"], case["text"], turn.get("retry_after_ms"))
+        valid, invalid = [], []
+        for i, call in enumerate(turn.get("tool_calls") or []):
+            call_id = call.get("id") or f"call-{n}-{i}"
+            args = call.get("arguments", {})
+            if isinstance(args, str):
+                invalid.append({"id": call_id, "name": call["name"], "args": args, "error": None})
+            else:
+                valid.append({"id": call_id, "name": call["name"], "args": args or {}})
+        usage = turn.get("usage")
+        message = AIMessage(
+            id=f"reply-{n}",
+            content=turn.get("text") or "",
+            tool_calls=valid,
+            invalid_tool_calls=invalid,
+            usage_metadata=None
+            if usage is None
+            else {**usage, "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
+            response_metadata={"finish_reason": turn["finish"]} if turn.get("finish") else {},
+            additional_kwargs={"reasoning_content": "thinking"} if turn.get("reasoning") else {},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def write_todos(arguments: dict[str, Any]) -> tuple[str, str | None]:
+    """The runtime's built-in ``write_todos``."""
+    todos = arguments.get("todos")
+    statuses = ("pending", "in_progress", "completed", "cancelled")
+    if not isinstance(todos, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("content"), str) and t.get("status") in statuses
+        for t in todos
+    ):
+        return "bad todos", "invalid_arguments"
+    open_ = sum(1 for t in todos if t["status"] in ("pending", "in_progress"))
+    return f"Todo list updated: {open_} of {len(todos)} open.", None
+
+
+class ScriptedTools(AgentMiddleware):
+    """Inside the middleware: answers each call with the scenario's next result for its tool, as
+    a tool that marks its failures' class (``response_metadata["terminus_error"]``)."""
+
+    def __init__(self, scripts: dict[str, Any]) -> None:
+        super().__init__()
+        self.cursors = {name: Cursor(s, "results") for name, s in scripts.items()}
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        call = request.tool_call
+        name, args = call["name"], call.get("args")
+        if name == "write_todos":
+            text, kind = write_todos(args if isinstance(args, dict) else {})
+        elif name in self.cursors:
+            spec = self.cursors[name].next()
+            if spec.get("error") is not None:
+                text = spec.get("message") or f"scripted {spec['error']} error"
+                kind = spec["error"]
+            else:
+                value = spec.get("ok")
+                text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+                text += " log" * (spec.get("filler_tokens") or 0)
+                kind = None
+        else:
+            return handler(request)
+        meta = {ERROR_KIND: kind} if kind else {}
+        return ToolMessage(
+            content=text,
+            tool_call_id=call["id"],
+            name=name,
+            status="error" if kind else "success",
+            response_metadata=meta,
+        )
+
+
+def _tool(name: str) -> StructuredTool:
+    return StructuredTool.from_function(
+        func=lambda **_: "unused",
+        name=name,
+        description=f"the scenario's {name}",
+        args_schema={"type": "object", "properties": {}, "additionalProperties": True},
+    )
+
+
+@pytest.mark.parametrize("name", SUITE["scenarios"])
+def test_the_conversation_through_langchain_gives_terminus_runs_report(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if name in SKIPPED:
+        pytest.skip(SKIPPED[name])
+    path: Path = SCENARIOS / f"{name}.json"
+    scenario = json.loads(path.read_text())
+    # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
+    waits: list[float] = []
+    monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
+    scripts = scenario.get("tools") or {}
+    model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[])
+    agent = create_agent(
+        model=model,
+        tools=[_tool(n) for n in sorted({*scripts, "write_todos"})],
+        middleware=[TerminusMiddleware(scenario.get("policy") or {}), ScriptedTools(scripts)],
+    )
+    state = agent.invoke(
+        {"messages": [{"role": "user", "content": scenario["task"]}]},
+        {"recursion_limit": 10_000},
+    )
+    report = state[REPORT_KEY]
+    expected = run_scenario(path)
+    assert {k: report.get(k) for k in COMPARED} == {k: expected.get(k) for k in COMPARED}
+    # Each wait is a backoff the kernel asked for (a failed call or an empty reply, retried).
+    assert all(w > 0 for w in waits)
