@@ -1,7 +1,7 @@
 """Terminus as a LangChain v1 agent middleware.
 
-``TerminusMiddleware`` puts the kernel's :class:`~terminus_kernel.Machine` under an agent built
-with ``langchain.agents.create_agent`` or ``deepagents.create_deep_agent``::
+``TerminusMiddleware`` puts the kernel under an agent built with
+``langchain.agents.create_agent`` or ``deepagents.create_deep_agent``::
 
     from deepagents import create_deep_agent
     from terminus_kernel.langchain import TerminusMiddleware
@@ -13,37 +13,23 @@ with ``langchain.agents.create_agent`` or ``deepagents.create_deep_agent``::
     state = agent.invoke({"messages": [{"role": "user", "content": "Write the plan"}]})
     state["terminus"]  # the kernel's report: outcome, reason, steps, model_calls, nudges, ...
 
-Every model reply and every tool result goes through the machine:
+What each hook decides is the host core's (``terminus_kernel._native.Session``, the same for
+every framework adapter, ``docs/embedding.md``); this module carries its steps out in LangGraph's
+terms. ``after_model`` feeds the reply: a stop the kernel refuses is nudged and the loop goes back
+to the model, a stop it decides ends the graph without an exception (never
+``GraphRecursionError``). ``wrap_model_call`` feeds the tool turn's results first (the tools of a
+turn run in parallel tasks: the first point where all have finished; a stop decided on them does
+not call the model), waits the kernel's backoff, and gives a provider's error to the kernel
+(retried, or the run ends ``model_error``). ``wrap_tool_call`` answers a refused call with the
+kernel's refusal and appends budget warnings. ``before_agent`` starts the run; ``after_agent``
+makes sure the final state has the report (a run something else ended is cancelled).
 
-- ``after_model`` feeds the reply as a ``model_turn``. A stop the kernel refuses (todos of
-  ``write_todos`` still open, a ``completion_requires`` tool not yet run, an empty or no-op reply)
-  is answered with the kernel's nudge as a user message and the loop jumps back to the model; a
-  stop the kernel decides (complete, or a named abort such as ``max_steps``) jumps to the end of
-  the graph, without an exception and so without ``GraphRecursionError``.
-- ``wrap_tool_call`` answers a call of a tool the kernel excluded with the kernel's refusal
-  instead of running it (and a call of a tool the agent does not have with ``not_found``), and
-  appends the kernel's budget warnings to results.
-- ``wrap_model_call`` feeds the turn's tool results (the ``ToolMessage`` answering each call the
-  kernel said to run, as the model will see it) as one ``tool_results`` event before the model is
-  called again; the tools of a turn run in parallel tasks, so this is the first point where they
-  have all finished. A stop decided on them (a repeated loop, failing tools, a spent budget or
-  deadline) does not call the model: the graph ends there. The kernel's notices (a tool excluded,
-  a loop seen) are appended to the turn's last tool result, so the model reads them in order.
-  A provider's error from the call goes to the kernel too: retried after the kernel's backoff,
-  or the run ends with ``model_error`` (``handle_model_errors=False`` lets it propagate).
-- ``before_agent`` starts the run's machine; ``after_agent`` makes sure the final state always
-  has the report (a graph another middleware ended while the kernel was live is cancelled).
-
-The machine's snapshot lives in the graph state (a private key of this middleware's state
+The session's snapshot lives in the graph state (a private key of this middleware's state
 schema), so a thread resumed from a LangGraph checkpointer, in another process after a crash,
-goes on with its counters and budgets. The final state has key ``"terminus"``: the report.
-
-The kernel's counters always agree with the checkpoint a thread resumes from. Whether a crash
-can make a tool run again is LangGraph's durability: with ``invoke(..., durability="sync")``
-every step's checkpoint is written before the next step starts, so no finished tool runs twice;
-with the default ``"async"`` the checkpoints still being written when the process dies are
-lost, and the steps since the last one written (their tools included) run again on resume.
-"""
+goes on with its counters and budgets. Whether a crash can make a tool run again is LangGraph's
+durability: with ``invoke(..., durability="sync")`` every step's checkpoint is written before
+the next step starts, so no finished tool runs twice; with the default ``"async"`` the steps
+since the last checkpoint written (their tools included) run again on resume."""
 
 from __future__ import annotations
 
@@ -369,12 +355,6 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         session, _ = Session.start(self._policy, [wire(first)] if first else [], _now())
         return {**self._update(session, []), REPORT_KEY: None}
 
-    async def abefore_agent(
-        self, state: TerminusState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async ``before_agent``."""
-        return self.before_agent(state, runtime)
-
     def after_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Makes sure the final state has the report: a run still live here was ended by
         something else than the kernel (another middleware's jump, a ``return_direct`` tool),
@@ -385,12 +365,6 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         session = self._take(state)
         session.finish(_tail(state.get("messages") or []), _now())
         return self._update(session, [])
-
-    async def aafter_agent(
-        self, state: TerminusState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async ``after_agent``."""
-        return self.after_agent(state, runtime)
 
     # ----- the model's reply -----
 
@@ -443,12 +417,6 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         if jump in ("model", "end"):
             update["jump_to"] = jump
         return update
-
-    async def aafter_model(
-        self, state: TerminusState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async ``after_model``."""
-        return self.after_model(state, runtime)
 
     # ----- the model call -----
 
