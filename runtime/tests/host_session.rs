@@ -1,0 +1,256 @@
+//! The host core (`terminus_runtime::host::Session`) on its own: what each hook gets, the
+//! snapshot round trip, the refusals of bad input. The whole conversations are the host suite's
+//! (`cargo test -p terminus-cli --test hosts`).
+
+use serde_json::{Value, json};
+use terminus_kernel::{ModelErrorKind, Policy};
+use terminus_runtime::host::{Gate, Jump, Session, Step, VerdictIn, policy_from_json};
+
+fn policy(json: &str) -> Policy {
+    policy_from_json(json).expect("a policy")
+}
+
+fn task() -> Vec<Value> {
+    vec![json!({"role": "user", "content": "Read a.txt"})]
+}
+
+fn read_call(id: &str, reply: &str) -> Value {
+    json!({"role": "assistant", "id": reply, "content": "",
+           "tool_calls": [{"id": id, "type": "function",
+                           "function": {"name": "read", "arguments": "{\"path\": \"a.txt\"}"}}]})
+}
+
+#[test]
+fn a_tool_turn_then_an_answer() {
+    let (mut s, step) = Session::start(policy("{}"), &task(), 0).expect("start");
+    assert_eq!(step.jump, Some(Jump::Model));
+    let mut history = task();
+    history.push(read_call("c1", "r1"));
+    let step = s
+        .reply(&history[1], Some(vec!["read".into()]), 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::Tools));
+    assert!(s.batch_out());
+    assert_eq!(
+        s.turn().awaiting,
+        vec![("c1".to_owned(), "read".to_owned())]
+    );
+    // The same reply again (a hook run twice) changes nothing.
+    assert_eq!(s.reply(&history[1], None, 0).expect("reply"), None);
+    history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
+    let step = s.results(&history, 0).expect("results").expect("a batch");
+    assert_eq!(step.jump, Some(Jump::Model));
+    assert!(!s.batch_out());
+    assert_eq!(
+        s.results(&history, 0).expect("results"),
+        None,
+        "no batch out"
+    );
+    let answer = json!({"role": "assistant", "id": "r2", "content": "It says hello."});
+    let step = s.reply(&answer, None, 0).expect("reply").expect("new");
+    assert_eq!(step.jump, Some(Jump::End));
+    let report = step.report.expect("a report");
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(report["result"], "It says hello.");
+    assert_eq!(report["tool_calls"], 1);
+    assert!(s.ended());
+}
+
+/// Restoring the session from its snapshot before every hook (a new process each time) takes
+/// the run the same way: the same steps and the same report.
+#[test]
+fn a_session_restored_before_every_hook_runs_the_same() {
+    let run = |restore: bool| -> (Vec<Step>, Value) {
+        let p = policy(r#"{"completion_requires": ["read"]}"#);
+        let (mut s, first) = Session::start(p, &task(), 0).expect("start");
+        let mut steps = vec![first];
+        let mut history = task();
+        let again = |s: Session| {
+            if restore {
+                Session::restore(&s.snapshot()).expect("restore")
+            } else {
+                s
+            }
+        };
+        // A premature answer is nudged, then the tool turn, then the answer.
+        s = again(s);
+        let early = json!({"role": "assistant", "id": "r0", "content": "Done."});
+        steps.push(s.reply(&early, None, 0).expect("reply").expect("new"));
+        s = again(s);
+        history.push(read_call("c1", "r1"));
+        steps.push(s.reply(&history[1], None, 0).expect("reply").expect("new"));
+        s = again(s);
+        history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
+        steps.push(s.results(&history, 0).expect("results").expect("a batch"));
+        s = again(s);
+        let answer = json!({"role": "assistant", "id": "r2", "content": "It says hello."});
+        steps.push(s.reply(&answer, None, 0).expect("reply").expect("new"));
+        (steps, s.host().report_json())
+    };
+    let (live, report) = run(false);
+    assert_eq!(live[1].nudges.len(), 1, "the premature answer is nudged");
+    assert_eq!(live[1].jump, Some(Jump::Model));
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(run(true), (live, report));
+}
+
+#[test]
+fn the_gate_refuses_what_the_kernel_refused_and_a_missing_tool() {
+    let p = policy(r#"{"tool_budgets": {"read": {"warn_at": 1, "block_at": 2}}}"#);
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let two = json!({"role": "assistant", "id": "r1", "content": "",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{\"p\": 1}"}},
+            {"id": "b", "type": "function", "function": {"name": "read", "arguments": "{\"p\": 2}"}},
+            {"id": "c", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]});
+    let step = s.reply(&two, None, 0).expect("reply").expect("new");
+    assert_eq!(step.jump, Some(Jump::Tools));
+    let turn = s.turn().clone();
+    match Session::gate(&turn, "a", "read", true) {
+        Gate::Run { warning } => assert!(warning.is_some(), "call 1 of read is warned"),
+        other => panic!("{other:?}"),
+    }
+    match Session::gate(&turn, "b", "read", true) {
+        Gate::Refuse(answer) => {
+            assert_eq!(answer.tool_call_id, "b");
+            assert!(answer.content.contains("read"), "{}", answer.content);
+        }
+        other => panic!("{other:?}"),
+    }
+    match Session::gate(&turn, "c", "grep", false) {
+        Gate::Refuse(answer) => assert_eq!(answer.error.as_deref(), Some("not_found")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        Session::gate(&turn, "zz", "grep", false),
+        Gate::Run { warning: None },
+        "a call the kernel does not await is the framework's"
+    );
+}
+
+#[test]
+fn invalid_arguments_are_answered_and_an_empty_reply_dropped() {
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let bad = json!({"role": "assistant", "id": "r1", "content": "",
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "read", "arguments": "{path: a.txt"}}]});
+    let step = s.reply(&bad, None, 0).expect("reply").expect("new");
+    // Nothing for the framework to run: back to the model with the answer.
+    assert_eq!(step.jump, Some(Jump::Model));
+    assert_eq!(step.answers.len(), 1);
+    assert_eq!(step.answers[0].error.as_deref(), Some("invalid_arguments"));
+    assert!(step.answers[0].content.contains("not valid JSON"));
+    let mut history = task();
+    history.push(bad);
+    history.push(
+        json!({"role": "tool", "tool_call_id": "c1", "content": step.answers[0].content,
+                        "terminus_error": "invalid_arguments"}),
+    );
+    let step = s.results(&history, 0).expect("results").expect("a batch");
+    assert_eq!(step.jump, Some(Jump::Model));
+    let empty = json!({"role": "assistant", "id": "r2", "content": "  "});
+    let step = s.reply(&empty, None, 0).expect("reply").expect("new");
+    assert!(step.drop_reply);
+    assert_eq!(step.jump, Some(Jump::Model), "the model is asked again");
+    // Without usage the reply is not known to be empty output (rule 6 needs zero usage): a
+    // no-op, continued; either way it never enters the conversation.
+    let stats = s.host().machine().stats();
+    assert_eq!((stats.empty_responses, stats.no_ops), (0, 1), "{stats:?}");
+}
+
+#[test]
+fn a_verification_pauses_the_step_until_the_verdict() {
+    let p = policy(r#"{"verify_completion": true}"#);
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let claim = json!({"role": "assistant", "id": "r1", "content": "All done."});
+    let step = s.reply(&claim, None, 0).expect("reply").expect("new");
+    let verify = step.verify.expect("a verification");
+    assert_eq!(verify.claim, "All done.");
+    let err = s.reply(
+        &json!({"role": "assistant", "id": "r9", "content": "x"}),
+        None,
+        0,
+    );
+    assert!(
+        err.is_err(),
+        "an event while the verdict is pending is refused"
+    );
+    let step = s
+        .verdict(VerdictIn {
+            complete: false,
+            feedback: Some("the tests".into()),
+            missing: None,
+        })
+        .expect("verdict");
+    assert_eq!(step.jump, Some(Jump::Model));
+    assert!(step.verify.is_none());
+    assert_eq!(
+        s.verdict(VerdictIn {
+            complete: true,
+            feedback: None,
+            missing: None
+        })
+        .expect_err("none pending")
+        .path,
+        "verdict"
+    );
+}
+
+#[test]
+fn model_errors_are_retried_then_end_the_run() {
+    let p = policy(r#"{"max_model_retries": 1}"#);
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let step = s
+        .model_error(ModelErrorKind::RateLimited, Some(1500), 0)
+        .expect("model_error");
+    assert_eq!(step.jump, Some(Jump::Model));
+    assert!(
+        step.delay_ms >= 1500,
+        "the provider's delay: {}",
+        step.delay_ms
+    );
+    let step = s
+        .model_error(ModelErrorKind::Server, None, 0)
+        .expect("model_error");
+    assert_eq!(step.jump, Some(Jump::End));
+    assert_eq!(step.report.expect("a report")["reason"], "model_error");
+}
+
+#[test]
+fn finish_feeds_the_results_out_then_cancels() {
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let mut history = task();
+    history.push(read_call("c1", "r1"));
+    s.reply(&history[1], None, 0).expect("reply");
+    history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
+    let step = s.finish(&history, 0).expect("finish").expect("live");
+    assert_eq!(step.jump, Some(Jump::End));
+    let report = step.report.expect("a report");
+    assert_eq!(report["reason"], "cancelled");
+    assert_eq!(
+        report["tool_calls"], 1,
+        "the result came back before the cancel"
+    );
+    assert_eq!(
+        s.finish(&history, 0).expect("finish"),
+        None,
+        "ended already"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_place() {
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let nameless = json!({"type": "ai", "id": "r1", "content": "",
+                          "tool_calls": [{"id": null, "name": "ls", "args": {}}]});
+    let e = s.reply(&nameless, None, 0).expect_err("no id");
+    assert_eq!(e.path, "message.tool_calls[0]");
+    assert!(e.message.contains("`ls` has no id"), "{e}");
+    let e = s.reply(&json!("text"), None, 0).expect_err("not a message");
+    assert_eq!(e.path, "message");
+    let e = Session::restore("{\"turn\": 3}").expect_err("not a snapshot");
+    assert!(e.path.starts_with("session"), "{e}");
+    let e = Session::restore("{}").expect_err("not a snapshot");
+    assert!(e.to_string().contains("missing field"), "{e}");
+}
