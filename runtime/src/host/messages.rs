@@ -10,7 +10,7 @@
 //! | LangChain (Python `model_dump()`, JS fields) | `{"type": "ai", "content", "tool_calls": [{"id", "name", "args"}], "invalid_tool_calls", "usage_metadata", "response_metadata": {"finish_reason" or "stop_reason"}, "additional_kwargs"}` | `{"type": "tool", "tool_call_id", "content", "status", "response_metadata": {"terminus_error"}}` |
 //! | AI SDK | `{"role": "assistant", "content": [{"type": "text"}, {"type": "tool-call", "toolCallId", "toolName", "input"}], "finishReason", "usage": {"inputTokens", "outputTokens"}}` | `{"role": "tool", "content": [{"type": "tool-result", "toolCallId", "toolName", "output"}]}` |
 //! | Pydantic AI | `{"kind": "response", "parts": [{"part_kind": "text"}, {"part_kind": "tool-call", "tool_call_id", "tool_name", "args"}], "usage", "finish_reason"}` | `{"kind": "request", "parts": [{"part_kind": "tool-return" or "retry-prompt", "tool_call_id", "tool_name", "content"}]}` |
-//! | OpenAI Agents (Responses items) | `{"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}`, `{"type": "function_call", "call_id", "name", "arguments"}` | `{"type": "function_call_output", "call_id", "output"}` |
+//! | OpenAI Agents (a `ModelResponse`: Responses items) | `{"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}, {"type": "function_call", "call_id", "name", "arguments"}], "usage", "response_id"}` (or the items alone, as a list) | `{"type": "function_call_output", "call_id", "output"}` |
 //!
 //! Content is a string or a list of blocks whose `text` blocks (`text`, `output_text`) are the
 //! visible text; `reasoning`/`thinking` blocks (or `reasoning_content`) mark reasoning output.
@@ -18,7 +18,9 @@
 //! an *invalid* one: the kernel sees the raw text and the host answers it `invalid_arguments`.
 //! A tool result is `ok` with the SHA-256 digest of its text (the kernel compares outputs and
 //! never reads them, so a snapshot never carries them), or an error when the framework marks it
-//! one (`status: "error"`, `isError`, a `retry-prompt` part, `terminus_error` in its metadata).
+//! one (`status: "error"`, `isError` or an `error-*` output, a `retry-prompt` part). A host that
+//! knows the kernel's class of a failure puts it in `terminus_error` (on the message, on its part,
+//! or in its `response_metadata`: LangChain's place for it); it wins over the shape's own mark.
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
