@@ -36,15 +36,11 @@ function peers() {
   }
 }
 
-const REPORT_KEY = 'terminus';
-const MACHINE_KEY = '_terminus_machine';
-const TURN_KEY = '_terminus_turn';
-/** A `ToolMessage.response_metadata` key: the kernel's error class for a failed call. */
-const ERROR_KIND = 'terminus_error';
-/** A `ToolMessage.response_metadata` key: the kernel's notices appended to that result. */
-const NOTICE_KEY = 'terminus_notice';
-/** An `AIMessage.response_metadata` key: the state update of a run stopped by a model error. */
-const STOP_KEY = 'terminus_stop';
+// The state's keys (the report; the session's snapshot; `Session.turn()`), and the keys of a
+// message's `response_metadata`: a `ToolMessage`'s error class and the notices appended to it, the
+// state update a stand-in `AIMessage` carries when a model error ended the run.
+const [REPORT_KEY, MACHINE_KEY, TURN_KEY] = ['terminus', '_terminus_machine', '_terminus_turn'];
+const [ERROR_KIND, NOTICE_KEY, STOP_KEY] = ['terminus_error', 'terminus_notice', 'terminus_stop'];
 
 /** A content value as the core reads it: a string, or its blocks' types and texts (text, reasoning). */
 const contentOf = (content) =>
@@ -94,20 +90,16 @@ function terminusMiddleware(policy, options = {}) {
   const isAI = (m) => msgs.AIMessage.isInstance(m);
 
   const restore = (state) => {
-    if (typeof state[MACHINE_KEY] !== 'string') {
-      throw new Error(`terminusMiddleware: the graph state has no machine (${MACHINE_KEY}); was the agent built with this middleware?`);
-    }
-    return Session.restore(state[MACHINE_KEY]);
+    if (typeof state[MACHINE_KEY] === 'string') return Session.restore(state[MACHINE_KEY]);
+    throw new Error(`terminusMiddleware: the graph state has no machine (${MACHINE_KEY}); was the agent built with this middleware?`);
   };
 
   /** The verdict on a step's `verify`: the verifier's, else the kernel's rules'. */
   const verdict = ({ claim, missing }) => {
     if (!verifier) return { complete: missing.length === 0, missing };
     const answer = verifier(String(claim ?? ''));
-    if (typeof answer === 'boolean') return { complete: answer, feedback: '' };
-    if (Array.isArray(answer) && answer.length === 2 && typeof answer[0] === 'boolean' && typeof answer[1] === 'string') {
-      return { complete: answer[0], feedback: answer[1] };
-    }
+    const [complete, feedback] = typeof answer === 'boolean' ? [answer, ''] : Array.isArray(answer) && answer.length === 2 ? answer : [];
+    if (typeof complete === 'boolean' && typeof feedback === 'string') return { complete, feedback };
     throw new TypeError(`verifier: expected a boolean or a [boolean, string] pair, got ${JSON.stringify(answer)}`);
   };
   const verified = (session, step) => {
