@@ -666,9 +666,15 @@ class Machine {
   }
 }
 
+/** Milliseconds given as `what` (the addon checks they are whole and in range). */
+function millis(what, ms) {
+  if (typeof ms !== 'number') throw inputError(what, `a ${typeof ms} is not a number of milliseconds`);
+  return ms;
+}
+
 /** A clock reading for the session (milliseconds; default now). */
 function nowOf(nowMs) {
-  return nowMs === undefined || nowMs === null ? Date.now() : nowMs;
+  return nowMs === undefined || nowMs === null ? Date.now() : millis('nowMs', nowMs);
 }
 
 /** Messages as JSON text: an array of JSON values (a path names what is not). */
@@ -731,7 +737,8 @@ class Session {
   /** A failed model call of the kernel's class, with the delay the provider asked for. */
   modelError(kind, retryAfterMs, nowMs) {
     if (typeof kind !== 'string') throw inputError('kind', 'not a string');
-    return JSON.parse(this._native.modelError(kind, retryAfterMs ?? undefined, nowOf(nowMs)));
+    const retry = retryAfterMs === undefined || retryAfterMs === null ? undefined : millis('retryAfterMs', retryAfterMs);
+    return JSON.parse(this._native.modelError(kind, retry, nowOf(nowMs)));
   }
 
   /** The verifier's verdict (`{ complete, feedback?, missing? }`) on the step's `verify`. */

@@ -43,6 +43,8 @@ test('bad inputs throw an Error naming their path, the session unchanged', () =>
     [() => session.reply(reply, ['ls', 3]), /offered\[1\]: not a string/],
     [() => session.results([() => 1]), /messages\[0\]: a function is not JSON/],
     [() => session.results([], -1), /nowMs: must be a whole number/],
+    [() => session.results([], '5'), /nowMs: a string is not a number of milliseconds/],
+    [() => session.modelError('server', '5'), /retryAfterMs: a string is not a number/],
     [() => session.modelError('flaky'), /kind: unknown variant `flaky`/],
     [() => session.modelError('server', 0.5), /retryAfterMs: must be a whole number/],
     [() => session.verdict({ complete: 'yes' }), /verdict\.complete: invalid type/],
