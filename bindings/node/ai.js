@@ -15,6 +15,7 @@
 // budget) ends the loop and returns its report. Resolves to `{ text, report, messages }`.
 
 const { Machine, providerErrorKind } = require('./index.js');
+const { retryAfterMs } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
@@ -72,11 +73,8 @@ function modelErrorOf(error) {
     const body = typeof e.responseBody === 'string' && e.responseBody.trim() ? e.responseBody : message;
     out.kind = providerErrorKind(status, body);
   } else out.kind = 'server'; // no status: the connection failed
-  const headers = (e && e.responseHeaders) || {};
-  const ms = Number(headers['retry-after-ms']);
-  const seconds = Number(headers['retry-after']);
-  if (Number.isFinite(ms) && ms >= 0) out.retry_after_ms = Math.round(ms);
-  else if (Number.isFinite(seconds) && seconds >= 0) out.retry_after_ms = Math.round(seconds * 1000);
+  const retry = retryAfterMs(e && e.responseHeaders);
+  if (retry !== undefined) out.retry_after_ms = retry;
   return out;
 }
 

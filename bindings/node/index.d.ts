@@ -174,6 +174,95 @@ export declare class Machine {
   static restore(snapshot: string): Machine;
 }
 
+/** A call the host answers itself instead of running it (a tool message with status error). */
+export interface Answer {
+  tool_call_id: string;
+  name: string;
+  content: string;
+  /** The kernel's error class, for the message's `response_metadata.terminus_error`. */
+  error?: ToolErrorKind;
+}
+
+/** What a host does after one of its hooks (`Session`). */
+export interface Step {
+  /** Where it goes; `null`: nothing changes. */
+  jump: 'model' | 'tools' | 'end' | null;
+  /** Wait this long before the model call. */
+  delay_ms: number;
+  /** Whether the model call offers tools. */
+  tools: boolean;
+  /** User messages to add before the next model call. */
+  nudges?: string[];
+  /** Texts to append to the tool message `notice_to` (its id, else its call id). */
+  notices?: string[];
+  notice_to?: string;
+  /** Calls to answer with these tool messages instead of running them. */
+  answers?: Answer[];
+  /** The reply rewritten as a tool turn (its calls were written in its text). */
+  written?: { text: string; tool_calls: CallOut[] };
+  /** The reply is empty: remove it from the conversation. */
+  drop_reply?: boolean;
+  /** Ask the verifier, then `Session.verdict`. */
+  verify?: { claim: string; todos: Todo[]; missing: string[] };
+  /** The report, once the run ended. */
+  report?: Report;
+}
+
+/** What the run awaits (`Session.turn()`), for the tool hooks. */
+export interface Turn {
+  started_ms: number;
+  awaiting?: [string, string][];
+  refused?: Record<string, string>;
+  warnings?: Record<string, string>;
+  batch: boolean;
+  delay_ms: number;
+  tools: boolean;
+  ended: boolean;
+  fed?: string;
+}
+
+/** What a tool call about to run gets (`Session.gate`). */
+export type Gate = { refuse: Answer } | { run: { warning?: string } };
+
+/**
+ * The host core for a framework adapter: one run, fed the framework's messages as they are
+ * (OpenAI chat, LangChain, AI SDK, Pydantic AI or OpenAI Agents shapes, as JSON values),
+ * answering each hook with a `Step`. Every bad input throws an `Error` naming its path.
+ */
+export declare class Session {
+  /**
+   * A run of the task of `messages` (the first user message) under `policy`, started at `nowMs`
+   * (default now), the policy scaled for `scale` units when given: the session and its first step.
+   */
+  static start(policy: Policy | null | undefined, messages: Json[], nowMs?: number | null, scale?: number | null): [Session, Step];
+  /** The model's reply (`offered`: the tools the call offered): a step, or `null` if fed already. */
+  reply(message: Json, offered?: string[] | null, nowMs?: number | null): Step | null;
+  /** The results of the tool turn out, read after the last reply: a step, or `null`. */
+  results(messages: Json[], nowMs?: number | null): Step | null;
+  /** A failed model call of the kernel's class. */
+  modelError(kind: ModelErrorKind, retryAfterMs?: number | null, nowMs?: number | null): Step;
+  /** The verifier's verdict on the step's `verify`: the step goes on. */
+  verdict(verdict: { complete: boolean; feedback?: string | null; missing?: string[] | null }): Step;
+  /** Ends a run something else ended: the last step, or `null` when the run had ended. */
+  finish(messages: Json[], nowMs?: number | null): Step | null;
+  /** What the run awaits. */
+  turn(): Turn;
+  /** What a call about to run gets, from a `turn()`. */
+  static gate(turn: Turn, callId: string, name: string, hasTool: boolean): Gate;
+  /** Whether the run ended. */
+  readonly ended: boolean;
+  /** Whether a tool turn waits for its results. */
+  readonly batchOut: boolean;
+  /** The report. */
+  report(): Report;
+  /** Why the run stopped and what to change: the text of `terminus inspect`. */
+  explain(): string;
+  /** The session as JSON text. */
+  snapshot(): string;
+  /** A session saved by `snapshot()`; text that is not one throws an `Error`. */
+  static restore(snapshot: string): Session;
+}
+
 /**
  * Runs a scenario (a file path, or the scenario object) in process: the report `terminus run
  * --json` gives, but the execution id. Synchronous.

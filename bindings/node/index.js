@@ -666,6 +666,138 @@ class Machine {
   }
 }
 
+/** Milliseconds given as `what` (the addon checks they are whole and in range). */
+function millis(what, ms) {
+  if (typeof ms !== 'number') throw inputError(what, `a ${typeof ms} is not a number of milliseconds`);
+  return ms;
+}
+
+/** A clock reading for the session (milliseconds; default now). */
+function nowOf(nowMs) {
+  return nowMs === undefined || nowMs === null ? Date.now() : millis('nowMs', nowMs);
+}
+
+/** Messages as JSON text: an array of JSON values (a path names what is not). */
+function messagesText(messages) {
+  if (!Array.isArray(messages)) throw inputError('messages', 'not an array of messages');
+  return jsonText('messages', messages);
+}
+
+const parsed = (text) => (text === null || text === undefined ? null : JSON.parse(text));
+
+/**
+ * The host core for a framework adapter (`terminus_runtime::host::Session`, as
+ * `terminus_kernel._native.Session` in Python): one run, fed the framework's messages as they
+ * are (OpenAI chat, LangChain, AI SDK, Pydantic AI, OpenAI Agents shapes, as plain JSON
+ * values), answering each hook with a step: `jump` (`'model'`, `'tools'`, `'end'` or null),
+ * `delay_ms`, `tools`, `nudges`, `notices` (for the tool message `notice_to`), `answers` (tool
+ * messages instead of running those calls), `written` (the reply's calls written in its text),
+ * `drop_reply`, `verify` (answer with `verdict`), `report`. Every bad input throws an `Error`
+ * naming its path, and changes nothing.
+ */
+class Session {
+  constructor(native) {
+    this._native = native;
+  }
+
+  /**
+   * A run of the task of `messages` (the first user message) under `policy`, started at `nowMs`
+   * (default now; the policy's deadline counts from it), the policy scaled for `scale` units
+   * when given: `[session, firstStep]`.
+   */
+  static start(policy, messages, nowMs, scale) {
+    const text = policy === undefined || policy === null ? undefined : jsonText('policy', policy);
+    if (scale !== undefined && scale !== null && !(Number.isSafeInteger(scale) && scale >= 0)) {
+      throw inputError('scale', 'not a whole number of at least 0');
+    }
+    const session = new Session(native.NativeSession.start(text, messagesText(messages), nowOf(nowMs), scale ?? undefined));
+    return [session, JSON.parse(session._native.takeFirst())];
+  }
+
+  /**
+   * The model's reply (`offered`: the names of the tools the call offered, or null): a step, or
+   * `null` when that reply was fed already.
+   */
+  reply(message, offered, nowMs) {
+    const text = jsonText('message', message);
+    if (offered !== undefined && offered !== null) {
+      if (!Array.isArray(offered)) throw inputError('offered', 'not an array of names');
+      offered.forEach((n, i) => {
+        if (typeof n !== 'string') throw inputError(`offered[${i}]`, 'not a string');
+      });
+    }
+    return parsed(this._native.reply(text, offered ?? undefined, nowOf(nowMs)));
+  }
+
+  /** The results of the tool turn out, read after the last reply: a step, or `null`. */
+  results(messages, nowMs) {
+    return parsed(this._native.results(messagesText(messages), nowOf(nowMs)));
+  }
+
+  /** A failed model call of the kernel's class, with the delay the provider asked for. */
+  modelError(kind, retryAfterMs, nowMs) {
+    if (typeof kind !== 'string') throw inputError('kind', 'not a string');
+    const retry = retryAfterMs === undefined || retryAfterMs === null ? undefined : millis('retryAfterMs', retryAfterMs);
+    return JSON.parse(this._native.modelError(kind, retry, nowOf(nowMs)));
+  }
+
+  /** The verifier's verdict (`{ complete, feedback?, missing? }`) on the step's `verify`. */
+  verdict(verdict) {
+    return JSON.parse(this._native.verdict(jsonText('verdict', verdict)));
+  }
+
+  /** Ends a run something else ended: the last step, or `null` when the run had ended. */
+  finish(messages, nowMs) {
+    return parsed(this._native.finish(messagesText(messages), nowOf(nowMs)));
+  }
+
+  /** What the run awaits, for the tool hooks (`Session.gate`). */
+  turn() {
+    return JSON.parse(this._native.turn());
+  }
+
+  /**
+   * What a call about to run gets, from a `turn()`: `{ refuse: { tool_call_id, name, content,
+   * error? } }` or `{ run: { warning? } }`.
+   */
+  static gate(turn, callId, name, hasTool) {
+    if (typeof callId !== 'string') throw inputError('callId', 'not a string');
+    if (typeof name !== 'string') throw inputError('name', 'not a string');
+    return JSON.parse(native.NativeSession.gate(jsonText('turn', turn), callId, name, Boolean(hasTool)));
+  }
+
+  /** Whether the run ended. */
+  get ended() {
+    return this._native.ended;
+  }
+
+  /** Whether a tool turn waits for its results. */
+  get batchOut() {
+    return this._native.batchOut;
+  }
+
+  /** The report (as `Machine.report()`). */
+  report() {
+    return JSON.parse(this._native.report());
+  }
+
+  /** Why the run stopped and what to change: the text `terminus inspect` prints. */
+  explain() {
+    return this._native.explain();
+  }
+
+  /** The session as JSON text. */
+  snapshot() {
+    return this._native.snapshot();
+  }
+
+  /** A session saved by `snapshot()`; text that is not one throws an `Error` naming why. */
+  static restore(snapshot) {
+    if (typeof snapshot !== 'string') throw inputError('snapshot', `a ${typeof snapshot} is not snapshot text`);
+    return new Session(native.NativeSession.restore(snapshot));
+  }
+}
+
 /**
  * Runs a scenario (a path to a scenario file, or the scenario as an object) in process: the
  * report `terminus run --json` gives, but the execution id. Synchronous: it blocks the event
@@ -688,4 +820,4 @@ function providerErrorKind(status, text) {
   return native.providerErrorKind(status, String(text ?? ''));
 }
 
-module.exports = { Machine, runScenario, providerErrorKind, version: require('./package.json').version };
+module.exports = { Machine, Session, runScenario, providerErrorKind, version: require('./package.json').version };

@@ -1,6 +1,6 @@
 // Types of `terminus-kernel/langchain`: the kernel as a LangChain JS v1 agent middleware.
 import type { AgentMiddleware } from 'langchain';
-import type { Policy, Report } from './index';
+import type { Json, Policy, Report } from './index';
 
 export interface TerminusMiddlewareOptions {
   /**
@@ -13,6 +13,8 @@ export interface TerminusMiddlewareOptions {
    * run ends `model_error`); `false`: every exception propagates. Default `true`.
    */
   handleModelErrors?: boolean;
+  /** The task's size in units: the policy's `budget_scale` scales its budgets. */
+  scale?: number;
   /** The middleware's name (default `TerminusMiddleware`). */
   name?: string;
 }
@@ -27,9 +29,9 @@ export declare function terminusMiddleware(policy?: Policy | null, options?: Ter
 
 /** The state key of the kernel's report, set when the run stops (`null` while it runs). */
 export declare const REPORT_KEY: 'terminus';
-/** The state key of the machine's snapshot (JSON text). */
+/** The state key of the run's session (`Session.snapshot()`, JSON text). */
 export declare const MACHINE_KEY: '_terminus_machine';
-/** The state key of what the run awaits (calls to run, refusals, warnings, the next call). */
+/** The state key of what the run awaits (`Session.turn()`: calls to run, refusals, warnings, the next call). */
 export declare const TURN_KEY: '_terminus_turn';
 /** A `ToolMessage.response_metadata` key: the kernel's error class for a failed call. */
 export declare const ERROR_KIND: 'terminus_error';
@@ -45,10 +47,12 @@ export declare const STOP_KEY: 'terminus_stop';
  */
 export declare function modelErrorKind(error: unknown): { kind: string; retry_after_ms?: number } | null;
 
-/** The kernel's `model_turn` event for an `AIMessage`. */
-export declare function modelTurnEvent(message: unknown): { model_turn: Record<string, unknown> };
-/** The kernel's tool result for a call answered by a `ToolMessage` (`ok` is its digest). */
-export declare function toolResult(callId: string, name: string, message: unknown): Record<string, unknown>;
+/**
+ * A LangChain JS message in the shape the host core reads (`Session`): `type`, `id`, `content`,
+ * and for a reply its calls, usage, finish reason and reasoning mark, for a tool message its
+ * call id, status and error class; JSON values only.
+ */
+export declare function wire(message: unknown): { [key: string]: Json };
 
 /** The report in a final state, once the run stopped. */
 export type TerminusState = { terminus?: Report | null };

@@ -24,6 +24,7 @@
 // (nudges included), with the kernel's report as its property `terminus`.
 
 const { Machine, providerErrorKind } = require('./index.js');
+const { retryAfterMs } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
@@ -100,13 +101,7 @@ const RETRIED = ['rate_limited', 'server', 'timeout'];
 function modelErrorKind(error) {
   if (!error || typeof error !== 'object') return null;
   const status = typeof error.status === 'number' ? error.status : typeof error.statusCode === 'number' ? error.statusCode : undefined;
-  const headers = error.headers || {};
-  const get = (name) => (typeof headers.get === 'function' ? headers.get(name) : headers[name]);
-  let retryAfter;
-  const ms = Number(get('retry-after-ms'));
-  const seconds = Number(get('retry-after'));
-  if (get('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) retryAfter = Math.round(ms);
-  else if (get('retry-after') != null && Number.isFinite(seconds) && seconds >= 0) retryAfter = Math.round(seconds * 1000);
+  const retryAfter = retryAfterMs(error.headers);
   const out = {};
   const name = String(error.name || (error.constructor && error.constructor.name) || '');
   if (status !== undefined && status >= 400 && status < 600) {

@@ -520,6 +520,29 @@ impl Drop for NativeMachine {
     }
 }
 
+/// A policy from JSON text (absent: the defaults), scaled for `scale` units when given (the
+/// policy's `budget_scale`; `at` names the argument in an error).
+fn policy_of(
+    policy: Option<String>,
+    scale: Option<i64>,
+    at: &str,
+) -> Result<terminus_kernel::Policy> {
+    let policy = match policy {
+        Some(json) => policy_from_json(&json).map_err(input)?,
+        None => terminus_kernel::Policy::default(),
+    };
+    let Some(units) = scale else {
+        return Ok(policy);
+    };
+    let units = u64::try_from(units).map_err(|_| {
+        input(InputError {
+            path: at.into(),
+            message: format!("must be a whole number of at least 0, got {units}"),
+        })
+    })?;
+    policy.scaled(units).map_err(|e| input(InputError::from(e)))
+}
+
 #[napi]
 impl NativeMachine {
     /// A run under `policy` (JSON text of the scenario `policy` fields, or absent for the
@@ -532,24 +555,7 @@ impl NativeMachine {
         name: Option<String>,
         scale: Option<i64>,
     ) -> Result<Self> {
-        let policy = match policy {
-            Some(json) => policy_from_json(&json).map_err(input)?,
-            None => terminus_kernel::Policy::default(),
-        };
-        let policy = match scale {
-            Some(units) => {
-                let units = u64::try_from(units).map_err(|_| {
-                    input(InputError {
-                        path: "options.scale".into(),
-                        message: format!("must be a whole number of at least 0, got {units}"),
-                    })
-                })?;
-                policy
-                    .scaled(units)
-                    .map_err(|e| input(InputError::from(e)))?
-            }
-            None => policy,
-        };
+        let policy = policy_of(policy, scale, "options.scale")?;
         let host = Host::new(policy, task.unwrap_or_default(), name).map_err(input)?;
         Ok(NativeMachine { id: keep(host)? })
     }
@@ -720,4 +726,203 @@ pub fn run_scenario(scenario: String, inline: bool) -> Result<String> {
         map.remove("execution");
     }
     Ok(value.to_string())
+}
+
+/// `text` read as `T` (JSON text of the value under `root`); an error names its JSON path.
+fn read<T: serde::de::DeserializeOwned>(root: &str, text: &str) -> Result<T> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| input(InputError::from_serde(root, &e)))
+}
+
+/// A clock reading or a delay from JavaScript (`what` names it): a whole number of
+/// milliseconds from 0 to 2^53 - 1.
+fn millis(what: &str, n: f64) -> Result<u64> {
+    whole(n).ok_or_else(|| {
+        invalid(format!(
+            "{what}: must be a whole number of milliseconds from 0 to 2^53 - 1, got {n}"
+        ))
+    })
+}
+
+/// `value` as JSON text (plain data with string keys: serializing cannot fail).
+fn text_of<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(failed)
+}
+
+/// A step as JSON text, or `None` (the event was fed already, or no tool turn is out).
+fn step_text(step: Option<terminus_runtime::host::Step>) -> Result<Option<String>> {
+    step.as_ref().map(text_of).transpose()
+}
+
+/// The host core for a framework adapter ([`terminus_runtime::host::Session`]): one run, fed
+/// the framework's messages as they are (JSON text of an array of messages in any shape
+/// `terminus_runtime::host::messages` reads), answering each hook with a step as JSON text:
+/// `jump` (`"model"`, `"tools"`, `"end"` or null), `delay_ms`, `tools`, `nudges`, `notices` (for
+/// the tool message `notice_to`), `answers` (tool messages instead of running those calls),
+/// `written` (the reply's calls written in its text), `drop_reply`, `verify` (answer with
+/// `verdict`), `report`. `index.js` wraps it as the package's `Session`.
+#[napi]
+pub struct NativeSession {
+    core: terminus_runtime::host::Session,
+    /// The first step, of a session `start` made (JSON text), until taken.
+    first: Option<String>,
+}
+
+/// What [`NativeSession::results`] and [`NativeSession::finish`] call: the core's own.
+type MessagesHook = fn(
+    &mut terminus_runtime::host::Session,
+    &[Value],
+    u64,
+) -> std::result::Result<Option<terminus_runtime::host::Step>, InputError>;
+
+impl NativeSession {
+    /// `hook` of the session with `messages` (JSON text) at `now_ms`: its step as JSON text.
+    fn on_messages(
+        &mut self,
+        messages: &str,
+        now_ms: f64,
+        hook: MessagesHook,
+    ) -> Result<Option<String>> {
+        let messages: Vec<Value> = read("messages", messages)?;
+        let now_ms = millis("nowMs", now_ms)?;
+        step_text(hook(&mut self.core, &messages, now_ms).map_err(input)?)
+    }
+}
+
+#[napi]
+impl NativeSession {
+    /// A run of the task of `messages` (the first user message) under `policy` (JSON text of
+    /// the scenario `policy` fields, or absent for the defaults; scaled for `scale` units when
+    /// given), started at `now_ms` (the host's clock, for the deadline). Its first step:
+    /// `takeFirst()`.
+    #[napi(factory, catch_unwind)]
+    pub fn start(
+        policy: Option<String>,
+        messages: String,
+        now_ms: f64,
+        scale: Option<i64>,
+    ) -> Result<Self> {
+        let policy = policy_of(policy, scale, "scale")?;
+        let messages: Vec<Value> = read("messages", &messages)?;
+        let now_ms = millis("nowMs", now_ms)?;
+        let (core, step) =
+            terminus_runtime::host::Session::start(policy, &messages, now_ms).map_err(input)?;
+        Ok(NativeSession {
+            core,
+            first: Some(text_of(&step)?),
+        })
+    }
+
+    /// The first step of a session `start` made (JSON text), once; then null.
+    #[napi(catch_unwind)]
+    pub fn take_first(&mut self) -> Option<String> {
+        self.first.take()
+    }
+
+    /// The model's reply (`message`: JSON text; `offered`: the names of the tools the call
+    /// offered, when known): a step, or null when that reply was fed already.
+    #[napi(catch_unwind)]
+    pub fn reply(
+        &mut self,
+        message: String,
+        offered: Option<Vec<String>>,
+        now_ms: f64,
+    ) -> Result<Option<String>> {
+        let message: Value = read("message", &message)?;
+        let now_ms = millis("nowMs", now_ms)?;
+        step_text(self.core.reply(&message, offered, now_ms).map_err(input)?)
+    }
+
+    /// The results of the tool turn out, read from `messages` (JSON text) after the last reply:
+    /// a step, or null when no tool turn is out.
+    #[napi(catch_unwind)]
+    pub fn results(&mut self, messages: String, now_ms: f64) -> Result<Option<String>> {
+        self.on_messages(&messages, now_ms, terminus_runtime::host::Session::results)
+    }
+
+    /// A failed model call of the kernel's class (`rate_limited`, `server`, `timeout`, `auth`,
+    /// `bad_request`, `context_overflow`), with the delay the provider asked for: a step.
+    #[napi(catch_unwind)]
+    pub fn model_error(
+        &mut self,
+        kind: String,
+        retry_after_ms: Option<f64>,
+        now_ms: f64,
+    ) -> Result<String> {
+        let kind = serde_json::from_value(Value::String(kind))
+            .map_err(|e| invalid(format!("kind: {e}")))?;
+        let retry = retry_after_ms
+            .map(|ms| millis("retryAfterMs", ms))
+            .transpose()?;
+        let now_ms = millis("nowMs", now_ms)?;
+        text_of(&self.core.model_error(kind, retry, now_ms).map_err(input)?)
+    }
+
+    /// The verifier's verdict (JSON text of `{complete, feedback, missing}`) on the step's
+    /// `verify`: the step goes on.
+    #[napi(catch_unwind)]
+    pub fn verdict(&mut self, verdict: String) -> Result<String> {
+        let verdict = read("verdict", &verdict)?;
+        text_of(&self.core.verdict(verdict).map_err(input)?)
+    }
+
+    /// Ends a run something else ended (the results of the turn out from `messages`, then a
+    /// cancel): the last step, or null when the run had ended.
+    #[napi(catch_unwind)]
+    pub fn finish(&mut self, messages: String, now_ms: f64) -> Result<Option<String>> {
+        self.on_messages(&messages, now_ms, terminus_runtime::host::Session::finish)
+    }
+
+    /// What the run awaits (JSON text), for the tool hooks (`gate`).
+    #[napi(catch_unwind)]
+    pub fn turn(&self) -> Result<String> {
+        text_of(self.core.turn())
+    }
+
+    /// What a call about to run gets, from a `turn()` (JSON text): `{"refuse": {tool_call_id,
+    /// name, content, error}}` or `{"run": {"warning"}}`, as JSON text.
+    #[napi(catch_unwind)]
+    pub fn gate(turn: String, call_id: String, name: String, has_tool: bool) -> Result<String> {
+        let turn: terminus_runtime::host::Turn = read("turn", &turn)?;
+        text_of(&terminus_runtime::host::Session::gate(
+            &turn, &call_id, &name, has_tool,
+        ))
+    }
+
+    /// Whether the run ended.
+    #[napi(getter, catch_unwind)]
+    pub fn ended(&self) -> bool {
+        self.core.ended()
+    }
+
+    /// Whether a tool turn waits for its results.
+    #[napi(getter, catch_unwind)]
+    pub fn batch_out(&self) -> bool {
+        self.core.batch_out()
+    }
+
+    /// The report as JSON text (as `NativeMachine::report`).
+    #[napi(catch_unwind)]
+    pub fn report(&self) -> String {
+        self.core.host().report_json().to_string()
+    }
+
+    /// The text of `terminus inspect` for the run.
+    #[napi(catch_unwind)]
+    pub fn explain(&self) -> String {
+        self.core.host().explain().text()
+    }
+
+    /// The session as JSON text.
+    #[napi(catch_unwind)]
+    pub fn snapshot(&self) -> String {
+        self.core.snapshot()
+    }
+
+    /// A session saved by `snapshot`; text that is not one is an error naming what is wrong.
+    #[napi(factory, catch_unwind)]
+    pub fn restore(snapshot: String) -> Result<Self> {
+        let core = terminus_runtime::host::Session::restore(&snapshot).map_err(input)?;
+        Ok(NativeSession { core, first: None })
+    }
 }

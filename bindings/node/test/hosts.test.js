@@ -1,8 +1,10 @@
 'use strict';
-// The host suite's provider errors (`spec/hosts/provider-errors.json`): every JavaScript host
-// classes each case as the command line's HTTP client does, through the table they share, with
-// the error in the shapes the SDKs throw it (LangChain's and OpenAI's `status`, the AI SDK's
-// `APICallError` with `statusCode` and `responseBody`).
+// The host suite in Node. Its provider errors (`spec/hosts/provider-errors.json`): every
+// JavaScript host classes each case as the command line's HTTP client does, through the table
+// they share, with the error in the shapes the SDKs throw it (LangChain's and OpenAI's `status`,
+// the AI SDK's `APICallError` with `statusCode` and `responseBody`). Its conversations
+// (`spec/hosts/conversations.json`): each through LangChain JS's `createAgent` and the
+// middleware gives `terminus run`'s report (below).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -34,3 +36,103 @@ test('a status that is not one is refused, naming it', () => {
   assert.throws(() => providerErrorKind(1e12, 'x'), /is not an HTTP status/);
   assert.throws(() => providerErrorKind('429', 'x'), /is not an HTTP status/);
 });
+
+// ----- the conversations (`spec/hosts/conversations.json`) through LangChain JS -----
+//
+// Each conversation runs through a real `createAgent` with `terminusMiddleware`: a scripted chat
+// model answers with the scenario's model turns (ids `reply-N`, N counting model calls from 1,
+// failed ones included; tool call ids the scenario's or `call-N-i`), throws its failures as the
+// provider SDKs throw them (an HTTP status and body from `provider-errors.json`, the delay asked
+// for as a `retry-after-ms` header, a timeout as a `TimeoutError`), and scripted tools answer
+// with the scenario's results in call order (an error as a `ToolMessage` with status `error` and
+// its class under `response_metadata.terminus_error`), `write_todos` as the runtime's built-in.
+// The report must be `runScenario`'s (`terminus run --json`) for every field a run decides.
+
+const { createAgent } = require('langchain');
+const { BaseChatModel } = require('@langchain/core/language_models/chat_models');
+const { AIMessage, ToolMessage } = require('@langchain/core/messages');
+const { tool } = require('@langchain/core/tools');
+const { z } = require('zod');
+const { runScenario } = require('terminus-kernel');
+const { terminusMiddleware, REPORT_KEY } = require('terminus-kernel/langchain');
+const { Cursor, resultOf, writeTodos } = require('./scenario_driver.js');
+
+const conversations = JSON.parse(readFileSync(join(REPO, 'spec', 'hosts', 'conversations.json'), 'utf8'));
+const COMPARED = ['outcome', 'reason', 'rule', 'steps', 'model_calls', 'tool_calls', 'nudges', 'verification_failures', 'no_ops', 'empty_responses', 'excluded_tools', 'entries', 'result', 'todos', 'stats', 'trace', 'tool_budget_events'];
+
+/** A provider's failure of class `kind`, as an SDK throws it. */
+function providerError(kind, retryAfterMs) {
+  if (kind === 'timeout') return Object.assign(new Error('the request timed out'), { name: 'TimeoutError' });
+  const { status, text } = suite.cases.find((c) => c.kind === kind);
+  const headers = retryAfterMs == null ? {} : { 'retry-after-ms': String(retryAfterMs) };
+  return Object.assign(new Error(text), { status, headers });
+}
+
+/** A chat model answering with a scenario's model turns, in order. */
+class ScenarioModel extends BaseChatModel {
+  constructor(script) {
+    super({});
+    this.turns = new Cursor(script.turns, script.repeat || 'none', 'model');
+    this.calls = 0;
+  }
+
+  _llmType() {
+    return 'scenario';
+  }
+
+  bindTools() {
+    return this;
+  }
+
+  async _generate() {
+    const n = ++this.calls;
+    const turn = this.turns.next();
+    if (turn.error != null) throw providerError(turn.error, turn.retry_after_ms);
+    const calls = (turn.tool_calls || []).map((c, i) => ({ id: c.id ?? `call-${n}-${i}`, name: c.name, args: c.arguments ?? {} }));
+    const text = turn.text ?? '';
+    const fields = {
+      id: `reply-${n}`,
+      content: text,
+      tool_calls: calls.filter((c) => typeof c.args !== 'string').map((c) => ({ ...c, type: 'tool_call' })),
+      invalid_tool_calls: calls.filter((c) => typeof c.args === 'string').map((c) => ({ ...c, error: null, type: 'invalid_tool_call' })),
+      response_metadata: turn.finish ? { finish_reason: turn.finish } : {},
+      additional_kwargs: turn.reasoning ? { reasoning_content: 'thinking' } : {},
+    };
+    if (turn.usage) fields.usage_metadata = { ...turn.usage, total_tokens: turn.usage.input_tokens + turn.usage.output_tokens };
+    return { generations: [{ text, message: new AIMessage(fields) }] };
+  }
+}
+
+/** A tool answering `answer(args)`: `{ ok }` as its text, `{ error, message }` as an error message. */
+function scripted(name, answer) {
+  const run = async (args, config) => {
+    const out = answer(args);
+    if (out.error === undefined) return typeof out.ok === 'string' ? out.ok : JSON.stringify(out.ok);
+    const meta = { terminus_error: out.error };
+    return new ToolMessage({ content: out.message, tool_call_id: config.toolCall.id, name, status: 'error', response_metadata: meta });
+  };
+  return tool(run, { name, description: `The scenario's \`${name}\`.`, schema: z.object({}).passthrough() });
+}
+
+/** Plays a scenario through `createAgent` with the middleware: the final state's report. */
+async function play(scenario) {
+  const tools = Object.entries(scenario.tools || {}).map(([name, script]) => {
+    const results = new Cursor(script.results, script.repeat || 'none', `tool \`${name}\``);
+    return scripted(name, () => resultOf(results.next()));
+  });
+  tools.push(scripted('write_todos', writeTodos));
+  const middleware = [terminusMiddleware(scenario.policy || {}, { scale: scenario.scale })];
+  const agent = createAgent({ model: new ScenarioModel(scenario.model), tools, middleware });
+  const state = await agent.invoke({ messages: [{ role: 'user', content: scenario.task }] }, { recursionLimit: 10_000 });
+  return state[REPORT_KEY];
+}
+
+for (const name of conversations.scenarios) {
+  test(`the conversation ${name} through LangChain JS gives terminus run's report`, async () => {
+    const path = join(REPO, 'spec', 'scenarios', `${name}.json`);
+    const expected = runScenario(path);
+    const got = await play(JSON.parse(readFileSync(path, 'utf8')));
+    assert.ok(got && got.outcome, `${name}: the final state has no report`);
+    for (const key of COMPARED) assert.deepEqual(got[key], expected[key], `${name}: \`${key}\``);
+  });
+}

@@ -231,4 +231,4 @@ function terminusBinary() {
   return null;
 }
 
-module.exports = { REPO, SCENARIOS, ScriptExhausted, drive, load, terminusBinary, unsupported };
+module.exports = { REPO, SCENARIOS, Cursor, ScriptExhausted, drive, load, resultOf, terminusBinary, unsupported, writeTodos };

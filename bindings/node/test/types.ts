@@ -1,8 +1,8 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
-import { Machine, runScenario, type Command, type Event, type Report } from 'terminus-kernel';
+import { Machine, Session, runScenario, type Command, type Event, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
-import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
+import { terminusMiddleware, wire, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Agent } from '@openai/agents';
@@ -38,6 +38,16 @@ const text: string = copy.explain() + copy.phase + handled + String(next);
 
 // @ts-expect-error: an event needs one of the contract's keys.
 m.handle({ shout: 1 });
+
+// The host core over a framework's messages.
+const [session, first] = Session.start({ max_steps: 10 }, [{ type: 'human', content: 'Plan.' }], Date.now(), 2);
+let step: Step | null = session.reply({ type: 'ai', id: 'r1', content: 'Done.' }, ['write_file']);
+while (step !== null && step.verify) step = session.verdict({ complete: step.verify.missing.length === 0 });
+const gate = Session.gate(session.turn(), 'c1', 'write_file', true);
+const refused: string | undefined = 'refuse' in gate ? gate.refuse.content : gate.run.warning;
+const ended: boolean = Session.restore(session.snapshot()).ended || session.batchOut || first.jump === 'model';
+const retried: number = session.modelError('rate_limited', 1000).delay_ms + (session.results([])?.delay_ms ?? 0);
+void [refused, ended, retried, session.report().outcome, session.finish([wire({})])];
 
 async function agent(): Promise<string> {
   const model = new MockLanguageModelV3({});

@@ -1,0 +1,51 @@
+'use strict';
+// How the framework adapters read a provider SDK's error (internal: not exported by the
+// package's "exports"): the delay the provider asked for, and the LangChain middleware's class.
+
+const { providerErrorKind } = require('./index.js');
+
+/**
+ * The delay a provider asked for in its headers (`retry-after-ms`, else `retry-after` in
+ * seconds), in milliseconds, or `undefined`. `headers`: a `Headers` or a plain object.
+ */
+function retryAfterMs(headers) {
+  const header = (name) => (headers == null ? undefined : typeof headers.get === 'function' ? headers.get(name) : headers[name]);
+  const ms = Number(header('retry-after-ms'));
+  const seconds = Number(header('retry-after'));
+  if (header('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) return Math.round(ms);
+  if (header('retry-after') != null && Number.isFinite(seconds) && seconds >= 0) return Math.round(seconds * 1000);
+  return undefined;
+}
+
+// The classes the kernel retries, which keep the delay the provider asked for.
+const RETRIED = new Set(['rate_limited', 'server', 'timeout']);
+
+/**
+ * The kernel's `model_error` of a failed model call (`{ kind, retry_after_ms? }`), or `null` for an
+ * exception that is not a provider's error (it propagates). Reads the HTTP status of the provider
+ * SDKs' errors (`status`, `statusCode`, `response.status`, also on a wrapped `cause`) and classes
+ * it with the table every host shares (`providerErrorKind`, with the response body when the SDK
+ * kept it), else LangChain's `lc_error_code`, else the class (a timeout, a connection failure).
+ */
+function modelErrorKind(error) {
+  for (let e = error, depth = 0; e && depth < 4; e = e.cause, depth++) {
+    const status = [e.status, e.statusCode, e.response && e.response.status].find((v) => Number.isInteger(v));
+    const retry = retryAfterMs(e.headers || (e.response && e.response.headers));
+    const out = (kind) => (retry === undefined ? { kind } : { kind, retry_after_ms: retry });
+    if (status !== undefined && status >= 400 && status < 600) {
+      const body = typeof e.responseBody === 'string' && e.responseBody.trim() ? e.responseBody : String(e.message || '');
+      const kind = providerErrorKind(status, body);
+      return RETRIED.has(kind) ? out(kind) : { kind };
+    }
+    if (e.lc_error_code === 'MODEL_RATE_LIMIT') return out('rate_limited');
+    if (e.lc_error_code === 'MODEL_AUTHENTICATION') return { kind: 'auth' };
+    if (e.lc_error_code === 'CONTEXT_OVERFLOW') return { kind: 'context_overflow' };
+    const name = String(e.name || (e.constructor && e.constructor.name) || '');
+    if (/timeout/i.test(name) || e.code === 'ETIMEDOUT') return { kind: 'timeout' };
+    if (/ratelimit/i.test(name)) return out('rate_limited');
+    if (/connect(ion)?error/i.test(name) || ['ECONNRESET', 'ECONNREFUSED', 'EAI_AGAIN'].includes(e.code)) return { kind: 'server' };
+  }
+  return null;
+}
+
+module.exports = { retryAfterMs, modelErrorKind };

@@ -1,0 +1,58 @@
+'use strict';
+// The package's `Session` (the host core, `terminus_runtime::host::Session`): a tool turn
+// through it in LangChain's message shape, a snapshot that goes on, and bad inputs refused with
+// an `Error` naming their path, the session left as it was.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { Session } = require('terminus-kernel');
+
+const human = { type: 'human', content: 'List the files.' };
+const reply = { type: 'ai', id: 'r1', content: '', tool_calls: [{ id: 'c1', name: 'ls', args: { path: '/' } }] };
+const result = { type: 'tool', id: 't1', tool_call_id: 'c1', content: 'a.txt', status: 'success' };
+const answer = { type: 'ai', id: 'r2', content: 'One file: a.txt.' };
+
+test('a tool turn and an answer through the session, across a snapshot', () => {
+  const [session, first] = Session.start({}, [human], 0);
+  assert.deepEqual(first, { jump: 'model', delay_ms: 0, tools: true });
+  assert.equal(session.reply(reply, ['ls'], 0).jump, 'tools');
+  assert.equal(session.reply(reply, ['ls'], 0), null); // fed already
+  assert.ok(session.batchOut);
+  const turn = session.turn();
+  assert.deepEqual(turn.awaiting, [['c1', 'ls']]);
+  assert.deepEqual(Session.gate(turn, 'c1', 'ls', true), { run: {} });
+  assert.equal(Session.gate(turn, 'c1', 'ls', false).refuse.error, 'not_found');
+  const again = Session.restore(session.snapshot());
+  const step = again.results([reply, result], 0);
+  assert.deepEqual([step.jump, step.notice_to], ['model', 't1']);
+  const end = again.reply(answer, ['ls'], 0);
+  assert.equal(end.jump, 'end');
+  assert.ok(again.ended);
+  assert.deepEqual([end.report.outcome, end.report.tool_calls], ['complete', 1]);
+  assert.deepEqual(again.report().result, 'One file: a.txt.');
+  assert.equal(again.finish([], 0), null);
+});
+
+test('bad inputs throw an Error naming their path, the session unchanged', () => {
+  const [session] = Session.start(null, [human]);
+  const cases = [
+    [() => Session.start({ max_stpes: 1 }, []), /policy\.max_stpes: unknown field/],
+    [() => Session.start({}, {}), /messages: not an array/],
+    [() => Session.start({}, [human], 0, 1.5), /scale: not a whole number/],
+    [() => session.reply({ type: 'ai', content: '', tool_calls: [{ name: 'ls' }] }), /message\.tool_calls\[0\]: the call of `ls` has no id/],
+    [() => session.reply(reply, ['ls', 3]), /offered\[1\]: not a string/],
+    [() => session.results([() => 1]), /messages\[0\]: a function is not JSON/],
+    [() => session.results([], -1), /nowMs: must be a whole number/],
+    [() => session.results([], '5'), /nowMs: a string is not a number of milliseconds/],
+    [() => session.modelError('server', '5'), /retryAfterMs: a string is not a number/],
+    [() => session.modelError('flaky'), /kind: unknown variant `flaky`/],
+    [() => session.modelError('server', 0.5), /retryAfterMs: must be a whole number/],
+    [() => session.verdict({ complete: 'yes' }), /verdict\.complete: invalid type/],
+    [() => session.verdict({ complete: true }), /verdict: no verification is pending/],
+    [() => Session.gate({ awaiting: 3 }, 'c1', 'ls', true), /turn/],
+    [() => Session.restore('{}'), /session: missing field `turn`/],
+    [() => Session.restore(3), /snapshot: a number is not snapshot text/],
+  ];
+  for (const [call, message] of cases) assert.throws(call, message);
+  assert.equal(session.reply(reply, ['ls']).jump, 'tools');
+});
