@@ -197,14 +197,28 @@ def _tool(name: str) -> StructuredTool:
     )
 
 
+def scenario_of(name: str, skipped: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+    """The suite's scenario ``name``: its path and fields (the test skipped when ``skipped``
+    says why)."""
+    if name in skipped:
+        pytest.skip(skipped[name])
+    path = SCENARIOS / f"{name}.json"
+    return path, json.loads(path.read_text())
+
+
+def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[float]) -> None:
+    """``report`` is ``terminus run``'s for the scenario at ``path`` on every compared field, and
+    each wait is a backoff the kernel asked for (a failed call or an empty reply, retried)."""
+    expected = run_scenario(path)
+    assert {k: report.get(k) for k in COMPARED} == {k: expected.get(k) for k in COMPARED}
+    assert all(w > 0 for w in waits)
+
+
 @pytest.mark.parametrize("name", SUITE["scenarios"])
 def test_the_conversation_through_langchain_gives_terminus_runs_report(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if name in SKIPPED:
-        pytest.skip(SKIPPED[name])
-    path: Path = SCENARIOS / f"{name}.json"
-    scenario = json.loads(path.read_text())
+    path, scenario = scenario_of(name, SKIPPED)
     # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
     waits: list[float] = []
     monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
@@ -219,8 +233,4 @@ def test_the_conversation_through_langchain_gives_terminus_runs_report(
         {"messages": [{"role": "user", "content": scenario["task"]}]},
         {"recursion_limit": 10_000},
     )
-    report = state[REPORT_KEY]
-    expected = run_scenario(path)
-    assert {k: report.get(k) for k in COMPARED} == {k: expected.get(k) for k in COMPARED}
-    # Each wait is a backoff the kernel asked for (a failed call or an empty reply, retried).
-    assert all(w > 0 for w in waits)
+    assert_terminus_runs_report(state[REPORT_KEY], path, waits)

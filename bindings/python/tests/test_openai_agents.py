@@ -34,7 +34,11 @@ from agents import Runner  # noqa: E402
 from agents.exceptions import MaxTurnsExceeded  # noqa: E402
 from openai_agents_script import OFFLINE, Repo, ScriptedModel  # noqa: E402
 from terminus_kernel import run_scenario  # noqa: E402
-from terminus_kernel.openai_agents import Terminus, model_error_kind  # noqa: E402
+from terminus_kernel.openai_agents import (  # noqa: E402
+    Terminus,
+    _tool_error_kind,
+    model_error_kind,
+)
 
 ARCHITECT_POLICY = {"completion_requires": ["write_file"]}
 COMPARED = ("outcome", "reason", "steps", "model_calls", "tool_calls", "nudges", "result")
@@ -275,6 +279,23 @@ def test_a_verifier_is_asked_and_its_feedback_keeps_the_run_going() -> None:
     assert claims == ["Plan done.", "Plan done, with tests."]
     assert result.terminus["verification_failures"] == 1
     assert any("no tests section" in t for t in user_texts(result)[1:])
+
+
+def test_a_missing_tool_is_answered_not_found_and_a_tools_class_is_kept() -> None:
+    class Refused(Exception):
+        terminus_error = "permission_denied"
+
+    result, _, _ = run([seed.tools_turn(("nope", {})), seed.text_turn("Done.")], {})
+    assert (result.terminus["reason"], result.final_output) == ("answered", "Done.")
+    outputs = {
+        i["call_id"]: i["output"]
+        for i in result.to_input_list()
+        if i.get("type") == "function_call_output"
+    }
+    assert "nope" in outputs["call_0_0"]  # the kernel's answer, not ModelBehaviorError
+    assert result.terminus["stats"]["tool_failures"] == 1
+    assert _tool_error_kind(Refused()) == "permission_denied"
+    assert _tool_error_kind(FileNotFoundError()) == "not_found"
 
 
 def test_a_spent_deadline_ends_deadline() -> None:

@@ -10,7 +10,7 @@
 //! | LangChain (Python `model_dump()`, JS fields) | `{"type": "ai", "content", "tool_calls": [{"id", "name", "args"}], "invalid_tool_calls", "usage_metadata", "response_metadata": {"finish_reason" or "stop_reason"}, "additional_kwargs"}` | `{"type": "tool", "tool_call_id", "content", "status", "response_metadata": {"terminus_error"}}` |
 //! | AI SDK | `{"role": "assistant", "content": [{"type": "text"}, {"type": "tool-call", "toolCallId", "toolName", "input"}], "finishReason", "usage": {"inputTokens", "outputTokens"}}` | `{"role": "tool", "content": [{"type": "tool-result", "toolCallId", "toolName", "output"}]}` |
 //! | Pydantic AI | `{"kind": "response", "parts": [{"part_kind": "text"}, {"part_kind": "tool-call", "tool_call_id", "tool_name", "args"}], "usage", "finish_reason"}` | `{"kind": "request", "parts": [{"part_kind": "tool-return" or "retry-prompt", "tool_call_id", "tool_name", "content"}]}` |
-//! | OpenAI Agents (a `ModelResponse`: Responses items) | `{"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}, {"type": "function_call", "call_id", "name", "arguments"}], "usage", "response_id"}` (or the items alone, as a list) | `{"type": "function_call_output", "call_id", "output"}` |
+//! | OpenAI Agents (`ModelResponse`: `{"output": [items], "usage", "response_id"}`, Responses items) | `{"type": "message", "role": "assistant", "status", "content": [{"type": "output_text"} or {"type": "refusal"}]}`, `{"type": "function_call", "call_id", "name", "arguments"}`, `{"type": "reasoning"}` (a message `incomplete`: cut at the length limit; a refusal: the provider withheld the reply, a content filter) | `{"type": "function_call_output", "call_id", "output"}` |
 //!
 //! Content is a string or a list of blocks whose `text` blocks (`text`, `output_text`) are the
 //! visible text; `reasoning`/`thinking` blocks (or `reasoning_content`) mark reasoning output.
@@ -285,6 +285,23 @@ pub fn reply_of(message: &Value, at: &str) -> Result<Reply, InputError> {
         };
         if reply.id.is_none() {
             reply.id = str_at(item, "id").map(str::to_owned);
+        }
+        if str_at(item, "type") == Some("reasoning") {
+            // OpenAI Agents: a reasoning item of the turn (its summary is not the reply's text).
+            reply.turn.reasoning = Some(true);
+            continue;
+        }
+        if str_at(item, "type") == Some("message") {
+            // OpenAI Agents: a message cut short is `incomplete`; a refusal part is the provider
+            // withholding the reply (the SDK's chat models put a content filter's stop there),
+            // not an answer.
+            if str_at(item, "status") == Some("incomplete") {
+                reply.turn.finish = Some(Finish::Length);
+            }
+            let blocks = item.get("content").and_then(Value::as_array);
+            if blocks.is_some_and(|b| b.iter().any(|b| str_at(b, "type") == Some("refusal"))) {
+                reply.turn.finish = Some(Finish::ContentFilter);
+            }
         }
         if str_at(item, "type") == Some("function_call") {
             push_call(
@@ -563,4 +580,40 @@ pub fn digest(text: &str) -> String {
         out.push_str(&format!("{byte:02x}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_openai_agents_response_reads_reasoning_refusals_and_cut_messages() {
+        let response = json!({
+            "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
+                {"type": "message", "id": "msg_1", "role": "assistant", "content": [
+                    {"type": "refusal", "refusal": "I can't help with that."}
+                ]}
+            ],
+            "usage": {"input_tokens": 5, "output_tokens": 2},
+            "response_id": "resp_1"
+        });
+        let reply = reply_of(&response, "message").expect("read");
+        assert_eq!(reply.id.as_deref(), Some("resp_1"));
+        assert_eq!(reply.turn.reasoning, Some(true));
+        assert_eq!(reply.turn.text.as_deref(), Some(""));
+        assert_eq!(reply.turn.finish, Some(Finish::ContentFilter));
+        assert!(!reply.has_calls());
+        let usage = reply.turn.usage.expect("usage");
+        assert_eq!((usage.input_tokens, usage.output_tokens), (5, 2));
+
+        let cut = json!({"output": [{"type": "message", "status": "incomplete", "content": [
+            {"type": "output_text", "text": "The design has"}
+        ]}]});
+        let reply = reply_of(&cut, "message").expect("read");
+        assert_eq!(reply.turn.finish, Some(Finish::Length));
+        assert_eq!(reply.turn.text.as_deref(), Some("The design has"));
+        assert_eq!(reply.turn.reasoning, None);
+    }
 }

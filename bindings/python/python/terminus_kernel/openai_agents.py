@@ -1,7 +1,7 @@
 """Terminus under the OpenAI Agents SDK (``openai-agents``).
 
-:class:`Terminus` runs an ``agents.Agent`` with the kernel's :class:`~terminus_kernel.Machine`
-deciding when the run ends, instead of ``max_turns``::
+:class:`Terminus` runs an ``agents.Agent`` with the kernel deciding when the run ends, instead
+of ``max_turns``::
 
     from agents import Agent, function_tool
     from terminus_kernel.openai_agents import Terminus
@@ -11,22 +11,29 @@ deciding when the run ends, instead of ``max_turns``::
     result.final_output
     result.terminus  # the kernel's report: outcome, reason, steps, model_calls, nudges, ...
 
-``run`` (``run_sync`` without an event loop) calls ``Runner.run`` with copies of the agent and
-its function tools wired to one machine, through the SDK's own extension points:
+What each point decides is the host core's (``terminus_kernel._native.Session``, the same for
+every framework adapter, ``docs/embedding.md``), which reads the SDK's items as they are; this
+module carries its steps out through the SDK's own extension points. ``run`` (``run_sync``
+without an event loop) calls ``Runner.run`` with copies of the agent and its function tools
+wired to one session:
 
-- a ``Model`` wrapper feeds every reply to the kernel as a ``model_turn``. An empty reply or a
-  provider's error (classed with :func:`terminus_kernel.provider_error_kind`) is retried inside
-  the wrapper after the kernel's backoff, or ends the run (``empty_responses``,
-  ``model_error``); a tool call written in the reply's text is made a real call when the kernel
-  says so. After a stop the kernel decided, the wrapper does not call the model again.
+- a ``Model`` wrapper gives every reply (the ``ModelResponse``'s items, :func:`wire`) to the
+  session. An empty reply or a provider's error (classed with
+  :func:`terminus_kernel.provider_error_kind`) is retried inside the wrapper after the
+  kernel's backoff, or ends the run (``empty_responses``, ``model_error``); a tool call written
+  in the reply's text is made a real call when the kernel says so. After a stop the kernel
+  decided, the wrapper does not call the model again.
 - a tool input guardrail on each function tool answers a call the kernel refused (a tool
-  excluded after its failures, a spent tool budget, a run that stopped) with the kernel's text,
-  instead of running it; a tool output guardrail appends the kernel's budget warning.
-- ``RunConfig.tool_error_formatter`` records which calls failed (the kernel counts failures per
-  tool, and excludes a tool that keeps failing).
-- ``tool_use_behavior`` feeds each tool batch's results as one ``tool_results`` event; a stop
-  the kernel decides there (a loop of identical calls, failing tools, a spent budget) ends the
-  run without another model call.
+  excluded after its failures, a spent tool budget, arguments that are not JSON, a run that
+  stopped) with the kernel's text, instead of running it; a tool output guardrail appends the
+  kernel's budget warning.
+- ``RunConfig.tool_error_formatter`` records which calls failed and their class (a tool's
+  exception may carry it as its attribute ``terminus_error``, :data:`ERROR_KIND`); a call of a
+  tool the agent lacks is answered ``not_found`` (``tool_not_found_behavior`` is set to
+  ``"return_error_to_model"``).
+- ``tool_use_behavior`` gives each tool batch's results (the ``function_call_output`` items) to
+  the session; a stop the kernel decides there (a loop of identical calls, failing tools, a
+  spent budget) ends the run without another model call.
 
 A reply the SDK takes as the final output but the kernel refuses (``completion_requires``
 unmet, open todos of a ``write_todos`` tool, a no-op reply) ends one ``Runner.run`` only:
@@ -47,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import time
 import uuid
@@ -79,23 +85,29 @@ from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
-    ResponseReasoningItem,
 )
 
-from terminus_kernel import Machine
 from terminus_kernel._adapters import Verifier, check_policy, verdict
+from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
+    "ERROR_KIND",
     "REPORT_ATTR",
     "Terminus",
     "Verifier",
     "model_error_kind",
-    "model_turn_event",
+    "wire",
 ]
 
 REPORT_ATTR = "terminus"
 """The attribute of the ``RunResult`` ``Terminus.run`` returns that holds the kernel's report."""
+
+ERROR_KIND = "terminus_error"
+"""The attribute a tool's exception may carry (a string): the kernel's error class for the
+failed call (``not_found``, ``permission_denied``, ``invalid_arguments``, ...); without it the
+class is read from the exception's type (``PermissionError``, ``LookupError``, ``TimeoutError``),
+else ``failed``."""
 
 
 # Refused keyword arguments of ``Runner.run``, and why.
@@ -108,55 +120,31 @@ _REFUSED_KWARGS = {
 }
 
 
-def _reply_text(item: ResponseOutputMessage) -> str:
-    return "".join(part.text for part in item.content if isinstance(part, ResponseOutputText))
-
-
-def model_turn_event(
-    response: ModelResponse, offered: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """The kernel's ``model_turn`` event for a model's ``ModelResponse``: its text, its function
-    calls (arguments parsed from JSON; text that is not JSON is passed as it is, and the kernel
-    answers it as invalid), its usage when the provider reported it (a response with no request
-    counted and no token is unknown usage, not zero), whether it carries reasoning, and
-    ``offered``, the names of the tools offered with the call.
+def wire(response: ModelResponse) -> dict[str, Any]:
+    """A ``ModelResponse`` in the shape the host core reads (``terminus_runtime::host::messages``):
+    its output items' ``model_dump()``, its usage when the provider reported it (a response with
+    no request counted and no token is unknown usage, not zero), and a fresh id (the SDK's chat
+    completions models give every reply the same placeholder ids).
 
     Raises:
         TypeError: ``response`` is not a ``ModelResponse``.
-        ValueError: a function call has no ``call_id``.
     """
     if not isinstance(response, ModelResponse):
-        raise TypeError(
-            f"model_turn_event: expected a ModelResponse, got {type(response).__name__}"
-        )
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    reasoning = False
-    for index, item in enumerate(response.output):
-        if isinstance(item, ResponseOutputMessage):
-            texts.append(_reply_text(item))
-        elif isinstance(item, ResponseFunctionToolCall):
-            if not item.call_id:
-                raise ValueError(f"model response: output[{index}] ({item.name!r}) has no call_id")
-            try:
-                arguments: Any = json.loads(item.arguments) if item.arguments.strip() else {}
-            except json.JSONDecodeError:
-                arguments = item.arguments
-            calls.append({"id": item.call_id, "name": item.name, "arguments": arguments})
-        elif isinstance(item, ResponseReasoningItem):
-            reasoning = True
-    turn: dict[str, Any] = {"text": "".join(texts), "tool_calls": calls}
+        raise TypeError(f"wire: expected a ModelResponse, got {type(response).__name__}")
+    out: dict[str, Any] = {
+        "output": [
+            item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else item
+            for item in response.output
+        ],
+        "response_id": f"terminus-{uuid.uuid4().hex}",
+    }
     usage = response.usage
     if usage is not None and (usage.requests or usage.input_tokens or usage.output_tokens):
-        turn["usage"] = {
+        out["usage"] = {
             "input_tokens": int(usage.input_tokens),
             "output_tokens": int(usage.output_tokens),
         }
-    if reasoning:
-        turn["reasoning"] = True
-    if offered is not None:
-        turn["tools"] = list(offered)
-    return {"model_turn": turn}
+    return out
 
 
 def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
@@ -169,7 +157,10 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
 
 
 def _tool_error_kind(error: BaseException | None) -> str:
-    """The kernel's class of a tool's exception."""
+    """The kernel's class of a tool's exception (its ``terminus_error``, else its type's)."""
+    marked = getattr(error, ERROR_KIND, None)
+    if isinstance(marked, str) and marked:
+        return marked
     if isinstance(error, PermissionError):
         return "permission_denied"
     if isinstance(error, FileNotFoundError | LookupError):
@@ -179,21 +170,8 @@ def _tool_error_kind(error: BaseException | None) -> str:
     return "failed"
 
 
-def _digest(output: Any) -> str:
-    text = output if isinstance(output, str) else repr(output)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _task(input: str | Sequence[Any]) -> str:
-    """The run's task for the kernel's explanation: the input's last user text."""
-    if isinstance(input, str):
-        return input
-    for item in reversed(list(input)):
-        if isinstance(item, Mapping) and item.get("role") == "user":
-            content = item.get("content")
-            if isinstance(content, str):
-                return content
-    return ""
+def _now() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _stand_in() -> ModelResponse:
@@ -202,116 +180,68 @@ def _stand_in() -> ModelResponse:
 
 
 class _Run:
-    """One run's machine and what it awaits: the glue's whole state."""
+    """One run's session and the glue's state around it: what the last step said, the calls
+    answered instead of run, the failed calls' classes, the texts for the next ``Runner.run``."""
 
-    def __init__(self, machine: Machine, verifier: Verifier | None, deadline: bool) -> None:
-        self.machine = machine
+    def __init__(self, policy: Mapping[str, Any], input: str | list[Any], verifier: Any) -> None:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else input
+        self.session, step = Session.start(
+            policy, [i for i in items if isinstance(i, Mapping)], _now()
+        )
         self.verifier = verifier
-        self.deadline = deadline
-        self.started = time.monotonic()
-        self.report: dict[str, Any] | None = None
-        self.call: dict[str, Any] = {"delay_ms": 0, "tools": True}
-        self.model_wanted = False
-        # The tool batch out: calls to run (id -> name), refusals and warnings by call id.
-        self.awaiting: dict[str, str] = {}
-        self.batch = False
-        self.refused: dict[str, str] = {}
-        self.warnings: dict[str, str] = {}
-        self.failed: dict[str, tuple[str, str]] = {}
-        # Text for the conversation before the next model call (nudges, notices).
+        self.step: dict[str, Any] = step
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.marks: dict[str, str] = {}
+        # Nudges and notices, for the conversation before the next model call.
         self.messages: list[str] = []
-        self.written: tuple[str, list[dict[str, Any]]] | None = None
         # Whether the last Runner.run ended for the kernel to go on (a nudge, a notice, a
         # refused final output), not for the agent's own tool_use_behavior.
         self.handover = False
 
     @property
-    def ended(self) -> bool:
-        return self.report is not None
+    def model_wanted(self) -> bool:
+        return self.step.get("jump") == "model" and not self.session.ended
 
-    def _verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """The verdict on a ``verify`` command (:func:`terminus_kernel._adapters.verdict`)."""
-        return verdict(self.verifier, command)
+    def take(self, step: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Carries ``step`` out (its verifications answered by the verifier first)."""
+        while step is not None and step.get("verify") is not None:
+            command = {"command": "verify", **step["verify"]}
+            step = self.session.verdict(verdict(self.verifier, command))
+        if step is not None:
+            self.step = step
+            self.messages += [*step.get("notices", ()), *step.get("nudges", ())]
+            self.answers.update({a["tool_call_id"]: a for a in step.get("answers", ())})
+        return step
 
-    def carry_out(self) -> None:
-        """Drains the kernel's commands into this run's state."""
-        while (command := self.machine.next_command()) is not None:
-            kind = command.get("command")
-            if kind in ("nudge", "notice"):
-                self.messages.append(str(command["text"]))
-            elif kind == "call_model":
-                self.call = {
-                    "delay_ms": int(command.get("delay_ms", 0) or 0),
-                    "tools": bool(command.get("tools", True)),
-                }
-                self.model_wanted = True
-            elif kind == "run_tools":
-                calls = command.get("calls") or []
-                self.awaiting = {str(c["id"]): str(c["name"]) for c in calls}
-                self.batch = True
-                self.refused = {str(r["id"]): str(r["text"]) for r in command.get("refused") or []}
-                self.warnings = {
-                    str(w["id"]): str(w["text"]) for w in command.get("warnings") or []
-                }
-                if command.get("written") is not None:
-                    self.written = (str(command["written"]), list(calls))
-            elif kind == "verify":
-                self.machine.handle({"verdict": self._verdict(command)})
-            elif kind == "stop":
-                report = command.get("report")
-                self.report = report if report is not None else self.machine.report()
-            else:
-                raise RuntimeError(
-                    f"terminus_kernel.openai_agents: unknown kernel command {command!r}"
-                )
+    def _marked(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        """The ``function_call_output`` items of ``items``, a failed call's with its class."""
+        marks = self.marks
+        outputs = [
+            {**o, ERROR_KIND: marks[o["call_id"]]} if o.get("call_id") in marks else dict(o)
+            for o in _outputs_in(items)
+        ]
+        seen = {o.get("call_id") for o in outputs}
+        # A failed call whose output is not among the items (a tool the agent lacks).
+        outputs += [
+            {"type": "function_call_output", "call_id": c, "output": "", ERROR_KIND: kind}
+            for c, kind in self.marks.items()
+            if c not in seen
+        ]
+        return outputs
 
-    def feed(self, event: dict[str, Any]) -> None:
-        """Feeds one event (after a clock reading when the policy has a deadline)."""
-        if self.ended:
-            return
-        if self.deadline:
-            now = int((time.monotonic() - self.started) * 1000)
-            self.machine.handle({"tick": max(now, 0)})
-            self.carry_out()
-            if self.ended:
-                return
-        self.model_wanted = False
-        self.machine.handle(event)
-        self.carry_out()
+    def results(self, items: Sequence[Any]) -> None:
+        """Feeds the tool turn's results (the ``function_call_output`` items of ``items``)."""
+        if self.session.batch_out:
+            self.take(self.session.results(self._marked(items), _now()))
+            self.marks.clear()
 
-    def feed_results(self, outputs: Mapping[str, Any]) -> None:
-        """Feeds the out batch's results: ``outputs`` by call id (a call with none failed)."""
-        if not self.batch:
-            return
-        results: list[dict[str, Any]] = []
-        for call_id, name in self.awaiting.items():
-            if call_id in self.failed:
-                kind, message = self.failed[call_id]
-                results.append(
-                    {"call_id": call_id, "name": name, "error": kind, "message": message}
-                )
-            elif call_id in outputs:
-                results.append({"call_id": call_id, "name": name, "ok": _digest(outputs[call_id])})
-            else:
-                results.append(
-                    {
-                        "call_id": call_id,
-                        "name": name,
-                        "error": "failed",
-                        "message": "no result came back for this call",
-                    }
-                )
-        self.awaiting, self.refused, self.warnings, self.failed = {}, {}, {}, {}
-        self.batch = False
-        self.feed({"tool_results": results})
-
-    def stopped_text(self) -> str:
-        reason = (self.report or {}).get("reason") or "stopped"
-        return f"Not run: the run stopped ({reason})."
+    def finish(self, items: Sequence[Any]) -> None:
+        """Ends a run something else ended (the tool turn's results read from ``items``)."""
+        self.take(self.session.finish(self._marked(items), _now()))
 
 
 class _KernelModel(Model):
-    """The agent's model, with every call and reply going through the run's machine."""
+    """The agent's model: every call and reply goes through the run's session."""
 
     def __init__(self, inner: Model, run: _Run, handle_model_errors: bool) -> None:
         self.inner = inner
@@ -336,13 +266,11 @@ class _KernelModel(Model):
         prompt: Any | None,
     ) -> ModelResponse:
         run = self.run
-        if run.batch and isinstance(input, list):
+        if isinstance(input, list):
             # The results were not fed after the tools ran: they are in the conversation.
-            run.feed_results(_outputs_in(input))
-        while True:
-            if run.ended or not run.model_wanted:
-                return _stand_in()
-            delay_ms, with_tools = run.call["delay_ms"], run.call["tools"]
+            run.results(input)
+        while run.model_wanted:
+            delay_ms, with_tools = int(run.step.get("delay_ms") or 0), run.step.get("tools", True)
             if delay_ms:
                 await asyncio.sleep(delay_ms / 1000)
             offered_tools = tools if with_tools else []
@@ -363,31 +291,25 @@ class _KernelModel(Model):
                 kind = model_error_kind(error) if self.handle_model_errors else None
                 if kind is None:
                     raise
-                event: dict[str, Any] = {"kind": kind[0]}
-                if kind[1] is not None:
-                    event["retry_after_ms"] = kind[1]
-                run.feed({"model_error": event})
+                run.take(run.session.model_error(kind[0], kind[1], _now()))
                 continue
             names = [t.name for t in offered_tools if isinstance(getattr(t, "name", None), str)]
-            run.feed(model_turn_event(response, names))
-            if run.written is not None:
-                response = _with_written_calls(response, *run.written)
-                run.written = None
-            has_calls = any(isinstance(i, ResponseFunctionToolCall) for i in response.output)
-            has_text = any(
-                isinstance(i, ResponseOutputMessage) and _reply_text(i).strip()
-                for i in response.output
-            )
-            if not has_calls and not has_text:
+            step = run.take(run.session.reply(wire(response), names, _now())) or {}
+            written = step.get("written")
+            if written is not None:
+                response = _with_written_calls(response, written["text"], written["tool_calls"])
+            if step.get("drop_reply"):
                 # An empty reply is never part of the conversation: retried here when the
                 # kernel says so, else answered with no output (the kernel's nudge, if any,
                 # follows in the next Runner.run).
-                if not run.ended and run.model_wanted and not run.messages:
+                if run.model_wanted and not run.messages:
                     continue
-                run.handover = not run.ended
+                run.handover = not run.session.ended
                 return _stand_in()
-            run.handover = not has_calls and not run.ended
+            has_calls = any(isinstance(i, ResponseFunctionToolCall) for i in response.output)
+            run.handover = not has_calls and not run.session.ended
             return response
+        return _stand_in()
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError(
@@ -395,13 +317,13 @@ class _KernelModel(Model):
         )
 
 
-def _outputs_in(items: Sequence[Any]) -> dict[str, Any]:
-    """The ``function_call_output`` items of a conversation, by call id."""
-    outputs: dict[str, Any] = {}
-    for item in items:
-        if isinstance(item, Mapping) and item.get("type") == "function_call_output":
-            outputs[str(item.get("call_id"))] = item.get("output")
-    return outputs
+def _outputs_in(items: Sequence[Any]) -> list[Mapping[str, Any]]:
+    """The ``function_call_output`` items of a conversation."""
+    return [
+        item
+        for item in items
+        if isinstance(item, Mapping) and item.get("type") == "function_call_output"
+    ]
 
 
 def _with_written_calls(
@@ -435,24 +357,23 @@ def _with_written_calls(
 
 
 def _guarded(tool: FunctionTool, run: _Run) -> FunctionTool:
-    """A copy of ``tool`` whose calls the kernel may refuse, and whose results carry its
-    budget warnings."""
+    """A copy of ``tool`` whose calls the kernel may answer instead (``Session.gate``), and whose
+    results carry its budget warnings."""
 
     def refuse(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         call_id = data.context.tool_call_id
-        refusal = run.refused.get(call_id)
-        if refusal is not None:
-            return ToolGuardrailFunctionOutput.reject_content(refusal)
-        if run.ended:
-            return ToolGuardrailFunctionOutput.reject_content(run.stopped_text())
-        if call_id not in run.awaiting:
-            return ToolGuardrailFunctionOutput.reject_content(
-                "Not run: the kernel did not ask for this call."
-            )
-        return ToolGuardrailFunctionOutput.allow()
+        answer = run.answers.pop(call_id, None)
+        if answer is None:
+            answer = Session.gate(run.session.turn(), call_id, tool.name, True).get("refuse")
+        if answer is None:
+            return ToolGuardrailFunctionOutput.allow()
+        if answer.get("error"):
+            run.marks[call_id] = answer["error"]
+        return ToolGuardrailFunctionOutput.reject_content(answer["content"])
 
     def warn(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
-        warning = run.warnings.get(data.context.tool_call_id)
+        gate = Session.gate(run.session.turn(), data.context.tool_call_id, tool.name, True)
+        warning = (gate.get("run") or {}).get("warning")
         if warning is None:
             return ToolGuardrailFunctionOutput.allow()
         output = data.output if isinstance(data.output, str) else str(data.output)
@@ -487,7 +408,7 @@ class Terminus:
             propagates.
 
     One ``Terminus`` can run many agents, one after the other or at once: each run has its own
-    machine.
+    session.
     """
 
     def __init__(
@@ -544,34 +465,31 @@ class Terminus:
         if run_config is not None and not isinstance(run_config, RunConfig):
             raise TypeError(f"run_config: expected a RunConfig, got {type(run_config).__name__}")
         config = run_config or RunConfig()
-        machine = Machine(self._policy, task=_task(input), name=agent.name)
-        run = _Run(machine, self._verifier, self._policy.get("deadline_ms") is not None)
-        run.carry_out()  # the first command: call the model
-
+        run = _Run(self._policy, input, self._verifier)
         model = _KernelModel(_resolve_model(agent, config), run, self._handle_model_errors)
         user_formatter = config.tool_error_formatter
 
         def formatter(args: ToolErrorFormatterArgs[Any]) -> Any:
+            answer = None
             if args.kind == "tool_exception":
-                run.failed[args.call_id] = (_tool_error_kind(args.error), str(args.error or ""))
+                run.marks[args.call_id] = _tool_error_kind(args.error)
             elif args.kind == "tool_not_found":
-                run.failed[args.call_id] = ("not_found", args.default_message)
-            return user_formatter(args) if user_formatter is not None else None
+                turn = run.session.turn()
+                answer = Session.gate(turn, args.call_id, args.tool_name, False).get("refuse")
+                run.marks[args.call_id] = (answer or {}).get("error") or "not_found"
+            if user_formatter is not None:
+                return user_formatter(args)
+            return None if answer is None else answer["content"]
 
         behavior = agent.tool_use_behavior
 
         async def after_tools(
             context: RunContextWrapper[Any], results: list[FunctionToolResult]
         ) -> ToolsToFinalOutputResult:
-            outputs: dict[str, Any] = {}
-            for result in results:
-                raw = getattr(result.run_item, "raw_item", None)
-                if isinstance(raw, Mapping) and raw.get("call_id") is not None:
-                    outputs[str(raw["call_id"])] = result.output
-            run.feed_results(outputs)
-            if run.ended:
+            run.results([getattr(r.run_item, "raw_item", None) for r in results])
+            if run.session.ended:
                 return ToolsToFinalOutputResult(
-                    is_final_output=True, final_output=(run.report or {}).get("result") or ""
+                    is_final_output=True, final_output=run.session.report().get("result") or ""
                 )
             if run.messages:
                 run.handover = True
@@ -585,36 +503,36 @@ class Terminus:
             tools=[_guarded(t, run) if isinstance(t, FunctionTool) else t for t in agent.tools],
             tool_use_behavior=after_tools,
         )
-        config = dataclasses.replace(config, model=None, tool_error_formatter=formatter)
+        config = dataclasses.replace(
+            config,
+            model=None,
+            tool_error_formatter=formatter,
+            tool_not_found_behavior="return_error_to_model",
+        )
         items: str | list[Any] = input
         while True:
             try:
                 result = await Runner.run(wired, items, max_turns=None, run_config=config, **kwargs)
             except BaseException as error:
-                if not run.ended:
-                    run.feed({"cancel": True})
-                    if not run.ended:
-                        run.report = machine.report()
+                run.finish([])
                 with contextlib.suppress(AttributeError):  # an exception without a __dict__
-                    setattr(error, REPORT_ATTR, run.report)
+                    setattr(error, REPORT_ATTR, run.session.report())
                 raise
-            if run.ended:
+            if not run.session.ended:
+                run.results(result.to_input_list())
+            if run.session.ended:
                 break
-            if run.batch:
-                run.feed_results(_outputs_in(result.to_input_list()))
-                if run.ended:
-                    break
             if not (run.handover and run.model_wanted):
                 # The SDK ended the run (a tool_use_behavior of the agent's): the kernel's run
                 # is cancelled, so the report says so.
-                run.feed({"cancel": True})
+                run.finish(result.to_input_list())
                 break
             run.handover = False
             items = result.to_input_list() + [
                 {"role": "user", "content": text} for text in run.messages
             ]
             run.messages = []
-        setattr(result, REPORT_ATTR, run.report)
+        setattr(result, REPORT_ATTR, run.session.report())
         return result
 
 
