@@ -12,17 +12,18 @@
 //!   entry per tool), the todos, the latest result, the batch in flight, the loop detector's
 //!   ring of the last 16 tool turns and the commands not yet taken: nothing per step;
 //! - what the host keeps besides: the task and name, the commands of the last step, the lean
-//!   batch in flight, the budget warnings (one per budget and threshold) and per-tool budget
-//!   events (a warning and a block per budgeted tool), the clock, the stop;
-//! - the journal's records and the trace of the last [`JOURNAL_STEPS`] steps only (by
-//!   default; [`Host::keep_journal`]), with the [`Tally`] of the records let go before them:
-//!   entries, entries by kind, tokens, model answers, the verifier's feedback and the tools'
-//!   exclusions (one entry per kind, feedback and tool).
+//!   batch in flight, the budget warnings (one per budget: each warns once), the clock, the
+//!   stop;
+//! - the journal's records, the trace and the per-tool budget events of the last
+//!   [`JOURNAL_STEPS`] steps only (by default; [`Host::keep_journal`]), with the [`Tally`] of
+//!   the records let go before them: entries, entries by kind, tokens, model answers, the
+//!   verifier's feedback (one entry per rejection: at most `max_verification_failures`) and the
+//!   tools' exclusions (one per tool).
 //!
 //! So the report's counters, `entries` included, and the explanation's counts (entries by kind,
 //! tokens, feedback, exclusions, budgets, tools) are those of the whole run; the report's
-//! `trace` and the explanation's path and tool errors are those of the last
-//! [`JOURNAL_STEPS`] steps (the whole run while it is no longer). A host that compares its
+//! `trace` and `tool_budget_events` and the explanation's path and tool errors are those of the
+//! last [`JOURNAL_STEPS`] steps (the whole run while it is no longer). A host that compares its
 //! report and explanation with `terminus run` and `terminus inspect` for long runs (a scenario
 //! driver) keeps the whole journal ([`Host::keep_journal`] with `None`).
 
@@ -464,6 +465,9 @@ impl Host {
         }
         let old = keep.trace.iter().take_while(|r| r.step <= first).count();
         keep.trace.drain(..old);
+        // A tool budget's blocks go on as long as the model calls the tool alongside others.
+        let old = keep.tool_budget.iter().take_while(|e| e.step <= first).count();
+        keep.tool_budget.drain(..old);
     }
 
     /// Goes on with a run a budget stopped, with that budget raised (`budgets`: policy field to
