@@ -466,7 +466,11 @@ impl Host {
         let old = keep.trace.iter().take_while(|r| r.step <= first).count();
         keep.trace.drain(..old);
         // A tool budget's blocks go on as long as the model calls the tool alongside others.
-        let old = keep.tool_budget.iter().take_while(|e| e.step <= first).count();
+        let old = keep
+            .tool_budget
+            .iter()
+            .take_while(|e| e.step <= first)
+            .count();
         keep.tool_budget.drain(..old);
     }
 
