@@ -144,8 +144,14 @@ export declare class Machine {
    * A run under `policy`. An unknown or ill-typed field throws an `Error` naming it
    * (`policy.max_stpes: unknown field, ...`). `task` and `name` only label the run in `explain()`;
    * `scale`, the task's size in units, scales the policy's `budget_scale` (see `Policy`).
+   * `journalSteps`: how many of the run's last steps the machine keeps of its journal (16 by
+   * default, `null` for all): they make the report's `trace` and the explanation's path, while
+   * every count stays the whole run's, so that `snapshot()` does not grow with the run.
    */
-  constructor(policy?: Policy | null, options?: { task?: string; name?: string | null; scale?: number | null });
+  constructor(
+    policy?: Policy | null,
+    options?: { task?: string; name?: string | null; scale?: number | null; journalSteps?: number | null },
+  );
   /**
    * Feeds one event. A malformed event throws an `Error` naming its JSON path
    * (`event.model_turn.tool_calls[0]: missing field \`name\``) and changes nothing.

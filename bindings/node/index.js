@@ -497,18 +497,20 @@ function callModel(head) {
 class Machine {
   /**
    * @param {object | null} [policy] the scenario `policy` fields, same names and defaults.
-   * @param {{ task?: string, name?: string | null, scale?: number | null }} [options] `task` and
-   *   `name` label the run in `explain()`; `scale`, the task's size in units, scales the policy's
-   *   `budget_scale`.
+   * @param {{ task?: string, name?: string | null, scale?: number | null, journalSteps?: number | null }} [options]
+   *   `task` and `name` label the run in `explain()`; `scale`, the task's size in units, scales
+   *   the policy's `budget_scale`; `journalSteps`, how many of the run's last steps the machine
+   *   keeps of its journal (16 by default, `null` for all).
    */
   constructor(policy, options) {
     const text = policy === undefined || policy === null ? undefined : jsonText('policy', policy);
     let task;
     let name;
     let scale;
+    let journalSteps;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') throw inputError('options', 'not an object');
-      ({ task, name, scale } = options);
+      ({ task, name, scale, journalSteps } = options);
       if (task !== undefined && typeof task !== 'string') throw inputError('options.task', 'not a string');
       if (name !== undefined && name !== null && typeof name !== 'string') {
         throw inputError('options.name', 'not a string');
@@ -516,8 +518,14 @@ class Machine {
       if (scale !== undefined && scale !== null && !(Number.isSafeInteger(scale) && scale >= 0)) {
         throw inputError('options.scale', 'not a whole number of at least 0');
       }
+      if (journalSteps !== undefined && journalSteps !== null
+        && !(Number.isSafeInteger(journalSteps) && journalSteps >= 1 && journalSteps <= 0xffffffff)) {
+        throw inputError('options.journalSteps', 'not a whole number of at least 1');
+      }
     }
-    this._native = new native.NativeMachine(text, task, name ?? undefined, scale ?? undefined);
+    // The addon's convention: absent for the default, 0 for the whole journal.
+    const journal = journalSteps === null ? 0 : journalSteps;
+    this._native = new native.NativeMachine(text, task, name ?? undefined, scale ?? undefined, journal);
     /** The id the addon's fast-path functions take for `_native` (see `src/lib.rs`). */
     this._id = this._native.id;
     /** The calls of the last turn given the fast way, as its `run_tools` would give them. */

@@ -547,16 +547,24 @@ fn policy_of(
 impl NativeMachine {
     /// A run under `policy` (JSON text of the scenario `policy` fields, or absent for the
     /// defaults), scaled for `scale` units when given (the policy's `budget_scale`); `task` and
-    /// `name` only label the run in `explain()`.
+    /// `name` only label the run in `explain()`. `journal_steps`: how many of the run's last
+    /// steps the machine keeps of its journal; absent for the default, 0 for all.
     #[napi(constructor, catch_unwind)]
     pub fn new(
         policy: Option<String>,
         task: Option<String>,
         name: Option<String>,
         scale: Option<i64>,
+        journal_steps: Option<u32>,
     ) -> Result<Self> {
         let policy = policy_of(policy, scale, "options.scale")?;
         let host = Host::new(policy, task.unwrap_or_default(), name).map_err(input)?;
+        let journal = match journal_steps {
+            None => Some(terminus_runtime::host::JOURNAL_STEPS),
+            Some(0) => None,
+            Some(steps) => Some(steps),
+        };
+        let host = host.keep_journal(journal);
         Ok(NativeMachine { id: keep(host)? })
     }
 

@@ -129,7 +129,14 @@ function resultOf(spec) {
  */
 function drive(scenario, { between, maxEvents = 10_000 } = {}) {
   const toolNames = [...new Set([...Object.keys(scenario.tools || {}), 'write_todos'])].sort();
-  let machine = new Machine(scenario.policy, { task: scenario.task, name: scenario.name, scale: scenario.scale });
+  // The whole journal: the report's trace and the explanation's path are compared with the
+  // command line's for runs of any length.
+  let machine = new Machine(scenario.policy, {
+    task: scenario.task,
+    name: scenario.name,
+    scale: scenario.scale,
+    journalSteps: null,
+  });
   const model = new Cursor(scenario.model.turns, scenario.model.repeat || 'none', 'model');
   const tools = {};
   for (const [tool, s] of Object.entries(scenario.tools || {})) {

@@ -131,3 +131,32 @@ test('an approved call across a suspension runs and the run goes on', () => {
   assert.equal(report.stats.tool_calls, 3);
   assert.equal(asked, 3);
 });
+
+test('the snapshot is the same size after 4x the tool turns: the journal keeps its last steps', () => {
+  const policy = { max_steps: 10000, max_model_calls: 10000 };
+  const turns = (machine, n) => {
+    for (let i = 0; i < n; i++) {
+      assert.equal(machine.nextCommand().command, 'call_model');
+      machine.handle({
+        model_turn: {
+          tool_calls: [{ id: `c${i}`, name: 'read', arguments: { i } }],
+          usage: { input_tokens: 100 + i, output_tokens: 7 },
+        },
+      });
+      assert.equal(machine.nextCommand().command, 'run_tools');
+      machine.handle({ tool_results: [{ call_id: `c${i}`, name: 'read', ok: i }] });
+    }
+    return machine;
+  };
+  const short = turns(new Machine(policy), 25).snapshot().length;
+  const long = turns(new Machine(policy), 100);
+  assert.ok(long.snapshot().length - short < 256, `${short} then ${long.snapshot().length}`);
+  const whole = turns(new Machine(policy, { journalSteps: null }), 100);
+  assert.ok(whole.snapshot().length > 10 * long.snapshot().length);
+  const { trace, ...counts } = long.report();
+  const { trace: all, ...wholeCounts } = whole.report();
+  assert.deepEqual(counts, wholeCounts);
+  assert.deepEqual(trace, all.slice(-16));
+  assert.equal(turns(Machine.restore(long.snapshot()), 3).snapshot(), turns(long, 3).snapshot());
+  assert.throws(() => new Machine(null, { journalSteps: 0 }), /options\.journalSteps/);
+});

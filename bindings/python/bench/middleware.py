@@ -1,15 +1,18 @@
-"""The cost of ``TerminusMiddleware`` per agent step: the same DeepAgents run with and without it.
+"""The cost of ``TerminusMiddleware`` per agent step, and in a checkpointer: the same DeepAgents
+run with and without it.
 
 The run is the seed 000 architect's stack (``create_deep_agent`` with a todo list) driven by the
 scripted model of the tests, on a chain of ``--turns`` tool turns (each reads a different file)
 and a final answer, so every variant takes the same path: the same model calls, the same tool
-executions, the same messages. Three variants run, alternating, in one process after a warm-up:
+executions, the same messages. Four variants run, alternating, in one process after a warm-up:
 
 - ``without``: no middleware of ours;
 - ``no-op hooks``: a middleware with the same hooks as ``TerminusMiddleware`` (``before_agent``,
   ``after_model`` with its jumps, ``wrap_model_call``, ``wrap_tool_call``, ``after_agent``) that
   does nothing: what LangGraph charges for hooks as such (each ``*_model``/``*_agent`` hook is a
   graph node of its own);
+- ``built-ins``: LangChain's own ``ModelCallLimitMiddleware`` + ``ToolCallLimitMiddleware``
+  (limits the run never reaches), the bar to meet;
 - ``terminus``: the middleware, the kernel and its snapshot in the state.
 
 With ``--latency-ms 0`` (the default) the model answers at once, the harshest comparison there
@@ -20,12 +23,22 @@ per agent step (one model turn or one tool turn, as the kernel counts steps) is 
 of the medians over the run's steps.
 
     python bindings/python/bench/middleware.py [--turns 20] [--runs 31] [--latency-ms 0]
+
+With ``--checkpoint DIR`` it measures instead what each variant costs a checkpointer: the run (of
+``--turns`` tool turns, 200 by default there) on LangGraph's ``SqliteSaver`` with
+``durability="sync"`` (every step's checkpoint written before the next step), one database in
+``DIR`` per variant; it prints each database's size, the bytes of its checkpoints and of its
+pending writes, the ratio to ``without``, and the size of the machine's snapshot in the final
+state, with the run's wall time:
+
+    python bindings/python/bench/middleware.py --checkpoint /tmp/ckpt [--turns 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import sqlite3
 import statistics
 import sys
 import time
@@ -37,8 +50,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import seed_architect as seed  # noqa: E402
-from langchain.agents.middleware import AgentMiddleware, hook_config  # noqa: E402
-from terminus_kernel.langchain import REPORT_KEY, TerminusMiddleware  # noqa: E402
+from langchain.agents.middleware import (  # noqa: E402
+    AgentMiddleware,
+    ModelCallLimitMiddleware,
+    ToolCallLimitMiddleware,
+    hook_config,
+)
+from terminus_kernel.langchain import MACHINE_KEY, REPORT_KEY, TerminusMiddleware  # noqa: E402
 
 
 class NoOpHooks(AgentMiddleware):
@@ -68,61 +86,130 @@ def script(turns: int) -> list[seed.Turn]:
     return [*seed.honest_chain(turns), seed.text_turn("All parts read; the plan is ready.")]
 
 
-def agent(turns: int, latency_ms: float, middleware: list[AgentMiddleware]) -> Any:
+def agent(
+    turns: int, latency_ms: float, middleware: list[AgentMiddleware], checkpointer: Any = None
+) -> Any:
     """The architect's stack, built once (as an application builds its agent once)."""
     model = seed.ScriptedChatModel(script=script(turns), sleep_s=latency_ms / 1000)
-    return seed.build_agent(model, middleware)
+    return seed.build_agent(model, middleware, checkpointer)
 
 
-def once(graph: Any) -> tuple[float, float, dict[str, Any]]:
+def middleware(turns: int) -> dict[str, Callable[[], list[AgentMiddleware]]]:
+    """Each variant's middleware, by name (made anew for each agent)."""
+    calls = 2 * turns + 10
+    return {
+        "without": list,
+        "no-op hooks": lambda: [NoOpHooks()],
+        "built-ins": lambda: [
+            ModelCallLimitMiddleware(run_limit=calls),
+            ToolCallLimitMiddleware(run_limit=calls),
+        ],
+        "terminus": lambda: [
+            TerminusMiddleware({"max_steps": 2 * calls, "max_model_calls": calls})
+        ],
+    }
+
+
+def task_input(turns: int) -> dict[str, Any]:
+    """The task and the repository, with a source file for each tool turn to read."""
+    return {**seed.task_input(), "files": seed.seed_files(max(turns, seed.CHAIN_PARTS))}
+
+
+def once(graph: Any, turns: int) -> tuple[float, float, dict[str, Any]]:
     """One run: wall seconds, CPU seconds of the process (every thread), and the final state."""
-    payload = seed.task_input()
+    payload = task_input(turns)
     start, cpu = time.perf_counter(), time.process_time()
     state = graph.invoke(payload)
     return time.perf_counter() - start, time.process_time() - cpu, state
 
 
+def checkpoints(turns: int, directory: Path) -> None:
+    """Runs each variant once on a ``SqliteSaver`` of its own (``durability="sync"``) and prints
+    what its database holds."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, make in middleware(turns).items():
+        path = directory / f"{name.replace(' ', '-')}.db"
+        path.unlink(missing_ok=True)
+        with sqlite3.connect(path, check_same_thread=False) as conn:
+            graph = agent(turns, 0.0, make(), SqliteSaver(conn))
+            config = {"configurable": {"thread_id": name}, "recursion_limit": 20 * turns + 100}
+            start = time.perf_counter()
+            state = graph.invoke(task_input(turns), config, durability="sync")
+            seconds = time.perf_counter() - start
+            stored = conn.execute(
+                "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+                "FROM checkpoints), (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes), "
+                "(SELECT COUNT(*) FROM checkpoints)"
+            ).fetchone()
+            # The checkpointed state: the private keys too.
+            snapshot = graph.get_state(config).values.get(MACHINE_KEY)
+        conn.close()
+        report = state.get(REPORT_KEY)
+        if report is not None and report["outcome"] != "complete":
+            raise SystemExit(f"the run under the middleware did not complete: {report}")
+        rows.append((name, path.stat().st_size, *stored, seconds, snapshot))
+    base = rows[0][1]
+    print(
+        f"checkpoints: {turns} tool turns + 1 answer on SqliteSaver, durability=sync "
+        f"(one run of each variant)"
+    )
+    print("  variant        database   ratio  checkpoints  pending writes  count  snapshot     run")
+    for name, size, ckpt, writes, count, seconds, snapshot in rows:
+        snap = f"{len(snapshot):6d} B" if isinstance(snapshot, bytes) else "       -"
+        print(
+            f"  {name:12s} {size / 1e6:7.2f} MB {size / base:6.2f}x {ckpt / 1e6:8.2f} MB "
+            f"{writes / 1e6:11.2f} MB {count:6d} {snap} {seconds:6.2f} s"
+        )
+
+
 def main() -> None:
     """Measures and prints the medians."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=20, help="tool turns per run (<= 40)")
+    parser.add_argument("--turns", type=int, default=None, help="tool turns per run (20)")
     parser.add_argument("--runs", type=int, default=31, help="measured runs of each variant")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="model latency per call")
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None, help="measure the checkpoints, in this directory"
+    )
     args = parser.parse_args()
-    if not 1 <= args.turns <= seed.CHAIN_PARTS:
-        parser.error(f"--turns must be between 1 and {seed.CHAIN_PARTS}")
     warnings.simplefilter("ignore", DeprecationWarning)
+    if args.checkpoint is not None:
+        checkpoints(args.turns or 200, args.checkpoint)
+        return
+    turns = args.turns or 20
+    if turns < 1:
+        parser.error("--turns must be at least 1")
 
-    policy = {"max_steps": 4 * args.turns + 10}
     variants = {
-        "without": agent(args.turns, args.latency_ms, []),
-        "no-op hooks": agent(args.turns, args.latency_ms, [NoOpHooks()]),
-        "terminus": agent(args.turns, args.latency_ms, [TerminusMiddleware(policy)]),
+        name: agent(turns, args.latency_ms, make()) for name, make in middleware(turns).items()
     }
-    _, _, state = once(variants["terminus"])
+    _, _, state = once(variants["terminus"], turns)
     report = state[REPORT_KEY]
     if report["outcome"] != "complete":
         raise SystemExit(f"the run under the middleware did not complete: {report}")
     for name, graph in variants.items():
-        _, _, other = once(graph)
+        _, _, other = once(graph, turns)
         if len(other["messages"]) != len(state["messages"]):
             raise SystemExit(f"{name} took another path: the comparison would be unfair")
     for _ in range(2):  # warm-up
         for graph in variants.values():
-            once(graph)
+            once(graph, turns)
 
     wall: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     gc.collect()
     for _ in range(args.runs):
         for name, graph in variants.items():
-            seconds, cpu_seconds, _ = once(graph)
+            seconds, cpu_seconds, _ = once(graph, turns)
             wall[name].append(seconds)
             cpu[name].append(cpu_seconds)
 
     steps = report["steps"]
     print(
-        f"run: {args.turns} tool turns + 1 answer = {report['model_calls']} model calls, "
+        f"run: {turns} tool turns + 1 answer = {report['model_calls']} model calls, "
         f"{report['tool_calls']} tool calls, {steps} kernel steps; model latency "
         f"{args.latency_ms:g} ms; {args.runs} runs of each variant, alternating"
     )

@@ -322,12 +322,16 @@ struct Machine {
 #[pymethods]
 impl Machine {
     #[new]
-    #[pyo3(signature = (policy = None, *, task = String::new(), name = None, scale = None))]
+    #[pyo3(signature = (
+        policy = None, *, task = String::new(), name = None, scale = None,
+        journal_steps = Some(terminus_runtime::host::JOURNAL_STEPS)
+    ))]
     fn new(
         policy: Option<&Bound<'_, PyAny>>,
         task: String,
         name: Option<String>,
         scale: Option<u64>,
+        journal_steps: Option<u32>,
     ) -> PyResult<Self> {
         let policy = policy_of(policy)?;
         // The task's size in units scales the policy's `budget_scale`.
@@ -337,7 +341,9 @@ impl Machine {
                 .map_err(|e| value_error(InputError::from(e)))?,
             None => policy,
         };
-        let host = Host::new(policy, task, name).map_err(value_error)?;
+        let host = Host::new(policy, task, name)
+            .map_err(value_error)?
+            .keep_journal(journal_steps);
         Ok(Machine { host })
     }
 

@@ -152,7 +152,15 @@ def drive(
     copy there)."""
     name = scenario.get("name")
     tool_names = sorted({*scenario.get("tools", {}), "write_todos"})
-    machine = Machine(scenario.get("policy"), task=scenario["task"], name=name, scale=scenario.get("scale"))
+    # The whole journal: the report's trace and the explanation's path are compared with the
+    # command line's for runs of any length.
+    machine = Machine(
+        scenario.get("policy"),
+        task=scenario["task"],
+        name=name,
+        scale=scenario.get("scale"),
+        journal_steps=None,
+    )
     model = Cursor(
         scenario["model"]["turns"], scenario["model"].get("repeat", "none"), "model"
     )

@@ -15,5 +15,5 @@ mod prose;
 mod replay;
 mod types;
 
-pub use replay::{Builder, read};
+pub use replay::{Builder, Tally, read};
 pub use types::{Budget, Explanation, Feedback, PathStep, RuleRow, Stored, ToolError, ToolView};

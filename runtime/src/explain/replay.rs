@@ -6,6 +6,7 @@ use super::prose::why;
 use super::types::{Budget, Explanation, Feedback, PathStep, RuleRow, Stored, ToolError, ToolView};
 use crate::ToolBudgetEvent;
 use crate::budget::tool_budget_events;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use terminus_kernel::catalog;
 use terminus_kernel::{
@@ -57,12 +58,9 @@ pub struct Builder {
     /// What the event of the step being read said, until its transition arrives.
     event: Pending,
     stop: Option<Stop>,
-    entries: u64,
-    kinds: BTreeMap<&'static str, u64>,
-    feedback: BTreeMap<String, Vec<u32>>,
-    exclusions: BTreeMap<String, (u32, String)>,
-    tokens: u64,
-    model_answers: u32,
+    /// The counts over every record read (and over those read before, for a builder
+    /// [`Builder::after`] them).
+    tally: Tally,
     /// The held calls of the pending tool batch, once the replay is finished.
     held: Vec<crate::suspend::HeldState>,
     /// The tool budgets' warnings and blocks of the replayed tool batches.
@@ -77,6 +75,71 @@ struct Pending {
     raised: Option<String>,
     verdict: Option<bool>,
     errors: Vec<ToolError>,
+}
+
+/// What an explanation counts over a whole journal, record by record: the entries and their
+/// kinds, the tokens and model answers, the verifier's feedback, the tools' exclusions. A host
+/// that keeps only the last steps of its journal keeps the tally of the records it let go (it
+/// holds one entry per kind, feedback and tool, never one per step), so that its explanation's
+/// counts stay those of the whole run ([`Builder::after`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tally {
+    /// Records read.
+    pub entries: u64,
+    /// Records read, by kind.
+    pub kinds: BTreeMap<String, u64>,
+    /// Tokens the model's turns reported.
+    pub tokens: u64,
+    /// Model calls answered (a turn or an error).
+    pub model_answers: u32,
+    /// What a rejecting verdict said is missing, with the steps it said so at.
+    pub feedback: BTreeMap<String, Vec<u32>>,
+    /// Each excluded tool: the step and the reason of its first exclusion.
+    pub exclusions: BTreeMap<String, (u32, String)>,
+}
+
+impl Tally {
+    /// Counts one record.
+    pub fn add(&mut self, record: &Record) {
+        self.entries += 1;
+        let kind = record.entry.kind();
+        match self.kinds.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.kinds.insert(kind.to_owned(), 1);
+            }
+        }
+        let checkpoint = record.key.checkpoint;
+        match &record.entry {
+            Entry::Assistant(turn) => {
+                self.model_answers += 1;
+                if let Some(usage) = turn.usage {
+                    self.tokens = self
+                        .tokens
+                        .saturating_add(usage.input_tokens)
+                        .saturating_add(usage.output_tokens);
+                }
+            }
+            Entry::ModelError { .. } => self.model_answers += 1,
+            Entry::Verdict(v) if !v.complete => {
+                for missing in &v.missing {
+                    self.feedback
+                        .entry(missing.clone())
+                        .or_default()
+                        .push(checkpoint);
+                }
+            }
+            Entry::Notice(Notice::Excluded { tools, .. }) => {
+                for (tool, why) in tools {
+                    self.exclusions
+                        .entry(tool.clone())
+                        .or_insert((checkpoint, why.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The plain loop: a tool turn and its results going back. Every other rule is explained.
@@ -100,12 +163,7 @@ impl Builder {
             trace: Vec::new(),
             event: Pending::default(),
             stop: None,
-            entries: 0,
-            kinds: BTreeMap::new(),
-            feedback: BTreeMap::new(),
-            exclusions: BTreeMap::new(),
-            tokens: 0,
-            model_answers: 0,
+            tally: Tally::default(),
             held: Vec::new(),
             tool_budget: Vec::new(),
         }
@@ -122,10 +180,19 @@ impl Builder {
         }
     }
 
+    /// A builder for a host that has the run's machine and kept only the last records of its
+    /// journal: `earlier` is the tally of those it let go, the records that follow are read
+    /// as [`Builder::without_replay`] reads them.
+    pub fn after(policy: &Policy, earlier: Tally) -> Builder {
+        Builder {
+            tally: earlier,
+            ..Builder::without_replay(policy)
+        }
+    }
+
     /// Reads the next record, in key order.
     pub fn push(&mut self, record: &Record) {
-        self.entries += 1;
-        *self.kinds.entry(record.entry.kind()).or_default() += 1;
+        self.tally.add(record);
         self.replay(record);
         let checkpoint = record.key.checkpoint;
         if let (Entry::Assistant(_), Some(replay), None) =
@@ -141,20 +208,12 @@ impl Builder {
         }
         match &record.entry {
             Entry::Assistant(turn) => {
-                self.model_answers += 1;
-                if let Some(usage) = turn.usage {
-                    self.tokens = self
-                        .tokens
-                        .saturating_add(usage.input_tokens)
-                        .saturating_add(usage.output_tokens);
-                }
                 self.event.model = Some("turn");
                 if turn.recovered_calls() > 0 {
                     self.event.written = Some("recovered");
                 }
             }
             Entry::ModelError { error, .. } => {
-                self.model_answers += 1;
                 self.event.model = Some(error_kind(*error));
             }
             Entry::ToolResults { results } => {
@@ -169,17 +228,7 @@ impl Builder {
                     }
                 }
             }
-            Entry::Verdict(v) => {
-                self.event.verdict = Some(v.complete);
-                if !v.complete {
-                    for missing in &v.missing {
-                        self.feedback
-                            .entry(missing.clone())
-                            .or_default()
-                            .push(checkpoint);
-                    }
-                }
-            }
+            Entry::Verdict(v) => self.event.verdict = Some(v.complete),
             Entry::Transition(t) => {
                 self.trace.push(*t);
                 let event = std::mem::take(&mut self.event);
@@ -196,7 +245,7 @@ impl Builder {
                     nudge: None,
                     notices: event.raised.into_iter().collect(),
                     verdict: event.verdict,
-                    tokens: self.tokens,
+                    tokens: self.tally.tokens,
                     written: match t.input {
                         terminus_kernel::Input::Turn {
                             kind: terminus_kernel::TurnKind::NoOp(terminus_kernel::NoOpKind::TextCall),
@@ -218,11 +267,6 @@ impl Builder {
             Entry::Notice(notice) => {
                 let words = match notice {
                     Notice::Excluded { tools, .. } => {
-                        for (tool, why) in tools {
-                            self.exclusions
-                                .entry(tool.clone())
-                                .or_insert((checkpoint, why.to_string()));
-                        }
                         let names: Vec<&str> = tools.iter().map(|(t, _)| t.as_str()).collect();
                         format!("excluded {}", names.join(", "))
                     }
@@ -368,7 +412,7 @@ impl Builder {
             (Some(_), _, _) => "failed",
             (None, Some(_), _) => "ended",
             (None, None, Some(_)) => "stopped",
-            (None, None, None) if self.entries == 0 => "waiting",
+            (None, None, None) if self.tally.entries == 0 => "waiting",
             (None, None, None) if self.held.iter().any(|h| h.decision.is_none()) => "suspended",
             (None, None, None) if !self.held.is_empty() => "decided",
             (None, None, None) => "interrupted",
@@ -408,7 +452,7 @@ impl Builder {
                 }
             }
         }
-        for (name, (step, why)) in &self.exclusions {
+        for (name, (step, why)) in &self.tally.exclusions {
             let v = tools.entry(name.clone()).or_insert_with(|| view(name));
             v.excluded_at = Some(*step);
             v.excluded.get_or_insert_with(|| why.clone());
@@ -421,6 +465,7 @@ impl Builder {
         let tools: Vec<ToolView> = tools.into_values().collect();
 
         let mut verifier_feedback: Vec<Feedback> = self
+            .tally
             .feedback
             .into_iter()
             .map(|(missing, steps)| Feedback {
@@ -450,8 +495,9 @@ impl Builder {
             outcome,
             &tools,
         );
-        let unanswered_model_calls =
-            stats.map_or(0, |s| s.model_calls.saturating_sub(self.model_answers));
+        let unanswered_model_calls = stats.map_or(0, |s| {
+            s.model_calls.saturating_sub(self.tally.model_answers)
+        });
         let mut explanation = Explanation {
             execution: stored.execution.to_owned(),
             name: stored.spec.name.clone(),
@@ -491,8 +537,8 @@ impl Builder {
             open_todos,
             missing_tools,
             unanswered_model_calls,
-            entries: self.entries,
-            entry_kinds: self.kinds,
+            entries: self.tally.entries,
+            entry_kinds: self.tally.kinds,
             conflicts: stored.conflicts,
             replay_error: self.replay_error,
             held: self.held,

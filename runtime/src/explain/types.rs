@@ -227,7 +227,7 @@ pub struct Explanation {
     /// Journal entries.
     pub entries: u64,
     /// Journal entries by kind.
-    pub entry_kinds: BTreeMap<&'static str, u64>,
+    pub entry_kinds: BTreeMap<String, u64>,
     /// Claims refused and leases lost.
     pub conflicts: u64,
     /// Why the journal could not be replayed through the kernel, if it could not (the streaks,

@@ -1,13 +1,38 @@
 //! The driver of the kernel for a host: [`Host`] feeds the host's events to the machine, hands
 //! out its commands in the contract's vocabulary, keeps the lean journal [`crate::Run`] would
 //! write, and gives the report, the explanation and snapshots.
+//!
+//! # What a snapshot holds, and why it is bounded
+//!
+//! A host's snapshot is saved again at every step by a host that checkpoints (a LangGraph
+//! saver writes the graph state, and the snapshot in it, after every node), so it must not grow
+//! with the run. It holds:
+//!
+//! - the machine ([`Machine::save`]): the state, the counters, the policy, the tool ledger (one
+//!   entry per tool), the todos, the latest result, the batch in flight, the loop detector's
+//!   ring of the last 16 tool turns and the commands not yet taken: nothing per step;
+//! - what the host keeps besides: the task and name, the commands of the last step, the lean
+//!   batch in flight, the budget warnings (one per budget: each warns once), the clock, the
+//!   stop;
+//! - the journal's records, the trace and the per-tool budget events of the last
+//!   [`JOURNAL_STEPS`] steps only (by default; [`Host::keep_journal`]), with the [`Tally`] of
+//!   the records let go before them: entries, entries by kind, tokens, model answers, the
+//!   verifier's feedback (one entry per rejection: at most `max_verification_failures`) and the
+//!   tools' exclusions (one per tool).
+//!
+//! So the report's counters, `entries` included, and the explanation's counts (entries by kind,
+//! tokens, feedback, exclusions, budgets, tools) are those of the whole run; the report's
+//! `trace` and `tool_budget_events` and the explanation's path and tool errors are those of the
+//! last [`JOURNAL_STEPS`] steps (the whole run while it is no longer). A host that compares its
+//! report and explanation with `terminus run` and `terminus inspect` for long runs (a scenario
+//! driver) keeps the whole journal ([`Host::keep_journal`] with `None`).
 
 use super::wire::{
     CallOut, CommandOut, EventIn, Handle, InputError, RefusedOut, ResultIn, TurnIn, WarningOut,
 };
 use crate::budget::{BudgetWarning, ToolBudgetEvent, Warned, tool_budget_events};
 use crate::conversation::{budget_warning_text, refusal_text};
-use crate::explain::{Builder, Explanation, Stored};
+use crate::explain::{Builder, Explanation, Stored, Tally};
 use crate::journal::RunSpec;
 use crate::report::Report;
 use crate::verifier::missing_by_rules;
@@ -80,9 +105,18 @@ struct Keep {
     out: VecDeque<Command>,
     /// The last tool batch handed out, until its results arrive.
     batch: Option<ToolBatch>,
+    /// The transitions of the steps the journal keeps, in order.
     trace: Vec<StepRecord>,
-    /// The journal's records as [`crate::Run`] writes them, lean (see [`Host::records`]).
+    /// The journal's records as [`crate::Run`] writes them, lean (see [`Host::records`]), of the
+    /// last `journal_steps` steps.
     records: Vec<Record>,
+    /// How many steps of the journal are kept; `None`: all (snapshots saved before it was kept
+    /// hold the whole journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    journal_steps: Option<u32>,
+    /// The tally of the records let go (absent while none was).
+    #[serde(default, skip_serializing_if = "is_empty")]
+    earlier: Tally,
     warned: Warned,
     warnings: Vec<BudgetWarning>,
     /// The warnings and blocks of per-tool budgets, as the runtime reports them (absent from
@@ -117,6 +151,14 @@ struct Saved {
 
 const SNAPSHOT_VERSION: u32 = 1;
 
+/// How many steps of its journal (records and trace) a host keeps by default: a chain of tool
+/// turns is two steps a turn, so the last 8 turns.
+pub const JOURNAL_STEPS: u32 = 16;
+
+fn is_empty(tally: &Tally) -> bool {
+    tally.entries == 0
+}
+
 /// The kernel driven by a host that runs the model and tools itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Host {
@@ -139,6 +181,8 @@ impl Host {
                 batch: None,
                 trace: Vec::new(),
                 records: Vec::new(),
+                journal_steps: Some(JOURNAL_STEPS),
+                earlier: Tally::default(),
                 warned: Warned::default(),
                 warnings: Vec::new(),
                 tool_budget: Vec::new(),
@@ -147,6 +191,21 @@ impl Host {
                 written: None,
             },
         })
+    }
+
+    /// Keeps the last `steps` steps of the journal (records and trace), or with `None` the
+    /// whole journal; by default [`JOURNAL_STEPS`]. Only the last steps make the report's
+    /// `trace` and the explanation's path; every count stays the whole run's (see the module's
+    /// docs). Given to a host that has taken no step yet.
+    #[must_use]
+    pub fn keep_journal(mut self, steps: Option<u32>) -> Host {
+        self.keep.journal_steps = steps.map(|s| s.max(1));
+        self
+    }
+
+    /// How many steps of the journal the host keeps (`None`: all).
+    pub fn journal_steps(&self) -> Option<u32> {
+        self.keep.journal_steps
     }
 
     /// The machine.
@@ -159,9 +218,9 @@ impl Host {
         self.machine.phase()
     }
 
-    /// The journal so far, as [`crate::Run`] would have written it (every record under the same
-    /// key), without the payloads the explanation does not read: turns' texts and calls, tool
-    /// arguments and outputs.
+    /// The journal's last steps (see [`Host::keep_journal`]), as [`crate::Run`] would have
+    /// written them (every record under the same key), without the payloads the explanation
+    /// does not read: turns' texts and calls, tool arguments and outputs.
     pub fn records(&self) -> &[Record] {
         &self.keep.records
     }
@@ -374,6 +433,7 @@ impl Host {
                 _ => {}
             }
         }
+        self.let_go(record.step);
         if !record.to.is_terminal() {
             let due = self.keep.warned.check(
                 self.machine.policy(),
@@ -383,6 +443,35 @@ impl Host {
             self.keep.warnings.extend(due);
         }
         Handle::Step
+    }
+
+    /// Lets go of the journal's steps before the last `journal_steps` (at `step`), keeping the
+    /// tally of their records.
+    fn let_go(&mut self, step: u32) {
+        let Some(window) = self.keep.journal_steps else {
+            return;
+        };
+        let Some(first) = step.checked_sub(window) else {
+            return;
+        };
+        let keep = &mut self.keep;
+        let old = keep
+            .records
+            .iter()
+            .take_while(|r| r.key.checkpoint <= first)
+            .count();
+        for record in keep.records.drain(..old) {
+            keep.earlier.add(&record);
+        }
+        let old = keep.trace.iter().take_while(|r| r.step <= first).count();
+        keep.trace.drain(..old);
+        // A tool budget's blocks go on as long as the model calls the tool alongside others.
+        let old = keep
+            .tool_budget
+            .iter()
+            .take_while(|e| e.step <= first)
+            .count();
+        keep.tool_budget.drain(..old);
     }
 
     /// Goes on with a run a budget stopped, with that budget raised (`budgets`: policy field to
@@ -578,7 +667,7 @@ impl Host {
             stop,
             self.machine.todos().to_vec(),
             self.keep.trace.clone(),
-            u64::try_from(self.keep.records.len()).unwrap_or(u64::MAX),
+            self.entries(),
             0,
         );
         report.warnings = self.keep.warnings.clone();
@@ -605,7 +694,7 @@ impl Host {
                     "no_ops": s.no_ops,
                     "empty_responses": s.empty_responses,
                     "excluded_tools": self.machine.ledger().excluded().map(|(t, _)| t).collect::<Vec<_>>(),
-                    "entries": self.keep.records.len(),
+                    "entries": self.entries(),
                     "duplicates_prevented": 0,
                     "result": self.machine.result(),
                     "rule": null,
@@ -633,12 +722,19 @@ impl Host {
         value
     }
 
+    /// The journal's entries over the whole run: those let go and those kept.
+    fn entries(&self) -> u64 {
+        let kept = u64::try_from(self.keep.records.len()).unwrap_or(u64::MAX);
+        self.keep.earlier.entries.saturating_add(kept)
+    }
+
     /// Why the run stopped and what to change: the explanation `terminus inspect` gives of the
-    /// same run (execution id: the run's name, else `run`); for a live run, where it is.
+    /// same run (execution id: the run's name, else `run`); for a live run, where it is. Its
+    /// path is that of the steps the journal keeps (see [`Host::keep_journal`]).
     pub fn explain(&self) -> Explanation {
         let policy = self.machine.policy();
         // The host has the machine: the (lean) records are not replayed.
-        let mut builder = Builder::without_replay(policy);
+        let mut builder = Builder::after(policy, self.keep.earlier.clone());
         for record in &self.keep.records {
             builder.push(record);
         }
@@ -668,7 +764,8 @@ impl Host {
         explanation
     }
 
-    /// The whole host (machine, pending commands, journal) as JSON text.
+    /// The whole host (machine, pending commands, the journal's last steps) as JSON text, of a
+    /// size bounded whatever the run's length (see the module's docs).
     pub fn snapshot(&self) -> String {
         let saved = SavedRef {
             terminus_snapshot: SNAPSHOT_VERSION,
@@ -698,18 +795,28 @@ impl Host {
         let bytes = serde_json::to_vec(&saved.machine).unwrap_or_default();
         let machine = Machine::restore(&bytes)
             .map_err(|e| InputError::at("snapshot.machine", e.to_string()))?;
-        let keep = saved.keep;
+        let mut keep = saved.keep;
+        keep.journal_steps = keep.journal_steps.map(|w| w.max(1));
         let steps = machine.stats().steps;
-        if keep.trace.len() != steps as usize
+        // The last steps: as many as the window, or all while none was let go.
+        let kept = match keep.journal_steps {
+            Some(window) => steps.min(window),
+            None if keep.earlier.entries == 0 => steps,
+            None => u32::try_from(keep.trace.len())
+                .unwrap_or(u32::MAX)
+                .min(steps),
+        };
+        let first = steps - kept;
+        if keep.trace.len() != kept as usize
             || keep
                 .trace
                 .iter()
                 .enumerate()
-                .any(|(i, r)| r.step as usize != i + 1)
+                .any(|(i, r)| r.step as usize != first as usize + i + 1)
         {
             return Err(InputError::at(
                 "snapshot.trace",
-                format!("does not hold the machine's {steps} steps in order"),
+                format!("does not hold the machine's last {kept} of {steps} steps in order"),
             ));
         }
         if keep.stop.is_some() != machine.phase().is_terminal() {
@@ -844,6 +951,79 @@ mod tests {
             panic!("run_tools expected");
         };
         assert_eq!(refused.len(), 1);
+    }
+
+    /// A host after `turns` tool turns (each with its own argument and usage, so no loop).
+    fn after_turns(mut h: Host, turns: u32) -> Host {
+        for i in 0..turns {
+            h.skip_command();
+            let turn = format!(
+                r#"{{"model_turn": {{"tool_calls": [{{"id": "c{i}", "name": "t", "arguments": {{"i": {i}}}}}],
+                "usage": {{"input_tokens": {}, "output_tokens": 7}}}}}}"#,
+                100 + i
+            );
+            assert_eq!(h.handle(event(&turn)), Ok(Handle::Step));
+            h.skip_command();
+            let results =
+                format!(r#"{{"tool_results": [{{"call_id": "c{i}", "name": "t", "ok": {i}}}]}}"#);
+            assert_eq!(h.handle(event(&results)), Ok(Handle::Step));
+        }
+        h
+    }
+
+    const LONG: &str = r#"{"max_steps": 100000, "max_model_calls": 100000}"#;
+
+    #[test]
+    fn the_snapshot_stays_the_same_size_however_long_the_run() {
+        let short = after_turns(host(LONG), 50).snapshot().len();
+        let long = after_turns(host(LONG), 200);
+        let size = long.snapshot().len();
+        // The same content but for longer numbers (ids, steps, tokens).
+        assert!(
+            size < short + 512,
+            "{short} bytes after 50 turns, {size} after 200"
+        );
+        assert_eq!(long.machine().stats().steps, 400);
+        // Every count is the whole run's; the trace and the path are the last steps'.
+        let whole = after_turns(host(LONG).keep_journal(None), 200);
+        assert!(whole.snapshot().len() > 10 * size);
+        let (report, full) = (long.report_json(), whole.report_json());
+        assert_eq!(report["entries"], full["entries"]);
+        assert_eq!(report["stats"], full["stats"]);
+        assert_eq!(
+            report["trace"].as_array().map(Vec::len),
+            Some(JOURNAL_STEPS as usize)
+        );
+        let (e, f) = (long.explain(), whole.explain());
+        assert_eq!(
+            (
+                e.entries,
+                &e.entry_kinds,
+                &e.tools.len(),
+                e.unanswered_model_calls
+            ),
+            (
+                f.entries,
+                &f.entry_kinds,
+                &f.tools.len(),
+                f.unanswered_model_calls
+            )
+        );
+        assert_eq!(e.path.len(), JOURNAL_STEPS as usize);
+        assert_eq!(
+            e.path.last().map(|p| p.tokens),
+            f.path.last().map(|p| p.tokens)
+        );
+        assert_eq!(
+            e.trace[..],
+            f.trace[f.trace.len() - JOURNAL_STEPS as usize..]
+        );
+        // Restored, it is the same host, and goes on the same.
+        let copy = Host::restore(&long.snapshot()).expect("a snapshot");
+        assert_eq!(copy, long);
+        assert_eq!(after_turns(copy, 3), after_turns(long, 3));
+        let copy = Host::restore(&whole.snapshot()).expect("a snapshot");
+        assert_eq!(copy, whole);
     }
 
     #[test]

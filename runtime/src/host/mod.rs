@@ -25,7 +25,9 @@
 //! the same keys), so the report's `entries` and [`crate::explain`]'s explanation are those of
 //! `terminus run` and `terminus inspect` for the same run. It leaves out the payloads the
 //! explanation never reads (turns' texts and calls, tool arguments and outputs): the host has
-//! the machine itself and never replays its journal, and snapshots stay small.
+//! the machine itself and never replays its journal, and snapshots stay small. It keeps only
+//! the last [`JOURNAL_STEPS`] steps by default, with the tally of those it let go, so that a
+//! snapshot's size does not grow with the run (see [`Host::keep_journal`] and `drive`'s docs).
 
 mod drive;
 pub mod messages;
@@ -33,7 +35,7 @@ pub mod provider;
 mod session;
 mod wire;
 
-pub use drive::Host;
+pub use drive::{Host, JOURNAL_STEPS};
 pub use session::{Answer, Gate, Jump, Session, Step, Turn, Verify, Written};
 pub use wire::{
     CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, RefusedOut, ResultIn,

@@ -18,6 +18,9 @@ class Machine:
     names and defaults; an unknown or ill-typed field raises ``ValueError`` naming it
     (``policy.max_stpes: unknown field, ...``). ``task`` and ``name`` only label the run in
     :meth:`explain`; ``scale``, the task's size in units, scales the policy's ``budget_scale``.
+    ``journal_steps``: how many of the run's last steps the machine keeps of its journal (16 by
+    default, ``None`` for all): they make the report's ``trace`` and the explanation's path,
+    while every count stays the whole run's, so that :meth:`snapshot` does not grow with the run.
     """
 
     def __init__(
@@ -27,6 +30,7 @@ class Machine:
         task: str = "",
         name: str | None = None,
         scale: int | None = None,
+        journal_steps: int | None = 16,
     ) -> None: ...
     def handle(self, event: dict[str, Any]) -> Handled:
         """Feeds one event, a dict with one key:
@@ -98,8 +102,9 @@ class Machine:
         commands follow. A raise that does not lift the budget that stopped the run raises
         ``ValueError`` saying why, and changes nothing."""
     def snapshot(self) -> str:
-        """The whole machine (state, counters, pending commands, the run's journal) as JSON
-        text; :meth:`restore` gives it back."""
+        """The whole machine (state, counters, pending commands, the journal's last
+        ``journal_steps`` steps) as JSON text, of a size that does not grow with the run;
+        :meth:`restore` gives it back."""
     @staticmethod
     def restore(snapshot: str) -> Machine:
         """A machine saved by :meth:`snapshot`, which goes on exactly as the saved one would.
