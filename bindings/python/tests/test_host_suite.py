@@ -62,6 +62,23 @@ SKIPPED = {
 }
 
 
+def load_scenario(name: str, skipped: dict[str, str] = SKIPPED) -> tuple[Path, dict[str, Any]]:
+    """The suite's scenario ``name``: its path and its content (skipped with the reason when
+    ``skipped`` lists it)."""
+    if name in skipped:
+        pytest.skip(skipped[name])
+    path = SCENARIOS / f"{name}.json"
+    return path, json.loads(path.read_text())
+
+
+def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[float]) -> None:
+    """``report`` is ``terminus run``'s for the scenario at ``path`` on every compared field,
+    and each wait was a backoff the kernel asked for (a failed call or an empty reply, retried)."""
+    expected = run_scenario(path)
+    assert {k: report.get(k) for k in COMPARED} == {k: expected.get(k) for k in COMPARED}
+    assert all(w > 0 for w in waits)
+
+
 class Cursor:
     """A script and how far it has been read (``repeat``: none, last, cycle)."""
 
@@ -153,6 +170,15 @@ def write_todos(arguments: dict[str, Any]) -> tuple[str, str | None]:
     return f"Todo list updated: {open_} of {len(todos)} open.", None
 
 
+def scripted_result(spec: dict[str, Any]) -> tuple[str, str | None]:
+    """A scripted tool result: its text, and its error class when it is a failure."""
+    if spec.get("error") is not None:
+        return spec.get("message") or f"scripted {spec['error']} error", spec["error"]
+    value = spec.get("ok")
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return text + " log" * (spec.get("filler_tokens") or 0), None
+
+
 class ScriptedTools(AgentMiddleware):
     """Inside the middleware: answers each call with the scenario's next result for its tool, as
     a tool that marks its failures' class (``response_metadata["terminus_error"]``)."""
@@ -167,15 +193,7 @@ class ScriptedTools(AgentMiddleware):
         if name == "write_todos":
             text, kind = write_todos(args if isinstance(args, dict) else {})
         elif name in self.cursors:
-            spec = self.cursors[name].next()
-            if spec.get("error") is not None:
-                text = spec.get("message") or f"scripted {spec['error']} error"
-                kind = spec["error"]
-            else:
-                value = spec.get("ok")
-                text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-                text += " log" * (spec.get("filler_tokens") or 0)
-                kind = None
+            text, kind = scripted_result(self.cursors[name].next())
         else:
             return handler(request)
         meta = {ERROR_KIND: kind} if kind else {}
@@ -201,10 +219,7 @@ def _tool(name: str) -> StructuredTool:
 def test_the_conversation_through_langchain_gives_terminus_runs_report(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if name in SKIPPED:
-        pytest.skip(SKIPPED[name])
-    path: Path = SCENARIOS / f"{name}.json"
-    scenario = json.loads(path.read_text())
+    path, scenario = load_scenario(name)
     # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
     waits: list[float] = []
     monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
@@ -219,8 +234,4 @@ def test_the_conversation_through_langchain_gives_terminus_runs_report(
         {"messages": [{"role": "user", "content": scenario["task"]}]},
         {"recursion_limit": 10_000},
     )
-    report = state[REPORT_KEY]
-    expected = run_scenario(path)
-    assert {k: report.get(k) for k in COMPARED} == {k: expected.get(k) for k in COMPARED}
-    # Each wait is a backoff the kernel asked for (a failed call or an empty reply, retried).
-    assert all(w > 0 for w in waits)
+    assert_terminus_runs_report(state[REPORT_KEY], path, waits)
