@@ -308,7 +308,6 @@ class _TerminusModel(WrapperModel):
 
     async def request(self, messages, model_settings, model_request_parameters):  # type: ignore[no-untyped-def]
         run = self._run
-        run.offered = [t.name for t in model_request_parameters.function_tools]
         run.output_tools = [t.name for t in model_request_parameters.output_tools]
         while True:
             if run.session.ended:
@@ -319,6 +318,7 @@ class _TerminusModel(WrapperModel):
             if not run.turn.get("tools", True):
                 # The kernel's final-answer call (a budget spent): no tools offered.
                 params = dataclasses.replace(params, function_tools=[])
+            run.offered = [t.name for t in params.function_tools]
             delay_ms = int(run.turn.get("delay_ms", 0) or 0)
             if delay_ms:
                 await _sleep(delay_ms / 1000)
