@@ -67,6 +67,15 @@ SKIPPED = {
 }
 
 
+def load_scenario(name: str, skipped: dict[str, str] = SKIPPED) -> tuple[Path, dict[str, Any]]:
+    """The suite's scenario ``name``: its path and its content (skipped with the reason when
+    ``skipped`` lists it)."""
+    if name in skipped:
+        pytest.skip(skipped[name])
+    path = SCENARIOS / f"{name}.json"
+    return path, json.loads(path.read_text())
+
+
 class Cursor:
     """A script and how far it has been read (``repeat``: none, last, cycle)."""
 
@@ -158,6 +167,15 @@ def write_todos(arguments: dict[str, Any]) -> tuple[str, str | None]:
     return f"Todo list updated: {open_} of {len(todos)} open.", None
 
 
+def scripted_result(spec: dict[str, Any]) -> tuple[str, str | None]:
+    """A scripted tool result: its text, and its error class when it is a failure."""
+    if spec.get("error") is not None:
+        return spec.get("message") or f"scripted {spec['error']} error", spec["error"]
+    value = spec.get("ok")
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return text + " log" * (spec.get("filler_tokens") or 0), None
+
+
 class ScriptedTools(AgentMiddleware):
     """Inside the middleware: answers each call with the scenario's next result for its tool, as
     a tool that marks its failures' class (``response_metadata["terminus_error"]``)."""
@@ -172,15 +190,7 @@ class ScriptedTools(AgentMiddleware):
         if name == "write_todos":
             text, kind = write_todos(args if isinstance(args, dict) else {})
         elif name in self.cursors:
-            spec = self.cursors[name].next()
-            if spec.get("error") is not None:
-                text = spec.get("message") or f"scripted {spec['error']} error"
-                kind = spec["error"]
-            else:
-                value = spec.get("ok")
-                text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-                text += " log" * (spec.get("filler_tokens") or 0)
-                kind = None
+            text, kind = scripted_result(self.cursors[name].next())
         else:
             return handler(request)
         meta = {ERROR_KIND: kind} if kind else {}
@@ -202,15 +212,6 @@ def _tool(name: str) -> StructuredTool:
     )
 
 
-def scenario_of(name: str, skipped: dict[str, str]) -> tuple[Path, dict[str, Any]]:
-    """The suite's scenario ``name``: its path and fields (the test skipped when ``skipped``
-    says why)."""
-    if name in skipped:
-        pytest.skip(skipped[name])
-    path = SCENARIOS / f"{name}.json"
-    return path, json.loads(path.read_text())
-
-
 def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[float]) -> None:
     """``report`` is ``terminus run``'s for the scenario at ``path`` on every compared field, and
     each wait is a backoff the kernel asked for (a failed call or an empty reply, retried)."""
@@ -230,7 +231,7 @@ def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[
 def test_the_conversation_through_langchain_gives_terminus_runs_report(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, scenario = scenario_of(name, SKIPPED)
+    path, scenario = load_scenario(name)
     # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
     waits: list[float] = []
     monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)

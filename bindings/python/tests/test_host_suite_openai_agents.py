@@ -42,7 +42,7 @@ from test_host_suite import (  # noqa: E402
     SUITE,
     Cursor,
     assert_terminus_runs_report,
-    scenario_of,
+    load_scenario,
     write_todos,
 )
 from terminus_kernel.openai_agents import ERROR_KIND, Terminus  # noqa: E402
@@ -180,7 +180,7 @@ def scripted_tool(name: str, cursor: Cursor | None) -> FunctionTool:
 def test_the_conversation_through_openai_agents_gives_terminus_runs_report(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, scenario = scenario_of(name, SKIPPED)
+    path, scenario = load_scenario(name, SKIPPED)
     # The kernel's backoff is waited by the adapter (asyncio.sleep): recorded, not slept.
     waits: list[float] = []
 

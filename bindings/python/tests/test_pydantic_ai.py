@@ -48,12 +48,13 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.usage import RequestUsage  # noqa: E402
 from terminus_kernel import run_scenario  # noqa: E402
+from terminus_kernel._native import Session  # noqa: E402
 from terminus_kernel.pydantic_ai import (  # noqa: E402
     TerminusAgent,
     TerminusCapability,
     TerminusRunResult,
     model_error_kind,
-    model_turn_event,
+    wire,
 )
 
 ARCHITECT_POLICY = {"completion_requires": ["write_file"]}
@@ -592,23 +593,34 @@ def test_a_non_provider_error_propagates() -> None:
         TerminusAgent(Agent(FunctionModel(bug)), {}).run_sync("hi")
 
 
-def test_model_turn_event_reads_text_calls_and_unmeasured_usage() -> None:
+def test_the_core_reads_a_response_text_calls_finish_and_unmeasured_usage() -> None:
     response = ModelResponse(
         parts=[TextPart("Reading."), ToolCallPart("ls", {"path": "/"}, tool_call_id="c1")],
         usage=RequestUsage(unmeasured_requests=1),
         finish_reason="tool_call",
     )
-    event = model_turn_event(response, offered=["ls"])
-    assert event == {
-        "model_turn": {
-            "text": "Reading.",
-            "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"path": "/"}}],
-            "finish": "tool_calls",
-            "tools": ["ls"],
-        }
-    }
-    with pytest.raises(TypeError, match="ModelResponse"):
-        model_turn_event({"text": "hi"})  # type: ignore[arg-type]
+    message = wire(response)
+    assert message == {
+        "kind": "response",
+        "parts": [
+            {"part_kind": "text", "content": "Reading."},
+            {
+                "part_kind": "tool-call",
+                "tool_call_id": "c1",
+                "tool_name": "ls",
+                "args": {"path": "/"},
+            },
+        ],
+        "finish_reason": "tool_call",
+    }  # no usage: unmeasured is unknown, not zero
+    session, _ = Session.start({}, [], 0)
+    step = session.reply(message, ["ls"])
+    assert step["jump"] == "tools"
+    assert session.turn()["awaiting"] == [("c1", "ls")]
+    assert session.report()["trace"][-1]["rule"] == "tool_turn"
+    # A structured answer (an output tool's call) is the reply's text, not a call.
+    answer = ModelResponse(parts=[ToolCallPart("final_result", {"a": 1}, tool_call_id="c2")])
+    assert wire(answer, ["final_result"])["parts"][0] == {"part_kind": "text", "content": '{"a":1}'}
 
 
 # ----- a real model: Qwen2.5-Coder-1.5B under llama-server on 127.0.0.1 -----

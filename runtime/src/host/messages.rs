@@ -9,7 +9,7 @@
 //! | OpenAI chat (the common shape) | `{"role": "assistant", "content", "tool_calls": [{"id", "function": {"name", "arguments": TEXT}}], "finish_reason", "usage": {"prompt_tokens", "completion_tokens"}, "reasoning_content"}` | `{"role": "tool", "tool_call_id", "content"}` |
 //! | LangChain (Python `model_dump()`, JS fields) | `{"type": "ai", "content", "tool_calls": [{"id", "name", "args"}], "invalid_tool_calls", "usage_metadata", "response_metadata": {"finish_reason" or "stop_reason"}, "additional_kwargs"}` | `{"type": "tool", "tool_call_id", "content", "status", "response_metadata": {"terminus_error"}}` |
 //! | AI SDK | `{"role": "assistant", "content": [{"type": "text"}, {"type": "tool-call", "toolCallId", "toolName", "input"}], "finishReason", "usage": {"inputTokens", "outputTokens"}}` | `{"role": "tool", "content": [{"type": "tool-result", "toolCallId", "toolName", "output"}]}` |
-//! | Pydantic AI | `{"kind": "response", "parts": [{"part_kind": "text"}, {"part_kind": "tool-call", "tool_call_id", "tool_name", "args"}], "usage", "finish_reason"}` | `{"kind": "request", "parts": [{"part_kind": "tool-return" or "retry-prompt", "tool_call_id", "tool_name", "content"}]}` |
+//! | Pydantic AI | `{"kind": "response", "parts": [{"part_kind": "text"}, {"part_kind": "tool-call", "tool_call_id", "tool_name", "args"}], "usage", "finish_reason"}` | `{"kind": "request", "parts": [{"part_kind": "tool-return" or "retry-prompt", "tool_call_id", "tool_name", "content", "outcome", "retry": {"cause"}, "metadata": {"terminus_error"}}]}` |
 //! | OpenAI Agents (`ModelResponse`: `{"output": [items], "usage", "response_id"}`, Responses items) | `{"type": "message", "role": "assistant", "status", "content": [{"type": "output_text"} or {"type": "refusal"}]}`, `{"type": "function_call", "call_id", "name", "arguments"}`, `{"type": "reasoning"}` (a message `incomplete`: cut at the length limit; a refusal: the provider withheld the reply, a content filter) | `{"type": "function_call_output", "call_id", "output"}` |
 //!
 //! Content is a string or a list of blocks whose `text` blocks (`text`, `output_text`) are the
@@ -18,9 +18,11 @@
 //! an *invalid* one: the kernel sees the raw text and the host answers it `invalid_arguments`.
 //! A tool result is `ok` with the SHA-256 digest of its text (the kernel compares outputs and
 //! never reads them, so a snapshot never carries them), or an error when the framework marks it
-//! one (`status: "error"`, `isError` or an `error-*` output, a `retry-prompt` part). A host that
-//! knows the kernel's class of a failure puts it in `terminus_error` (on the message, on its part,
-//! or in its `response_metadata`: LangChain's place for it); it wins over the shape's own mark.
+//! one (`status: "error"`, `isError` or an `error-*` output, a `retry-prompt` part, a
+//! `tool-return` part whose `outcome` is not `success`). A host that knows the kernel's class of
+//! a failure puts it in `terminus_error` (on the message, on its part, in its
+//! `response_metadata`, LangChain's place for it, or in a part's `metadata`); it wins over the
+//! shape's own mark.
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -218,7 +220,10 @@ fn reasoned(message: &Value) -> bool {
         .flatten();
     for block in blocks {
         let kind = str_at(block, "type").or_else(|| str_at(block, "part_kind"));
-        if matches!(kind, Some("reasoning" | "thinking")) {
+        // A Pydantic AI `thinking` part is reasoning when it has content.
+        let empty = str_at(block, "part_kind") == Some("thinking")
+            && str_at(block, "content").is_none_or(str::is_empty);
+        if matches!(kind, Some("reasoning" | "thinking")) && !empty {
             return true;
         }
     }
@@ -459,6 +464,30 @@ fn marked(v: &Value) -> Option<ToolErrorKind> {
         .map(error_kind)
 }
 
+/// The kernel's error class of a Pydantic AI `tool-return` part (`None`: a success): the class
+/// a tool marked in its `metadata` (`terminus_error`), else its `outcome`: `denied` is
+/// `permission_denied`; `retried` is by its retry's `cause` (`validation_error`:
+/// `invalid_arguments`, `unknown_tool` or `unavailable_tool`: `not_found`, else `failed`);
+/// any other but `success` is `failed`.
+fn outcome_error(part: &Value) -> Option<ToolErrorKind> {
+    if let Some(kind) = part
+        .get("metadata")
+        .and_then(|m| str_at(m, "terminus_error"))
+    {
+        return Some(error_kind(kind));
+    }
+    Some(match str_at(part, "outcome") {
+        None | Some("success") => return None,
+        Some("denied") => ToolErrorKind::PermissionDenied,
+        Some("retried") => match part.get("retry").and_then(|r| str_at(r, "cause")) {
+            Some("validation_error") => ToolErrorKind::InvalidArguments,
+            Some("unknown_tool" | "unavailable_tool") => ToolErrorKind::NotFound,
+            _ => ToolErrorKind::Failed,
+        },
+        Some(_) => ToolErrorKind::Failed,
+    })
+}
+
 /// The tool results of one message (none for a message that is not one).
 fn results_in(message: &Value, out: &mut Vec<Found>) {
     let id = str_at(message, "id").map(str::to_owned);
@@ -495,14 +524,24 @@ fn results_in(message: &Value, out: &mut Vec<Found>) {
         let (call_id, error, text) = match (str_at(part, "part_kind"), str_at(part, "type")) {
             (Some("tool-return"), _) => (
                 str_at(part, "tool_call_id"),
-                None,
+                outcome_error(part),
                 part.get("content").map(output_text),
             ),
-            (Some("retry-prompt"), _) => (
-                str_at(part, "tool_call_id"),
-                Some(ToolErrorKind::InvalidArguments),
-                part.get("content").map(output_text),
-            ),
+            (Some("retry-prompt"), _) => {
+                // Validation errors (a list) are the arguments'; a tool's `ModelRetry` (text)
+                // is its failure.
+                let content = part.get("content");
+                let kind = if content.is_some_and(Value::is_array) {
+                    ToolErrorKind::InvalidArguments
+                } else {
+                    ToolErrorKind::Failed
+                };
+                (
+                    str_at(part, "tool_call_id"),
+                    Some(kind),
+                    content.map(output_text),
+                )
+            }
             (_, Some("tool-result")) => {
                 let output = part.get("output").or_else(|| part.get("result"));
                 let failed = part.get("isError").and_then(Value::as_bool) == Some(true)

@@ -1,7 +1,6 @@
 """Terminus under a Pydantic AI agent.
 
-``TerminusAgent`` runs a ``pydantic_ai.Agent`` with the kernel's
-:class:`~terminus_kernel.Machine` deciding when the run ends::
+``TerminusAgent`` runs a ``pydantic_ai.Agent`` with the kernel deciding when the run ends::
 
     from pydantic_ai import Agent
     from terminus_kernel.pydantic_ai import TerminusAgent
@@ -10,22 +9,26 @@
     result = agent.run_sync("Write the plan to plan.md")
     result.terminus  # the kernel's report: outcome, reason, steps, model_calls, nudges, ...
 
-It is built from Pydantic AI's own extension points, nothing patched:
+What each hook decides is the host core's (``terminus_kernel._native.Session``, the same for
+every framework adapter, ``docs/embedding.md``), fed Pydantic AI's messages (:func:`wire`); this
+module carries its steps out with Pydantic AI's own extension points, nothing patched:
 
 - :class:`TerminusCapability`, a capability (``AbstractCapability``) that a plain ``Agent`` takes
-  too (``Agent(..., capabilities=[TerminusCapability(policy)])``). Its ``wrap_node_run`` feeds
-  each model response to the machine when the graph reaches its ``CallToolsNode`` and carries
-  out the kernel's answer: the tools run, or a stop the kernel refuses (``completion_requires``
-  unmet, open todos of a ``write_todos`` tool, a no-op reply) is answered with the kernel's nudge
-  as a user prompt and the graph goes back to the model, or a stop the kernel decides ends the
-  graph (``End``) without an exception. After the tools ran, their results (the next request's
-  tool returns and retry prompts) go to the machine before the model is called again; a stop
+  too (``Agent(..., capabilities=[TerminusCapability(policy)])``). Its ``wrap_node_run`` carries
+  out the core's step on each model response when the graph reaches its ``CallToolsNode``: the
+  tools run, or a stop the kernel refuses (``completion_requires`` unmet, open todos of a
+  ``write_todos`` tool, a no-op reply) is answered with the kernel's nudge as a user prompt and
+  the graph goes back to the model, or a stop the kernel decides ends the graph (``End``)
+  without an exception. After the tools ran, their results (the next request's
+  tool returns and retry prompts) go to the core before the model is called again; a stop
   decided on them ends the run there, and the kernel's notices are added to that request.
   ``wrap_tool_execute`` answers a call of a tool the kernel excluded with the kernel's refusal
-  instead of running it, and appends the kernel's budget warnings to text results.
+  instead of running it, and appends the kernel's budget warnings to text results. A tool marks
+  a failure's class for the kernel by returning ``ToolReturn(text, metadata={"terminus_error":
+  kind})`` (``ERROR_KIND``); a ``ModelRetry`` it raises is ``failed``.
 - A ``WrapperModel`` (``get_wrapper_model``) around the agent's model: a provider error
-  (:func:`model_error_kind`, classed by :func:`terminus_kernel.provider_error_kind`) and an
-  empty reply go to the machine, which retries the call after its backoff or ends the run
+  (:func:`model_error_kind`, classed by :func:`terminus_kernel.provider_error_kind`) and each
+  reply go to the core, which retries the call after its backoff or ends the run
   (``model_error``, ``empty_responses``); an empty reply never enters the history. On the
   kernel's final-answer call of a spent budget, the model is offered no tools.
 - ``TerminusAgent``, a ``WrapperAgent`` that adds the capability to every run, lifts Pydantic
@@ -52,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -77,6 +79,7 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 from pydantic_ai.messages import (
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
@@ -92,28 +95,24 @@ from pydantic_ai.result import FinalResult
 from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
-from terminus_kernel import Machine, provider_error_kind
+from terminus_kernel import provider_error_kind
 from terminus_kernel._adapters import Verifier, check_policy, verdict
+from terminus_kernel._native import Session
 
 __all__ = [
+    "ERROR_KIND",
     "TOOL_RETRIES",
     "TerminusAgent",
     "TerminusCapability",
     "TerminusRunResult",
     "Verifier",
     "model_error_kind",
-    "model_turn_event",
-    "tool_results_event",
+    "wire",
 ]
 
-
-_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "content_filter": "content_filter",
-    "tool_call": "tool_calls",
-}
-"""Pydantic AI's finish reasons as the kernel's ``finish`` (``error`` has no counterpart)."""
+ERROR_KIND = "terminus_error"
+"""A ``ToolReturn.metadata`` key: the kernel's error class of a tool's failure (``failed``,
+``invalid_arguments``, ``not_found``, ``permission_denied``, ``auth_failed``, ``timeout``)."""
 
 # The classes the kernel retries, which keep the delay the provider asked for.
 _RETRIED = ("rate_limited", "server", "timeout")
@@ -128,115 +127,84 @@ class TerminusRunResult(AgentRunResult[Any]):
     ``steps``, ``model_calls``, ``tool_calls``, ``nudges``, ``result``, ...)."""
 
 
-def model_turn_event(
-    response: ModelResponse,
-    *,
-    offered: Sequence[str] | None = None,
-    output_tools: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The kernel's ``model_turn`` event for a ``ModelResponse``: its text, its tool calls, its
-    usage when the provider measured it (unmeasured usage is unknown, not zero), its finish
-    reason, whether it carries thinking, and the names of the tools the call offered. A call of
-    one of ``output_tools`` (Pydantic AI's structured output) is the model's answer, not a tool
-    call: its arguments' JSON is the turn's text.
-
-    Raises:
-        TypeError: ``response`` is not a ``ModelResponse``.
-    """
-    if not isinstance(response, ModelResponse):
-        raise TypeError(
-            f"model_turn_event: expected a ModelResponse, got {type(response).__name__}"
-        )
-    calls = []
-    answers = []
-    for part in response.parts:
-        if isinstance(part, ToolCallPart) and part.tool_name in output_tools:
-            answers.append(part.args_as_json_str())
-        elif isinstance(part, ToolCallPart):
-            try:
-                arguments: Any = part.args_as_dict(raise_if_invalid=True)
-            except ValueError:
-                # Arguments that are not a JSON object: still a call (rule 1); the kernel sees the
-                # raw text and Pydantic AI answers it with a retry prompt.
-                arguments = part.args if isinstance(part.args, str) else ""
-            calls.append({"id": part.tool_call_id, "name": part.tool_name, "arguments": arguments})
-    text = "\n".join(
-        [t for t in ["".join(p.content for p in response.parts if isinstance(p, TextPart))] if t]
-        + answers
-    )
-    turn: dict[str, Any] = {"text": text, "tool_calls": calls}
-    usage = response.usage
-    if not usage.unmeasured_requests:
-        turn["usage"] = {
-            "input_tokens": int(usage.input_tokens),
-            "output_tokens": int(usage.output_tokens),
+def wire(message: ModelMessage, output_tools: Sequence[str] = ()) -> dict[str, Any]:
+    """A Pydantic AI message in the shape the host core reads (its fields the core uses;
+    ``terminus_runtime::host::messages``): a response's text, tool calls, thinking, finish reason,
+    and its usage when the provider measured it (unmeasured usage is unknown, not zero); a
+    request's user prompts and tool answers (the text the model reads, the ``outcome``, the
+    retry's cause, the class a tool marked in its metadata). A call of one of ``output_tools``
+    (Pydantic AI's structured output) is the model's answer, not a tool call: its arguments'
+    JSON is the reply's text."""
+    if isinstance(message, ModelResponse):
+        calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
+        text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+        answers = [c.args_as_json_str() for c in calls if c.tool_name in output_tools]
+        parts: list[dict[str, Any]] = [
+            {"part_kind": "text", "content": "\n".join([t for t in [text] if t] + answers)}
+        ]
+        parts += [
+            {"part_kind": "thinking", "content": p.content}
+            for p in message.parts
+            if isinstance(p, ThinkingPart)
+        ]
+        parts += [
+            {
+                "part_kind": "tool-call",
+                "tool_call_id": c.tool_call_id,
+                "tool_name": c.tool_name,
+                "args": c.args,
+            }
+            for c in calls
+            if c.tool_name not in output_tools
+        ]
+        # A reason Pydantic AI has no name for: the provider's own.
+        raw = (message.provider_details or {}).get("finish_reason")
+        out: dict[str, Any] = {
+            "kind": "response",
+            "parts": parts,
+            "finish_reason": message.finish_reason or raw,
         }
-    if response.finish_reason in _FINISH:
-        turn["finish"] = _FINISH[response.finish_reason]
-    if any(isinstance(p, ThinkingPart) and p.content for p in response.parts):
-        turn["reasoning"] = True
-    if offered is not None:
-        turn["tools"] = list(offered)
-    return {"model_turn": turn}
-
-
-_RETRY_CAUSES = {
-    "validation_error": "invalid_arguments",
-    "unknown_tool": "not_found",
-    "unavailable_tool": "not_found",
-}
-"""The kernel's error class of a retried call, by Pydantic AI's retry cause (else ``failed``)."""
-
-
-def _error_kind(part: ToolReturnPart | RetryPromptPart) -> str | None:
-    """The kernel's error class of a tool's answer, ``None`` for a success."""
-    if isinstance(part, RetryPromptPart):
-        return "invalid_arguments" if isinstance(part.content, list) else "failed"
-    if part.outcome == "success":
-        return None
-    if part.outcome == "denied":
-        return "permission_denied"
-    if part.outcome == "retried" and part.retry is not None:
-        return _RETRY_CAUSES.get(str(part.retry.cause), "failed")
-    return "failed"
-
-
-def tool_results_event(request: ModelRequest, awaiting: Mapping[str, str]) -> dict[str, Any]:
-    """The kernel's ``tool_results`` for the calls in ``awaiting`` (id to tool name), read from
-    the request that answers them. A ``ToolReturnPart`` whose ``outcome`` is ``success`` is
-    ``ok`` with the digest of what the model reads (the kernel compares outputs, it never reads
-    them); any other outcome is an error: ``retried`` (a ``ModelRetry``, arguments that failed
-    validation: ``invalid_arguments``, an unknown tool: ``not_found``), ``failed``, ``denied``
-    (``permission_denied``). A ``RetryPromptPart`` is an error too, and a call with no answer
-    ``failed``."""
-    answered: dict[str, dict[str, Any]] = {}
-    for part in request.parts:
-        if not isinstance(part, ToolReturnPart | RetryPromptPart):
-            continue
-        call_id = part.tool_call_id
-        if call_id not in awaiting or call_id in answered:
-            continue
-        name = awaiting[call_id]
-        text = (
-            part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
-        )
-        kind = _error_kind(part)
-        if kind is None:
-            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-            answered[call_id] = {"call_id": call_id, "name": name, "ok": "sha256:" + digest}
-        else:
-            answered[call_id] = {"call_id": call_id, "name": name, "error": kind, "message": text}
-    results = [
-        answered.get(call_id)
-        or {
-            "call_id": call_id,
-            "name": name,
-            "error": "failed",
-            "message": "no result came back for this call",
-        }
-        for call_id, name in awaiting.items()
-    ]
-    return {"tool_results": results}
+        usage = message.usage
+        if not usage.unmeasured_requests:
+            out["usage"] = {
+                "input_tokens": int(usage.input_tokens),
+                "output_tokens": int(usage.output_tokens),
+            }
+        return out
+    parts = []
+    for part in message.parts:
+        if isinstance(part, UserPromptPart):
+            content = part.content
+            if not isinstance(content, str):
+                content = "".join(c for c in content if isinstance(c, str))
+            parts.append({"part_kind": "user-prompt", "content": content})
+        elif isinstance(part, ToolReturnPart):
+            meta = part.metadata if isinstance(part.metadata, Mapping) else {}
+            kind = meta.get(ERROR_KIND)
+            parts.append(
+                {
+                    "part_kind": "tool-return",
+                    "tool_call_id": part.tool_call_id,
+                    "tool_name": part.tool_name,
+                    "content": part.model_response_str(),
+                    "outcome": part.outcome,
+                    "retry": None if part.retry is None else {"cause": str(part.retry.cause)},
+                    "metadata": {ERROR_KIND: kind} if isinstance(kind, str) else {},
+                }
+            )
+        elif isinstance(part, RetryPromptPart):
+            errors = part.content
+            parts.append(
+                {
+                    "part_kind": "retry-prompt",
+                    "tool_call_id": part.tool_call_id,
+                    "tool_name": part.tool_name,
+                    "content": errors
+                    if isinstance(errors, str)
+                    else [{"msg": str(e.get("msg", ""))} for e in errors],
+                }
+            )
+    return {"kind": "request", "parts": parts}
 
 
 def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
@@ -278,39 +246,25 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
     return None
 
 
-def _text(response: ModelResponse) -> str:
-    return "".join(p.content for p in response.parts if isinstance(p, TextPart))
+def _now() -> int:
+    return int(time.time() * 1000)
 
 
-def _empty(response: ModelResponse) -> bool:
-    """A reply with no tool call and no text (thinking alone is empty too)."""
-    return (
-        not any(isinstance(p, ToolCallPart) for p in response.parts) and not _text(response).strip()
-    )
+_sleep = asyncio.sleep
+"""How the adapter waits the kernel's backoff (a test records it instead)."""
 
 
 @dataclass
 class _Run:
-    """One run's machine and what its last commands asked."""
+    """One run's session, the step it gave each reply, and what the hooks keep between them."""
 
-    machine: Machine
-    started_ms: int
-    deadline: bool
+    session: Session
     verifier: Verifier | None
-    #: The last model call's settings: backoff and whether tools are offered.
-    call: dict[str, Any] = field(default_factory=lambda: {"delay_ms": 0, "tools": True})
-    nudges: list[str] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    #: The calls of the batch out (id to tool name), refused ones, budget warnings.
-    awaiting: dict[str, str] | None = None
-    refused: dict[str, str] = field(default_factory=dict)
-    warnings: dict[str, str] = field(default_factory=dict)
-    #: The reply without the calls the model wrote in its text, when the kernel runs them.
-    written: tuple[str, list[dict[str, Any]]] | None = None
-    retry: bool = False
-    report: dict[str, Any] | None = None
-    #: The responses already fed (the model wrapper feeds the ones it retries or stops on).
-    fed: set[int] = field(default_factory=set)
+    #: ``Session.turn()``: the next model call's settings, the refusals and warnings of the
+    #: tool turn out (what the tool hook reads).
+    turn: dict[str, Any] = field(default_factory=dict)
+    #: The step of each reply fed, by the response's ``id()``, until its node runs.
+    steps: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: Budget warnings for results that are not text, added to the next request.
     warnings_out: list[str] = field(default_factory=list)
     #: The empty reply that stands in for a model call the kernel stopped on.
@@ -319,65 +273,32 @@ class _Run:
     offered: list[str] | None = None
     output_tools: list[str] = field(default_factory=list)
 
-    @property
-    def ended(self) -> bool:
-        return self.report is not None
+    def verified(self, step: dict[str, Any] | None) -> dict[str, Any]:
+        """The step, with the verifications it asks answered by the verifier."""
+        while step is not None and step.get("verify") is not None:
+            command = {"command": "verify", **step["verify"]}
+            step = self.session.verdict(verdict(self.verifier, command))
+        self.turn = self.session.turn()
+        return step or {}
 
-    def feed(self, event: dict[str, Any]) -> None:
-        """Feeds one event (after a clock reading when the policy has a deadline) and drains the
-        kernel's commands into this run."""
-        self.nudges, self.notices, self.retry = [], [], False
-        if self.deadline and not self.ended:
-            now = int(time.time() * 1000) - self.started_ms
-            self.machine.handle({"tick": max(now, 0)})
-            self.drain()
-            if self.ended:
-                return
-        self.machine.handle(event)
-        self.drain()
+    def reply(self, response: ModelResponse) -> dict[str, Any]:
+        """Feeds a model response; its step is kept for its node."""
+        message = wire(response, self.output_tools)
+        step = self.verified(self.session.reply(message, self.offered, _now()))
+        self.steps[id(response)] = step
+        return step
 
-    def drain(self) -> None:
-        while (command := self.machine.next_command()) is not None:
-            kind = command.get("command")
-            if kind == "nudge":
-                self.nudges.append(str(command["text"]))
-            elif kind == "notice":
-                self.notices.append(str(command["text"]))
-            elif kind == "call_model":
-                self.call = {
-                    "delay_ms": int(command.get("delay_ms", 0) or 0),
-                    "tools": bool(command.get("tools", True)),
-                }
-                self.retry = True
-            elif kind == "run_tools":
-                calls = command.get("calls") or []
-                self.awaiting = {str(c["id"]): str(c["name"]) for c in calls}
-                self.refused = {str(r["id"]): str(r["text"]) for r in command.get("refused") or []}
-                self.warnings = {
-                    str(w["id"]): str(w["text"]) for w in command.get("warnings") or []
-                }
-                written = command.get("written")
-                self.written = (str(written), list(calls)) if written is not None else None
-            elif kind == "verify":
-                self.machine.handle({"verdict": self.verdict(command)})
-            elif kind == "stop":
-                report = command.get("report")
-                self.report = report if isinstance(report, dict) else self.machine.report()
-            else:
-                raise RuntimeError(f"TerminusCapability: unknown kernel command {command!r}")
-
-    def verdict(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """The verdict on a ``verify`` command (:func:`terminus_kernel._adapters.verdict`)."""
-        return verdict(self.verifier, command)
+    def report(self) -> dict[str, Any] | None:
+        return self.session.report() if self.session.ended else None
 
     def end(self) -> End[FinalResult[Any]]:
         """The graph's end on the kernel's stop: the report's result as the output."""
-        result = (self.report or {}).get("result")
+        result = (self.report() or {}).get("result")
         return End(FinalResult(result if isinstance(result, str) else ""))
 
 
 class _TerminusModel(WrapperModel):
-    """The agent's model under the kernel: provider errors and empty replies go to the machine,
+    """The agent's model under the kernel: provider errors and empty replies go to the session,
     which retries the call after its backoff or stops the run."""
 
     def __init__(self, wrapped: Model, run: _Run, handle_model_errors: bool) -> None:
@@ -387,40 +308,36 @@ class _TerminusModel(WrapperModel):
 
     async def request(self, messages, model_settings, model_request_parameters):  # type: ignore[no-untyped-def]
         run = self._run
-        run.offered = [t.name for t in model_request_parameters.function_tools]
         run.output_tools = [t.name for t in model_request_parameters.output_tools]
         while True:
-            if run.ended:
+            if run.session.ended:
                 # The kernel stopped on a failed or empty call: this stand-in ends the graph.
                 run.stand_in = ModelResponse(parts=[])
                 return run.stand_in
             params = model_request_parameters
-            if not run.call.get("tools", True):
+            if not run.turn.get("tools", True):
                 # The kernel's final-answer call (a budget spent): no tools offered.
                 params = dataclasses.replace(params, function_tools=[])
-            delay_ms = int(run.call.get("delay_ms", 0) or 0)
+            run.offered = [t.name for t in params.function_tools]
+            delay_ms = int(run.turn.get("delay_ms", 0) or 0)
             if delay_ms:
-                await asyncio.sleep(delay_ms / 1000)
+                await _sleep(delay_ms / 1000)
             try:
                 response = await self.wrapped.request(messages, model_settings, params)
             except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
                 kind = model_error_kind(error) if self._handle_model_errors else None
                 if kind is None:
                     raise
-                event: dict[str, Any] = {"kind": kind[0]}
-                if kind[1] is not None:
-                    event["retry_after_ms"] = kind[1]
-                run.feed({"model_error": event})
+                run.verified(run.session.model_error(kind[0], kind[1], _now()))
                 continue
-            if not _empty(response):
-                run.call = {"delay_ms": 0, "tools": True}
+            step = run.reply(response)
+            if not step.get("drop_reply"):
                 return response
             # An empty reply: retried as the kernel says (it never enters the history), or the
             # run stops; a silent turn the kernel nudges goes on to the graph with its nudge.
-            run.feed(model_turn_event(response, offered=run.offered, output_tools=run.output_tools))
-            run.fed.add(id(response))
-            if not run.ended and (run.nudges or not run.retry):
+            if not run.session.ended and (step.get("nudges") or step.get("jump") != "model"):
                 return response
+            run.steps.pop(id(response), None)
 
 
 @dataclass
@@ -437,7 +354,7 @@ class TerminusCapability(AbstractCapability[Any]):
             ends the run with ``model_error``; any other exception propagates. With ``False``,
             every exception propagates.
 
-    Each run gets its own machine (``for_run``). Pydantic AI checks its ``request_limit``
+    Each run gets its own session (``for_run``). Pydantic AI checks its ``request_limit``
     (default 50) before any capability hook: use :class:`TerminusAgent`, or pass
     ``usage_limits=UsageLimits(request_limit=None)``, to leave the run's end to the kernel.
     """
@@ -456,7 +373,7 @@ class TerminusCapability(AbstractCapability[Any]):
         check_policy(dict(self.policy), "terminus_kernel.pydantic_ai")
 
     async def for_run(self, ctx: Any) -> TerminusCapability:
-        """A fresh instance with the run's machine (the task is the run's prompt)."""
+        """A fresh instance with the run's session (the task is the run's prompt)."""
         fresh = TerminusCapability(
             dict(self.policy or {}),
             verifier=self.verifier,
@@ -464,14 +381,9 @@ class TerminusCapability(AbstractCapability[Any]):
             id=self.id,
         )
         prompt = ctx.prompt if isinstance(ctx.prompt, str) else ""
-        policy = dict(self.policy or {})
-        fresh._run = _Run(
-            machine=Machine(policy, task=prompt),
-            started_ms=int(time.time() * 1000),
-            deadline=policy.get("deadline_ms") is not None,
-            verifier=self.verifier,
-        )
-        fresh._run.drain()  # the first command: call the model
+        task = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": prompt}]}
+        session, _ = Session.start(dict(self.policy or {}), [task], _now())
+        fresh._run = _Run(session=session, verifier=self.verifier, turn=session.turn())
         return fresh
 
     def _live(self) -> _Run:
@@ -487,102 +399,101 @@ class TerminusCapability(AbstractCapability[Any]):
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> AgentRunResult[Any]:
         """Runs the graph and returns its result with the kernel's report; a run the graph ended
-        while the kernel was live (an output tool, another capability) is cancelled."""
+        while the kernel was live (an output tool, another capability) is finished: the results
+        of its tool turn out, then cancelled."""
         result = await handler()
         run = self._live()
-        if not run.ended:
-            run.feed({"cancel": True})
+        if not run.session.ended:
+            messages = result.all_messages()
+            last = max(
+                (i for i, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1
+            )
+            run.session.finish([wire(m) for m in messages[last + 1 :]], _now())
         fields = {
             f.name: getattr(result, f.name) for f in dataclasses.fields(AgentRunResult) if f.init
         }
-        return TerminusRunResult(**fields, terminus=run.report)
+        return TerminusRunResult(**fields, terminus=run.report())
 
     async def wrap_node_run(self, ctx: Any, *, node: Any, handler: Any) -> Any:
-        """Feeds each model response, and the tool results after the tools ran, and carries out
-        the kernel's answer (see the module's documentation)."""
+        """Carries out the step of each model response, and feeds the tool results after the
+        tools ran (see the module's documentation)."""
         if not isinstance(node, CallToolsNode):
             return await handler(node)
         run = self._live()
         response = node.model_response
-        if run.ended:
-            if response is run.stand_in and ctx.messages and ctx.messages[-1] is response:
-                ctx.messages.pop()  # not the model's: no empty reply is left in the history
-            return run.end()
-        if id(response) not in run.fed:
-            run.awaiting = None
-            event = model_turn_event(response, offered=run.offered, output_tools=run.output_tools)
-            run.feed(event)
-            run.fed.add(id(response))
-        run.fed.discard(id(response))
+        step = run.steps.pop(id(response), None)
+        if step is None:
+            if run.session.ended:
+                if response is run.stand_in and ctx.messages and ctx.messages[-1] is response:
+                    ctx.messages.pop()  # not the model's: no empty reply is left in the history
+                return run.end()
+            step = run.reply(response)  # not through the model wrapper (a streamed response)
+            run.steps.pop(id(response), None)
         answers = [c for c in response.tool_calls if c.tool_name in run.output_tools]
-        if run.ended:
-            if (run.report or {}).get("outcome") == "complete" and len(answers) == len(
-                response.tool_calls
-            ):
+        if run.session.ended:
+            report = run.report() or {}
+            if report.get("outcome") == "complete" and len(answers) == len(response.tool_calls):
                 # The answer the kernel accepted: Pydantic AI makes it the run's output.
                 done = await handler(node)
                 return done if isinstance(done, End) else run.end()
-            self._answer_unrun(ctx, response)
+            # Each call gets an answer, so the history stays valid for a next run.
+            parts = _answers(step)
+            parts += [
+                ToolReturnPart(
+                    c.tool_name,
+                    f"Not run: the run stopped ({report.get('reason') or 'stopped'}).",
+                    tool_call_id=c.tool_call_id,
+                )
+                for c in answers
+            ]
+            if parts:
+                ctx.messages.append(ModelRequest(parts=parts))
             return run.end()
-        if run.awaiting is None:
-            # The kernel refused the stop (or retries a silent turn): the nudge goes to the model,
-            # after an answer to each output call it refused.
-            parts: list[Any] = [
+        if step.get("jump") != "tools":
+            # The kernel refused the stop (or retries a silent turn, or answered every call):
+            # the nudge goes to the model, after an answer to each output call it refused.
+            parts = [
                 ToolReturnPart(c.tool_name, "Not accepted yet.", tool_call_id=c.tool_call_id)
                 for c in answers
             ]
-            parts += [UserPromptPart(text) for text in run.nudges]
-            return ModelRequestNode(ModelRequest(parts=parts))
-        if run.written is not None:
+            request = ModelRequest(parts=[*parts, *_answers(step)])
+            if run.session.batch_out:
+                return self._results(ctx, ModelRequestNode(request))
+            nudges = [UserPromptPart(text) for text in step.get("nudges", ())]
+            return ModelRequestNode(ModelRequest(parts=[*request.parts, *nudges]))
+        written = step.get("written")
+        if written is not None:
             # The model wrote its calls in its text: the reply becomes a tool turn.
-            prose, calls = run.written
-            written: list[Any] = [TextPart(prose)] if prose else []
-            written += [
+            parts = [TextPart(written["text"])] if written["text"] else []
+            parts += [
                 ToolCallPart(c["name"], c.get("arguments") or {}, tool_call_id=str(c["id"]))
-                for c in calls
+                for c in written["tool_calls"]
             ]
-            response = dataclasses.replace(response, parts=written)
+            response = dataclasses.replace(response, parts=parts)
             if ctx.messages and ctx.messages[-1] is node.model_response:
                 ctx.messages[-1] = response
             node = CallToolsNode(response)
-        awaiting = run.awaiting
         following = await handler(node)
-        run.awaiting = None
         if not isinstance(following, ModelRequestNode):
             return following
-        run.feed(tool_results_event(following.request, awaiting))
-        if run.ended:
-            # The stop decided on the results: the model is not called again. The results stay
-            # in the history, so every call of the last reply has its answer.
+        return self._results(ctx, following)
+
+    def _results(self, ctx: Any, following: ModelRequestNode[Any, Any]) -> Any:
+        """Feeds the tool turn's results (the request that answers it) and carries out the step:
+        a stop ends the run there (the results stay in the history, so every call of the last
+        reply has its answer), else the kernel's warnings, notices and nudges go with them."""
+        run = self._live()
+        step = run.verified(run.session.results([wire(following.request)], _now()))
+        if run.session.ended:
             ctx.messages.append(following.request)
             return run.end()
-        extra = [UserPromptPart(text) for text in [*run.warnings_out, *run.notices, *run.nudges]]
+        texts = [*run.warnings_out, *step.get("notices", ()), *step.get("nudges", ())]
         run.warnings_out = []
-        if extra:
-            request = dataclasses.replace(
-                following.request, parts=[*following.request.parts, *extra]
-            )
-            return ModelRequestNode(request)
-        return following
-
-    def _answer_unrun(self, ctx: Any, response: ModelResponse) -> None:
-        """The run stopped on a tool turn: each call gets an answer, so the history stays valid
-        for a next run."""
-        calls = response.tool_calls
-        if not calls:
-            return
-        reason = (self._live().report or {}).get("reason") or "stopped"
-        ctx.messages.append(
-            ModelRequest(
-                parts=[
-                    ToolReturnPart(
-                        c.tool_name,
-                        f"Not run: the run stopped ({reason}).",
-                        tool_call_id=c.tool_call_id,
-                    )
-                    for c in calls
-                ]
-            )
+        if not texts:
+            return following
+        parts = [*following.request.parts, *(UserPromptPart(text) for text in texts)]
+        return dataclasses.replace(
+            following, request=dataclasses.replace(following.request, parts=parts)
         )
 
     async def wrap_tool_execute(
@@ -591,16 +502,29 @@ class TerminusCapability(AbstractCapability[Any]):
         """Answers a call the kernel refused with its refusal (the tool does not run); runs any
         other, with the kernel's budget warning appended to a text result."""
         run = self._live()
-        refusal = run.refused.get(call.tool_call_id)
-        if refusal is not None:
-            return refusal
+        gate = Session.gate(run.turn, call.tool_call_id, call.tool_name, True)
+        if gate.get("refuse") is not None:
+            return gate["refuse"]["content"]
         result = await handler(args)
-        warning = run.warnings.get(call.tool_call_id)
+        warning = (gate.get("run") or {}).get("warning")
         if warning is not None and isinstance(result, str):
             return f"{result}\n\n{warning}" if result else warning
         if warning is not None:
             run.warnings_out.append(warning)
         return result
+
+
+def _answers(step: Mapping[str, Any]) -> list[ToolReturnPart]:
+    """The step's answers to calls (not run), as tool returns."""
+    return [
+        ToolReturnPart(
+            a["name"],
+            a["content"],
+            tool_call_id=a["tool_call_id"],
+            metadata={ERROR_KIND: a["error"]} if a.get("error") else None,
+        )
+        for a in step.get("answers", ())
+    ]
 
 
 TOOL_RETRIES = 1_000_000
