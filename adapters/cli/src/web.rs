@@ -398,7 +398,9 @@ impl Job {
             .await
             .map_err(|e| failed("unavailable", e.to_string()))?;
         let shared = Arc::new(Mutex::new(state));
+        let stream = Stream::new(self.out.clone(), Arc::clone(&shared));
         let run = live
+            .streaming(stream.text_sink())
             .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
             .store(Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>)
             // The system prompt is the journal's (as `terminus resume` takes it).
@@ -406,7 +408,7 @@ impl Job {
                 system_prompt: None,
                 ..live.runtime(self.lease)
             })
-            .observer(Stream::new(self.out.clone(), Arc::clone(&shared)));
+            .observer(stream);
         eprintln!("terminus: thread {execution}: resumed ({})", self.agent);
         let result = run.execute().await;
         mcp.shutdown().await;
@@ -518,7 +520,9 @@ impl Job {
         let mut host = stored.host_data();
         host["served_as"] = json!(self.agent);
         let shared = Arc::new(Mutex::new(state));
+        let stream = Stream::new(self.out.clone(), Arc::clone(&shared));
         let run = live
+            .streaming(stream.text_sink())
             .run(
                 |model| {
                     Run::new(task, policy, model)
@@ -531,7 +535,7 @@ impl Job {
             .store(Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>)
             .host_data(host)
             .config(live.runtime(self.lease))
-            .observer(Stream::new(self.out.clone(), Arc::clone(&shared)));
+            .observer(stream);
         eprintln!("terminus: thread {execution}: started ({})", self.agent);
         let result = run.execute().await;
         mcp.shutdown().await;
