@@ -9,6 +9,7 @@ is the SDK's ``RunAgentInput``. Prints one JSON line: what a test asserts on
 (adapters/cli/tests/serve.rs).
 
     python client.py URL KEY THREAD TASK [ANSWERS]
+    python client.py --runs KEY RUNS
 """
 
 import json
@@ -60,7 +61,41 @@ def kind_of(interrupt) -> str | None:
     return ((interrupt.metadata or {}).get("terminus") or {}).get("kind")
 
 
+def end(event) -> dict:
+    """How a run ended: the last event's type, and its code or the report's reason."""
+    result = getattr(event, "result", None)
+    return {
+        "type": event.type.value,
+        "code": getattr(event, "code", None),
+        "reason": result.get("report", {}).get("reason") if isinstance(result, dict) else None,
+    }
+
+
+def each(key: str, runs: list) -> None:
+    """``--runs KEY RUNS``: each of RUNS (a JSON list of ``{url, thread, task}``) once on a new
+    thread; prints, for each, the event types and how it ended."""
+    out = []
+    for item in runs:
+        messages = [UserMessage(id="u1", role="user", content=item["task"])]
+        events = run(
+            item["url"],
+            key,
+            RunAgentInput(thread_id=item["thread"], run_id=f"py-{item['thread']}", messages=messages),
+        )
+        out.append(
+            {
+                "thread": item["thread"],
+                "types": [e.type.value for e in events],
+                "last": end(events[-1]),
+            }
+        )
+    print(json.dumps(out))
+
+
 def main() -> None:
+    if sys.argv[1] == "--runs":
+        each(sys.argv[2], json.loads(sys.argv[3]))
+        return
     url, key, thread, task = sys.argv[1:5]
     answers = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {"approval": {"approved": True}}
     messages = [UserMessage(id="u1", role="user", content=task)]

@@ -55,10 +55,14 @@ impl Serve {
     /// Starts `terminus serve --agent architect=CONFIG --journal JOURNAL` on a free port of
     /// loopback, with `extra` arguments, and waits for its "serving" line.
     fn start(config: &str, journal: &str, extra: &[&str]) -> Serve {
+        Serve::agents(&[format!("architect={config}")], journal, extra)
+    }
+
+    /// Starts `terminus serve` with each of `agents` (`NAME=FILE`) on `journal`.
+    fn agents(agents: &[String], journal: &str, extra: &[&str]) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_terminus"))
             .args(["serve", "--bind", "127.0.0.1:0", "--journal", journal])
-            .arg("--agent")
-            .arg(format!("architect={config}"))
+            .args(agents.iter().flat_map(|a| ["--agent", a.as_str()]))
             .args(extra)
             .env("TERMINUS_TEST_KEY", KEY)
             .env("TERMINUS_SERVE_KEY", SERVE_KEY)
@@ -1421,4 +1425,95 @@ async fn every_held_kind_round_trips_through_resume_with_the_official_clients() 
         );
     }
     assert_eq!(setup.fixture.requests().len(), 4);
+}
+
+/// The conformance scenarios (`spec/scenarios/*.json`), each served as an agent of its own
+/// (`--agent NAME=FILE.json`: its scripted model and tools, its policy) and run with its task by
+/// both official clients, every event parsed by each: each run ends as the scenario's `expect`
+/// says, `RUN_FINISHED` with the report's reason for a complete one, `RUN_ERROR` whose `code`
+/// is the stop reason for an aborted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_clients_parse_every_conformance_scenarios_run() {
+    let Some(agui) = agui() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/scenarios");
+    let mut scenarios: Vec<(String, Value, String)> = std::fs::read_dir(&suite)
+        .expect("the suite")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|path| {
+            let file: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("readable"))
+                    .expect("JSON");
+            let name = path
+                .file_stem()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, file, path.to_string_lossy().into_owned())
+        })
+        .collect();
+    scenarios.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(scenarios.len() > 40, "{}", scenarios.len());
+    let agents: Vec<String> = scenarios
+        .iter()
+        .map(|(name, _, path)| format!("{name}={path}"))
+        .collect();
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let serve = Serve::agents(&agents, &journal, &["--key-env", "TERMINUS_SERVE_KEY"]);
+    for js in [true, false] {
+        let who = if js { "js" } else { "py" };
+        let runs: Vec<Value> = scenarios
+            .iter()
+            .map(|(name, file, _)| {
+                json!({ "url": format!("{}/agents/{name}", serve.url),
+                        "thread": format!("{who}-{name}"), "task": file["task"] })
+            })
+            .collect();
+        let runs = Value::Array(runs).to_string();
+        let (folder, python) = &agui;
+        let out = if js {
+            tokio::process::Command::new("node")
+                .arg(folder.join("client.mjs"))
+                .args(["--runs", SERVE_KEY, &runs])
+                .current_dir(folder)
+                .output()
+                .await
+        } else {
+            tokio::process::Command::new(python)
+                .arg(folder.join("client.py"))
+                .args(["--runs", SERVE_KEY, &runs])
+                .output()
+                .await
+        }
+        .expect("the client runs");
+        let out = client_output(&out, who);
+        let ran = out.as_array().expect("one entry per scenario");
+        assert_eq!(ran.len(), scenarios.len());
+        for ((name, file, _), run) in scenarios.iter().zip(ran) {
+            let expect = &file["expect"];
+            let last = &run["last"];
+            assert_eq!(run["types"][0], "RUN_STARTED", "{name}");
+            let reason = if expect["outcome"] == "complete" {
+                assert_eq!(
+                    last["type"],
+                    "RUN_FINISHED",
+                    "{who} {name}: {run}\n{}",
+                    serve.log()
+                );
+                &last["reason"]
+            } else {
+                assert_eq!(
+                    last["type"],
+                    "RUN_ERROR",
+                    "{who} {name}: {run}\n{}",
+                    serve.log()
+                );
+                &last["code"]
+            };
+            if !expect["reason"].is_null() {
+                assert_eq!(reason, &expect["reason"], "{who} {name}: {run}");
+            }
+        }
+    }
 }
