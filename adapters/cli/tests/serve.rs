@@ -1517,3 +1517,67 @@ async fn the_official_clients_parse_every_conformance_scenarios_run() {
         }
     }
 }
+
+/// A real model server (llama.cpp's `llama-server` with SmolLM2-135M, installed by
+/// `.ci/peers.sh`), streaming: its reply reaches the client as more than one
+/// `TEXT_MESSAGE_CONTENT` of one message, and the pieces make the turn the journal keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_model_servers_reply_streams_in_pieces() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some(llama) = terminus_fixture::LlamaServer::start(&peers, dir.path(), &Default::default())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "llama-server is not installed in {} (.ci/peers.sh installs it)",
+            peers.display()
+        );
+        eprintln!("skipped: llama-server is not installed");
+        return;
+    };
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "system_prompt = \"Answer in one short sentence.\"\n\
+             [model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"smollm2\"\n\
+             stream = true\ntimeout_ms = 60000\nmax_output_tokens = 32\n\
+             [policy]\nmax_steps = 6\nmax_model_calls = 2\nmax_nudges = 1\n",
+            llama.url()
+        ),
+    )
+    .expect("write the config");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let serve = Serve::start(&config.to_string_lossy(), &journal, &[]);
+    let mut first = input("llama-1", "run-1");
+    first["messages"][0]["content"] = json!("What colour is the sky?");
+    let events = serve.run(&first).await;
+    check_lifecycle(&events, "llama-1", "run-1");
+    let id = events
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_START")
+        .map(|e| e["messageId"].clone())
+        .unwrap_or_else(|| panic!("a text message: {:?}\n{}", types(&events), llama.log()));
+    let pieces: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id)
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(pieces.len() > 1, "{pieces:?}");
+    let records = Journal::Sqlite(PathBuf::from(&journal))
+        .open()
+        .await
+        .records("llama-1")
+        .await
+        .expect("readable");
+    let turn = records
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::Assistant(turn) if json!(format!("msg-{}", r.key.checkpoint)) == id => {
+                Some(turn.text.clone())
+            }
+            _ => None,
+        })
+        .expect("the turn in the journal");
+    assert_eq!(pieces.concat(), turn);
+}
