@@ -1581,3 +1581,65 @@ async fn a_real_model_servers_reply_streams_in_pieces() {
         .expect("the turn in the journal");
     assert_eq!(pieces.concat(), turn);
 }
+
+/// Runs `first` on a server of `setup` to its one interrupt, then kills the server (`SIGKILL`)
+/// with the call held: the interrupt's id and kind.
+async fn killed_at_the_interrupt(setup: &Setup, first: &Value) -> (String, Value) {
+    let mut serve = setup.serve();
+    let events = serve.run(first).await;
+    let finished = events.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{}", serve.log());
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    serve.child.kill().expect("SIGKILL");
+    serve.child.wait().expect("reaped");
+    (
+        interrupt["id"].as_str().expect("an id").to_owned(),
+        interrupt["metadata"]["terminus"]["kind"].clone(),
+    )
+}
+
+/// `input` on `thread` with `resume` answering call `id` with `payload`.
+fn answering(thread: &str, id: &str, payload: Value) -> Value {
+    let mut input = input(thread, "run-b");
+    input["resume"] = json!([{ "interruptId": id, "status": "resolved", "payload": payload }]);
+    input
+}
+
+/// A crash of `terminus serve` while a deferred call or a question is held loses nothing: a new
+/// server on the same journal takes the answer through `resume`, and the answer reaches the
+/// call once (the deferred call's one result; the tool acting once on the question's answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_calls_and_questions_survive_a_killed_server() {
+    let Some(peers) = peers::dir() else { return };
+    let setup = Setup::serving(&peers, "deferred = [\"list_directory\"]\n", 1).await;
+    let (id, kind) = killed_at_the_interrupt(&setup, &input("deferred-1", "run-a")).await;
+    assert_eq!(kind, "deferred");
+    let again = setup.serve();
+    let payload = json!({ "result": "[FILE] lib.rs" });
+    let events = again.run(&answering("deferred-1", &id, payload)).await;
+    check_lifecycle(&events, "deferred-1", "run-b");
+    let last = events.last().expect("events");
+    assert_eq!(last["outcome"]["type"], "success", "{}", again.log());
+    assert_eq!(setup.intents_and_results("deferred-1", &id).await.1, 1);
+    assert_eq!(setup.fixture.requests().len(), 6);
+
+    let setup = Setup::asking(&peers, 1).await;
+    let mut first = input("asked-1", "run-a");
+    first["messages"][0]["content"] = json!("Delete the main branch.");
+    let (id, kind) = killed_at_the_interrupt(&setup, &first).await;
+    assert_eq!(kind, "elicitation");
+    assert_eq!(std::fs::read_to_string(&setup.plan).unwrap_or_default(), "");
+    let again = setup.serve();
+    let payload = json!({ "confirm": true, "reason": "merged" });
+    let mut answer = answering("asked-1", &id, payload);
+    answer["messages"][0]["content"] = json!("Delete the main branch.");
+    let events = again.run(&answer).await;
+    check_lifecycle(&events, "asked-1", "run-b");
+    let last = events.last().expect("events");
+    assert_eq!(last["outcome"]["type"], "success", "{}", again.log());
+    assert_eq!(
+        std::fs::read_to_string(&setup.plan).expect("the log"),
+        "deleted main (merged)\n"
+    );
+    assert_eq!(setup.fixture.requests().len(), 2);
+}
