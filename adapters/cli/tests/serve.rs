@@ -1036,7 +1036,9 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
     let Some((folder, _)) = agui() else {
         return;
     };
-    let setup = Setup::new(&peers, true).await;
+    // The replies stream: the page shows each message as its pieces arrive.
+    let streamed = Some((8, std::time::Duration::from_millis(20)));
+    let setup = Setup::architect(&peers, APPROVAL, 1, streamed).await;
     let serve = setup.serve();
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/agui-screenshots");
     std::fs::create_dir_all(&shots).expect("a folder for the screenshots");
@@ -1089,6 +1091,23 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
         "{page}"
     );
     assert_eq!(end["calls"], 4);
+    // Each streamed message whole, in one place, in the step that took it.
+    let mut texts: Vec<&str> = end["texts"]
+        .as_array()
+        .expect("texts")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    texts.sort_unstable();
+    assert_eq!(
+        texts,
+        [
+            "I will now write the plan.",
+            LISTING,
+            "Plan written to plan.md."
+        ],
+        "{page}"
+    );
     assert!(
         end["budgets"].as_array().expect("budgets").iter().any(|b| b
             .as_str()
