@@ -1583,6 +1583,7 @@ async fn a_real_model_servers_reply_streams_in_pieces() {
         .filter_map(|e| e["delta"].as_str())
         .collect();
     assert!(pieces.len() > 1, "{pieces:?}");
+    eprintln!("llama-server's reply: {} pieces", pieces.len());
     let records = Journal::Sqlite(PathBuf::from(&journal))
         .open()
         .await
