@@ -69,6 +69,7 @@ try {
     thread: (await page.locator("#thread").textContent()).replace(/^thread /, ""),
     steps: await page.locator("#steps > li .rule").allTextContents(),
     calls: await page.locator("#steps .call[data-id]").count(),
+    texts: await page.locator("#steps .text").allTextContents(),
     budgets: await page.locator(".budget span").allTextContents(),
   };
   console.log(JSON.stringify({ agents, held, end, problems, outside }));

@@ -1,12 +1,15 @@
 """The AG-UI Python SDK (``ag-ui-protocol``) on ``terminus serve``.
 
-Runs the architect on a new thread to its interrupt, approves the held call through
-``resume``, and runs it to its end. Every event of both streams is parsed with the SDK's
-``Event`` union (a discriminated pydantic model, so an event of an unknown type or with a field
-of the wrong type is refused), and both requests are the SDK's ``RunAgentInput``. Prints one
-JSON line: what a test asserts on (adapters/cli/tests/serve.rs).
+Runs an agent on a new thread; while a run finishes with interrupts, answers each through
+``resume`` with the payload ANSWERS gives for its kind (``metadata.terminus.kind``: approval,
+deferred or elicitation; default ``{"approval": {"approved": true}}``) and runs again. Every
+event of every stream is parsed with the SDK's ``Event`` union (a discriminated pydantic model,
+so an event of an unknown type or with a field of the wrong type is refused), and every request
+is the SDK's ``RunAgentInput``. Prints one JSON line: what a test asserts on
+(adapters/cli/tests/serve.rs).
 
-    python client.py URL KEY THREAD TASK
+    python client.py URL KEY THREAD TASK [ANSWERS]
+    python client.py --runs KEY RUNS
 """
 
 import json
@@ -54,36 +57,95 @@ def run(url: str, key: str, run_input: RunAgentInput) -> list:
     return events
 
 
+def kind_of(interrupt) -> str | None:
+    return ((interrupt.metadata or {}).get("terminus") or {}).get("kind")
+
+
+def end(event) -> dict:
+    """How a run ended: the last event's type, and its code or the report's reason."""
+    result = getattr(event, "result", None)
+    return {
+        "type": event.type.value,
+        "code": getattr(event, "code", None),
+        "reason": result.get("report", {}).get("reason") if isinstance(result, dict) else None,
+    }
+
+
+def each(key: str, runs: list) -> None:
+    """``--runs KEY RUNS``: each of RUNS (a JSON list of ``{url, thread, task}``) once on a new
+    thread; prints, for each, the event types and how it ended."""
+    out = []
+    for item in runs:
+        messages = [UserMessage(id="u1", role="user", content=item["task"])]
+        events = run(
+            item["url"],
+            key,
+            RunAgentInput(thread_id=item["thread"], run_id=f"py-{item['thread']}", messages=messages),
+        )
+        out.append(
+            {
+                "thread": item["thread"],
+                "types": [e.type.value for e in events],
+                "last": end(events[-1]),
+            }
+        )
+    print(json.dumps(out))
+
+
 def main() -> None:
+    if sys.argv[1] == "--runs":
+        each(sys.argv[2], json.loads(sys.argv[3]))
+        return
     url, key, thread, task = sys.argv[1:5]
+    answers = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {"approval": {"approved": True}}
     messages = [UserMessage(id="u1", role="user", content=task)]
-    first = run(url, key, RunAgentInput(thread_id=thread, run_id="py-1", messages=messages))
-    finished = first[-1]
-    if not isinstance(finished, RunFinishedEvent) or finished.outcome is None:
-        raise SystemExit(f"the first run did not finish: {finished!r}")
-    interrupts = finished.outcome.interrupts
-    resume = [
-        ResumeEntry(interrupt_id=i.id, status="resolved", payload={"approved": True})
-        for i in interrupts
-    ]
-    second = run(
-        url,
-        key,
-        RunAgentInput(thread_id=thread, run_id="py-2", messages=messages, resume=resume),
-    )
-    last = second[-1]
-    results = [e.tool_call_id for e in second if e.type == EventType.TOOL_CALL_RESULT]
+    runs, asked, resume = [], [], None
+    for n in range(1, 6):
+        events = run(
+            url,
+            key,
+            RunAgentInput(thread_id=thread, run_id=f"py-{n}", messages=messages, resume=resume),
+        )
+        runs.append(events)
+        last = events[-1]
+        if not isinstance(last, RunFinishedEvent):
+            raise SystemExit(f"run {n} did not finish: {last!r}")
+        if last.outcome is None or last.outcome.type != "interrupt":
+            break
+        interrupts = last.outcome.interrupts
+        asked += interrupts
+        resume = [
+            ResumeEntry(interrupt_id=i.id, status="resolved", payload=answers[kind_of(i)])
+            for i in interrupts
+        ]
+    last = runs[-1][-1]
+    contents: dict[str, int] = {}
+    for event in (e for events in runs for e in events):
+        if event.type == EventType.TEXT_MESSAGE_CONTENT:
+            contents[event.message_id] = contents.get(event.message_id, 0) + 1
     print(
         json.dumps(
             {
-                "runs": [[e.type.value for e in first], [e.type.value for e in second]],
+                "runs": [[e.type.value for e in events] for events in runs],
                 "interrupts": [
-                    {"id": i.id, "reason": i.reason, "toolCallId": i.tool_call_id}
-                    for i in interrupts
+                    {
+                        "id": i.id,
+                        "reason": i.reason,
+                        "toolCallId": i.tool_call_id,
+                        "kind": kind_of(i),
+                        "message": i.message,
+                    }
+                    for i in asked
                 ],
-                "outcome": last.outcome.type if isinstance(last, RunFinishedEvent) else None,
-                "result": last.result if isinstance(last, RunFinishedEvent) else None,
-                "results": results,
+                "contents": contents,
+                "outcome": last.outcome.type if last.outcome else None,
+                "result": last.result,
+                "results": [
+                    e.tool_call_id
+                    for events in runs[1:]
+                    for e in events
+                    if e.type == EventType.TOOL_CALL_RESULT
+                ],
             }
         )
     )

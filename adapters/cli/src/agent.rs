@@ -86,6 +86,7 @@ impl StoredAgent {
 }
 
 /// What a live run is built from: the checked config and the clients that need no server.
+#[derive(Clone)]
 pub(crate) struct LiveAgent {
     file: String,
     config: AgentConfig,
@@ -139,6 +140,15 @@ impl LiveAgent {
             context,
             system_prompt,
         })
+    }
+
+    /// This agent, its model giving each turn's text to `sink` while the reply streams
+    /// (`terminus serve` sends it on as it comes).
+    pub(crate) fn streaming(&self, sink: terminus_llm::TextSink) -> LiveAgent {
+        LiveAgent {
+            model: Arc::new(self.model.with_text(sink)),
+            ..self.clone()
+        }
     }
 
     /// The config file, for messages.

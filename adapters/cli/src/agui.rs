@@ -505,22 +505,42 @@ fn push_pointer(path: &mut String, key: &str) {
 /// the rule that fired), the model's text and tool calls or the tool results the step was fed,
 /// `STATE_DELTA` when the state changed, `STEP_FINISHED`. What a step saw is held until its
 /// transition is reported ([`Observer::on_transition`]), after its entries went to the journal.
+///
+/// The model's text, when its reply streams, goes out as it arrives ([`Stream::text_sink`]):
+/// `TEXT_MESSAGE_START` at its first piece, a `TEXT_MESSAGE_CONTENT` per piece, and
+/// `TEXT_MESSAGE_END` once the kernel has taken the turn (before the turn's step), or the
+/// failure that cut it (a retried call streams a new message).
 pub(crate) struct Stream {
     out: UnboundedSender<String>,
     state: Arc<Mutex<RunState>>,
     held: Vec<Value>,
     parts: Parts,
+    live: Arc<Mutex<LiveText>>,
+}
+
+/// The text message a streaming reply is writing, shared by the observer and the model's sink.
+#[derive(Debug, Default)]
+struct LiveText {
+    /// The steps the machine has taken: the turn being streamed will be the next one.
+    steps: u32,
+    /// The message being streamed (its id), from its first piece until the kernel takes the turn.
+    open: Option<String>,
 }
 
 impl Stream {
     /// Streams into `out`, from `state` (already sent as the snapshot), which it keeps up to
     /// date for whoever shares it (the end of the stream is written from it).
     pub(crate) fn new(out: UnboundedSender<String>, state: Arc<Mutex<RunState>>) -> Stream {
+        let steps = lock(&state).value["step"]
+            .as_u64()
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(0);
         Stream {
             out,
             state,
             held: Vec::new(),
             parts: Parts::default(),
+            live: Arc::new(Mutex::new(LiveText { steps, open: None })),
         }
     }
 
@@ -528,15 +548,51 @@ impl Stream {
         // A closed stream is a client that left: the run goes on, journaled.
         let _ = self.out.send(sse(event));
     }
+
+    /// Where the model gives a turn's text while its reply streams: the first piece opens the
+    /// message (`msg-STEP`, the step the turn will be), each piece is a `TEXT_MESSAGE_CONTENT`.
+    pub(crate) fn text_sink(&self) -> terminus_llm::TextSink {
+        let out = self.out.clone();
+        let live = Arc::clone(&self.live);
+        Arc::new(move |piece: &str| {
+            let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+            let send = |event: Value| {
+                let _ = out.send(sse(&event));
+            };
+            let id = match &live.open {
+                Some(id) => id.clone(),
+                None => {
+                    let id = format!("msg-{}", live.steps.saturating_add(1));
+                    send(
+                        json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" }),
+                    );
+                    live.open = Some(id.clone());
+                    id
+                }
+            };
+            send(json!({ "type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": piece }));
+        })
+    }
+
+    /// Ends the message being streamed, if one is: its id.
+    fn end_streamed(&self, steps: u32) -> Option<String> {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.steps = steps;
+        let id = live.open.take()?;
+        self.send(&json!({ "type": "TEXT_MESSAGE_END", "messageId": id }));
+        Some(id)
+    }
 }
 
 impl Observer for Stream {
     fn on_event(&mut self, event: &Entry, machine: &Machine) {
         let step = machine.stats().steps;
+        // A streamed text ends as the kernel takes the turn, or whatever cut it short.
+        let streamed = self.end_streamed(step);
         match event {
             Entry::Assistant(turn) => {
-                let message_id = format!("msg-{step}");
-                if !turn.text.is_empty() {
+                let message_id = streamed.clone().unwrap_or_else(|| format!("msg-{step}"));
+                if streamed.is_none() && !turn.text.is_empty() {
                     self.held.extend([
                         json!({ "type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant" }),
                         json!({ "type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": turn.text }),
@@ -599,6 +655,10 @@ impl Observer for Stream {
             self.send(&json!({ "type": "STATE_DELTA", "delta": patch }));
         }
         self.send(&json!({ "type": "STEP_FINISHED", "stepName": step_name }));
+    }
+
+    fn on_stop(&mut self, report: &Report) {
+        self.end_streamed(report.steps);
     }
 }
 

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use terminus_kernel::{Decision, Record, recover};
 use terminus_runtime::{HeldState, Run, RunError, RuntimeConfig, Store};
+use terminus_scenario::Scenario;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The largest request body read (a `RunAgentInput` carries the conversation).
@@ -40,9 +41,10 @@ pub(crate) struct ServeArgs {
     /// Where the endpoint listens (HTTP/1.1).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     bind: SocketAddr,
-    /// A live agent the endpoint serves under NAME (repeatable, at least one):
-    /// `POST /agents/NAME` runs it. The config is read and checked at start.
-    #[arg(long = "agent", value_name = "NAME=CONFIG.toml", required = true,
+    /// An agent the endpoint serves under NAME (repeatable, at least one):
+    /// `POST /agents/NAME` runs it. A live agent's config (TOML), or a scenario file (`.json`:
+    /// its scripted model and tools, its policy). Each is read and checked at start.
+    #[arg(long = "agent", value_name = "NAME=CONFIG.toml|SCENARIO.json", required = true,
           value_parser = crate::serve::parse_named_agent)]
     agents: Vec<(String, PathBuf)>,
     #[command(flatten)]
@@ -54,10 +56,83 @@ pub(crate) struct ServeArgs {
     key_env: Option<String>,
 }
 
-/// A served agent: its config as read at start, and the adapters built from it.
-struct Agent {
-    stored: StoredAgent,
-    live: LiveAgent,
+/// A served agent, as read at start.
+enum Agent {
+    /// A live config: a real model and its MCP servers.
+    Live {
+        stored: StoredAgent,
+        live: Box<LiveAgent>,
+    },
+    /// A scenario file (`NAME=FILE.json`): its scripted model and tools and its policy, for a
+    /// task a request gives. The conformance scenarios' runs, served.
+    Scenario {
+        scenario: Box<Scenario>,
+        /// The file as JSON, kept with each execution (as `terminus run` keeps it).
+        json: Value,
+    },
+}
+
+impl Agent {
+    /// Reads the config or scenario at `path`, served as `name`.
+    fn read(name: &str, path: &std::path::Path) -> Result<Agent, CliError> {
+        let flag = || format!("--agent {name}");
+        if path.extension().is_some_and(|x| x == "json") {
+            let scenario =
+                Scenario::load(path).map_err(|e| CliError::Invalid(format!("{}: {e}", flag())))?;
+            let json = crate::common::scenario_json(path).ok_or_else(|| {
+                CliError::Invalid(format!("{}: {}: not JSON", flag(), path.display()))
+            })?;
+            return Ok(Agent::Scenario {
+                scenario: Box::new(scenario),
+                json,
+            });
+        }
+        let stored = StoredAgent::read(path).map_err(|e| e.context(flag()))?;
+        let live = LiveAgent::new(&stored).map_err(|e| e.context(flag()))?;
+        Ok(Agent::Live {
+            stored,
+            live: Box::new(live),
+        })
+    }
+
+    fn policy(&self) -> &terminus_kernel::Policy {
+        match self {
+            Agent::Live { live, .. } => live.policy(),
+            Agent::Scenario { scenario, .. } => scenario.policy(),
+        }
+    }
+
+    /// What an execution this agent starts keeps of it, served as `name`.
+    fn host_data(&self, name: &str) -> Value {
+        let mut host = match self {
+            Agent::Live { stored, .. } => stored.host_data(),
+            Agent::Scenario { json, .. } => json!({ "scenario": json }),
+        };
+        host["served_as"] = json!(name);
+        host
+    }
+
+    /// Whether an execution whose host data is `host` is one this agent, served as `name`,
+    /// started: the same name and the same config (or scenario).
+    fn started(&self, name: &str, host: Option<&Value>) -> bool {
+        let Some(host) = host else { return false };
+        host.get("served_as").and_then(Value::as_str) == Some(name)
+            && match self {
+                Agent::Live { stored, .. } => {
+                    host.pointer("/agent/config").and_then(Value::as_str)
+                        == Some(stored.config.as_str())
+                }
+                Agent::Scenario { json, .. } => host.get("scenario") == Some(json),
+            }
+    }
+}
+
+/// How a job's run begins: a new execution, or the journal's.
+enum Start {
+    /// A new execution of the task, under the agent's policy.
+    Fresh(String),
+    /// The journal's execution, going on.
+    Resume,
 }
 
 /// What every request shares.
@@ -74,13 +149,8 @@ type Body = BoxBody<Bytes, Infallible>;
 pub(crate) async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     let mut agents = BTreeMap::new();
     for (name, path) in &args.agents {
-        let flag = || format!("--agent {name}");
-        let stored = StoredAgent::read(path).map_err(|e| e.context(flag()))?;
-        let live = LiveAgent::new(&stored).map_err(|e| e.context(flag()))?;
-        if agents
-            .insert(name.clone(), Arc::new(Agent { stored, live }))
-            .is_some()
-        {
+        let agent = Agent::read(name, path)?;
+        if agents.insert(name.clone(), Arc::new(agent)).is_some() {
             return Err(CliError::Invalid(format!(
                 "--agent {name}: the name is given twice"
             )));
@@ -279,7 +349,7 @@ fn start(served: &Served, name: String, agent: Arc<Agent>, input: RunInput) -> R
     };
     // The run is a task of its own, so a client that leaves does not stop it (it is journaled,
     // and the next input on its thread shows its end).
-    tokio::spawn(async move { job.run(&agent.stored, &agent.live).await });
+    tokio::spawn(async move { job.run(&agent).await });
     let stream = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
             .map(|event| event.map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e)))))
@@ -322,8 +392,8 @@ impl Job {
         self.send(&json!({ "type": "RUN_ERROR", "message": message, "code": code }));
     }
 
-    async fn run(&self, stored: &StoredAgent, live: &LiveAgent) {
-        if let Err(e) = self.go(stored, live).await {
+    async fn run(&self, agent: &Agent) {
+        if let Err(e) = self.go(agent).await {
             eprintln!(
                 "terminus: thread {}: {}: {}",
                 self.input.thread_id, e.code, e.message
@@ -336,22 +406,13 @@ impl Job {
         &self.input.thread_id
     }
 
-    async fn go(&self, stored: &StoredAgent, live: &LiveAgent) -> Result<(), Failed> {
+    async fn go(&self, agent: &Agent) -> Result<(), Failed> {
         let execution = self.execution();
         let store_error = |e: terminus_runtime::StoreError| failed("store", e.to_string());
         let Some(spec) = self.store.spec(execution).await.map_err(store_error)? else {
-            return self.fresh(stored, live).await;
+            return self.fresh(agent).await;
         };
-        let host = spec.host.as_ref();
-        let ours = host
-            .and_then(|h| h.get("served_as"))
-            .and_then(Value::as_str)
-            == Some(self.agent.as_str())
-            && host
-                .and_then(|h| h.pointer("/agent/config"))
-                .and_then(Value::as_str)
-                == Some(stored.config.as_str());
-        if !ours {
+        if !agent.started(&self.agent, spec.host.as_ref()) {
             return Err(failed(
                 "thread_of_another_agent",
                 format!(
@@ -393,23 +454,75 @@ impl Job {
                 .map_err(|e| failed("decision_conflict", e.to_string()))?;
         }
         self.send(&json!({ "type": "STATE_SNAPSHOT", "snapshot": state.value() }));
-        let mcp = live
-            .connect()
-            .await
-            .map_err(|e| failed("unavailable", e.to_string()))?;
-        let shared = Arc::new(Mutex::new(state));
-        let run = live
-            .run(|model| Run::resume(execution.to_owned(), model), &mcp, None)
-            .store(Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>)
-            // The system prompt is the journal's (as `terminus resume` takes it).
-            .config(RuntimeConfig {
-                system_prompt: None,
-                ..live.runtime(self.lease)
-            })
-            .observer(Stream::new(self.out.clone(), Arc::clone(&shared)));
         eprintln!("terminus: thread {execution}: resumed ({})", self.agent);
-        let result = run.execute().await;
-        mcp.shutdown().await;
+        self.execute(agent, Start::Resume, state).await
+    }
+
+    /// Runs `agent` from `start`, streaming its steps from `state` (sent as the snapshot), and
+    /// ends the stream.
+    async fn execute(&self, agent: &Agent, start: Start, state: RunState) -> Result<(), Failed> {
+        let execution = self.execution().to_owned();
+        let shared = Arc::new(Mutex::new(state));
+        let stream = Stream::new(self.out.clone(), Arc::clone(&shared));
+        let store = Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>;
+        let host = agent.host_data(&self.agent);
+        let result = match agent {
+            Agent::Live { live, .. } => {
+                let mcp = live
+                    .connect()
+                    .await
+                    .map_err(|e| failed("unavailable", e.to_string()))?;
+                let streaming = live.streaming(stream.text_sink());
+                let config = live.runtime(self.lease);
+                let result = match start {
+                    Start::Fresh(task) => {
+                        let policy = agent.policy().clone();
+                        let start = |model| {
+                            Run::new(task, policy, model)
+                                .name("agent")
+                                .execution(execution)
+                                .host_data(host)
+                        };
+                        let run = streaming.run(start, &mcp, None);
+                        run.store(store)
+                            .config(config)
+                            .observer(stream)
+                            .execute()
+                            .await
+                    }
+                    Start::Resume => {
+                        let run = streaming.run(|model| Run::resume(execution, model), &mcp, None);
+                        // The system prompt is the journal's (as `terminus resume` takes it).
+                        let config = RuntimeConfig {
+                            system_prompt: None,
+                            ..config
+                        };
+                        run.store(store)
+                            .config(config)
+                            .observer(stream)
+                            .execute()
+                            .await
+                    }
+                };
+                mcp.shutdown().await;
+                result
+            }
+            Agent::Scenario { scenario, .. } => match start {
+                Start::Fresh(task) => {
+                    let run = scenario.run_as(task, agent.policy().clone());
+                    let run = run.execution(execution);
+                    run.host_data(host)
+                        .store(store)
+                        .observer(stream)
+                        .execute()
+                        .await
+                }
+                Start::Resume => {
+                    let run = scenario.resume(execution).store(store);
+                    run.observer(stream).execute().await
+                }
+            },
+        };
         let last = agui::lock(&shared).value().clone();
         self.finish(result, last).await;
         Ok(())
@@ -492,7 +605,7 @@ impl Job {
     }
 
     /// A new thread: a new execution, its config kept with it.
-    async fn fresh(&self, stored: &StoredAgent, live: &LiveAgent) -> Result<(), Failed> {
+    async fn fresh(&self, agent: &Agent) -> Result<(), Failed> {
         let execution = self.execution();
         if !self.input.resume.is_empty() {
             return Err(failed(
@@ -506,38 +619,12 @@ impl Job {
                 format!("$.messages: thread {execution} is new: its task is a user message"),
             ));
         };
-        let policy = live.policy().clone();
-        let machine = terminus_kernel::Machine::new(policy.clone())
+        let machine = terminus_kernel::Machine::new(agent.policy().clone())
             .map_err(|e| failed("invalid_policy", e.to_string()))?;
         let state = RunState::new(execution, &self.agent, &machine);
         self.send(&json!({ "type": "STATE_SNAPSHOT", "snapshot": state.value() }));
-        let mcp = live
-            .connect()
-            .await
-            .map_err(|e| failed("unavailable", e.to_string()))?;
-        let mut host = stored.host_data();
-        host["served_as"] = json!(self.agent);
-        let shared = Arc::new(Mutex::new(state));
-        let run = live
-            .run(
-                |model| {
-                    Run::new(task, policy, model)
-                        .name("agent")
-                        .execution(execution.to_owned())
-                },
-                &mcp,
-                None,
-            )
-            .store(Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>)
-            .host_data(host)
-            .config(live.runtime(self.lease))
-            .observer(Stream::new(self.out.clone(), Arc::clone(&shared)));
         eprintln!("terminus: thread {execution}: started ({})", self.agent);
-        let result = run.execute().await;
-        mcp.shutdown().await;
-        let last = agui::lock(&shared).value().clone();
-        self.finish(result, last).await;
-        Ok(())
+        self.execute(agent, Start::Fresh(task), state).await
     }
 
     /// The end of the stream: the last state, the `inspect` text, then `RUN_FINISHED` (the

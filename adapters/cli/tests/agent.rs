@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    architect, fs_server, keyless_config, last_json, reply, terminus, text, todos, write_config,
+    architect, asking_server, fs_server, keyless_config, last_json, reply, terminus, text, todos,
+    write_config,
 };
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
@@ -856,20 +857,7 @@ async fn a_question_a_tool_asks_suspends_the_run_until_a_person_answers_it() {
     ])
     .await
     .expect("a port");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/elicit.js");
-    let config = keyless_config(
-        dir.path(),
-        &fixture.url(),
-        &format!(
-            "[[mcp]]\nname = \"branches\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n\
-             elicitation = \"person\"\n",
-            peers::node(&peers),
-            script.to_string_lossy(),
-            peers.join("node_modules").to_string_lossy(),
-            log.to_string_lossy(),
-        ),
-    );
+    let config = keyless_config(dir.path(), &fixture.url(), &asking_server(&peers, &log));
     let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
     let on = |command: &str, execution: &str, extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = [command, "--journal", &journal, "--execution", execution]

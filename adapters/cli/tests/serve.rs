@@ -8,7 +8,10 @@
 mod common;
 
 use common::journal::Journal;
-use common::{KEY, architect, fs_server, last_json, text, write_config};
+use common::{
+    KEY, architect, asking_server, fs_server, keyless_config, last_json, reply, streamed_reply,
+    text, write_config,
+};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,6 +25,25 @@ const SERVE_KEY: &str = "serve-test-key-41";
 
 const TASK: &str = "Write an implementation plan to plan.md";
 
+/// The text of the architect's first reply when its replies stream (with the listing call).
+const LISTING: &str = "Let me look at the sources before I plan anything.";
+
+/// The fixture model server answering `threads` runs one after the other with `script` each;
+/// then a 500.
+async fn script_server(script: Vec<terminus_fixture::Response>, threads: usize) -> Fixture {
+    Fixture::with(move |n, _| {
+        script
+            .get(n % script.len())
+            .filter(|_| n < threads * script.len())
+            .cloned()
+            .unwrap_or_else(|| {
+                terminus_fixture::Response::json(500, r#"{"error":{"message":"no more replies"}}"#)
+            })
+    })
+    .await
+    .expect("a port")
+}
+
 /// A `terminus serve` process (killed when dropped) and where it listens.
 struct Serve {
     child: Child,
@@ -33,10 +55,14 @@ impl Serve {
     /// Starts `terminus serve --agent architect=CONFIG --journal JOURNAL` on a free port of
     /// loopback, with `extra` arguments, and waits for its "serving" line.
     fn start(config: &str, journal: &str, extra: &[&str]) -> Serve {
+        Serve::agents(&[format!("architect={config}")], journal, extra)
+    }
+
+    /// Starts `terminus serve` with each of `agents` (`NAME=FILE`) on `journal`.
+    fn agents(agents: &[String], journal: &str, extra: &[&str]) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_terminus"))
             .args(["serve", "--bind", "127.0.0.1:0", "--journal", journal])
-            .arg("--agent")
-            .arg(format!("architect={config}"))
+            .args(agents.iter().flat_map(|a| ["--agent", a.as_str()]))
             .args(extra)
             .env("TERMINUS_TEST_KEY", KEY)
             .env("TERMINUS_SERVE_KEY", SERVE_KEY)
@@ -92,6 +118,34 @@ impl Serve {
         let response = request.send().await.expect("the server answers");
         let status = response.status().as_u16();
         (status, response.text().await.expect("a body"))
+    }
+
+    /// Runs `input` on the architect (with the key) and reads its event stream as it comes:
+    /// each event with when it arrived.
+    async fn run_timed(&self, input: &Value) -> Vec<(std::time::Instant, Value)> {
+        let mut response = reqwest::Client::new()
+            .post(format!("{}/agents/architect", self.url))
+            .header("content-type", "application/json")
+            .bearer_auth(SERVE_KEY)
+            .body(input.to_string())
+            .send()
+            .await
+            .expect("the server answers");
+        assert_eq!(response.status().as_u16(), 200, "{}", self.log());
+        let (mut events, mut buffer) = (Vec::new(), String::new());
+        while let Some(chunk) = response.chunk().await.expect("the stream") {
+            let now = std::time::Instant::now();
+            buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                events.extend(self::events(&event).into_iter().map(|e| (now, e)));
+            }
+        }
+        assert!(
+            buffer.is_empty(),
+            "the stream ends with a whole event: {buffer}"
+        );
+        events
     }
 
     /// Runs `input` on the architect (with the key) and reads its whole event stream.
@@ -177,7 +231,7 @@ fn final_state(events: &[Value]) -> Value {
 
 /// The lifecycle every stream keeps: `RUN_STARTED` first with the input's ids, one
 /// `RUN_FINISHED` or `RUN_ERROR` last, steps opened and closed in pairs, each tool call's
-/// start, arguments and end in order, text messages likewise.
+/// start, arguments and end in order, text messages likewise (not nested, no empty piece).
 fn check_lifecycle(events: &[Value], thread: &str, run: &str) {
     let kinds = types(events);
     assert_eq!(events[0]["type"], "RUN_STARTED");
@@ -200,6 +254,7 @@ fn check_lifecycle(events: &[Value], thread: &str, run: &str) {
     );
     let mut open_step: Option<&Value> = None;
     let mut open_calls: Vec<&Value> = Vec::new();
+    let mut open_message: Option<&Value> = None;
     for event in events {
         match event["type"].as_str() {
             Some("STEP_STARTED") => {
@@ -219,13 +274,29 @@ fn check_lifecycle(events: &[Value], thread: &str, run: &str) {
             Some("TOOL_CALL_END") => {
                 assert_eq!(open_calls.pop(), Some(&event["toolCallId"]));
             }
-            Some("TEXT_MESSAGE_CONTENT" | "TOOL_CALL_RESULT") => {
-                assert!(open_step.is_some(), "content comes within a step");
+            // A streamed text goes out as it arrives, before the step that takes the turn.
+            Some("TEXT_MESSAGE_START") => {
+                assert!(open_message.is_none(), "messages do not nest: {kinds:?}");
+                assert_eq!(event["role"], "assistant");
+                open_message = Some(&event["messageId"]);
+            }
+            Some("TEXT_MESSAGE_CONTENT") => {
+                assert_eq!(open_message, Some(&event["messageId"]), "{kinds:?}");
+                assert!(event["delta"].as_str().is_some_and(|d| !d.is_empty()));
+            }
+            Some("TEXT_MESSAGE_END") => {
+                assert_eq!(open_message.take(), Some(&event["messageId"]), "{kinds:?}");
+            }
+            Some("TOOL_CALL_RESULT") => {
+                assert!(open_step.is_some(), "a result comes within a step");
             }
             _ => {}
         }
     }
-    assert!(open_step.is_none() && open_calls.is_empty(), "{kinds:?}");
+    assert!(
+        open_step.is_none() && open_calls.is_empty() && open_message.is_none(),
+        "{kinds:?}"
+    );
 }
 
 /// One live setup: the architect's six scripted replies on the fixture model server, the real
@@ -239,41 +310,76 @@ struct Setup {
     journal: String,
 }
 
+/// The `[[mcp]]` line that holds the architect's write for approval.
+const APPROVAL: &str = "approval = [\"write_file\"]\n";
+
 impl Setup {
     async fn new(peers: &Path, held: bool) -> Setup {
-        Setup::serving(peers, held, 1).await
+        Setup::serving(peers, if held { APPROVAL } else { "" }, 1).await
     }
 
     /// The setup for `threads` runs of the architect, one after the other: the model server
-    /// answers each with the six replies again.
-    async fn serving(peers: &Path, held: bool, threads: usize) -> Setup {
+    /// answers each with the six replies again. `hold` is added to the `[[mcp]]` entry.
+    async fn serving(peers: &Path, hold: &str, threads: usize) -> Setup {
+        Setup::architect(peers, hold, threads, None).await
+    }
+
+    /// [`Setup::serving`]; with `streamed`, the model's replies stream (`stream = true`), and
+    /// the three with text (the first, with the listing call, the claim and the answer) come in
+    /// pieces of that many characters, with a pause before each.
+    async fn architect(
+        peers: &Path,
+        hold: &str,
+        threads: usize,
+        streamed: Option<(usize, std::time::Duration)>,
+    ) -> Setup {
         let dir = tempfile::tempdir().expect("a temp dir");
         let root = dir.path().canonicalize().expect("a real path").join("work");
-        let (script, plan) = architect(&root);
-        let fixture = Fixture::with(move |n, _| {
-            script
-                .get(n % script.len())
-                .filter(|_| n < threads * script.len())
-                .cloned()
-                .unwrap_or_else(|| {
-                    terminus_fixture::Response::json(
-                        500,
-                        r#"{"error":{"message":"no more replies"}}"#,
-                    )
-                })
-        })
-        .await
-        .expect("a port");
-        let mut mcp = fs_server(peers, &root.to_string_lossy());
-        if held {
-            mcp.push_str("approval = [\"write_file\"]\n");
+        let (mut script, plan) = architect(&root);
+        if let Some((size, pause)) = streamed {
+            let listing = [("list_directory", json!({ "path": root.join("src") }))];
+            script[0] = streamed_reply(LISTING, &listing, 1, size, pause);
+            script[2] = streamed_reply("I will now write the plan.", &[], 3, size, pause);
+            script[5] = streamed_reply("Plan written to plan.md.", &[], 6, size, pause);
         }
+        let fixture = script_server(script.to_vec(), threads).await;
+        let mut mcp = fs_server(peers, &root.to_string_lossy());
+        mcp.push_str(hold);
         let config = write_config(dir.path(), &format!("{}/v1", fixture.url()), &mcp);
+        if streamed.is_some() {
+            let text = std::fs::read_to_string(&config).expect("the config");
+            std::fs::write(&config, text.replace("stream = false", "stream = true"))
+                .expect("write the config");
+        }
         let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
         Setup {
             _dir: dir,
             fixture,
             plan,
+            config,
+            journal,
+        }
+    }
+
+    /// An agent whose one tool, `delete_branch` (a server on the official MCP SDK), asks its user
+    /// to confirm (`elicitation = "person"`), and a model that calls it then says it is done,
+    /// for `threads` runs one after the other. `plan` is the server's log of deletions.
+    async fn asking(peers: &Path, threads: usize) -> Setup {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let log = dir.path().join("deleted.log");
+        let script = vec![
+            reply("", &[("delete_branch", json!({ "branch": "main" }))], 1),
+            reply("Deleted main.", &[], 2),
+        ];
+        let fixture = script_server(script, threads).await;
+        let config = keyless_config(dir.path(), &fixture.url(), &asking_server(peers, &log))
+            .to_string_lossy()
+            .into_owned();
+        let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+        Setup {
+            _dir: dir,
+            fixture,
+            plan: log,
             config,
             journal,
         }
@@ -854,7 +960,7 @@ async fn the_official_clients_parse_every_event_and_approve_through_resume() {
     let Some((folder, python)) = agui() else {
         return;
     };
-    let setup = Setup::serving(&peers, true, 2).await;
+    let setup = Setup::serving(&peers, APPROVAL, 2).await;
     let serve = setup.serve();
     let endpoint = format!("{}/agents/architect", serve.url);
 
@@ -930,7 +1036,9 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
     let Some((folder, _)) = agui() else {
         return;
     };
-    let setup = Setup::new(&peers, true).await;
+    // The replies stream: the page shows each message as its pieces arrive.
+    let streamed = Some((8, std::time::Duration::from_millis(20)));
+    let setup = Setup::architect(&peers, APPROVAL, 1, streamed).await;
     let serve = setup.serve();
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/agui-screenshots");
     std::fs::create_dir_all(&shots).expect("a folder for the screenshots");
@@ -983,6 +1091,23 @@ async fn the_page_runs_an_agent_to_its_stop_with_an_approval_clicked() {
         "{page}"
     );
     assert_eq!(end["calls"], 4);
+    // Each streamed message whole, in one place, in the step that took it.
+    let mut texts: Vec<&str> = end["texts"]
+        .as_array()
+        .expect("texts")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    texts.sort_unstable();
+    assert_eq!(
+        texts,
+        [
+            "I will now write the plan.",
+            LISTING,
+            "Plan written to plan.md."
+        ],
+        "{page}"
+    );
     assert!(
         end["budgets"].as_array().expect("budgets").iter().any(|b| b
             .as_str()
@@ -1094,4 +1219,447 @@ async fn a_held_call_denied_through_resume_never_runs() {
     let requests = setup.fixture.requests();
     assert!(requests.len() > 4);
     assert!(requests[4].json().to_string().contains("not on a Friday"));
+}
+
+/// The model's text streams (`stream = true`): each piece of a reply the model server sends
+/// reaches the client as a `TEXT_MESSAGE_CONTENT` while the server is still sending the rest
+/// (the first piece arrives before the pauses between the others are over), inside
+/// `TEXT_MESSAGE_START`/`END` named `msg-STEP` (the step that takes the turn; the end comes
+/// before that step); a call of the same reply names that message as its parent. The journal
+/// keeps each turn's text whole, as the pieces make it, and the run ends as the unstreamed one
+/// does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_text_streams_to_the_client_while_it_generates() {
+    let Some(peers) = peers::dir() else { return };
+    let pause = std::time::Duration::from_millis(150);
+    let setup = Setup::architect(&peers, "", 1, Some((8, pause))).await;
+    let serve = setup.serve();
+    let timed = serve.run_timed(&input("streamed-1", "run-1")).await;
+    let events: Vec<Value> = timed.iter().map(|(_, e)| e.clone()).collect();
+    check_lifecycle(&events, "streamed-1", "run-1");
+    let finished = events.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "success", "{}", serve.log());
+    assert_eq!(finished["result"]["report"]["reason"], "verified");
+
+    let texts = [
+        LISTING,
+        "I will now write the plan.",
+        "Plan written to plan.md.",
+    ];
+    let ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_START")
+        .filter_map(|e| e["messageId"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    for (&id, text) in ids.iter().zip(texts) {
+        let of = |kind: &str| -> Vec<usize> {
+            (0..events.len())
+                .filter(|&i| events[i]["type"] == kind && events[i]["messageId"] == id)
+                .collect()
+        };
+        let (starts, contents, ends) = (
+            of("TEXT_MESSAGE_START"),
+            of("TEXT_MESSAGE_CONTENT"),
+            of("TEXT_MESSAGE_END"),
+        );
+        let pieces = text.chars().count().div_ceil(8);
+        assert_eq!(contents.len(), pieces, "{id}: one event per piece");
+        let said: String = contents
+            .iter()
+            .filter_map(|&i| events[i]["delta"].as_str())
+            .collect();
+        assert_eq!(said, text);
+        assert_eq!((starts.len(), ends.len()), (1, 1), "{id}");
+        assert!(starts[0] < contents[0] && contents[pieces - 1] < ends[0]);
+        // While it generates: the first piece reached the client before the server had sent
+        // the last (the pauses between them are the server's).
+        let early = timed[ends[0]].0 - timed[contents[0]].0;
+        assert!(
+            early >= pause * u32::try_from(pieces - 2).expect("few"),
+            "{id}: the first piece came only {early:?} before the end"
+        );
+        // The message ends before the step that takes the turn, named by it.
+        let step = events[ends[0] + 1..]
+            .iter()
+            .find(|e| e["type"] == "STEP_STARTED")
+            .expect("the turn's step");
+        assert!(step["stepName"].is_string());
+    }
+    let listing = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START")
+        .expect("the listing call");
+    assert_eq!(
+        (&listing["toolCallName"], &listing["parentMessageId"]),
+        (&json!("list_directory"), &json!(ids[0]))
+    );
+    let args: Value = serde_json::from_str(
+        events
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_ARGS")
+            .and_then(|e| e["delta"].as_str())
+            .expect("the arguments"),
+    )
+    .expect("JSON");
+    assert!(args["path"].as_str().is_some_and(|p| p.ends_with("/src")));
+
+    // The journal keeps each turn whole, at the step the message is named by.
+    let records = Journal::Sqlite(PathBuf::from(&setup.journal))
+        .open()
+        .await
+        .records("streamed-1")
+        .await
+        .expect("readable");
+    let turns: Vec<(String, &str)> = records
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::Assistant(turn) if !turn.text.is_empty() => {
+                Some((format!("msg-{}", r.key.checkpoint), turn.text.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<(String, &str)> = ids.iter().map(|id| (*id).to_owned()).zip(texts).collect();
+    assert_eq!(turns, expected);
+    assert_eq!(
+        std::fs::read_to_string(&setup.plan).expect("written"),
+        "# Plan\n1. Fix parse.\n"
+    );
+    assert_eq!(setup.fixture.requests().len(), 6);
+    assert!(
+        setup
+            .fixture
+            .requests()
+            .iter()
+            .all(|r| r.json()["stream"] == true)
+    );
+}
+
+/// A client script of `tests/agui` (`client.mjs` on node, `client.py` on the SDK's virtualenv)
+/// run on `endpoint`'s new `thread` with `task`, answering interrupts with `answers` (by kind).
+async fn client(
+    (folder, python): &(PathBuf, PathBuf),
+    js: bool,
+    endpoint: &str,
+    thread: &str,
+    task: &str,
+    answers: &Value,
+) -> Value {
+    let (program, script, who) = if js {
+        (PathBuf::from("node"), "client.mjs", "@ag-ui/client")
+    } else {
+        (python.clone(), "client.py", "ag-ui-protocol")
+    };
+    let out = tokio::process::Command::new(program)
+        .arg(folder.join(script))
+        .args([endpoint, SERVE_KEY, thread, task, &answers.to_string()])
+        .current_dir(folder)
+        .output()
+        .await
+        .expect("the client runs");
+    client_output(&out, who)
+}
+
+/// Every kind of held call round-trips through `RunAgentInput.resume` with both official
+/// clients: a deferred call (the architect's listing, `deferred = ["list_directory"]`, its
+/// replies streamed) answered with its result, and a question a tool asks
+/// (`elicitation = "person"`, the official MCP SDK's form elicitation) answered with the form's
+/// content. Each client sees the interrupt of its kind (`tool_call` or `input_required`, with
+/// the question as its message), resumes, and the run finishes: the answer is the deferred
+/// call's result, the question's answer reaches the tool, which acts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_held_kind_round_trips_through_resume_with_the_official_clients() {
+    let Some(peers) = peers::dir() else { return };
+    let Some(agui) = agui() else { return };
+
+    let streamed = Some((8, std::time::Duration::from_millis(20)));
+    let setup = Setup::architect(&peers, "deferred = [\"list_directory\"]\n", 2, streamed).await;
+    let serve = setup.serve();
+    let endpoint = format!("{}/agents/architect", serve.url);
+    let answers = json!({ "deferred": { "result": "[FILE] lib.rs" } });
+    for (js, thread) in [(true, "js-deferred"), (false, "py-deferred")] {
+        let out = client(&agui, js, &endpoint, thread, TASK, &answers).await;
+        // `client.mjs` gives each run's interrupts and pieces; `client.py` all of them at once.
+        let (call, pieces) = if js {
+            (
+                &out["runs"][0]["interrupts"][0],
+                &out["runs"][1]["contents"],
+            )
+        } else {
+            (&out["interrupts"][0], &out["contents"])
+        };
+        assert_eq!(out["runs"].as_array().map(Vec::len), Some(2), "{out}");
+        assert_eq!(
+            (&call["kind"], &call["reason"]),
+            (&json!("deferred"), &json!("tool_call")),
+            "{out}"
+        );
+        assert_eq!(out["result"]["report"]["reason"], "verified", "{out}");
+        // The replies streamed: the client took a message in more than one piece.
+        let pieces = pieces.as_object().expect("pieces by message");
+        assert!(pieces.values().any(|n| n.as_u64() > Some(1)), "{out}");
+        let id = call["toolCallId"].as_str().expect("a call id");
+        let (_, answered) = setup.intents_and_results(thread, id).await;
+        assert_eq!(answered, 1, "{out}");
+    }
+    assert_eq!(setup.fixture.requests().len(), 12);
+    drop(serve);
+
+    let setup = Setup::asking(&peers, 2).await;
+    let serve = setup.serve();
+    let endpoint = format!("{}/agents/architect", serve.url);
+    let answers = json!({ "elicitation": { "confirm": true, "reason": "merged" } });
+    let mut deleted = String::new();
+    for (js, thread) in [(true, "js-asked"), (false, "py-asked")] {
+        let out = client(
+            &agui,
+            js,
+            &endpoint,
+            thread,
+            "Delete the main branch.",
+            &answers,
+        )
+        .await;
+        let call = if js {
+            &out["runs"][0]["interrupts"][0]
+        } else {
+            &out["interrupts"][0]
+        };
+        assert_eq!(
+            (&call["kind"], &call["reason"], &call["message"]),
+            (
+                &json!("elicitation"),
+                &json!("input_required"),
+                &json!("Delete branch main?")
+            ),
+            "{out}"
+        );
+        assert_eq!(out["result"]["report"]["outcome"], "complete", "{out}");
+        deleted.push_str("deleted main (merged)\n");
+        assert_eq!(
+            std::fs::read_to_string(&setup.plan).unwrap_or_default(),
+            deleted,
+            "{out}"
+        );
+    }
+    assert_eq!(setup.fixture.requests().len(), 4);
+}
+
+/// The conformance scenarios (`spec/scenarios/*.json`), each served as an agent of its own
+/// (`--agent NAME=FILE.json`: its scripted model and tools, its policy) and run with its task by
+/// both official clients, every event parsed by each: each run ends as the scenario's `expect`
+/// says, `RUN_FINISHED` with the report's reason for a complete one, `RUN_ERROR` whose `code`
+/// is the stop reason for an aborted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_clients_parse_every_conformance_scenarios_run() {
+    let Some(agui) = agui() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/scenarios");
+    let mut scenarios: Vec<(String, Value, String)> = std::fs::read_dir(&suite)
+        .expect("the suite")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|path| {
+            let file: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("readable"))
+                    .expect("JSON");
+            let name = path
+                .file_stem()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, file, path.to_string_lossy().into_owned())
+        })
+        .collect();
+    scenarios.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(scenarios.len() > 40, "{}", scenarios.len());
+    let agents: Vec<String> = scenarios
+        .iter()
+        .map(|(name, _, path)| format!("{name}={path}"))
+        .collect();
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let serve = Serve::agents(&agents, &journal, &["--key-env", "TERMINUS_SERVE_KEY"]);
+    for js in [true, false] {
+        let who = if js { "js" } else { "py" };
+        let runs: Vec<Value> = scenarios
+            .iter()
+            .map(|(name, file, _)| {
+                json!({ "url": format!("{}/agents/{name}", serve.url),
+                        "thread": format!("{who}-{name}"), "task": file["task"] })
+            })
+            .collect();
+        let runs = Value::Array(runs).to_string();
+        let (folder, python) = &agui;
+        let out = if js {
+            tokio::process::Command::new("node")
+                .arg(folder.join("client.mjs"))
+                .args(["--runs", SERVE_KEY, &runs])
+                .current_dir(folder)
+                .output()
+                .await
+        } else {
+            tokio::process::Command::new(python)
+                .arg(folder.join("client.py"))
+                .args(["--runs", SERVE_KEY, &runs])
+                .output()
+                .await
+        }
+        .expect("the client runs");
+        let out = client_output(&out, who);
+        let ran = out.as_array().expect("one entry per scenario");
+        assert_eq!(ran.len(), scenarios.len());
+        for ((name, file, _), run) in scenarios.iter().zip(ran) {
+            let expect = &file["expect"];
+            let last = &run["last"];
+            assert_eq!(run["types"][0], "RUN_STARTED", "{name}");
+            let reason = if expect["outcome"] == "complete" {
+                assert_eq!(
+                    last["type"],
+                    "RUN_FINISHED",
+                    "{who} {name}: {run}\n{}",
+                    serve.log()
+                );
+                &last["reason"]
+            } else {
+                assert_eq!(
+                    last["type"],
+                    "RUN_ERROR",
+                    "{who} {name}: {run}\n{}",
+                    serve.log()
+                );
+                &last["code"]
+            };
+            if !expect["reason"].is_null() {
+                assert_eq!(reason, &expect["reason"], "{who} {name}: {run}");
+            }
+        }
+    }
+}
+
+/// A real model server (llama.cpp's `llama-server` with SmolLM2-135M, installed by
+/// `.ci/peers.sh`), streaming: its reply reaches the client as more than one
+/// `TEXT_MESSAGE_CONTENT` of one message, and the pieces make the turn the journal keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_model_servers_reply_streams_in_pieces() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some(llama) = terminus_fixture::LlamaServer::start(&peers, dir.path(), &Default::default())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "llama-server is not installed in {} (.ci/peers.sh installs it)",
+            peers.display()
+        );
+        eprintln!("skipped: llama-server is not installed");
+        return;
+    };
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "system_prompt = \"Answer in one short sentence.\"\n\
+             [model]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"smollm2\"\n\
+             stream = true\ntimeout_ms = 60000\nmax_output_tokens = 32\n\
+             [policy]\nmax_steps = 6\nmax_model_calls = 2\nmax_nudges = 1\n",
+            llama.url()
+        ),
+    )
+    .expect("write the config");
+    let journal = dir.path().join("journal.db").to_string_lossy().into_owned();
+    let serve = Serve::start(&config.to_string_lossy(), &journal, &[]);
+    let mut first = input("llama-1", "run-1");
+    first["messages"][0]["content"] = json!("What colour is the sky?");
+    let events = serve.run(&first).await;
+    check_lifecycle(&events, "llama-1", "run-1");
+    let id = events
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_START")
+        .map(|e| e["messageId"].clone())
+        .unwrap_or_else(|| panic!("a text message: {:?}\n{}", types(&events), llama.log()));
+    let pieces: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id)
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(pieces.len() > 1, "{pieces:?}");
+    eprintln!("llama-server's reply: {} pieces", pieces.len());
+    let records = Journal::Sqlite(PathBuf::from(&journal))
+        .open()
+        .await
+        .records("llama-1")
+        .await
+        .expect("readable");
+    let turn = records
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::Assistant(turn) if json!(format!("msg-{}", r.key.checkpoint)) == id => {
+                Some(turn.text.clone())
+            }
+            _ => None,
+        })
+        .expect("the turn in the journal");
+    assert_eq!(pieces.concat(), turn);
+}
+
+/// Runs `first` on a server of `setup` to its one interrupt, then kills the server (`SIGKILL`)
+/// with the call held: the interrupt's id and kind.
+async fn killed_at_the_interrupt(setup: &Setup, first: &Value) -> (String, Value) {
+    let mut serve = setup.serve();
+    let events = serve.run(first).await;
+    let finished = events.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{}", serve.log());
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    serve.child.kill().expect("SIGKILL");
+    serve.child.wait().expect("reaped");
+    (
+        interrupt["id"].as_str().expect("an id").to_owned(),
+        interrupt["metadata"]["terminus"]["kind"].clone(),
+    )
+}
+
+/// `input` on `thread` with `resume` answering call `id` with `payload`.
+fn answering(thread: &str, id: &str, payload: Value) -> Value {
+    let mut input = input(thread, "run-b");
+    input["resume"] = json!([{ "interruptId": id, "status": "resolved", "payload": payload }]);
+    input
+}
+
+/// A crash of `terminus serve` while a deferred call or a question is held loses nothing: a new
+/// server on the same journal takes the answer through `resume`, and the answer reaches the
+/// call once (the deferred call's one result; the tool acting once on the question's answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_calls_and_questions_survive_a_killed_server() {
+    let Some(peers) = peers::dir() else { return };
+    let setup = Setup::serving(&peers, "deferred = [\"list_directory\"]\n", 1).await;
+    let (id, kind) = killed_at_the_interrupt(&setup, &input("deferred-1", "run-a")).await;
+    assert_eq!(kind, "deferred");
+    let again = setup.serve();
+    let payload = json!({ "result": "[FILE] lib.rs" });
+    let events = again.run(&answering("deferred-1", &id, payload)).await;
+    check_lifecycle(&events, "deferred-1", "run-b");
+    let last = events.last().expect("events");
+    assert_eq!(last["outcome"]["type"], "success", "{}", again.log());
+    assert_eq!(setup.intents_and_results("deferred-1", &id).await.1, 1);
+    assert_eq!(setup.fixture.requests().len(), 6);
+
+    let setup = Setup::asking(&peers, 1).await;
+    let mut first = input("asked-1", "run-a");
+    first["messages"][0]["content"] = json!("Delete the main branch.");
+    let (id, kind) = killed_at_the_interrupt(&setup, &first).await;
+    assert_eq!(kind, "elicitation");
+    assert_eq!(std::fs::read_to_string(&setup.plan).unwrap_or_default(), "");
+    let again = setup.serve();
+    let payload = json!({ "confirm": true, "reason": "merged" });
+    let mut answer = answering("asked-1", &id, payload);
+    answer["messages"][0]["content"] = json!("Delete the main branch.");
+    let events = again.run(&answer).await;
+    check_lifecycle(&events, "asked-1", "run-b");
+    let last = events.last().expect("events");
+    assert_eq!(last["outcome"]["type"], "success", "{}", again.log());
+    assert_eq!(
+        std::fs::read_to_string(&setup.plan).expect("the log"),
+        "deleted main (merged)\n"
+    );
+    assert_eq!(setup.fixture.requests().len(), 2);
 }

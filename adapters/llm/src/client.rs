@@ -112,9 +112,14 @@ pub enum ConfigError {
     Client(#[source] reqwest::Error),
 }
 
+/// Where a streamed reply's text goes as it arrives: called with each new piece (never empty)
+/// of an agent turn's text ([`Purpose::Turn`]), in order. A turn retried after a failure starts
+/// over, so a receiver closes what it showed when the kernel takes the failure.
+pub type TextSink = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A real model behind an OpenAI-compatible or Anthropic endpoint: the runtime's [`Model`].
 /// Clones share their HTTP connections and their kept request encodings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LlmModel {
     config: LlmConfig,
     url: String,
@@ -124,6 +129,18 @@ pub struct LlmModel {
     headers: HeaderMap,
     http: reqwest::Client,
     bodies: Arc<Bodies>,
+    /// Where a streamed turn's text goes while it arrives ([`LlmModel::with_text`]).
+    text: Option<TextSink>,
+}
+
+impl std::fmt::Debug for LlmModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmModel")
+            .field("config", &self.config)
+            .field("url", &self.url)
+            .field("text", &self.text.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LlmModel {
@@ -183,7 +200,20 @@ impl LlmModel {
             headers,
             http,
             bodies: Arc::default(),
+            text: None,
         })
+    }
+
+    /// This model (sharing its connections), giving each agent turn's text to `sink` piece by
+    /// piece while the reply streams. The turn it returns is the same as without a sink. A
+    /// reply that is not streamed (`stream = false`, or a server that answers with one JSON
+    /// body) gives nothing to the sink; nor do verifier and checkpoint calls.
+    #[must_use]
+    pub fn with_text(&self, sink: TextSink) -> LlmModel {
+        LlmModel {
+            text: Some(sink),
+            ..self.clone()
+        }
     }
 
     /// The config.
@@ -314,6 +344,12 @@ impl LlmModel {
         let mut stream = Stream::new(self.config.provider);
         // The text's length when it was last looked at for a degenerate repetition.
         let mut looked = 0;
+        let sink = match request.purpose {
+            Purpose::Turn { .. } => self.text.as_deref(),
+            _ => None,
+        };
+        // How much of the text the sink has had.
+        let mut given = 0;
         loop {
             let idle = self.config.idle_timeout.unwrap_or(timeout);
             let next = match tokio::time::timeout(idle, response.chunk()).await {
@@ -331,6 +367,14 @@ impl LlmModel {
             };
             decoder.feed(&chunk, |event| stream.data(event.data))?;
             let len = stream.text().len();
+            // The text only grows; `get` keeps a piece whole at a character's boundary.
+            if let Some(sink) = sink
+                && len > given
+                && let Some(piece) = stream.text().get(given..)
+            {
+                sink(piece);
+                given = len;
+            }
             if len >= looked + REPETITION_STRIDE || stream.is_done() && len > looked {
                 looked = len;
                 if let Some(repeated) = repetition::find(stream.text()) {

@@ -44,7 +44,7 @@ pub mod responses;
 mod secret;
 pub mod sse;
 
-pub use crate::client::{ConfigError, LlmConfig, LlmModel, Provider, Stream};
+pub use crate::client::{ConfigError, LlmConfig, LlmModel, Provider, Stream, TextSink};
 pub use crate::reply::{Options, Reply, arguments, needs_more_work};
 pub use crate::secret::ApiKey;
 

@@ -729,3 +729,59 @@ async fn a_stream_longer_than_timeout_ms_completes_while_bytes_arrive() {
         );
     }
 }
+
+/// A sink given with `with_text` gets a streamed turn's text piece by piece as it arrives (one
+/// piece per chunk here), and the turn is the same as the one streamed without a sink: its text,
+/// its calls assembled from their deltas, its usage from the last chunk. A verifier's call gives
+/// the sink nothing.
+#[tokio::test]
+async fn a_streamed_turns_text_goes_to_the_sink_piece_by_piece() {
+    let mut turn = call(&[("call_1", "read_file", json!({ "path": "src/lib.rs" }))]);
+    turn.text = "Reading the file first, then the plan.".into();
+    for provider in ALL {
+        let fixture = serve(vec![
+            turn.response(provider, true),
+            turn.response(provider, true),
+            turn.response(provider, true),
+        ])
+        .await;
+        let pieces = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = std::sync::Arc::clone(&pieces);
+        let streaming =
+            model(&fixture, provider, true).with_text(std::sync::Arc::new(move |piece: &str| {
+                seen.lock().expect("not poisoned").push(piece.to_owned())
+            }));
+        let messages = [Message::user("Read src/lib.rs")];
+        let tools = tools();
+        let request = |purpose| ModelRequest {
+            messages: &messages,
+            tools: &tools,
+            tools_enabled: true,
+            purpose,
+        };
+        let turn_purpose = Purpose::Turn {
+            reason: terminus_kernel::CallReason::Start,
+            call: 1,
+        };
+        let streamed = streaming
+            .reply(request(turn_purpose))
+            .await
+            .expect("a reply");
+        let got = pieces.lock().expect("not poisoned").clone();
+        assert!(got.len() > 1, "{provider:?}: {got:?}");
+        assert!(got.iter().all(|p| !p.is_empty()), "{got:?}");
+        assert_eq!(got.concat(), turn.text, "{provider:?}");
+        let plain = model(&fixture, provider, true)
+            .reply(request(turn_purpose))
+            .await
+            .expect("a reply");
+        assert_eq!(streamed.turn, plain.turn, "{provider:?}");
+        assert_eq!(streamed.turn.usage.map(|u| u.input_tokens), Some(100));
+        assert_eq!(streamed.turn.tool_calls[0].name.as_str(), "read_file");
+        streaming
+            .reply(request(Purpose::Verify))
+            .await
+            .expect("a reply");
+        assert_eq!(pieces.lock().expect("not poisoned").len(), got.len());
+    }
+}

@@ -16,15 +16,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, TodoListMiddleware
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
@@ -86,6 +86,10 @@ class ScriptedChatModel(BaseChatModel):
     appended to ``log_path`` (one JSON line: the process id and the turn index), and a call whose
     index is ``exit_at`` ends the process at once with ``os._exit(17)`` before replying (a crash
     in the middle of a run).
+
+    With ``disable_streaming=False`` and ``stream_pieces`` set, a reply streamed (under a
+    streaming callback, such as LangGraph's ``messages`` stream) comes as chunks of its text of
+    that many characters, the last with its tool calls and usage.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -95,6 +99,8 @@ class ScriptedChatModel(BaseChatModel):
     log_path: str | None = None
     exit_at: int | None = None
     sleep_s: float = 0.0
+    disable_streaming: bool = True
+    stream_pieces: int = 0
 
     @property
     def _llm_type(self) -> str:
@@ -157,6 +163,42 @@ class ScriptedChatModel(BaseChatModel):
             response_metadata={"finish_reason": "tool_calls" if calls else "stop"},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        assert isinstance(message, AIMessage)
+        text = str(message.content)
+        size = max(self.stream_pieces, 1)
+        pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+        for n, piece in enumerate(pieces):
+            last = n == len(pieces) - 1
+            calls = [
+                {
+                    "name": c["name"],
+                    "args": json.dumps(c["args"]),
+                    "id": c["id"],
+                    "index": j,
+                    "type": "tool_call_chunk",
+                }
+                for j, c in enumerate(message.tool_calls)
+            ]
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=piece,
+                    tool_call_chunks=calls if last else [],
+                    usage_metadata=message.usage_metadata if last else None,
+                    response_metadata=message.response_metadata if last else {},
+                )
+            )
+            if run_manager is not None:
+                run_manager.on_llm_new_token(piece, chunk=chunk)
+            yield chunk
 
 
 class ToolLog(AgentMiddleware):

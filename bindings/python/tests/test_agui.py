@@ -58,9 +58,16 @@ def stream(
     repeat_last: bool = False,
     thread_id: str = "thread-1",
     tools: list[Any] | None = None,
+    pieces: int = 0,
 ) -> tuple[list[BaseEvent], dict[str, Any]]:
-    """The run's events, and the graph's final state from its checkpointer."""
-    model = seed.ScriptedChatModel(script=script, repeat_last=repeat_last)
+    """The run's events, and the graph's final state from its checkpointer. With ``pieces``,
+    the model streams its replies in pieces of that many characters."""
+    model = seed.ScriptedChatModel(
+        script=script,
+        repeat_last=repeat_last,
+        disable_streaming=not pieces,
+        stream_pieces=pieces,
+    )
     middleware = [] if policy is None else [TerminusMiddleware(policy)]
     agent = seed.build_agent(model, middleware, checkpointer=InMemorySaver(), tools=tools or [])
 
@@ -244,6 +251,46 @@ def test_the_premature_stop_and_the_kernels_nudge_are_text_messages() -> None:
     assert said[1][0] == "user" and "write_file" in said[1][1]  # the nudge
     assert said[2] == ("assistant", "Plan written to /plan.md.")
     assert len(said) == 3
+
+
+def said(events: list[BaseEvent]) -> list[tuple[str, str]]:
+    """Each text message: its role and its whole text."""
+    text: dict[str, str] = {}
+    for event in of(events, EventType.TEXT_MESSAGE_CONTENT):
+        text[event.message_id] = text.get(event.message_id, "") + event.delta
+    return [(e.role, text[e.message_id]) for e in of(events, EventType.TEXT_MESSAGE_START)]
+
+
+def test_a_streamed_reply_goes_out_piece_by_piece_in_its_model_step() -> None:
+    events, _ = stream(seed.ARCHITECT, ARCHITECT_POLICY, pieces=6)
+    assert_order(events)
+    assert_wire_round_trip(events)
+    plain, _ = stream(seed.ARCHITECT, ARCHITECT_POLICY)
+    # The same messages, calls, steps and end as unstreamed; the replies' text in pieces.
+    assert said(events) == said(plain)
+    calls = [(e.tool_call_id, e.tool_call_name) for e in of(events, EventType.TOOL_CALL_START)]
+    assert calls == [(e.tool_call_id, e.tool_call_name) for e in of(plain, EventType.TOOL_CALL_START)]
+    steps = [e.step_name for e in of(events, EventType.STEP_STARTED)]
+    assert steps == [e.step_name for e in of(plain, EventType.STEP_STARTED)]
+    results = [(e.tool_call_id, e.content) for e in of(events, EventType.TOOL_CALL_RESULT)]
+    assert results == [(e.tool_call_id, e.content) for e in of(plain, EventType.TOOL_CALL_RESULT)]
+    assert (events[-1].type, events[-1].result["reason"]) == (
+        plain[-1].type,
+        plain[-1].result["reason"],
+    )
+    first = of(events, EventType.TEXT_MESSAGE_START)[0]
+    pieces = [
+        e.delta
+        for e in of(events, EventType.TEXT_MESSAGE_CONTENT)
+        if e.message_id == first.message_id
+    ]
+    assert len(pieces) > 1 and "".join(pieces) == seed.ARCHITECT[3]["text"]
+    step = None
+    for event in events:
+        if event.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED):
+            step = event.step_name if event.type == EventType.STEP_STARTED else None
+        elif event.type == EventType.TEXT_MESSAGE_CONTENT:
+            assert step is not None, event
 
 
 def test_the_deltas_applied_to_the_snapshot_give_the_reports_state() -> None:

@@ -57,6 +57,67 @@ pub(crate) fn reply(content: &str, calls: &[(&str, Value)], n: usize) -> Respons
     )
 }
 
+/// A Chat Completions reply streamed as OpenAI streams it: the role chunk, `content` in pieces
+/// of at most `size` characters with `pause` before each piece but the first, each call's id and
+/// name then its arguments, the finish chunk, the usage chunk, `[DONE]`.
+pub(crate) fn streamed_reply(
+    content: &str,
+    calls: &[(&str, Value)],
+    n: usize,
+    size: usize,
+    pause: std::time::Duration,
+) -> Response {
+    let chunk = |delta: Value, finish: Option<&str>, usage: Option<Value>| {
+        let mut c = json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk",
+                            "created": 1741569952, "model": "gpt-4o-mini",
+                            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        if let Some(usage) = usage {
+            c["choices"] = json!([]);
+            c["usage"] = usage;
+        }
+        format!("data: {c}\n\n")
+    };
+    let chars: Vec<char> = content.chars().collect();
+    let pieces: Vec<String> = chars.chunks(size.max(1)).map(String::from_iter).collect();
+    let mut chunks = vec![chunk(
+        json!({ "role": "assistant", "content": "" }),
+        None,
+        None,
+    )];
+    chunks.extend(
+        pieces
+            .iter()
+            .map(|p| chunk(json!({ "content": p }), None, None)),
+    );
+    for (i, (name, args)) in calls.iter().enumerate() {
+        chunks.push(chunk(
+            json!({ "tool_calls": [{ "index": i, "id": format!("call_{n}_{i}"), "type": "function",
+                                     "function": { "name": name, "arguments": "" } }] }),
+            None,
+            None,
+        ));
+        chunks.push(chunk(
+            json!({ "tool_calls": [{ "index": i, "function": { "arguments": args.to_string() } }] }),
+            None,
+            None,
+        ));
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    chunks.push(chunk(json!({}), Some(finish), None));
+    let usage = json!({ "prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220 });
+    chunks.push(chunk(json!({}), None, Some(usage)));
+    chunks.push("data: [DONE]\n\n".to_owned());
+    // Each pause goes before its piece (the role chunk is part 0): inserted from the last, so
+    // the parts before keep their places.
+    (2..=pieces.len())
+        .rev()
+        .fold(Response::sse(chunks), |r, i| r.pause_before(i, pause))
+}
+
 pub(crate) fn write_config(dir: &Path, base_url: &str, extra: &str) -> String {
     let path = dir.join("agent.toml");
     let body = format!(
@@ -152,6 +213,21 @@ pub(crate) fn fs_server(peers: &Path, root: &str) -> String {
         "[[mcp]]\nname = \"fs\"\ncommand = [{:?}, {:?}, {root:?}]\n",
         terminus_fixture::peers::node(peers),
         terminus_fixture::peers::server_js(peers, "server-filesystem"),
+    )
+}
+
+/// An `[[mcp]]` entry named `branches`: a server on the official MCP SDK whose `delete_branch`
+/// asks its user to confirm (a form elicitation) and appends each deletion to `log`; its
+/// questions wait for a person (`elicitation = "person"`).
+pub(crate) fn asking_server(peers: &Path, log: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/elicit.js");
+    format!(
+        "[[mcp]]\nname = \"branches\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n\
+         elicitation = \"person\"\n",
+        terminus_fixture::peers::node(peers),
+        script.to_string_lossy(),
+        peers.join("node_modules").to_string_lossy(),
+        log.to_string_lossy(),
     )
 }
 

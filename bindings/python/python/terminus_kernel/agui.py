@@ -17,7 +17,9 @@ The mapping is the one ``terminus serve`` uses:
 - ``RUN_STARTED`` first; then ``STATE_SNAPSHOT``, the run's state, as soon as the kernel has
   started (the middleware's ``before_agent``).
 - Each model call is a step ``STEP_STARTED``/``STEP_FINISHED`` named ``model``: the reply's text
-  as ``TEXT_MESSAGE_START``/``CONTENT``/``END`` (role ``assistant``), each tool call as
+  as ``TEXT_MESSAGE_START``/``CONTENT``/``END`` (role ``assistant``; a reply the chat model
+  streams, from the graph's ``messages`` stream, opens the step with its first piece and sends a
+  ``TEXT_MESSAGE_CONTENT`` per piece as it comes), each tool call as
   ``TOOL_CALL_START``/``ARGS``/``END`` (the model's call id, the arguments as JSON text), and
   what the kernel does with the reply (a nudge: a ``user`` text message; the calls of a turn the
   run stopped on, answered "not run": ``TOOL_CALL_RESULT``; a notice the kernel appended to a
@@ -141,7 +143,8 @@ def _check_id(name: str, value: Any) -> str:
 
 class AguiRun:
     """The AG-UI events of one run, from the graph's ``updates`` stream: feed each chunk to
-    :meth:`on_update`, then take the last events from :meth:`finish` (or :meth:`fail`).
+    :meth:`on_update` (and each ``messages`` chunk, a piece of a streamed reply, to
+    :meth:`on_message`), then take the last events from :meth:`finish` (or :meth:`fail`).
     :func:`agui_events` drives it; use it directly to map a stream you run yourself.
 
     Raises:
@@ -161,6 +164,10 @@ class AguiRun:
         self._results: set[str] = set()
         self._interrupts: list[Interrupt] = []
         self._count = 0
+        # The model step opened by a streamed reply's first piece, and its message being written.
+        self._live_step = False
+        self._streaming: str | None = None
+        self._streamed: str | None = None
 
     def start(self) -> list[BaseEvent]:
         """``RUN_STARTED``."""
@@ -182,7 +189,12 @@ class AguiRun:
             if node == "__interrupt__":
                 self._interrupts += self._interrupted(update)
                 continue
-            if node in ("model", "tools"):
+            if node == "model" and self._live_step:
+                # The step the reply's pieces opened: its text is sent, the rest follows.
+                self._live_step = False
+                self._streamed = self._streaming
+                events += self._end_streaming()
+            elif node in ("model", "tools"):
                 events += self._close_step()
                 self._step = str(node)
                 events.append(StepStartedEvent(step_name=self._step))
@@ -200,11 +212,42 @@ class AguiRun:
                 events += self._close_step()
         return events
 
+    def on_message(self, message: Any, metadata: Any) -> list[BaseEvent]:
+        """The events of one ``messages`` chunk (``(message, metadata)``): a piece of the model
+        node's reply while it streams. Its first piece opens the ``model`` step and the text
+        message (the reply's id); each piece is a ``TEXT_MESSAGE_CONTENT``; the message ends when
+        the node's update arrives, whose text is then not sent again."""
+        node = metadata.get("langgraph_node") if isinstance(metadata, Mapping) else None
+        if node != "model" or not isinstance(message, AIMessage):
+            return []
+        text = _text(message.content)
+        if not text:
+            return []
+        events: list[BaseEvent] = []
+        if not self._live_step:
+            events += self._end_streaming() + self._close_step()
+            self._step, self._live_step = "model", True
+            events.append(StepStartedEvent(step_name="model"))
+        message_id = self._id("msg", message.id)
+        if self._streaming != message_id:
+            events += self._end_streaming()
+            self._streaming = message_id
+            self._texts.add(message_id)
+            events.append(TextMessageStartEvent(message_id=message_id, role="assistant"))
+        events.append(TextMessageContentEvent(message_id=message_id, delta=text))
+        return events
+
+    def _end_streaming(self) -> list[BaseEvent]:
+        if self._streaming is None:
+            return []
+        message_id, self._streaming = self._streaming, None
+        return [TextMessageEndEvent(message_id=message_id)]
+
     def finish(self) -> list[BaseEvent]:
         """The events that end a stream that ran out: the last state, then ``RUN_FINISHED``
         (complete, or an interrupt) or ``RUN_ERROR`` (aborted: ``code`` is the reason; no
         report: ``no_report``)."""
-        events = self._close_step()
+        events = self._end_streaming() + self._close_step()
         if self._interrupts:
             events.append(
                 RunFinishedEvent(
@@ -242,7 +285,7 @@ class AguiRun:
     def fail(self, error: BaseException) -> list[BaseEvent]:
         """The events that end a stream the graph broke off with ``error``: ``RUN_ERROR``, code
         the exception's class."""
-        events = self._close_step()
+        events = self._end_streaming() + self._close_step()
         message = str(error) or type(error).__name__
         events.append(RunErrorEvent(message=message, code=type(error).__name__))
         return events
@@ -291,8 +334,13 @@ class AguiRun:
         ]
 
     def _assistant(self, message: AIMessage) -> list[BaseEvent]:
-        events = self._text(message, "assistant")
         parent = message.id if isinstance(message.id, str) and message.id else None
+        if self._streamed is not None:
+            # The reply whose pieces were sent: its text is not sent again.
+            parent, self._streamed = self._streamed, None
+            if isinstance(message.id, str) and message.id:
+                self._texts.add(message.id)
+        events = self._text(message, "assistant")
         calls = [(c.get("id"), c.get("name"), c.get("args")) for c in message.tool_calls]
         calls += [(c.get("id"), c.get("name"), c.get("args")) for c in message.invalid_tool_calls]
         for call_id, name, args in calls:
@@ -438,8 +486,9 @@ async def agui_events(
     config: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[BaseEvent]:
     """Runs ``graph`` (a compiled agent graph under ``TerminusMiddleware``) on ``input`` with
-    ``astream(..., stream_mode="updates")`` and yields the run as ``ag_ui.core`` events (see the
-    module's docstring for the mapping). ``thread_id`` goes to the graph's config as
+    ``astream(..., stream_mode=["updates", "messages"])`` and yields the run as ``ag_ui.core``
+    events (see the module's docstring for the mapping): a reply the model streams goes out
+    piece by piece as it comes. ``thread_id`` goes to the graph's config as
     ``configurable.thread_id`` (its checkpointer's thread) unless ``config`` sets one; ``run_id``
     names the run in ``RUN_STARTED`` and ``RUN_FINISHED``.
 
@@ -463,8 +512,12 @@ async def agui_events(
     for event in run.start():
         yield event
     try:
-        async for chunk in graph.astream(input, merged, stream_mode="updates"):
-            for event in run.on_update(chunk):
+        async for mode, chunk in graph.astream(input, merged, stream_mode=["updates", "messages"]):
+            if mode == "messages":
+                events = run.on_message(*chunk)
+            else:
+                events = run.on_update(chunk)
+            for event in events:
                 yield event
     except Exception as error:  # noqa: BLE001 (the stream ends with RUN_ERROR, not a break)
         for event in run.fail(error):
