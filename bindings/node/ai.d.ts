@@ -1,11 +1,14 @@
 // Types of `terminus-kernel/ai`: an AI SDK agent (`generateText`) run under the kernel.
 import type { LanguageModel, ModelMessage, Tool, generateText } from 'ai';
-import type { Machine, Policy, Report, Todo } from './index';
+import type { Policy, Report, Session, Todo } from './index';
 
 export interface RunAgentOptions {
   /** The AI SDK model. */
   model: LanguageModel;
-  /** Tools with `execute`: run when the kernel says so (a throw is a `failed` result). */
+  /**
+   * Tools with `execute`: run when the kernel says so (a throw is a `failed` result, or of the
+   * kernel's class in the error's `terminus_error`).
+   */
   tools?: Record<string, Tool>;
   /** The system prompt. */
   system?: string;
@@ -15,6 +18,8 @@ export interface RunAgentOptions {
   messages?: ModelMessage[];
   /** The kernel's policy: the scenario `policy` fields. */
   policy?: Policy | null;
+  /** The units the task counts, for the policy's budgets scaled to the task. */
+  scale?: number | null;
   /** The verifier when the policy asks for one (default: the kernel's rules). */
   verify?: (request: { claim: string; todos: Todo[]; missing: string[] }) =>
     | { complete: boolean; feedback?: string; missing?: string[] }
@@ -32,8 +37,8 @@ export interface RunAgentResult {
   report: Report;
   /** The conversation as the model saw it, nudges and tool results included. */
   messages: ModelMessage[];
-  /** The machine, ended. */
-  machine: Machine;
+  /** The host core's session of the run, ended. */
+  session: Session;
 }
 
 /**

@@ -2,19 +2,19 @@
 // terminus-kernel/ai: an agent of the Vercel AI SDK (`ai`'s `generateText`) run under the
 // Terminus kernel.
 //
-// `runAgent({ model, tools, system, prompt, policy })` is the kernel's host loop with the AI SDK
-// as its model client: every `call_model` command of the kernel is one `generateText` step
-// (`stopWhen: stepCountIs(1)`, `maxRetries: 0`: retries and backoff are the kernel's), and the
-// tools are given to the model without their `execute`, so the SDK returns the calls and runs
-// none of them: the kernel says which calls run (`run_tools`), which are refused (a tool
-// excluded, a budget's block: the model gets the kernel's text instead), and what warning goes
-// with a result. So the AI SDK's own loop and `stopWhen` never end a run the kernel has not
-// stopped: a reply that stops too early (an open todo of `write_todos`, `completion_requires`
-// unmet, an empty or no-op reply) is answered with the kernel's nudge as a user message and the
-// loop goes back to the model; a stop the kernel decides (`no_progress`, `empty_responses`, a
-// budget) ends the loop and returns its report. Resolves to `{ text, report, messages }`.
+// `runAgent({ model, tools, system, prompt, policy })` is a host loop with the AI SDK as its
+// model client, every decision the host core's (the package's `Session`, the same for every
+// framework adapter): each model call is one `generateText` step (`stopWhen: stepCountIs(1)`,
+// `maxRetries: 0`: retries and backoff are the kernel's), and the tools are given to the model
+// without their `execute`, so the SDK returns the calls and runs none of them. The reply goes to
+// the session as the SDK's step content; its step says which calls run (a refused one, a tool
+// excluded or a budget's block, gets the kernel's text instead; a budget's warning goes with a
+// result), what the model is told (a refused stop, an open todo of `write_todos`,
+// `completion_requires` unmet, an empty or no-op reply, is nudged as a user message and the
+// loop goes back to the model) and when the run ends (`no_progress`, `empty_responses`, a
+// budget): the loop returns the report. Resolves to `{ text, report, messages, session }`.
 
-const { Machine, providerErrorKind } = require('./index.js');
+const { Session, providerErrorKind } = require('./index.js');
 const { retryAfterMs } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
@@ -26,9 +26,7 @@ function sdk() {
   }
 }
 
-const FINISH = { stop: 'stop', length: 'length', 'content-filter': 'content_filter', 'tool-calls': 'tool_calls' };
-
-/** A value as JSON (what the kernel and the transcript keep of a tool's output). */
+/** A value as JSON (what the transcript keeps of a tool's output). */
 function asJson(value) {
   if (value === undefined) return null;
   try {
@@ -37,25 +35,6 @@ function asJson(value) {
   } catch {
     return String(value);
   }
-}
-
-/** The kernel's `model_turn` of one `generateText` step. */
-function turnOf(result) {
-  const turn = {
-    text: result.text || '',
-    tool_calls: (result.toolCalls || []).map((call) => ({
-      id: call.toolCallId,
-      name: call.toolName,
-      arguments: asJson(call.input),
-    })),
-  };
-  const usage = result.usage || {};
-  if (Number.isInteger(usage.inputTokens) && Number.isInteger(usage.outputTokens)) {
-    turn.usage = { input_tokens: usage.inputTokens, output_tokens: usage.outputTokens };
-  }
-  if (FINISH[result.finishReason]) turn.finish = FINISH[result.finishReason];
-  if (result.reasoningText) turn.reasoning = true;
-  return turn;
 }
 
 /**
@@ -85,153 +64,205 @@ const sleep = (ms, signal) =>
   });
 
 /**
+ * The reply of one `generateText` step as the host core reads it: the step's text, reasoning
+ * and tool calls (an input that did not parse kept as its text: an invalid call), its finish
+ * reason and usage, under a fresh `id`.
+ */
+function replyOf(result, id) {
+  const content = [];
+  for (const part of result.content || []) {
+    if (part.type === 'text' || part.type === 'reasoning') content.push({ type: part.type, text: String(part.text ?? '') });
+    else if (part.type === 'tool-call' && !part.providerExecuted) {
+      const input = typeof part.input === 'string' ? part.input : asJson(part.input);
+      content.push({ type: 'tool-call', toolCallId: part.toolCallId, toolName: part.toolName, input });
+    }
+  }
+  const message = { role: 'assistant', id, content };
+  // The provider's own reason when the SDK's unified one is `other` (a `repetition`).
+  const reason = result.finishReason === 'other' && typeof result.rawFinishReason === 'string' ? result.rawFinishReason : result.finishReason;
+  if (typeof reason === 'string') message.finishReason = reason;
+  const usage = result.usage || {};
+  if (Number.isInteger(usage.inputTokens) && Number.isInteger(usage.outputTokens)) {
+    message.usage = { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
+  }
+  return message;
+}
+
+/** A tool result's output: its text with `notice` appended. */
+function withNotice(output, notice) {
+  const shown = typeof output.value === 'string' ? output.value : JSON.stringify(output.value);
+  return { type: output.type === 'error-text' || output.type === 'error-json' ? 'error-text' : 'text', value: shown ? `${shown}\n\n${notice}` : notice };
+}
+
+/**
  * Runs an agent of the AI SDK under the kernel.
  *
  * @param {object} options
  * @param {import('ai').LanguageModel} options.model the AI SDK model.
  * @param {Record<string, import('ai').Tool>} [options.tools] tools with `execute` (run when the
- *   kernel says so; a throw is a `failed` tool result).
+ *   kernel says so; a throw is a `failed` tool result, or of the kernel's class in the error's
+ *   `terminus_error`).
  * @param {string} [options.system] the system prompt.
  * @param {string} [options.prompt] the task (the first user message).
  * @param {Array} [options.messages] the conversation to start from, instead of `prompt`.
  * @param {object} [options.policy] the kernel's policy (the scenario `policy` fields).
+ * @param {number} [options.scale] the units the task counts, for a policy's scaled budgets.
  * @param {(request: {claim: string, todos: object[], missing: string[]}) => Promise<{complete: boolean, feedback?: string, missing?: string[]}>} [options.verify]
  *   the verifier, when the policy asks for one (default: the kernel's rules, `missing` empty).
- * @param {AbortSignal} [options.abortSignal] cancels the run (the kernel's `cancel`).
+ * @param {AbortSignal} [options.abortSignal] cancels the run (reason `cancelled`).
  * @param {object} [options.generateTextOptions] more options for every `generateText` call.
- * @returns {Promise<{ text: string, report: object, messages: Array, machine: Machine }>}
+ * @returns {Promise<{ text: string, report: object, messages: Array, session: Session }>}
  */
 async function runAgent(options) {
-  const { model, tools = {}, system, prompt, messages: start, policy, verify, abortSignal, generateTextOptions = {} } = options || {};
+  const { model, tools = {}, system, prompt, messages: start, policy, scale, verify, abortSignal, generateTextOptions = {} } = options || {};
   if (!model) throw new Error('runAgent: `model` is required');
   checkPolicy(policy, 'runAgent');
   const ai = sdk();
-  const machine = new Machine(policy, { task: typeof prompt === 'string' ? prompt : '' });
   const messages = start ? [...start] : [{ role: 'user', content: String(prompt ?? '') }];
+  let [session, step] = Session.start(policy ?? null, messages.filter((m) => m && m.role === 'user').slice(0, 1), Date.now(), scale);
   // The model sees every tool, none with `execute`: the SDK hands the calls back unrun.
   const declared = {};
   for (const [name, t] of Object.entries(tools)) {
     const { execute: _execute, ...rest } = t;
     declared[name] = rest;
   }
-  let text = '';
-  // Calls the SDK answered itself (input that fails the tool's schema): id -> its error text.
-  let answeredBySdk = new Map();
-  const cancel = () => machine.handle({ cancel: true });
-  for (;;) {
-    if (abortSignal && abortSignal.aborted && machine.phase !== 'Complete' && machine.phase !== 'Aborted') cancel();
-    const command = machine.nextCommand();
-    if (command === null) throw new Error(`terminus-kernel/ai: the kernel waits in ${machine.phase} with no command`);
-    switch (command.command) {
-      case 'call_model': {
-        if (command.delay_ms > 0) await sleep(command.delay_ms, abortSignal);
-        if (abortSignal && abortSignal.aborted) break;
-        let result;
-        try {
-          result = await ai.generateText({
-            ...generateTextOptions,
-            model,
-            system,
-            messages,
-            tools: declared,
-            toolChoice: command.tools ? 'auto' : 'none',
-            stopWhen: ai.stepCountIs(1),
-            maxRetries: 0,
-            abortSignal,
-          });
-        } catch (error) {
-          if (abortSignal && abortSignal.aborted) break;
-          machine.handle({ model_error: modelErrorOf(error) });
-          break;
-        }
-        messages.push(...result.response.messages);
-        answeredBySdk = new Map();
-        for (const message of result.response.messages) {
-          if (message.role !== 'tool') continue;
-          for (const part of message.content) {
-            if (part.type !== 'tool-result') continue;
-            const value = part.output && part.output.value;
-            answeredBySdk.set(part.toolCallId, typeof value === 'string' ? value : JSON.stringify(value ?? null));
-          }
-        }
-        if (result.text) text = result.text;
-        // The names offered, so that a tool call the model wrote in its text runs only when it
-        // names one of them.
-        machine.handle({ model_turn: { ...turnOf(result), tools: command.tools ? Object.keys(tools) : [] } });
-        break;
-      }
-      case 'run_tools': {
-        if (command.written != null) {
-          // The model wrote these calls in its text and the kernel runs them: its message
-          // becomes a tool turn, so the results that follow answer calls it made.
-          for (let i = messages.length - 1; i >= 0; i--) {
-            if (messages[i].role !== 'assistant') continue;
-            const content = command.written ? [{ type: 'text', text: command.written }] : [];
-            for (const call of command.calls) content.push({ type: 'tool-call', toolCallId: call.id, toolName: call.name, input: call.arguments });
-            messages[i] = { ...messages[i], content };
-            break;
-          }
-          if (text && !command.written) text = '';
-        }
-        const warnings = new Map((command.warnings || []).map((w) => [w.id, w.text]));
-        const parts = [];
-        const results = [];
-        for (const call of command.calls) {
-          const tool = tools[call.name];
-          let result;
-          if (answeredBySdk.has(call.id)) {
-            // The SDK refused the input and told the model so; the kernel counts the failure.
-            results.push({ call_id: call.id, name: call.name, error: 'invalid_arguments', message: answeredBySdk.get(call.id) });
-            continue;
-          }
-          if (!tool) result = { error: 'not_found', message: `there is no tool named \`${call.name}\`` };
-          else if (typeof tool.execute !== 'function') result = { error: 'failed', message: `tool \`${call.name}\` has no execute` };
-          else {
-            try {
-              const output = await tool.execute(call.arguments, { toolCallId: call.id, messages, abortSignal });
-              result = { ok: asJson(output) };
-            } catch (e) {
-              result = { error: 'failed', message: String((e && e.message) || e) };
-            }
-          }
-          results.push({ call_id: call.id, name: call.name, ...result });
-          const warning = warnings.get(call.id);
-          let output;
-          if ('error' in result) output = { type: 'error-text', value: result.message };
-          else if (warning) {
-            const shown = typeof result.ok === 'string' ? result.ok : JSON.stringify(result.ok);
-            output = { type: 'text', value: `${shown}\n\n${warning}` };
-          } else output = typeof result.ok === 'string' ? { type: 'text', value: result.ok } : { type: 'json', value: result.ok };
-          parts.push({ type: 'tool-result', toolCallId: call.id, toolName: call.name, output });
-        }
-        for (const refused of command.refused || []) {
-          if (answeredBySdk.has(refused.id)) continue;
-          parts.push({ type: 'tool-result', toolCallId: refused.id, toolName: refused.name, output: { type: 'error-text', value: refused.text } });
-        }
-        if (parts.length) messages.push({ role: 'tool', content: parts });
-        if (abortSignal && abortSignal.aborted) cancel();
-        else machine.handle({ tool_results: results });
-        break;
-      }
-      case 'verify': {
-        const verdict = verify
-          ? await verify({ claim: command.claim, todos: command.todos, missing: command.missing })
-          : { complete: command.missing.length === 0, missing: command.missing };
-        machine.handle({ verdict });
-        break;
-      }
-      case 'nudge':
-      case 'notice':
-        messages.push({ role: 'user', content: command.text });
-        break;
-      case 'stop': {
-        const report = command.report;
-        return { text: typeof report.result === 'string' ? report.result : text, report, messages, machine };
-      }
-      default:
-        throw new Error(`terminus-kernel/ai: unknown command ${JSON.stringify(command)}`);
+  // The kernel's class of a result, by call id, for the core (the SDK's messages keep none).
+  const marks = new Map();
+  const wire = (m) =>
+    m.role !== 'tool' || !Array.isArray(m.content)
+      ? m
+      : { ...m, content: m.content.map((p) => (p && marks.has(p.toolCallId) ? { ...p, terminus_error: marks.get(p.toolCallId) } : p)) };
+  let replyAt = -1; // where the last reply is in `messages` (-1: none kept)
+  const tail = () => messages.slice(Math.max(replyAt, 0)).map(wire);
+  const answerPart = ({ tool_call_id, name, content, error }) => {
+    if (error) marks.set(tool_call_id, error);
+    return { type: 'tool-result', toolCallId: tool_call_id, toolName: name, output: { type: 'error-text', value: content } };
+  };
+  const verified = async (s) => {
+    while (s && s.verify) {
+      const { claim, todos, missing } = s.verify;
+      const verdict = verify ? await verify({ claim, todos, missing }) : { complete: missing.length === 0, missing };
+      s = session.verdict(verdict);
     }
+    return s;
+  };
+  /** Carries out a step's messages: the answers, the notices on `notice_to`, the nudges. */
+  const say = (s, answeredBySdk = new Set()) => {
+    const answers = (s.answers || []).filter((a) => !answeredBySdk.has(a.tool_call_id)).map(answerPart);
+    if (answers.length) messages.push({ role: 'tool', content: answers });
+    const notices = s.notices || [];
+    if (notices.length) {
+      const notice = notices.join('\n\n');
+      const target = s.notice_to && messages.slice(Math.max(replyAt, 0)).flatMap((m) => (m.role === 'tool' ? m.content : [])).findLast((p) => p.toolCallId === s.notice_to);
+      if (target) target.output = withNotice(target.output, notice);
+      else messages.push({ role: 'user', content: notice });
+    }
+    for (const nudge of s.nudges || []) messages.push({ role: 'user', content: nudge });
+  };
+  let text = '';
+  let calls = []; // the tool calls of the last reply: { id, name, input }
+  let answeredBySdk = new Set();
+  let n = 0;
+  for (;;) {
+    if (abortSignal && abortSignal.aborted && !session.ended) step = (await verified(session.finish(tail(), Date.now()))) || step;
+    if (session.ended || step.jump === 'end') {
+      const report = step.report || session.report();
+      return { text: typeof report.result === 'string' ? report.result : text, report, messages, session };
+    }
+    if (step.jump === 'model') {
+      if (step.delay_ms > 0) await sleep(step.delay_ms, abortSignal);
+      if (abortSignal && abortSignal.aborted) continue;
+      let result;
+      try {
+        result = await ai.generateText({
+          ...generateTextOptions,
+          model,
+          system,
+          messages,
+          tools: declared,
+          toolChoice: step.tools ? 'auto' : 'none',
+          stopWhen: ai.stepCountIs(1),
+          maxRetries: 0,
+          abortSignal,
+        });
+      } catch (error) {
+        if (abortSignal && abortSignal.aborted) continue;
+        const { kind, retry_after_ms: retry } = modelErrorOf(error);
+        step = await verified(session.modelError(kind, retry ?? null, Date.now()));
+        say(step);
+        continue;
+      }
+      const offered = step.tools ? Object.keys(tools) : [];
+      const replied = replyOf(result, `terminus-reply-${++n}`);
+      // The calls the SDK answered itself (an unknown tool, input that fails the tool's schema):
+      // its answer stands, of the kernel's class.
+      answeredBySdk = new Set();
+      for (const part of result.content || []) {
+        if (part.type === 'tool-error' && !part.providerExecuted) answeredBySdk.add(part.toolCallId);
+        if (part.type === 'tool-call' && part.invalid) marks.set(part.toolCallId, ai.NoSuchToolError.isInstance(part.error) ? 'not_found' : 'invalid_arguments');
+      }
+      const kept = result.response.messages;
+      replyAt = kept.length && kept[0].role === 'assistant' ? messages.length : -1;
+      messages.push(...kept);
+      if (result.text) text = result.text;
+      step = await verified(session.reply(replied, offered, Date.now()));
+      if (step.written) {
+        // The model wrote these calls in its text and the kernel runs them: its message becomes
+        // a tool turn, so the results that follow answer calls it made.
+        const content = step.written.text ? [{ type: 'text', text: step.written.text }] : [];
+        for (const c of step.written.tool_calls) content.push({ type: 'tool-call', toolCallId: c.id, toolName: c.name, input: c.arguments });
+        if (replyAt >= 0) messages[replyAt] = { ...messages[replyAt], content };
+        else {
+          replyAt = messages.length;
+          messages.push({ role: 'assistant', content });
+        }
+        if (!step.written.text) text = '';
+        calls = step.written.tool_calls.map((c) => ({ id: c.id, name: c.name, input: c.arguments }));
+      } else {
+        calls = replied.content.filter((p) => p.type === 'tool-call').map((p) => ({ id: p.toolCallId, name: p.toolName, input: p.input }));
+      }
+      if (step.drop_reply && replyAt >= 0) {
+        messages.splice(replyAt, 1);
+        replyAt = -1;
+      }
+      say(step, answeredBySdk);
+      continue;
+    }
+    if (step.jump === 'tools') {
+      const turn = session.turn();
+      const answered = new Set([...answeredBySdk, ...(step.answers || []).map((a) => a.tool_call_id)]);
+      const parts = [];
+      for (const call of calls) {
+        if (answered.has(call.id)) continue;
+        const tool = Object.hasOwn(tools, call.name) ? tools[call.name] : undefined;
+        const gate = Session.gate(turn, call.id, call.name, tool !== undefined);
+        if (gate.refuse) {
+          parts.push(answerPart(gate.refuse));
+          continue;
+        }
+        let output;
+        if (typeof tool.execute !== 'function') output = { type: 'error-text', value: `tool \`${call.name}\` has no execute` };
+        else {
+          try {
+            const value = asJson(await tool.execute(call.input, { toolCallId: call.id, messages, abortSignal }));
+            output = typeof value === 'string' ? { type: 'text', value } : { type: 'json', value };
+          } catch (e) {
+            if (e && typeof e.terminus_error === 'string') marks.set(call.id, e.terminus_error);
+            output = { type: 'error-text', value: String((e && e.message) || e) };
+          }
+        }
+        if (gate.run.warning) output = withNotice(output, gate.run.warning);
+        parts.push({ type: 'tool-result', toolCallId: call.id, toolName: call.name, output });
+      }
+      if (parts.length) messages.push({ role: 'tool', content: parts });
+      if (abortSignal && abortSignal.aborted) continue;
+      step = await verified(session.results(tail(), Date.now()));
+      if (!step) throw new Error('terminus-kernel/ai: the session awaited no tool results');
+      say(step);
+      continue;
+    }
+    throw new Error(`terminus-kernel/ai: the session gave no way on: ${JSON.stringify(step)}`);
   }
 }
 
-module.exports = { runAgent, turnOf, modelErrorOf };
+module.exports = { runAgent, modelErrorOf };

@@ -3,9 +3,10 @@
 // the Terminus kernel: the kernel decides when the run ends, not `maxTurns`.
 //
 // `run(agent, input, { policy, verify, runner, ...runOptions })` calls the SDK's `Runner.run`
-// with copies of the agent and its function tools wired to one `Machine`, through the SDK's own
+// with copies of the agent and its function tools wired to one host core `Session` (the
+// package's, the same for every framework adapter: every decision is its), through the SDK's own
 // extension points:
-// - a `Model` wrapper feeds every reply to the kernel as a `model_turn`. An empty reply or a
+// - a `Model` wrapper gives every reply to the session. An empty reply or a
 //   provider's error (classed with `providerErrorKind`) is retried inside the wrapper after the
 //   kernel's backoff, or ends the run (`empty_responses`, `model_error`); a tool call written in
 //   the reply's text becomes a real call when the kernel says so. After a stop the kernel
@@ -13,7 +14,7 @@
 // - a tool input guardrail on each function tool answers a call the kernel refused (a tool
 //   excluded, a spent tool budget, a run that stopped) with the kernel's text instead of running
 //   it; a tool output guardrail appends the kernel's budget warning.
-// - `toolUseBehavior` feeds each tool batch's results as one `tool_results` event: a stop the
+// - `toolUseBehavior` gives each tool batch's results to the session: a stop the
 //   kernel decides there (a loop of identical calls, failing tools, a spent budget) ends the run
 //   without another model call.
 // A reply the SDK takes as the final output but the kernel refuses (`completion_requires` unmet,
@@ -23,7 +24,7 @@
 // results. Resolves to the last `Runner.run`'s result, whose `history` is the whole conversation
 // (nudges included), with the kernel's report as its property `terminus`.
 
-const { Machine, providerErrorKind } = require('./index.js');
+const { Session, providerErrorKind } = require('./index.js');
 const { retryAfterMs } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
@@ -52,44 +53,6 @@ function messageText(item) {
     .join('');
 }
 
-/**
- * The kernel's `model_turn` for a model's response (`{ output, usage }`): its text, its function
- * calls (arguments parsed from JSON; text that is not JSON is passed as it is), its usage when
- * the provider reported it, whether it carries reasoning, and `offered`, the tools' names.
- */
-function turnOf(response, offered) {
-  if (!response || !Array.isArray(response.output)) {
-    throw new Error('turnOf: expected a model response with an `output` array');
-  }
-  const texts = [];
-  const calls = [];
-  let reasoning = false;
-  response.output.forEach((item, index) => {
-    if (!item || typeof item !== 'object') return;
-    if (item.type === 'message' && item.role === 'assistant') texts.push(messageText(item));
-    else if (item.type === 'function_call') {
-      if (typeof item.callId !== 'string' || !item.callId) {
-        throw new Error(`model response: output[${index}] (${JSON.stringify(item.name)}) has no callId`);
-      }
-      let args = item.arguments;
-      try {
-        args = typeof args === 'string' && args.trim() ? JSON.parse(args) : args && typeof args === 'object' ? args : {};
-      } catch {
-        // not JSON: the kernel gets the raw text (an invalid call)
-      }
-      calls.push({ id: item.callId, name: String(item.name), arguments: args });
-    } else if (item.type === 'reasoning') reasoning = true;
-  });
-  const turn = { text: texts.join(''), tool_calls: calls };
-  const usage = response.usage || {};
-  if (usage.requests || usage.inputTokens || usage.outputTokens) {
-    turn.usage = { input_tokens: Number(usage.inputTokens) || 0, output_tokens: Number(usage.outputTokens) || 0 };
-  }
-  if (reasoning) turn.reasoning = true;
-  if (offered) turn.tools = [...offered];
-  return { model_turn: turn };
-}
-
 const RETRIED = ['rate_limited', 'server', 'timeout'];
 
 /**
@@ -115,12 +78,6 @@ function modelErrorKind(error) {
   return out;
 }
 
-async function digest(output) {
-  const { createHash } = require('node:crypto');
-  const text = typeof output === 'string' ? output : JSON.stringify(output) ?? String(output);
-  return `sha256:${createHash('sha256').update(text).digest('hex')}`;
-}
-
 /** The text of a tool output as the SDK keeps it (a string, or `{ type: 'text', text }`). */
 function outputText(output) {
   if (typeof output === 'string') return output;
@@ -128,115 +85,80 @@ function outputText(output) {
   return JSON.stringify(output) ?? '';
 }
 
+/** The finish reason of a reply: the Chat Completions model keeps its raw response (`providerData`). */
+function finishOf(raw) {
+  const choice = raw && Array.isArray(raw.choices) ? raw.choices[0] : undefined;
+  return choice && typeof choice.finish_reason === 'string' ? choice.finish_reason : undefined;
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** One run's machine and what it awaits: the glue's whole state. */
+/** One run's session and what the glue keeps beside it. */
 class KernelRun {
-  constructor(machine, verify, deadline) {
-    this.machine = machine;
+  constructor(session, step, verify) {
+    this.session = session;
+    this.step = step;
     this.verify = verify;
-    this.deadline = deadline;
-    this.started = Date.now();
-    this.report = null;
-    this.call = { delay_ms: 0, tools: true };
-    this.modelWanted = false;
-    this.awaiting = new Map(); // call id -> tool name
-    this.batch = false;
-    this.refused = new Map();
-    this.warnings = new Map();
-    this.failed = new Map(); // call id -> { kind, message }
+    this.answers = new Map(); // call id -> the session's answer: { content, error }
+    this.failed = new Map(); // call id -> the kernel's class of a tool's failure
     this.messages = []; // nudges and notices for the conversation
     this.written = null;
     this.handover = false; // the last Runner.run ended for the kernel to go on
+    this.replies = 0;
   }
 
   get ended() {
-    return this.report !== null;
+    return this.session.ended;
   }
 
-  async verdict(command) {
-    if (!this.verify) {
-      const missing = (command.missing || []).map(String);
-      return { complete: missing.length === 0, feedback: missing.join('; ') };
-    }
-    const answer = await this.verify({ claim: String(command.claim || ''), todos: command.todos || [], missing: command.missing || [] });
+  get report() {
+    return this.session.report();
+  }
+
+  /** The session wants the model called. */
+  get modelWanted() {
+    return !this.ended && this.step.jump === 'model';
+  }
+
+  async verdict({ claim, todos, missing }) {
+    if (!this.verify) return { complete: missing.length === 0, feedback: missing.join('; ') };
+    const answer = await this.verify({ claim: String(claim || ''), todos: todos || [], missing: missing || [] });
     if (!answer || typeof answer.complete !== 'boolean') {
       throw new Error(`verify: expected { complete: boolean, feedback?: string }, got ${JSON.stringify(answer)}`);
     }
     return { complete: answer.complete, feedback: String(answer.feedback || ''), ...(answer.missing ? { missing: answer.missing } : {}) };
   }
 
-  async carryOut() {
-    for (let command = this.machine.nextCommand(); command; command = this.machine.nextCommand()) {
-      switch (command.command) {
-        case 'nudge':
-        case 'notice':
-          this.messages.push(String(command.text));
-          break;
-        case 'call_model':
-          this.call = { delay_ms: Number(command.delay_ms) || 0, tools: command.tools !== false };
-          this.modelWanted = true;
-          break;
-        case 'run_tools':
-          this.awaiting = new Map((command.calls || []).map((c) => [String(c.id), String(c.name)]));
-          this.batch = true;
-          this.refused = new Map((command.refused || []).map((r) => [String(r.id), String(r.text)]));
-          this.warnings = new Map((command.warnings || []).map((w) => [String(w.id), String(w.text)]));
-          if (command.written != null) this.written = { prose: String(command.written), calls: command.calls || [] };
-          break;
-        case 'verify':
-          this.machine.handle({ verdict: await this.verdict(command) });
-          break;
-        case 'stop':
-          this.report = command.report || this.machine.report();
-          break;
-        default:
-          throw new Error(`terminus-kernel/openai-agents: unknown kernel command ${JSON.stringify(command)}`);
-      }
-    }
+  /** Takes a step of the session: its verification answered, its messages and answers kept. */
+  async take(step) {
+    while (step && step.verify) step = this.session.verdict(await this.verdict(step.verify));
+    if (!step) return;
+    if (step.jump) this.step = step;
+    this.messages.push(...(step.notices || []), ...(step.nudges || []));
+    for (const a of step.answers || []) this.answers.set(a.tool_call_id, a);
+    if (step.written) this.written = step.written;
   }
 
-  async feed(event) {
-    if (this.ended) return;
-    if (this.deadline) {
-      this.machine.handle({ tick: Math.max(0, Date.now() - this.started) });
-      await this.carryOut();
-      if (this.ended) return;
-    }
-    this.modelWanted = false;
-    this.machine.handle(event);
-    await this.carryOut();
+  /** The conversation's items as the core reads them: a failure's class on its result. */
+  wire(items) {
+    return (items || []).map((item) => {
+      if (!item || item.type !== 'function_call_result') return item;
+      const kind = this.failed.get(String(item.callId)) || (this.answers.get(String(item.callId)) || {}).error;
+      return kind ? { ...item, terminus_error: kind } : item;
+    });
   }
 
-  /** Feeds the out batch's results: `outputs`, a Map by call id (a call with none failed). */
-  async feedResults(outputs) {
-    if (!this.batch) return;
-    const results = [];
-    for (const [id, name] of this.awaiting) {
-      if (this.failed.has(id)) results.push({ call_id: id, name, error: this.failed.get(id).kind, message: this.failed.get(id).message });
-      else if (outputs.has(id)) results.push({ call_id: id, name, ok: await digest(outputs.get(id)) });
-      else results.push({ call_id: id, name, error: 'failed', message: 'no result came back for this call' });
-    }
-    this.awaiting = new Map();
-    this.refused = new Map();
-    this.warnings = new Map();
+  /** Gives the session the results of the tool turn out, read from the conversation's `items`. */
+  async results(items) {
+    if (!this.session.batchOut || this.ended) return;
+    await this.take(this.session.results(this.wire(items), Date.now()));
     this.failed = new Map();
-    this.batch = false;
-    await this.feed({ tool_results: results });
   }
 
-  stoppedText() {
-    return `Not run: the run stopped (${(this.report && this.report.reason) || 'stopped'}).`;
+  /** Ends a run something else ended (the SDK, a throw). */
+  async finish(items) {
+    await this.take(this.session.finish(this.wire(items), Date.now()));
   }
-}
-
-/** The `function_call_result` items of a conversation, by call id. */
-function outputsIn(items) {
-  const outputs = new Map();
-  for (const item of items || []) {
-    if (item && item.type === 'function_call_result') outputs.set(String(item.callId), outputText(item.output));
-  }
-  return outputs;
 }
 
 const STAND_IN = 'terminus-stop';
@@ -251,7 +173,7 @@ const standIn = (Usage) => ({
   usage: new Usage(),
 });
 
-/** The agent's model with every call and reply going through the run's machine. */
+/** The agent's model with every call and reply going through the run's session. */
 class KernelModel {
   constructor(inner, run, handleModelErrors, Usage) {
     this.inner = inner;
@@ -262,10 +184,10 @@ class KernelModel {
 
   async getResponse(request) {
     const run = this.run;
-    if (run.batch && Array.isArray(request.input)) await run.feedResults(outputsIn(request.input));
+    if (Array.isArray(request.input)) await run.results(request.input);
     for (;;) {
-      if (run.ended || !run.modelWanted) return standIn(this.Usage);
-      const { delay_ms: delay, tools: withTools } = run.call;
+      if (!run.modelWanted) return standIn(this.Usage);
+      const { delay_ms: delay, tools: withTools } = run.step;
       if (delay) await sleep(delay);
       const sent = withTools ? request : { ...request, tools: [], handoffs: [] };
       let response;
@@ -274,12 +196,19 @@ class KernelModel {
       } catch (error) {
         const kind = this.handleModelErrors ? modelErrorKind(error) : null;
         if (!kind) throw error;
-        await run.feed({ model_error: kind });
+        await run.take(run.session.modelError(kind.kind, kind.retry_after_ms ?? null, Date.now()));
         continue;
       }
-      await run.feed(turnOf(response, (sent.tools || []).map((t) => t.name).filter((n) => typeof n === 'string')));
+      const offered = (sent.tools || []).map((t) => t.name).filter((n) => typeof n === 'string');
+      const usage = response.usage || {};
+      const counted = usage.requests || usage.inputTokens || usage.outputTokens;
+      const reply = { output: response.output || [], response_id: `terminus-reply-${++run.replies}` };
+      if (counted) reply.usage = { inputTokens: Number(usage.inputTokens) || 0, outputTokens: Number(usage.outputTokens) || 0 };
+      const finish = finishOf(response.providerData);
+      if (finish) reply.finish_reason = finish;
+      await run.take(run.session.reply(reply, offered, Date.now()));
       if (run.written) {
-        response = withWrittenCalls(response, run.written);
+        response = withWrittenCalls(response, { prose: run.written.text, calls: run.written.tool_calls });
         run.written = null;
       }
       const output = response.output || [];
@@ -288,7 +217,7 @@ class KernelModel {
       if (!hasCalls && !hasText) {
         // An empty reply is never part of the conversation: retried here when the kernel says
         // so, else answered with no output (the kernel's nudge follows in the next Runner.run).
-        if (!run.ended && run.modelWanted && !run.messages.length) continue;
+        if (run.modelWanted && !run.messages.length) continue;
         run.handover = !run.ended;
         return standIn(this.Usage);
       }
@@ -318,34 +247,41 @@ function withWrittenCalls(response, { prose, calls }) {
 
 /** A copy of a function tool whose calls the kernel may refuse, with its warnings appended. */
 function guarded(tool, run, agents) {
+  const { ToolGuardrailFunctionOutputFactory: out } = agents;
   const refuse = agents.defineToolInputGuardrail({
     name: 'terminus',
     run: async ({ toolCall }) => {
       const id = String(toolCall.callId);
-      if (run.refused.has(id)) return agents.ToolGuardrailFunctionOutputFactory.rejectContent(run.refused.get(id));
-      if (run.ended) return agents.ToolGuardrailFunctionOutputFactory.rejectContent(run.stoppedText());
-      if (!run.awaiting.has(id)) return agents.ToolGuardrailFunctionOutputFactory.rejectContent('Not run: the kernel did not ask for this call.');
-      return agents.ToolGuardrailFunctionOutputFactory.allow();
+      const answer = run.answers.get(id);
+      if (answer) return out.rejectContent(answer.content);
+      const turn = run.session.turn();
+      const gate = Session.gate(turn, id, String(toolCall.name), true);
+      if (gate.refuse) return out.rejectContent(gate.refuse.content);
+      if (run.ended) return out.rejectContent(`Not run: the run stopped (${run.report.reason || 'stopped'}).`);
+      if (!turn.awaiting.some(([a]) => a === id)) return out.rejectContent('Not run: the kernel did not ask for this call.');
+      return out.allow();
     },
   });
   const warn = agents.defineToolOutputGuardrail({
     name: 'terminus',
     run: async ({ toolCall, output }) => {
-      const warning = run.warnings.get(String(toolCall.callId));
-      if (warning === undefined) return agents.ToolGuardrailFunctionOutputFactory.allow();
+      const gate = Session.gate(run.session.turn(), String(toolCall.callId), String(toolCall.name), true);
+      const warning = gate.run && gate.run.warning;
+      if (warning === undefined) return out.allow();
       const text = outputText(output);
-      return agents.ToolGuardrailFunctionOutputFactory.rejectContent(text ? `${text}\n\n${warning}` : warning);
+      return out.rejectContent(text ? `${text}\n\n${warning}` : warning);
     },
   });
   const invoke = async (context, input, details) => {
     try {
       return await tool.invoke(context, input, details);
     } catch (error) {
-      // A tool without an errorFunction: the kernel counts the failure, the model reads it.
+      // A tool without an errorFunction: the kernel counts the failure (of the class in the
+      // error's `terminus_error`, else `failed`), the model reads it.
       const id = details && details.toolCall ? String(details.toolCall.callId) : undefined;
-      if (id === undefined || !run.awaiting.has(id)) throw error;
+      if (id === undefined || !run.session.turn().awaiting.some(([a]) => a === id)) throw error;
       const message = String((error && error.message) || error);
-      run.failed.set(id, { kind: 'failed', message });
+      run.failed.set(id, typeof (error && error.terminus_error) === 'string' ? error.terminus_error : 'failed');
       return `Error: ${message}`;
     }
   };
@@ -384,7 +320,7 @@ async function run(agent, input, options = {}) {
   const agents = sdk();
   if (!(agent instanceof agents.Agent)) throw new Error('agent: expected an Agent of @openai/agents');
   if (typeof input !== 'string' && !Array.isArray(input)) throw new Error('input: expected a string or an array of items');
-  const { policy, verify, handleModelErrors = true, runner = new agents.Runner({ tracingDisabled: true }), ...runOptions } = options || {};
+  const { policy, scale, verify, handleModelErrors = true, runner = new agents.Runner({ tracingDisabled: true }), ...runOptions } = options || {};
   for (const [name, why] of Object.entries(REFUSED_OPTIONS)) {
     if (name in runOptions) throw new Error(`options.${name}: not accepted by run(): ${why}`);
   }
@@ -393,10 +329,8 @@ async function run(agent, input, options = {}) {
     throw new Error('agent.outputType: only text output is supported by terminus-kernel/openai-agents');
   }
   checkPolicy(policy, 'terminus-kernel/openai-agents');
-  const task = typeof input === 'string' ? input : '';
-  const machine = new Machine(policy ?? null, { task, name: agent.name });
-  const kernel = new KernelRun(machine, verify, policy != null && policy.deadline_ms != null);
-  await kernel.carryOut(); // the first command: call the model
+  const task = typeof input === 'string' ? [{ role: 'user', content: input }] : input.filter((i) => i && i.role === 'user').slice(0, 1);
+  const kernel = new KernelRun(...Session.start(policy ?? null, task, Date.now(), scale), verify);
 
   let inner = runner.config.model ?? agent.model;
   if (!inner || typeof inner === 'string') inner = await runner.config.modelProvider.getModel(inner || undefined);
@@ -406,12 +340,7 @@ async function run(agent, input, options = {}) {
     model,
     tools: agent.tools.map((t) => (t && t.type === 'function' ? guarded(t, kernel, agents) : t)),
     toolUseBehavior: async (context, results) => {
-      const outputs = new Map();
-      for (const result of results) {
-        const raw = result.runItem && result.runItem.rawItem;
-        if (raw && raw.callId !== undefined) outputs.set(String(raw.callId), outputText(raw.output ?? result.output));
-      }
-      await kernel.feedResults(outputs);
+      await kernel.results(results.map((r) => r.runItem && r.runItem.rawItem).filter(Boolean));
       if (kernel.ended) return { isFinalOutput: true, isInterrupted: undefined, finalOutput: String(kernel.report.result ?? '') };
       if (kernel.messages.length) {
         kernel.handover = true; // a notice goes into the conversation before the next model call
@@ -427,21 +356,16 @@ async function run(agent, input, options = {}) {
     try {
       result = await wiredRunner.run(wired, items, { ...runOptions, maxTurns: null });
     } catch (error) {
-      if (!kernel.ended) {
-        await kernel.feed({ cancel: true });
-        if (!kernel.ended) kernel.report = machine.report();
-      }
+      if (!kernel.ended) await kernel.finish([]);
       if (error && typeof error === 'object') error.terminus = kernel.report;
       throw error;
     }
     if (kernel.ended) break;
-    if (kernel.batch) {
-      await kernel.feedResults(outputsIn(result.history));
-      if (kernel.ended) break;
-    }
+    await kernel.results(result.history);
+    if (kernel.ended) break;
     if (!(kernel.handover && kernel.modelWanted)) {
       // The SDK ended the run (the agent's own toolUseBehavior): the kernel's run is cancelled.
-      await kernel.feed({ cancel: true });
+      await kernel.finish(result.history);
       break;
     }
     kernel.handover = false;
@@ -453,4 +377,4 @@ async function run(agent, input, options = {}) {
   return result;
 }
 
-module.exports = { run, turnOf, modelErrorKind };
+module.exports = { run, modelErrorKind };

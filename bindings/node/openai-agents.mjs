@@ -5,5 +5,5 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const kernelAgents = require('./openai-agents.js');
 
-export const { run, turnOf, modelErrorKind } = kernelAgents;
+export const { run, modelErrorKind } = kernelAgents;
 export default kernelAgents;

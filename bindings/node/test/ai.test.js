@@ -241,3 +241,26 @@ test('a written call of a tool that is not offered is nudged with the closest na
   assert.deepEqual(log, []);
   assert.match(shown(prompts[1]), /read_directory.*closest offered tools/);
 });
+
+test('a claim the verifier rejects is nudged with its feedback; an abort ends the run cancelled', async () => {
+  const claims = [];
+  const { model, prompts } = scripted([{ text: 'Done already.' }, { text: 'Done, checked twice.' }]);
+  const verify = async ({ claim }) => {
+    claims.push(claim);
+    return claims.length === 1 ? { complete: false, feedback: 'check it twice' } : { complete: true };
+  };
+  const { report } = await runAgent({ model, prompt: 'Check it.', policy: { verify_completion: true }, verify });
+  assert.deepEqual([report.outcome, report.reason, report.verification_failures], ['complete', 'verified', 1]);
+  assert.deepEqual(claims, ['Done already.', 'Done, checked twice.']);
+  assert.match(shown(prompts[1]), /check it twice/);
+
+  const abort = new AbortController();
+  const log = [];
+  const tools = workflowTools(log);
+  const read = tools.read_file;
+  tools.read_file = { ...read, execute: async (args, ctx) => (abort.abort(), read.execute(args, ctx)) };
+  const looping = scripted([{ calls: [['read_file', { path: 'a.ts' }]] }]);
+  const cancelled = await runAgent({ model: looping.model, tools, prompt: 'Read.', abortSignal: abort.signal });
+  assert.deepEqual([cancelled.report.outcome, cancelled.report.reason, cancelled.report.tool_calls], ['aborted', 'cancelled', 1]);
+  assert.equal(looping.calls(), 1);
+});

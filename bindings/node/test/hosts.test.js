@@ -8,14 +8,10 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { readFileSync } = require('node:fs');
-const { join } = require('node:path');
 const { providerErrorKind } = require('terminus-kernel');
 const { modelErrorKind } = require('terminus-kernel/langchain');
 const { modelErrorOf } = require('terminus-kernel/ai');
-const { REPO } = require('./scenario_driver.js');
-
-const suite = JSON.parse(readFileSync(join(REPO, 'spec', 'hosts', 'provider-errors.json'), 'utf8'));
+const { suite, providerError, throughEvery } = require('./host_suite.js');
 
 test('every provider-error case of the host suite gets its class in every JavaScript host', () => {
   assert.ok(suite.cases.length >= 15, 'the suite lost its cases');
@@ -53,22 +49,8 @@ const { BaseChatModel } = require('@langchain/core/language_models/chat_models')
 const { AIMessage, ToolMessage } = require('@langchain/core/messages');
 const { tool } = require('@langchain/core/tools');
 const { z } = require('zod');
-const { runScenario } = require('terminus-kernel');
 const { terminusMiddleware, REPORT_KEY } = require('terminus-kernel/langchain');
 const { Cursor, resultOf, writeTodos } = require('./scenario_driver.js');
-
-const conversations = JSON.parse(readFileSync(join(REPO, 'spec', 'hosts', 'conversations.json'), 'utf8'));
-const WINDOWED = ['trace', 'tool_budget_events'];
-const JOURNAL_STEPS = 16;
-const COMPARED = ['outcome', 'reason', 'rule', 'steps', 'model_calls', 'tool_calls', 'nudges', 'verification_failures', 'no_ops', 'empty_responses', 'excluded_tools', 'entries', 'result', 'todos', 'stats', 'trace', 'tool_budget_events'];
-
-/** A provider's failure of class `kind`, as an SDK throws it. */
-function providerError(kind, retryAfterMs) {
-  if (kind === 'timeout') return Object.assign(new Error('the request timed out'), { name: 'TimeoutError' });
-  const { status, text } = suite.cases.find((c) => c.kind === kind);
-  const headers = retryAfterMs == null ? {} : { 'retry-after-ms': String(retryAfterMs) };
-  return Object.assign(new Error(text), { status, headers });
-}
 
 /** A chat model answering with a scenario's model turns, in order. */
 class ScenarioModel extends BaseChatModel {
@@ -129,21 +111,4 @@ async function play(scenario) {
   return state[REPORT_KEY];
 }
 
-for (const name of conversations.scenarios) {
-  test(`the conversation ${name} through LangChain JS gives terminus run's report`, async () => {
-    const path = join(REPO, 'spec', 'scenarios', `${name}.json`);
-    const expected = runScenario(path);
-    const got = await play(JSON.parse(readFileSync(path, 'utf8')));
-    assert.ok(got && got.outcome, `${name}: the final state has no report`);
-    for (const key of COMPARED) {
-      if (WINDOWED.includes(key)) {
-        // The host keeps the journal's last steps (a snapshot that does not grow with the run):
-        // these lists are the tail of the whole run's.
-        assert.deepEqual(got[key], expected[key].slice(expected[key].length - got[key].length), `${name}: \`${key}\``);
-      } else {
-        assert.deepEqual(got[key], expected[key], `${name}: \`${key}\``);
-      }
-    }
-    assert.equal(got.trace.length, Math.min(expected.trace.length, JOURNAL_STEPS), `${name}: the trace's window`);
-  });
-}
+throughEvery('LangChain JS', play);

@@ -329,6 +329,21 @@ test('a tool without an errorFunction fails, is excluded, and its next call refu
   assert.deepEqual(pick(result.terminus), pick(runScenario(scenario)));
 });
 
+test('a final output the verifier rejects goes on with its feedback', async () => {
+  const claims = [];
+  const verify = async ({ claim }) => {
+    claims.push(claim);
+    return claims.length === 1 ? { complete: false, feedback: 'check it twice' } : { complete: true };
+  };
+  const repo = repository();
+  const model = new ScriptedModel([textTurn('Done already.'), textTurn('Done, checked twice.')]);
+  const result = await run(architect(model, repo), TASK, { policy: { verify_completion: true }, verify });
+  assert.deepEqual([result.terminus.reason, result.terminus.verification_failures], ['verified', 1]);
+  assert.deepEqual(claims, ['Done already.', 'Done, checked twice.']);
+  assert.equal(result.finalOutput, 'Done, checked twice.');
+  assert.ok(model.inputs[1].some((item) => item.role === 'user' && /check it twice/.test(textOf(item))));
+});
+
 test('the ES module exports the same functions', async () => {
   const esm = await import('terminus-kernel/openai-agents');
   assert.equal(esm.run, run);

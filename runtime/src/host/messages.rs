@@ -11,6 +11,7 @@
 //! | AI SDK | `{"role": "assistant", "content": [{"type": "text"}, {"type": "tool-call", "toolCallId", "toolName", "input"}], "finishReason", "usage": {"inputTokens", "outputTokens"}}` | `{"role": "tool", "content": [{"type": "tool-result", "toolCallId", "toolName", "output"}]}` |
 //! | Pydantic AI | `{"kind": "response", "parts": [{"part_kind": "text"}, {"part_kind": "tool-call", "tool_call_id", "tool_name", "args"}], "usage", "finish_reason"}` | `{"kind": "request", "parts": [{"part_kind": "tool-return" or "retry-prompt", "tool_call_id", "tool_name", "content", "outcome", "retry": {"cause"}, "metadata": {"terminus_error"}}]}` |
 //! | OpenAI Agents (`ModelResponse`: `{"output": [items], "usage", "response_id"}`, Responses items) | `{"type": "message", "role": "assistant", "status", "content": [{"type": "output_text"} or {"type": "refusal"}]}`, `{"type": "function_call", "call_id", "name", "arguments"}`, `{"type": "reasoning"}` (a message `incomplete`: cut at the length limit; a refusal: the provider withheld the reply, a content filter) | `{"type": "function_call_output", "call_id", "output"}` |
+//! | OpenAI Agents JS (its items) | the same, a call's id in `callId`, a `reasoning` item for reasoning, the `finish_reason` the host read beside `output` | `{"type": "function_call_result", "callId", "output": TEXT or {"type": "text", "text"}}` |
 //!
 //! Content is a string or a list of blocks whose `text` blocks (`text`, `output_text`) are the
 //! visible text; `reasoning`/`thinking` blocks (or `reasoning_content`) mark reasoning output.
@@ -77,8 +78,10 @@ pub fn role(message: &Value) -> Role {
     }
     match str_at(message, "type") {
         Some("human" | "user") => return Role::User,
-        Some("ai" | "assistant" | "function_call" | "AIMessageChunk") => return Role::Assistant,
-        Some("tool" | "function_call_output") => return Role::Tool,
+        Some("ai" | "assistant" | "function_call" | "AIMessageChunk" | "reasoning") => {
+            return Role::Assistant;
+        }
+        Some("tool" | "function_call_output" | "function_call_result") => return Role::Tool,
         Some("message") => return Role::Other,
         _ => {}
     }
@@ -310,7 +313,9 @@ pub fn reply_of(message: &Value, at: &str) -> Result<Reply, InputError> {
         }
         if str_at(item, "type") == Some("function_call") {
             push_call(
-                str_at(item, "call_id").or_else(|| str_at(item, "id")),
+                str_at(item, "call_id")
+                    .or_else(|| str_at(item, "callId"))
+                    .or_else(|| str_at(item, "id")),
                 str_at(item, "name"),
                 item.get("arguments"),
                 at,
@@ -414,6 +419,10 @@ pub fn reply_of(message: &Value, at: &str) -> Result<Reply, InputError> {
         if let Some(usage) = usage_of(message) {
             reply.turn.usage = Some(usage);
         }
+        // OpenAI Agents JS keeps a turn's finish reason beside its items, when the host read one.
+        if let Some(finish) = str_at(message, "finish_reason").and_then(finish_of) {
+            reply.turn.finish = Some(finish);
+        }
     }
     reply.turn.text = Some(text);
     reply.turn.tool_calls = Some(calls);
@@ -447,6 +456,12 @@ fn output_text(output: &Value) -> String {
                 None => String::new(),
             }
         }
+        // OpenAI Agents JS: `{"type": "text", "text"}`.
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("text") => o
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         Value::Array(_) => text_of(output),
         Value::Null => String::new(),
         other => other.to_string(),
@@ -505,8 +520,11 @@ fn results_in(message: &Value, out: &mut Vec<Found>) {
         });
         return;
     }
-    if str_at(message, "type") == Some("function_call_output") {
-        if let Some(call_id) = str_at(message, "call_id") {
+    if matches!(
+        str_at(message, "type"),
+        Some("function_call_output" | "function_call_result")
+    ) {
+        if let Some(call_id) = str_at(message, "call_id").or_else(|| str_at(message, "callId")) {
             out.push(Found {
                 call_id: call_id.to_owned(),
                 id,
@@ -654,5 +672,35 @@ mod tests {
         assert_eq!(reply.turn.finish, Some(Finish::Length));
         assert_eq!(reply.turn.text.as_deref(), Some("The design has"));
         assert_eq!(reply.turn.reasoning, None);
+    }
+
+    /// OpenAI Agents JS: a call's id in `callId`, a reasoning item, and its results
+    /// (`function_call_result`, output as `{"type": "text", "text"}`) marked by the host.
+    #[test]
+    fn openai_agents_js_items() {
+        let response = json!({"response_id": "r1", "output": [
+            {"type": "reasoning", "id": "rs_1", "content": []},
+            {"type": "function_call", "id": "fc_1", "callId": "c1", "name": "ls", "arguments": "{}"}
+        ], "usage": {"inputTokens": 5, "outputTokens": 2}, "finish_reason": "length"});
+        let reply = reply_of(&response, "message").expect("a reply");
+        assert_eq!(reply.id.as_deref(), Some("r1"));
+        assert_eq!(reply.turn.reasoning, Some(true));
+        assert_eq!(reply.turn.finish, Some(Finish::Length));
+        let calls = reply.turn.tool_calls.expect("calls");
+        assert_eq!(calls[0].id.as_deref(), Some("c1"));
+        let history = [
+            json!({"type": "reasoning", "id": "rs_1"}),
+            json!({"type": "function_call", "callId": "c1", "name": "ls"}),
+            json!({"type": "function_call_result", "callId": "c1", "output": {"type": "text", "text": "a.txt"}}),
+            json!({"type": "function_call_result", "callId": "c2", "output": "boom", "terminus_error": "failed"}),
+        ];
+        let found = last_results(&history);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[1].call_id.as_str(), found[1].text.as_str()),
+            ("c1", "a.txt")
+        );
+        assert_eq!(found[0].error, Some(ToolErrorKind::Failed));
+        assert_eq!(role(&history[0]), Role::Assistant);
     }
 }

@@ -1,0 +1,62 @@
+'use strict';
+// The host suite's data (`spec/hosts`) for the Node hosts' tests: the provider-error cases, the
+// conversations, the report fields compared, a provider's failure as the SDKs throw it, and the
+// registration of every conversation through one framework adapter.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { readFileSync } = require('node:fs');
+const { join } = require('node:path');
+const { runScenario } = require('terminus-kernel');
+const { REPO } = require('./scenario_driver.js');
+
+const read = (...path) => JSON.parse(readFileSync(join(REPO, 'spec', ...path), 'utf8'));
+const suite = read('hosts', 'provider-errors.json');
+const conversations = read('hosts', 'conversations.json');
+/** The report's lists of the journal's last `JOURNAL_STEPS` steps (its counts are the run's). */
+const WINDOWED = ['trace', 'tool_budget_events'];
+const JOURNAL_STEPS = 16;
+const COMPARED = ['outcome', 'reason', 'rule', 'steps', 'model_calls', 'tool_calls', 'nudges', 'verification_failures', 'no_ops', 'empty_responses', 'excluded_tools', 'entries', 'result', 'todos', 'stats', 'trace', 'tool_budget_events'];
+
+/** The status and body of the suite's case of class `kind`. */
+const caseOf = (kind) => suite.cases.find((c) => c.kind === kind);
+
+/**
+ * A provider's failure of class `kind` as LangChain's and OpenAI's SDKs throw it: an HTTP status
+ * and body, the delay asked for as a `retry-after-ms` header, a timeout as a `TimeoutError`.
+ */
+function providerError(kind, retryAfterMs) {
+  if (kind === 'timeout') return Object.assign(new Error('the request timed out'), { name: 'TimeoutError' });
+  const { status, text } = caseOf(kind);
+  const headers = retryAfterMs == null ? {} : { 'retry-after-ms': String(retryAfterMs) };
+  return Object.assign(new Error(text), { status, headers });
+}
+
+/**
+ * Registers one test per conversation: `play(scenario)` runs it through `framework` and resolves
+ * to the report, which must be `runScenario`'s (`terminus run --json`) on every compared field.
+ * `skipped`: scenario name -> why it cannot match through this framework (printed).
+ */
+function throughEvery(framework, play, skipped = {}) {
+  for (const name of conversations.scenarios) {
+    const why = skipped[name];
+    test(`the conversation ${name} through ${framework} gives terminus run's report`, why ? { skip: why } : {}, async () => {
+      const path = join(REPO, 'spec', 'scenarios', `${name}.json`);
+      const expected = runScenario(path);
+      const got = await play(JSON.parse(readFileSync(path, 'utf8')));
+      assert.ok(got && got.outcome, `${name}: the run gave no report`);
+      for (const key of COMPARED) {
+        if (WINDOWED.includes(key)) {
+          // The host keeps the journal's last steps (a snapshot that does not grow with the
+          // run): these lists are the tail of the whole run's.
+          assert.deepEqual(got[key], expected[key].slice(expected[key].length - got[key].length), `${name}: \`${key}\``);
+        } else {
+          assert.deepEqual(got[key], expected[key], `${name}: \`${key}\``);
+        }
+      }
+      assert.equal(got.trace.length, Math.min(expected.trace.length, JOURNAL_STEPS), `${name}: the trace's window`);
+    });
+  }
+}
+
+module.exports = { suite, conversations, COMPARED, caseOf, providerError, throughEvery };

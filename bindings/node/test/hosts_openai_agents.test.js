@@ -1,0 +1,79 @@
+'use strict';
+// The host suite's conversations (`spec/hosts/conversations.json`) through the OpenAI Agents JS
+// adapter (`terminus-kernel/openai-agents`'s `run` over `@openai/agents`' `Runner`): a scripted
+// `Model` answers with the scenario's model turns as Responses items (tool call ids the
+// scenario's or `call-N-i`, N counting model calls from 1; reasoning as a `reasoning` item, a
+// finish reason in the raw response, `providerData`, as the Chat Completions model keeps it),
+// throws its failures as the `openai` SDK does (an HTTP status and body from
+// `spec/hosts/provider-errors.json`, the delay asked for as a `retry-after-ms` header, a timeout
+// as a `TimeoutError`), and scripted function tools (no `errorFunction`) answer with the
+// scenario's results in call order (an error thrown with its class in `terminus_error`),
+// `write_todos` as the runtime's built-in. The report must be `runScenario`'s on the fields the
+// LangChain JS host test compares.
+
+const { Agent, Usage, tool } = require('@openai/agents');
+const { run } = require('terminus-kernel/openai-agents');
+const { Cursor, resultOf, writeTodos } = require('./scenario_driver.js');
+const { providerError, throughEvery } = require('./host_suite.js');
+
+/** A `Model` answering with a scenario's model turns, in order. */
+class ScenarioModel {
+  constructor(script) {
+    this.turns = new Cursor(script.turns, script.repeat || 'none', 'model');
+    this.calls = 0;
+  }
+
+  async getResponse() {
+    const n = ++this.calls;
+    const turn = this.turns.next();
+    if (turn.error != null) throw providerError(turn.error, turn.retry_after_ms);
+    const output = [];
+    if (turn.reasoning) output.push({ type: 'reasoning', id: `rs-${n}`, content: [{ type: 'input_text', text: 'thinking' }] });
+    if (turn.text) output.push({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: turn.text }] });
+    (turn.tool_calls || []).forEach((c, i) => {
+      const args = typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {});
+      output.push({ type: 'function_call', callId: c.id ?? `call-${n}-${i}`, name: c.name, arguments: args, status: 'completed' });
+    });
+    const { input_tokens: inputTokens = 0, output_tokens: outputTokens = 0 } = turn.usage || {};
+    const usage = turn.usage ? new Usage({ requests: 1, inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }) : new Usage();
+    // A finish reason as the Chat Completions model keeps it: in the raw response.
+    return { output, usage, providerData: turn.finish ? { choices: [{ finish_reason: turn.finish }] } : undefined };
+  }
+
+  // eslint-disable-next-line require-yield
+  async *getStreamedResponse() {
+    throw new Error('scenario model: no streaming');
+  }
+}
+
+/** A function tool answering `answer(args)`: `{ ok }` as its output, `{ error, message }` thrown. */
+function scripted(name, answer) {
+  return tool({
+    name,
+    description: `The scenario's \`${name}\`.`,
+    parameters: { type: 'object', properties: {}, required: [], additionalProperties: true },
+    strict: false,
+    errorFunction: null,
+    execute: async (args) => {
+      const out = answer(args);
+      if (out.error !== undefined) throw Object.assign(new Error(out.message), { terminus_error: out.error });
+      return typeof out.ok === 'string' ? out.ok : JSON.stringify(out.ok);
+    },
+  });
+}
+
+async function play(scenario) {
+  const tools = Object.entries(scenario.tools || {}).map(([name, script]) => {
+    const results = new Cursor(script.results, script.repeat || 'none', `tool \`${name}\``);
+    return scripted(name, () => resultOf(results.next()));
+  });
+  tools.push(scripted('write_todos', writeTodos));
+  const agent = new Agent({ name: 'scenario', instructions: 'Do the task.', model: new ScenarioModel(scenario.model), tools });
+  const result = await run(agent, scenario.task, { policy: scenario.policy || {}, scale: scenario.scale });
+  return result.terminus;
+}
+
+throughEvery('OpenAI Agents JS', play, {
+  'only-excluded-tools':
+    'the Agents SDK throws ModelBehaviorError on a call of a tool the agent does not have: there is no result to give the model',
+});
