@@ -49,7 +49,9 @@ function throughEvery(framework, play, skipped = {}) {
         if (WINDOWED.includes(key)) {
           // The host keeps the journal's last steps (a snapshot that does not grow with the
           // run): these lists are the tail of the whole run's.
-          assert.deepEqual(got[key], expected[key].slice(expected[key].length - got[key].length), `${name}: \`${key}\``);
+          assert.equal(key in got, key in expected, `${name}: \`${key}\` present`);
+          const [part, whole] = [got[key] || [], expected[key] || []];
+          assert.deepEqual(part, whole.slice(whole.length - part.length), `${name}: \`${key}\``);
         } else {
           assert.deepEqual(got[key], expected[key], `${name}: \`${key}\``);
         }
