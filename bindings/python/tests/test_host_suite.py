@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("langchain")
 
 from conftest import REPO  # noqa: E402
+from scenario_driver import Cursor as ScriptCursor  # noqa: E402
+from scenario_driver import write_todos as builtin_write_todos  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
@@ -76,26 +78,10 @@ def load_scenario(name: str, skipped: dict[str, str] = SKIPPED) -> tuple[Path, d
     return path, json.loads(path.read_text())
 
 
-class Cursor:
-    """A script and how far it has been read (``repeat``: none, last, cycle)."""
-
-    def __init__(self, script: dict[str, Any], key: str) -> None:
-        self.entries = script.get(key) or []
-        self.repeat = script.get("repeat", "none")
-        self.used = 0
-
-    def next(self) -> Any:
-        n = len(self.entries)
-        if self.used < n:
-            index = self.used
-        elif self.repeat == "last" and n:
-            index = n - 1
-        elif self.repeat == "cycle" and n:
-            index = self.used % n
-        else:
-            raise AssertionError(f"script exhausted after {n}")
-        self.used += 1
-        return self.entries[index]
+def Cursor(script: dict[str, Any], key: str) -> ScriptCursor:  # noqa: N802 (a class's maker)
+    """The script under ``key`` (``turns``, ``results``) and how far it has been read, with the
+    scenario's ``repeat`` (the scenario driver's reading of it)."""
+    return ScriptCursor(script.get(key) or [], script.get("repeat", "none"), key)
 
 
 class ProviderError(Exception):
@@ -155,16 +141,11 @@ class ConversationModel(BaseChatModel):
 
 
 def write_todos(arguments: dict[str, Any]) -> tuple[str, str | None]:
-    """The runtime's built-in ``write_todos``."""
-    todos = arguments.get("todos")
-    statuses = ("pending", "in_progress", "completed", "cancelled")
-    if not isinstance(todos, list) or not all(
-        isinstance(t, dict) and isinstance(t.get("content"), str) and t.get("status") in statuses
-        for t in todos
-    ):
-        return "bad todos", "invalid_arguments"
-    open_ = sum(1 for t in todos if t["status"] in ("pending", "in_progress"))
-    return f"Todo list updated: {open_} of {len(todos)} open.", None
+    """The runtime's built-in ``write_todos`` (the scenario driver's): its text and error class."""
+    answer = builtin_write_todos(arguments)
+    if answer.get("error") is not None:
+        return answer["message"], answer["error"]
+    return answer["ok"], None
 
 
 def scripted_result(spec: dict[str, Any]) -> tuple[str, str | None]:
