@@ -574,6 +574,15 @@ impl Stream {
         })
     }
 
+    /// What ends a message the run left open: a reply cut by a failure that ended the run (a
+    /// store's, a model's) before the kernel took it. The job closes it before the stream's end.
+    pub(crate) fn open_text(&self) -> OpenText {
+        OpenText {
+            out: self.out.clone(),
+            live: Arc::clone(&self.live),
+        }
+    }
+
     /// Ends the message being streamed, if one is: its id.
     fn end_streamed(&self, steps: u32) -> Option<String> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
@@ -581,6 +590,29 @@ impl Stream {
         let id = live.open.take()?;
         self.send(&json!({ "type": "TEXT_MESSAGE_END", "messageId": id }));
         Some(id)
+    }
+}
+
+/// A streamed message that may be left open when the run ends ([`Stream::open_text`]).
+pub(crate) struct OpenText {
+    out: UnboundedSender<String>,
+    live: Arc<Mutex<LiveText>>,
+}
+
+impl OpenText {
+    /// Sends `TEXT_MESSAGE_END` for the message still open, if one is.
+    pub(crate) fn close(&self) {
+        let open = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .open
+            .take();
+        if let Some(id) = open {
+            let _ = self
+                .out
+                .send(sse(&json!({ "type": "TEXT_MESSAGE_END", "messageId": id })));
+        }
     }
 }
 

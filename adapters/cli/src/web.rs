@@ -464,6 +464,7 @@ impl Job {
         let execution = self.execution().to_owned();
         let shared = Arc::new(Mutex::new(state));
         let stream = Stream::new(self.out.clone(), Arc::clone(&shared));
+        let open_text = stream.open_text();
         let store = Arc::clone(&self.store) as Arc<dyn terminus_runtime::Claims>;
         let host = agent.host_data(&self.agent);
         let result = match agent {
@@ -523,6 +524,8 @@ impl Job {
                 }
             },
         };
+        // A reply a failure cut before the kernel took it: its message ends before the run's.
+        open_text.close();
         let last = agui::lock(&shared).value().clone();
         self.finish(result, last).await;
         Ok(())
