@@ -327,3 +327,17 @@ def test_framework_adapters_refuse_auto_checkpoints(module: str, build: Any) -> 
     with pytest.raises(ValueError, match=r"policy\.auto_checkpoints: .* does not write checkpoints"):
         build(adapter, {"auto_checkpoints": 1})
     build(adapter, {"auto_checkpoints": 0})  # off: built as before
+
+
+def test_a_framework_adapters_scale_is_checked_when_it_is_built() -> None:
+    """``scale`` scales the policy's ``budget_scale`` at construction; a bad one raises there."""
+    pytest.importorskip("langchain")
+    from terminus_kernel.langchain import TerminusMiddleware
+
+    with pytest.raises(ValueError, match=r"^scale: expected a whole number"):
+        TerminusMiddleware({}, scale=-1)
+    with pytest.raises(ValueError, match="budget_scale"):
+        TerminusMiddleware({}, scale=3)
+    scale = {"per_unit": {"max_steps": 2}, "max": {"max_steps": 40}}
+    policy = {"max_steps": 6, "budget_scale": scale}
+    assert TerminusMiddleware(policy, scale=5)._policy["max_steps"] == 16  # 6 + 2 x 5

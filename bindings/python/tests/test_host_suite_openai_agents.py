@@ -48,8 +48,6 @@ from test_host_suite import (  # noqa: E402
 from terminus_kernel.openai_agents import ERROR_KIND, Terminus  # noqa: E402
 
 SKIPPED = {
-    "budget-scale-capped": "the adapter takes its policy as given (scaled by the host)",
-    "budget-scaled-to-the-task": "the adapter takes its policy as given (scaled by the host)",
     "repetitive-replies": "an Agents SDK ModelResponse has no finish reason for a reply a "
     "streaming client cut for repeating itself (finish: repetition); Terminus.run does not stream",
 }
@@ -197,6 +195,6 @@ def test_the_conversation_through_openai_agents_gives_terminus_runs_report(
         # The tool's own message as its result (the default hides it).
         tool_error_formatter=lambda args: str(args.error) if args.error else None,
     )
-    terminus = Terminus(scenario.get("policy") or {})
+    terminus = Terminus(scenario.get("policy") or {}, scale=scenario.get("scale"))
     result = terminus.run_sync(agent, scenario["task"], run_config=config)
     assert_terminus_runs_report(result.terminus, path, waits)

@@ -46,3 +46,17 @@ def verdict(verifier: Verifier | None, command: Mapping[str, Any]) -> dict[str, 
     ):
         return {"complete": answer[0], "feedback": answer[1]}
     raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+
+
+def scaled(policy: dict[str, Any], scale: Any) -> dict[str, Any]:
+    """``policy`` scaled by the kernel for a task of ``scale`` units (its ``budget_scale``, as
+    ``terminus run --scale`` scales it), or as given when ``scale`` is ``None``. A bad ``scale``,
+    or one without a ``budget_scale``, raises ``ValueError`` naming it."""
+    if scale is None:
+        return policy
+    if not isinstance(scale, int) or isinstance(scale, bool) or scale < 0:
+        raise ValueError(f"scale: expected a whole number of at least 0, got {scale!r}")
+    if not policy.get("budget_scale"):
+        # As a scenario's `scale`: without a `budget_scale` it would change nothing.
+        raise ValueError("scale: the policy has no budget_scale to scale by it")
+    return dict(Machine(policy, scale=scale).policy)

@@ -61,7 +61,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from terminus_kernel._adapters import Verifier, check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
 from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -255,6 +255,8 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             :func:`model_error_kind`) goes to the kernel, which retries it with its backoff or
             ends the run with ``model_error``; any other exception propagates. With ``False``,
             every exception propagates (for an outer retry or fallback middleware).
+        scale: the task's size in units (the files in scope, say): the policy's ``budget_scale``
+            scales its budgets for it, as ``terminus run --scale`` does.
 
     What each hook decides is the host core's (``terminus_kernel._native.Session``, the same
     for every framework adapter); this class carries its steps out in LangGraph's terms. The
@@ -269,6 +271,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         *,
         verifier: Verifier | None = None,
         handle_model_errors: bool = True,
+        scale: int | None = None,
     ) -> None:
         super().__init__()
         if policy is not None and not isinstance(policy, Mapping):
@@ -277,6 +280,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
         self._policy: dict[str, Any] = dict(policy or {})
         check_policy(self._policy, "TerminusMiddleware")
+        self._policy = scaled(self._policy, scale)
         Session.start(self._policy, [])  # an unknown or ill-typed field raises here
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)

@@ -87,7 +87,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from terminus_kernel._adapters import Verifier, check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
 from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -406,6 +406,8 @@ class Terminus:
             goes to the kernel, which retries it after its backoff or ends the run with
             ``model_error``; any other exception propagates. With ``False``, every exception
             propagates.
+        scale: the task's size in units (the files in scope, say): the policy's ``budget_scale``
+            scales its budgets for it, as ``terminus run --scale`` does.
 
     One ``Terminus`` can run many agents, one after the other or at once: each run has its own
     session.
@@ -417,6 +419,7 @@ class Terminus:
         *,
         verifier: Verifier | None = None,
         handle_model_errors: bool = True,
+        scale: int | None = None,
     ) -> None:
         if policy is not None and not isinstance(policy, Mapping):
             raise TypeError(f"policy: expected a dict or None, got {type(policy).__name__}")
@@ -424,6 +427,7 @@ class Terminus:
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
         self._policy: dict[str, Any] = dict(policy or {})
         check_policy(self._policy, "terminus_kernel.openai_agents")
+        self._policy = scaled(self._policy, scale)
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)
 

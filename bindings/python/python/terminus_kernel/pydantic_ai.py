@@ -96,7 +96,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import provider_error_kind
-from terminus_kernel._adapters import Verifier, check_policy, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
 from terminus_kernel._native import Session
 
 __all__ = [
@@ -353,6 +353,8 @@ class TerminusCapability(AbstractCapability[Any]):
             :func:`model_error_kind`) goes to the kernel, which retries it with its backoff or
             ends the run with ``model_error``; any other exception propagates. With ``False``,
             every exception propagates.
+        scale: the task's size in units (the files in scope, say): the policy's ``budget_scale``
+            scales its budgets for it, as ``terminus run --scale`` does.
 
     Each run gets its own session (``for_run``). Pydantic AI checks its ``request_limit``
     (default 50) before any capability hook: use :class:`TerminusAgent`, or pass
@@ -362,6 +364,7 @@ class TerminusCapability(AbstractCapability[Any]):
     policy: Mapping[str, Any] | None = None
     verifier: Verifier | None = None
     handle_model_errors: bool = True
+    scale: int | None = None
     _run: _Run | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -371,6 +374,8 @@ class TerminusCapability(AbstractCapability[Any]):
             raise TypeError(f"verifier: expected a callable, got {type(self.verifier).__name__}")
         self.policy = dict(self.policy or {})
         check_policy(dict(self.policy), "terminus_kernel.pydantic_ai")
+        # Scaled once, here: the capability keeps the scaled policy (a copy is not scaled again).
+        self.policy, self.scale = scaled(self.policy, self.scale), None
 
     async def for_run(self, ctx: Any) -> TerminusCapability:
         """A fresh instance with the run's session (the task is the run's prompt)."""
@@ -543,7 +548,7 @@ class TerminusAgent(WrapperAgent[Any, Any]):
 
     Args:
         wrapped: the agent.
-        policy, verifier, handle_model_errors: as :class:`TerminusCapability`.
+        policy, verifier, handle_model_errors, scale: as :class:`TerminusCapability`.
     """
 
     def __init__(
@@ -553,12 +558,13 @@ class TerminusAgent(WrapperAgent[Any, Any]):
         *,
         verifier: Verifier | None = None,
         handle_model_errors: bool = True,
+        scale: int | None = None,
     ) -> None:
         if not isinstance(wrapped, AbstractAgent):
             raise TypeError(f"wrapped: expected a pydantic_ai Agent, got {type(wrapped).__name__}")
         super().__init__(wrapped)
         self.capability = TerminusCapability(
-            policy, verifier=verifier, handle_model_errors=handle_model_errors
+            policy, verifier=verifier, handle_model_errors=handle_model_errors, scale=scale
         )
 
     @asynccontextmanager
