@@ -19,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 echo "--- building the fuzz targets"
 cargo fuzz build --fuzz-dir "$fuzz_dir" --sanitizer none
 
-for target in transitions restore textcall; do
+for target in transitions restore textcall host_session; do
   mkdir -p "$work/corpus/$target"
   cp "$fuzz_dir/seeds/$target/"* "$work/corpus/$target/"
   echo "--- fuzzing $target for ${seconds}s from $(ls "$work/corpus/$target" | wc -l) seeds"

@@ -169,6 +169,12 @@ async function runAgent(options) {
       const report = step.report || session.report();
       return { text: typeof report.result === 'string' ? report.result : text, report, messages, session };
     }
+    if (step.jump === 'model' && session.batchOut) {
+      // Calls answered here (every call of the reply invalid): their results go first.
+      step = await verified(session.results(tail(), Date.now()));
+      say(step);
+      continue;
+    }
     if (step.jump === 'model') {
       if (step.delay_ms > 0) await sleep(step.delay_ms, abortSignal);
       if (abortSignal && abortSignal.aborted) continue;
@@ -241,8 +247,11 @@ async function runAgent(options) {
           continue;
         }
         let output;
-        if (typeof tool.execute !== 'function') output = { type: 'error-text', value: `tool \`${call.name}\` has no execute` };
-        else {
+        if (!tool || typeof tool.execute !== 'function') {
+          // A call the kernel does not await (its gate lets the framework answer): no such tool.
+          if (!tool) marks.set(call.id, 'not_found');
+          output = { type: 'error-text', value: tool ? `tool \`${call.name}\` has no execute` : `there is no tool named \`${call.name}\`` };
+        } else {
           try {
             const value = asJson(await tool.execute(call.input, { toolCallId: call.id, messages, abortSignal }));
             output = typeof value === 'string' ? { type: 'text', value } : { type: 'json', value };

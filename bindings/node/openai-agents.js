@@ -121,7 +121,8 @@ class KernelRun {
   }
 
   async verdict({ claim, todos, missing }) {
-    if (!this.verify) return { complete: missing.length === 0, feedback: missing.join('; ') };
+    // The rules' verdict, item by item, as `terminus run`'s rule verifier journals it.
+    if (!this.verify) return { complete: missing.length === 0, missing: missing || [] };
     const answer = await this.verify({ claim: String(claim || ''), todos: todos || [], missing: missing || [] });
     if (!answer || typeof answer.complete !== 'boolean') {
       throw new Error(`verify: expected { complete: boolean, feedback?: string }, got ${JSON.stringify(answer)}`);

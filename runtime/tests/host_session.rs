@@ -167,15 +167,22 @@ fn a_verification_pauses_the_step_until_the_verdict() {
     let step = s.reply(&claim, None, 0).expect("reply").expect("new");
     let verify = step.verify.expect("a verification");
     assert_eq!(verify.claim, "All done.");
-    let err = s.reply(
-        &json!({"role": "assistant", "id": "r9", "content": "x"}),
-        None,
-        0,
-    );
+    let other = json!({"role": "assistant", "id": "r9", "content": "x"});
+    let err = s.reply(&other, None, 0);
     assert!(
         err.is_err(),
         "an event while the verdict is pending is refused"
     );
+    // A session restored while the verdict is pending takes it (the snapshot keeps the machine).
+    let mut restored = Session::restore(&s.snapshot()).expect("restore");
+    let step = restored
+        .verdict(VerdictIn {
+            complete: true,
+            feedback: None,
+            missing: None,
+        })
+        .expect("the restored session takes the verdict");
+    assert_eq!(step.jump, Some(Jump::End));
     let step = s
         .verdict(VerdictIn {
             complete: false,
@@ -195,6 +202,12 @@ fn a_verification_pauses_the_step_until_the_verdict() {
         .path,
         "verdict"
     );
+    // The reply refused while the verdict was pending was not taken: it is fed now.
+    let step = s
+        .reply(&other, None, 0)
+        .expect("reply")
+        .expect("not fed before");
+    assert!(step.verify.is_some(), "a claim again");
 }
 
 #[test]
@@ -237,6 +250,13 @@ fn finish_feeds_the_results_out_then_cancels() {
         None,
         "ended already"
     );
+}
+
+#[test]
+fn a_policy_with_auto_checkpoints_is_refused_at_the_start() {
+    let p = policy(r#"{"auto_checkpoints": 1}"#);
+    let e = Session::start(p, &task(), 0).expect_err("refused");
+    assert_eq!(e.path, "policy.auto_checkpoints");
 }
 
 #[test]

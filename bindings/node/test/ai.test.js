@@ -264,3 +264,26 @@ test('a claim the verifier rejects is nudged with its feedback; an abort ends th
   assert.deepEqual([cancelled.report.outcome, cancelled.report.reason, cancelled.report.tool_calls], ['aborted', 'cancelled', 1]);
   assert.equal(looping.calls(), 1);
 });
+
+test('a reply whose only call has input that is not JSON is answered, and the run goes on', async () => {
+  const log = [];
+  let n = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => {
+      n += 1;
+      if (n === 1) {
+        const bad = reply({ calls: [['read_file', {}, 'bad-1']] });
+        bad.content[0].input = '{"path": ';
+        return bad;
+      }
+      return n === 2 ? reply({ calls: [['read_file', { path: 'a.ts' }, 'good-1']] }) : reply({ text: 'a.ts is fine.' });
+    },
+  });
+  const { report, messages } = await runAgent({ model, tools: workflowTools(log), prompt: 'Read a.ts.' });
+  assert.equal(report.outcome, 'complete', JSON.stringify(report));
+  assert.deepStrictEqual(log, [['read_file', 'a.ts']], 'the call with broken input never ran');
+  const answers = messages.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.toolCallId === 'bad-1');
+  assert.equal(answers.length, 1, 'answered once');
+  assert.equal(report.stats.tool_failures, 1, JSON.stringify(report.stats));
+  assert.equal(n, 3);
+});

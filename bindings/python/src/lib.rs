@@ -515,7 +515,8 @@ impl Session {
     }
 
     /// The model's reply (`offered`: the names of the tools the call offered): a step, or
-    /// `None` when that reply was fed already or the run ended.
+    /// `None` only when that reply was fed already (after the run ended, its calls are answered
+    /// "not run").
     #[pyo3(signature = (message, offered = None, now_ms = 0))]
     fn reply(
         &mut self,

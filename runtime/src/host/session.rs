@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use terminus_kernel::{ModelErrorKind, Policy, Todo};
+use terminus_kernel::{ModelErrorKind, Phase, Policy, Todo};
 
 use super::Host;
 use super::messages::{self, Found, Reply};
@@ -192,6 +192,14 @@ impl Session {
         messages: &[Value],
         now_ms: u64,
     ) -> Result<(Session, Step), InputError> {
+        if policy.auto_checkpoints > 0 {
+            // Refused here, not at the first checkpoint mid-run: a framework host does not
+            // write the checkpoint (it would have to ask its model for a summary).
+            return Err(InputError::at(
+                "policy.auto_checkpoints",
+                "a framework host does not write checkpoints for the agent; leave it 0",
+            ));
+        }
         let deadline = policy.deadline_ms.is_some();
         let host = Host::new(policy, messages::task_of(messages), None)?;
         let mut session = Session {
@@ -251,10 +259,12 @@ impl Session {
             self.answer(&mut step, &reply);
             return Ok(Some(step));
         }
-        self.turn.fed = reply.id.clone();
         let mut turn = reply.turn.clone();
         turn.tools = offered;
+        let id = reply.id.clone();
         let step = self.feed(EventIn::ModelTurn(turn), now_ms, Some(reply))?;
+        // Fed only once the kernel took it: a reply refused (a verdict pending) can come again.
+        self.turn.fed = id;
         Ok(Some(step))
     }
 
@@ -269,6 +279,7 @@ impl Session {
         for f in &found {
             by_id.entry(f.call_id.as_str()).or_insert(f);
         }
+        let before = self.turn.clone();
         let awaiting = std::mem::take(&mut self.turn.awaiting);
         let results = awaiting
             .iter()
@@ -282,7 +293,14 @@ impl Session {
         self.turn.refused.clear();
         self.turn.warnings.clear();
         self.turn.batch = false;
-        let mut step = self.feed(EventIn::ToolResults(results), now_ms, None)?;
+        let mut step = match self.feed(EventIn::ToolResults(results), now_ms, None) {
+            Ok(step) => step,
+            Err(e) => {
+                // Refused (a verdict pending): the tool turn is still out, as it was.
+                self.turn = before;
+                return Err(e);
+            }
+        };
         if step.verify.is_none() {
             step.notice_to = notice_to;
         }
@@ -309,10 +327,17 @@ impl Session {
 
     /// The verifier's verdict on the paused step's `verify`: the step goes on.
     pub fn verdict(&mut self, verdict: VerdictIn) -> Result<Step, InputError> {
-        let Some((mut step, reply)) = self.paused.take() else {
-            return Err(InputError::at("verdict", "no verification is pending"));
+        let (mut step, reply) = match self.paused.take() {
+            Some(paused) => paused,
+            // A session restored while a verification was pending (a snapshot keeps the
+            // machine, not the paused step): the verdict goes on with a fresh step.
+            None if self.host.phase() == Phase::Verifying => (Step::default(), None),
+            None => return Err(InputError::at("verdict", "no verification is pending")),
         };
-        self.host.handle(EventIn::Verdict(verdict))?;
+        if let Err(e) = self.host.handle(EventIn::Verdict(verdict)) {
+            self.paused = Some((step, reply));
+            return Err(e);
+        }
         step.verify = None;
         let step = self.drain(step, reply.as_ref())?;
         Ok(self.answered(step, reply.as_ref()))

@@ -228,7 +228,12 @@ class AguiRun:
             events += self._end_streaming() + self._close_step()
             self._step, self._live_step = "model", True
             events.append(StepStartedEvent(step_name="model"))
-        message_id = self._id("msg", message.id)
+        # A chunk without an id belongs to the message being streamed (else a fresh one).
+        message_id = (
+            self._streaming
+            if not message.id and self._streaming
+            else self._id("msg", message.id)
+        )
         if self._streaming != message_id:
             events += self._end_streaming()
             self._streaming = message_id

@@ -150,9 +150,9 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
 COMPRESS_AT = 1024
 """Snapshots from this size (bytes) on are kept zlib-compressed in the state. The snapshot keeps
 the machine and the last steps of the run's journal (``Machine``'s ``journal_steps``), so its
-size does not grow with the run (about 14 KB on a chain of tool turns), but a checkpointer
-stores it again at every step: compressed (about 6 times smaller, for some 50 us a step), every
-checkpoint stays small; only a snapshot too small to gain from it is kept as it is."""
+size does not grow with the run (about 12 KB raw, 2 KB packed, on a chain of tool turns), but a
+checkpointer stores it again at every step: compressed (about 6 times smaller, for some 50 us a
+step), every checkpoint stays small; only a snapshot too small to gain from it is kept as it is."""
 
 
 def _pack(snapshot: str) -> bytes:
