@@ -593,47 +593,88 @@ const COMPARED: [&str; 17] = [
     "tool_budget_events",
 ];
 
+/// Plays `file` (scenario `name`, parsed as `scenario`) in every shape against the report the
+/// library's run of it gives.
+async fn check_every_shape(name: &str, scenario: &Scenario, file: &Value) {
+    let expected = scenario
+        .run()
+        .execution(name.to_owned())
+        .execute()
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let expected = serde_json::to_value(&expected).expect("a report");
+    for shape in SHAPES {
+        let got = play(file, shape);
+        for key in COMPARED {
+            let (got, whole) = (&got[key], &expected[key]);
+            if let (Some(got), Some(whole), true) =
+                (got.as_array(), whole.as_array(), WINDOWED.contains(&key))
+            {
+                // The host keeps the journal's last steps (a snapshot that does not grow with
+                // the run): these lists are the tail of the whole run's.
+                assert!(got.len() <= whole.len(), "{name} {shape:?}: `{key}` longer");
+                assert_eq!(
+                    got[..],
+                    whole[whole.len() - got.len()..],
+                    "{name} {shape:?}: `{key}`"
+                );
+            } else {
+                assert_eq!(got, whole, "{name} in the {shape:?} shape: `{key}`");
+            }
+        }
+        let steps = usize::try_from(JOURNAL_STEPS).expect("small");
+        let trace = |r: &Value| r["trace"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            trace(&got),
+            trace(&expected).min(steps),
+            "{name} {shape:?}: the window"
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_conversation_through_the_core_in_every_shape_gives_terminus_runs_report() {
     let (names, _) = suite();
     for name in names {
         let path = spec().join("scenarios").join(format!("{name}.json"));
         let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let expected = scenario
-            .run()
-            .execution(name.clone())
-            .execute()
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let expected = serde_json::to_value(&expected).expect("a report");
         let file: Value =
             serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
-        for shape in SHAPES {
-            let got = play(&file, shape);
-            for key in COMPARED {
-                let (got, whole) = (&got[key], &expected[key]);
-                if let (Some(got), Some(whole), true) =
-                    (got.as_array(), whole.as_array(), WINDOWED.contains(&key))
-                {
-                    // The host keeps the journal's last steps (a snapshot that does not grow
-                    // with the run): these lists are the tail of the whole run's.
-                    assert!(got.len() <= whole.len(), "{name} {shape:?}: `{key}` longer");
-                    assert_eq!(
-                        got[..],
-                        whole[whole.len() - got.len()..],
-                        "{name} {shape:?}: `{key}`"
-                    );
-                } else {
-                    assert_eq!(got, whole, "{name} in the {shape:?} shape: `{key}`");
-                }
+        check_every_shape(&name, &scenario, &file).await;
+    }
+}
+
+/// The real model's replies: the runs `terminus eval` recorded of Qwen2.5-Coder-1.5B
+/// (`spec/eval/recordings/TASK/CONDITION/N.json`, its written tool calls, its no-op replies and
+/// wrong answers as they came), each a scenario, read by the core in every shape as the runtime
+/// read them.
+#[tokio::test(start_paused = true)]
+async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_report() {
+    let root = spec().join("eval/recordings");
+    let mut played = 0;
+    let mut written = 0;
+    for task in std::fs::read_dir(&root).expect("spec/eval/recordings") {
+        let task = task.expect("an entry").path();
+        for condition in std::fs::read_dir(&task).expect("a task's recordings") {
+            let condition = condition.expect("an entry").path();
+            for run in std::fs::read_dir(&condition).expect("a condition's runs") {
+                let path = run.expect("an entry").path();
+                let text = std::fs::read_to_string(&path).expect("read");
+                let recording: Value = serde_json::from_str(&text).expect("json");
+                let file = &recording["scenario"];
+                let name = path.display().to_string();
+                let scenario =
+                    Scenario::parse(&file.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(left_out(file).is_none(), "{name}: {:?}", left_out(file));
+                check_every_shape(&name, &scenario, file).await;
+                written += recording["report"]["text_tool_calls"].as_u64().unwrap_or(0);
+                played += 1;
             }
-            let steps = usize::try_from(JOURNAL_STEPS).expect("small");
-            let trace = |r: &Value| r["trace"].as_array().map_or(0, Vec::len);
-            assert_eq!(
-                trace(&got),
-                trace(&expected).min(steps),
-                "{name} {shape:?}: the window"
-            );
         }
     }
+    assert!(played >= 30, "{played} recordings");
+    assert!(
+        written > 0,
+        "the recordings hold calls the model wrote in its text"
+    );
 }
