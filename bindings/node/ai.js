@@ -141,8 +141,8 @@ async function runAgent(options) {
   const verified = async (s) => {
     while (s && s.verify) {
       const { claim, todos, missing } = s.verify;
-      const verdict = verify ? await verify({ claim, todos, missing }) : { complete: missing.length === 0, missing };
-      s = session.verdict(verdict);
+      // Without a verifier, the rules' verdict: the host core's.
+      s = verify ? session.verdict(await verify({ claim, todos, missing })) : session.verdictByRules();
     }
     return s;
   };

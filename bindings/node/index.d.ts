@@ -249,6 +249,8 @@ export declare class Session {
   modelError(kind: ModelErrorKind, retryAfterMs?: number | null, nowMs?: number | null): Step;
   /** The verifier's verdict on the step's `verify`: the step goes on. */
   verdict(verdict: { complete: boolean; feedback?: string | null; missing?: string[] | null }): Step;
+  /** The rules' verdict on the step's `verify`, for a host without a verifier. */
+  verdictByRules(): Step;
   /** Ends a run something else ended: the last step, or `null` when the run had ended. */
   finish(messages: Json[], nowMs?: number | null): Step | null;
   /** What the run awaits. */

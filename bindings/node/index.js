@@ -754,6 +754,11 @@ class Session {
     return JSON.parse(this._native.verdict(jsonText('verdict', verdict)));
   }
 
+  /** The rules' verdict on the step's `verify`, for a host without a verifier. */
+  verdictByRules() {
+    return JSON.parse(this._native.verdictByRules());
+  }
+
   /** Ends a run something else ended: the last step, or `null` when the run had ended. */
   finish(messages, nowMs) {
     return parsed(this._native.finish(messagesText(messages), nowOf(nowMs)));

@@ -94,16 +94,16 @@ function terminusMiddleware(policy, options = {}) {
     throw new Error(`terminusMiddleware: the graph state has no machine (${MACHINE_KEY}); was the agent built with this middleware?`);
   };
 
-  /** The verdict on a step's `verify`: the verifier's, else the kernel's rules'. */
-  const verdict = ({ claim, missing }) => {
-    if (!verifier) return { complete: missing.length === 0, missing };
+  /** The verifier's verdict on a step's `verify`. */
+  const verdict = ({ claim }) => {
     const answer = verifier(String(claim ?? ''));
     const [complete, feedback] = typeof answer === 'boolean' ? [answer, ''] : Array.isArray(answer) && answer.length === 2 ? answer : [];
     if (typeof complete === 'boolean' && typeof feedback === 'string') return { complete, feedback };
     throw new TypeError(`verifier: expected a boolean or a [boolean, string] pair, got ${JSON.stringify(answer)}`);
   };
   const verified = (session, step) => {
-    for (; step && step.verify; ) step = session.verdict(verdict(step.verify));
+    // Without a verifier, the rules' verdict: the host core's.
+    for (; step && step.verify; ) step = verifier ? session.verdict(verdict(step.verify)) : session.verdictByRules();
     return step;
   };
 

@@ -121,8 +121,6 @@ class KernelRun {
   }
 
   async verdict({ claim, todos, missing }) {
-    // The rules' verdict, item by item, as `terminus run`'s rule verifier journals it.
-    if (!this.verify) return { complete: missing.length === 0, missing: missing || [] };
     const answer = await this.verify({ claim: String(claim || ''), todos: todos || [], missing: missing || [] });
     if (!answer || typeof answer.complete !== 'boolean') {
       throw new Error(`verify: expected { complete: boolean, feedback?: string }, got ${JSON.stringify(answer)}`);
@@ -132,7 +130,8 @@ class KernelRun {
 
   /** Takes a step of the session: its verification answered, its messages and answers kept. */
   async take(step) {
-    while (step && step.verify) step = this.session.verdict(await this.verdict(step.verify));
+    // Without a verifier, the rules' verdict: the host core's.
+    while (step && step.verify) step = this.verify ? this.session.verdict(await this.verdict(step.verify)) : this.session.verdictByRules();
     if (!step) return;
     if (step.jump) this.step = step;
     this.messages.push(...(step.notices || []), ...(step.nudges || []));

@@ -274,3 +274,27 @@ fn bad_input_is_refused_naming_the_place() {
     let e = Session::restore("{}").expect_err("not a snapshot");
     assert!(e.to_string().contains("missing field"), "{e}");
 }
+
+/// A host without a verifier answers with the rules (the core's, not a copy in each binding),
+/// the same after a restore mid-verification.
+#[test]
+fn the_rules_verdict_is_the_cores() {
+    let p = policy(r#"{"verify_completion": true}"#);
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let claim = json!({"role": "assistant", "id": "r1", "content": "All done."});
+    let step = s.reply(&claim, None, 0).expect("reply").expect("new");
+    assert!(step.verify.expect("a verification").missing.is_empty());
+    let mut restored = Session::restore(&s.snapshot()).expect("restore");
+    let step = s.verdict_by_rules().expect("the rules' verdict");
+    assert_eq!(step.jump, Some(Jump::End), "nothing missing: complete");
+    let report = step.report.expect("a report");
+    assert_eq!(
+        (report["outcome"].as_str(), report["reason"].as_str()),
+        (Some("complete"), Some("verified"))
+    );
+    let again = restored
+        .verdict_by_rules()
+        .expect("the rules' verdict, restored");
+    assert_eq!(again.report, Some(report));
+    assert!(s.verdict_by_rules().is_err(), "none pending");
+}

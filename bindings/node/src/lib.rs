@@ -874,6 +874,12 @@ impl NativeSession {
         text_of(&self.core.verdict(verdict).map_err(input)?)
     }
 
+    /// The rules' verdict on the step's `verify`, for a host without a verifier: the step goes on.
+    #[napi(catch_unwind)]
+    pub fn verdict_by_rules(&mut self) -> Result<String> {
+        text_of(&self.core.verdict_by_rules().map_err(input)?)
+    }
+
     /// Ends a run something else ended (the results of the turn out from `messages`, then a
     /// cancel): the last step, or null when the run had ended.
     #[napi(catch_unwind)]

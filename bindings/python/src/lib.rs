@@ -571,6 +571,13 @@ impl Session {
         to_py(py, &step)
     }
 
+    /// The rules' verdict on the step's `verify`, for a host without a verifier (complete when
+    /// nothing is missing; the missing items as `terminus run` journals them).
+    fn verdict_by_rules(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let step = self.core.verdict_by_rules().map_err(value_error)?;
+        to_py(py, &step)
+    }
+
     /// Ends a run something else ended (results of the turn out from `messages`, then a
     /// cancel): the last step, or `None` when the run had ended.
     #[pyo3(signature = (messages, now_ms = 0))]

@@ -343,6 +343,31 @@ impl Session {
         Ok(self.answered(step, reply.as_ref()))
     }
 
+    /// The rules' verdict on the pending verification, for a host without a verifier: complete
+    /// when the kernel says nothing is missing (todos closed, `completion_requires` met, the
+    /// output schema's first error), the missing items one by one, as `terminus run`'s rule
+    /// verifier journals them. The step goes on as with [`Session::verdict`].
+    pub fn verdict_by_rules(&mut self) -> Result<Step, InputError> {
+        let missing = match &self.paused {
+            Some((step, _)) => step.verify.as_ref().map(|v| v.missing.clone()),
+            None => None,
+        };
+        let missing = missing.unwrap_or_else(|| {
+            // Restored mid-verification: the rules read again from the machine.
+            let machine = self.host.machine();
+            crate::verifier::missing_by_rules(
+                machine.todos(),
+                machine.ledger(),
+                &machine.policy().completion_requires,
+            )
+        });
+        self.verdict(VerdictIn {
+            complete: missing.is_empty(),
+            feedback: None,
+            missing: Some(missing),
+        })
+    }
+
     /// Ends a run something else than the kernel ended (another middleware, a `return_direct`
     /// tool): the tool turn out gets its results from `messages`, then the run is cancelled.
     /// `None` when it had ended.
@@ -351,14 +376,9 @@ impl Session {
             return Ok(None);
         }
         let mut step = self.results(messages, now_ms)?.unwrap_or_default();
-        while let Some(verify) = step.verify.take() {
+        while step.verify.is_some() {
             // Nobody is left to ask: the rules' verdict.
-            let complete = verify.missing.is_empty();
-            step = self.verdict(VerdictIn {
-                complete,
-                feedback: None,
-                missing: Some(verify.missing),
-            })?;
+            step = self.verdict_by_rules()?;
         }
         if !self.turn.ended {
             step = self.feed(EventIn::Cancel(true), now_ms, None)?;

@@ -28,25 +28,27 @@ def check_policy(policy: Any, adapter: str) -> None:
         )
 
 
-def verdict(verifier: Verifier | None, command: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict on a ``verify`` command: the verifier's (``True``/``False``, or a ``(bool,
-    feedback)`` tuple), or without one the rules' (complete when the kernel says nothing is
-    missing)."""
-    if verifier is None:
-        # The rules' verdict, item by item, as `terminus run`'s rule verifier journals it.
-        missing = [str(m) for m in command.get("missing") or []]
-        return {"complete": not missing, "missing": missing}
-    answer = verifier(str(command.get("claim", "")))
-    if isinstance(answer, bool):
-        return {"complete": answer, "feedback": ""}
-    if (
-        isinstance(answer, tuple)
-        and len(answer) == 2
-        and isinstance(answer[0], bool)
-        and isinstance(answer[1], str)
-    ):
-        return {"complete": answer[0], "feedback": answer[1]}
-    raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+def verified(session: Any, verifier: Verifier | None, step: dict[str, Any] | None) -> Any:
+    """``step`` with the verifications it asks answered: by ``verifier`` (``True``/``False``, or
+    a ``(bool, feedback)`` tuple), or without one by the rules (``Session.verdict_by_rules``,
+    the host core's). Returns the step the last verdict gave (``step`` itself when it asked
+    none)."""
+    while step is not None and step.get("verify") is not None:
+        if verifier is None:
+            step = session.verdict_by_rules()
+            continue
+        answer = verifier(str(step["verify"].get("claim", "")))
+        if isinstance(answer, bool):
+            answer = (answer, "")
+        if not (
+            isinstance(answer, tuple)
+            and len(answer) == 2
+            and isinstance(answer[0], bool)
+            and isinstance(answer[1], str)
+        ):
+            raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
+        step = session.verdict({"complete": answer[0], "feedback": answer[1]})
+    return step
 
 
 def scaled(policy: dict[str, Any], scale: Any) -> dict[str, Any]:

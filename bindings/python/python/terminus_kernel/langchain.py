@@ -61,7 +61,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
 from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -344,9 +344,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
 
     def _verified(self, session: Session, step: dict[str, Any] | None) -> dict[str, Any] | None:
         """The step, with the verifications it asks answered by the verifier."""
-        while step is not None and step.get("verify") is not None:
-            step = session.verdict(verdict(self._verifier, {"command": "verify", **step["verify"]}))
-        return step
+        return verified(session, self._verifier, step)
 
     # ----- run start and end -----
 

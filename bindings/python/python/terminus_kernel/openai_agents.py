@@ -87,7 +87,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
 from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -204,9 +204,7 @@ class _Run:
 
     def take(self, step: dict[str, Any] | None) -> dict[str, Any] | None:
         """Carries ``step`` out (its verifications answered by the verifier first)."""
-        while step is not None and step.get("verify") is not None:
-            command = {"command": "verify", **step["verify"]}
-            step = self.session.verdict(verdict(self.verifier, command))
+        step = verified(self.session, self.verifier, step)
         if step is not None:
             self.step = step
             self.messages += [*step.get("notices", ()), *step.get("nudges", ())]

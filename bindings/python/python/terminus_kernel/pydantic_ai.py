@@ -96,7 +96,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import provider_error_kind
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verdict
+from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
 from terminus_kernel._native import Session
 
 __all__ = [
@@ -275,9 +275,7 @@ class _Run:
 
     def verified(self, step: dict[str, Any] | None) -> dict[str, Any]:
         """The step, with the verifications it asks answered by the verifier."""
-        while step is not None and step.get("verify") is not None:
-            command = {"command": "verify", **step["verify"]}
-            step = self.session.verdict(verdict(self.verifier, command))
+        step = verified(self.session, self.verifier, step)
         self.turn = self.session.turn()
         return step or {}
 
