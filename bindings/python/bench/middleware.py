@@ -8,9 +8,8 @@ executions, the same messages. Four variants run, alternating, in one process af
 
 - ``without``: no middleware of ours;
 - ``no-op hooks``: a middleware with the same hooks as ``TerminusMiddleware`` (``before_agent``,
-  ``after_model`` with its jumps, ``wrap_model_call``, ``wrap_tool_call``, ``after_agent``) that
-  does nothing: what LangGraph charges for hooks as such (each ``*_model``/``*_agent`` hook is a
-  graph node of its own);
+  ``wrap_model_call``, ``wrap_tool_call``, ``after_agent``) that does nothing: what LangGraph
+  charges for hooks as such (each ``*_agent`` hook is a graph node of its own, run once);
 - ``built-ins``: LangChain's own ``ModelCallLimitMiddleware`` + ``ToolCallLimitMiddleware``
   (limits the run never reaches), the bar to meet;
 - ``terminus``: the middleware, the kernel and its snapshot in the state.
@@ -54,7 +53,6 @@ from langchain.agents.middleware import (  # noqa: E402
     AgentMiddleware,
     ModelCallLimitMiddleware,
     ToolCallLimitMiddleware,
-    hook_config,
 )
 from terminus_kernel.langchain import MACHINE_KEY, REPORT_KEY, TerminusMiddleware  # noqa: E402
 
@@ -63,10 +61,6 @@ class NoOpHooks(AgentMiddleware):
     """The hooks of ``TerminusMiddleware``, doing nothing."""
 
     def before_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    @hook_config(can_jump_to=["model", "end"])
-    def after_model(self, state: Any, runtime: Any) -> None:
         """Nothing."""
 
     def after_agent(self, state: Any, runtime: Any) -> None:

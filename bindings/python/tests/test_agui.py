@@ -225,8 +225,9 @@ def test_tool_calls_carry_the_models_ids_names_and_arguments() -> None:
 def test_steps_are_the_model_and_tools_nodes_and_hold_the_messages() -> None:
     events, _ = stream(seed.ARCHITECT, ARCHITECT_POLICY)
     names = [e.step_name for e in of(events, EventType.STEP_STARTED)]
-    # Seven model calls, five of them with tools to run.
-    assert names.count("model") == len(seed.ARCHITECT)
+    # Seven model calls, five of them with tools to run: six model steps, the premature stop
+    # and its nudge in the same step as the call after it.
+    assert names.count("model") == len(seed.ARCHITECT) - 1
     assert names.count("tools") == 5
     step = None
     for event in events:
@@ -316,7 +317,15 @@ def test_the_deltas_applied_to_the_snapshot_give_the_reports_state() -> None:
         for op in wire(e)["delta"]
         if op["path"] == "/phase"
     ]
-    assert "Nudged" in phases and phases[-1] == "Complete"
+    assert phases[-1] == "Complete"
+    # The nudge within the model step it was given in: its message, and the count.
+    nudged = [
+        op["value"]
+        for e in of(events, EventType.STATE_DELTA)
+        for op in wire(e)["delta"]
+        if op["path"] == "/counters/nudges"
+    ]
+    assert nudged == [1] == [report["nudges"]]
 
 
 # ----- runs that do not complete -----

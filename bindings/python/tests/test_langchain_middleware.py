@@ -32,6 +32,7 @@ from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
+from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from terminus_kernel import Machine, run_scenario  # noqa: E402
 from terminus_kernel._native import Session  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
@@ -313,8 +314,8 @@ class ForgetMachines(AgentMiddleware):
 
 
 class AnswerFromScript(AgentMiddleware):
-    """Outside the middleware: answers every model call itself (as a response cache does), so
-    the middleware's own ``wrap_model_call`` never runs."""
+    """Inside the middleware: answers every model call itself (as a response cache does), so
+    the model's own call never runs: the middleware reads the reply it gives."""
 
     def __init__(self, model: seed.ScriptedChatModel) -> None:
         super().__init__()
@@ -333,15 +334,20 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("outer", ["forget", "answer"])
+@pytest.mark.parametrize("variant", ["forget", "answer"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(outer: str, case: str) -> None:
+def test_the_run_is_the_same_when_the_live_machine_is_not_at_hand(variant: str, case: str) -> None:
+    """Restored from the state at every model step (``forget``), or with the replies given by a
+    middleware inside it instead of the model (``answer``), the run is the same."""
     script, policy = CASES[case]
     expected = run(script, policy, repeat_last=case == "loop")
     model = seed.ScriptedChatModel(script=script, repeat_last=case == "loop")
     terminus = TerminusMiddleware(policy)
-    first = ForgetMachines(terminus) if outer == "forget" else AnswerFromScript(model)
-    state = seed.build_agent(model, [first, terminus]).invoke(seed.task_input())
+    if variant == "forget":
+        stack = [ForgetMachines(terminus), terminus]
+    else:
+        stack = [terminus, AnswerFromScript(model)]
+    state = seed.build_agent(model, stack).invoke(seed.task_input())
     assert {k: state[REPORT_KEY][k] for k in COMPARED} == {
         k: expected[REPORT_KEY][k] for k in COMPARED
     }
@@ -642,14 +648,15 @@ def test_a_corrupt_snapshot_in_the_state_is_a_clear_error() -> None:
     reply = AIMessage(content="done", id="r1")
     state: dict[str, Any] = {
         "messages": [HumanMessage(content=seed.TASK), reply],
-        "terminus_turn": {"started_ms": 0},
         MACHINE_KEY: b"not a snapshot",
     }
     with pytest.raises(ValueError, match="terminus_machine: not a machine snapshot"):
-        middleware.after_model(state, None)  # type: ignore[arg-type]
+        middleware.after_agent(state, None)  # type: ignore[arg-type]
+    call = {"id": "c1", "name": "ls", "args": {}, "type": "tool_call"}
     state[MACHINE_KEY] = "text"
+    request = ToolCallRequest(call, None, state, None)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="no machine"):
-        middleware.after_model(state, None)  # type: ignore[arg-type]
+        middleware.wrap_tool_call(request, lambda r: ToolMessage(content="", tool_call_id="c1"))
 
 
 def test_the_middleware_copies_and_pickles_with_its_policy() -> None:

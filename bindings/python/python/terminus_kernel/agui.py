@@ -34,7 +34,7 @@ The mapping is the one ``terminus serve`` uses:
   the exception's class) instead of propagating, so the client always sees the run end.
 
 The kernel's state is read from what the middleware keeps in the graph state: its machine's
-snapshot (:data:`~terminus_kernel.langchain.MACHINE_KEY`), the turn it awaits, and the report
+snapshot (:data:`~terminus_kernel.langchain.MACHINE_KEY`, with the turn it awaits), and the report
 (:data:`~terminus_kernel.langchain.REPORT_KEY`), from the graph's ``updates`` stream.
 """
 
@@ -72,7 +72,6 @@ from terminus_kernel.langchain import (
     MACHINE_KEY,
     NOTICE_KEY,
     REPORT_KEY,
-    TURN_KEY,
     _text,
     _unpack,
 )
@@ -199,7 +198,7 @@ class AguiRun:
                 self._step = str(node)
                 events.append(StepStartedEvent(step_name=self._step))
             elif self._step == "model" and str(node).endswith(".after_model"):
-                pass  # the middleware's answer to the reply: part of the model step
+                pass  # a middleware's answer to the reply: part of the model step
             else:
                 events += self._close_step()
             # A node that wrote more than once (a model call whose middleware also updated the
@@ -410,15 +409,16 @@ class AguiRun:
         report = update.get(REPORT_KEY)
         if isinstance(report, Mapping):
             self.report = dict(report)
-        turn = update.get(TURN_KEY)
-        if isinstance(turn, Mapping) and isinstance(turn.get("started_ms"), int):
-            self._started_ms = turn["started_ms"]
         packed = update.get(MACHINE_KEY)
         if not isinstance(packed, bytes):
             if self.report is not None and self.state is not None:
                 return self._move(self._ended(self.state))
             return []
-        machine = Session.restore(_unpack(packed)).machine()
+        session = Session.restore(_unpack(packed))
+        started = session.turn().get("started_ms")
+        if isinstance(started, int):
+            self._started_ms = started
+        machine = session.machine()
         if not self._policy:
             self._policy = machine.policy
         state = self._render(machine)

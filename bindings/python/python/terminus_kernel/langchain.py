@@ -15,21 +15,30 @@
 
 What each hook decides is the host core's (``terminus_kernel._native.Session``, the same for
 every framework adapter, ``docs/embedding.md``); this module carries its steps out in LangGraph's
-terms. ``after_model`` feeds the reply: a stop the kernel refuses is nudged and the loop goes back
-to the model, a stop it decides ends the graph without an exception (never
-``GraphRecursionError``). ``wrap_model_call`` feeds the tool turn's results first (the tools of a
-turn run in parallel tasks: the first point where all have finished; a stop decided on them does
-not call the model), waits the kernel's backoff, and gives a provider's error to the kernel
-(retried, or the run ends ``model_error``). ``wrap_tool_call`` answers a refused call with the
-kernel's refusal and appends budget warnings. ``before_agent`` starts the run; ``after_agent``
-makes sure the final state has the report (a run something else ended is cancelled).
+terms, in three hooks that add no graph node per step:
+
+- ``wrap_model_call`` is the kernel's model step. It feeds the tool turn's results first (the
+  tools of a turn run in parallel tasks: the first point where all have finished), then calls the
+  model, feeds the reply and carries out the step within the same call: a stop the kernel refuses
+  is nudged and the model called again, an empty reply is dropped and the call retried after the
+  kernel's backoff, a provider's error retried or the run ended ``model_error``, calls written in
+  the text become calls. The reply, the nudges and the answers to calls not run go into the
+  conversation in order, with the session's snapshot. A stop ends the graph by LangGraph's own
+  routing (every call answered, a last reply without calls), never ``GraphRecursionError``.
+- ``wrap_tool_call`` answers a refused call with the kernel's refusal and appends budget warnings.
+- ``before_agent`` starts the run; ``after_agent`` makes sure the final state has the report (a
+  run something else ended is cancelled).
+
+The middleware sees the replies of the model calls it wraps: put it outside (before, in the
+``middleware`` list) any middleware that answers a model call without calling the model.
 
 The session's snapshot lives in the graph state (a private key of this middleware's state
 schema), so a thread resumed from a LangGraph checkpointer, in another process after a crash,
-goes on with its counters and budgets. Whether a crash can make a tool run again is LangGraph's
-durability: with ``invoke(..., durability="sync")`` every step's checkpoint is written before
-the next step starts, so no finished tool runs twice; with the default ``"async"`` the steps
-since the last checkpoint written (their tools included) run again on resume."""
+goes on with its counters and budgets. It is written once per model step, and is the same size
+whatever the run's length. Whether a crash can make a tool run again is LangGraph's durability:
+with ``invoke(..., durability="sync")`` every step's checkpoint is written before the next step
+starts, so no finished tool runs twice; with the default ``"async"`` the steps since the last
+checkpoint written (their tools included) run again on resume."""
 
 from __future__ import annotations
 
@@ -39,10 +48,10 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import (
     ExtendedModelResponse,
     ModelRequest,
@@ -81,12 +90,8 @@ REPORT_KEY = "terminus"
 
 MACHINE_KEY = "terminus_machine"
 """The state key of the run's host core (``Session.snapshot()`` as bytes, compressed from
-``COMPRESS_AT`` on): private, checkpointed."""
-
-TURN_KEY = "terminus_turn"
-"""The state key of what the run awaits (private): ``Session.turn()`` (the calls to run, their
-refusals and warnings, the next model call's settings, whether the run ended), which the tool
-hook reads, and the id of a stand-in reply."""
+``COMPRESS_AT`` on): private, checkpointed. It holds what the run awaits too (``Session.turn()``:
+the calls to run, their refusals and warnings), which the tool hook reads."""
 
 ERROR_KIND = "terminus_error"
 """A ``ToolMessage.response_metadata`` key: the kernel's error class for a failed call (default
@@ -95,13 +100,33 @@ ERROR_KIND = "terminus_error"
 NOTICE_KEY = "terminus_notice"
 """A ``ToolMessage.response_metadata`` key: the kernel's notices appended to that result."""
 
+STAND_IN = "terminus-stop-"
+"""The id prefix of the empty reply a model call that the kernel stopped gives instead of
+calling the model: the graph ends on it, and ``after_agent`` removes it."""
+
+
+def _last(value: bytes, writes: Sequence[bytes]) -> bytes:
+    """The snapshot channel's reducer: the last snapshot written."""
+    return writes[-1] if writes else value
+
+
+try:
+    # A checkpoint holds the snapshot only as the write of the step that changed it (a
+    # `DeltaChannel`, as DeepAgents keeps its messages and files), not again in every checkpoint
+    # as a plain key is: a checkpointer stores what the middleware adds about once per model
+    # step (`docs/performance.md`).
+    from langgraph.channels.delta import DeltaChannel
+
+    _SnapshotChannel: Any = DeltaChannel(_last, bytes)
+except ImportError:  # a LangGraph without it: a plain key, written whole into every checkpoint
+    _SnapshotChannel = None
+
 
 class TerminusState(AgentState):
     """The state this middleware adds to the agent's graph."""
 
     terminus: NotRequired[dict[str, Any] | None]
-    terminus_machine: NotRequired[Annotated[bytes, PrivateStateAttr]]
-    terminus_turn: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+    terminus_machine: NotRequired[Annotated[bytes, _SnapshotChannel, PrivateStateAttr]]
 
 
 def wire(message: BaseMessage) -> dict[str, Any]:
@@ -150,9 +175,9 @@ def model_error_kind(error: BaseException) -> tuple[str, int | None] | None:
 COMPRESS_AT = 1024
 """Snapshots from this size (bytes) on are kept zlib-compressed in the state. The snapshot keeps
 the machine and the last steps of the run's journal (``Machine``'s ``journal_steps``), so its
-size does not grow with the run (about 12 KB raw, 2 KB packed, on a chain of tool turns), but a
-checkpointer stores it again at every step: compressed (about 6 times smaller, for some 50 us a
-step), every checkpoint stays small; only a snapshot too small to gain from it is kept as it is."""
+size does not grow with the run, but a checkpointer stores it again at every step: compressed
+(about 6 times smaller, for some 50 us a step), every checkpoint stays small; only a snapshot too
+small to gain from it is kept as it is."""
 
 
 def _pack(snapshot: str) -> bytes:
@@ -183,64 +208,66 @@ def _text(content: str | list[Any]) -> str:
     )
 
 
+def _has_machine(state: Mapping[str, Any]) -> bool:
+    """Whether the state holds a snapshot (the channel's empty value is none)."""
+    snapshot = state.get(MACHINE_KEY)
+    return isinstance(snapshot, bytes) and bool(snapshot)
+
+
 def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _turn(state: Any) -> Mapping[str, Any]:
-    turn = state.get(TURN_KEY) if isinstance(state, Mapping) else None
-    return turn if isinstance(turn, Mapping) else {}
-
-
-def _batch_out(turn: Mapping[str, Any]) -> bool:
-    return bool(turn.get("awaiting") or turn.get("batch"))
-
-
 def _tail(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:
     """The messages from the last reply on, for the core (the results after it)."""
-    start = 0
+    return [wire(m) for m in messages[_last_reply(messages) or 0 :]]
+
+
+def _answer(a: Mapping[str, Any]) -> ToolMessage:
+    """A call the kernel answered instead of running it."""
+    meta = {ERROR_KIND: a["error"]} if a.get("error") else {}
+    return ToolMessage(
+        content=a["content"],
+        tool_call_id=a["tool_call_id"],
+        name=a["name"],
+        status="error",
+        response_metadata=meta,
+    )
+
+
+def _nudge(text: str) -> HumanMessage:
+    return HumanMessage(
+        content=text, id=f"terminus-{uuid.uuid4().hex}", response_metadata={"terminus": "nudge"}
+    )
+
+
+def _last_reply(messages: Sequence[BaseMessage]) -> int | None:
+    """The index of the last AI message."""
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], AIMessage):
-            start = index
-            break
-    return [wire(m) for m in messages[start:]]
+            return index
+    return None
 
 
-def _last_ai(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage | None]:
+def _last_result(messages: Sequence[BaseMessage], target: str) -> int | None:
+    """The index of the last tool message of id (else call id) ``target``."""
     for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], AIMessage):
-            return index, messages[index]  # type: ignore[return-value]
-    return -1, None
+        m = messages[index]
+        if isinstance(m, ToolMessage) and target in (m.id, m.tool_call_id):
+            return index
+    return None
 
 
-def _messages(step: Mapping[str, Any], last: Sequence[AnyMessage] = ()) -> list[BaseMessage]:
-    """The step's messages: the answers to calls, the notices on the turn's last tool result
-    (``notice_to``, found in ``last``), the nudges."""
-    out: list[BaseMessage] = [
-        ToolMessage(
-            content=a["content"],
-            tool_call_id=a["tool_call_id"],
-            name=a["name"],
-            status="error",
-            response_metadata={ERROR_KIND: a["error"]} if a.get("error") else {},
-        )
-        for a in step.get("answers", ())
-    ]
-    notices, target = step.get("notices"), step.get("notice_to")
-    if notices and target:
-        for m in reversed(last):
-            if isinstance(m, ToolMessage) and target in (m.id, m.tool_call_id):
-                out.append(_noticed(m, notices))
-                break
-    out += [
-        HumanMessage(
-            content=text,
-            id=f"terminus-{uuid.uuid4().hex}",
-            response_metadata={"terminus": "nudge"},
-        )
-        for text in step.get("nudges", ())
-    ]
-    return out
+def _offered(request: ModelRequest[Any]) -> list[str]:
+    """The names of the tools a model call offers (a call written in the text runs only when
+    it names one of them)."""
+    names = (
+        (t.get("name") or (t.get("function") or {}).get("name"))
+        if isinstance(t, Mapping)
+        else getattr(t, "name", None)
+        for t in request.tools or []
+    )
+    return [n for n in names if isinstance(n, str) and n]
 
 
 class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
@@ -285,22 +312,17 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)
         self.tools = []
-        # Live sessions by the snapshot in the state they belong to (and the last reply fed):
-        # a hook whose state holds the snapshot the previous hook wrote takes the live session
-        # instead of restoring it. One may be past its snapshot (the tool results fed before
-        # the model call, the state not written yet): a process that misses it restores the
-        # snapshot and feeds the same results from the state again.
-        self._machines: OrderedDict[tuple[bytes, str | None], Session] = OrderedDict()
+        # Live sessions by the snapshot in the state they belong to: a model call whose state
+        # holds the snapshot the previous one wrote takes the live session instead of restoring
+        # it; and what each snapshot's run awaits, for the tool hook.
+        self._machines: OrderedDict[bytes, Session] = OrderedDict()
+        self._turns: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
-        # The names of the tools each model call offered, by its reply's id (a tool call
-        # written in the text runs only when it names one of them).
-        self._offered: OrderedDict[str, list[str]] = OrderedDict()
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy (``copy.deepcopy``, pickling) has the policy, not the live sessions."""
         state = dict(self.__dict__)
-        state["_machines"] = OrderedDict()
-        state["_offered"] = OrderedDict()
+        state["_machines"], state["_turns"] = OrderedDict(), OrderedDict()
         del state["_lock"]
         return state
 
@@ -310,196 +332,191 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
 
     # ----- the session in the state -----
 
-    def _take(self, state: Mapping[str, Any]) -> Session:
-        """The run's session: the live one for the state's snapshot, else restored from it."""
+    def _snapshot(self, state: Mapping[str, Any]) -> bytes:
         snapshot = state.get(MACHINE_KEY)
-        if not isinstance(snapshot, bytes):
+        if not (isinstance(snapshot, bytes) and snapshot):
             raise RuntimeError(
                 f"TerminusMiddleware: the graph state has no machine ({MACHINE_KEY!r}); "
                 "was the agent built with this middleware?"
             )
+        return snapshot
+
+    def _take(self, state: Mapping[str, Any]) -> Session:
+        """The run's session: the live one for the state's snapshot, else restored from it."""
+        snapshot = self._snapshot(state)
         with self._lock:
-            session = self._machines.pop((snapshot, _turn(state).get("fed")), None)
+            session = self._machines.pop(snapshot, None)
         return session if session is not None else Session.restore(_unpack(snapshot))
 
-    def _keep(self, key: tuple[bytes, str | None], session: Session) -> None:
+    def _turn(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What the run of the state's snapshot awaits (``Session.turn()``)."""
+        snapshot = self._snapshot(state)
         with self._lock:
-            self._machines[key] = session
-            while len(self._machines) > 256:
-                self._machines.popitem(last=False)
+            turn = self._turns.get(snapshot)
+        if turn is None:
+            turn = Session.restore(_unpack(snapshot)).turn()
+            self._remember(snapshot, turn, None)
+        return turn
 
-    def _update(
-        self, session: Session, messages: list[BaseMessage], **extra: Any
-    ) -> dict[str, Any]:
-        """The state update: the snapshot, the turn, the report once the run ended, messages."""
+    def _remember(self, snapshot: bytes, turn: dict[str, Any], session: Session | None) -> None:
+        with self._lock:
+            self._turns[snapshot] = turn
+            if session is not None:
+                self._machines[snapshot] = session
+            for cache in (self._machines, self._turns):
+                while len(cache) > 256:
+                    cache.popitem(last=False)
+
+    def _update(self, session: Session) -> dict[str, Any]:
+        """The state update: the snapshot, and the report once the run ended."""
         snapshot = _pack(session.snapshot())
-        turn = {**session.turn(), **extra}
-        self._keep((snapshot, turn.get("fed")), session)
-        update: dict[str, Any] = {MACHINE_KEY: snapshot, TURN_KEY: turn}
+        self._remember(snapshot, session.turn(), session)
+        update: dict[str, Any] = {MACHINE_KEY: snapshot}
         if session.ended:
             update[REPORT_KEY] = session.report()
-        if messages:
-            update["messages"] = messages
         return update
-
-    def _verified(self, session: Session, step: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The step, with the verifications it asks answered by the verifier."""
-        return verified(session, self._verifier, step)
 
     # ----- run start and end -----
 
     def before_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Starts a run: a new session, unless the thread's state holds one still live (a
         thread resumed with new input goes on with its counters)."""
-        turn = state.get(TURN_KEY)
-        if isinstance(state.get(MACHINE_KEY), bytes) and isinstance(turn, Mapping):
-            if not turn.get("ended"):
-                return None
+        if _has_machine(state) and not self._turn(state).get("ended"):
+            return None
         first = next((m for m in state.get("messages") or [] if isinstance(m, HumanMessage)), None)
         session, _ = Session.start(self._policy, [wire(first)] if first else [], _now())
-        return {**self._update(session, []), REPORT_KEY: None}
+        return {**self._update(session), REPORT_KEY: None}
 
     def after_agent(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Makes sure the final state has the report: a run still live here was ended by
-        something else than the kernel (another middleware's jump, a ``return_direct`` tool),
-        and is cancelled."""
-        turn = _turn(state)
-        if not turn or turn.get("ended"):
-            return None
-        session = self._take(state)
-        session.finish(_tail(state.get("messages") or []), _now())
-        return self._update(session, [])
-
-    # ----- the model's reply -----
-
-    @hook_config(can_jump_to=["model", "end"])
-    def after_model(self, state: TerminusState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Feeds the model's reply; carries out the core's step (run the tools, nudge and go
-        back to the model, retry, or stop)."""
-        turn = _turn(state)
+        """Removes the stand-in reply a stop left, and makes sure the final state has the
+        report: a run still live here was ended by something else than the kernel (another
+        middleware's jump, a ``return_direct`` tool), and is cancelled."""
         messages = state.get("messages") or []
-        index, message = _last_ai(messages)
-        if not turn or message is None:
-            return None
-        if turn.get("ended"):
-            # The kernel stopped before this model call: the reply is the stand-in that call
-            # returned instead of calling the model.
-            if message.id is not None and message.id == turn.get("stand_in"):
-                return {"messages": [RemoveMessage(id=message.id)], "jump_to": "end"}
-            return None
-        if message.id is not None and message.id == turn.get("fed"):
-            return None
-        session = self._take(state)
-        out: list[BaseMessage] = []
-        if session.batch_out:
-            # The results were not fed before the model call (this process did not make it, or
-            # a middleware outside this one answered it): they still go first.
-            early = self._verified(session, session.results(_tail(messages[:index]), _now()))
-            out += _messages(early or {}, messages[:index])
-        with self._lock:
-            offered = self._offered.pop(message.id, None) if message.id else None
-        step = self._verified(session, session.reply(wire(message), offered, _now())) or {}
-        written = step.get("written")
-        if written is not None and message.id:
-            # Tool calls the model wrote in its text, which the kernel runs: the reply becomes a
-            # tool turn (same id, so it replaces the reply) for the tools node to run.
-            calls = [
-                {"id": c["id"], "name": c["name"], "args": c["arguments"], "type": "tool_call"}
-                for c in written["tool_calls"]
-            ]
-            message = message.model_copy(update={"content": written["text"], "tool_calls": calls})
-            out.append(message)
-        if step.get("drop_reply") and message.id:
-            # An empty reply is an error (retried, or the run stops), never part of the
-            # conversation: chat APIs refuse an empty assistant message.
-            out.append(RemoveMessage(id=message.id))
-        out += _messages(step)
-        update = self._update(session, out)
-        jump = step.get("jump")
-        if jump == "tools" and not message.tool_calls:
-            jump = "model"  # every call was answered here: back to the model with the answers
-        if jump in ("model", "end"):
-            update["jump_to"] = jump
-        return update
-
-    # ----- the model call -----
-
-    def _before_call(
-        self, request: ModelRequest[Any]
-    ) -> tuple[ModelRequest[Any], int, dict[str, Any] | None, AIMessage | None]:
-        """Feeds the finished tool turn's results before the model call: the request to send
-        (with the kernel's notices), the backoff delay, the state update, and the stand-in reply
-        when the kernel stopped (then the model is not called)."""
-        state = request.state
-        turn = _turn(state)
-        update: dict[str, Any] | None = None
-        stand_in: AIMessage | None = None
-        if _batch_out(turn) and not turn.get("ended"):
+        stand_ins = [
+            m.id for m in messages if isinstance(m, AIMessage) and (m.id or "").startswith(STAND_IN)
+        ]
+        update: dict[str, Any] = {}
+        if _has_machine(state) and not self._turn(state).get("ended"):
             session = self._take(state)
-            messages = state.get("messages") or []
-            step = session.batch_out and self._verified(
-                session, session.results(_tail(messages), _now())
-            )
-            if step and (step.get("notices") or step.get("nudges") or session.ended):
-                amended = _messages(step, messages)
-                noticed = {m.id: m for m in amended if isinstance(m, ToolMessage) and m.id}
-                if noticed:
-                    request = request.override(
-                        messages=[noticed.get(m.id, m) for m in request.messages]
-                    )
-                extra: dict[str, Any] = {}
-                if session.ended:
-                    stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
-                    extra["stand_in"] = stand_in.id
-                update = self._update(session, amended, **extra)
-                turn = update[TURN_KEY]
-            else:
-                # The common case (the kernel only says: call the model): nothing to write
-                # yet; the reply's hook takes the session as it is now.
-                self._keep((state[MACHINE_KEY], turn.get("fed")), session)
-                turn = session.turn()
-        if turn.get("tools") is False:
-            request = request.override(tools=[], tool_choice=None)
-        return request, int(turn.get("delay_ms", 0) or 0), update, stand_in
+            kept = [m for m in messages if m.id not in stand_ins]
+            session.finish(_tail(kept), _now())
+            update = self._update(session)
+        if stand_ins:
+            update["messages"] = [RemoveMessage(id=i) for i in stand_ins if i is not None]
+        return update or None
 
-    def _on_model_error(
-        self, request: ModelRequest[Any], error: Exception, update: dict[str, Any] | None
-    ) -> tuple[int, dict[str, Any], AIMessage | None]:
-        """Feeds a failed model call (re-raising an error that is not a provider's): the delay
-        before the retry, the state update, the stand-in when the kernel stopped."""
-        kind = model_error_kind(error)
-        if kind is None:
-            raise error
-        session = self._take({**request.state, **(update or {})})
-        step = session.model_error(kind[0], kind[1], _now())
-        stand_in: AIMessage | None = None
-        extra: dict[str, Any] = {}
-        if session.ended:
-            stand_in = AIMessage(content="", id=f"terminus-stop-{uuid.uuid4().hex}")
-            extra["stand_in"] = stand_in.id
-        return int(step["delay_ms"]), self._update(session, _messages(step), **extra), stand_in
+    # ----- the model step -----
+
+    def _model_step(
+        self, request: ModelRequest[Any]
+    ) -> Generator[tuple[ModelRequest[Any], int], ModelResponse[Any] | AIMessage, Any]:
+        """The kernel's model step, as a generator the sync and async hooks drive: it yields
+        each model call to make (the request and the backoff before it), is sent the call's
+        response (or thrown its error), and returns the hook's answer."""
+        state = request.state
+        session = self._take(state)
+        history = list(state.get("messages") or [])
+        sent = list(request.messages)  # what the model is sent of it (other middlewares' view)
+        added: list[BaseMessage] = []  # the step's messages, in the conversation's order
+        replaced: list[BaseMessage] = []  # messages of the state amended in place (same id)
+        response: ModelResponse[Any] | None = None
+
+        def carry(step: Mapping[str, Any]) -> None:
+            added.extend(_answer(a) for a in step.get("answers", ()))
+            notices, target = step.get("notices"), step.get("notice_to")
+            for seq in (added, history) if notices and target else ():
+                hit = _last_result(seq, target)
+                if hit is not None:
+                    old = seq[hit]
+                    seq[hit] = _noticed(old, notices)  # type: ignore[arg-type]
+                    if seq is history:  # the state's message, amended in place
+                        replaced.append(seq[hit])
+                        sent[:] = [seq[hit] if m is old or m.id == old.id else m for m in sent]
+                    break
+            added.extend(_nudge(text) for text in step.get("nudges", ()))
+
+        while True:
+            if not session.ended and session.batch_out:
+                # The tool turn's results (or the answers to a reply's calls) go first.
+                results = session.results(_tail([*history, *added]), _now())
+                carry(verified(session, self._verifier, results) or {})
+            if session.ended:
+                break
+            turn = session.turn()
+            delay, tools = int(turn.get("delay_ms", 0) or 0), turn.get("tools") is not False
+            asked = request.override(messages=[*sent, *added])
+            if not tools:
+                asked = asked.override(tools=[], tool_choice=None)
+            try:
+                reply = yield asked, delay
+            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+                kind = model_error_kind(error) if self._handle_model_errors else None
+                if kind is None:
+                    raise
+                step = session.model_error(kind[0], kind[1], _now())
+            else:
+                response = (
+                    reply if isinstance(reply, ModelResponse) else ModelResponse(result=[reply])
+                )
+                index = _last_reply(response.result)
+                if index is None:  # not a reply the kernel reads: passed on as it is
+                    added.extend(response.result)
+                    break
+                message: AIMessage = response.result[index]  # type: ignore[assignment]
+                fed = session.reply(wire(message), _offered(asked), _now())
+                step = verified(session, self._verifier, fed) or {"jump": "tools"}
+                written = step.get("written")
+                if written is not None:
+                    # Tool calls the model wrote in its text, which the kernel runs.
+                    calls = [
+                        dict(id=c["id"], name=c["name"], args=c["arguments"], type="tool_call")
+                        for c in written["tool_calls"]
+                    ]
+                    message = message.model_copy(
+                        update={"content": written["text"], "tool_calls": calls}
+                    )
+                others = [m for i, m in enumerate(response.result) if i != index]
+                # An empty reply is an error (retried, or the run stops), never part of the
+                # conversation: chat APIs refuse an empty assistant message.
+                added.extend(others if step.get("drop_reply") else [*others, message])
+            carry(step)
+            if step.get("jump") != "model":
+                break
+        every = [*history, *added]
+        last = _last_reply(every)
+        if session.ended and (last is None or every[last].tool_calls):  # type: ignore[union-attr]
+            # The graph ends on a reply without calls: a stand-in, removed by `after_agent`.
+            added.append(AIMessage(content="", id=f"{STAND_IN}{uuid.uuid4().hex}"))
+        update = self._update(session)
+        if replaced:
+            update["messages"] = replaced
+        structured = response.structured_response if response is not None else None
+        return ExtendedModelResponse(
+            model_response=ModelResponse(result=added, structured_response=structured),
+            command=Command(update=update),
+        )
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Feeds the tool results first (a stop there answers with a stand-in, not the model),
-        waits the kernel's backoff before a retried call, offers no tools to the final-answer
-        call of a spent budget, and (``handle_model_errors``) retries a provider error as the
-        kernel says, or stops the run with ``model_error``."""
-        request, delay_ms, update, stand_in = self._before_call(request)
-        while stand_in is None:
-            if delay_ms:
-                time.sleep(delay_ms / 1000)
-            try:
-                response = handler(request)
-                break
-            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
-                if not self._handle_model_errors:
-                    raise
-                delay_ms, update, stand_in = self._on_model_error(request, error, update)
-        return self._respond(request, response if stand_in is None else None, stand_in, update)
+        """The kernel's model step (the module's docs): the tool results fed, the model called
+        (again after a nudge, an empty reply, a provider's error), the reply fed."""
+        step = self._model_step(request)
+        try:
+            asked, delay_ms = next(step)
+            while True:
+                if delay_ms:
+                    time.sleep(delay_ms / 1000)
+                try:
+                    response = handler(asked)
+                except Exception as error:  # noqa: BLE001 (given to the step)
+                    asked, delay_ms = step.throw(error)
+                else:
+                    asked, delay_ms = step.send(response)
+        except StopIteration as done:
+            return done.value
 
     async def awrap_model_call(
         self,
@@ -507,54 +524,37 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async ``wrap_model_call``."""
-        request, delay_ms, update, stand_in = self._before_call(request)
-        while stand_in is None:
-            if delay_ms:
-                await asyncio.sleep(delay_ms / 1000)
-            try:
-                response = await handler(request)
-                break
-            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
-                if not self._handle_model_errors:
-                    raise
-                delay_ms, update, stand_in = self._on_model_error(request, error, update)
-        return self._respond(request, response if stand_in is None else None, stand_in, update)
-
-    def _respond(
-        self,
-        request: ModelRequest[Any],
-        response: Any,
-        stand_in: AIMessage | None,
-        update: dict[str, Any] | None,
-    ) -> Any:
-        """The model call's answer: the reply (its offered tools noted by its id) or the
-        stand-in, with the state update when there is one."""
-        if stand_in is not None:
-            response = ModelResponse(result=[stand_in])
-        else:
-            names = [
-                n
-                for t in request.tools or []
-                if isinstance(
-                    n := (t.get("name") or (t.get("function") or {}).get("name"))
-                    if isinstance(t, Mapping)
-                    else getattr(t, "name", None),
-                    str,
-                )
-                and n
-            ]
-            replies = response.result if isinstance(response, ModelResponse) else [response]
-            with self._lock:
-                for reply in replies:
-                    if isinstance(reply, AIMessage) and reply.id:
-                        self._offered[reply.id] = names
-                while len(self._offered) > 256:
-                    self._offered.popitem(last=False)
-        if update is None:
-            return response
-        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+        step = self._model_step(request)
+        try:
+            asked, delay_ms = next(step)
+            while True:
+                if delay_ms:
+                    await asyncio.sleep(delay_ms / 1000)
+                try:
+                    response = await handler(asked)
+                except Exception as error:  # noqa: BLE001 (given to the step)
+                    asked, delay_ms = step.throw(error)
+                else:
+                    asked, delay_ms = step.send(response)
+        except StopIteration as done:
+            return done.value
 
     # ----- tool calls -----
+
+    def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, str | None]:
+        """The answer to a call that must not run (the kernel's refusal, or ``not_found`` for a
+        tool the agent does not have), or the budget warning for its result."""
+        call = request.tool_call
+        turn = self._turn(request.state)
+        if not turn.get("awaiting") and not turn.get("refused"):
+            return None, None
+        if not isinstance(call.get("id"), str) or not call.get("id"):
+            raise ValueError(f"tool call: a call has no id: {dict(call)!r}")
+        gate = Session.gate(turn, call["id"], call["name"], request.tool is not None)
+        refuse = gate.get("refuse")
+        if refuse is None:
+            return None, (gate.get("run") or {}).get("warning")
+        return _answer({**refuse, "tool_call_id": call["id"], "name": call["name"]}), None
 
     def wrap_tool_call(
         self,
@@ -563,7 +563,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
     ) -> ToolMessage | Command[Any]:
         """Answers a refused call with the kernel's refusal (the tool does not run); runs any
         other, with the kernel's budget warning appended to its result."""
-        early, warning = _before_tool(request)
+        early, warning = self._before_tool(request)
         if early is not None:
             return early
         result = handler(request)
@@ -575,7 +575,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async ``wrap_tool_call``."""
-        early, warning = _before_tool(request)
+        early, warning = self._before_tool(request)
         if early is not None:
             return early
         result = await handler(request)
@@ -592,30 +592,6 @@ def _noticed(message: ToolMessage, notices: list[str]) -> ToolMessage:
             "response_metadata": {**message.response_metadata, NOTICE_KEY: notice},
         }
     )
-
-
-def _before_tool(request: ToolCallRequest) -> tuple[ToolMessage | None, str | None]:
-    """The answer to a call that must not run (the kernel's refusal, or ``not_found`` for a
-    tool the agent does not have), or the budget warning for its result."""
-    call = request.tool_call
-    turn = _turn(request.state)
-    if not turn.get("awaiting") and not turn.get("refused"):
-        return None, None
-    if not isinstance(call.get("id"), str) or not call.get("id"):
-        raise ValueError(f"tool call: a call has no id: {dict(call)!r}")
-    gate = Session.gate(dict(turn), call["id"], call["name"], request.tool is not None)
-    refuse = gate.get("refuse")
-    if refuse is None:
-        return None, (gate.get("run") or {}).get("warning")
-    meta = {ERROR_KIND: refuse["error"]} if refuse.get("error") else {}
-    message = ToolMessage(
-        content=refuse["content"],
-        tool_call_id=call["id"],
-        name=call["name"],
-        status="error",
-        response_metadata=meta,
-    )
-    return message, None
 
 
 def _warned(
