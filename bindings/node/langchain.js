@@ -10,17 +10,10 @@
 //   state.terminus; // the kernel's report: outcome, reason, steps, model_calls, nudges, ...
 //
 // Each hook gives the framework's messages to the host core (the package's `Session`, the same
-// for every framework adapter) and carries its step out in LangGraph's terms: `beforeAgent`
-// starts the run, `beforeModel` feeds the tool turn's results (a stop there ends the graph, the
-// model not called; notices go on the turn's last tool result), `wrapModelCall` waits the
-// kernel's backoff, offers no tools to a spent budget's final-answer call and gives a provider's
-// error to the kernel (retried, or the run ends `model_error`), `afterModel` feeds the reply (a
-// refused stop is nudged, a decided stop jumps to the end, an empty reply is removed, calls
-// written in the text become calls, calls not to run are answered), `wrapToolCall` answers a
-// refused call instead of running it and appends budget warnings, `afterAgent` cancels a run
-// something else ended. The session's snapshot (`_terminus_machine`) and `Session.turn()`
-// (`_terminus_turn`) live in the graph state, so a checkpointer keeps them; the final state has
-// the report under `terminus`.
+// for every framework adapter) and carries its step out in LangGraph's terms, with no graph node
+// per step: `beforeAgent` starts the run, `wrapModelCall` is the kernel's model step (the results
+// and each reply fed, nudges, retries, answers), `wrapToolCall` gates each call, `afterAgent`
+// cancels a run something else ended. What each does, in full: README.md, "LangChain JS".
 
 const crypto = require('node:crypto');
 const { Session } = require('./index.js');
@@ -38,7 +31,7 @@ function peers() {
 
 // The state's keys (the report; the session's snapshot; `Session.turn()`), and the keys of a
 // message's `response_metadata`: a `ToolMessage`'s error class and the notices appended to it, the
-// state update a stand-in `AIMessage` carries when a model error ended the run.
+// state update a stand-in `AIMessage` carries when the run ended with no reply in its step.
 const [REPORT_KEY, MACHINE_KEY, TURN_KEY] = ['terminus', '_terminus_machine', '_terminus_turn'];
 const [ERROR_KIND, NOTICE_KEY, STOP_KEY] = ['terminus_error', 'terminus_notice', 'terminus_stop'];
 
@@ -107,15 +100,6 @@ function terminusMiddleware(policy, options = {}) {
     return step;
   };
 
-  // The names of the tools each model call offered, by its reply's id (a tool call written in
-  // the text runs only when it names one of them).
-  const offered = new Map();
-  const noteOffered = (request, reply) => {
-    if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`; // its hook finds it
-    offered.set(reply.id, (request.tools || []).map((t) => t && (t.name || (t.function && t.function.name))).filter((n) => typeof n === 'string' && n));
-    while (offered.size > 256) offered.delete(offered.keys().next().value);
-  };
-
   /** The state update: the snapshot, the turn, the report once the run ended, messages. */
   const update = (session, messages) => {
     const out = { [MACHINE_KEY]: session.snapshot(), [TURN_KEY]: session.turn() };
@@ -132,22 +116,13 @@ function terminusMiddleware(policy, options = {}) {
   };
   const answer = ({ content, tool_call_id, name, error }) =>
     new msgs.ToolMessage({ content, tool_call_id, name, status: 'error', response_metadata: error ? { [ERROR_KIND]: error } : {} });
-
-  /** The step's messages: the answers, the notices on the tool message `notice_to`, the nudges. */
-  const messagesOf = (step, last = []) => {
-    const out = (step.answers || []).map(answer);
-    const target = step.notice_to;
-    const noticed = target && (step.notices || []).length && last.findLast((m) => msgs.ToolMessage.isInstance(m) && (m.id === target || m.tool_call_id === target));
-    if (noticed) {
-      const notice = step.notices.join('\n\n');
-      out.push(appended(noticed, notice, { ...(noticed.response_metadata || {}), [NOTICE_KEY]: notice }));
-    }
-    const nudge = (content) => new msgs.HumanMessage({ content, id: `terminus-${crypto.randomUUID()}`, response_metadata: { terminus: 'nudge' } });
-    return [...out, ...(step.nudges || []).map(nudge)];
-  };
+  const nudge = (content) => new msgs.HumanMessage({ content, id: `terminus-${crypto.randomUUID()}`, response_metadata: { terminus: 'nudge' } });
+  const isResult = (target) => (m) => msgs.ToolMessage.isInstance(m) && (m.id === target || m.tool_call_id === target);
 
   /** The messages from the last reply on, for the core (the results after it). */
   const tail = (messages) => messages.slice(Math.max(messages.findLastIndex(isAI), 0)).map(wire);
+  /** The names of the tools a model call offers (a call written in the text runs only when it names one). */
+  const offered = (request) => (request.tools || []).map((t) => t && (t.name || (t.function && t.function.name))).filter((n) => typeof n === 'string' && n);
 
   return langchain.createMiddleware({
     name: options.name || 'TerminusMiddleware',
@@ -161,90 +136,83 @@ function terminusMiddleware(policy, options = {}) {
       return { ...update(session, []), [REPORT_KEY]: null };
     },
 
-    beforeModel: {
-      canJumpTo: ['end'],
-      hook: (state) => {
-        const turn = state[TURN_KEY] || {};
-        if (turn.ended || !(turn.batch || (turn.awaiting || []).length)) return undefined;
-        const session = restore(state);
-        const messages = state.messages || [];
-        const step = verified(session, session.results(tail(messages)));
-        const result = update(session, step ? messagesOf(step, messages) : []);
-        if (session.ended) result.jumpTo = 'end';
-        return result;
-      },
-    },
-
+    // The kernel's model step: the tool turn's results fed, the model called (again after a
+    // nudge, an empty reply, a provider's error), each reply fed, the step carried out.
     wrapModelCall: async (request, handler) => {
       const state = request.state || {};
-      const turn = state[TURN_KEY] || {};
-      let [delay, tools] = [turn.delay_ms || 0, turn.tools !== false];
-      let session = null; // restored at the first provider error: the errors go to the kernel
+      const session = restore(state);
+      const history = state.messages || [];
+      const sent = [...request.messages];
+      const [added, replaced] = [[], []]; // the step's messages in order; state messages amended
+      let last = null; // the handler's last reply, which the model node adds itself
+      const carry = (step) => {
+        added.push(...(step.answers || []).map(answer));
+        const target = step.notice_to;
+        if (target && (step.notices || []).length) {
+          const notice = step.notices.join('\n\n');
+          const at = added.findLastIndex(isResult(target));
+          const old = at >= 0 ? added[at] : history.findLast(isResult(target));
+          const noticed = old && appended(old, notice, { ...(old.response_metadata || {}), [NOTICE_KEY]: notice });
+          if (at >= 0) added[at] = noticed;
+          else if (noticed) {
+            replaced.push(noticed);
+            sent.splice(0, sent.length, ...sent.map((m) => (m === old || (m.id != null && m.id === old.id) ? noticed : m)));
+          }
+        }
+        added.push(...(step.nudges || []).map(nudge));
+      };
       for (;;) {
-        if (delay > 0) await sleep(delay);
-        const asked = tools ? request : { ...request, tools: [], toolChoice: undefined };
-        let response;
+        if (!session.ended && session.batchOut) carry(verified(session, session.results(tail([...history, ...added]))) || {});
+        if (session.ended) break;
+        const turn = session.turn();
+        if (turn.delay_ms > 0) await sleep(turn.delay_ms);
+        const asked = { ...request, messages: [...sent, ...added], ...(turn.tools === false ? { tools: [], toolChoice: undefined } : {}) };
+        let reply;
         try {
-          response = await handler(asked);
+          reply = await handler(asked);
         } catch (error) {
           const kind = handleModelErrors ? modelErrorKind(error) : null;
           if (kind === null) throw error;
-          session = session || restore(state);
-          const step = session.modelError(kind.kind, kind.retry_after_ms);
-          if (session.ended) {
-            // The kernel gave up (`model_error`): a stand-in reply carrying the state update,
-            // which `afterModel` applies and removes (a Command returned here, with no reply,
-            // would reach the graph once per middleware wrapping this one).
-            const id = `terminus-stop-${crypto.randomUUID()}`;
-            return new msgs.AIMessage({ content: '', id, response_metadata: { [STOP_KEY]: update(session, messagesOf(step)) } });
-          }
-          [delay, tools] = [step.delay_ms, step.tools];
+          carry(session.modelError(kind.kind, kind.retry_after_ms));
           continue;
         }
-        if (!isAI(response)) return response;
-        noteOffered(asked, response);
-        // Errors fed before this reply: the state gets the session past them (the reply itself
-        // is added by the model node, as for any reply).
-        return session === null ? response : new langgraph.Command({ update: update(session, []) });
-      }
-    },
-
-    afterModel: {
-      canJumpTo: ['model', 'end'],
-      hook: (state) => {
-        const turn = state[TURN_KEY] || {};
-        const messages = state.messages || [];
-        let message = messages[messages.findLastIndex(isAI)];
-        if (!message || !state[MACHINE_KEY]) return undefined;
-        const stop = (message.response_metadata || {})[STOP_KEY];
-        if (stop && message.id === messages.at(-1).id) {
-          // The kernel stopped in `wrapModelCall`: the reply is its stand-in.
-          return { ...stop, messages: [new msgs.RemoveMessage({ id: message.id }), ...(stop.messages || [])], jumpTo: 'end' };
-        }
-        if (turn.ended || (message.id != null && message.id === turn.fed)) return undefined;
-        const session = restore(state);
-        const given = message.id != null ? offered.get(message.id) : undefined;
-        offered.delete(message.id);
-        const step = verified(session, session.reply(wire(message), given ?? null));
-        if (!step) return undefined;
-        const out = [];
-        if (step.written && message.id != null) {
-          // Tool calls the model wrote in its text, which the kernel runs: the reply becomes a
-          // tool turn (same id, so it replaces the reply) for the tools node to run.
-          const { id, response_metadata, usage_metadata } = message;
+        if (!isAI(reply)) return reply;
+        if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`;
+        last = reply;
+        const step = verified(session, session.reply(wire(reply), offered(asked))) || { jump: 'tools' };
+        let message = reply;
+        if (step.written) {
+          // Tool calls the model wrote in its text, which the kernel runs.
+          const { id, response_metadata, usage_metadata } = reply;
           const tool_calls = step.written.tool_calls.map((c) => ({ id: c.id, name: c.name, args: c.arguments, type: 'tool_call' }));
           message = new msgs.AIMessage({ content: step.written.text, id, tool_calls, response_metadata, usage_metadata });
-          out.push(message);
         }
         // An empty reply is an error (retried, or the run stops), never part of the conversation.
-        if (step.drop_reply && message.id != null) out.push(new msgs.RemoveMessage({ id: message.id }));
-        out.push(...messagesOf(step));
-        const result = update(session, out);
-        // Every call answered here: back to the model with the answers.
-        const jump = step.jump === 'tools' && !(message.tool_calls || []).length ? 'model' : step.jump;
-        if (jump === 'model' || jump === 'end') result.jumpTo = jump;
-        return result;
-      },
+        if (!step.drop_reply) added.push(message);
+        carry(step);
+        if (step.jump !== 'model') break;
+      }
+      if (!last) {
+        // The run ended with no reply in this step (before the call, or on a provider's error):
+        // a stand-in reply carrying the state update, which `afterAgent` applies and removes (a
+        // Command with no reply would reach the graph once per middleware wrapping this one).
+        const id = `terminus-stop-${crypto.randomUUID()}`;
+        return new msgs.AIMessage({ content: '', id, response_metadata: { [STOP_KEY]: update(session, [...replaced, ...added]) } });
+      }
+      // The model node adds the handler's last reply before this update's messages. When the
+      // step has messages before it (an earlier reply, a nudge) or dropped it, it is removed, and
+      // given again under a new id in its place, so the step's messages keep their order. A stop
+      // ends the graph by LangGraph's own routing (the last message a reply without calls, or a
+      // tool message).
+      const at = added.findIndex((m) => m.id === last.id);
+      const again = (m) => {
+        if (m.id !== last.id) return m;
+        const { content, tool_calls, invalid_tool_calls, usage_metadata, response_metadata, additional_kwargs, name } = m;
+        const id = `terminus-reply-${crypto.randomUUID()}`;
+        return new msgs.AIMessage({ content, id, tool_calls, invalid_tool_calls, usage_metadata, response_metadata, additional_kwargs, name });
+      };
+      const messages = at === 0 ? [...replaced, ...added] : [...replaced, new msgs.RemoveMessage({ id: last.id }), ...added.map(again)];
+      return new langgraph.Command({ update: update(session, messages) });
     },
 
     wrapToolCall: async (request, handler) => {
@@ -260,6 +228,9 @@ function terminusMiddleware(policy, options = {}) {
     },
 
     afterAgent: (state) => {
+      const stand = (state.messages || []).at(-1);
+      const stop = stand && isAI(stand) && (stand.response_metadata || {})[STOP_KEY];
+      if (stop) return { ...stop, messages: [new msgs.RemoveMessage({ id: stand.id }), ...(stop.messages || [])] };
       const turn = state[TURN_KEY] || {};
       if (!state[MACHINE_KEY] || turn.ended) return undefined;
       const session = restore(state);

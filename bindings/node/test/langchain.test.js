@@ -111,9 +111,9 @@ function repository() {
 
 /**
  * The architect: `createAgent` with the scripted model, a todo list and `middleware` after it.
- * LangGraph's `recursionLimit` counts graph steps (five a model turn here: before model, model,
- * two after-model hooks, tools), so its default 25 ends a run of five turns: the runs under the
- * kernel raise it, and the kernel's `max_steps` ends them first.
+ * LangGraph's `recursionLimit` counts graph steps (three a tool turn here: the model, the todo
+ * list's after-model hook, the tools), so its default 25 ends a run of eight turns: the runs under
+ * the kernel raise it, and the kernel's `max_steps` ends them first.
  */
 async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 }, options, failures } = {}) {
   const model = new ScriptedChatModel(script, { repeatLast, failures });
