@@ -583,6 +583,36 @@ def test_every_call_refused_ends_tool_failures() -> None:
 # ----- plain create_agent, a verifier -----
 
 
+def test_a_structured_answer_keeps_its_tool_message_after_its_reply() -> None:
+    """A model response of several messages (a structured answer: the reply calling the output
+    tool, then its tool message) joins the conversation in its order, the reply fed."""
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Plan(BaseModel):
+        title: str
+
+    @tool
+    def ls(path: str) -> str:
+        """Lists a folder."""
+        return "/README.md"
+
+    script = [seed.tools_turn(("ls", {"path": "/"})), seed.tools_turn(("Plan", {"title": "x"}))]
+    agent = create_agent(
+        seed.ScriptedChatModel(script=script),
+        [ls],
+        response_format=ToolStrategy(Plan),
+        middleware=[TerminusMiddleware({})],
+    )
+    state = agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
+    assert state["structured_response"] == Plan(title="x")
+    kinds = [(m.type, [c["name"] for c in getattr(m, "tool_calls", [])]) for m in state["messages"]]
+    assert kinds == [("human", []), ("ai", ["ls"]), ("tool", []), ("ai", ["Plan"]), ("tool", [])]
+    assert state[REPORT_KEY]["tool_calls"] == 2  # both replies fed, their calls counted
+    assert_history_valid(state)
+
+
+
 def test_create_agent_with_the_middleware_refuses_a_stop_before_a_required_tool() -> None:
     written: dict[str, str] = {}
 

@@ -475,10 +475,16 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                     message = message.model_copy(
                         update={"content": written["text"], "tool_calls": calls}
                     )
-                others = [m for i, m in enumerate(response.result) if i != index]
-                # An empty reply is an error (retried, or the run stops), never part of the
-                # conversation: chat APIs refuse an empty assistant message.
-                added.extend(others if step.get("drop_reply") else [*others, message])
+                # The response's messages in their order (a structured answer's tool message after
+                # its reply), the reply as the kernel took it. An empty reply is an error
+                # (retried, or the run stops), never part of the conversation: chat APIs refuse
+                # an empty assistant message.
+                dropped = bool(step.get("drop_reply"))
+                added.extend(
+                    message if i == index else m
+                    for i, m in enumerate(response.result)
+                    if not (dropped and i == index)
+                )
             carry(step)
             if step.get("jump") != "model":
                 break
