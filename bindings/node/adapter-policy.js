@@ -8,10 +8,14 @@ const { Machine } = require('./index.js');
  * Validates `policy` now (a bad field fails here, not mid-run), and refuses what a framework
  * adapter does not carry out: `policy.auto_checkpoints` (a checkpoint written for the agent needs
  * the host to ask its model for a summary; `terminus agent` and a host driving `Machine` itself
- * answer the `checkpoint` command).
+ * answer the `checkpoint` command); and a `scale` the policy has no `budget_scale` for (as a
+ * scenario's `scale`, and as the Python adapters: it would change nothing).
  */
-function checkPolicy(policy, adapter) {
-  new Machine(policy ?? null);
+function checkPolicy(policy, adapter, scale) {
+  new Machine(policy ?? null, { scale });
+  if (scale != null && !(policy != null && typeof policy === 'object' && policy.budget_scale)) {
+    throw new Error('scale: the policy has no budget_scale to scale by it');
+  }
   if (policy != null && typeof policy === 'object' && policy.auto_checkpoints) {
     throw new Error(
       `policy.auto_checkpoints: ${adapter} does not write checkpoints for the agent; leave it 0 here ` +

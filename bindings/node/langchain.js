@@ -76,8 +76,7 @@ function terminusMiddleware(policy, options = {}) {
   }
   const { langchain, messages: msgs, langgraph, zod } = peers();
   const thePolicy = { ...(policy || {}) };
-  checkPolicy(thePolicy, 'terminusMiddleware');
-  Session.start(thePolicy, [], 0, options.scale); // a bad scale throws here
+  checkPolicy(thePolicy, 'terminusMiddleware', options.scale); // a bad scale throws here
   const { verifier } = options;
   const handleModelErrors = options.handleModelErrors !== false;
   const isAI = (m) => msgs.AIMessage.isInstance(m);

@@ -267,3 +267,20 @@ test('framework adapters refuse policy.auto_checkpoints when they are built', as
   await assert.rejects(runAgent({ model: {}, prompt: 'x', policy: { auto_checkpoints: 2 } }), refused);
   await assert.rejects(run(new Agent({ name: 'a' }), 'x', { policy: { auto_checkpoints: 1 } }), refused);
 });
+
+test('framework adapters refuse a scale without a budget_scale, and a bad one, when they are built', async () => {
+  // As a scenario's `scale` and the Python adapters' `scale`: without a `budget_scale` it would
+  // change nothing, so it is refused rather than silently ignored.
+  const { terminusMiddleware } = require('terminus-kernel/langchain');
+  const { runAgent } = require('terminus-kernel/ai');
+  const { run } = require('terminus-kernel/openai-agents');
+  const { Agent } = require('@openai/agents');
+  const unscaled = /^Error: scale: the policy has no budget_scale to scale by it$/;
+  assert.throws(() => terminusMiddleware({ max_steps: 6 }, { scale: 3 }), unscaled);
+  assert.throws(() => terminusMiddleware({}, { scale: -1 }), /options\.scale: not a whole number of at least 0/);
+  await assert.rejects(runAgent({ model: {}, prompt: 'x', policy: {}, scale: 2 }), unscaled);
+  await assert.rejects(run(new Agent({ name: 'a' }), 'x', { policy: {}, scale: 2 }), unscaled);
+  const policy = { max_steps: 6, budget_scale: { per_unit: { max_steps: 2 }, max: { max_steps: 40 } } };
+  assert.ok(terminusMiddleware(policy, { scale: 5 }));
+  assert.ok(terminusMiddleware({ max_steps: 6 }));
+});
