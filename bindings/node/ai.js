@@ -14,8 +14,8 @@
 // loop goes back to the model) and when the run ends (`no_progress`, `empty_responses`, a
 // budget): the loop returns the report. Resolves to `{ text, report, messages, session }`.
 
-const { Session, providerErrorKind } = require('./index.js');
-const { retryAfterMs } = require('./sdk-errors.js');
+const { Session } = require('./index.js');
+const { modelErrorKind } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
@@ -35,26 +35,6 @@ function asJson(value) {
   } catch {
     return String(value);
   }
-}
-
-/**
- * The kernel's `model_error` of a failed call: a timeout, an `APICallError` by its status and body
- * (the table every host shares, `providerErrorKind`), else a failed connection (`server`).
- */
-function modelErrorOf(error) {
-  const e = error && error.lastError ? error.lastError : error; // a RetryError wraps the last one
-  const status = e && typeof e.statusCode === 'number' ? e.statusCode : undefined;
-  const message = String((e && e.message) || '');
-  const out = {};
-  if (e && (e.name === 'AbortError' || e.name === 'TimeoutError')) out.kind = 'timeout';
-  else if (status !== undefined && status >= 400 && status < 600) {
-    // The table every host shares, on the response body when the SDK kept it.
-    const body = typeof e.responseBody === 'string' && e.responseBody.trim() ? e.responseBody : message;
-    out.kind = providerErrorKind(status, body);
-  } else out.kind = 'server'; // no status: the connection failed
-  const retry = retryAfterMs(e && e.responseHeaders);
-  if (retry !== undefined) out.retry_after_ms = retry;
-  return out;
 }
 
 const sleep = (ms, signal) =>
@@ -193,7 +173,9 @@ async function runAgent(options) {
         });
       } catch (error) {
         if (abortSignal && abortSignal.aborted) continue;
-        const { kind, retry_after_ms: retry } = modelErrorOf(error);
+        const classed = modelErrorKind(error);
+        if (classed === null) throw error; // not a provider's error: a bug is not retried
+        const { kind, retry_after_ms: retry } = classed;
         step = await verified(session.modelError(kind, retry ?? null, Date.now()));
         say(step);
         continue;
@@ -274,4 +256,4 @@ async function runAgent(options) {
   }
 }
 
-module.exports = { runAgent, modelErrorOf };
+module.exports = { runAgent, modelErrorKind };

@@ -4,5 +4,5 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const kernelAi = require('./ai.js');
 
-export const { runAgent, modelErrorOf } = kernelAi;
+export const { runAgent, modelErrorKind } = kernelAi;
 export default kernelAi;

@@ -24,8 +24,8 @@
 // results. Resolves to the last `Runner.run`'s result, whose `history` is the whole conversation
 // (nudges included), with the kernel's report as its property `terminus`.
 
-const { Session, providerErrorKind } = require('./index.js');
-const { retryAfterMs } = require('./sdk-errors.js');
+const { Session } = require('./index.js');
+const { modelErrorKind } = require('./sdk-errors.js');
 const { checkPolicy } = require('./adapter-policy.js');
 
 function sdk() {
@@ -51,31 +51,6 @@ function messageText(item) {
     .filter((part) => part && part.type === 'output_text')
     .map((part) => String(part.text || ''))
     .join('');
-}
-
-const RETRIED = ['rate_limited', 'server', 'timeout'];
-
-/**
- * The kernel's class of a failed model call (`{ kind, retry_after_ms }`), or `null` for an error
- * that is not a provider's (it propagates). The `openai` SDK's `APIError` keeps the HTTP status
- * (`status`), the body (`error`) and the headers: classed with the table every host shares
- * (`providerErrorKind`); a timeout or a refused connection has no status.
- */
-function modelErrorKind(error) {
-  if (!error || typeof error !== 'object') return null;
-  const status = typeof error.status === 'number' ? error.status : typeof error.statusCode === 'number' ? error.statusCode : undefined;
-  const retryAfter = retryAfterMs(error.headers);
-  const out = {};
-  const name = String(error.name || (error.constructor && error.constructor.name) || '');
-  if (status !== undefined && status >= 400 && status < 600) {
-    const body = error.error !== undefined ? JSON.stringify(error.error) : String(error.message || '');
-    out.kind = providerErrorKind(status, body);
-  } else if (/timeout/i.test(name) || name === 'AbortError') out.kind = 'timeout';
-  else if (/ratelimit/i.test(name)) out.kind = 'rate_limited';
-  else if (/connection/i.test(name) || error.code === 'ECONNREFUSED' || error.code === 'ECONNRESET') out.kind = 'server';
-  else return null;
-  if (retryAfter !== undefined && RETRIED.includes(out.kind)) out.retry_after_ms = retryAfter;
-  return out;
 }
 
 /** The text of a tool output as the SDK keeps it (a string, or `{ type: 'text', text }`). */

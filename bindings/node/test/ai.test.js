@@ -191,6 +191,18 @@ test('a failed model call is the kernel\'s to retry, with its backoff', async ()
   assert.equal(report.stats.model_calls, 2);
 });
 
+test('an error that is not a provider\'s propagates: a bug is not retried as a server error', async () => {
+  let n = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => {
+      n += 1;
+      throw new TypeError('a bug in the model adapter');
+    },
+  });
+  await assert.rejects(runAgent({ model, prompt: 'Greet.', policy: {} }), /a bug in the model adapter/);
+  assert.equal(n, 1);
+});
+
 test('a call whose input fails the tool schema is answered once (by the SDK) and counted as a failure', async () => {
   const log = [];
   const { model } = scripted([

@@ -10,21 +10,43 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { providerErrorKind } = require('terminus-kernel');
 const { modelErrorKind } = require('terminus-kernel/langchain');
-const { modelErrorOf } = require('terminus-kernel/ai');
 const { suite, providerError, throughEvery } = require('./host_suite.js');
 
 test('every provider-error case of the host suite gets its class in every JavaScript host', () => {
+  // One reading of the SDKs' errors for every adapter.
+  assert.equal(require('terminus-kernel/ai').modelErrorKind, modelErrorKind);
+  assert.equal(require('terminus-kernel/openai-agents').modelErrorKind, modelErrorKind);
   assert.ok(suite.cases.length >= 15, 'the suite lost its cases');
   for (const { status, text, kind } of suite.cases) {
     const where = `${status} ${JSON.stringify(text)}`;
     assert.equal(providerErrorKind(status, text), kind, `core: ${where}`);
     const thrown = Object.assign(new Error(text), { status });
-    assert.equal(modelErrorKind(thrown)?.kind, kind, `langchain: ${where}`);
+    assert.equal(modelErrorKind(thrown)?.kind, kind, `a status: ${where}`);
     const wrapped = Object.assign(new Error('the call failed'), { cause: thrown });
-    assert.equal(modelErrorKind(wrapped)?.kind, kind, `langchain, wrapped: ${where}`);
+    assert.equal(modelErrorKind(wrapped)?.kind, kind, `wrapped: ${where}`);
+    // The AI SDK's `APICallError`, alone and as a `RetryError`'s last error.
     const apiCallError = Object.assign(new Error('Bad request'), { name: 'AI_APICallError', statusCode: status, responseBody: text });
-    assert.equal(modelErrorOf(apiCallError).kind, kind, `ai: ${where}`);
+    assert.equal(modelErrorKind(apiCallError)?.kind, kind, `ai: ${where}`);
+    const retryError = Object.assign(new Error('Failed after 3 attempts'), { name: 'AI_RetryError', lastError: apiCallError });
+    assert.equal(modelErrorKind(retryError)?.kind, kind, `ai, retried: ${where}`);
+    // The `openai` SDK's `APIError`: the body parsed, under `error`.
+    let body;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    const apiError = Object.assign(new Error(`${status} status code`), { status, error: body, headers: {} });
+    assert.equal(modelErrorKind(apiError)?.kind, kind, `openai: ${where}`);
   }
+  // Not a provider's error: it propagates, in every adapter (a bug is not retried).
+  assert.equal(modelErrorKind(new TypeError('a bug')), null);
+  assert.equal(modelErrorKind(Object.assign(new Error('x'), { name: 'AI_APICallError' })), null);
+  const refused = Object.assign(new Error('fetch failed'), { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) });
+  assert.deepEqual(modelErrorKind(Object.assign(new Error('x'), { name: 'AI_APICallError', cause: refused })), { kind: 'server' });
+  assert.deepEqual(modelErrorKind(Object.assign(new Error('aborted'), { name: 'AbortError' })), { kind: 'timeout' });
+  const limited = Object.assign(new Error('slow'), { statusCode: 429, responseHeaders: { 'retry-after-ms': '250' } });
+  assert.deepEqual(modelErrorKind(limited), { kind: 'rate_limited', retry_after_ms: 250 });
 });
 
 test('a status that is not one is refused, naming it', () => {
