@@ -583,9 +583,9 @@ def test_every_call_refused_ends_tool_failures() -> None:
 # ----- plain create_agent, a verifier -----
 
 
-def test_a_structured_answer_keeps_its_tool_message_after_its_reply() -> None:
-    """A model response of several messages (a structured answer: the reply calling the output
-    tool, then its tool message) joins the conversation in its order, the reply fed."""
+def structured_run(script: list[seed.Turn], policy: dict[str, Any]) -> dict[str, Any]:
+    """``create_agent`` with a structured answer (``ToolStrategy``), tools ``ls`` and
+    ``write_file``, under the middleware."""
     from langchain.agents.structured_output import ToolStrategy
     from pydantic import BaseModel
 
@@ -597,20 +597,51 @@ def test_a_structured_answer_keeps_its_tool_message_after_its_reply() -> None:
         """Lists a folder."""
         return "/README.md"
 
-    script = [seed.tools_turn(("ls", {"path": "/"})), seed.tools_turn(("Plan", {"title": "x"}))]
+    @tool
+    def write_file(file_path: str, content: str) -> str:
+        """Writes a file."""
+        return f"wrote {file_path}"
+
     agent = create_agent(
         seed.ScriptedChatModel(script=script),
-        [ls],
+        [ls, write_file],
         response_format=ToolStrategy(Plan),
-        middleware=[TerminusMiddleware({})],
+        middleware=[TerminusMiddleware(policy)],
     )
-    state = agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
-    assert state["structured_response"] == Plan(title="x")
+    return agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
+
+
+def test_a_structured_answer_is_the_claim_the_kernel_judges() -> None:
+    """A structured answer (``response_format``'s output tool, answered within the model call)
+    is the model's completion claim: accepted, the run is complete with it as the result, and
+    the response's messages join the conversation in their order."""
+    answer = seed.tools_turn(("Plan", {"title": "x"}))
+    state = structured_run([seed.tools_turn(("ls", {"path": "/"})), answer], {})
+    assert state["structured_response"].title == "x"
     kinds = [(m.type, [c["name"] for c in getattr(m, "tool_calls", [])]) for m in state["messages"]]
     assert kinds == [("human", []), ("ai", ["ls"]), ("tool", []), ("ai", ["Plan"]), ("tool", [])]
-    assert state[REPORT_KEY]["tool_calls"] == 2  # both replies fed, their calls counted
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["reason"], report["tool_calls"]) == ("complete", "answered", 1)
+    assert report["result"] == '{"title": "x"}'
     assert_history_valid(state)
 
+
+def test_a_structured_answer_before_a_required_tool_is_nudged() -> None:
+    """Refused (``completion_requires`` unmet), the structured answer is nudged within the model
+    step; the model writes the file and answers again, and that answer is the run's."""
+    write = seed.tools_turn(("write_file", {"file_path": "/plan.md", "content": "# Plan"}))
+    script = [
+        seed.tools_turn(("Plan", {"title": "early"})),
+        write,
+        seed.tools_turn(("Plan", {"title": "done"})),
+    ]
+    state = structured_run(script, {"completion_requires": ["write_file"]})
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["nudges"], report["model_calls"]) == ("complete", 1, 3)
+    assert state["structured_response"].title == "done"
+    kinds = [m.type for m in state["messages"]]
+    assert kinds == ["human", "ai", "tool", "human", "ai", "tool", "ai", "tool"]
+    assert_history_valid(state)
 
 
 def test_create_agent_with_the_middleware_refuses_a_stop_before_a_required_tool() -> None:

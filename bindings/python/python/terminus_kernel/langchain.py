@@ -43,6 +43,7 @@ checkpoint written (their tools included) run again on resume."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -258,6 +259,21 @@ def _last_result(messages: Sequence[BaseMessage], target: str) -> int | None:
     return None
 
 
+def _claim(response: ModelResponse[Any], index: int) -> dict[str, Any]:
+    """The reply at ``index`` as the core reads it. A structured answer (``response_format``'s
+    output tool, called and answered within the model call: the response's structured answer) is
+    the model's completion claim: its arguments' JSON is the reply's text, not a tool call."""
+    message: AIMessage = response.result[index]  # type: ignore[assignment]
+    out = wire(message)
+    if response.structured_response is None:
+        return out
+    answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+    claims = [json.dumps(c["args"]) for c in message.tool_calls if c.get("id") in answered]
+    out["tool_calls"] = [c for c in out["tool_calls"] if c["id"] not in answered]
+    out["content"] = "\n".join([t for t in [_text(message.content)] if t] + claims)
+    return out
+
+
 def _offered(request: ModelRequest[Any]) -> list[str]:
     """The names of the tools a model call offers (a call written in the text runs only when
     it names one of them)."""
@@ -463,7 +479,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                     added.extend(response.result)
                     break
                 message: AIMessage = response.result[index]  # type: ignore[assignment]
-                fed = session.reply(wire(message), _offered(asked), _now())
+                fed = session.reply(_claim(response, index), _offered(asked), _now())
                 step = verified(session, self._verifier, fed) or {"jump": "tools"}
                 written = step.get("written")
                 if written is not None:
