@@ -506,8 +506,10 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 break
         every = [*history, *added]
         last = _last_reply(every)
-        if session.ended and (last is None or every[last].tool_calls):  # type: ignore[union-attr]
-            # The graph ends on a reply without calls: a stand-in, removed by `after_agent`.
+        open_calls = last is None or bool(every[last].tool_calls)  # type: ignore[union-attr]
+        if session.ended and (not added or open_calls):
+            # The graph ends on a reply without calls (and a model call answers with one): a
+            # stand-in, removed by `after_agent`.
             added.append(AIMessage(content="", id=f"{STAND_IN}{uuid.uuid4().hex}"))
         update = self._update(session)
         if replaced:
