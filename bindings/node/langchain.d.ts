@@ -38,7 +38,7 @@ export declare const ERROR_KIND: 'terminus_error';
 /** A `ToolMessage.response_metadata` key: the kernel's notices appended to that result. */
 export declare const NOTICE_KEY: 'terminus_notice';
 
-/** An `AIMessage.response_metadata` key: the state update of a run that ended with no reply in its model step. */
+/** An `AIMessage.response_metadata` key: the state update a stand-in reply carries (a model step with no reply of the model's: a stop, or messages to add before the next call). */
 export declare const STOP_KEY: 'terminus_stop';
 
 /**

@@ -11,9 +11,10 @@
 //
 // Each hook gives the framework's messages to the host core (the package's `Session`, the same
 // for every framework adapter) and carries its step out in LangGraph's terms, with no graph node
-// per step: `beforeAgent` starts the run, `wrapModelCall` is the kernel's model step (the results
-// and each reply fed, nudges, retries, answers), `wrapToolCall` gates each call, `afterAgent`
-// cancels a run something else ended. What each does, in full: README.md, "LangChain JS".
+// of its own per step but `afterModel`: `beforeAgent` starts the run, `wrapModelCall` is the kernel's
+// model step (the results and the reply fed, retries, answers, nudges), `afterModel` goes back to
+// the model when the step says so, `wrapToolCall` gates each call, `afterAgent` cancels a run
+// something else ended. What each does, in full: README.md, "LangChain JS".
 
 const crypto = require('node:crypto');
 const { Session } = require('./index.js');
@@ -100,8 +101,8 @@ function terminusMiddleware(policy, options = {}) {
   };
 
   /** The state update: the snapshot, the turn, the report once the run ended, messages. */
-  const update = (session, messages) => {
-    const out = { [MACHINE_KEY]: session.snapshot(), [TURN_KEY]: session.turn() };
+  const update = (session, messages, again = false) => {
+    const out = { [MACHINE_KEY]: session.snapshot(), [TURN_KEY]: again ? { ...session.turn(), again } : session.turn() };
     if (session.ended) out[REPORT_KEY] = session.report();
     if (messages.length) out.messages = messages;
     return out;
@@ -135,8 +136,9 @@ function terminusMiddleware(policy, options = {}) {
       return { ...update(session, []), [REPORT_KEY]: null };
     },
 
-    // The kernel's model step: the tool turn's results fed, the model called (again after a
-    // nudge, an empty reply, a provider's error), each reply fed, the step carried out.
+    // The kernel's model step: the tool turn's results fed, the model called (again after an
+    // empty reply or a provider's error), the reply fed, the step carried out; the messages the
+    // step adds (answers, a nudge) go to the state, and the next call is the next step's.
     wrapModelCall: async (request, handler) => {
       const state = request.state || {};
       const session = restore(state);
@@ -146,26 +148,26 @@ function terminusMiddleware(policy, options = {}) {
       let last = null; // the handler's last reply, which the model node adds itself
       const carry = (step) => {
         added.push(...(step.answers || []).map(answer));
-        const target = step.notice_to;
-        if (target && (step.notices || []).length) {
+        const old = step.notice_to && (step.notices || []).length && history.findLast(isResult(step.notice_to));
+        if (old) {
           const notice = step.notices.join('\n\n');
-          const at = added.findLastIndex(isResult(target));
-          const old = at >= 0 ? added[at] : history.findLast(isResult(target));
-          const noticed = old && appended(old, notice, { ...(old.response_metadata || {}), [NOTICE_KEY]: notice });
-          if (at >= 0) added[at] = noticed;
-          else if (noticed) {
-            replaced.push(noticed);
-            sent.splice(0, sent.length, ...sent.map((m) => (m === old || (m.id != null && m.id === old.id) ? noticed : m)));
-          }
+          const noticed = appended(old, notice, { ...(old.response_metadata || {}), [NOTICE_KEY]: notice });
+          replaced.push(noticed);
+          sent.splice(0, sent.length, ...sent.map((m) => (m === old || (m.id != null && m.id === old.id) ? noticed : m)));
         }
         added.push(...(step.nudges || []).map(nudge));
       };
+      let again = false; // back to the model in the next step, after the messages added
       for (;;) {
-        if (!session.ended && session.batchOut) carry(verified(session, session.results(tail([...history, ...added]))) || {});
+        if (!added.length && !session.ended && session.batchOut) carry(verified(session, session.results(tail(history))) || {});
         if (session.ended) break;
+        if (added.length) {
+          again = true;
+          break;
+        }
         const turn = session.turn();
         if (turn.delay_ms > 0) await sleep(turn.delay_ms);
-        const asked = { ...request, messages: [...sent, ...added], ...(turn.tools === false ? { tools: [], toolChoice: undefined } : {}) };
+        const asked = { ...request, messages: sent, ...(turn.tools === false ? { tools: [], toolChoice: undefined } : {}) };
         let reply;
         try {
           reply = await handler(asked);
@@ -192,26 +194,29 @@ function terminusMiddleware(policy, options = {}) {
         if (step.jump !== 'model') break;
       }
       if (!last) {
-        // The run ended with no reply in this step (before the call, or on a provider's error):
-        // a stand-in reply carrying the state update, which `afterAgent` applies and removes (a
-        // Command with no reply would reach the graph once per middleware wrapping this one).
+        // No reply in this step (the run ended before the call or on a provider's error, or the
+        // results gave messages to send first): a stand-in reply carrying the state update, which
+        // `afterModel` applies and removes (a Command with no reply would reach the graph once per
+        // middleware wrapping this one).
         const id = `terminus-stop-${crypto.randomUUID()}`;
-        return new msgs.AIMessage({ content: '', id, response_metadata: { [STOP_KEY]: update(session, [...replaced, ...added]) } });
+        return new msgs.AIMessage({ content: '', id, response_metadata: { [STOP_KEY]: update(session, [...replaced, ...added], again) } });
       }
-      // The model node adds the handler's last reply before this update's messages. When the
-      // step has messages before it (an earlier reply, a nudge) or dropped it, it is removed, and
-      // given again under a new id in its place, so the step's messages keep their order. A stop
-      // ends the graph by LangGraph's own routing (the last message a reply without calls, or a
-      // tool message).
-      const at = added.findIndex((m) => m.id === last.id);
-      const again = (m) => {
-        if (m.id !== last.id) return m;
-        const { content, tool_calls, invalid_tool_calls, usage_metadata, response_metadata, additional_kwargs, name } = m;
-        const id = `terminus-reply-${crypto.randomUUID()}`;
-        return new msgs.AIMessage({ content, id, tool_calls, invalid_tool_calls, usage_metadata, response_metadata, additional_kwargs, name });
-      };
-      const messages = at === 0 ? [...replaced, ...added] : [...replaced, new msgs.RemoveMessage({ id: last.id }), ...added.map(again)];
-      return new langgraph.Command({ update: update(session, messages) });
+      // The model node adds the handler's last reply itself, first: the update's messages follow
+      // it (it is removed when the kernel dropped it).
+      const dropped = added[0] && added[0].id === last.id ? [] : [new msgs.RemoveMessage({ id: last.id })];
+      return new langgraph.Command({ update: update(session, [...replaced, ...dropped, ...added], again) });
+    },
+
+    // A stand-in's update applied; back to the model when the step said so (a refused stop
+    // nudged, every call answered), else LangGraph's routing: a stop ends the graph.
+    afterModel: {
+      canJumpTo: ['model'],
+      hook: (state) => {
+        const stand = (state.messages || []).at(-1);
+        const carried = stand && isAI(stand) && (stand.response_metadata || {})[STOP_KEY];
+        const out = carried ? { ...carried, messages: [new msgs.RemoveMessage({ id: stand.id }), ...(carried.messages || [])] } : undefined;
+        return ((carried || state)[TURN_KEY] || {}).again ? { ...out, jumpTo: 'model' } : out;
+      },
     },
 
     wrapToolCall: async (request, handler) => {
@@ -227,9 +232,6 @@ function terminusMiddleware(policy, options = {}) {
     },
 
     afterAgent: (state) => {
-      const stand = (state.messages || []).at(-1);
-      const stop = stand && isAI(stand) && (stand.response_metadata || {})[STOP_KEY];
-      if (stop) return { ...stop, messages: [new msgs.RemoveMessage({ id: stand.id }), ...(stop.messages || [])] };
       const turn = state[TURN_KEY] || {};
       if (!state[MACHINE_KEY] || turn.ended) return undefined;
       const session = restore(state);

@@ -71,9 +71,12 @@ class ScriptedChatModel extends BaseChatModel {
     const turn = this.script[Math.min(index, this.script.length - 1)];
     const toolCalls = turn.calls.map(([name, args], j) => ({ id: `call_${index}_${j}`, name, args, type: 'tool_call' }));
     const [input, output] = turn.usage;
+    // Calls whose input did not parse, as a chat model gives them (`turn.invalid`: [name, raw]).
+    const invalid = (turn.invalid || []).map(([name, args], j) => ({ id: `bad_${index}_${j}`, name, args, error: 'not JSON', type: 'invalid_tool_call' }));
     const message = new AIMessage({
       content: turn.text,
       tool_calls: toolCalls,
+      invalid_tool_calls: invalid,
       usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
       response_metadata: { finish_reason: toolCalls.length ? 'tool_calls' : 'stop' },
     });
@@ -111,9 +114,9 @@ function repository() {
 
 /**
  * The architect: `createAgent` with the scripted model, a todo list and `middleware` after it.
- * LangGraph's `recursionLimit` counts graph steps (three a tool turn here: the model, the todo
- * list's after-model hook, the tools), so its default 25 ends a run of eight turns: the runs under
- * the kernel raise it, and the kernel's `max_steps` ends them first.
+ * LangGraph's `recursionLimit` counts graph steps (four a tool turn here: the model, two
+ * after-model hooks, the tools), so its default 25 ends a run of six turns: the runs under the
+ * kernel raise it, and the kernel's `max_steps` ends them first.
  */
 async function run(script, policy, { repeatLast = false, config = { recursionLimit: 250 }, options, failures } = {}) {
   const model = new ScriptedChatModel(script, { repeatLast, failures });
@@ -190,6 +193,38 @@ test('with the middleware the premature stop is nudged once and the plan written
   assert.ok(AIMessage.isInstance(state.messages[index + 1]));
   assertHistoryValid(state);
   assert.deepEqual(pick(report), pick(runScenario(asScenario(ARCHITECT, ARCHITECT_POLICY))));
+});
+
+test('a reply with a valid call and one whose input is not JSON runs the valid one (no other middleware)', async () => {
+  // Without another middleware's afterModel hook LangChain JS routes on the last message: the
+  // kernel's answer to the bad call must not end the graph before the valid call runs.
+  const script = [{ ...toolsTurn(['ls', { path: '/src' }]), invalid: [['ls', '{"path": ']] }, textTurn('Listed.')];
+  const model = new ScriptedChatModel(script);
+  const repo = repository();
+  const agent = createAgent({ model, tools: repo.tools, middleware: [terminusMiddleware({})] });
+  const state = await agent.invoke({ messages: [{ role: 'user', content: TASK }] }, { recursionLimit: 50 });
+  const report = state[REPORT_KEY];
+  assert.deepEqual([report.outcome, report.reason, report.tool_calls, model.calls], ['complete', 'answered', 2, 2]);
+  const results = state.messages.filter((m) => ToolMessage.isInstance(m)).map((m) => [m.tool_call_id, m.status]);
+  assert.deepEqual(results, [['bad_0_0', 'error'], ['call_0_0', 'success']]);
+  assertHistoryValid(state);
+});
+
+test('every reply streamed keeps its id in the state, a nudged stop included', async () => {
+  const repo = repository();
+  const agent = createAgent({ model: new ScriptedChatModel(ARCHITECT), tools: repo.tools, middleware: [todoListMiddleware(), terminusMiddleware(ARCHITECT_POLICY)] });
+  const streamed = new Set();
+  let final;
+  const input = { messages: [{ role: 'user', content: TASK }] };
+  for await (const [mode, chunk] of await agent.stream(input, { streamMode: ['messages', 'values'], recursionLimit: 250 })) {
+    if (mode === 'values') final = chunk;
+    else if (AIMessage.isInstance(chunk[0]) || chunk[0]._getType() === 'ai') streamed.add(chunk[0].id);
+  }
+  assert.equal(final[REPORT_KEY].nudges, 1);
+  const kept = final.messages.filter((m) => AIMessage.isInstance(m)).map((m) => m.id);
+  assert.equal(kept.length, ARCHITECT.length);
+  // Each reply streamed under one id, the one the state keeps (a client keys its messages by it).
+  assert.deepEqual([...streamed].sort(), [...kept].sort());
 });
 
 test('a loop on one identical call ends no_progress, the model not called again', async () => {
