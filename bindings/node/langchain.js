@@ -212,8 +212,8 @@ function terminusMiddleware(policy, options = {}) {
     afterModel: {
       canJumpTo: ['model'],
       hook: (state) => {
-        const stand = (state.messages || []).at(-1);
-        const carried = stand && isAI(stand) && (stand.response_metadata || {})[STOP_KEY];
+        const stand = (state.messages || []).findLast(isAI); // another afterModel may add after it
+        const carried = stand && (stand.response_metadata || {})[STOP_KEY];
         const out = carried ? { ...carried, messages: [new msgs.RemoveMessage({ id: stand.id }), ...(carried.messages || [])] } : undefined;
         return ((carried || state)[TURN_KEY] || {}).again ? { ...out, jumpTo: 'model' } : out;
       },
