@@ -13,10 +13,9 @@ const { Machine } = require('./index.js');
  */
 function checkPolicy(policy, adapter, scale) {
   new Machine(policy ?? null, { scale });
-  if (scale != null && !(policy != null && typeof policy === 'object' && policy.budget_scale)) {
-    throw new Error('scale: the policy has no budget_scale to scale by it');
-  }
-  if (policy != null && typeof policy === 'object' && policy.auto_checkpoints) {
+  const fields = policy || {}; // an object: Machine refused anything else
+  if (scale != null && !fields.budget_scale) throw new Error('scale: the policy has no budget_scale to scale by it');
+  if (fields.auto_checkpoints) {
     throw new Error(
       `policy.auto_checkpoints: ${adapter} does not write checkpoints for the agent; leave it 0 here ` +
         '(terminus agent, or a host driving Machine and answering its `checkpoint` command, writes them)',

@@ -32,7 +32,7 @@ function peers() {
 
 // The state's keys (the report; the session's snapshot; `Session.turn()`), and the keys of a
 // message's `response_metadata`: a `ToolMessage`'s error class and the notices appended to it, the
-// state update a stand-in `AIMessage` carries when the run ended with no reply in its step.
+// state update a stand-in `AIMessage` carries (a model step with no reply of the model's).
 const [REPORT_KEY, MACHINE_KEY, TURN_KEY] = ['terminus', '_terminus_machine', '_terminus_turn'];
 const [ERROR_KIND, NOTICE_KEY, STOP_KEY] = ['terminus_error', 'terminus_notice', 'terminus_stop'];
 
