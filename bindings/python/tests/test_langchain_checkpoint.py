@@ -130,3 +130,38 @@ def test_a_budget_spent_before_the_kill_stays_spent(tmp_path: Path) -> None:
     assert_no_tool_ran_twice(tools, report)
     expected = uninterrupted(seed.honest_chain(seed.CHAIN_PARTS), policy)
     assert {k: report[k] for k in COUNTERS} == {k: expected[k] for k in COUNTERS}
+
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "langchain-thread-plain-key.sqlite"
+"""A thread the middleware checkpointed when its snapshot was a plain state key (beside a turn
+key, since gone): the seed architect under ``SqliteSaver``, paused before its second tool turn
+(``interrupt_before=["tools"]``, thread ``m``, policy ``completion_requires: [write_file]``)."""
+
+
+def test_a_thread_checkpointed_with_the_snapshot_as_a_plain_key_resumes(tmp_path: Path) -> None:
+    """The snapshot's channel reads a plain value as its start (LangGraph's migration path): a
+    thread written before resumes with its counters, as an uninterrupted run ends."""
+    import shutil
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    policy = {"completion_requires": ["write_file"]}
+    database = tmp_path / "thread.sqlite"
+    shutil.copy(FIXTURE, database)
+    conn = sqlite3.connect(database, check_same_thread=False)
+    try:
+        model = seed.ScriptedChatModel(script=seed.ARCHITECT)
+        agent = seed.build_agent(model, [TerminusMiddleware(policy)], SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "m"}, "recursion_limit": 200}
+        assert agent.get_state(config).next == ("tools",)
+        state = agent.invoke(None, config)
+    finally:
+        conn.close()
+    model = seed.ScriptedChatModel(script=seed.ARCHITECT)
+    expected = seed.build_agent(model, [TerminusMiddleware(policy)]).invoke(seed.task_input())
+    expected = expected[REPORT_KEY]
+    report = state[REPORT_KEY]
+    assert {k: report[k] for k in COUNTERS} == {k: expected[k] for k in COUNTERS}
+    assert (report["outcome"], report["nudges"]) == ("complete", 1)
+    assert seed.PLAN_PATH in state["files"]
