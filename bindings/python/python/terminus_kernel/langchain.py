@@ -447,7 +447,10 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                     seq[hit] = _noticed(old, notices)  # type: ignore[arg-type]
                     if seq is history:  # the state's message, amended in place
                         replaced.append(seq[hit])
-                        sent[:] = [seq[hit] if m is old or m.id == old.id else m for m in sent]
+                        sent[:] = [
+                            seq[hit] if m is old or (old.id is not None and m.id == old.id) else m
+                            for m in sent
+                        ]
                     break
             added.extend(_nudge(text) for text in step.get("nudges", ()))
 
