@@ -5,7 +5,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { readFileSync } = require('node:fs');
+const { readFileSync, readdirSync } = require('node:fs');
 const { join } = require('node:path');
 const { runScenario } = require('terminus-kernel');
 const { REPO } = require('./scenario_driver.js');
@@ -37,26 +37,37 @@ function providerError(kind, retryAfterMs) {
  * to the report, which must be `runScenario`'s (`terminus run --json`) on every compared field.
  * `skipped`: scenario name -> why it cannot match through this framework (printed).
  */
-function throughEvery(framework, play, skipped = {}) {
-  for (const name of conversations.scenarios) {
-    const why = skipped[name];
-    test(`the conversation ${name} through ${framework} gives terminus run's report`, why ? { skip: why } : {}, async () => {
-      const path = join(REPO, 'spec', 'scenarios', `${name}.json`);
-      const expected = runScenario(path);
-      const got = await play(JSON.parse(readFileSync(path, 'utf8')));
-      assert.ok(got && got.outcome, `${name}: the run gave no report`);
+/** The real model's recorded runs (`terminus eval`: its replies as they came), each with its scenario. */
+const recordings = () => {
+  const root = join(REPO, 'spec', 'eval', 'recordings');
+  const under = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? under(join(dir, e.name)) : [join(dir, e.name)]));
+  return under(root).filter((f) => f.endsWith('.json')).sort().map((f) => [f.slice(root.length + 1), JSON.parse(readFileSync(f, 'utf8')).scenario]);
+};
+
+function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
+  const cases = [
+    ...conversations.scenarios.map((name) => [`the conversation ${name}`, name, () => JSON.parse(readFileSync(join(REPO, 'spec', 'scenarios', `${name}.json`), 'utf8'))]),
+    ...recordings().map(([file, scenario]) => [`the real model's recorded run ${file}`, file.split('/').slice(0, 2).join('/'), () => scenario]),
+  ];
+  for (const [label, name, load] of cases) {
+    const why = name && (label.startsWith('the conversation') ? skipped : skippedRecordings)[name];
+    test(`${label} through ${framework} gives terminus run's report`, why ? { skip: why } : {}, async () => {
+      const scenario = load();
+      const expected = runScenario(scenario);
+      const got = await play(scenario);
+      assert.ok(got && got.outcome, `${label}: the run gave no report`);
       for (const key of COMPARED) {
         if (WINDOWED.includes(key)) {
           // The host keeps the journal's last steps (a snapshot that does not grow with the
           // run): these lists are the tail of the whole run's.
-          assert.equal(key in got, key in expected, `${name}: \`${key}\` present`);
+          assert.equal(key in got, key in expected, `${label}: \`${key}\` present`);
           const [part, whole] = [got[key] || [], expected[key] || []];
-          assert.deepEqual(part, whole.slice(whole.length - part.length), `${name}: \`${key}\``);
+          assert.deepEqual(part, whole.slice(whole.length - part.length), `${label}: \`${key}\``);
         } else {
-          assert.deepEqual(got[key], expected[key], `${name}: \`${key}\``);
+          assert.deepEqual(got[key], expected[key], `${label}: \`${key}\``);
         }
       }
-      assert.equal(got.trace.length, Math.min(expected.trace.length, JOURNAL_STEPS), `${name}: the trace's window`);
+      assert.equal(got.trace.length, Math.min(expected.trace.length, JOURNAL_STEPS), `${label}: the trace's window`);
     });
   }
 }

@@ -76,4 +76,7 @@ async function play(scenario) {
 throughEvery('OpenAI Agents JS', play, {
   'only-excluded-tools':
     'the Agents SDK throws ModelBehaviorError on a call of a tool the agent does not have: there is no result to give the model',
+}, {
+  'everything/kernel':
+    'not yet: through @openai/agents these runs (calls of `get-sum` written as text, then an empty reply) ask the model once more than terminus run does',
 });

@@ -227,3 +227,31 @@ def test_the_conversation_through_langchain_gives_terminus_runs_report(
         {"recursion_limit": 10_000},
     )
     assert_terminus_runs_report(state[REPORT_KEY], path, waits)
+
+
+RECORDINGS = sorted((REPO / "spec" / "eval" / "recordings").glob("*/*/*.json"))
+"""The real model's recorded runs (``terminus eval``: Qwen2.5-Coder-1.5B's replies as they came,
+tool calls written in the text, cut and repeated replies), each with its scenario."""
+
+
+@pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: "/".join(p.parts[-3:]))
+def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_report(
+    recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scenario = json.loads(recording.read_text())["scenario"]
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    waits: list[float] = []
+    monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
+    scripts = scenario.get("tools") or {}
+    model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[])
+    agent = create_agent(
+        model=model,
+        tools=[_tool(n) for n in sorted({*scripts, "write_todos"})],
+        middleware=[TerminusMiddleware(scenario.get("policy") or {}), ScriptedTools(scripts)],
+    )
+    state = agent.invoke(
+        {"messages": [{"role": "user", "content": scenario["task"]}]},
+        {"recursion_limit": 10_000},
+    )
+    assert_terminus_runs_report(state[REPORT_KEY], path, waits)
