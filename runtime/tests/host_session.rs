@@ -298,3 +298,81 @@ fn the_rules_verdict_is_the_cores() {
     assert_eq!(again.report, Some(report));
     assert!(s.verdict_by_rules().is_err(), "none pending");
 }
+
+/// `pack` keeps a small snapshot as its text and compresses a large one; `unpack` reads both
+/// forms back to the same session, and refuses bytes that are neither, naming where they were.
+#[test]
+fn a_packed_session_unpacks_to_the_same_session() {
+    let (mut small, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    // The text form (what `pack` keeps of a snapshot under `PACK_AT` bytes) reads back too.
+    let text = small.snapshot().into_bytes();
+    let same = Session::unpack(&text, "state.key").expect("unpack text");
+    assert_eq!(same.snapshot(), small.snapshot());
+
+    let mut history = task();
+    for i in 0..12 {
+        let reply = read_call(&format!("c{i}"), &format!("r{i}"));
+        small.reply(&reply, None, 0).expect("reply");
+        history.push(reply);
+        history.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": format!("line {i}")}));
+        small
+            .results(&history[history.len() - 2..], 0)
+            .expect("results");
+    }
+    let snapshot = small.snapshot();
+    let packed = small.pack();
+    assert!(snapshot.len() >= terminus_runtime::host::PACK_AT);
+    assert!(
+        packed.len() * 3 < snapshot.len(),
+        "{} of {}",
+        packed.len(),
+        snapshot.len()
+    );
+    assert!(packed.first() != Some(&b'{'), "a zlib stream");
+    let restored = Session::unpack(&packed, "state.key").expect("unpack");
+    assert_eq!(restored.snapshot(), snapshot);
+
+    for bad in [&b"not a snapshot"[..], b"{\"turn\": 1}", b"\xff\xfe", b""] {
+        let e = Session::unpack(bad, "state.key").expect_err("not a snapshot");
+        assert!(e.to_string().starts_with("state.key"), "{e}");
+    }
+}
+
+/// A structured answer: a call of one of the framework's output tools is the completion claim
+/// (its arguments' JSON the reply's text), not a call to run; other calls stay calls.
+#[test]
+fn a_call_of_an_output_tool_is_the_replys_text() {
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let answer = json!({"type": "ai", "id": "r1", "content": "Here.",
+        "tool_calls": [{"id": "o1", "name": "Plan", "args": {"title": "x"}}]});
+    let output = ["Plan".to_owned()];
+    let step = s
+        .answer_reply(&answer, None, &output, 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::End), "{step:?}");
+    let report = step.report.expect("a report");
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(report["result"], "Here.\n{\"title\":\"x\"}");
+
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let both = json!({"type": "ai", "id": "r1", "content": "",
+        "tool_calls": [{"id": "o1", "name": "Plan", "args": {"title": "x"}},
+                       {"id": "c1", "name": "read", "args": {"path": "a.txt"}}]});
+    let step = s
+        .answer_reply(&both, None, &output, 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(
+        step.jump,
+        Some(Jump::Tools),
+        "the other call runs: {step:?}"
+    );
+    let awaiting: Vec<&str> = s
+        .turn()
+        .awaiting
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(awaiting, ["c1"]);
+}

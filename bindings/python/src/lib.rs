@@ -472,9 +472,12 @@ impl Machine {
     }
 }
 
-/// Messages as JSON: a list of dicts (each read strictly, its path named under `root`).
+mod host;
+
+/// Messages as the core reads them: a list of dicts (each read strictly) or LangChain message
+/// objects (`host::message`), a path named under `root`.
 fn messages_of(root: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
-    read(root, obj)
+    host::messages(obj, root).map_err(value_error)
 }
 
 /// The host core for a framework adapter (`terminus_runtime::host::Session`): one run, fed the
@@ -514,21 +517,25 @@ impl Session {
         Ok((Session { core }, to_py(py, &step)?))
     }
 
-    /// The model's reply (`offered`: the names of the tools the call offered): a step, or
-    /// `None` only when that reply was fed already (after the run ended, its calls are answered
-    /// "not run").
-    #[pyo3(signature = (message, offered = None, now_ms = 0))]
+    /// The model's reply (a dict, a list of items, or a LangChain message; `offered`: the tools
+    /// the call offered, as names, tool dicts or tool objects; `output_tools`: the names of the
+    /// framework's output tools, whose calls are a structured answer, the reply's text): a step,
+    /// or `None` only when that reply was fed already (after the run ended, its calls are
+    /// answered "not run").
+    #[pyo3(signature = (message, offered = None, now_ms = 0, output_tools = Vec::new()))]
     fn reply(
         &mut self,
         py: Python<'_>,
         message: &Bound<'_, PyAny>,
-        offered: Option<Vec<String>>,
+        offered: Option<&Bound<'_, PyAny>>,
         now_ms: u64,
+        output_tools: Vec<String>,
     ) -> PyResult<Py<PyAny>> {
-        let message: Value = read("message", message)?;
+        let message = host::message(message, "message").map_err(value_error)?;
+        let offered = host::offered(offered)?;
         let step = self
             .core
-            .reply(&message, offered, now_ms)
+            .answer_reply(&message, offered, &output_tools, now_ms)
             .map_err(value_error)?;
         step_of(py, step)
     }
@@ -641,11 +648,26 @@ impl Session {
         self.core.snapshot()
     }
 
+    /// The session as bytes for a host's state: the snapshot's text, zlib-compressed from 1 KiB
+    /// on (`SessionCache` keeps sessions by these bytes).
+    fn pack<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.core.pack())
+    }
+
     /// The run's machine (a copy): phase, stats, policy, report.
     fn machine(&self) -> Machine {
         Machine {
             host: self.core.host().clone(),
         }
+    }
+
+    /// A session from `pack`'s bytes; bytes that are not one raise `ValueError` naming `name`
+    /// (the state's key).
+    #[staticmethod]
+    #[pyo3(signature = (snapshot, name = "snapshot"))]
+    fn unpack(snapshot: &[u8], name: &str) -> PyResult<Self> {
+        let core = terminus_runtime::host::Session::unpack(snapshot, name).map_err(value_error)?;
+        Ok(Session { core })
     }
 
     /// A session saved by `snapshot`; text that is not one raises `ValueError`.
@@ -732,6 +754,7 @@ fn provider_error_kind(status: i64, text: &str) -> PyResult<&'static str> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
     m.add_class::<Session>()?;
+    m.add_class::<host::SessionCache>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -36,12 +36,12 @@ from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from terminus_kernel import Machine, run_scenario  # noqa: E402
 from terminus_kernel._native import Session  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
+    ERROR_KIND,
     MACHINE_KEY,
     NOTICE_KEY,
     REPORT_KEY,
     TerminusMiddleware,
     model_error_kind,
-    wire,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -309,7 +309,7 @@ class ForgetMachines(AgentMiddleware):
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Calls the model, then forgets."""
         response = handler(request)
-        self.terminus._machines.clear()
+        self.terminus._sessions.clear()
         return response
 
 
@@ -622,7 +622,7 @@ def test_a_structured_answer_is_the_claim_the_kernel_judges() -> None:
     assert kinds == [("human", []), ("ai", ["ls"]), ("tool", []), ("ai", ["Plan"]), ("tool", [])]
     report = state[REPORT_KEY]
     assert (report["outcome"], report["reason"], report["tool_calls"]) == ("complete", "answered", 1)
-    assert report["result"] == '{"title": "x"}'
+    assert report["result"] == '{"title":"x"}'
     assert_history_valid(state)
 
 
@@ -716,7 +716,7 @@ def test_a_corrupt_snapshot_in_the_state_is_a_clear_error() -> None:
     call = {"id": "c1", "name": "ls", "args": {}, "type": "tool_call"}
     state[MACHINE_KEY] = "text"
     request = ToolCallRequest(call, None, state, None)  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="no machine"):
+    with pytest.raises(ValueError, match="terminus_machine: the state holds no machine"):
         middleware.wrap_tool_call(request, lambda r: ToolMessage(content="", tool_call_id="c1"))
 
 
@@ -734,8 +734,8 @@ def test_the_middleware_copies_and_pickles_with_its_policy() -> None:
 
 
 def test_the_core_reads_an_ai_message_as_the_middleware_passes_it() -> None:
-    """``wire`` gives the host core what it reads of a LangChain message: the text of its
-    blocks, its calls, its usage (absent is unknown, not zero), its finish and reasoning."""
+    """The host core reads a LangChain message as it is: the text of its blocks, its calls, its
+    usage (absent is unknown, not zero), its finish and reasoning."""
     message = AIMessage(
         id="r1",
         content=[{"type": "text", "text": "Reading."}],
@@ -745,21 +745,52 @@ def test_the_core_reads_an_ai_message_as_the_middleware_passes_it() -> None:
         usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
         response_metadata={"stop_reason": "tool_use"},
     )
-    session, step = Session.start({"token_budget": 6}, [wire(HumanMessage(content="Go"))])
+    session, step = Session.start({"token_budget": 6}, [HumanMessage(content="Go")])
     assert step["jump"] == "model"
-    step = session.reply(wire(message), ["read_file"])
+    step = session.reply(message, ["read_file"])
     # 7 tokens of a budget of 6: the usage was read; the run ends before the call runs, and the
     # call is answered so the history stays valid.
     assert step["jump"] == "end" and step["report"]["reason"] == "token_budget"
     assert [a["tool_call_id"] for a in step["answers"]] == ["c1"]
-    assert session.reply(wire(message)) is None  # fed already
+    assert session.reply(message) is None  # fed already
     session, _ = Session.start({}, [])
     thinking = AIMessage(id="r2", content=[{"type": "thinking", "thinking": "hmm"}])
-    step = session.reply(wire(thinking))
+    step = session.reply(thinking)
     assert step["jump"] == "model" and step["drop_reply"]  # an empty reply, retried
     assert session.machine().stats["empty_responses"] == 1
     nameless = AIMessage(
         content="", tool_calls=[{"id": None, "name": "ls", "args": {}, "type": "tool_call"}]
     )
     with pytest.raises(ValueError, match=r"tool_calls\[0\]"):
-        session.reply(wire(nameless))
+        session.reply(nameless)
+    with pytest.raises(ValueError, match="message: a object is not JSON"):
+        session.reply(object())
+
+
+def test_what_the_core_does_not_read_of_a_message_need_not_be_json() -> None:
+    """A provider's objects in a reply's metadata, a tool's artifact: the core reads only the
+    fields it uses of a LangChain message, so neither is refused; the offered tools may be
+    given as the model call has them (tool dicts here)."""
+    session, _ = Session.start({}, [HumanMessage(content="Go")])
+    call = {"id": "c1", "name": "read_file", "args": {"file_path": "/a"}, "type": "tool_call"}
+    reply = AIMessage(
+        id="r1",
+        content="",
+        tool_calls=[call],
+        additional_kwargs={"parsed": object(), "reasoning_content": "I should read it."},
+        response_metadata={"finish_reason": "tool_calls", "raw": object()},
+    )
+    offered = [{"type": "function", "function": {"name": "read_file"}}]
+    assert session.reply(reply, offered)["jump"] == "tools"
+    failed = ToolMessage(
+        content="timed out",
+        tool_call_id="c1",
+        status="error",
+        artifact=object(),
+        response_metadata={ERROR_KIND: "timeout", "raw": object()},
+    )
+    assert session.results([reply, failed])["jump"] == "model"
+    stats = session.machine().stats
+    assert (stats["tool_calls"], stats["tool_failures"]) == (1, 1), stats
+    journal = session.explain()
+    assert "timeout" in journal, journal

@@ -619,8 +619,10 @@ def test_the_core_reads_a_response_text_calls_finish_and_unmeasured_usage() -> N
     assert session.turn()["awaiting"] == [("c1", "ls")]
     assert session.report()["trace"][-1]["rule"] == "tool_turn"
     # A structured answer (an output tool's call) is the reply's text, not a call.
+    session, _ = Session.start({}, [], 0)
     answer = ModelResponse(parts=[ToolCallPart("final_result", {"a": 1}, tool_call_id="c2")])
-    assert wire(answer, ["final_result"])["parts"][0] == {"part_kind": "text", "content": '{"a":1}'}
+    step = session.reply(wire(answer), ["ls"], 0, ["final_result"])
+    assert step["jump"] == "end" and step["report"]["result"] == '{"a":1}', step
 
 
 # ----- a real model: Qwen2.5-Coder-1.5B under llama-server on 127.0.0.1 -----

@@ -47,6 +47,37 @@ impl Reply {
     pub fn has_calls(&self) -> bool {
         self.turn.tool_calls.as_ref().is_some_and(|c| !c.is_empty())
     }
+
+    /// The calls of `output_tools` (a structured answer) taken as the reply's text: each one's
+    /// arguments as compact JSON (the raw text when they did not parse), on lines after the
+    /// reply's own text.
+    pub fn claim_outputs(&mut self, output_tools: &[String]) {
+        if output_tools.is_empty() {
+            return;
+        }
+        let calls = self.turn.tool_calls.take().unwrap_or_default();
+        let (claims, calls): (Vec<CallIn>, Vec<CallIn>) = calls
+            .into_iter()
+            .partition(|c| output_tools.contains(&c.name));
+        self.turn.tool_calls = Some(calls);
+        if claims.is_empty() {
+            return;
+        }
+        self.invalid
+            .retain(|(_, name, _)| !output_tools.contains(name));
+        let text = self.turn.text.take().unwrap_or_default();
+        let lines = claims.iter().map(|c| match &c.arguments {
+            Some(Value::String(raw)) => raw.clone(),
+            Some(args) => args.to_string(),
+            None => "{}".to_owned(),
+        });
+        let all: Vec<String> = (!text.is_empty())
+            .then_some(text)
+            .into_iter()
+            .chain(lines)
+            .collect();
+        self.turn.text = Some(all.join("\n"));
+    }
 }
 
 /// The role a message plays in the conversation.

@@ -22,6 +22,11 @@
 //! answers with [`Session::verdict`], which goes on with the same step.
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,6 +35,9 @@ use terminus_kernel::{ModelErrorKind, Phase, Policy, Todo};
 use super::Host;
 use super::messages::{self, Found, Reply};
 use super::wire::{CallOut, CommandOut, EventIn, InputError, ModelErrorIn, VerdictIn};
+
+/// From this size (bytes) on, [`Session::pack`] compresses the snapshot.
+pub const PACK_AT: usize = 1024;
 
 /// Where the host goes after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,7 +252,22 @@ impl Session {
         offered: Option<Vec<String>>,
         now_ms: u64,
     ) -> Result<Option<Step>, InputError> {
-        let reply = messages::reply_of(message, "message")?;
+        self.answer_reply(message, offered, &[], now_ms)
+    }
+
+    /// [`Session::reply`] for a reply that may give a structured answer: a call of one of
+    /// `output_tools` (the framework's output tools, Pydantic AI's `final_result`, LangChain's
+    /// `response_format`) is the model's completion claim, not a tool call; its arguments' JSON
+    /// is the reply's text.
+    pub fn answer_reply(
+        &mut self,
+        message: &Value,
+        offered: Option<Vec<String>>,
+        output_tools: &[String],
+        now_ms: u64,
+    ) -> Result<Option<Step>, InputError> {
+        let mut reply = messages::reply_of(message, "message")?;
+        reply.claim_outputs(output_tools);
         if reply.id.is_some() && reply.id == self.turn.fed {
             return Ok(None);
         }
@@ -423,6 +446,41 @@ impl Session {
             .unwrap_or_default(),
             None => String::new(),
         }
+    }
+
+    /// The session as bytes for a host's state: [`Session::snapshot`]'s UTF-8 text, or that text
+    /// zlib-compressed from [`PACK_AT`] bytes on (a JSON object starts with `{`, a zlib stream
+    /// never does). The snapshot keeps the machine and the last steps of the journal, so its size
+    /// does not grow with the run; a checkpointer may store it at every step, and compressed
+    /// (about 6 times smaller) every checkpoint stays small.
+    pub fn pack(&self) -> Vec<u8> {
+        let text = self.snapshot().into_bytes();
+        if text.len() < PACK_AT {
+            return text;
+        }
+        let mut encoder = ZlibEncoder::new(Vec::with_capacity(text.len() / 4), Compression::fast());
+        // Writing to a `Vec` cannot fail.
+        match encoder.write_all(&text).and_then(|()| encoder.finish()) {
+            Ok(packed) => packed,
+            Err(_) => text,
+        }
+    }
+
+    /// A session from [`Session::pack`]'s bytes (either form); bytes that are neither are an
+    /// error naming `at`.
+    pub fn unpack(bytes: &[u8], at: &str) -> Result<Session, InputError> {
+        let not =
+            |e: &dyn std::fmt::Display| InputError::at(at, format!("not a machine snapshot ({e})"));
+        let text = if bytes.first() == Some(&b'{') {
+            std::str::from_utf8(bytes).map_err(|e| not(&e))?.to_owned()
+        } else {
+            let mut text = String::new();
+            ZlibDecoder::new(bytes)
+                .read_to_string(&mut text)
+                .map_err(|e| not(&e))?;
+            text
+        };
+        Session::restore(&text).map_err(|e| not(&e))
     }
 
     /// A session saved by [`Session::snapshot`]; text from outside is checked as

@@ -48,7 +48,8 @@ impl InputError {
         InputError { path, message }
     }
 
-    pub(super) fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+    /// The error `message` at `path`.
+    pub fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
         InputError {
             path: path.into(),
             message: message.into(),

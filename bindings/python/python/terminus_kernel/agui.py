@@ -68,15 +68,20 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from terminus_kernel import Machine
 from terminus_kernel._native import Session
-from terminus_kernel.langchain import (
-    MACHINE_KEY,
-    NOTICE_KEY,
-    REPORT_KEY,
-    _text,
-    _unpack,
-)
+from terminus_kernel.langchain import MACHINE_KEY, NOTICE_KEY, REPORT_KEY
 
 __all__ = ["AguiRun", "agui_events", "json_patch"]
+
+
+def _text(content: str | list[Any]) -> str:
+    """The visible text of a message's content (a string, or content blocks)."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content
+        if isinstance(b, str) or (isinstance(b, Mapping) and b.get("type") == "text")
+    )
 
 _BUDGETS = (
     # (state name, policy field, counters that spend it)
@@ -414,7 +419,7 @@ class AguiRun:
             if self.report is not None and self.state is not None:
                 return self._move(self._ended(self.state))
             return []
-        session = Session.restore(_unpack(packed))
+        session = Session.unpack(packed, MACHINE_KEY)
         started = session.turn().get("started_ms")
         if isinstance(started, int):
             self._started_ms = started

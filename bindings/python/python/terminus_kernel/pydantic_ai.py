@@ -57,7 +57,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,21 +127,18 @@ class TerminusRunResult(AgentRunResult[Any]):
     ``steps``, ``model_calls``, ``tool_calls``, ``nudges``, ``result``, ...)."""
 
 
-def wire(message: ModelMessage, output_tools: Sequence[str] = ()) -> dict[str, Any]:
+def wire(message: ModelMessage) -> dict[str, Any]:
     """A Pydantic AI message in the shape the host core reads (its fields the core uses;
     ``terminus_runtime::host::messages``): a response's text, tool calls, thinking, finish reason,
     and its usage when the provider measured it (unmeasured usage is unknown, not zero); a
     request's user prompts and tool answers (the text the model reads, the ``outcome``, the
-    retry's cause, the class a tool marked in its metadata). A call of one of ``output_tools``
-    (Pydantic AI's structured output) is the model's answer, not a tool call: its arguments'
-    JSON is the reply's text."""
+    retry's cause, the class a tool marked in its metadata). A call of an output tool (Pydantic
+    AI's structured output) is the model's answer: the core reads it as the reply's text when
+    ``Session.reply`` is given the output tools' names."""
     if isinstance(message, ModelResponse):
         calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
         text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
-        answers = [c.args_as_json_str() for c in calls if c.tool_name in output_tools]
-        parts: list[dict[str, Any]] = [
-            {"part_kind": "text", "content": "\n".join([t for t in [text] if t] + answers)}
-        ]
+        parts: list[dict[str, Any]] = [{"part_kind": "text", "content": text}]
         parts += [
             {"part_kind": "thinking", "content": p.content}
             for p in message.parts
@@ -155,7 +152,6 @@ def wire(message: ModelMessage, output_tools: Sequence[str] = ()) -> dict[str, A
                 "args": c.args,
             }
             for c in calls
-            if c.tool_name not in output_tools
         ]
         # A reason Pydantic AI has no name for: the provider's own.
         raw = (message.provider_details or {}).get("finish_reason")
@@ -281,8 +277,8 @@ class _Run:
 
     def reply(self, response: ModelResponse) -> dict[str, Any]:
         """Feeds a model response; its step is kept for its node."""
-        message = wire(response, self.output_tools)
-        step = self.verified(self.session.reply(message, self.offered, _now()))
+        message = wire(response)
+        step = self.verified(self.session.reply(message, self.offered, _now(), self.output_tools))
         self.steps[id(response)] = step
         return step
 

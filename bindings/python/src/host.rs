@@ -1,0 +1,321 @@
+//! What the host core reads of Python objects, and the live sessions of a host's state.
+//!
+//! A framework adapter gives the core its messages as they are. A dict (or a list of them: an
+//! OpenAI Agents turn) is read as JSON, strictly; a LangChain message object (`BaseMessage`) is
+//! read by the fields the core uses of its `model_dump()` (`terminus_runtime::host::messages`),
+//! without dumping the rest: an artifact or provider metadata need not be JSON. The names of the
+//! tools a model call offers are read from the framework's tool list as it is.
+//!
+//! [`SessionCache`] keeps a host's sessions by the bytes it stores in its state
+//! ([`terminus_runtime::host::Session::pack`]): the session a hook left, live, so the next hook
+//! of the same process does not restore it, and what each snapshot's run awaits (its `turn()`),
+//! which a tool hook reads.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use serde_json::{Map, Value};
+use terminus_runtime::host::InputError;
+
+use super::{Session, to_json, to_py, value_error};
+
+/// A message the core reads: a dict or list as JSON, or a LangChain message object by its
+/// fields; anything else is an error naming its path `at`.
+pub(crate) fn message(obj: &Bound<'_, PyAny>, at: &str) -> Result<Value, InputError> {
+    let mut at = at.to_owned();
+    if obj.is_instance_of::<PyDict>() || obj.is_instance_of::<PyList>() {
+        return to_json(obj, &mut at, 0);
+    }
+    let kind = obj.getattr("type").ok();
+    let kind = kind.as_ref().and_then(|k| k.cast::<PyString>().ok());
+    match kind {
+        Some(kind) if obj.hasattr("content").unwrap_or(false) => {
+            langchain(obj, &kind.to_string(), &mut at)
+        }
+        _ => to_json(obj, &mut at, 0), // refused, naming what it is
+    }
+}
+
+/// A list of messages (each as [`message`] reads it, its path `root[i]`).
+pub(crate) fn messages(obj: &Bound<'_, PyAny>, root: &str) -> Result<Vec<Value>, InputError> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = obj.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Err(InputError::at(
+            root,
+            "expected a list of messages".to_owned(),
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, m)| message(m, &format!("{root}[{i}]")))
+        .collect()
+}
+
+/// The attribute `name` of `obj`, `None` when it is missing or `None`.
+fn attr<'py>(obj: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny>> {
+    obj.getattr(name).ok().filter(|v| !v.is_none())
+}
+
+/// `dict[key]` when `dict` is a dict and the value a string.
+fn str_in(dict: Option<&Bound<'_, PyAny>>, key: &str) -> Option<String> {
+    let value = dict?.cast::<PyDict>().ok()?.get_item(key).ok()??;
+    value.cast::<PyString>().ok().map(|s| s.to_string())
+}
+
+/// A LangChain message: the fields of its `model_dump()` that the core reads.
+fn langchain(obj: &Bound<'_, PyAny>, kind: &str, at: &mut String) -> Result<Value, InputError> {
+    let mut out = Map::new();
+    out.insert("type".into(), Value::String(kind.to_owned()));
+    let id = attr(obj, "id").and_then(|id| id.cast::<PyString>().ok().map(|s| s.to_string()));
+    out.insert("id".into(), id.map_or(Value::Null, Value::String));
+    let mut field = |out: &mut Map<String, Value>, name: &str, value: Option<Bound<'_, PyAny>>| {
+        let len = at.len();
+        at.push('.');
+        at.push_str(name);
+        let read = value.map_or(Ok(Value::Null), |v| to_json(&v, at, 1));
+        at.truncate(len);
+        out.insert(name.to_owned(), read?);
+        Ok::<(), InputError>(())
+    };
+    field(&mut out, "content", attr(obj, "content"))?;
+    let meta = attr(obj, "response_metadata");
+    let mut picked = Map::new();
+    if kind == "tool" {
+        field(&mut out, "tool_call_id", attr(obj, "tool_call_id"))?;
+        field(&mut out, "status", attr(obj, "status"))?;
+        if let Some(error) = str_in(meta.as_ref(), "terminus_error") {
+            picked.insert("terminus_error".into(), Value::String(error));
+        }
+    } else if matches!(kind, "ai" | "AIMessageChunk") {
+        field(&mut out, "tool_calls", attr(obj, "tool_calls"))?;
+        field(
+            &mut out,
+            "invalid_tool_calls",
+            attr(obj, "invalid_tool_calls"),
+        )?;
+        if let Some(usage) = attr(obj, "usage_metadata") {
+            let count = |key: &str| int_in(&usage, key).map_or(Value::from(0), Value::from);
+            let usage: Map<String, Value> = ["input_tokens", "output_tokens"]
+                .into_iter()
+                .map(|k| (k.to_owned(), count(k)))
+                .collect();
+            out.insert("usage_metadata".into(), Value::Object(usage));
+        }
+        for key in ["finish_reason", "stop_reason"] {
+            if let Some(reason) = str_in(meta.as_ref(), key) {
+                picked.insert(key.into(), Value::String(reason));
+            }
+        }
+        // Reasoning output: whether the provider put any beside the reply.
+        let extra = attr(obj, "additional_kwargs");
+        let filled = |key: &str| {
+            let dict = extra.as_ref().and_then(|e| e.cast::<PyDict>().ok());
+            let value = dict.and_then(|d| d.get_item(key).ok().flatten());
+            value.is_some_and(|v| v.is_truthy().unwrap_or(false))
+        };
+        let reasoning = filled("reasoning_content") || filled("reasoning");
+        let mut kwargs = Map::new();
+        kwargs.insert("reasoning".into(), Value::Bool(reasoning));
+        out.insert("additional_kwargs".into(), Value::Object(kwargs));
+    } else {
+        return Ok(Value::Object(out));
+    }
+    out.insert("response_metadata".into(), Value::Object(picked));
+    Ok(Value::Object(out))
+}
+
+/// `usage[key]` as an integer, when it is one (a float is truncated, as `int()` does).
+fn int_in(usage: &Bound<'_, PyAny>, key: &str) -> Option<i64> {
+    let value = usage.cast::<PyDict>().ok()?.get_item(key).ok()??;
+    value
+        .extract::<i64>()
+        .ok()
+        .or_else(|| value.extract::<f64>().ok().map(|f| f as i64))
+}
+
+/// The names of the tools a model call offers, from the framework's list as it is: names, tool
+/// dicts (`name`, or an OpenAI `function.name`) or tool objects (`name`). Entries without a
+/// name are skipped; `None` is `None` (the host does not know).
+pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+    let Some(tools) = tools.filter(|t| !t.is_none()) else {
+        return Ok(None);
+    };
+    let mut names = Vec::new();
+    for tool in tools
+        .try_iter()
+        .map_err(|_| PyValueError::new_err("offered: expected a list of tools or names"))?
+    {
+        let tool = tool?;
+        let name = if tool.is_instance_of::<PyString>() {
+            Some(tool)
+        } else if let Ok(dict) = tool.cast::<PyDict>() {
+            let function = dict.get_item("function").ok().flatten();
+            dict.get_item("name")
+                .ok()
+                .flatten()
+                .filter(|n| !n.is_none())
+                .or_else(|| {
+                    function.and_then(|f| f.cast::<PyDict>().ok()?.get_item("name").ok().flatten())
+                })
+        } else {
+            attr(&tool, "name")
+        };
+        let name = name.and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()));
+        names.extend(name.filter(|n| !n.is_empty()));
+    }
+    Ok(Some(names))
+}
+
+/// One snapshot's entry: the live session a hook left (until a hook takes it), and its turn.
+struct Entry {
+    session: Option<Py<Session>>,
+    turn: Py<PyAny>,
+}
+
+/// The entries, oldest first.
+#[derive(Default)]
+struct Entries {
+    order: VecDeque<Vec<u8>>,
+    by_snapshot: HashMap<Vec<u8>, Entry>,
+}
+
+/// A host's sessions by the bytes it keeps in its state (`Session.pack()`): `save` packs a
+/// session and keeps it live; `take` gives the session of a state's bytes (the live one, else
+/// restored from them); `turn` what that run awaits. Holds the last `capacity` snapshots. A copy
+/// (`copy.deepcopy`, pickling) is an empty cache: the sessions belong to this process.
+#[pyclass(module = "terminus_kernel._native", name = "SessionCache")]
+pub(crate) struct SessionCache {
+    /// The state's key, naming the bytes in errors.
+    name: String,
+    capacity: usize,
+    entries: Mutex<Entries>,
+}
+
+impl SessionCache {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
+        // A panic cannot happen while the lock is held; a poisoned lock still holds a cache.
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn insert(&self, snapshot: Vec<u8>, entry: Entry) {
+        let mut entries = self.entries();
+        if entries
+            .by_snapshot
+            .insert(snapshot.clone(), entry)
+            .is_none()
+        {
+            entries.order.push_back(snapshot);
+        }
+        while entries.by_snapshot.len() > self.capacity {
+            let Some(oldest) = entries.order.pop_front() else {
+                break;
+            };
+            entries.by_snapshot.remove(&oldest);
+        }
+    }
+
+    fn bytes<'a>(&self, snapshot: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+        let bytes = snapshot.cast::<PyBytes>().map(|b| b.as_bytes());
+        bytes.ok().filter(|b| !b.is_empty()).ok_or_else(|| {
+            let kind = snapshot
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string());
+            PyValueError::new_err(format!(
+                "{}: the state holds no machine (a {kind}, not a snapshot's bytes); was the \
+                 agent built with this middleware?",
+                self.name
+            ))
+        })
+    }
+
+    fn restore(&self, snapshot: &[u8]) -> PyResult<Session> {
+        let core =
+            terminus_runtime::host::Session::unpack(snapshot, &self.name).map_err(value_error)?;
+        Ok(Session { core })
+    }
+}
+
+#[pymethods]
+impl SessionCache {
+    #[new]
+    #[pyo3(signature = (name = "snapshot".to_owned(), capacity = 256))]
+    fn new(name: String, capacity: usize) -> Self {
+        SessionCache {
+            name,
+            capacity: capacity.max(1),
+            entries: Mutex::default(),
+        }
+    }
+
+    /// The session packed (`Session.pack()`), kept live under those bytes: the bytes.
+    fn save(&self, py: Python<'_>, session: Bound<'_, Session>) -> PyResult<Py<PyBytes>> {
+        let (packed, turn) = {
+            let s = session.borrow();
+            (s.core.pack(), to_py(py, s.core.turn())?)
+        };
+        let out = PyBytes::new(py, &packed).unbind();
+        let session = Some(session.unbind());
+        self.insert(packed, Entry { session, turn });
+        Ok(out)
+    }
+
+    /// The session of `snapshot`: the live one saved under it (taken: a second `take` restores
+    /// it again), else restored from the bytes. Bytes that are no snapshot raise `ValueError`.
+    fn take(&self, py: Python<'_>, snapshot: &Bound<'_, PyAny>) -> PyResult<Py<Session>> {
+        let bytes = self.bytes(snapshot)?;
+        let live = self
+            .entries()
+            .by_snapshot
+            .get_mut(bytes)
+            .and_then(|e| e.session.take());
+        match live {
+            Some(session) => Ok(session),
+            None => Py::new(py, self.restore(bytes)?),
+        }
+    }
+
+    /// What the run of `snapshot` awaits (`Session.turn()`).
+    fn turn(&self, py: Python<'_>, snapshot: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let bytes = self.bytes(snapshot)?;
+        if let Some(entry) = self.entries().by_snapshot.get(bytes) {
+            return Ok(entry.turn.clone_ref(py));
+        }
+        let turn = to_py(py, self.restore(bytes)?.core.turn())?;
+        let entry = Entry {
+            session: None,
+            turn: turn.clone_ref(py),
+        };
+        self.insert(bytes.to_vec(), entry);
+        Ok(turn)
+    }
+
+    /// Forgets every session (each is restored from its bytes next time).
+    fn clear(&self) {
+        *self.entries() = Entries::default();
+    }
+
+    fn __len__(&self) -> usize {
+        self.entries().by_snapshot.len()
+    }
+
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+        SessionCache::new(self.name.clone(), self.capacity)
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, pyo3::types::PyType>, (String, usize))> {
+        let this = slf.borrow();
+        Ok((slf.get_type(), (this.name.clone(), this.capacity)))
+    }
+}
