@@ -241,8 +241,12 @@ export declare class Session {
    * (default now), the policy scaled for `scale` units when given: the session and its first step.
    */
   static start(policy: Policy | null | undefined, messages: Json[], nowMs?: number | null, scale?: number | null): [Session, Step];
-  /** The model's reply (`offered`: the tools the call offered): a step, or `null` if fed already. */
-  reply(message: Json, offered?: string[] | null, nowMs?: number | null): Step | null;
+  /**
+   * The model's reply (`offered`: the tools the call offered; `outputTools`: the framework's
+   * output tools, whose call is a structured answer, the reply's text): a step, or `null` if fed
+   * already.
+   */
+  reply(message: Json, offered?: string[] | null, nowMs?: number | null, outputTools?: string[] | null): Step | null;
   /** The results of the tool turn out, read after the last reply: a step, or `null`. */
   results(messages: Json[], nowMs?: number | null): Step | null;
   /** A failed model call of the kernel's class. */

@@ -723,18 +723,22 @@ class Session {
   }
 
   /**
-   * The model's reply (`offered`: the names of the tools the call offered, or null): a step, or
-   * `null` when that reply was fed already.
+   * The model's reply (`offered`: the names of the tools the call offered, or null;
+   * `outputTools`: the names of the framework's output tools, whose call is a structured answer,
+   * read as the reply's text): a step, or `null` when that reply was fed already.
    */
-  reply(message, offered, nowMs) {
+  reply(message, offered, nowMs, outputTools) {
     const text = jsonText('message', message);
-    if (offered !== undefined && offered !== null) {
-      if (!Array.isArray(offered)) throw inputError('offered', 'not an array of names');
-      offered.forEach((n, i) => {
-        if (typeof n !== 'string') throw inputError(`offered[${i}]`, 'not a string');
+    const names = (what, list) => {
+      if (list === undefined || list === null) return undefined;
+      if (!Array.isArray(list)) throw inputError(what, 'not an array of names');
+      list.forEach((n, i) => {
+        if (typeof n !== 'string') throw inputError(`${what}[${i}]`, 'not a string');
       });
-    }
-    return parsed(this._native.reply(text, offered ?? undefined, nowOf(nowMs)));
+      return list;
+    };
+    const outputs = names('outputTools', outputTools);
+    return parsed(this._native.reply(text, names('offered', offered), nowOf(nowMs), outputs));
   }
 
   /** The results of the tool turn out, read after the last reply: a step, or `null`. */

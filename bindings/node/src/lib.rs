@@ -828,17 +828,22 @@ impl NativeSession {
     }
 
     /// The model's reply (`message`: JSON text; `offered`: the names of the tools the call
-    /// offered, when known): a step, or null when that reply was fed already.
+    /// offered, when known; `output_tools`: the names of the framework's output tools, whose
+    /// call is a structured answer, the reply's text): a step, or null when that reply was fed
+    /// already.
     #[napi(catch_unwind)]
     pub fn reply(
         &mut self,
         message: String,
         offered: Option<Vec<String>>,
         now_ms: f64,
+        output_tools: Option<Vec<String>>,
     ) -> Result<Option<String>> {
         let message: Value = read("message", &message)?;
         let now_ms = millis("nowMs", now_ms)?;
-        step_text(self.core.reply(&message, offered, now_ms).map_err(input)?)
+        let outputs = output_tools.unwrap_or_default();
+        let step = self.core.answer_reply(&message, offered, &outputs, now_ms);
+        step_text(step.map_err(input)?)
     }
 
     /// The results of the tool turn out, read from `messages` (JSON text) after the last reply:

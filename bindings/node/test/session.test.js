@@ -33,6 +33,17 @@ test('a tool turn and an answer through the session, across a snapshot', () => {
   assert.equal(again.finish([], 0), null);
 });
 
+test("a call of one of the output tools is the structured answer, the reply's text", () => {
+  const [session] = Session.start({}, [human], 0);
+  const structured = { type: 'ai', id: 'r1', content: '', tool_calls: [{ id: 'o1', name: 'Plan', args: { title: 'x' } }] };
+  assert.throws(() => session.reply(structured, ['ls'], 0, 'Plan'), /outputTools: not an array of names/);
+  const end = session.reply(structured, ['ls'], 0, ['Plan']);
+  assert.deepEqual([end.jump, end.report.outcome, end.report.result], ['end', 'complete', '{"title":"x"}']);
+  // Without the output tools' names it is a call of a tool the model call did not offer.
+  const [other] = Session.start({}, [human], 0);
+  assert.notEqual(other.reply(structured, ['ls'], 0).jump, 'end');
+});
+
 test('bad inputs throw an Error naming their path, the session unchanged', () => {
   const [session] = Session.start(null, [human]);
   const cases = [
