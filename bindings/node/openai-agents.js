@@ -291,6 +291,25 @@ async function usersBehavior(behavior, context, results) {
  *   with: its config's model provider resolves a model name), and more options for `Runner.run`
  *   (`context`, `signal`, ...; not `maxTurns`, `session`, `stream`).
  */
+/**
+ * Refuses a policy that names a tool by a name the SDK changed: `tool()` makes every character
+ * of a name but [A-Za-z0-9] an underscore (`get-sum` is sent as `get_sum`), so a policy naming
+ * `get-sum` would wait for a call the model can never make. The error names the field.
+ */
+function sdkNamed(policy, tools) {
+  const names = new Set((tools || []).map((t) => t && t.name));
+  const named = [
+    ...((policy && policy.completion_requires) || []).map((n, i) => [`completion_requires[${i}]`, n]),
+    ...Object.keys((policy && policy.tool_budgets) || {}).map((n) => [`tool_budgets.${n}`, n]),
+  ];
+  for (const [at, name] of named) {
+    const sent = String(name).replace(/\s/g, '_').replace(/[^A-Za-z0-9]/g, '_');
+    if (!names.has(name) && names.has(sent)) {
+      throw new Error(`policy.${at}: the agent has no tool \`${name}\`, but has \`${sent}\` (@openai/agents' tool() makes every character of a name but [A-Za-z0-9] an underscore): name it \`${sent}\` in the policy`);
+    }
+  }
+}
+
 async function run(agent, input, options = {}) {
   const agents = sdk();
   if (!(agent instanceof agents.Agent)) throw new Error('agent: expected an Agent of @openai/agents');
@@ -304,6 +323,7 @@ async function run(agent, input, options = {}) {
     throw new Error('agent.outputType: only text output is supported by terminus-kernel/openai-agents');
   }
   checkPolicy(policy, 'terminus-kernel/openai-agents', scale);
+  sdkNamed(policy, agent.tools);
   const task = typeof input === 'string' ? [{ role: 'user', content: input }] : input.filter((i) => i && i.role === 'user').slice(0, 1);
   const kernel = new KernelRun(...Session.start(policy ?? null, task, Date.now(), scale), verify);
 

@@ -282,6 +282,16 @@ test('bad arguments are refused naming them', async () => {
   await assert.rejects(run(agent, 42), /input: expected a string/);
 });
 
+test('a policy naming a tool by the name tool() changed is refused, naming the field', async () => {
+  const sum = tool({ name: 'get-sum', description: 'Adds.', parameters: z.object({}), execute: async () => '3' });
+  assert.equal(sum.name, 'get_sum'); // the SDK's renaming, which the check reads the same way
+  const agent = new Agent({ name: 'adder', instructions: 'Add.', model: new ScriptedModel([textTurn('3')]), tools: [sum] });
+  await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { completion_requires: ['get-sum'] } }), /policy\.completion_requires\[0\]: the agent has no tool `get-sum`, but has `get_sum`/);
+  await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { 'get-sum': { warn_at: 2 } } } }), /policy\.tool_budgets\.get-sum:/);
+  const report = (await run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { get_sum: { warn_at: 2 } } } })).terminus;
+  assert.equal(report.outcome, 'complete', 'the name the SDK sends is accepted');
+});
+
 test('an empty reply with usage is a no-op: nudged, and the run goes on without it', async () => {
   const script = [{ text: '', calls: [], usage: [100, 5] }, textTurn('The answer.')];
   const { result, report, model } = await runUnder(script, {});
