@@ -281,6 +281,28 @@ async function usersBehavior(behavior, context, results) {
 }
 
 /**
+ * Refuses a policy that names a tool by a name the SDK changed: `tool()` makes every character
+ * of a name but [A-Za-z0-9] an underscore (`get-sum` is sent as `get_sum`), so a policy naming
+ * `get-sum` would wait for a call the model can never make. The error names the field.
+ */
+function sdkNamed(policy, tools) {
+  const names = new Set((tools || []).map((t) => t && t.name));
+  const named = [
+    ...((policy && policy.completion_requires) || []).map((n, i) => [`completion_requires[${i}]`, n]),
+    ...Object.entries((policy && policy.tool_budgets) || {}).flatMap(([n, budget]) => [
+      [`tool_budgets.${n}`, n],
+      ...((budget && budget.reset_on) || []).map((r, i) => [`tool_budgets.${n}.reset_on[${i}]`, r]),
+    ]),
+  ];
+  for (const [at, name] of named) {
+    const sent = String(name).replace(/\s/g, '_').replace(/[^A-Za-z0-9]/g, '_');
+    if (!names.has(name) && names.has(sent)) {
+      throw new Error(`policy.${at}: the agent has no tool \`${name}\`, but has \`${sent}\` (@openai/agents' tool() makes every character of a name but [A-Za-z0-9] an underscore): name it \`${sent}\` in the policy`);
+    }
+  }
+}
+
+/**
  * Runs `agent` on `input` under the kernel until it stops; resolves to the last `Runner.run`
  * result with the kernel's report as its property `terminus`.
  *
@@ -291,25 +313,6 @@ async function usersBehavior(behavior, context, results) {
  *   with: its config's model provider resolves a model name), and more options for `Runner.run`
  *   (`context`, `signal`, ...; not `maxTurns`, `session`, `stream`).
  */
-/**
- * Refuses a policy that names a tool by a name the SDK changed: `tool()` makes every character
- * of a name but [A-Za-z0-9] an underscore (`get-sum` is sent as `get_sum`), so a policy naming
- * `get-sum` would wait for a call the model can never make. The error names the field.
- */
-function sdkNamed(policy, tools) {
-  const names = new Set((tools || []).map((t) => t && t.name));
-  const named = [
-    ...((policy && policy.completion_requires) || []).map((n, i) => [`completion_requires[${i}]`, n]),
-    ...Object.keys((policy && policy.tool_budgets) || {}).map((n) => [`tool_budgets.${n}`, n]),
-  ];
-  for (const [at, name] of named) {
-    const sent = String(name).replace(/\s/g, '_').replace(/[^A-Za-z0-9]/g, '_');
-    if (!names.has(name) && names.has(sent)) {
-      throw new Error(`policy.${at}: the agent has no tool \`${name}\`, but has \`${sent}\` (@openai/agents' tool() makes every character of a name but [A-Za-z0-9] an underscore): name it \`${sent}\` in the policy`);
-    }
-  }
-}
-
 async function run(agent, input, options = {}) {
   const agents = sdk();
   if (!(agent instanceof agents.Agent)) throw new Error('agent: expected an Agent of @openai/agents');

@@ -287,7 +287,8 @@ test('a policy naming a tool by the name tool() changed is refused, naming the f
   assert.equal(sum.name, 'get_sum'); // the SDK's renaming, which the check reads the same way
   const agent = new Agent({ name: 'adder', instructions: 'Add.', model: new ScriptedModel([textTurn('3')]), tools: [sum] });
   await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { completion_requires: ['get-sum'] } }), /policy\.completion_requires\[0\]: the agent has no tool `get-sum`, but has `get_sum`/);
-  await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { 'get-sum': { warn_at: 2 } } } }), /policy\.tool_budgets\.get-sum:/);
+  await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { 'get-sum': { warn_at: 2 } } } }), /policy\.tool_budgets\.get-sum: the agent has no tool `get-sum`/);
+  await assert.rejects(run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { write: { warn_at: 2, reset_on: ['get-sum'] } } } }), /policy\.tool_budgets\.write\.reset_on\[0\]: the agent has no tool `get-sum`/);
   const report = (await run(agent, 'Add 1 and 2.', { policy: { tool_budgets: { get_sum: { warn_at: 2 } } } })).terminus;
   assert.equal(report.outcome, 'complete', 'the name the SDK sends is accepted');
 });

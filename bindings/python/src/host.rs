@@ -29,13 +29,16 @@ pub(crate) fn message(obj: &Bound<'_, PyAny>, at: &str) -> Result<Value, InputEr
     if obj.is_instance_of::<PyDict>() || obj.is_instance_of::<PyList>() {
         return to_json(obj, &mut at, 0);
     }
+    // A LangChain message (`BaseMessage`): a string `type`, `content`, and the metadata dicts
+    // every message has; any other object is refused, naming what it is.
+    let has = |name: &str| obj.hasattr(name).unwrap_or(false);
     let kind = obj.getattr("type").ok();
     let kind = kind.as_ref().and_then(|k| k.cast::<PyString>().ok());
     match kind {
-        Some(kind) if obj.hasattr("content").unwrap_or(false) => {
+        Some(kind) if has("content") && has("response_metadata") && has("additional_kwargs") => {
             langchain(obj, &kind.to_string(), &mut at)
         }
-        _ => to_json(obj, &mut at, 0), // refused, naming what it is
+        _ => to_json(obj, &mut at, 0),
     }
 }
 
@@ -147,6 +150,15 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<S
     let Some(tools) = tools.filter(|t| !t.is_none()) else {
         return Ok(None);
     };
+    if tools.is_instance_of::<PyString>() || tools.is_instance_of::<PyDict>() {
+        return Err(PyValueError::new_err(
+            "offered: expected a list of tools or names",
+        ));
+    }
+    let named = |v: Option<Bound<'_, PyAny>>| {
+        v.and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()))
+            .filter(|n| !n.is_empty())
+    };
     let mut names = Vec::new();
     for tool in tools
         .try_iter()
@@ -154,21 +166,16 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<S
     {
         let tool = tool?;
         let name = if tool.is_instance_of::<PyString>() {
-            Some(tool)
+            named(Some(tool))
         } else if let Ok(dict) = tool.cast::<PyDict>() {
             let function = dict.get_item("function").ok().flatten();
-            dict.get_item("name")
-                .ok()
-                .flatten()
-                .filter(|n| !n.is_none())
-                .or_else(|| {
-                    function.and_then(|f| f.cast::<PyDict>().ok()?.get_item("name").ok().flatten())
-                })
+            named(dict.get_item("name").ok().flatten()).or_else(|| {
+                named(function.and_then(|f| f.cast::<PyDict>().ok()?.get_item("name").ok()?))
+            })
         } else {
-            attr(&tool, "name")
+            named(attr(&tool, "name"))
         };
-        let name = name.and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()));
-        names.extend(name.filter(|n| !n.is_empty()));
+        names.extend(name);
     }
     Ok(Some(names))
 }
@@ -206,21 +213,35 @@ impl SessionCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Keeps `entry` under `snapshot` (a live session saved replaces what was there; a turn
+    /// restored keeps a live session another thread saved meanwhile). What it replaces or evicts
+    /// is dropped after the lock is released: dropping a Python object can run Python code.
     fn insert(&self, snapshot: Vec<u8>, entry: Entry) {
-        let mut entries = self.entries();
-        if entries
-            .by_snapshot
-            .insert(snapshot.clone(), entry)
-            .is_none()
+        let mut dropped = Vec::new();
         {
-            entries.order.push_back(snapshot);
+            let mut entries = self.entries();
+            let Entries { order, by_snapshot } = &mut *entries;
+            match by_snapshot.entry(snapshot) {
+                std::collections::hash_map::Entry::Occupied(mut held) => {
+                    if entry.session.is_some() {
+                        dropped.push(std::mem::replace(held.get_mut(), entry));
+                    } else {
+                        dropped.push(entry);
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(free) => {
+                    order.push_back(free.key().clone());
+                    free.insert(entry);
+                }
+            }
+            while by_snapshot.len() > self.capacity {
+                let Some(oldest) = order.pop_front() else {
+                    break;
+                };
+                dropped.extend(by_snapshot.remove(&oldest));
+            }
         }
-        while entries.by_snapshot.len() > self.capacity {
-            let Some(oldest) = entries.order.pop_front() else {
-                break;
-            };
-            entries.by_snapshot.remove(&oldest);
-        }
+        drop(dropped);
     }
 
     fn bytes<'a>(&self, snapshot: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
@@ -260,7 +281,7 @@ impl SessionCache {
     /// The session packed (`Session.pack()`), kept live under those bytes: the bytes.
     fn save(&self, py: Python<'_>, session: Bound<'_, Session>) -> PyResult<Py<PyBytes>> {
         let (packed, turn) = {
-            let s = session.borrow();
+            let s = session.try_borrow()?;
             (s.core.pack(), to_py(py, s.core.turn())?)
         };
         let out = PyBytes::new(py, &packed).unbind();
@@ -301,7 +322,8 @@ impl SessionCache {
 
     /// Forgets every session (each is restored from its bytes next time).
     fn clear(&self) {
-        *self.entries() = Entries::default();
+        let forgotten = std::mem::take(&mut *self.entries());
+        drop(forgotten); // after the lock is released
     }
 
     fn __len__(&self) -> usize {

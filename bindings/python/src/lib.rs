@@ -605,16 +605,25 @@ impl Session {
     }
 
     /// What a call about to run gets, from a `turn()` dict: `{"refuse": {tool_call_id, name,
-    /// content, error}}` or `{"run": {"warning"}}`.
+    /// content, error}}` or `{"run": {"warning"}}`. A call without an id (`None` or empty) runs
+    /// only while the run awaits no call: else it raises `ValueError`, its result could not be
+    /// matched to a call.
     #[staticmethod]
     fn gate(
         py: Python<'_>,
         turn: &Bound<'_, PyAny>,
-        call_id: &str,
+        call_id: Option<&str>,
         name: &str,
         has_tool: bool,
     ) -> PyResult<Py<PyAny>> {
         let turn: terminus_runtime::host::Turn = read("turn", turn)?;
+        let call_id = call_id.unwrap_or_default();
+        if call_id.is_empty() && !turn.awaiting.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "call_id: the call of `{name}` has no id while the run awaits calls (its result \
+                 could not be matched to one)"
+            )));
+        }
         to_py(
             py,
             &terminus_runtime::host::Session::gate(&turn, call_id, name, has_tool),

@@ -794,3 +794,25 @@ def test_what_the_core_does_not_read_of_a_message_need_not_be_json() -> None:
     assert (stats["tool_calls"], stats["tool_failures"]) == (1, 1), stats
     journal = session.explain()
     assert "timeout" in journal, journal
+
+
+def test_the_core_refuses_what_it_cannot_read_naming_it() -> None:
+    """An object that is not a LangChain message, a tool list that is a string, a call without
+    an id while the run awaits calls: each a ``ValueError`` saying what is wrong."""
+
+    class Item:  # a `type` and a `content`, as an OpenAI Agents item has: not a message
+        type, content, status = "message", "Done.", "incomplete"
+
+    session, _ = Session.start({}, [HumanMessage(content="Go")])
+    with pytest.raises(ValueError, match="message: a Item is not JSON"):
+        session.reply(Item())
+    reply = AIMessage(id="r1", content="", tool_calls=[{"id": "c1", "name": "ls", "args": {}}])
+    with pytest.raises(ValueError, match="offered: expected a list of tools or names"):
+        session.reply(reply, "ls")
+    assert session.reply(reply, ["ls"])["jump"] == "tools"
+    turn = session.turn()
+    with pytest.raises(ValueError, match="call_id: the call of `ls` has no id"):
+        Session.gate(turn, None, "ls", True)
+    assert Session.gate(turn, "c1", "ls", True) == {"run": {}}
+    session.results([reply, ToolMessage(content="a.txt", tool_call_id="c1")])
+    assert Session.gate(session.turn(), None, "ls", True) == {"run": {}}  # nothing awaited

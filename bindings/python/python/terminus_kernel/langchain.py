@@ -414,7 +414,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         """The answer to a call that must not run (the kernel's refusal, or ``not_found`` for a
         tool the agent does not have), else the budget warning for its result."""
         call, turn = request.tool_call, self._sessions.turn(request.state.get(MACHINE_KEY))
-        gate = Session.gate(turn, call.get("id") or "", call["name"], request.tool is not None)
+        gate = Session.gate(turn, call.get("id"), call["name"], request.tool is not None)
         if "refuse" in gate:
             return _answer(gate["refuse"]), None
         return None, gate["run"].get("warning")
