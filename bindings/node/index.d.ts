@@ -252,7 +252,7 @@ export declare class Session {
   /** A failed model call of the kernel's class. */
   modelError(kind: ModelErrorKind, retryAfterMs?: number | null, nowMs?: number | null): Step;
   /** The verifier's verdict on the step's `verify`: the step goes on. */
-  verdict(verdict: { complete: boolean; feedback?: string | null; missing?: string[] | null }): Step;
+  verdict(verdict: boolean | [boolean, string] | { complete: boolean; feedback?: string | null; missing?: string[] | null }): Step;
   /** The rules' verdict on the step's `verify`, for a host without a verifier. */
   verdictByRules(): Step;
   /** Ends a run something else ended: the last step, or `null` when the run had ended. */

@@ -688,7 +688,37 @@ function nowOf(nowMs) {
 /** Messages as JSON text: an array of JSON values (a path names what is not). */
 function messagesText(messages) {
   if (!Array.isArray(messages)) throw inputError('messages', 'not an array of messages');
-  return jsonText('messages', messages);
+  messages.forEach((m, i) => {
+    if (m === null || typeof m !== 'object') throw inputError(`messages[${i}]`, `a ${m === null ? 'null' : typeof m} is not a message`);
+  });
+  return messageText('messages', messages);
+}
+
+/**
+ * Messages as JSON text for the host core, which reads a framework's messages as they are:
+ * plain JSON values, or objects of a class (a LangChain JS message) read by their own fields, not
+ * by the class's `toJSON`, without LangChain's `lc_*` fields. What is not JSON in them (a
+ * provider's object in the metadata, a tool's `artifact`, bytes) is left out: the core reads none
+ * of it. A value with a cycle, or no message at all, throws an `Error` naming `root`.
+ */
+function messageText(root, value) {
+  const plain = function (key, v) {
+    const raw = this[key];
+    if (typeof raw === 'bigint' || typeof raw === 'function' || typeof raw === 'symbol') return undefined;
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return v;
+    if (ArrayBuffer.isView(raw) || raw instanceof ArrayBuffer) return undefined;
+    const proto = Object.getPrototypeOf(raw);
+    if (proto === Object.prototype || proto === null) return v;
+    return Object.fromEntries(Object.entries(raw).filter(([k]) => !k.startsWith('lc_') && k !== 'artifact'));
+  };
+  if (value === null || typeof value !== 'object') throw inputError(root, `a ${value === null ? 'null' : typeof value} is not a message`);
+  let text;
+  try {
+    text = JSON.stringify(value, plain);
+  } catch (e) {
+    throw inputError(root, `not JSON: ${e.message}`);
+  }
+  return text;
 }
 
 const parsed = (text) => (text === null || text === undefined ? null : JSON.parse(text));
@@ -728,7 +758,7 @@ class Session {
    * read as the reply's text): a step, or `null` when that reply was fed already.
    */
   reply(message, offered, nowMs, outputTools) {
-    const text = jsonText('message', message);
+    const text = messageText('message', message);
     const names = (what, list) => {
       if (list === undefined || list === null) return undefined;
       if (!Array.isArray(list)) throw inputError(what, 'not an array of names');
@@ -753,7 +783,7 @@ class Session {
     return JSON.parse(this._native.modelError(kind, retry, nowOf(nowMs)));
   }
 
-  /** The verifier's verdict (`{ complete, feedback?, missing? }`) on the step's `verify`. */
+  /** The verifier's verdict (`true`/`false`, `[complete, feedback]` or `{ complete, feedback?, missing? }`) on the step's `verify`. */
   verdict(verdict) {
     return JSON.parse(this._native.verdict(jsonText('verdict', verdict)));
   }

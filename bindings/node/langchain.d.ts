@@ -47,12 +47,5 @@ export declare const STOP_KEY: 'terminus_stop';
  */
 export declare function modelErrorKind(error: unknown): { kind: string; retry_after_ms?: number } | null;
 
-/**
- * A LangChain JS message in the shape the host core reads (`Session`): `type`, `id`, `content`,
- * and for a reply its calls, usage, finish reason and reasoning mark, for a tool message its
- * call id, status and error class; JSON values only.
- */
-export declare function wire(message: unknown): { [key: string]: Json };
-
 /** The report in a final state, once the run stopped. */
 export type TerminusState = { terminus?: Report | null };

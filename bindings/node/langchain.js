@@ -36,34 +36,6 @@ function peers() {
 const [REPORT_KEY, MACHINE_KEY, TURN_KEY] = ['terminus', '_terminus_machine', '_terminus_turn'];
 const [ERROR_KIND, NOTICE_KEY, STOP_KEY] = ['terminus_error', 'terminus_notice', 'terminus_stop'];
 
-/** A content value as the core reads it: a string, or its blocks' types and texts (text, reasoning). */
-const contentOf = (content) =>
-  typeof content === 'string' ? content : Array.isArray(content) ? content.map((b) => (typeof b === 'string' ? b : { type: String(b && b.type), text: String((b && b.text) ?? '') })) : '';
-
-/**
- * A LangChain JS message in the shape the host core reads (`terminus_runtime::host::messages`):
- * the fields the core uses, as JSON values.
- */
-function wire(message) {
-  const type = message.type ?? message._getType();
-  const out = { type, id: message.id ?? null, content: contentOf(message.content) };
-  const meta = message.response_metadata || {};
-  if (type === 'ai') {
-    out.tool_calls = (message.tool_calls || []).map((c) => ({ id: c.id ?? null, name: c.name, args: c.args ?? {} }));
-    out.invalid_tool_calls = (message.invalid_tool_calls || []).map((c) => ({ id: c.id ?? null, name: c.name ?? null, args: c.args ?? null, error: c.error ?? null }));
-    const usage = message.usage_metadata;
-    if (usage) out.usage_metadata = { input_tokens: Math.trunc(usage.input_tokens || 0), output_tokens: Math.trunc(usage.output_tokens || 0) };
-    out.response_metadata = Object.fromEntries(['finish_reason', 'stop_reason'].filter((k) => typeof meta[k] === 'string').map((k) => [k, meta[k]]));
-    const extra = message.additional_kwargs || {};
-    out.additional_kwargs = { reasoning: Boolean(extra.reasoning_content || extra.reasoning) };
-  } else if (type === 'tool') {
-    out.tool_call_id = message.tool_call_id;
-    out.status = message.status ?? null;
-    out.response_metadata = typeof meta[ERROR_KIND] === 'string' ? { [ERROR_KIND]: meta[ERROR_KIND] } : {};
-  }
-  return out;
-}
-
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -87,16 +59,10 @@ function terminusMiddleware(policy, options = {}) {
     throw new Error(`terminusMiddleware: the graph state has no machine (${MACHINE_KEY}); was the agent built with this middleware?`);
   };
 
-  /** The verifier's verdict on a step's `verify`. */
-  const verdict = ({ claim }) => {
-    const answer = verifier(String(claim ?? ''));
-    const [complete, feedback] = typeof answer === 'boolean' ? [answer, ''] : Array.isArray(answer) && answer.length === 2 ? answer : [];
-    if (typeof complete === 'boolean' && typeof feedback === 'string') return { complete, feedback };
-    throw new TypeError(`verifier: expected a boolean or a [boolean, string] pair, got ${JSON.stringify(answer)}`);
-  };
   const verified = (session, step) => {
-    // Without a verifier, the rules' verdict: the host core's.
-    for (; step && step.verify; ) step = verifier ? session.verdict(verdict(step.verify)) : session.verdictByRules();
+    // The verifier's answer as it is (a boolean or a [boolean, string] pair), or without one the
+    // rules' verdict: the core reads both.
+    for (; step && step.verify; ) step = verifier ? session.verdict(verifier(String(step.verify.claim ?? ''))) : session.verdictByRules();
     return step;
   };
 
@@ -120,9 +86,33 @@ function terminusMiddleware(policy, options = {}) {
   const isResult = (target) => (m) => msgs.ToolMessage.isInstance(m) && (m.id === target || m.tool_call_id === target);
 
   /** The messages from the last reply on, for the core (the results after it). */
-  const tail = (messages) => messages.slice(Math.max(messages.findLastIndex(isAI), 0)).map(wire);
+  const tail = (messages) => messages.slice(Math.max(messages.findLastIndex(isAI), 0));
   /** The names of the tools a model call offers (a call written in the text runs only when it names one). */
   const offered = (request) => (request.tools || []).map((t) => t && (t.name || (t.function && t.function.name))).filter((n) => typeof n === 'string' && n);
+
+  /** A structured answer (`responseFormat`): the model node's `{ structuredResponse, messages }`. */
+  const structuredOf = (reply) => reply && !isAI(reply) && 'structuredResponse' in reply && Array.isArray(reply.messages);
+  /** `message` again, its `response_metadata` `meta` (and no id: the state gives it one). */
+  const clone = (m, meta) =>
+    new msgs.AIMessage({ content: m.content, name: m.name, tool_calls: m.tool_calls, invalid_tool_calls: m.invalid_tool_calls, additional_kwargs: m.additional_kwargs, usage_metadata: m.usage_metadata, response_metadata: meta });
+  /**
+   * A structured answer fed as the model's completion claim (its output tool's call, answered
+   * within the model call, is the reply's text): accepted, the run ends with it as the result;
+   * refused, it is nudged and the model called again. The model node adds the answer's messages
+   * itself and takes no Command with them: the step's update rides on its last message, as a
+   * stand-in's does, and `afterModel` applies it.
+   */
+  const structured = (session, response, names, replaced) => {
+    const message = response.messages.find(isAI);
+    const answered = new Set(response.messages.filter((m) => msgs.ToolMessage.isInstance(m)).map((m) => m.tool_call_id));
+    const outputs = (message.tool_calls || []).filter((c) => answered.has(c.id)).map((c) => c.name);
+    const step = verified(session, session.reply(message, names, Date.now(), outputs)) || {};
+    const tail = response.messages.at(-1);
+    const nudges = (step.nudges || []).map(nudge);
+    const carried = update(session, [...replaced, clone(tail, tail.response_metadata), ...nudges], step.jump === 'model');
+    const stand = clone(tail, { ...(tail.response_metadata || {}), [STOP_KEY]: carried });
+    return { ...response, messages: [...response.messages.slice(0, -1), stand] };
+  };
 
   return langchain.createMiddleware({
     name: options.name || 'TerminusMiddleware',
@@ -132,7 +122,7 @@ function terminusMiddleware(policy, options = {}) {
       const turn = state[TURN_KEY];
       if (typeof state[MACHINE_KEY] === 'string' && turn && !turn.ended) return undefined; // a live run goes on
       const first = (state.messages || []).find((m) => msgs.HumanMessage.isInstance(m));
-      const [session] = Session.start(thePolicy, first ? [wire(first)] : [], Date.now(), options.scale);
+      const [session] = Session.start(thePolicy, first ? [first] : [], Date.now(), options.scale);
       return { ...update(session, []), [REPORT_KEY]: null };
     },
 
@@ -177,10 +167,11 @@ function terminusMiddleware(policy, options = {}) {
           carry(session.modelError(kind.kind, kind.retry_after_ms));
           continue;
         }
+        if (structuredOf(reply)) return structured(session, reply, offered(asked), replaced);
         if (!isAI(reply)) return reply;
         if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`;
         last = reply;
-        const step = verified(session, session.reply(wire(reply), offered(asked))) || { jump: 'tools' };
+        const step = verified(session, session.reply(reply, offered(asked))) || { jump: 'tools' };
         let message = reply;
         if (step.written) {
           // Tool calls the model wrote in its text, which the kernel runs.
@@ -241,4 +232,4 @@ function terminusMiddleware(policy, options = {}) {
   });
 }
 
-module.exports = { terminusMiddleware, wire, modelErrorKind, REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY, STOP_KEY };
+module.exports = { terminusMiddleware, modelErrorKind, REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY, STOP_KEY };

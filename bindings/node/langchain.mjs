@@ -5,7 +5,7 @@ const require = createRequire(import.meta.url);
 const kernelLangchain = require('./langchain.js');
 
 export const {
-  terminusMiddleware, wire, modelErrorKind,
+  terminusMiddleware, modelErrorKind,
   REPORT_KEY, MACHINE_KEY, TURN_KEY, ERROR_KIND, NOTICE_KEY, STOP_KEY,
 } = kernelLangchain;
 export default kernelLangchain;

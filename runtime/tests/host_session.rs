@@ -376,3 +376,31 @@ fn a_call_of_an_output_tool_is_the_replys_text() {
         .collect();
     assert_eq!(awaiting, ["c1"]);
 }
+
+/// A verifier's answer as an adapter passes it on: a boolean, a `[complete, feedback]` pair or
+/// the verdict object; anything else is refused naming where.
+#[test]
+fn a_verifiers_answer_is_read_in_each_form() {
+    use terminus_runtime::host::verdict_of;
+    let read = |v: Value| verdict_of(v, "verdict");
+    let pair = read(json!([false, "Write the plan first."])).expect("a pair");
+    assert_eq!(
+        (pair.complete, pair.feedback.as_deref()),
+        (false, Some("Write the plan first."))
+    );
+    assert!(read(json!(true)).expect("a boolean").complete);
+    let full = read(json!({"complete": false, "missing": ["tests"]})).expect("an object");
+    assert_eq!(full.missing, Some(vec!["tests".to_owned()]));
+    for bad in [json!([true]), json!("yes"), json!([true, 3]), json!(null)] {
+        let e = read(bad).expect_err("not an answer");
+        assert!(
+            e.to_string().starts_with("verdict: expected a boolean"),
+            "{e}"
+        );
+    }
+    let e = read(json!({"complete": "yes"})).expect_err("ill-typed");
+    assert!(
+        e.to_string().starts_with("verdict.complete: invalid type"),
+        "{e}"
+    );
+}

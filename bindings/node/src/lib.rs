@@ -871,11 +871,12 @@ impl NativeSession {
         text_of(&self.core.model_error(kind, retry, now_ms).map_err(input)?)
     }
 
-    /// The verifier's verdict (JSON text of `{complete, feedback, missing}`) on the step's
-    /// `verify`: the step goes on.
+    /// The verifier's verdict (JSON text of `true`/`false`, a `[complete, feedback]` pair, or
+    /// `{complete, feedback, missing}`) on the step's `verify`: the step goes on.
     #[napi(catch_unwind)]
     pub fn verdict(&mut self, verdict: String) -> Result<String> {
-        let verdict = read("verdict", &verdict)?;
+        let answer: Value = read("verdict", &verdict)?;
+        let verdict = terminus_runtime::host::verdict_of(answer, "verdict").map_err(input)?;
         text_of(&self.core.verdict(verdict).map_err(input)?)
     }
 

@@ -8,7 +8,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { createAgent, humanInTheLoopMiddleware, todoListMiddleware } = require('langchain');
+const { createAgent, humanInTheLoopMiddleware, todoListMiddleware, toolStrategy } = require('langchain');
 const { BaseChatModel } = require('@langchain/core/language_models/chat_models');
 const { AIMessage, HumanMessage, ToolMessage } = require('@langchain/core/messages');
 const { tool } = require('@langchain/core/tools');
@@ -42,14 +42,16 @@ const looping = () => [toolsTurn(['ls', { path: '/src' }])];
 
 /**
  * A chat model replying from a script: the reply to a conversation is `script[n]`, `n` the number
- * of assistant messages already in it (past the end, the last entry again when `repeatLast`).
+ * of assistant messages already in it (past the end, the last entry again when `repeatLast`), or
+ * with `byCalls` the number of calls made before.
  */
 class ScriptedChatModel extends BaseChatModel {
-  constructor(script, { repeatLast = false, failures = [] } = {}) {
+  constructor(script, { repeatLast = false, failures = [], byCalls = false } = {}) {
     super({});
     this.script = script;
     this.repeatLast = repeatLast;
     this.failures = [...failures]; // errors thrown by the first calls, in order
+    this.byCalls = byCalls;
     this.calls = 0;
   }
 
@@ -62,7 +64,7 @@ class ScriptedChatModel extends BaseChatModel {
   }
 
   async _generate(messages) {
-    const index = messages.filter((m) => AIMessage.isInstance(m)).length;
+    const index = this.byCalls ? this.calls : messages.filter((m) => AIMessage.isInstance(m)).length;
     this.calls += 1;
     if (this.failures.length) throw this.failures.shift();
     if (index >= this.script.length && !this.repeatLast) {
@@ -437,4 +439,38 @@ test('a call written as text of a tool not offered is nudged with the closest na
   assert.equal(given.length, 1);
   assert.match(String(given[0].content), /`read_directory`.*closest offered tools: `read_file`/s);
   assert.equal(files[PLAN_PATH], PLAN_TEXT);
+});
+
+/**
+ * `createAgent` with a structured answer (`toolStrategy`) under the middleware; `script(name)`
+ * the model's turns, `name` the output tool's (`toolStrategy` numbers them: `extract-1`, ...).
+ */
+async function structuredRun(script, policy) {
+  const repo = repository();
+  const strategy = toolStrategy(z.object({ title: z.string() }).describe('Plan'));
+  const model = new ScriptedChatModel(script(strategy[0].name), { byCalls: true });
+  const agent = createAgent({ model, tools: repo.tools, responseFormat: strategy, middleware: [terminusMiddleware(policy)] });
+  return agent.invoke({ messages: [{ role: 'user', content: TASK }] }, { recursionLimit: 50 });
+}
+
+test('a structured answer is the claim the kernel judges: accepted, the run is complete with it', async () => {
+  const state = await structuredRun((plan) => [toolsTurn(['ls', { path: '/' }]), toolsTurn([plan, { title: 'x' }])], {});
+  assert.deepEqual(state.structuredResponse, { title: 'x' });
+  const report = state[REPORT_KEY];
+  assert.deepEqual([report.outcome, report.reason, report.tool_calls, report.result], ['complete', 'answered', 1, '{"title":"x"}']);
+  const kinds = state.messages.map((m) => [m.type, (m.tool_calls || []).length]);
+  assert.deepEqual(kinds.slice(0, 5), [['human', 0], ['ai', 1], ['tool', 0], ['ai', 1], ['tool', 0]]);
+  assert.ok(!state.messages.some((m) => m.response_metadata && m.response_metadata.terminus_stop), 'the carried update is applied and gone');
+  assertHistoryValid(state);
+});
+
+test('a structured answer before a required tool is nudged and the model asked again', async () => {
+  const write = toolsTurn(['write_file', { file_path: PLAN_PATH, content: PLAN_TEXT }]);
+  const script = (plan) => [toolsTurn([plan, { title: 'early' }]), write, toolsTurn([plan, { title: 'done' }])];
+  const state = await structuredRun(script, { completion_requires: ['write_file'] });
+  const report = state[REPORT_KEY];
+  assert.deepEqual([report.outcome, report.nudges, report.model_calls, report.result], ['complete', 1, 3, '{"title":"done"}']);
+  assert.deepEqual(state.structuredResponse, { title: 'done' });
+  assert.equal(nudges(state).length, 1);
+  assertHistoryValid(state);
 });

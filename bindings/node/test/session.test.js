@@ -52,7 +52,9 @@ test('bad inputs throw an Error naming their path, the session unchanged', () =>
     [() => Session.start({}, [human], 0, 1.5), /scale: not a whole number/],
     [() => session.reply({ type: 'ai', content: '', tool_calls: [{ name: 'ls' }] }), /message\.tool_calls\[0\]: the call of `ls` has no id/],
     [() => session.reply(reply, ['ls', 3]), /offered\[1\]: not a string/],
-    [() => session.results([() => 1]), /messages\[0\]: a function is not JSON/],
+    [() => session.results([() => 1]), /messages\[0\]: a function is not a message/],
+    [() => session.reply(3), /message: a number is not a message/],
+    [() => session.verdict([true]), /verdict: expected a boolean, a \[boolean, string\] pair or a verdict object/],
     [() => session.results([], -1), /nowMs: must be a whole number/],
     [() => session.results([], '5'), /nowMs: a string is not a number of milliseconds/],
     [() => session.modelError('server', '5'), /retryAfterMs: a string is not a number/],
@@ -66,4 +68,25 @@ test('bad inputs throw an Error naming their path, the session unchanged', () =>
   ];
   for (const [call, message] of cases) assert.throws(call, message);
   assert.equal(session.reply(reply, ['ls']).jump, 'tools');
+});
+
+test('a LangChain JS message is read as it is: what the core does not read need not be JSON', () => {
+  const { AIMessage, ToolMessage } = require('@langchain/core/messages');
+  const [session] = Session.start({}, [human], 0);
+  const call = new AIMessage({
+    id: 'r1',
+    content: '',
+    tool_calls: [{ id: 'c1', name: 'ls', args: { path: '/' } }],
+    response_metadata: { finish_reason: 'tool_calls', created: new Date(0), raw: 10n },
+    additional_kwargs: { reasoning_content: 'List first.' },
+  });
+  assert.equal(session.reply(call, ['ls'], 0).jump, 'tools');
+  const artifact = { bytes: new Uint8Array(4), count: 1n };
+  const failed = new ToolMessage({ content: 'timed out', tool_call_id: 'c1', status: 'error', artifact, response_metadata: { terminus_error: 'timeout' } });
+  assert.equal(session.results([call, failed], 0).jump, 'model');
+  const { stats } = session.report();
+  assert.deepEqual([stats.tool_calls, stats.tool_failures], [1, 1]);
+  const cyclic = { type: 'ai', id: 'r2', content: 'x' };
+  cyclic.self = cyclic;
+  assert.throws(() => session.reply(cyclic), /message: not JSON/);
 });

@@ -2,7 +2,7 @@
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
 import { Machine, Session, runScenario, type Command, type Event, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
-import { terminusMiddleware, wire, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
+import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Agent } from '@openai/agents';
@@ -47,7 +47,7 @@ const gate = Session.gate(session.turn(), 'c1', 'write_file', true);
 const refused: string | undefined = 'refuse' in gate ? gate.refuse.content : gate.run.warning;
 const ended: boolean = Session.restore(session.snapshot()).ended || session.batchOut || first.jump === 'model';
 const retried: number = session.modelError('rate_limited', 1000).delay_ms + (session.results([])?.delay_ms ?? 0);
-void [refused, ended, retried, session.report().outcome, session.finish([wire({})])];
+void [refused, ended, retried, session.report().outcome, session.finish([{ type: 'ai', content: '' }])];
 
 async function agent(): Promise<string> {
   const model = new MockLanguageModelV3({});

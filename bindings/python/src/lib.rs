@@ -571,9 +571,11 @@ impl Session {
         to_py(py, &step)
     }
 
-    /// The verifier's verdict (`{"complete", "feedback", "missing"}`) on the step's `verify`.
+    /// The verifier's verdict on the step's `verify`: `True`/`False`, a `(complete, feedback)`
+    /// pair, or `{"complete", "feedback", "missing"}`.
     fn verdict(&mut self, py: Python<'_>, verdict: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let verdict = read("verdict", verdict)?;
+        let answer: Value = read("verdict", verdict)?;
+        let verdict = terminus_runtime::host::verdict_of(answer, "verdict").map_err(value_error)?;
         let step = self.core.verdict(verdict).map_err(value_error)?;
         to_py(py, &step)
     }

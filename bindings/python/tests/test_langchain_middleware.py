@@ -690,6 +690,17 @@ def test_a_verifier_rejection_goes_back_to_the_model_with_its_feedback() -> None
     assert any("no test section" in m.content for m in nudges(state))
 
 
+def test_a_verifiers_answer_that_is_no_verdict_is_a_clear_error() -> None:
+    script = [
+        seed.tools_turn(("write_file", {"file_path": seed.PLAN_PATH, "content": "# Plan"})),
+        seed.text_turn("Plan written."),
+    ]
+    middleware = TerminusMiddleware({"verify_completion": True}, verifier=lambda claim: "yes")
+    agent = seed.build_agent(seed.ScriptedChatModel(script=script), [middleware])
+    with pytest.raises(ValueError, match=r"verdict: expected a boolean, a \[boolean, string\] pair"):
+        agent.invoke(seed.task_input())
+
+
 # ----- bad input -----
 
 

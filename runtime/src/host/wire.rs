@@ -186,6 +186,39 @@ pub struct VerdictIn {
     pub missing: Option<Vec<String>>,
 }
 
+/// A verifier's answer as a framework adapter passes it on, unchanged: `true` or `false` (no
+/// feedback), a `[complete, feedback]` pair, or a [`VerdictIn`] object (its errors name their path
+/// under `root`). The adapters' verifiers answer in these forms; the core reads them once.
+pub fn verdict_of(answer: Value, root: &str) -> Result<VerdictIn, InputError> {
+    let verdict = |complete, feedback: &str| VerdictIn {
+        complete,
+        feedback: Some(feedback.to_owned()),
+        missing: None,
+    };
+    match answer {
+        Value::Bool(complete) => Ok(verdict(complete, "")),
+        Value::Array(pair) => match pair.as_slice() {
+            [Value::Bool(complete), Value::String(feedback)] => Ok(verdict(*complete, feedback)),
+            _ => Err(InputError::at(
+                root,
+                format!(
+                    "expected a boolean, a [boolean, string] pair or a verdict object, got {}",
+                    Value::Array(pair)
+                ),
+            )),
+        },
+        object @ Value::Object(_) => {
+            serde_path_to_error::deserialize(object).map_err(|e| InputError::from_serde(root, &e))
+        }
+        other => Err(InputError::at(
+            root,
+            format!(
+                "expected a boolean, a [boolean, string] pair or a verdict object, got {other}"
+            ),
+        )),
+    }
+}
+
 impl EventIn {
     /// Reads an event from JSON text; errors name the JSON path (`event.model_turn.text: ...`).
     pub fn from_json(json: &str) -> Result<EventIn, InputError> {

@@ -29,25 +29,16 @@ def check_policy(policy: Any, adapter: str) -> None:
 
 
 def verified(session: Any, verifier: Verifier | None, step: dict[str, Any] | None) -> Any:
-    """``step`` with the verifications it asks answered: by ``verifier`` (``True``/``False``, or
-    a ``(bool, feedback)`` tuple), or without one by the rules (``Session.verdict_by_rules``,
-    the host core's). Returns the step the last verdict gave (``step`` itself when it asked
-    none)."""
+    """``step`` with the verifications it asks answered: by ``verifier`` (its answer as it is,
+    ``True``/``False`` or a ``(bool, feedback)`` tuple, read by the host core, which raises
+    ``ValueError`` naming ``verdict`` for any other), or without one by the rules
+    (``Session.verdict_by_rules``, the host core's). Returns the step the last verdict gave
+    (``step`` itself when it asked none)."""
     while step is not None and step.get("verify") is not None:
         if verifier is None:
             step = session.verdict_by_rules()
-            continue
-        answer = verifier(str(step["verify"].get("claim", "")))
-        if isinstance(answer, bool):
-            answer = (answer, "")
-        if not (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and isinstance(answer[0], bool)
-            and isinstance(answer[1], str)
-        ):
-            raise TypeError(f"verifier: expected a bool or a (bool, str) tuple, got {answer!r}")
-        step = session.verdict({"complete": answer[0], "feedback": answer[1]})
+        else:
+            step = session.verdict(verifier(str(step["verify"].get("claim", ""))))
     return step
 
 
