@@ -2,25 +2,18 @@
 // What every framework adapter checks of its policy when it is built (internal: not exported
 // by the package's "exports").
 
-const { Machine } = require('./index.js');
+const { Session } = require('./index.js');
 
 /**
- * Validates `policy` now (a bad field fails here, not mid-run), and refuses what a framework
- * adapter does not carry out: `policy.auto_checkpoints` (a checkpoint written for the agent needs
- * the host to ask its model for a summary; `terminus agent` and a host driving `Machine` itself
- * answer the `checkpoint` command); and a `scale` the policy has no `budget_scale` for (as a
- * scenario's `scale`, and as the Python adapters: it would change nothing).
+ * Checks `policy` and `scale` now, as the host core checks them at every run's start, so that a
+ * bad one throws here, naming it, not mid-run: an unknown or ill-typed field,
+ * `policy.auto_checkpoints` (a checkpoint written for the agent needs the host to ask its model
+ * for a summary; `terminus agent` and a host driving `Machine` itself answer the `checkpoint`
+ * command), a bad `scale`, and a `scale` the policy has no `budget_scale` for (it would change
+ * nothing).
  */
-function checkPolicy(policy, adapter, scale) {
-  new Machine(policy ?? null, { scale });
-  const fields = policy || {}; // an object: Machine refused anything else
-  if (scale != null && !fields.budget_scale) throw new Error('scale: the policy has no budget_scale to scale by it');
-  if (fields.auto_checkpoints) {
-    throw new Error(
-      `policy.auto_checkpoints: ${adapter} does not write checkpoints for the agent; leave it 0 here ` +
-        '(terminus agent, or a host driving Machine and answering its `checkpoint` command, writes them)',
-    );
-  }
+function checkPolicy(policy, scale) {
+  Session.start(policy ?? null, [], 0, scale);
 }
 
 module.exports = { checkPolicy };

@@ -49,7 +49,7 @@ function terminusMiddleware(policy, options = {}) {
   }
   const { langchain, messages: msgs, langgraph, zod } = peers();
   const thePolicy = { ...(policy || {}) };
-  checkPolicy(thePolicy, 'terminusMiddleware', options.scale); // a bad scale throws here
+  checkPolicy(thePolicy, options.scale); // a bad field or scale throws here
   const { verifier } = options;
   const handleModelErrors = options.handleModelErrors !== false;
   const isAI = (m) => msgs.AIMessage.isInstance(m);

@@ -325,7 +325,7 @@ async function run(agent, input, options = {}) {
   if (agent.outputType !== undefined && agent.outputType !== 'text') {
     throw new Error('agent.outputType: only text output is supported by terminus-kernel/openai-agents');
   }
-  checkPolicy(policy, 'terminus-kernel/openai-agents', scale);
+  checkPolicy(policy, scale);
   sdkNamed(policy, agent.tools);
   const task = typeof input === 'string' ? [{ role: 'user', content: input }] : input.filter((i) => i && i.role === 'user').slice(0, 1);
   const kernel = new KernelRun(...Session.start(policy ?? null, task, Date.now(), scale), verify);

@@ -531,16 +531,24 @@ fn policy_of(
         Some(json) => policy_from_json(&json).map_err(input)?,
         None => terminus_kernel::Policy::default(),
     };
-    let Some(units) = scale else {
+    let Some(units) = units_of(scale, at)? else {
         return Ok(policy);
     };
-    let units = u64::try_from(units).map_err(|_| {
-        input(InputError {
-            path: at.into(),
-            message: format!("must be a whole number of at least 0, got {units}"),
-        })
-    })?;
     policy.scaled(units).map_err(|e| input(InputError::from(e)))
+}
+
+/// A scale's units (`at` names the argument in an error).
+fn units_of(scale: Option<i64>, at: &str) -> Result<Option<u64>> {
+    scale
+        .map(|units| {
+            u64::try_from(units).map_err(|_| {
+                input(InputError {
+                    path: at.into(),
+                    message: format!("must be a whole number of at least 0, got {units}"),
+                })
+            })
+        })
+        .transpose()
 }
 
 #[napi]
@@ -801,7 +809,7 @@ impl NativeSession {
 impl NativeSession {
     /// A run of the task of `messages` (the first user message) under `policy` (JSON text of
     /// the scenario `policy` fields, or absent for the defaults; scaled for `scale` units when
-    /// given), started at `now_ms` (the host's clock, for the deadline). Its first step:
+    /// given, which it must have a `budget_scale` for), started at `now_ms` (the host's clock, for the deadline). Its first step:
     /// `takeFirst()`.
     #[napi(factory, catch_unwind)]
     pub fn start(
@@ -810,7 +818,9 @@ impl NativeSession {
         now_ms: f64,
         scale: Option<i64>,
     ) -> Result<Self> {
-        let policy = policy_of(policy, scale, "scale")?;
+        let policy = policy_of(policy, None, "scale")?;
+        let policy =
+            terminus_runtime::host::scaled(policy, units_of(scale, "scale")?).map_err(input)?;
         let messages: Vec<Value> = read("messages", &messages)?;
         let now_ms = millis("nowMs", now_ms)?;
         let (core, step) =

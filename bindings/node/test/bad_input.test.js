@@ -277,7 +277,7 @@ test('framework adapters refuse a scale without a budget_scale, and a bad one, w
   const { Agent } = require('@openai/agents');
   const unscaled = /^Error: scale: the policy has no budget_scale to scale by it$/;
   assert.throws(() => terminusMiddleware({ max_steps: 6 }, { scale: 3 }), unscaled);
-  assert.throws(() => terminusMiddleware({}, { scale: -1 }), /options\.scale: not a whole number of at least 0/);
+  assert.throws(() => terminusMiddleware({}, { scale: -1 }), /^Error: scale: not a whole number of at least 0/);
   await assert.rejects(runAgent({ model: {}, prompt: 'x', policy: {}, scale: 2 }), unscaled);
   await assert.rejects(run(new Agent({ name: 'a' }), 'x', { policy: {}, scale: 2 }), unscaled);
   const policy = { max_steps: 6, budget_scale: { per_unit: { max_steps: 2 }, max: { max_steps: 40 } } };

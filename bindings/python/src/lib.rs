@@ -474,6 +474,24 @@ impl Machine {
 
 mod host;
 
+/// A scale's units: `None`, or a whole number of at least 0 (a `bool` is not one); anything else
+/// is a `ValueError` naming `scale`.
+fn units(scale: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    match scale.filter(|s| !s.is_none()) {
+        None => Ok(None),
+        Some(s) if s.is_instance_of::<PyBool>() || !s.is_instance_of::<PyInt>() => {
+            Err(value_error(format!(
+                "scale: expected a whole number of at least 0, got {s}"
+            )))
+        }
+        Some(s) => s.extract::<u64>().map(Some).map_err(|_| {
+            value_error(format!(
+                "scale: expected a whole number of at least 0, got {s}"
+            ))
+        }),
+    }
+}
+
 /// Messages as the core reads them: a list of dicts (each read strictly) or LangChain message
 /// objects (`host::message`), a path named under `root`.
 fn messages_of(root: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
@@ -500,17 +518,22 @@ fn step_of(py: Python<'_>, step: Option<terminus_runtime::host::Step>) -> PyResu
 
 #[pymethods]
 impl Session {
-    /// A run of the task of `messages` (the first user message) under `policy`, started at
-    /// `now_ms` (the host's clock, for the deadline): `(session, first step)`.
+    /// A run of the task of `messages` (the first user message) under `policy`, scaled for
+    /// `scale` units when given (the policy's `budget_scale`, which it must have), started at
+    /// `now_ms` (the host's clock, for the deadline): `(session, first step)`. A bad policy
+    /// field, `auto_checkpoints` (a framework host writes no checkpoint) or a bad scale raise
+    /// `ValueError` naming it.
     #[staticmethod]
-    #[pyo3(signature = (policy, messages, now_ms = 0))]
+    #[pyo3(signature = (policy, messages, now_ms = 0, scale = None))]
     fn start(
         py: Python<'_>,
         policy: Option<&Bound<'_, PyAny>>,
         messages: &Bound<'_, PyAny>,
         now_ms: u64,
+        scale: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Session, Py<PyAny>)> {
         let policy = policy_of(policy)?;
+        let policy = terminus_runtime::host::scaled(policy, units(scale)?).map_err(value_error)?;
         let messages = messages_of("messages", messages)?;
         let (core, step) = terminus_runtime::host::Session::start(policy, &messages, now_ms)
             .map_err(value_error)?;

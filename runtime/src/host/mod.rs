@@ -36,7 +36,7 @@ mod session;
 mod wire;
 
 pub use drive::{Host, JOURNAL_STEPS};
-pub use session::{Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written};
+pub use session::{Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, scaled};
 pub use wire::{
     CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, RefusedOut, ResultIn,
     TurnIn, VerdictIn, WarningOut, policy_from_json, verdict_of,

@@ -36,6 +36,22 @@ use super::Host;
 use super::messages::{self, Found, Reply};
 use super::wire::{CallOut, CommandOut, EventIn, InputError, ModelErrorIn, VerdictIn};
 
+/// `policy` scaled for a task of `scale` units (its `budget_scale`), as `terminus run --scale`
+/// scales it; `None` leaves it as it is. A scale the policy has no `budget_scale` for would change
+/// nothing: refused, naming `scale`, as a bad one is.
+pub fn scaled(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> {
+    let Some(units) = scale else {
+        return Ok(policy);
+    };
+    if policy.budget_scale.is_none() {
+        return Err(InputError::at(
+            "scale",
+            "the policy has no budget_scale to scale by it",
+        ));
+    }
+    policy.scaled(units).map_err(InputError::from)
+}
+
 /// From this size (bytes) on, [`Session::pack`] compresses the snapshot.
 pub const PACK_AT: usize = 1024;
 

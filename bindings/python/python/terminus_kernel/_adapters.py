@@ -2,30 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from terminus_kernel._native import Machine
+from terminus_kernel._native import Session
 
 Verifier = Callable[[str], bool | tuple[bool, str]]
 """Judges a completion claim (the model's last substantive content): ``True``/``False``, or
 ``(complete, feedback)``. Asked only when the policy sets ``verify_completion``."""
 
 
-def check_policy(policy: Any, adapter: str) -> None:
-    """Validates ``policy`` now (a bad field fails here, not mid-run), and refuses what a
-    framework adapter does not carry out: ``policy.auto_checkpoints`` (a checkpoint written for
-    the agent needs the host to ask its model for a summary; ``terminus agent`` and a host driving
-    ``Machine`` itself answer the ``checkpoint`` command)."""
-    Machine(policy)
-    fields = json.loads(policy) if isinstance(policy, str) else policy
-    if isinstance(fields, dict) and fields.get("auto_checkpoints"):
-        raise ValueError(
-            f"policy.auto_checkpoints: {adapter} does not write checkpoints for the agent; "
-            "leave it 0 here (terminus agent, or a host driving Machine and answering its "
-            "`checkpoint` command, writes them)"
-        )
+def checked(policy: Mapping[str, Any], scale: Any = None) -> dict[str, Any]:
+    """``policy`` as the host core takes it, checked now (a bad field fails here, not mid-run) and
+    scaled once for a task of ``scale`` units (its ``budget_scale``, as ``terminus run --scale``
+    scales it). The core (``Session.start``) refuses, with a ``ValueError`` naming it, an unknown
+    or ill-typed field, ``policy.auto_checkpoints`` (a checkpoint written for the agent needs the
+    host to ask its model for a summary; ``terminus agent`` and a host driving ``Machine`` itself
+    answer the ``checkpoint`` command), a bad ``scale``, and a ``scale`` without a
+    ``budget_scale`` (it would change nothing)."""
+    session, _ = Session.start(dict(policy), [], 0, scale)
+    return dict(session.machine().policy)
 
 
 def verified(session: Any, verifier: Verifier | None, step: dict[str, Any] | None) -> Any:
@@ -40,17 +36,3 @@ def verified(session: Any, verifier: Verifier | None, step: dict[str, Any] | Non
         else:
             step = session.verdict(verifier(str(step["verify"].get("claim", ""))))
     return step
-
-
-def scaled(policy: dict[str, Any], scale: Any) -> dict[str, Any]:
-    """``policy`` scaled by the kernel for a task of ``scale`` units (its ``budget_scale``, as
-    ``terminus run --scale`` scales it), or as given when ``scale`` is ``None``. A bad ``scale``,
-    or one without a ``budget_scale``, raises ``ValueError`` naming it."""
-    if scale is None:
-        return policy
-    if not isinstance(scale, int) or isinstance(scale, bool) or scale < 0:
-        raise ValueError(f"scale: expected a whole number of at least 0, got {scale!r}")
-    if not policy.get("budget_scale"):
-        # As a scenario's `scale`: without a `budget_scale` it would change nothing.
-        raise ValueError("scale: the policy has no budget_scale to scale by it")
-    return dict(Machine(policy, scale=scale).policy)

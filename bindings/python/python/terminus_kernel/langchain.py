@@ -53,7 +53,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
+from terminus_kernel._adapters import Verifier, checked, verified
 from terminus_kernel._native import Session, SessionCache
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -206,10 +206,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
             raise TypeError(f"policy: expected a dict or None, got {type(policy).__name__}")
         if verifier is not None and not callable(verifier):
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
-        self._policy: dict[str, Any] = dict(policy or {})
-        check_policy(self._policy, "TerminusMiddleware")
-        self._policy = scaled(self._policy, scale)
-        Session.start(self._policy, [])  # an unknown or ill-typed field raises here
+        self._policy = checked(policy or {}, scale)  # a bad field or scale raises here
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)
         self.tools = []

@@ -87,7 +87,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
+from terminus_kernel._adapters import Verifier, checked, verified
 from terminus_kernel._native import Session
 from terminus_kernel._sdk_errors import sdk_error_kind
 
@@ -423,9 +423,7 @@ class Terminus:
             raise TypeError(f"policy: expected a dict or None, got {type(policy).__name__}")
         if verifier is not None and not callable(verifier):
             raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
-        self._policy: dict[str, Any] = dict(policy or {})
-        check_policy(self._policy, "terminus_kernel.openai_agents")
-        self._policy = scaled(self._policy, scale)
+        self._policy = checked(policy or {}, scale)  # a bad field or scale raises here
         self._verifier = verifier
         self._handle_model_errors = bool(handle_model_errors)
 

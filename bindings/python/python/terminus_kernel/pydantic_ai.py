@@ -96,7 +96,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_graph import End
 
 from terminus_kernel import provider_error_kind
-from terminus_kernel._adapters import Verifier, check_policy, scaled, verified
+from terminus_kernel._adapters import Verifier, checked, verified
 from terminus_kernel._native import Session
 
 __all__ = [
@@ -366,10 +366,9 @@ class TerminusCapability(AbstractCapability[Any]):
             raise TypeError(f"policy: expected a dict or None, got {type(self.policy).__name__}")
         if self.verifier is not None and not callable(self.verifier):
             raise TypeError(f"verifier: expected a callable, got {type(self.verifier).__name__}")
-        self.policy = dict(self.policy or {})
-        check_policy(dict(self.policy), "terminus_kernel.pydantic_ai")
-        # Scaled once, here: the capability keeps the scaled policy (a copy is not scaled again).
-        self.policy, self.scale = scaled(self.policy, self.scale), None
+        # Checked and scaled once, here: the capability keeps the scaled policy (a copy is not
+        # scaled again).
+        self.policy, self.scale = checked(self.policy or {}, self.scale), None
 
     async def for_run(self, ctx: Any) -> TerminusCapability:
         """A fresh instance with the run's session (the task is the run's prompt)."""
