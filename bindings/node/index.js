@@ -685,7 +685,7 @@ function nowOf(nowMs) {
   return nowMs === undefined || nowMs === null ? Date.now() : millis('nowMs', nowMs);
 }
 
-/** Messages as JSON text: an array of JSON values (a path names what is not). */
+/** Messages as JSON text for the host core: an array of messages (`messageText`). */
 function messagesText(messages) {
   if (!Array.isArray(messages)) throw inputError('messages', 'not an array of messages');
   messages.forEach((m, i) => {
