@@ -23,6 +23,14 @@ of the medians over the run's steps.
 
     python bindings/python/bench/middleware.py [--turns 20] [--runs 31] [--latency-ms 0]
 
+Timings on a shared machine are noisy; instructions are not. ``--only VARIANT`` runs that one
+variant ``--runs`` times and nothing else, for ``valgrind --tool=callgrind`` to count: the
+difference between two counts (``--runs 1`` and ``--runs 5``, say) is what the extra runs
+cost, whatever the imports and set-up cost, and the same for every run of the same build::
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python bindings/python/bench/middleware.py \
+        --only terminus --turns 20 --runs 5
+
 With ``--checkpoint DIR`` it measures instead what each variant costs a checkpointer: the run (of
 ``--turns`` tool turns, 200 by default there) on LangGraph's ``SqliteSaver`` with
 ``durability="sync"`` (every step's checkpoint written before the next step), one database in
@@ -168,6 +176,9 @@ def main() -> None:
     parser.add_argument(
         "--checkpoint", type=Path, default=None, help="measure the checkpoints, in this directory"
     )
+    parser.add_argument(
+        "--only", default=None, help="run only this variant --runs times (for an instruction count)"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
     if args.checkpoint is not None:
@@ -176,6 +187,14 @@ def main() -> None:
     turns = args.turns or 20
     if turns < 1:
         parser.error("--turns must be at least 1")
+    if args.only is not None:
+        makers = middleware(turns)
+        if args.only not in makers:
+            parser.error(f"--only: one of {', '.join(map(repr, makers))}, not {args.only!r}")
+        graph = agent(turns, args.latency_ms, makers[args.only]())
+        for _ in range(args.runs):
+            once(graph, turns)
+        return
 
     variants = {
         name: agent(turns, args.latency_ms, make()) for name, make in middleware(turns).items()
