@@ -212,15 +212,24 @@ def test_the_conversation_through_langchain_gives_terminus_runs_report(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, scenario = load_scenario(name)
+    through_langchain(scenario, path, monkeypatch)
+
+
+def through_langchain(
+    scenario: dict[str, Any], path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs ``scenario`` (kept at ``path``) through a real ``create_agent`` under the middleware
+    and asserts ``terminus run``'s report."""
     # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
     waits: list[float] = []
     monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
     scripts = scenario.get("tools") or {}
     model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[])
+    terminus = TerminusMiddleware(scenario.get("policy") or {}, scale=scenario.get("scale"))
     agent = create_agent(
         model=model,
         tools=[_tool(n) for n in sorted({*scripts, "write_todos"})],
-        middleware=[TerminusMiddleware(scenario.get("policy") or {}, scale=scenario.get("scale")), ScriptedTools(scripts)],
+        middleware=[terminus, ScriptedTools(scripts)],
     )
     state = agent.invoke(
         {"messages": [{"role": "user", "content": scenario["task"]}]},
@@ -241,17 +250,4 @@ def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_r
     scenario = json.loads(recording.read_text())["scenario"]
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps(scenario))
-    waits: list[float] = []
-    monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
-    scripts = scenario.get("tools") or {}
-    model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[])
-    agent = create_agent(
-        model=model,
-        tools=[_tool(n) for n in sorted({*scripts, "write_todos"})],
-        middleware=[TerminusMiddleware(scenario.get("policy") or {}), ScriptedTools(scripts)],
-    )
-    state = agent.invoke(
-        {"messages": [{"role": "user", "content": scenario["task"]}]},
-        {"recursion_limit": 10_000},
-    )
-    assert_terminus_runs_report(state[REPORT_KEY], path, waits)
+    through_langchain(scenario, path, monkeypatch)
