@@ -1012,6 +1012,15 @@ const PLAIN: [Row; Rule::ALL.len() - ALL.len()] = [
         "rule 2",
     ),
     row(
+        Rule::NonAnswer,
+        "turn(no-op)",
+        Guard::Below(
+            "not an answer (the kernel's words repeated; autonomous: only hands the task back); ",
+            &NO_OPS,
+        ),
+        "final answer",
+    ),
+    row(
         Rule::ClaimRefused,
         "turn(claim)",
         Guard::Below(

@@ -304,18 +304,21 @@ impl Core {
             }
             TurnKind::NoOp(no_op) => {
                 self.stats.no_ops += 1;
+                if no_op.is_non_answer() {
+                    self.stats.non_answers += 1;
+                }
                 self.streaks.no_ops += 1;
                 self.streaks.empty_responses = 0;
                 if self.reached(&limits::NO_OPS) {
                     return self.stop_at(cx, &limits::NO_OPS);
                 }
                 cx.note_no_op(no_op);
-                self.call_model(
-                    cx,
-                    Rule::NoOpContinue,
-                    State::nudged(),
-                    CallReason::Continue,
-                )
+                let rule = if no_op.is_non_answer() {
+                    Rule::NonAnswer
+                } else {
+                    Rule::NoOpContinue
+                };
+                self.call_model(cx, rule, State::nudged(), CallReason::Continue)
             }
             TurnKind::Claim { explicit, gate } => {
                 self.streaks.no_ops = 0;

@@ -147,6 +147,9 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         }),
         turn(TurnKind::Empty(EmptyKind::Blank)),
         turn(TurnKind::NoOp(NoOpKind::NeedsMoreWork)),
+        // A reply that is not an answer (an echo of the kernel's words, a hand-back): a no-op
+        // that also counts in `non_answers`.
+        turn(TurnKind::NoOp(NoOpKind::Echo)),
         turn(TurnKind::Claim {
             explicit: true,
             gate: Gate::CLEAR,

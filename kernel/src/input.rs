@@ -38,6 +38,21 @@ pub enum NoOpKind {
     TextCall,
     /// The reply repeated the same text over and over and was cut (finish `repetition`).
     Repetitive,
+    /// The reply repeats the kernel's own words (its nudges, notices, guidance) in whole or in
+    /// large part (see [`crate::answer::Said`]): never an answer.
+    Echo,
+    /// Under `policy.autonomous`: the reply only asks for more, apologises for not
+    /// understanding, tells the reader to act or closes courteously (see
+    /// [`crate::answer::hands_back`]): nobody is there to answer, so it is not an answer.
+    NonAnswer,
+}
+
+impl NoOpKind {
+    /// Whether the turn had substantive text that is not an answer (an echo or a hand-back):
+    /// counted in `stats.non_answers`, never the run's result.
+    pub const fn is_non_answer(self) -> bool {
+        matches!(self, NoOpKind::Echo | NoOpKind::NonAnswer)
+    }
 }
 
 /// What a completion claim still lacks (rule 5).

@@ -91,6 +91,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answer;
 mod backoff;
 pub mod catalog;
 mod command;

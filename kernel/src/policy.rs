@@ -41,6 +41,11 @@ const fn is_zero_u32(n: &u32) -> bool {
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_default_blocked_turns(n: &u32) -> bool {
     *n == DEFAULT_BLOCKED_TURNS
 }
@@ -134,6 +139,13 @@ pub struct Policy {
     /// none (and then absent from the JSON form).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_scale: Option<BudgetScale>,
+    /// Nobody is there to answer the agent (a batch job, an eval, a worker): a reply that only
+    /// asks the user for more, apologises for not understanding the task or tells the reader to
+    /// make the next call is a no-op ([`crate::NoOpKind::NonAnswer`]), never the answer.
+    /// Default false (and then absent from the JSON form): a conversational agent may end its
+    /// turn with a question.
+    #[serde(skip_serializing_if = "is_false")]
+    pub autonomous: bool,
 }
 
 impl Default for Policy {
@@ -167,6 +179,7 @@ impl Default for Policy {
             final_answer_on_budget: false,
             text_tool_calls: TextToolCalls::Run,
             budget_scale: None,
+            autonomous: false,
         }
     }
 }

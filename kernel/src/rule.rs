@@ -19,6 +19,10 @@ pub enum Rule {
     EmptyLimit,
     /// A no-op turn below the limit: continuation guidance.
     NoOpContinue,
+    /// A reply that is not an answer (the kernel's own words repeated, or under
+    /// `policy.autonomous` a reply that only hands the task back), below the no-op limit:
+    /// refused with its own guidance, never accepted (`docs/design.md`, "What a final answer is").
+    NonAnswer,
     /// The N-th no-op turn in a row.
     NoOpLimit,
     /// A completion claim with work open: nudge (rule 5).
@@ -95,12 +99,13 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 34] = [
+    pub const ALL: [Rule; 35] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
         Rule::EmptyLimit,
         Rule::NoOpContinue,
+        Rule::NonAnswer,
         Rule::NoOpLimit,
         Rule::ClaimRefused,
         Rule::ClaimRefusedLimit,
@@ -140,6 +145,7 @@ impl Rule {
             Rule::EmptyRetry => "empty_retry",
             Rule::EmptyLimit => "empty_limit",
             Rule::NoOpContinue => "no_op_continue",
+            Rule::NonAnswer => "non_answer",
             Rule::NoOpLimit => "no_op_limit",
             Rule::ClaimRefused => "claim_refused",
             Rule::ClaimRefusedLimit => "claim_refused_limit",
@@ -197,7 +203,9 @@ impl Rule {
         match self {
             Rule::ToolTurn => &[(Exploring, Acting), (Nudged, Acting)],
             Rule::EmptyRetry | Rule::ModelRetry => &[(Exploring, Exploring), (Nudged, Nudged)],
-            Rule::NoOpContinue | Rule::ClaimRefused => &[(Exploring, Nudged), (Nudged, Nudged)],
+            Rule::NoOpContinue | Rule::NonAnswer | Rule::ClaimRefused => {
+                &[(Exploring, Nudged), (Nudged, Nudged)]
+            }
             Rule::ClaimVerify => &[(Exploring, Verifying), (Nudged, Verifying)],
             Rule::ClaimExplicit | Rule::ClaimAnswered => {
                 &[(Exploring, Complete), (Nudged, Complete)]

@@ -35,6 +35,9 @@ pub struct Stats {
     pub verification_failures: u32,
     /// Turns that made no progress (no tool call and no usable content).
     pub no_ops: u32,
+    /// Of the no-op turns, replies with text that is not an answer: the kernel's own words
+    /// repeated, or (under `policy.autonomous`) a reply that only hands the task back.
+    pub non_answers: u32,
     /// Empty replies (rule 6), whatever their finish reason.
     pub empty_responses: u32,
     /// Model errors of any class.
@@ -91,7 +94,7 @@ macro_rules! fields {
 
 impl Stats {
     /// Every counter, in declaration (JSON) order.
-    pub const FIELDS: [Field<Stats>; 19] = fields!(Stats:
+    pub const FIELDS: [Field<Stats>; 20] = fields!(Stats:
         steps,
         model_calls,
         tool_calls,
@@ -105,6 +108,7 @@ impl Stats {
         verifications,
         verification_failures,
         no_ops,
+        non_answers,
         empty_responses,
         model_errors,
         repeats,

@@ -91,7 +91,7 @@ fn every_state_reaches_a_terminal_and_no_cycle_exists() {
     assert_eq!(total, EXPECTED_STATES, "the explored state space changed");
 }
 
-const EXPECTED_STATES: usize = 354_566;
+const EXPECTED_STATES: usize = 550_920;
 
 #[test]
 fn termination_does_not_rest_on_the_step_counter() {

@@ -481,3 +481,92 @@ proptest! {
         prop_assert_eq!(final_calls, usize::from(final_answer));
     }
 }
+
+/// A machine that sent one nudge: the model's empty (but spending) reply was answered with the
+/// continuation guidance, which this returns.
+fn nudged(autonomous: bool) -> (Machine, String) {
+    let policy = Policy {
+        completion_requires: vec!["write_file".into()],
+        max_no_ops: 5,
+        autonomous,
+        ..Policy::default()
+    };
+    let mut m = Machine::new(policy).expect("a valid policy");
+    while m.poll_command().is_some() {}
+    m.handle(Event::ModelTurn(ModelTurn {
+        usage: Some(Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+        }),
+        ..ModelTurn::default()
+    }));
+    let mut text = String::new();
+    while let Some(c) = m.poll_command() {
+        if let Command::Nudge(n) = c {
+            text = n.text.clone();
+        }
+    }
+    assert!(!text.is_empty(), "a nudge was sent");
+    (m, text)
+}
+
+fn rule_of(m: &mut Machine, text: String) -> terminus_kernel::Rule {
+    match m.handle(Event::ModelTurn(ModelTurn {
+        text,
+        ..ModelTurn::default()
+    })) {
+        Handled::Step(record) => record.rule,
+        other => panic!("not a step: {other:?}"),
+    }
+}
+
+/// Words that are not the kernel's (none occurs in its guidance).
+fn prose() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop::sample::select(vec![
+            "alpha",
+            "bravo",
+            "zebra",
+            "quartz",
+            "Plan.",
+            "okay,",
+            "\n",
+            "ünïcode",
+            "42",
+            "—",
+        ]),
+        0..30,
+    )
+    .prop_map(|w| w.join(" "))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// What a final answer is: the kernel's own guidance with any prose around it is never
+    /// accepted (rule `non_answer`), whatever the policy says of autonomy.
+    #[test]
+    fn the_kernels_words_with_any_prose_around_them_are_not_an_answer(
+        before in prose(), after in prose(), autonomous in any::<bool>()
+    ) {
+        let (mut m, nudge) = nudged(autonomous);
+        let rule = rule_of(&mut m, format!("{before} {nudge} {after}"));
+        prop_assert_eq!(rule, terminus_kernel::Rule::NonAnswer);
+        prop_assert_eq!(m.stats().non_answers, 1);
+    }
+
+    /// ... and an answer that quotes up to three consecutive words of it is one (here a claim
+    /// the gate refuses, since `write_file` has not run: never a non-answer).
+    #[test]
+    fn an_answer_quoting_a_few_of_the_kernels_words_is_an_answer(
+        before in prose(), after in prose(), start in 0usize..40, len in 1usize..=3
+    ) {
+        let (mut m, nudge) = nudged(false);
+        let words: Vec<&str> = nudge.split_whitespace().collect();
+        let start = start % words.len();
+        let quote = words[start..(start + len).min(words.len())].join(" ");
+        let rule = rule_of(&mut m, format!("The result is 51. {before} {quote} {after}"));
+        prop_assert_eq!(rule, terminus_kernel::Rule::ClaimRefused);
+        prop_assert_eq!(m.stats().non_answers, 0);
+    }
+}

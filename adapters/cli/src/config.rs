@@ -58,6 +58,10 @@ pub(crate) struct ModelSection {
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) idle_timeout_ms: Option<u64>,
     pub(crate) max_output_tokens: Option<u32>,
+    /// The sampling temperature sent with every request; default: the server's.
+    pub(crate) temperature: Option<f64>,
+    /// The sampling seed sent with every request (Chat Completions' `seed`); default none.
+    pub(crate) seed: Option<u64>,
 }
 
 /// One `[[mcp]]` entry.
@@ -635,6 +639,13 @@ impl AgentConfig {
         }
         config.idle_timeout = m.idle_timeout_ms.map(Duration::from_millis);
         config.max_output_tokens = m.max_output_tokens;
+        if let Some(t) = m.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(format!("[model].temperature: must be in 0..=2, got {t}"));
+        }
+        config.temperature = m.temperature;
+        config.seed = m.seed;
         Ok(config)
     }
 }

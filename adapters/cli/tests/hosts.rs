@@ -655,6 +655,9 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
     let mut written = 0;
     for task in std::fs::read_dir(&root).expect("spec/eval/recordings") {
         let task = task.expect("an entry").path();
+        if !task.is_dir() {
+            continue; // manifest.json
+        }
         for condition in std::fs::read_dir(&task).expect("a task's recordings") {
             let condition = condition.expect("an entry").path();
             for run in std::fs::read_dir(&condition).expect("a condition's runs") {
@@ -677,4 +680,49 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
         written > 0,
         "the recordings hold calls the model wrote in its text"
     );
+}
+
+/// The nine replies the real model's `complete` runs ended on before the kernel knew what a final
+/// answer is (`spec/eval/non-answers`: the scenarios of `terminus eval`'s kernel trials of
+/// architect, everything and loop, recorded with Qwen2.5-Coder-1.5B): two apologies asking for
+/// more information and a paraphrase of the kernel's continuation guidance, each taken for the
+/// result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
+/// and again, none is accepted: the run ends `no_progress` with the replies counted as
+/// non-answers and none of them as its result, through `terminus run` and through the host core
+/// in every shape.
+#[tokio::test(start_paused = true)]
+async fn the_recorded_non_answers_are_refused_in_every_host() {
+    let root = spec().join("eval/non-answers");
+    let mut refused = 0;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("spec/eval/non-answers")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.display().to_string();
+        let mut file: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        let last = file["model"]["turns"]
+            .as_array()
+            .and_then(|t| t.last())
+            .and_then(|t| t["text"].as_str())
+            .expect("the run's last reply")
+            .to_owned();
+        file["policy"]["autonomous"] = json!(true);
+        file["model"]["repeat"] = json!("last");
+        let scenario = Scenario::parse(&file.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let report = scenario.run().execute().await.expect("a report");
+        assert!(
+            !report.outcome.is_complete(),
+            "{name}: ended {:?} on {last:?}",
+            report.outcome
+        );
+        assert_eq!(report.outcome.reason_str(), "no_progress", "{name}");
+        assert!(report.stats.non_answers >= 1, "{name}: {report:?}");
+        assert_ne!(report.result.as_deref(), Some(last.as_str()), "{name}");
+        check_every_shape(&name, &scenario, &file).await;
+        refused += 1;
+    }
+    assert_eq!(refused, 9, "the nine recorded non-answers");
 }

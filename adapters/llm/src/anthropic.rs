@@ -82,6 +82,9 @@ pub fn request_body(options: Options<'_>, request: &ModelRequest<'_>) -> Value {
             body["tool_choice"] = json!({ "type": "none" });
         }
     }
+    if let Some(t) = options.temperature {
+        body["temperature"] = json!(t);
+    }
     if options.stream {
         body["stream"] = json!(true);
     }

@@ -73,6 +73,11 @@ pub struct LlmConfig {
     /// The longest reply, in tokens (Chat Completions' `max_completion_tokens`, Responses'
     /// `max_output_tokens`, Anthropic's `max_tokens`). Default none: [`crate::DEFAULT_MAX_OUTPUT_TOKENS`] is sent.
     pub max_output_tokens: Option<u32>,
+    /// The sampling temperature (`temperature`); default none: the server's own.
+    pub temperature: Option<f64>,
+    /// The sampling seed (Chat Completions' `seed`, which llama.cpp and vLLM honour); default
+    /// none. Not sent to the Responses or Messages APIs, which have no such field.
+    pub seed: Option<u64>,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,
     /// The longest a streamed reply may go without a byte; then it is a retryable `timeout`.
@@ -91,6 +96,8 @@ impl LlmConfig {
             stream: true,
             timeout: Duration::from_secs(120),
             max_output_tokens: None,
+            temperature: None,
+            seed: None,
             idle_timeout: None,
             max_retry_after: Duration::from_secs(60),
         }
@@ -262,6 +269,8 @@ impl LlmModel {
             model,
             max_output_tokens,
             stream: self.config.stream,
+            temperature: self.config.temperature,
+            seed: self.config.seed,
         };
         let cap = options
             .max_output_tokens

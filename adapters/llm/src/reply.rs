@@ -14,6 +14,10 @@ pub struct Options<'a> {
     pub max_output_tokens: Option<u32>,
     /// Stream the reply.
     pub stream: bool,
+    /// The sampling temperature; `None`: the server's own.
+    pub temperature: Option<f64>,
+    /// The sampling seed (Chat Completions only); `None`: not sent.
+    pub seed: Option<u64>,
 }
 
 /// One reply of a provider.

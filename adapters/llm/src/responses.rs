@@ -678,6 +678,8 @@ mod tests {
             model: "gpt-4.1-mini",
             max_output_tokens: Some(64),
             stream: false,
+            temperature: None,
+            seed: None,
         };
         let body = request_body(
             options,

@@ -41,7 +41,10 @@ function providerError(kind, retryAfterMs) {
 const recordings = () => {
   const root = join(REPO, 'spec', 'eval', 'recordings');
   const under = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? under(join(dir, e.name)) : [join(dir, e.name)]));
-  return under(root).filter((f) => f.endsWith('.json')).sort().map((f) => [f.slice(root.length + 1), JSON.parse(readFileSync(f, 'utf8')).scenario]);
+  // Each trial's file (`TASK/CONDITION/N.json`; not the folder's manifest), with its run's scenario.
+  return under(root).filter((f) => /\/\d+\.json$/.test(f)).sort()
+    .map((f) => [f.slice(root.length + 1), JSON.parse(readFileSync(f, 'utf8')).scenario])
+    .filter(([, scenario]) => scenario !== undefined);
 };
 
 function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {

@@ -238,7 +238,11 @@ def through_langchain(
     assert_terminus_runs_report(state[REPORT_KEY], path, waits)
 
 
-RECORDINGS = sorted((REPO / "spec" / "eval" / "recordings").glob("*/*/*.json"))
+RECORDINGS = sorted(
+    p
+    for p in (REPO / "spec" / "eval" / "recordings").glob("*/*/*.json")
+    if "scenario" in json.loads(p.read_text())
+)
 """The real model's recorded runs (``terminus eval``: Qwen2.5-Coder-1.5B's replies as they came,
 tool calls written in the text, cut and repeated replies), each with its scenario."""
 

@@ -29,7 +29,7 @@ impl<'d, 'e> Cx<'d, 'e> {
     pub(crate) fn accept_turn(&mut self, kind: TurnKind) {
         if let Arrival::Turn { turn, .. } = &mut self.arrival
             && !turn.text.is_empty()
-            && kind != TurnKind::NoOp(NoOpKind::TextCall)
+            && !matches!(kind, TurnKind::NoOp(k) if k == NoOpKind::TextCall || k.is_non_answer())
             && !turn.text.trim().is_empty()
         {
             self.desk.result = Some(std::mem::take(&mut turn.text));

@@ -3,6 +3,7 @@
 //! without changing anything (pure).
 
 use super::{Arrival, Desk, Plan};
+use crate::answer;
 use crate::catalog;
 use crate::command::BudgetWarning;
 use crate::event::{Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult};
@@ -136,6 +137,12 @@ impl Desk {
                     TurnKind::NoOp(NoOpKind::TextCall)
                 }
                 (_, Some(true)) => TurnKind::NoOp(NoOpKind::NeedsMoreWork),
+                // What a final answer is: never the kernel's own words, never (when nobody is
+                // there to answer) a reply that only hands the task back.
+                _ if self.said.echoed_by(&turn.text) => TurnKind::NoOp(NoOpKind::Echo),
+                _ if policy.autonomous && answer::hands_back(&turn.text) => {
+                    TurnKind::NoOp(NoOpKind::NonAnswer)
+                }
                 (_, needs_more_work) => TurnKind::Claim {
                     explicit: needs_more_work == Some(false),
                     gate: self.gate(policy),

@@ -31,6 +31,7 @@ mod calls;
 mod classify;
 mod outbox;
 
+use crate::answer::Said;
 use crate::command::{BudgetWarning, Command};
 use crate::event::{ModelTurn, ToolResult, Verdict};
 use crate::input::NoOpKind;
@@ -129,6 +130,11 @@ pub(crate) struct Desk {
     /// Absent from the JSON form while 0.
     #[serde(default, skip_serializing_if = "is_zero_u8")]
     pub(crate) checkpoint_share: u8,
+    /// The word 4-grams of every text the kernel sent the model (nudges, notices, the checkpoint
+    /// prompt), so that a reply repeating them is not taken for an answer. Absent from the JSON
+    /// form while empty.
+    #[serde(default, skip_serializing_if = "Said::is_empty")]
+    pub(crate) said: Said,
     /// The step a budget stop pre-empted, kept for a raise (only while stopped on a budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) preempted: Option<Preempted>,
@@ -171,6 +177,7 @@ impl Desk {
             text_call: None,
             told_tokens: 0,
             checkpoint_share: 0,
+            said: Said::default(),
             preempted: None,
             raises: 0,
             out: VecDeque::with_capacity(8),

@@ -33,6 +33,7 @@ impl Desk {
         };
         if let Some(kind) = kind {
             let nudge = self.nudge(policy, kind);
+            self.said.remember(&nudge.text);
             self.out.push_back(Command::Nudge(Box::new(nudge)));
         }
         let delay_ms = match reason {
@@ -136,6 +137,8 @@ impl Desk {
             format!(" The calls of {} count again from here.", names(&lifted))
         };
         let note = format!("{CHECKPOINT_NOTE_START}: {why}.{lifts} Your checkpoint:");
+        self.said.remember(&prompt);
+        self.said.remember(&note);
         self.out
             .push_back(Command::Checkpoint(Box::new(CheckpointRequest {
                 blocked,
@@ -147,6 +150,7 @@ impl Desk {
 
     /// Tell the model, before its next call, which tools are now excluded and why.
     pub(crate) fn notice(&mut self, notice: Notice) {
+        self.said.remember(notice.text());
         self.out.push_back(Command::Notice(notice));
     }
 
@@ -177,6 +181,7 @@ impl Desk {
             text.push_str(&open.join("; "));
             text.push('.');
         }
+        self.said.remember(&text);
         self.out.push_back(Command::Notice(Notice::Repeating {
             period,
             times: repetition.times,
@@ -209,6 +214,7 @@ impl Desk {
                 "You have used {percent} % of this run's token budget ({used} of {budget} tokens). \
                  When it is spent the run stops: finish the task or give your final answer soon."
             );
+            self.said.remember(&text);
             self.out.push_back(Command::Notice(Notice::TokenBudget {
                 percent,
                 used,
@@ -245,6 +251,13 @@ impl Desk {
                 "Your last reply repeated the same text over and over, so it was cut off. Do not \
                  repeat yourself: say each thing once."
             }
+            NudgeKind::Continue(NoOpKind::Echo) => {
+                "Your last reply repeated these instructions instead of doing the task."
+            }
+            NudgeKind::Continue(NoOpKind::NonAnswer) => {
+                "Nobody will read or answer questions in this run: asking, apologising or \
+                 telling someone else to act does not do the task."
+            }
         });
         if let (NudgeKind::Continue(NoOpKind::TextCall), Some(note)) = (kind, &self.text_call) {
             text_call_guidance(&mut text, note);
@@ -271,9 +284,9 @@ impl Desk {
         }
         text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
             (true, true) => {
-                "\nContinue: call one of your tools, or, when everything is done, reply with \
-                 your final answer and no tool call (a JSON reply may say \
-                 \"needs_more_work\": false)."
+                "\nContinue: if part of the task is left, do it with your tools; if the task is \
+                 done, reply with no tool call and state its result, the answer the task asked \
+                 for, in your own words."
             }
             (false, _) => {
                 "\nContinue: call that tool now; reply with your final answer only when that \

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """A small MCP server (stdio, newline-delimited JSON-RPC) with one tool, `fetch_report`, that
-answers "not ready, try again" until its fifth call, then the report. The count is kept in
-`.fetch_report_calls` in the folder the server starts in (the trial's folder), so each trial
-starts from zero: the loop-prone task of spec/eval/suite.toml."""
+answers "not ready, try again" until its READY_AT-th call (the first argument, default 5; 0:
+never), then the report. The count is kept in `.fetch_report_calls` in the folder the server
+starts in (the trial's folder), so each trial starts from zero: the poller and the tool that never
+becomes ready of spec/eval/suite.toml."""
 
 import json
 import pathlib
 import sys
 
 COUNT = pathlib.Path(".fetch_report_calls")
-READY_AT = 5
+READY_AT = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 REPORT = "Quarterly report: 4217 units shipped."
 TOOL = {
     "name": "fetch_report",
@@ -48,7 +49,7 @@ def main():
         elif method == "tools/call":
             calls = int(COUNT.read_text()) + 1 if COUNT.exists() else 1
             COUNT.write_text(str(calls))
-            text = REPORT if calls >= READY_AT else "not ready, try again"
+            text = REPORT if 0 < READY_AT <= calls else "not ready, try again"
             answer(request_id, {"content": [{"type": "text", "text": text}]})
         elif method == "ping":
             answer(request_id, {})

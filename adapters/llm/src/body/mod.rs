@@ -158,6 +158,12 @@ impl Bodies {
             .max_output_tokens
             .unwrap_or(crate::DEFAULT_MAX_OUTPUT_TOKENS);
         let _ = write!(out, "{cap}");
+        if let Some(t) = options.temperature {
+            let _ = write!(out, ",\"temperature\":{t}");
+        }
+        if let (Wire::Chat, Some(seed)) = (wire, options.seed) {
+            let _ = write!(out, ",\"seed\":{seed}");
+        }
         out.extend_from_slice(match (wire, options.stream) {
             (Wire::Chat, false) => &b"}"[..],
             (Wire::Chat, true) => b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
@@ -213,6 +219,8 @@ mod tests {
         model: "m",
         max_output_tokens: None,
         stream: true,
+        temperature: None,
+        seed: None,
     };
 
     fn turn(i: usize) -> [Message; 2] {

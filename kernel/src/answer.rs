@@ -1,0 +1,367 @@
+//! What a final answer is (`docs/design.md`, "What a final answer is"): the replies that are never
+//! accepted as a run's answer, whatever the completion gate says.
+//!
+//! - **An echo** ([`crate::NoOpKind::Echo`]): a reply that repeats the kernel's own words (its
+//!   nudges, notices, continuation guidance, the checkpoint prompt) in whole or in large part. A
+//!   small model handed "Continue: call that tool now" often answers with that very sentence.
+//!   [`Said`] keeps the word 4-grams of every text the kernel sent in the run; a reply is an echo
+//!   when a run of at least [`ECHO_RUN`] of its words, or at least half of its words, lie in
+//!   4-grams the kernel wrote. A reply that quotes a word or two (or three) of them never is: no
+//!   4-gram of it is the kernel's.
+//! - **A hand-back** ([`crate::NoOpKind::NonAnswer`], only under `policy.autonomous`): a reply
+//!   whose every sentence asks the user for more, apologises for not understanding, tells the
+//!   reader to make the next call, or is a courteous closing, with not one sentence of its own.
+//!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
+//!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
+//!
+//! Both are pure functions of the text (and of what the kernel said), the same in every host. A
+//! provider's refusal arrives with finish `content_filter` (the model adapters map the OpenAI
+//! `refusal` field and Anthropic's `refusal` stop reason onto it): a filtered no-op, never an
+//! answer.
+
+use serde::{Deserialize, Serialize};
+
+/// The word n-gram length of [`Said`]: a run of this many words the kernel wrote is its phrase.
+pub const SHINGLE: usize = 4;
+
+/// A run of this many consecutive words of a reply, each inside a 4-gram the kernel wrote, makes
+/// the reply an echo whatever surrounds it.
+pub const ECHO_RUN: usize = 12;
+
+/// The most 4-grams [`Said`] keeps (4 bytes each): a run's kernel texts are a few nudges and
+/// notices, so the cap bounds the snapshot without losing them.
+pub const SAID_CAP: usize = 2048;
+
+/// The words of a text: maximal runs of letters, digits and `_`, lowercased. Punctuation,
+/// quotes, backticks and markup separate words, so `call \`write_file\`.` and `Call write_file`
+/// are the same two words.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            word.extend(c.to_lowercase());
+        } else if !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// A stable 32-bit hash of one 4-gram (FNV-1a over the words, a separator between them), the
+/// same on every platform and release.
+fn shingle(words: &[String]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            h ^= u32::from(b' ');
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        for b in w.bytes() {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// The word 4-grams of every text the kernel sent the model in a run, as sorted hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Said(Vec<u32>);
+
+impl Said {
+    /// Nothing said yet.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many distinct 4-grams are kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Remembers the 4-grams of `text`, a text the kernel sends the model (up to [`SAID_CAP`]).
+    pub fn remember(&mut self, text: &str) {
+        let words = words(text);
+        for gram in words.windows(SHINGLE) {
+            let h = shingle(gram);
+            if let Err(at) = self.0.binary_search(&h)
+                && self.0.len() < SAID_CAP
+            {
+                self.0.insert(at, h);
+            }
+        }
+    }
+
+    /// Whether `reply` repeats the kernel's words in whole or in large part: a run of at least
+    /// [`ECHO_RUN`] consecutive words covered by the kernel's 4-grams, or at least half of its
+    /// words (and at least one whole 4-gram).
+    pub fn echoed_by(&self, reply: &str) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
+        let words = words(reply);
+        if words.len() < SHINGLE {
+            return false;
+        }
+        let mut covered = vec![false; words.len()];
+        for (i, gram) in words.windows(SHINGLE).enumerate() {
+            if self.0.binary_search(&shingle(gram)).is_ok() {
+                covered[i..i + SHINGLE].iter_mut().for_each(|c| *c = true);
+            }
+        }
+        let total = covered.iter().filter(|c| **c).count();
+        let mut run = 0usize;
+        let mut longest = 0usize;
+        for c in &covered {
+            run = if *c { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        longest >= ECHO_RUN || (total >= SHINGLE && total * 2 >= words.len())
+    }
+}
+
+/// What one sentence of a reply does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sentence {
+    /// Says something of its own.
+    Substantive,
+    /// Asks for more, apologises for not understanding, or tells the reader to act.
+    HandsBack,
+    /// A courteous closing or an offer of more help: says nothing, asks nothing of substance.
+    Closing,
+}
+
+/// Phrases (in [`words`] form) that apologise for not understanding or say the task lacks
+/// information.
+const CONFUSED: &[&str] = &[
+    "not sure what you",
+    "not sure what i",
+    "not sure what to",
+    "not sure how to proceed",
+    "don't understand",
+    "do not understand",
+    "didn't understand",
+    "did not understand",
+    "unclear what",
+    "not clear what",
+    "not clear to me",
+    "what you're asking",
+    "what you are asking",
+    "what you mean",
+    "what you would like",
+    "what you'd like",
+    "what would you like",
+    "what do you want",
+    "don't have any more information",
+    "don't have enough information",
+    "do not have enough information",
+    "don't have any information",
+    "do not have any information",
+    "don't have any more details",
+    "no more information",
+    "need more information",
+    "need more context",
+    "need more details",
+    "more information or context",
+    "provide more information",
+    "provide more details",
+    "provide more context",
+    "provide me with more",
+    "provide additional",
+    "please clarify",
+    "could you clarify",
+    "can you clarify",
+    "please specify",
+    "could you specify",
+    "can you specify",
+    "please provide",
+    "could you please provide",
+    "could you provide",
+    "can you provide",
+    "how can i help",
+    "how can i assist",
+    "how may i help",
+    "how may i assist",
+];
+
+/// Openings and phrases that tell the reader to make the next move (in an autonomous run the
+/// model is the one who must).
+const HAND_BACK: &[&str] = &[
+    "to continue",
+    "you can call",
+    "you could call",
+    "you should call",
+    "you need to call",
+    "you will need to call",
+    "you'll need to call",
+    "you may call",
+    "you can use the",
+    "you could use the",
+    "you should use the",
+    "you can run the",
+    "you can invoke",
+    "please call",
+];
+
+/// Courteous closings and offers of further help.
+const CLOSING: &[&str] = &[
+    "let me know if",
+    "let me know whether",
+    "let me know how",
+    "feel free to",
+    "is there anything else",
+    "anything else i can",
+    "hope this helps",
+    "hope that helps",
+    "happy to help",
+    "glad to help",
+    "if you need anything else",
+    "if you have any other",
+    "if you have any further",
+    "if you have any more",
+    "if you have any questions",
+];
+
+fn contains(hay: &[String], phrase: &str) -> bool {
+    let needle = words(phrase);
+    !needle.is_empty()
+        && hay
+            .windows(needle.len())
+            .any(|w| w.iter().zip(&needle).all(|(a, b)| a == b))
+}
+
+fn sentence(text: &str) -> Option<Sentence> {
+    let w = words(text);
+    if w.is_empty() {
+        return None;
+    }
+    let any = |list: &[&str]| list.iter().any(|p| contains(&w, p));
+    Some(if any(CONFUSED) || any(HAND_BACK) {
+        Sentence::HandsBack
+    } else if any(CLOSING) {
+        Sentence::Closing
+    } else {
+        Sentence::Substantive
+    })
+}
+
+/// The sentences of a text: split after `.`, `!` or `?` followed by white space (so `units.txt`
+/// and `3.5` stay whole), and at line breaks.
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    std::iter::from_fn(move || {
+        while let Some((i, c)) = chars.next() {
+            let next = chars.peek().map(|&(_, n)| n);
+            let end =
+                c == '\n' || (matches!(c, '.' | '!' | '?') && next.is_none_or(char::is_whitespace));
+            if end {
+                let part = &text[start..i + c.len_utf8()];
+                start = i + c.len_utf8();
+                return Some(part);
+            }
+        }
+        (start < text.len()).then(|| {
+            let part = &text[start..];
+            start = text.len();
+            part
+        })
+    })
+}
+
+/// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
+/// apologises for not understanding, tells the reader to act, or closes courteously. A reply
+/// with a code block is never one (it carries work).
+pub fn hands_back(reply: &str) -> bool {
+    if reply.contains("```") {
+        return false;
+    }
+    let mut handed = false;
+    for part in sentences(reply) {
+        match sentence(part) {
+            Some(Sentence::Substantive) => return false,
+            Some(Sentence::HandsBack | Sentence::Closing) => handed = true,
+            None => {}
+        }
+    }
+    handed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's continuation guidance and its text-call nudge, as the recorded runs got them.
+    const GUIDANCE: &str = "Your last reply had no content and no tool call.\nStill required \
+        before the task can finish: call `write_file` (not yet run successfully).\nContinue: call \
+        that tool now; reply with your final answer only when that is done.";
+
+    fn said(texts: &[&str]) -> Said {
+        let mut s = Said::default();
+        for t in texts {
+            s.remember(t);
+        }
+        s
+    }
+
+    #[test]
+    fn the_recorded_paraphrase_of_the_guidance_is_an_echo() {
+        let s = said(&[GUIDANCE]);
+        assert!(s.echoed_by(
+            "To continue, call the `write_file` tool now; reply with your final answer only when \
+             that is done."
+        ));
+        assert!(s.echoed_by(GUIDANCE));
+        assert!(s.echoed_by(&format!(
+            "Sure! Here is what I will do.\n\n{GUIDANCE}\n\nThanks."
+        )));
+    }
+
+    #[test]
+    fn an_answer_quoting_a_few_words_is_not_an_echo() {
+        let s = said(&[GUIDANCE]);
+        assert!(!s.echoed_by("The plan is written to plan.md: write_file succeeded."));
+        assert!(!s.echoed_by("Done. The final answer is 51."));
+        assert!(!s.echoed_by("51"));
+        assert!(!Said::default().echoed_by(GUIDANCE));
+    }
+
+    #[test]
+    fn words_ignore_punctuation_and_case() {
+        assert_eq!(
+            words("Call `write_file`, NOW!"),
+            ["call", "write_file", "now"]
+        );
+        assert_eq!(words("don’t Ünïcode"), ["don", "t", "ünïcode"]);
+    }
+
+    #[test]
+    fn the_recorded_hand_backs_are_refused_and_answers_are_not() {
+        for reply in [
+            "I'm sorry, but I'm not sure what you're asking. Could you please provide more \
+             information or context?",
+            "I'm sorry, but I don't have any more information to work with. Could you please \
+             provide me with more details or instructions on what you would like me to do?",
+            "To continue, you can call the `write_file` function again with the same arguments \
+             to write the number of units shipped to the `units.txt` file.",
+            "How can I help you today?",
+            "Let me know if you need anything else!",
+        ] {
+            assert!(hands_back(reply), "{reply}");
+        }
+        for reply in [
+            "51. Let me know if you need anything else!",
+            "The sum is 5555; I wrote it to sum.txt.",
+            "I could not write answer.txt: permission was denied.",
+            "",
+            "The notes say the cache needs more information about expiry.",
+        ] {
+            assert!(!hands_back(reply), "{reply}");
+        }
+    }
+}
