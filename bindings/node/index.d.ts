@@ -29,6 +29,9 @@ export interface Policy {
   max_blocked_turns?: number;
   seed?: number;
   final_answer_on_budget?: boolean;
+  /** Nobody is there to answer: a reply that only asks for more, apologises or tells the
+   * reader to act is not an answer (docs/design.md, "What a final answer is"). Default false. */
+  autonomous?: boolean;
   [field: string]: Json | undefined;
 }
 

@@ -570,3 +570,61 @@ proptest! {
         prop_assert_eq!(m.stats().non_answers, 0);
     }
 }
+
+/// The words of a nudge that the model wrote (its todos) are not the kernel's: an answer that
+/// repeats its own todo is an answer.
+#[test]
+fn an_answer_repeating_the_models_own_todo_is_not_an_echo() {
+    let todo = "write the implementation plan to plan.md";
+    let mut m = Machine::new(Policy::default()).expect("a valid policy");
+    let drain = |m: &mut Machine| {
+        let mut calls = Vec::new();
+        while let Some(c) = m.poll_command() {
+            if let Command::RunTools(batch) = c {
+                calls.extend(batch.calls.iter().cloned());
+            }
+        }
+        calls
+    };
+    let todos = |status: &str| {
+        let call = ToolCall::new(
+            format!("t-{status}"),
+            "write_todos",
+            json!({ "todos": [{ "content": todo, "status": status }] }),
+        );
+        ModelTurn {
+            tool_calls: vec![call],
+            ..ModelTurn::default()
+        }
+    };
+    let ok = |calls: Vec<ToolCall>| -> Vec<ToolResult> {
+        calls
+            .into_iter()
+            .map(|c| ToolResult {
+                call_id: c.id,
+                name: c.name,
+                outcome: ToolOutcome::ok(json!("ok")),
+            })
+            .collect()
+    };
+    drain(&mut m);
+    m.handle(Event::ModelTurn(todos("in_progress")));
+    let calls = drain(&mut m);
+    m.handle(Event::ToolResults(ok(calls)));
+    drain(&mut m);
+    // A claim with the todo open: refused, the nudge names the todo.
+    assert_eq!(
+        rule_of(&mut m, "Done.".into()),
+        terminus_kernel::Rule::ClaimRefused
+    );
+    drain(&mut m);
+    m.handle(Event::ModelTurn(todos("completed")));
+    let calls = drain(&mut m);
+    m.handle(Event::ToolResults(ok(calls)));
+    drain(&mut m);
+    assert_eq!(
+        rule_of(&mut m, format!("I did it: {todo}.")),
+        terminus_kernel::Rule::ClaimAnswered
+    );
+    assert_eq!(m.stats().non_answers, 0);
+}

@@ -47,10 +47,27 @@ const recordings = () => {
     .filter(([, scenario]) => scenario !== undefined);
 };
 
+/**
+ * The nine replies the real model's `complete` runs once ended on (`spec/eval/non-answers`), each
+ * in a run nobody answers (`autonomous`) with the model giving the same reply again and again.
+ */
+const nonAnswers = () => {
+  const root = join(REPO, 'spec', 'eval', 'non-answers');
+  const files = readdirSync(root).filter((f) => f.endsWith('.json')).sort();
+  assert.equal(files.length, 9, 'the nine recorded non-answers');
+  return files.map((f) => {
+    const scenario = JSON.parse(readFileSync(join(root, f), 'utf8'));
+    scenario.policy.autonomous = true;
+    scenario.model.repeat = 'last';
+    return [f, scenario];
+  });
+};
+
 function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
   const cases = [
     ...conversations.scenarios.map((name) => [`the conversation ${name}`, name, () => JSON.parse(readFileSync(join(REPO, 'spec', 'scenarios', `${name}.json`), 'utf8'))]),
     ...recordings().map(([file, scenario]) => [`the real model's recorded run ${file}`, file.split('/').slice(0, 2).join('/'), () => scenario]),
+    ...nonAnswers().map(([file, scenario]) => [`the recorded non-answer ${file}`, `non-answers/${file}`, () => scenario]),
   ];
   for (const [label, name, load] of cases) {
     const why = name && (label.startsWith('the conversation') ? skipped : skippedRecordings)[name];
@@ -71,6 +88,12 @@ function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
         }
       }
       assert.equal(got.trace.length, Math.min(expected.trace.length, JOURNAL_STEPS), `${label}: the trace's window`);
+      if (label.startsWith('the recorded non-answer')) {
+        // Never accepted: the run ends `no_progress`, the replies counted as non-answers.
+        assert.equal(expected.reason, 'no_progress', label);
+        assert.ok(expected.stats.non_answers >= 1, label);
+        assert.notEqual(expected.result, scenario.model.turns.at(-1).text, label);
+      }
     });
   }
 }

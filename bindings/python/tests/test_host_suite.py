@@ -255,3 +255,31 @@ def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_r
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps(scenario))
     through_langchain(scenario, path, monkeypatch)
+
+
+NON_ANSWERS = sorted((REPO / "spec" / "eval" / "non-answers").glob("*.json"))
+"""The nine replies the real model's ``complete`` runs once ended on (an apology asking for more
+information, a paraphrase of the kernel's guidance), each taken for the result before the kernel
+knew what a final answer is."""
+
+
+def test_the_nine_recorded_non_answers_are_here() -> None:
+    assert len(NON_ANSWERS) == 9
+
+
+@pytest.mark.parametrize("recording", NON_ANSWERS, ids=lambda p: p.stem)
+def test_a_recorded_non_answer_is_refused_through_langchain(
+    recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scenario = json.loads(recording.read_text())
+    last = scenario["model"]["turns"][-1]["text"]
+    # A run nobody answers, and a model that keeps giving the same reply.
+    scenario["policy"]["autonomous"] = True
+    scenario["model"]["repeat"] = "last"
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    through_langchain(scenario, path, monkeypatch)
+    report = run_scenario(path)
+    assert report["outcome"] == "aborted" and report["reason"] == "no_progress"
+    assert report["stats"]["non_answers"] >= 1
+    assert report["result"] != last

@@ -33,7 +33,15 @@ impl Desk {
         };
         if let Some(kind) = kind {
             let nudge = self.nudge(policy, kind);
-            self.said.remember(&nudge.text);
+            // The kernel's own words only: the todos, the verifier's items and the names the
+            // model wrote are the model's (an answer may well repeat them).
+            let written = self.text_call.as_ref().map(|n| n.names.as_slice());
+            let model_words = nudge
+                .open_todos
+                .iter()
+                .chain(&nudge.missing_items)
+                .chain(written.unwrap_or_default());
+            self.said.remember(&without(&nudge.text, model_words));
             self.out.push_back(Command::Nudge(Box::new(nudge)));
         }
         let delay_ms = match reason {
@@ -181,7 +189,7 @@ impl Desk {
             text.push_str(&open.join("; "));
             text.push('.');
         }
-        self.said.remember(&text);
+        self.said.remember(&without(&text, open.iter()));
         self.out.push_back(Command::Notice(Notice::Repeating {
             period,
             times: repetition.times,
@@ -305,6 +313,15 @@ impl Desk {
             missing_items,
         }
     }
+}
+
+/// `text` with each of `parts` (words the model wrote, quoted back to it) cut out.
+fn without<'a>(text: &str, parts: impl Iterator<Item = &'a String>) -> String {
+    let mut kept = text.to_owned();
+    for part in parts.filter(|p| !p.trim().is_empty()) {
+        kept = kept.replace(part.as_str(), "\n");
+    }
+    kept
 }
 
 /// `a`, `b` and `c`, each in backticks.
