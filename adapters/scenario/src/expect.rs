@@ -248,6 +248,9 @@ pub struct Expect {
     /// Turns that made no progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_ops: Option<Bound>,
+    /// Of the no-op turns, replies that were not answers (the kernel's words, hand-backs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_answers: Option<Bound>,
     /// Empty replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_responses: Option<Bound>,
@@ -317,6 +320,7 @@ impl Expect {
             "verifications" => self.verifications,
             "verification_failures" => self.verification_failures,
             "no_ops" => self.no_ops,
+            "non_answers" => self.non_answers,
             "empty_responses" => self.empty_responses,
             "model_errors" => self.model_errors,
             "repeats" => self.repeats,
