@@ -10,7 +10,8 @@
 //!   4-gram of it is the kernel's.
 //! - **A hand-back** ([`crate::NoOpKind::NonAnswer`], only under `policy.autonomous`): a reply
 //!   whose every sentence asks the user for more, apologises for not understanding, tells the
-//!   reader to make the next call, or is a courteous closing, with not one sentence of its own.
+//!   reader to make the next call, or is a courteous closing, with not one sentence of its own;
+//!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ...").
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
 //!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
 //!
@@ -208,8 +209,30 @@ const HAND_BACK: &[&str] = &[
     "please call",
 ];
 
-/// Courteous closings and offers of further help.
+/// A model's disclaimer of itself ("I am an AI language model, and I do not have the ability to
+/// write files"): a reply that says it is never the result of an agent's task, whatever else it
+/// says (the recorded run that wrote `sum.txt` and then answered so).
+const DISCLAIMER: &[&str] = &[
+    "as an ai",
+    "i am an ai",
+    "i'm an ai",
+    "ai language model",
+    "ai assistant, i",
+    "do not have the ability to",
+    "don't have the ability to",
+    "outside of my programming",
+];
+
+/// Courteous closings, offers of further help and apologies without content.
 const CLOSING: &[&str] = &[
+    "apologize for any",
+    "apologise for any",
+    "apologies for any",
+    "apologize for the confusion",
+    "apologise for the confusion",
+    "apologies for the confusion",
+    "sorry for any",
+    "sorry for the confusion",
     "let me know if",
     "let me know whether",
     "let me know how",
@@ -275,11 +298,15 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
-/// apologises for not understanding, tells the reader to act, or closes courteously. A reply
-/// with a code block is never one (it carries work).
+/// apologises for not understanding, tells the reader to act, or closes courteously (an apology
+/// without content is a closing); or it disclaims itself as an AI that cannot act. A reply with
+/// a code block is never one (it carries work).
 pub fn hands_back(reply: &str) -> bool {
     if reply.contains("```") {
         return false;
+    }
+    if DISCLAIMER.iter().any(|p| contains(&words(reply), p)) {
+        return true;
     }
     let mut handed = false;
     for part in sentences(reply) {
@@ -351,6 +378,11 @@ mod tests {
              to write the number of units shipped to the `units.txt` file.",
             "How can I help you today?",
             "Let me know if you need anything else!",
+            "I am an AI language model, and I do not have the ability to write files or perform \
+             actions outside of my programming environment. Therefore, I cannot write the sum to \
+             sum.txt, as I do not have permission to do so.",
+            "I apologize for any inconvenience caused. If you have any other questions or need \
+             help with a different task, please let me know.",
         ] {
             assert!(hands_back(reply), "{reply}");
         }
