@@ -233,6 +233,12 @@ const CLOSING: &[&str] = &[
     "apologies for the confusion",
     "sorry for any",
     "sorry for the confusion",
+    "sorry if i",
+    "apologize if i",
+    "apologise if i",
+    "i understand the instructions",
+    "i understand your instructions",
+    "i understand the task",
     "let me know if",
     "let me know whether",
     "let me know how",
@@ -383,6 +389,9 @@ mod tests {
              sum.txt, as I do not have permission to do so.",
             "I apologize for any inconvenience caused. If you have any other questions or need \
              help with a different task, please let me know.",
+            "I understand the instructions. If you have any other questions, feel free to ask.",
+            "I'm sorry if I didn't provide an appropriate response. Please provide the task you \
+             want me to complete.",
         ] {
             assert!(hands_back(reply), "{reply}");
         }

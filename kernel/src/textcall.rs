@@ -171,6 +171,9 @@ fn ends_with_calls(body: &str) -> Option<Written> {
     if let Some(found) = marked(body) {
         return Some(found);
     }
+    if let Some(found) = in_tools_tags(body) {
+        return Some(found);
+    }
     if body.ends_with("```") {
         return fenced(body);
     }
@@ -193,6 +196,21 @@ fn marked(body: &str) -> Option<Written> {
     Some(Written {
         start,
         format,
+        calls,
+    })
+}
+
+/// Calls in the tags Qwen's chat template lists the tools in (`<tools>{...}</tools>`), which a
+/// small model sometimes writes its call in (Qwen2.5-Coder-1.5B on `terminus eval`'s MCP task):
+/// the text must end with `</tools>` and hold nothing but calls since its `<tools>`.
+fn in_tools_tags(body: &str) -> Option<Written> {
+    const OPEN: &str = "<tools>";
+    let inner = body.strip_suffix("</tools>")?;
+    let start = inner.rfind(OPEN)?;
+    let calls = stream(inner[start + OPEN.len()..].trim())?;
+    Some(Written {
+        start,
+        format: Format::Hermes,
         calls,
     })
 }
@@ -492,6 +510,18 @@ mod tests {
             json!({"content": "17 * 3 = 51", "path": "answer.txt"})
         );
         assert_eq!(find("{{not a call}}"), None);
+    }
+
+    #[test]
+    fn a_call_in_the_templates_tools_tags_is_a_call() {
+        // As Qwen2.5-Coder-1.5B wrote it on `terminus eval`'s MCP task.
+        let text = "<tools>\n{\"name\": \"write_file\", \"arguments\": {\"content\": \"The sum of 1234 and 4321 is 5555.\", \"path\": \"sum.txt\"}}\n</tools>";
+        let found = find(text).expect("a call");
+        assert_eq!(found.names(), ["write_file"]);
+        assert_eq!(found.start, 0);
+        // Prose that names the tags is not a call, nor are tags around something else.
+        assert_eq!(find("The tools are listed in <tools></tools> tags."), None);
+        assert_eq!(find("<tools>\n{\"type\": \"function\"}\n</tools>"), None);
     }
 
     #[test]
