@@ -181,6 +181,10 @@ const CONFUSED: &[&str] = &[
     "could you specify",
     "can you specify",
     "please provide",
+    "not being able to assist",
+    "unable to assist",
+    "can't assist with",
+    "cannot assist with",
     "could you please provide",
     "could you provide",
     "can you provide",
@@ -223,8 +227,19 @@ const DISCLAIMER: &[&str] = &[
     "outside of my programming",
 ];
 
-/// Courteous closings, offers of further help and apologies without content.
+/// Courteous closings, offers of further help, apologies without content, a restatement of the
+/// task and an announcement of what the model will do instead of doing it.
 const CLOSING: &[&str] = &[
+    "apologize for not",
+    "apologise for not",
+    "sorry for not",
+    "i will wait",
+    "i will now",
+    "i'll now",
+    "i will proceed",
+    "before proceeding",
+    "i am going to",
+    "i'm going to",
     "apologize for any",
     "apologise for any",
     "apologies for any",
@@ -390,6 +405,11 @@ mod tests {
             "I apologize for any inconvenience caused. If you have any other questions or need \
              help with a different task, please let me know.",
             "I understand the instructions. If you have any other questions, feel free to ask.",
+            "I understand the task is to fetch the quarterly report, write the number of units \
+             shipped to a file, and then continue with the task. The quarterly report is not \
+             ready yet, but I will wait for it before proceeding.",
+            "I apologize for not being able to assist with that. If you have any other \
+             questions or need help with something else, please feel free to ask!",
             "I'm sorry if I didn't provide an appropriate response. Please provide the task you \
              want me to complete.",
         ] {

@@ -307,16 +307,26 @@ fn bare(body: &str) -> Option<Written> {
 /// JSON values one after another (separated by white space, `;` or `,`), each a call or a
 /// non-empty list of calls; `None` unless the whole text is such. A call in doubled braces
 /// (`{{"name": ...}}`, as a chat template's escaping leaks into some replies) is read as the
-/// call inside.
+/// call inside; several such calls in a row are read with every doubled brace made single (and
+/// only if all of the text then reads as calls).
 fn stream(text: &str) -> Option<Vec<WrittenCall>> {
-    stream_plain(text).or_else(|| {
-        let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
-        if inner.starts_with('{') && inner.ends_with('}') {
-            stream_plain(inner)
-        } else {
-            None
-        }
-    })
+    stream_plain(text)
+        .or_else(|| {
+            let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+            if inner.starts_with('{') && inner.ends_with('}') {
+                stream_plain(inner)
+            } else {
+                None
+            }
+        })
+        .or_else(|| {
+            let text = text.trim();
+            if text.starts_with("{{") && text.ends_with("}}") {
+                stream_plain(&text.replace("{{", "{").replace("}}", "}"))
+            } else {
+                None
+            }
+        })
 }
 
 fn stream_plain(text: &str) -> Option<Vec<WrittenCall>> {
@@ -519,6 +529,14 @@ mod tests {
         let found = find(text).expect("a call");
         assert_eq!(found.names(), ["write_file"]);
         assert_eq!(found.start, 0);
+        // Several calls in doubled braces in the tags (the eval's poller, as received).
+        let text = "<tools>\n{{\"name\": \"fetch_report\", \"arguments\": {}}}\n{{\"name\": \"write_file\", \"arguments\": {\"content\": \"Units shipped: 1234\", \"path\": \"units.txt\"}}}\n</tools>";
+        let found = find(text).expect("two calls");
+        assert_eq!(found.names(), ["fetch_report", "write_file"]);
+        assert_eq!(
+            found.calls[1].arguments,
+            serde_json::json!({ "content": "Units shipped: 1234", "path": "units.txt" })
+        );
         // Prose that names the tags is not a call, nor are tags around something else.
         assert_eq!(find("The tools are listed in <tools></tools> tags."), None);
         assert_eq!(find("<tools>\n{\"type\": \"function\"}\n</tools>"), None);
