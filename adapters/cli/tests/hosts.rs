@@ -663,7 +663,17 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
             for run in std::fs::read_dir(&condition).expect("a condition's runs") {
                 let path = run.expect("an entry").path();
                 let text = std::fs::read_to_string(&path).expect("read");
-                let recording: Value = serde_json::from_str(&text).expect("json");
+                let mut recording: Value = serde_json::from_str(&text).expect("json");
+                if recording["scenario"].is_null() {
+                    continue; // a trial whose run failed: no scenario to play
+                }
+                // The eval's time limit is the run's deadline; a run it did not stop takes the
+                // same path without it (clock readings before a deadline are not steps).
+                if recording["report"]["reason"] != "deadline"
+                    && let Some(policy) = recording["scenario"]["policy"].as_object_mut()
+                {
+                    policy.remove("deadline_ms");
+                }
                 let file = &recording["scenario"];
                 let name = path.display().to_string();
                 let scenario =
