@@ -24,8 +24,8 @@ impl<'d, 'e> Cx<'d, 'e> {
     }
 
     /// A model turn was accepted: its substantive text is the partial result, whatever the turn,
-    /// but for a tool call written as text (which is not a result). (The calls stay in the turn
-    /// for [`Cx::run_tools`].)
+    /// but for a tool call written as text and a reply that is not an answer (neither is a
+    /// result). (The calls stay in the turn for [`Cx::run_tools`].)
     pub(crate) fn accept_turn(&mut self, kind: TurnKind) {
         if let Arrival::Turn { turn, .. } = &mut self.arrival
             && !turn.text.is_empty()
