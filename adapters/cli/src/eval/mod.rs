@@ -93,6 +93,15 @@ struct Suite {
     condition: Vec<ConditionSpec>,
 }
 
+impl Suite {
+    /// A trial's time limit for `task`: its own, else the suite's, else the default.
+    fn timeout_of(&self, task: &TaskSpec) -> u64 {
+        task.timeout_s
+            .or(self.timeout_s)
+            .unwrap_or(DEFAULT_TIMEOUT_S)
+    }
+}
+
 /// `[sampling]`: each trial's seed is `seed + N - 1` for trial N (the same seed for trial N under
 /// every condition, so conditions meet the same draws as far as their conversations agree).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -490,10 +499,7 @@ async fn live(
                     .path()
                     .join(format!("{}-{}-{n}", task.name, condition.name));
                 let sampling = suite.sampling.map(|s| s.trial(n));
-                let timeout_s = task
-                    .timeout_s
-                    .or(suite.timeout_s)
-                    .unwrap_or(DEFAULT_TIMEOUT_S);
+                let timeout_s = suite.timeout_of(task);
                 let seed = sampling.map_or(String::new(), |s| format!(", seed {}", s.seed));
                 eprintln!(
                     "terminus: eval [{done}/{total}] {}/{} trial {n}: started (limit {timeout_s} s{seed})",
@@ -918,10 +924,7 @@ async fn replay(
                     n: i,
                     resolved,
                     sampling: suite.sampling.map(|s| s.trial(i)),
-                    timeout_s: task
-                        .timeout_s
-                        .or(suite.timeout_s)
-                        .unwrap_or(DEFAULT_TIMEOUT_S),
+                    timeout_s: suite.timeout_of(task),
                 };
                 out.push(replay_trial(&file, &spec).await?);
             }
