@@ -346,11 +346,13 @@ fn a_live_trial_on_the_real_model_replays_to_its_table() {
     for r in &live {
         assert!(r["errors"] == 0, "{r}\n{stderr}");
     }
-    let table: String = text(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let table = |stdout: &[u8]| -> String {
+        text(stdout)
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     let replayed = run_terminus(&[
         "eval",
         suite.to_str().expect("utf-8"),
@@ -365,5 +367,9 @@ fn a_live_trial_on_the_real_model_replays_to_its_table() {
         "{}",
         text(&replayed.stderr)
     );
-    assert_eq!(text(&replayed.stdout), table);
+    assert_eq!(
+        table(&replayed.stdout),
+        table(&out.stdout),
+        "the replay prints the live run's tables"
+    );
 }
