@@ -10,7 +10,8 @@
 //!   4-gram of it is the kernel's.
 //! - **A hand-back** ([`crate::NoOpKind::NonAnswer`], only under `policy.autonomous`): a reply
 //!   whose every sentence asks the user for more, apologises for not understanding, tells the
-//!   reader to make the next call, or is a courteous closing, with not one sentence of its own;
+//!   reader to make the next call, repeats the kernel, only acknowledges ("Understood."), reports
+//!   nothing ("None", "No progress") or is a courteous closing, with not one sentence of its own;
 //!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ...").
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
 //!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
@@ -211,6 +212,11 @@ const HAND_BACK: &[&str] = &[
     "you can run the",
     "you can invoke",
     "please call",
+    "please select",
+    "please choose",
+    "you can choose",
+    "you can select",
+    "best fits your",
 ];
 
 /// A model's disclaimer of itself ("I am an AI language model, and I do not have the ability to
@@ -269,6 +275,63 @@ const CLOSING: &[&str] = &[
     "if you have any further",
     "if you have any more",
     "if you have any questions",
+    "i understand that you",
+    "continuing the conversation",
+];
+
+/// Words that, when a sentence has no other, make it say nothing: an acknowledgement
+/// ("Understood.", "Got it.") or an apology without content ("I apologize for that.").
+const HOLLOW: &[&str] = &[
+    "understood",
+    "ok",
+    "okay",
+    "alright",
+    "noted",
+    "sure",
+    "got",
+    "it",
+    "i",
+    "m",
+    "am",
+    "understand",
+    "thank",
+    "thanks",
+    "you",
+    "sorry",
+    "apologize",
+    "apologise",
+    "apologies",
+    "my",
+    "for",
+    "that",
+    "this",
+    "about",
+    "the",
+    "any",
+    "confusion",
+    "mistake",
+    "oversight",
+    "inconvenience",
+    "again",
+    "oh",
+];
+
+/// Whole sentences that report nothing: the model naming the state of the run ("No progress",
+/// "No tool call") or an empty value ("None") in place of the result. A task whose answer is
+/// "none" is answered by saying what there is none of ("No test failed.").
+const NULL_REPLY: &[&str] = &[
+    "none",
+    "null",
+    "nil",
+    "nothing",
+    "n a",
+    "no progress",
+    "no tool call",
+    "no tool calls",
+    "no content",
+    "no answer",
+    "no result",
+    "no response",
 ];
 
 fn contains(hay: &[String], phrase: &str) -> bool {
@@ -279,15 +342,19 @@ fn contains(hay: &[String], phrase: &str) -> bool {
             .any(|w| w.iter().zip(&needle).all(|(a, b)| a == b))
 }
 
-fn sentence(text: &str) -> Option<Sentence> {
+fn sentence(text: &str, said: &Said) -> Option<Sentence> {
     let w = words(text);
     if w.is_empty() {
         return None;
     }
     let any = |list: &[&str]| list.iter().any(|p| contains(&w, p));
-    Some(if any(CONFUSED) || any(HAND_BACK) {
+    // A number is content: "I apologize for any confusion; the sum is 5555." answers.
+    let numbers = w.iter().any(|w| w.chars().any(|c| c.is_ascii_digit()));
+    let hollow = w.iter().all(|w| HOLLOW.contains(&w.as_str()));
+    let null = NULL_REPLY.iter().any(|p| words(p) == w);
+    Some(if any(CONFUSED) || any(HAND_BACK) || said.echoed_by(text) {
         Sentence::HandsBack
-    } else if any(CLOSING) {
+    } else if hollow || null || (any(CLOSING) && !numbers) {
         Sentence::Closing
     } else {
         Sentence::Substantive
@@ -319,10 +386,11 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
-/// apologises for not understanding, tells the reader to act, or closes courteously (an apology
-/// without content is a closing); or it disclaims itself as an AI that cannot act. A reply with
-/// a code block is never one (it carries work).
-pub fn hands_back(reply: &str) -> bool {
+/// apologises for not understanding, tells the reader to act, repeats what the kernel said
+/// (`said`), acknowledges, reports nothing ("None", "No progress") or closes courteously (an
+/// apology without content is a closing; a sentence with a number never is); or it disclaims
+/// itself as an AI that cannot act. A reply with a code block is never one (it carries work).
+pub fn hands_back(reply: &str, said: &Said) -> bool {
     if reply.contains("```") {
         return false;
     }
@@ -331,7 +399,7 @@ pub fn hands_back(reply: &str) -> bool {
     }
     let mut handed = false;
     for part in sentences(reply) {
-        match sentence(part) {
+        match sentence(part, said) {
             Some(Sentence::Substantive) => return false,
             Some(Sentence::HandsBack | Sentence::Closing) => handed = true,
             None => {}
@@ -413,7 +481,7 @@ mod tests {
             "I'm sorry if I didn't provide an appropriate response. Please provide the task you \
              want me to complete.",
         ] {
-            assert!(hands_back(reply), "{reply}");
+            assert!(hands_back(reply, &Said::default()), "{reply}");
         }
         for reply in [
             "51. Let me know if you need anything else!",
@@ -422,7 +490,41 @@ mod tests {
             "",
             "The notes say the cache needs more information about expiry.",
         ] {
-            assert!(!hands_back(reply), "{reply}");
+            assert!(!hands_back(reply, &Said::default()), "{reply}");
+        }
+    }
+
+    /// The replies the kernel trials of the eval's second recording still ended `complete` on.
+    #[test]
+    fn the_second_recordings_non_answers_are_refused() {
+        let s = said(&[
+            "Your last reply had no content and no tool call.\nContinue: if part of the task is \
+             left, do it with your tools; if the task is done, reply with no tool call and state \
+             its result, the answer the task asked for, in your own words.",
+        ]);
+        for reply in [
+            "Understood. No tool call.",
+            "I understand that you are not interested in continuing the conversation. If you \
+             have any other questions or tasks, please let me know.",
+            "Please select the tool that best fits your requirements.",
+            "No progress",
+            "None",
+            "Your last reply had no content and no tool call. Please provide a task to be \
+             completed using the tools provided.",
+            "I apologize for that. Please provide the task you want me to complete.",
+        ] {
+            assert!(hands_back(reply, &s), "{reply}");
+        }
+        for reply in [
+            "I apologize for any confusion; the sum is 5555.",
+            "I'm sorry, but the report is not ready yet, so units.txt was not written.",
+            "No test failed.",
+            "Understood: the report has 4217 units shipped.",
+            "The plan for the TODO items has been written to plan.md.",
+            "Yes.",
+            "Done. I wrote 51 to answer.txt.",
+        ] {
+            assert!(!hands_back(reply, &s), "{reply}");
         }
     }
 }

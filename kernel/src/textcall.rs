@@ -308,7 +308,8 @@ fn bare(body: &str) -> Option<Written> {
 /// non-empty list of calls; `None` unless the whole text is such. A call in doubled braces
 /// (`{{"name": ...}}`, as a chat template's escaping leaks into some replies) is read as the
 /// call inside; several such calls in a row are read with every doubled brace made single (and
-/// only if all of the text then reads as calls).
+/// only if all of the text then reads as calls); a call whose opening brace alone is doubled is
+/// read without it.
 fn stream(text: &str) -> Option<Vec<WrittenCall>> {
     stream_plain(text)
         .or_else(|| {
@@ -326,6 +327,13 @@ fn stream(text: &str) -> Option<Vec<WrittenCall>> {
             } else {
                 None
             }
+        })
+        .or_else(|| {
+            // Only the opening brace doubled: `{{"name": ..., "arguments": {...}}`.
+            let text = text.trim();
+            text.starts_with("{{")
+                .then(|| stream_plain(&text[1..]))
+                .flatten()
         })
 }
 
@@ -520,6 +528,10 @@ mod tests {
             json!({"content": "17 * 3 = 51", "path": "answer.txt"})
         );
         assert_eq!(find("{{not a call}}"), None);
+        // Only the opening brace doubled (the verifier task's fourth kernel trial, as received).
+        let text = r#"{{"name": "write_file", "arguments": {"content": "17 * 3 = 51", "path": "answer.txt"}}"#;
+        assert_eq!(find(text).expect("a call").names(), ["write_file"]);
+        assert_eq!(find("{{\"name\": \"write_file\"} and more"), None);
     }
 
     #[test]

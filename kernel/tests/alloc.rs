@@ -7,7 +7,11 @@
 //! commands or borrows them (tool results lent with `handle_results`) instead of copying them.
 //!
 //! This file holds a single test on purpose: the allocator is global, and a second test running
-//! on another thread would be counted too.
+//! on another thread would be counted too. The test harness's own threads can still allocate now
+//! and then (seen once on a loaded machine: four allocations in one of 600 events), so the
+//! sequence is played three times on fresh machines and each event's count is the least of the
+//! three: the machine is deterministic, so its own allocations are the same in every play, and
+//! another thread's can only add.
 
 use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -85,6 +89,29 @@ fn steady_state_events_allocate_nothing() {
     );
     drop(probe);
 
+    const PLAYS: usize = 3;
+    let plays: Vec<Vec<usize>> = (0..PLAYS).map(|_| play()).collect();
+    let mut measured = 0;
+    for (at, _) in plays[0].iter().enumerate() {
+        let least = plays.iter().map(|p| p[at]).min().unwrap_or_default();
+        let event = at / 3;
+        if event >= WARM as usize {
+            assert_eq!(
+                least, 0,
+                "event {event} ({at}th handled) allocated {least} times in every play"
+            );
+            measured += 1;
+        }
+    }
+    assert_eq!(measured, 3 * MEASURED as usize);
+}
+
+const WARM: u32 = 8;
+const MEASURED: u32 = 200;
+
+/// One play of the sequence on a fresh machine: the allocations of each event handled (a turn,
+/// its results, a tick), in order.
+fn play() -> Vec<usize> {
     let policy = Policy {
         max_steps: 10_000,
         max_model_calls: 10_000,
@@ -94,8 +121,6 @@ fn steady_state_events_allocate_nothing() {
         panic!("a valid policy");
     };
     while machine.poll_command().is_some() {}
-    const WARM: u32 = 8;
-    const MEASURED: u32 = 200;
     // Build every event first.
     let events: Vec<(Event, Vec<ToolResult>, Event)> = (0..WARM + MEASURED)
         .map(|i| {
@@ -108,7 +133,7 @@ fn steady_state_events_allocate_nothing() {
             )
         })
         .collect();
-    let mut measured = 0;
+    let mut counts = Vec::with_capacity(3 * (WARM + MEASURED) as usize);
     for (i, (turn, res, tick)) in events.into_iter().enumerate() {
         // Results are lent (as the runtime does) on even turns and handed over on odd ones.
         let counted = [
@@ -120,16 +145,12 @@ fn steady_state_events_allocate_nothing() {
             },
             allocations(&mut machine, |m| m.handle(tick)),
         ];
-        for (n, handled, commands) in &counted {
+        counts.extend(counted.iter().map(|c| c.0));
+        for (_, handled, _) in &counted {
             assert!(
                 matches!(handled, Handled::Step(_) | Handled::Observed),
                 "event {i} was not taken: {handled:?}"
             );
-            if i >= WARM as usize {
-                assert_eq!(*n, 0, "event {i} allocated {n} times ({handled:?})");
-                measured += 1;
-            }
-            let _ = commands;
         }
         // The turn queues RunTools, the results queue CallModel, the tick queues nothing.
         assert_eq!(
@@ -138,6 +159,6 @@ fn steady_state_events_allocate_nothing() {
             "event {i}"
         );
     }
-    assert_eq!(measured, 3 * MEASURED);
     assert_eq!(machine.stats().tool_calls, 2 * (WARM + MEASURED));
+    counts
 }

@@ -124,7 +124,10 @@ fn the_kept_recordings_replay_to_the_documented_table() {
         }
         let result = report["result"].as_str().unwrap_or_default();
         assert!(!result.trim().is_empty(), "{t}");
-        assert!(!terminus_kernel::answer::hands_back(result), "{t}");
+        assert!(
+            !terminus_kernel::answer::hands_back(result, &terminus_kernel::answer::Said::default()),
+            "{t}"
+        );
         assert!(terminus_kernel::textcall::find(result).is_none(), "{t}");
     }
     // Kernel success at least the plain recovering loop's on every task.

@@ -692,11 +692,13 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
     );
 }
 
-/// The nine replies the real model's `complete` runs ended on before the kernel knew what a final
-/// answer is (`spec/eval/non-answers`: the scenarios of `terminus eval`'s kernel trials of
-/// architect, everything and loop, recorded with Qwen2.5-Coder-1.5B): two apologies asking for
-/// more information and a paraphrase of the kernel's continuation guidance, each taken for the
-/// result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
+/// The sixteen replies the real model's `complete` runs ended on (`spec/eval/non-answers`: the
+/// scenarios of `terminus eval`'s kernel trials, recorded with Qwen2.5-Coder-1.5B): the nine of
+/// the first recordings, before the kernel knew what a final answer is (apologies asking for more
+/// information, paraphrases of the continuation guidance), and the seven the second recordings
+/// still ended on ("Understood. No tool call.", "None", "No progress", a kernel sentence with a
+/// request for a task, a bare apology with one, "Please select the tool...", a closing), each
+/// taken for the result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
 /// and again, none is accepted: the run ends `no_progress` with the replies counted as
 /// non-answers and none of them as its result, through `terminus run` and through the host core
 /// in every shape.
@@ -734,5 +736,5 @@ async fn the_recorded_non_answers_are_refused_in_every_host() {
         check_every_shape(&name, &scenario, &file).await;
         refused += 1;
     }
-    assert_eq!(refused, 9, "the nine recorded non-answers");
+    assert_eq!(refused, 16, "the sixteen recorded non-answers");
 }

@@ -258,13 +258,13 @@ def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_r
 
 
 NON_ANSWERS = sorted((REPO / "spec" / "eval" / "non-answers").glob("*.json"))
-"""The nine replies the real model's ``complete`` runs once ended on (an apology asking for more
+"""The sixteen replies the real model's ``complete`` runs once ended on (an apology asking for more
 information, a paraphrase of the kernel's guidance), each taken for the result before the kernel
 knew what a final answer is."""
 
 
-def test_the_nine_recorded_non_answers_are_here() -> None:
-    assert len(NON_ANSWERS) == 9
+def test_the_sixteen_recorded_non_answers_are_here() -> None:
+    assert len(NON_ANSWERS) == 16
 
 
 @pytest.mark.parametrize("recording", NON_ANSWERS, ids=lambda p: p.stem)

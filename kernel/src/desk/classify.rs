@@ -140,7 +140,7 @@ impl Desk {
                 // What a final answer is: never the kernel's own words, never (when nobody is
                 // there to answer) a reply that only hands the task back.
                 _ if self.said.echoed_by(&turn.text) => TurnKind::NoOp(NoOpKind::Echo),
-                _ if policy.autonomous && answer::hands_back(&turn.text) => {
+                _ if policy.autonomous && answer::hands_back(&turn.text, &self.said) => {
                     TurnKind::NoOp(NoOpKind::NonAnswer)
                 }
                 (_, needs_more_work) => TurnKind::Claim {
