@@ -26,7 +26,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use serde_json::{Value, json};
 use terminus_kernel::{
     Batch, Command, Event, Gate, Input, Json, Machine, ModelTurn, Name, Policy, ToolCall,
-    ToolOutcome, ToolResult, TurnKind,
+    ToolOutcome, ToolResult, TurnKind, textcall,
 };
 
 /// Inputs made per batch in the single-event and host benches (a few hundred KiB at most: they
@@ -283,5 +283,37 @@ fn whole_run(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, one_event, host_side, whole_run);
+/// What reading a reply for calls written as text costs (`textcall::find`, once per text turn):
+/// a 32 KB reply with no call (prose, code and braces), and one that is 16 calls.
+fn text_calls(c: &mut Criterion) {
+    let mut group = c.benchmark_group("text_calls");
+    let mut prose = String::new();
+    let mut i = 0;
+    while prose.len() < 32 * 1024 {
+        prose.push_str(&format!(
+            "Step {i}: the function `parse_{i}` reads {{ key: {i} }} from config/{i}.toml and \
+             returns [1, 2, {i}]; see <section-{i}> below.\n"
+        ));
+        i += 1;
+    }
+    let calls: String = (0..16)
+        .map(|i| {
+            format!(
+                "<tool_call>\n{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"src/{i}.rs\", \
+                 \"lines\": [1, 200]}}}}\n</tool_call>\n"
+            )
+        })
+        .collect();
+    group.throughput(Throughput::Bytes(prose.len() as u64));
+    group.bench_function("no_call_32k", |b| {
+        b.iter(|| textcall::find(black_box(&prose)));
+    });
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("16_calls", |b| {
+        b.iter(|| textcall::find(black_box(&calls)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, one_event, host_side, whole_run, text_calls);
 criterion_main!(benches);

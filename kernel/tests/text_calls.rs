@@ -11,9 +11,15 @@ use terminus_kernel::{
     ToolOutcome, ToolResult,
 };
 
-/// A call of `name` with `args`, written in `format`.
+/// A call of `name` with `args` (string values), written in `format`.
 fn write(format: Format, name: &str, args: &serde_json::Value) -> String {
     let call = json!({ "name": name, "arguments": args }).to_string();
+    let pairs = || {
+        args.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+    };
     match format {
         Format::Json => call,
         Format::Fenced => format!("```json\n{call}\n```"),
@@ -23,6 +29,38 @@ fn write(format: Format, name: &str, args: &serde_json::Value) -> String {
             "<|python_tag|>{}",
             json!({ "name": name, "parameters": args })
         ),
+        Format::Xml => {
+            let params: String = pairs()
+                .map(|(k, v)| format!("<parameter={k}>\n{v}\n</parameter>\n"))
+                .collect();
+            format!("<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
+        }
+        Format::Glm => {
+            let params: String = pairs()
+                .map(|(k, v)| format!("<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n"))
+                .collect();
+            format!("<tool_call>{name}\n{params}</tool_call>")
+        }
+        Format::Kimi => format!(
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0\
+             <|tool_call_argument_begin|>{args}<|tool_call_end|><|tool_calls_section_end|>"
+        ),
+        Format::Harmony => format!(
+            "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{args}<|call|>"
+        ),
+        Format::DeepSeek => format!(
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}\
+             <｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+        ),
+        Format::Gemma => {
+            let params: Vec<String> = pairs()
+                .map(|(k, v)| format!("{k}:<|\"|>{v}<|\"|>"))
+                .collect();
+            format!(
+                "<|tool_call>call:{name}{{{}}}<tool_call|>",
+                params.join(",")
+            )
+        }
     }
 }
 
@@ -33,6 +71,12 @@ fn format() -> impl Strategy<Value = Format> {
         Just(Format::Hermes),
         Just(Format::Mistral),
         Just(Format::PythonTag),
+        Just(Format::Xml),
+        Just(Format::Glm),
+        Just(Format::Kimi),
+        Just(Format::Harmony),
+        Just(Format::DeepSeek),
+        Just(Format::Gemma),
     ]
 }
 

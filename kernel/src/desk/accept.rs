@@ -54,6 +54,7 @@ impl<'d, 'e> Cx<'d, 'e> {
                     Box::new(TextCallNote {
                         names: written.names(),
                         suggested: turn.suggested_tools().to_vec(),
+                        broken: written.broken,
                     })
                 })
             }

@@ -205,6 +205,9 @@ pub(crate) struct TextCallNote {
     /// The offered tools to name (the host's [`crate::TextCalls::suggested`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) suggested: Vec<String>,
+    /// The call was cut off or could not be read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) broken: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

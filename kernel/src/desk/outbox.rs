@@ -337,12 +337,19 @@ fn quoted(names: &[String]) -> String {
 /// What the nudge after a written tool call says of it: the names it wrote, and the offered
 /// tools (the closest to a name no tool has, or all of them).
 fn text_call_guidance(text: &mut String, note: &TextCallNote) {
-    text.push_str(" You wrote ");
-    text.push_str(&quoted(&note.names));
+    if note.names.is_empty() {
+        text.push_str(" You began a tool call");
+    } else {
+        text.push_str(" You wrote ");
+        text.push_str(&quoted(&note.names));
+    }
     text.push_str(
         " in your reply's text; a call written there is not run. Call tools through the tool \
          interface (a function call), not by writing JSON or tags in your reply.",
     );
+    if note.broken {
+        text.push_str(" That call was cut off or malformed, so it could not be read either.");
+    }
     if !note.suggested.is_empty() {
         let offered = |n: &String| note.suggested.contains(n);
         if note.names.iter().all(offered) {

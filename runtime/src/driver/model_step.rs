@@ -90,14 +90,22 @@ impl Driver {
                 }
                 // A tool call the model wrote in its text: run (an offered tool, object
                 // arguments) or left for the kernel to nudge, before the turn is journaled.
-                let offered: Vec<&str> = if tools_enabled {
-                    self.env.specs.iter().map(|s| s.name.as_str()).collect()
+                let specs = if tools_enabled {
+                    &self.env.specs[..]
                 } else {
-                    Vec::new()
+                    &[]
                 };
+                let offered: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+                // Values a format wrote as text (XML parameters) typed by the tool's schema.
+                let schemas: Vec<(&str, &serde_json::Value)> = specs
+                    .iter()
+                    .map(|s| (s.name.as_str(), &s.parameters))
+                    .collect();
                 let mode = self.machine.policy().text_tool_calls;
                 let ids = format!("text-{number}-");
-                if let Some(recovery) = textcall::recover(&mut turn, Some(&offered), mode, &ids) {
+                if let Some(recovery) =
+                    textcall::recover_typed(&mut turn, Some(&offered), &schemas, mode, &ids)
+                {
                     spans::text_tool_calls(number, &recovery);
                 }
                 Ok((Event::ModelTurn(turn), None))

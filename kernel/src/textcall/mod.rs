@@ -1,8 +1,11 @@
 //! Tool calls a model wrote as text instead of through the tool interface.
 //!
 //! Small and local models often answer a tool turn with the call in their reply's text: a JSON
-//! object (bare or in a fenced block) with `name` and `arguments`, Hermes/Qwen
-//! `<tool_call>{...}</tool_call>`, Mistral `[TOOL_CALLS][...]`, Llama 3 `<|python_tag|>{...}`.
+//! object (bare or in a fenced block) with `name` and `arguments`, or a family's own syntax
+//! (Hermes/Qwen `<tool_call>{...}</tool_call>`, Qwen3-Coder's and GLM's XML, Mistral
+//! `[TOOL_CALLS]`, Llama 3 `<|python_tag|>`, Kimi K2, DeepSeek, gpt-oss Harmony, Gemma 4; see
+//! [`families`] and `docs/design.md`, "Written tool calls, family by family"). A reasoning block
+//! before the call (`<think>`, `[THINK]`, Harmony's analysis channel) is skipped.
 //! The server did not turn it into a call, so nothing ran; taken at its word, the reply would be
 //! a completion claim whose result is an unexecuted call. This module reads such a reply:
 //!
@@ -17,8 +20,11 @@
 //! A JSON object without `arguments` or `parameters` is not a call (a JSON answer stays an
 //! answer), nor is a fenced block in another language, nor a call followed by more prose.
 
+mod families;
+
 pub use crate::event::TextCalls;
 use crate::event::{ModelTurn, ToolCall};
+pub use families::typed;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -57,6 +63,19 @@ pub enum Format {
     Mistral,
     /// `<|python_tag|>{...}` (Llama 3).
     PythonTag,
+    /// `<function=NAME><parameter=K>V</parameter></function>` (Qwen3-Coder; Llama 3.1's
+    /// `<function=NAME>{...}</function>`).
+    Xml,
+    /// `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>` (GLM 4.5+).
+    Glm,
+    /// `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0...` (Kimi K2).
+    Kimi,
+    /// `<|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>` (gpt-oss Harmony).
+    Harmony,
+    /// `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>...` (DeepSeek V3, V3.1, R1).
+    DeepSeek,
+    /// `<|tool_call>call:NAME{...}<tool_call|>` (Gemma 4).
+    Gemma,
 }
 
 impl Format {
@@ -68,6 +87,12 @@ impl Format {
             Format::Hermes => "hermes",
             Format::Mistral => "mistral",
             Format::PythonTag => "python_tag",
+            Format::Xml => "xml",
+            Format::Glm => "glm",
+            Format::Kimi => "kimi",
+            Format::Harmony => "harmony",
+            Format::DeepSeek => "deepseek",
+            Format::Gemma => "gemma",
         }
     }
 }
@@ -79,6 +104,9 @@ pub struct WrittenCall {
     pub name: String,
     /// Its arguments (`arguments` or `parameters`; a string holding JSON is read as that JSON).
     pub arguments: Value,
+    /// Whether the format wrote its argument values as text (XML parameters, GLM's values):
+    /// [`typed`] reads them by the tool's schema.
+    pub text_values: bool,
 }
 
 impl WrittenCall {
@@ -95,8 +123,11 @@ pub struct Written {
     pub start: usize,
     /// How they were written.
     pub format: Format,
-    /// The calls, in order (at least one).
+    /// The calls, in order (at least one, unless `broken`).
     pub calls: Vec<WrittenCall>,
+    /// A call begun in a family's own tokens that was cut off or cannot be read: `calls` holds
+    /// the names read (with no arguments), and nothing runs. Never an answer.
+    pub broken: bool,
 }
 
 impl Written {
@@ -104,7 +135,7 @@ impl Written {
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         for call in &self.calls {
-            if !names.contains(&call.name) {
+            if !call.name.is_empty() && !names.contains(&call.name) {
                 names.push(call.name.clone());
             }
         }
@@ -134,11 +165,23 @@ pub enum Recovery {
 }
 
 /// The markers that open a call written in a model's own call syntax.
-const MARKERS: [(&str, Format); 3] = [
+const MARKERS: [(&str, Format); 11] = [
     ("<tool_call>", Format::Hermes),
     ("[TOOL_CALLS]", Format::Mistral),
     ("<|python_tag|>", Format::PythonTag),
+    ("<function=", Format::Xml),
+    ("<|tool_calls_section_begin|>", Format::Kimi),
+    ("<|tool_call_begin|>", Format::Kimi),
+    ("<|channel|>", Format::Harmony),
+    ("<|start|>", Format::Harmony),
+    ("<｜tool▁calls▁begin｜>", Format::DeepSeek),
+    ("<｜tool▁call▁begin｜>", Format::DeepSeek),
+    ("<|tool_call>", Format::Gemma),
 ];
+
+/// The ends of the reasoning blocks a call may follow (`<think>...</think>`, Mistral's
+/// `[THINK]...[/THINK]`): a marker inside one is the model thinking, not calling.
+const REASONING_ENDS: [&str; 2] = ["</think>", "[/THINK]"];
 
 /// How many candidate starts of a bare JSON value are tried (from the end): bounds the work on
 /// a long reply full of braces.
@@ -148,9 +191,25 @@ const MAX_CANDIDATES: usize = 16;
 /// most 16 parses of its tail (the candidate starts nearest its end).
 pub fn find(text: &str) -> Option<Written> {
     let body = text.trim_end();
-    if !body.contains('{') {
+    if !body.contains(['{', '[', '<']) {
         return None;
     }
+    // After a reasoning block, only what follows it can be calls.
+    if let Some(after) = REASONING_ENDS
+        .iter()
+        .filter_map(|end| body.rfind(end).map(|at| at + end.len()))
+        .max()
+    {
+        return after_reasoning(&body[after..]).map(|mut found| {
+            found.start += after;
+            found
+        });
+    }
+    after_reasoning(body)
+}
+
+/// [`find`] on a text with no reasoning block.
+fn after_reasoning(body: &str) -> Option<Written> {
     // A call followed by the tool's answer as the model imagines it (`<tool_response>...`, the
     // template's own tag): the call is what the reply ends with.
     if let Some(at) = body.find(IMAGINED)
@@ -166,38 +225,117 @@ pub fn find(text: &str) -> Option<Written> {
 /// writes itself after its call.
 const IMAGINED: &str = "<tool_response>";
 
-/// [`find`] on a text without trailing white space.
+/// [`find`] on a text without trailing white space: calls in a family's syntax, in Qwen's
+/// `<tools>` tags, in fenced blocks or as bare JSON; else a broken call in a family's syntax.
 fn ends_with_calls(body: &str) -> Option<Written> {
-    if let Some(found) = marked(body) {
+    let marked = marked(body);
+    if let Some(Ok(found)) = marked {
         return Some(found);
     }
-    if let Some(found) = in_tools_tags(body) {
-        return Some(found);
-    }
-    if body.ends_with("```") {
-        return fenced(body);
-    }
-    if body.ends_with('}') || body.ends_with(']') {
-        return bare(body);
-    }
-    None
+    let plain = in_tools_tags(body).or_else(|| {
+        if body.ends_with("```") {
+            fenced(body)
+        } else if body.ends_with('}') || body.ends_with(']') {
+            bare(body)
+        } else {
+            None
+        }
+    });
+    plain.or_else(|| marked.and_then(Result::err))
 }
 
-/// Calls after a model's call marker: everything from the first marker on must be calls.
-fn marked(body: &str) -> Option<Written> {
-    let (start, marker, format) = MARKERS
-        .iter()
-        .filter_map(|&(marker, format)| body.find(marker).map(|at| (at, marker, format)))
-        .min_by_key(|&(at, _, _)| at)?;
+/// Calls after a model's call marker: everything from the marker on must be calls. The first
+/// and last place of each marker are tried, earliest first (a marker mentioned in prose before
+/// a real call does not hide it); the first that reads as calls wins. `Err`: none did, and one
+/// began a call in a family's own tokens that was cut off or cannot be read.
+fn marked(body: &str) -> Option<Result<Written, Written>> {
+    let mut starts: Vec<(usize, Format)> = Vec::new();
+    for (marker, format) in MARKERS {
+        if let Some(first) = body.find(marker) {
+            starts.push((first, format));
+            if let Some(last) = body.rfind(marker).filter(|&last| last != first) {
+                starts.push((last, format));
+            }
+        }
+    }
+    if starts.is_empty() {
+        return None;
+    }
+    starts.sort_by_key(|&(at, _)| at);
+    starts.dedup_by_key(|&mut (at, _)| at);
+    let mut broken = None;
+    for (start, format) in starts {
+        match read_marked(&body[start..], format) {
+            Ok((format, calls)) => {
+                return Some(Ok(Written {
+                    start,
+                    format,
+                    calls,
+                    broken: false,
+                }));
+            }
+            // A broken call is one the reply ends on; a reply that ends with a sentence is
+            // prose about the format (a truncated reply is already a no-op of its own).
+            Err(families::Miss::Broken(names))
+                if broken.is_none() && !body.ends_with(['.', '!', '?']) =>
+            {
+                broken = Some(Written {
+                    start,
+                    format,
+                    calls: names
+                        .into_iter()
+                        .map(|name| WrittenCall {
+                            name,
+                            arguments: Value::Null,
+                            text_values: false,
+                        })
+                        .collect(),
+                    broken: true,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    broken.map(Err)
+}
+
+/// The calls `text` (which starts with `format`'s marker) is, in that family's syntax.
+fn read_marked(text: &str, format: Format) -> Result<(Format, Vec<WrittenCall>), families::Miss> {
+    use families::Miss;
     let calls = match format {
-        Format::Hermes => hermes(&body[start..])?,
-        _ => stream(&body[start + marker.len()..])?,
+        Format::Hermes => return hermes(text),
+        Format::Mistral => {
+            let after = text
+                .strip_prefix("[TOOL_CALLS]")
+                .unwrap_or(text)
+                .trim_start();
+            if after.starts_with(['[', '{']) {
+                stream(after).ok_or(Miss::NotCalls)?
+            } else {
+                families::mistral_args(text)?
+            }
+        }
+        Format::PythonTag => {
+            let after = text.strip_prefix("<|python_tag|>").unwrap_or(text);
+            stream(after).ok_or(Miss::NotCalls)?
+        }
+        Format::Xml => {
+            let mut calls = Vec::new();
+            let mut rest = text;
+            while !rest.trim().is_empty() {
+                let (call, after) = families::function(rest.trim_start())?;
+                calls.push(call);
+                rest = after;
+            }
+            calls
+        }
+        Format::Kimi => families::kimi(text)?,
+        Format::Harmony => families::harmony(text)?,
+        Format::DeepSeek => families::deepseek(text)?,
+        Format::Gemma => families::gemma(text)?,
+        Format::Json | Format::Fenced | Format::Glm => return Err(Miss::NotCalls),
     };
-    Some(Written {
-        start,
-        format,
-        calls,
-    })
+    Ok((format, calls))
 }
 
 /// Calls in the tags Qwen's chat template lists the tools in (`<tools>{...}</tools>`), which a
@@ -212,29 +350,77 @@ fn in_tools_tags(body: &str) -> Option<Written> {
         start,
         format: Format::Hermes,
         calls,
+        broken: false,
     })
 }
 
-/// `<tool_call>JSON</tool_call>` blocks, one after another (the last closing tag may be missing:
-/// a stop sequence can eat it).
-fn hermes(mut rest: &str) -> Option<Vec<WrittenCall>> {
+/// `<tool_call>...</tool_call>` blocks, one after another (the last closing tag may be missing:
+/// a stop sequence can eat it). A block holds JSON (Hermes, Qwen2.5), Qwen3-Coder's
+/// `<function=...>` XML or GLM's `NAME<arg_key>...`; the format is the first block's. A closing
+/// tag inside a JSON string is passed over: the block ends at the first closing tag after which
+/// its JSON reads whole.
+fn hermes(mut rest: &str) -> Result<(Format, Vec<WrittenCall>), families::Miss> {
+    use families::Miss;
     const OPEN: &str = "<tool_call>";
     const CLOSE: &str = "</tool_call>";
     let mut calls = Vec::new();
+    let mut format = None;
     loop {
         rest = rest.trim_start();
         if rest.is_empty() {
             break;
         }
-        rest = rest.strip_prefix(OPEN)?;
-        let (inner, after) = match rest.find(CLOSE) {
-            Some(at) => (&rest[..at], &rest[at + CLOSE.len()..]),
-            None => (rest, ""),
+        rest = rest.strip_prefix(OPEN).ok_or(Miss::NotCalls)?;
+        if rest.trim_start().starts_with(['{', '[']) {
+            let mut read = None;
+            let mut from = 0;
+            while let Some(at) = rest[from..].find(CLOSE).map(|at| from + at) {
+                if let Some(found) = stream(&rest[..at]) {
+                    read = Some((found, &rest[at + CLOSE.len()..]));
+                    break;
+                }
+                from = at + CLOSE.len();
+            }
+            let (found, after) = match read {
+                Some(read) => read,
+                None => match stream(rest) {
+                    Some(found) => (found, ""),
+                    None if !rest.contains(CLOSE) || rest.trim_end().ends_with(CLOSE) => {
+                        let names = calls.iter().map(|c: &WrittenCall| c.name.clone());
+                        return Err(Miss::Broken(names.collect()));
+                    }
+                    None => return Err(Miss::NotCalls),
+                },
+            };
+            format.get_or_insert(Format::Hermes);
+            calls.extend(found);
+            rest = after;
+            continue;
+        }
+        let (inner, after, closed) = match rest.find(CLOSE) {
+            Some(at) => (&rest[..at], &rest[at + CLOSE.len()..], true),
+            None => (rest, "", false),
         };
-        calls.extend(stream(inner)?);
+        let call = families::block(inner, closed).map_err(|miss| match miss {
+            Miss::Broken(mut names) => {
+                let mut all: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
+                all.append(&mut names);
+                Miss::Broken(all)
+            }
+            other => other,
+        })?;
+        format.get_or_insert(if inner.trim_start().starts_with("<function=") {
+            Format::Xml
+        } else {
+            Format::Glm
+        });
+        calls.push(call);
         rest = after;
     }
-    (!calls.is_empty()).then_some(calls)
+    match format {
+        Some(format) if !calls.is_empty() => Ok((format, calls)),
+        _ => Err(Miss::NotCalls),
+    }
 }
 
 /// Fenced blocks of calls at the end of the text (one or more in a row).
@@ -258,7 +444,7 @@ fn fenced(body: &str) -> Option<Written> {
         }
         let content = content.trim();
         let calls = if content.starts_with("<tool_call>") {
-            hermes(content)
+            hermes(content).ok().map(|(_, calls)| calls)
         } else {
             stream(content)
         };
@@ -275,6 +461,7 @@ fn fenced(body: &str) -> Option<Written> {
         start,
         format: Format::Fenced,
         calls,
+        broken: false,
     })
 }
 
@@ -300,6 +487,7 @@ fn bare(body: &str) -> Option<Written> {
             start,
             format: Format::Json,
             calls,
+            broken: false,
         })
     })
 }
@@ -384,7 +572,11 @@ fn call(value: Value) -> Option<WrittenCall> {
         Value::Null => Value::Object(Map::new()),
         other => other,
     };
-    Some(WrittenCall { name, arguments })
+    Some(WrittenCall {
+        name,
+        arguments,
+        text_values: false,
+    })
 }
 
 /// What a host does with a model turn before the machine sees it (the runtime, the `Host`,
@@ -397,10 +589,24 @@ fn call(value: Value) -> Option<WrittenCall> {
 /// them. Otherwise (a name not offered, arguments not an object, or `nudge`) the text is left
 /// as it is, and [`ModelTurn::suggested_tools`] names the offered tools for the nudge: the closest
 /// to each unknown name, or (under `nudge`) every offered tool. A turn with calls of its own,
-/// or under `off`, is left alone.
+/// or under `off`, is left alone. A broken call (cut off, or unreadable in its family's tokens)
+/// never runs. Values a format wrote as text stay strings: [`recover_typed`] types them.
 pub fn recover(
     turn: &mut ModelTurn,
     offered: Option<&[&str]>,
+    mode: TextToolCalls,
+    ids: &str,
+) -> Option<Recovery> {
+    recover_typed(turn, offered, &[], mode, ids)
+}
+
+/// [`recover`], with the offered tools' JSON schemas (`(name, schema)`): a recovered call whose
+/// format wrote its values as text (XML parameters, GLM) gets them typed by its tool's schema
+/// ([`typed`]), as a correct engine would give them.
+pub fn recover_typed(
+    turn: &mut ModelTurn,
+    offered: Option<&[&str]>,
+    schemas: &[(&str, &Value)],
     mode: TextToolCalls,
     ids: &str,
 ) -> Option<Recovery> {
@@ -415,6 +621,7 @@ pub fn recover(
         .filter(|n| !is_offered(n))
         .collect();
     let runs = mode == TextToolCalls::Run
+        && !written.broken
         && unknown.is_empty()
         && written.calls.iter().all(WrittenCall::runnable);
     if runs {
@@ -426,7 +633,14 @@ pub fn recover(
             .calls
             .into_iter()
             .enumerate()
-            .map(|(i, c)| ToolCall::new(format!("{ids}{i}"), c.name, c.arguments))
+            .map(|(i, mut c)| {
+                if c.text_values
+                    && let Some((_, schema)) = schemas.iter().find(|(name, _)| *name == c.name)
+                {
+                    typed(&mut c.arguments, schema);
+                }
+                ToolCall::new(format!("{ids}{i}"), c.name, c.arguments)
+            })
             .collect();
         turn.text_calls = Some(Box::new(TextCalls {
             recovered: count,
