@@ -216,18 +216,22 @@ fn glm(inner: &str, closed: bool) -> Result<WrittenCall, Miss> {
     }
     let mut arguments = Map::new();
     let cut = || Miss::Broken(vec![name.to_owned()]);
+    // The text ended part-way into a tag: cut off.
+    let cut_in = |rest: &str, tag: &str| {
+        if tag.starts_with(rest) {
+            cut()
+        } else {
+            Miss::NotCalls
+        }
+    };
     while !rest.is_empty() {
         let Some(key) = rest.strip_prefix("<arg_key>") else {
-            return Err(Miss::NotCalls);
+            return Err(cut_in(rest, "<arg_key>"));
         };
         let (key, after) = key.split_once("</arg_key>").ok_or_else(cut)?;
         let value = after.trim_start();
         let Some(value) = value.strip_prefix("<arg_value>") else {
-            return Err(if value.is_empty() {
-                cut()
-            } else {
-                Miss::NotCalls
-            });
+            return Err(cut_in(value, "<arg_value>"));
         };
         let (value, after) = value.split_once("</arg_value>").ok_or_else(cut)?;
         arguments.insert(key.trim().to_owned(), Value::String(value.to_owned()));
