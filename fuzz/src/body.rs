@@ -796,7 +796,11 @@ pub(crate) fn textcall(data: &[u8]) {
     let written = textcall::find(&text);
     if let Some(w) = &written {
         assert!(w.start <= text.len() && text.is_char_boundary(w.start));
-        assert!(!w.calls.is_empty(), "a found call list is never empty");
+        assert!(
+            w.broken || !w.calls.is_empty(),
+            "a found call list is empty only for a broken call"
+        );
+        assert!(!w.broken || w.calls.iter().all(|c| c.arguments.is_null()));
         assert!(w.calls.iter().all(|c| !c.name.trim().is_empty()));
     }
     let offered = ["read_file", "write_file", "t"];
@@ -805,7 +809,12 @@ pub(crate) fn textcall(data: &[u8]) {
             text: text.clone(),
             ..ModelTurn::default()
         };
-        let recovery = textcall::recover(&mut turn, Some(&offered), mode, "text-1-");
+        // `t`'s schema types values a family wrote as text.
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "b": {"type": "boolean"}, "o": {"type": ["object", "null"]}
+        }});
+        let recovery =
+            textcall::recover_typed(&mut turn, Some(&offered), &[("t", &schema)], mode, "text-1-");
         match (&recovery, &written) {
             (None, _) => assert_eq!(turn.text, text, "nothing recovered, nothing changed"),
             (Some(Recovery::Ran { calls, .. }), Some(w)) => {
