@@ -17,8 +17,8 @@
 #
 # Then, in an environment without Rust (`env -i`; a PATH of links to python3, node, npm and sh
 # only, where `cargo` and `rustc` are checked absent; HOME, CARGO_HOME and RUSTUP_HOME empty
-# folders, npm's cache empty), it installs each artifact the way README.md says (the commands of
-# its "Installing the bindings without Rust" section, run as they are written: `pip install
+# folders, npm's cache empty), it installs each artifact the way docs/install.md says (its
+# commands, run as they are written: `pip install
 # --no-index` into a new venv, `npm install --offline` into a new folder) and runs the README's
 # examples against them (README.md's Python and TypeScript host loops, bindings/*/README.md's
 # quick starts), extracted from the Markdown by .ci/snippet.py, checking what they print.
@@ -133,9 +133,10 @@ run_snippet() {
 }
 
 # The READMEs name the artifacts this build made.
-for pair in "README.md:target/dist/$(basename "$wheel")" "README.md:target/dist/$(basename "$tgz")" \
-  "README.md:.venv/bin/pip install --no-index $(basename "$wheel")" \
-  "README.md:npm install --offline ./$(basename "$tgz")" \
+for pair in "README.md:$(basename "$wheel")" "README.md:$(basename "$tgz")" \
+  "docs/install.md:target/dist/$(basename "$wheel")" "docs/install.md:target/dist/$(basename "$tgz")" \
+  "docs/install.md:.venv/bin/pip install --no-index $(basename "$wheel")" \
+  "docs/install.md:npm install --offline ./$(basename "$tgz")" \
   "bindings/python/README.md:pip install --no-index $(basename "$wheel")" \
   "bindings/node/README.md:npm install --offline ./$(basename "$tgz")"; do
   grep -qF -- "${pair#*:}" "$root/${pair%%:*}" || die "${pair%%:*} does not say \`${pair#*:}\`"
@@ -145,7 +146,7 @@ scenario=$root/spec/scenarios/architect-stops-early.json
 cp "$wheel" "$scenario" "$check/python/"
 cp "$tgz" "$scenario" "$check/node/"
 start=$(now)
-run_snippet README.md sh "pip install" "$check/python" install.sh "complete verified" sh -e
+run_snippet docs/install.md sh "pip install" "$check/python" install.sh "complete verified" sh -e
 took "the wheel's install and run (no Rust)" "$start"
 run_snippet README.md python "from terminus_kernel import Machine" "$check/python" host_loop.py \
   "complete explicit nudges: 1" .venv/bin/python
@@ -153,7 +154,7 @@ run_snippet bindings/python/README.md python "from terminus_kernel import Machin
   quick_start.py "complete answered" .venv/bin/python
 
 start=$(now)
-run_snippet README.md sh "npm install" "$check/node" install.sh "complete verified" sh -e
+run_snippet docs/install.md sh "npm install" "$check/node" install.sh "complete verified" sh -e
 took "the package's install and run (no Rust)" "$start"
 # The TypeScript example, type-checked against the installed package's types (`tsc --strict`,
 # as test/types.test.js does) and run as the JavaScript tsc makes of it. The compiler is the
