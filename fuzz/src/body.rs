@@ -813,8 +813,13 @@ pub(crate) fn textcall(data: &[u8]) {
         let schema = serde_json::json!({"type": "object", "properties": {
             "n": {"type": "integer"}, "b": {"type": "boolean"}, "o": {"type": ["object", "null"]}
         }});
-        let recovery =
-            textcall::recover_typed(&mut turn, Some(&offered), &[("t", &schema)], mode, "text-1-");
+        let recovery = textcall::recover_typed(
+            &mut turn,
+            Some(&offered),
+            &[("t", &schema)],
+            mode,
+            "text-1-",
+        );
         match (&recovery, &written) {
             (None, _) => assert_eq!(turn.text, text, "nothing recovered, nothing changed"),
             (Some(Recovery::Ran { calls, .. }), Some(w)) => {

@@ -21,6 +21,7 @@
 //! `refusal` field and Anthropic's `refusal` stop reason onto it): a filtered no-op, never an
 //! answer.
 
+use crate::AbortReason;
 use serde::{Deserialize, Serialize};
 
 /// The word n-gram length of [`Said`]: a run of this many words the kernel wrote is its phrase.
@@ -334,6 +335,27 @@ const NULL_REPLY: &[&str] = &[
     "no response",
 ];
 
+/// Whether the words name one of the run's own ways of stopping by its identifier
+/// (`no_progress`, `tool_failures`, ...): a sentence about how the run stops, learnt from the
+/// kernel's notices, not about the task. The identifiers that are also policy fields
+/// (`max_steps`, `token_budget`, ...) are left out: a task may be about configuring them.
+fn names_a_stop(words: &[String]) -> bool {
+    AbortReason::ALL
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r,
+                AbortReason::MaxSteps
+                    | AbortReason::MaxModelCalls
+                    | AbortReason::TokenBudget
+                    | AbortReason::ToolCallBudget
+            )
+        })
+        .map(|r| r.as_str())
+        .filter(|id| id.contains('_'))
+        .any(|id| words.iter().any(|w| w == id))
+}
+
 fn contains(hay: &[String], phrase: &str) -> bool {
     let needle = words(phrase);
     !needle.is_empty()
@@ -352,13 +374,15 @@ fn sentence(text: &str, said: &Said) -> Option<Sentence> {
     let numbers = w.iter().any(|w| w.chars().any(|c| c.is_ascii_digit()));
     let hollow = w.iter().all(|w| HOLLOW.contains(&w.as_str()));
     let null = NULL_REPLY.iter().any(|p| words(p) == w);
-    Some(if any(CONFUSED) || any(HAND_BACK) || said.echoed_by(text) {
-        Sentence::HandsBack
-    } else if hollow || null || (any(CLOSING) && !numbers) {
-        Sentence::Closing
-    } else {
-        Sentence::Substantive
-    })
+    Some(
+        if any(CONFUSED) || any(HAND_BACK) || said.echoed_by(text) || names_a_stop(&w) {
+            Sentence::HandsBack
+        } else if hollow || null || (any(CLOSING) && !numbers) {
+            Sentence::Closing
+        } else {
+            Sentence::Substantive
+        },
+    )
 }
 
 /// The sentences of a text: split after `.`, `!` or `?` followed by white space (so `units.txt`
@@ -387,7 +411,7 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
 
 /// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
 /// apologises for not understanding, tells the reader to act, repeats what the kernel said
-/// (`said`), acknowledges, reports nothing ("None", "No progress") or closes courteously (an
+/// (`said`) or names one of its stops (`no_progress`), acknowledges, reports nothing ("None", "No progress") or closes courteously (an
 /// apology without content is a closing; a sentence with a number never is); or it disclaims
 /// itself as an AI that cannot act. A reply with a code block is never one (it carries work).
 pub fn hands_back(reply: &str, said: &Said) -> bool {
@@ -512,6 +536,9 @@ mod tests {
             "Your last reply had no content and no tool call. Please provide a task to be \
              completed using the tools provided.",
             "I apologize for that. Please provide the task you want me to complete.",
+            // The third recordings: the kernel's loop notice, paraphrased.
+            "To address the repeated calls and ensure the sequence is followed correctly, the run \
+             should stop with no_progress.",
         ] {
             assert!(hands_back(reply, &s), "{reply}");
         }
@@ -523,6 +550,8 @@ mod tests {
             "The plan for the TODO items has been written to plan.md.",
             "Yes.",
             "Done. I wrote 51 to answer.txt.",
+            "The sum is 5555.\nRun stopped with no_progress. Change course.",
+            "I set max_steps to 40 in the policy.",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }

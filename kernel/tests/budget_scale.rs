@@ -175,6 +175,9 @@ proptest! {
         prop_assert!(a.token_budget <= b.token_budget);
         let exact = u128::from(base) + u128::from(per) * u128::from(small);
         prop_assert_eq!(u128::from(a.max_steps), exact.min(u128::from(cap)));
-        prop_assert_eq!(policy.scaled(small), policy.scaled(small), "deterministic");
+        // The scale is part of the policy: the same policy read back from its JSON scales the same.
+        let text = serde_json::to_string(&policy).expect("serialises");
+        let again: Policy = serde_json::from_str(&text).expect("reads back");
+        prop_assert_eq!(again.scaled(small).expect("scales"), a);
     }
 }
