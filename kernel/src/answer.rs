@@ -281,8 +281,20 @@ const CLOSING: &[&str] = &[
 ];
 
 /// Words that, when a sentence has no other, make it say nothing: an acknowledgement
-/// ("Understood.", "Got it.") or an apology without content ("I apologize for that.").
+/// ("Understood.", "Got it."), an apology without content ("I apologize for that.") or an
+/// announcement without content ("Continue.", "Let's proceed.", "I will now continue.").
 const HOLLOW: &[&str] = &[
+    "continue",
+    "continuing",
+    "proceed",
+    "proceeding",
+    "let",
+    "s",
+    "go",
+    "ahead",
+    "will",
+    "ll",
+    "now",
     "understood",
     "ok",
     "okay",
@@ -536,7 +548,9 @@ mod tests {
             "Your last reply had no content and no tool call. Please provide a task to be \
              completed using the tools provided.",
             "I apologize for that. Please provide the task you want me to complete.",
-            // The third recordings: the kernel's loop notice, paraphrased.
+            // The third recordings: a word of the guidance; the kernel's loop notice, paraphrased.
+            "continue.",
+            "Let's proceed.",
             "To address the repeated calls and ensure the sequence is followed correctly, the run \
              should stop with no_progress.",
         ] {
@@ -552,6 +566,7 @@ mod tests {
             "Done. I wrote 51 to answer.txt.",
             "The sum is 5555.\nRun stopped with no_progress. Change course.",
             "I set max_steps to 40 in the policy.",
+            "I will now continue with 4217 units.",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }
