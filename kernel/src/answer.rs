@@ -220,6 +220,21 @@ const HAND_BACK: &[&str] = &[
     "best fits your",
 ];
 
+/// Phrases about the run itself (its stopping, restarting, changing course: the kernel's loop
+/// notice retold) rather than the task.
+const RUN_TALK: &[&str] = &[
+    "the run has stopped",
+    "the run stopped",
+    "the run stops",
+    "the run will stop",
+    "the run should stop",
+    "the run has been stopped",
+    "the run will be restarted",
+    "the run will be stopped",
+    "stop the run",
+    "change course",
+];
+
 /// A model's disclaimer of itself ("I am an AI language model, and I do not have the ability to
 /// write files"): a reply that says it is never the result of an agent's task, whatever else it
 /// says (the recorded run that wrote `sum.txt` and then answered so).
@@ -386,8 +401,9 @@ fn sentence(text: &str, said: &Said) -> Option<Sentence> {
     let numbers = w.iter().any(|w| w.chars().any(|c| c.is_ascii_digit()));
     let hollow = w.iter().all(|w| HOLLOW.contains(&w.as_str()));
     let null = NULL_REPLY.iter().any(|p| words(p) == w);
+    let about_the_run = any(RUN_TALK) || names_a_stop(&w);
     Some(
-        if any(CONFUSED) || any(HAND_BACK) || said.echoed_by(text) || names_a_stop(&w) {
+        if any(CONFUSED) || any(HAND_BACK) || about_the_run || said.echoed_by(text) {
             Sentence::HandsBack
         } else if hollow || null || (any(CLOSING) && !numbers) {
             Sentence::Closing
@@ -423,9 +439,10 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
 
 /// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
 /// apologises for not understanding, tells the reader to act, repeats what the kernel said
-/// (`said`) or names one of its stops (`no_progress`), acknowledges, reports nothing ("None", "No progress") or closes courteously (an
-/// apology without content is a closing; a sentence with a number never is); or it disclaims
-/// itself as an AI that cannot act. A reply with a code block is never one (it carries work).
+/// (`said`), talks of the run itself ("the run has stopped", `no_progress`), acknowledges,
+/// reports nothing ("None", "No progress") or closes courteously (an apology without content is
+/// a closing; a sentence with a number never is); or it disclaims itself as an AI that cannot
+/// act. A reply with a code block is never one (it carries work).
 pub fn hands_back(reply: &str, said: &Said) -> bool {
     if reply.contains("```") {
         return false;
@@ -551,6 +568,8 @@ mod tests {
             // The third recordings: a word of the guidance; the kernel's loop notice, paraphrased.
             "continue.",
             "Let's proceed.",
+            "The run has stopped because the same sequence of calls with the same results has \
+             been repeated 3 times in a row. The run will be restarted to change course.",
             "To address the repeated calls and ensure the sequence is followed correctly, the run \
              should stop with no_progress.",
         ] {
@@ -567,6 +586,7 @@ mod tests {
             "The sum is 5555.\nRun stopped with no_progress. Change course.",
             "I set max_steps to 40 in the policy.",
             "I will now continue with 4217 units.",
+            "The test run stopped at test_upload_retry; the other 41 passed.",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }
