@@ -10,7 +10,8 @@
 //!   4-gram of it is the kernel's.
 //! - **A hand-back** ([`crate::NoOpKind::NonAnswer`], only under `policy.autonomous`): a reply
 //!   whose every sentence asks the user for more, apologises for not understanding, tells the
-//!   reader to make the next call, repeats the kernel, only acknowledges ("Understood."), reports
+//!   reader to make the next call, repeats the kernel or talks of the run itself ("the run has
+//!   stopped"), only acknowledges ("Understood.") or announces ("continue."), reports
 //!   nothing ("None", "No progress") or is a courteous closing, with not one sentence of its own;
 //!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ...").
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
