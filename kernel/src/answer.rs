@@ -297,9 +297,23 @@ const CLOSING: &[&str] = &[
 ];
 
 /// Words that, when a sentence has no other, make it say nothing: an acknowledgement
-/// ("Understood.", "Got it."), an apology without content ("I apologize for that.") or an
-/// announcement without content ("Continue.", "Let's proceed.", "I will now continue.").
+/// ("Understood.", "Got it."), an apology without content ("I apologize for that."), an
+/// announcement without content ("Continue.", "Let's proceed.", "I will now continue.") or a
+/// give-up that says no more than that ("I apologize, but I cannot continue this task."; one that
+/// says why, "I cannot: the report is not ready", is an answer).
 const HOLLOW: &[&str] = &[
+    "but",
+    "cannot",
+    "can",
+    "t",
+    "not",
+    "unable",
+    "to",
+    "task",
+    "complete",
+    "finish",
+    "further",
+    "with",
     "continue",
     "continuing",
     "proceed",
@@ -569,6 +583,7 @@ mod tests {
             // The third recordings: a word of the guidance; the kernel's loop notice, paraphrased.
             "continue.",
             "Let's proceed.",
+            "I apologize, but I cannot continue this task.",
             "The run has stopped because the same sequence of calls with the same results has \
              been repeated 3 times in a row. The run will be restarted to change course.",
             "To address the repeated calls and ensure the sequence is followed correctly, the run \
@@ -588,6 +603,8 @@ mod tests {
             "I set max_steps to 40 in the policy.",
             "I will now continue with 4217 units.",
             "The test run stopped at test_upload_retry; the other 41 passed.",
+            "I cannot write units.txt: the report is not ready.",
+            "This task is complete.",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }
