@@ -452,6 +452,22 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Whether `text` is only courtesy: it has sentences, and every one is a courteous closing, an
+/// acknowledgement or an apology without content ("Let me know if you need anything else!"). A
+/// written tool call followed by such a line is still the call ([`crate::textcall::find`]).
+pub fn only_courtesy(text: &str) -> bool {
+    let none = Said::default();
+    let mut any = false;
+    for part in sentences(text) {
+        match sentence(part, &none) {
+            Some(Sentence::Closing) => any = true,
+            Some(_) => return false,
+            None => {}
+        }
+    }
+    any
+}
+
 /// Whether `reply` only hands the task back: it has sentences, and every one asks for more,
 /// apologises for not understanding, tells the reader to act, repeats what the kernel said
 /// (`said`), talks of the run itself ("the run has stopped", `no_progress`), acknowledges,

@@ -997,3 +997,28 @@ fn a_broken_call_is_nudged_with_its_note() {
     assert!(text.contains("`get_weather`"), "{text}");
     assert!(text.contains("cut off or malformed"), "{text}");
 }
+
+#[test]
+fn a_call_followed_only_by_a_courteous_closing_is_the_call() {
+    // Qwen2.5-Coder-1.5B's replies on the eval's verifier task (whose task asks every reply to
+    // end with the closing), as received.
+    for text in [
+        "```json\n{\n  \"name\": \"write_file\",\n  \"arguments\": {\n    \"path\": \"answer.txt\",\n    \"content\": \"51\"\n  }\n}\n```\n\nLet me know if you need anything else!",
+        "{{\"name\": \"write_file\", \"arguments\": {\"content\": \"17 * 3 = 51\", \"path\": \"answer.txt\"}}}}\nLet me know if you need anything else!",
+    ] {
+        let found = textcall::find(text).unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(found.names(), ["write_file"], "{text}");
+        let mut turn = ModelTurn {
+            text: text.into(),
+            ..ModelTurn::default()
+        };
+        textcall::recover(&mut turn, Some(&["write_file"]), TextToolCalls::Run, "t-");
+        assert_eq!(turn.tool_calls.len(), 1);
+        assert_eq!(turn.text, text[..found.start].trim_end());
+    }
+    // Anything more than courtesy after the call leaves the reply an answer.
+    let text = "{\"name\": \"write_file\", \"arguments\": {\"path\": \"a\"}}\nThe result is 51.";
+    assert_eq!(textcall::find(text), None);
+    let text = "{\"name\": \"write_file\", \"arguments\": {\"path\": \"a\"}}\nPlease provide more details.";
+    assert_eq!(textcall::find(text), None);
+}

@@ -18,7 +18,8 @@
 //!   ([`crate::NoOpKind::TextCall`]): never a claim, never an answer, bounded by `max_no_ops`.
 //!
 //! A JSON object without `arguments` or `parameters` is not a call (a JSON answer stays an
-//! answer), nor is a fenced block in another language, nor a call followed by more prose.
+//! answer), nor is a fenced block in another language, nor a call followed by more prose (but
+//! for a last line that is only a courteous closing).
 
 mod families;
 
@@ -220,7 +221,17 @@ fn after_reasoning(body: &str) -> Option<Written> {
     {
         return Some(found);
     }
-    ends_with_calls(body)
+    ends_with_calls(body).or_else(|| {
+        // A call followed only by a courteous closing ("Let me know if you need anything
+        // else!", as seed 002's task asks every reply to end): the closing says nothing, the
+        // call is what the reply does.
+        let (before, last) = body.rsplit_once('\n')?;
+        if !crate::answer::only_courtesy(last) {
+            return None;
+        }
+        let before = before.trim_end();
+        ends_with_calls(before).filter(|found| !found.broken)
+    })
 }
 
 /// The tag of a tool's answer in Hermes/Qwen chat templates, which a small model sometimes
