@@ -4,8 +4,8 @@
 //! object (bare or in a fenced block) with `name` and `arguments`, or a family's own syntax
 //! (Hermes/Qwen `<tool_call>{...}</tool_call>`, Qwen3-Coder's and GLM's XML, Mistral
 //! `[TOOL_CALLS]`, Llama 3 `<|python_tag|>`, Kimi K2, DeepSeek, gpt-oss Harmony, Gemma 4; see
-//! [`families`] and `docs/design.md`, "Written tool calls, family by family"). A reasoning block
-//! before the call (`<think>`, `[THINK]`, Harmony's analysis channel) is skipped.
+//! `textcall/families.rs` and `docs/design.md`, "Written tool calls, family by family"). A
+//! reasoning block before the call (`<think>`, `[THINK]`, Harmony's analysis channel) is skipped.
 //! The server did not turn it into a call, so nothing ran; taken at its word, the reply would be
 //! a completion claim whose result is an unexecuted call. This module reads such a reply:
 //!
