@@ -215,6 +215,12 @@ const HAND_BACK: &[&str] = &[
     "you can invoke",
     "please call",
     "please select",
+    "you need to wait",
+    "you can proceed",
+    "you need to proceed",
+    "if you provide",
+    "once you provide",
+    "when you provide",
     "please choose",
     "you can choose",
     "you can select",
@@ -298,10 +304,15 @@ const CLOSING: &[&str] = &[
 
 /// Words that, when a sentence has no other, make it say nothing: an acknowledgement
 /// ("Understood.", "Got it."), an apology without content ("I apologize for that."), an
-/// announcement without content ("Continue.", "Let's proceed.", "I will now continue.") or a
+/// announcement or offer without content ("Continue.", "I will continue the task with my
+/// tools.", "Ok, I am ready to assist you with the task.") or a
 /// give-up that says no more than that ("I apologize, but I cannot continue this task."; one that
 /// says why, "I cannot: the report is not ready", is an answer).
 const HOLLOW: &[&str] = &[
+    "ready",
+    "assist",
+    "help",
+    "tools",
     "but",
     "cannot",
     "can",
@@ -600,6 +611,14 @@ mod tests {
             "continue.",
             "Let's proceed.",
             "I apologize, but I cannot continue this task.",
+            // The fourth recordings.
+            "ok, I am ready to assist you with the task.",
+            "I will continue the task with my tools.",
+            "I am sorry for the confusion. I can continue with the task if you provide the \
+             remaining steps or details.",
+            "I understand the task is to fetch the quarterly report, write the number of units \
+             shipped to a file, and then continue with the task. The report is not ready yet, so \
+             you need to wait. Once it is ready, you can proceed with the write file step.",
             "The run has stopped because the same sequence of calls with the same results has \
              been repeated 3 times in a row. The run will be restarted to change course.",
             "To address the repeated calls and ensure the sequence is followed correctly, the run \
@@ -621,6 +640,8 @@ mod tests {
             "The test run stopped at test_upload_retry; the other 41 passed.",
             "I cannot write units.txt: the report is not ready.",
             "This task is complete.",
+            "The report is ready: 4217 units shipped.",
+            "Total units shipped: 100",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }

@@ -683,9 +683,38 @@ async fn run_trial(spec: &TrialSpec<'_>, root: &Path, folder: &Path) -> Trial {
     }
     trial.evidence.files = evidence::checked_files(&spec.task.check, &folder);
     let (passed, check) = check_files(&spec.task.check, &folder).await;
-    trial.passed = passed;
-    trial.check = check;
+    (trial.passed, trial.check) = answered(trial.report.as_ref(), passed, check);
     trial
+}
+
+/// The check's verdict, with what the run ended on: a run that ended `complete` must have ended
+/// on an answer (`docs/eval.md`, "What a trial is worth"). A result that is not one by the
+/// kernel's own definition (`terminus_kernel::answer::hands_back`, applied to the result with no
+/// kernel text to compare: a hand-back, an acknowledgement, "None", a courteous closing alone)
+/// or that is a tool call written as text fails the check, whatever the files say: the run
+/// claimed the task done and gave no answer. Computed from the report, so a replay computes it
+/// again.
+fn answered(report: Option<&Figures>, passed: bool, check: String) -> (bool, String) {
+    use terminus_kernel::answer::{Said, hands_back};
+    let Some(result) = report
+        .filter(|r| r.outcome == "complete")
+        .map(|r| r.result.as_deref().unwrap_or_default())
+    else {
+        return (passed, check);
+    };
+    let not_an_answer = if result.trim().is_empty() {
+        Some("an empty reply")
+    } else if terminus_kernel::textcall::find(result).is_some() {
+        Some("a tool call written as text")
+    } else if hands_back(result, &Said::default()) {
+        Some("a reply that is not an answer")
+    } else {
+        None
+    };
+    match not_an_answer {
+        Some(what) => (false, format!("{check}; but the run ended on {what}")),
+        None => (passed, check),
+    }
 }
 
 /// A fresh copy of the task's folder at `folder`, canonical.
@@ -1001,6 +1030,7 @@ async fn replay_trial(file: &Path, spec: &TrialSpec<'_>) -> Result<Trial, CliErr
     evidence::write_files(scratch.path(), &trial.evidence.files)
         .map_err(|e| CliError::Invalid(format!("{name}: evidence.files: {e}")))?;
     let (passed, check) = check_files(&spec.task.check, scratch.path()).await;
+    let (passed, check) = answered(report.as_ref(), passed, check);
     Ok(Trial {
         report,
         passed,
