@@ -57,19 +57,24 @@ fn json_prefix(text: &str) -> Result<(Value, &str), Cut> {
     }
 }
 
-/// A call from a name and arguments written as JSON (an object, or a string holding one).
-fn json_call(name: &str, arguments: Value) -> WrittenCall {
-    let arguments = match arguments {
+/// Arguments as a call writes them in JSON: a string holding a JSON object is that object, and
+/// `null` is no arguments.
+pub(super) fn arguments(value: Value) -> Value {
+    match value {
         Value::String(text) => match serde_json::from_str::<Value>(&text) {
             Ok(value @ Value::Object(_)) => value,
             _ => Value::String(text),
         },
         Value::Null => Value::Object(Map::new()),
         other => other,
-    };
+    }
+}
+
+/// A call from a name and arguments written as JSON (an object, or a string holding one).
+fn json_call(name: &str, value: Value) -> WrittenCall {
     WrittenCall {
         name: name.to_owned(),
-        arguments,
+        arguments: arguments(value),
         text_values: false,
     }
 }

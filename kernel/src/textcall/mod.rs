@@ -27,7 +27,7 @@ pub use crate::event::TextCalls;
 use crate::event::{ModelTurn, ToolCall};
 pub use families::typed;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// What the kernel does with a tool call written in a reply's text (`policy.text_tool_calls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -597,17 +597,11 @@ fn call(value: Value) -> Option<WrittenCall> {
         Some(Value::String(name)) if !name.trim().is_empty() => name.trim().to_owned(),
         _ => return None,
     };
-    let arguments = object
-        .remove("arguments")
-        .or_else(|| object.remove("parameters"))?;
-    let arguments = match arguments {
-        Value::String(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(value @ Value::Object(_)) => value,
-            _ => Value::String(text),
-        },
-        Value::Null => Value::Object(Map::new()),
-        other => other,
-    };
+    let arguments = families::arguments(
+        object
+            .remove("arguments")
+            .or_else(|| object.remove("parameters"))?,
+    );
     Some(WrittenCall {
         name,
         arguments,
