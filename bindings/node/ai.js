@@ -37,6 +37,15 @@ function asJson(value) {
   }
 }
 
+/** A tool's input schema as JSON Schema (the SDK's own conversion of a zod or Standard Schema), or the schema as given when the SDK cannot convert it. */
+function inputSchemaOf(ai, tool) {
+  try {
+    return ai.asSchema(tool.inputSchema).jsonSchema;
+  } catch {
+    return tool.inputSchema;
+  }
+}
+
 const sleep = (ms, signal) =>
   new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);
@@ -180,7 +189,7 @@ async function runAgent(options) {
         say(step);
         continue;
       }
-      const offered = step.tools ? Object.keys(tools) : [];
+      const offered = step.tools ? Object.entries(tools).map(([name, t]) => ({ name, inputSchema: inputSchemaOf(ai, t) })) : [];
       const replied = replyOf(result, `terminus-reply-${++n}`);
       // The calls the SDK answered itself (an unknown tool, input that fails the tool's schema):
       // its answer stands, of the kernel's class.

@@ -4,6 +4,20 @@
 /** Any JSON value. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/**
+ * A tool a model call offered, as a framework has it: its `name` (or OpenAI's `function.name`)
+ * and its arguments' JSON Schema in `parameters`, `function.parameters`, `inputSchema` (or the AI
+ * SDK's `inputSchema.jsonSchema`) or `schema`, when it is plain JSON.
+ */
+export interface OfferedTool {
+  name?: string;
+  function?: { name?: string; parameters?: Json };
+  parameters?: Json;
+  inputSchema?: Json | { jsonSchema: Json };
+  schema?: unknown;
+  [key: string]: unknown;
+}
+
 /** The scenario `policy` fields, same names and defaults (docs/design.md, "The policy"). */
 export interface Policy {
   max_steps?: number;
@@ -245,11 +259,12 @@ export declare class Session {
    */
   static start(policy: Policy | null | undefined, messages: Json[], nowMs?: number | null, scale?: number | null): [Session, Step];
   /**
-   * The model's reply (`offered`: the tools the call offered; `outputTools`: the framework's
-   * output tools, whose call is a structured answer, the reply's text): a step, or `null` if fed
-   * already.
+   * The model's reply (`offered`: the tools the call offered, names or tool objects as the
+   * framework has them, each with its arguments' JSON Schema where the framework keeps it, which
+   * types the values of a call written as text; `outputTools`: the framework's output tools, whose
+   * call is a structured answer, the reply's text): a step, or `null` if fed already.
    */
-  reply(message: Json, offered?: string[] | null, nowMs?: number | null, outputTools?: string[] | null): Step | null;
+  reply(message: Json, offered?: Array<string | OfferedTool> | null, nowMs?: number | null, outputTools?: string[] | null): Step | null;
   /** The results of the tool turn out, read after the last reply: a step, or `null`. */
   results(messages: Json[], nowMs?: number | null): Step | null;
   /** A failed model call of the kernel's class. */

@@ -721,6 +721,47 @@ function messageText(root, value) {
   return text;
 }
 
+/** A plain JSON object (not an instance of a class, such as a zod schema). */
+const isPlain = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v));
+
+/**
+ * A tool's arguments' JSON Schema, where the frameworks keep it: `parameters` (OpenAI, OpenAI
+ * Agents), `function.parameters`, `inputSchema` (MCP; the AI SDK's `jsonSchema()`, whose
+ * `jsonSchema` is the schema), `schema` (LangChain with a JSON Schema). A schema the host cannot
+ * give as JSON (a zod object) is left out: the adapter converts it, or the values stay as written.
+ */
+function schemaOf(tool) {
+  for (const v of [tool.parameters, tool.function && tool.function.parameters, tool.inputSchema, tool.schema]) {
+    if (v && isPlain(v.jsonSchema)) return v.jsonSchema;
+    if (isPlain(v)) return v;
+  }
+  return undefined;
+}
+
+/**
+ * The tools a model call offered, as JSON text for the core (each `name` or `{ name,
+ * parameters }`): names, or tool objects as the framework has them (`name`, or `function.name`),
+ * each with its schema ([`schemaOf`]). Entries without a name are skipped; null is undefined (the
+ * host does not know).
+ */
+function offeredText(offered) {
+  if (offered === undefined || offered === null) return undefined;
+  if (!Array.isArray(offered)) throw inputError('offered', 'not an array of tools or names');
+  const tools = [];
+  offered.forEach((t, i) => {
+    if (typeof t === 'string') {
+      if (t) tools.push(t);
+      return;
+    }
+    if (t === null || typeof t !== 'object') throw inputError(`offered[${i}]`, 'not a tool or a name');
+    const name = t.name || (t.function && t.function.name);
+    if (typeof name !== 'string' || !name) return;
+    const parameters = schemaOf(t);
+    tools.push(parameters ? { name, parameters } : name);
+  });
+  return jsonText('offered', tools);
+}
+
 const parsed = (text) => (text === null || text === undefined ? null : JSON.parse(text));
 
 /**
@@ -753,22 +794,21 @@ class Session {
   }
 
   /**
-   * The model's reply (`offered`: the names of the tools the call offered, or null;
+   * The model's reply (`offered`: the tools the call offered, or null: names, or tool objects as
+   * the framework has them, each with its arguments' JSON Schema when it has one;
    * `outputTools`: the names of the framework's output tools, whose call is a structured answer,
    * read as the reply's text): a step, or `null` when that reply was fed already.
    */
   reply(message, offered, nowMs, outputTools) {
     const text = messageText('message', message);
-    const names = (what, list) => {
-      if (list === undefined || list === null) return undefined;
-      if (!Array.isArray(list)) throw inputError(what, 'not an array of names');
-      list.forEach((n, i) => {
-        if (typeof n !== 'string') throw inputError(`${what}[${i}]`, 'not a string');
+    if (outputTools !== undefined && outputTools !== null) {
+      if (!Array.isArray(outputTools)) throw inputError('outputTools', 'not an array of names');
+      outputTools.forEach((n, i) => {
+        if (typeof n !== 'string') throw inputError(`outputTools[${i}]`, 'not a string');
       });
-      return list;
-    };
-    const outputs = names('outputTools', outputTools);
-    return parsed(this._native.reply(text, names('offered', offered), nowOf(nowMs), outputs));
+    }
+    const tools = offeredText(offered);
+    return parsed(this._native.reply(text, tools, nowOf(nowMs), outputTools ?? undefined));
   }
 
   /** The results of the tool turn out, read after the last reply: a step, or `null`. */

@@ -23,8 +23,8 @@ const { checkPolicy } = require('./adapter-policy.js');
 
 function peers() {
   try {
-    const [langchain, messages, langgraph, zod] = ['langchain', '@langchain/core/messages', '@langchain/langgraph', 'zod'].map(require);
-    return { langchain, messages, langgraph, zod };
+    const [langchain, messages, langgraph, zod, schemas] = ['langchain', '@langchain/core/messages', '@langchain/langgraph', 'zod', '@langchain/core/utils/json_schema'].map(require);
+    return { langchain, messages, langgraph, zod, toJsonSchema: schemas.toJsonSchema };
   } catch (e) {
     throw new Error(`terminus-kernel/langchain needs \`langchain\` (v1) and \`@langchain/core\` (npm install langchain @langchain/core): ${e.message}`);
   }
@@ -47,7 +47,7 @@ function terminusMiddleware(policy, options = {}) {
   if (policy != null && (typeof policy !== 'object' || Array.isArray(policy))) {
     throw new TypeError('terminusMiddleware: `policy` must be an object or undefined');
   }
-  const { langchain, messages: msgs, langgraph, zod } = peers();
+  const { langchain, messages: msgs, langgraph, zod, toJsonSchema } = peers();
   const thePolicy = { ...(policy || {}) };
   checkPolicy(thePolicy, options.scale); // a bad field or scale throws here
   const { verifier } = options;
@@ -87,8 +87,20 @@ function terminusMiddleware(policy, options = {}) {
 
   /** The messages from the last reply on, for the core (the results after it). */
   const tail = (messages) => messages.slice(Math.max(messages.findLastIndex(isAI), 0));
-  /** The names of the tools a model call offers (a call written in the text runs only when it names one). */
-  const offered = (request) => (request.tools || []).map((t) => t && (t.name || (t.function && t.function.name))).filter((n) => typeof n === 'string' && n);
+  /**
+   * The tools a model call offers (a call written in the text runs only when it names one), a
+   * zod schema given as JSON Schema (LangChain's own conversion) so that values a format writes
+   * as text are typed by it.
+   */
+  const offered = (request) =>
+    (request.tools || []).map((t) => {
+      if (!t || typeof t !== 'object' || !t.schema || !toJsonSchema) return t;
+      try {
+        return { name: t.name, parameters: toJsonSchema(t.schema) };
+      } catch {
+        return t;
+      }
+    });
 
   /** A structured answer (`responseFormat`): the model node's `{ structuredResponse, messages }`. */
   const structuredOf = (reply) => reply && !isAI(reply) && 'structuredResponse' in reply && Array.isArray(reply.messages);

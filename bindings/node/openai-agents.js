@@ -174,7 +174,8 @@ class KernelModel {
         await run.take(run.session.modelError(kind.kind, kind.retry_after_ms ?? null, Date.now()));
         continue;
       }
-      const offered = (sent.tools || []).map((t) => t.name).filter((n) => typeof n === 'string');
+      // The tools as the SDK sends them: each its name and its `parameters` schema.
+      const offered = sent.tools || [];
       const usage = response.usage || {};
       const counted = usage.requests || usage.inputTokens || usage.outputTokens;
       const reply = { output: response.output || [], response_id: `terminus-reply-${++run.replies}` };

@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 use terminus_kernel::{ModelErrorKind, Policy};
-use terminus_runtime::host::{Jump, Session, Step, VerdictIn};
+use terminus_runtime::host::{Jump, Offered, Session, Step, VerdictIn};
 
 /// Checks what a step says against the session it came from.
 fn check(session: &Session, step: &Step, was_ended: bool) {
@@ -58,6 +58,21 @@ fn round_trip(session: &Session) {
     );
 }
 
+/// The tools every reply is offered: `read` with a schema that types a written call's text
+/// values (a number, a flag, a list), `write` by name only.
+fn offered() -> Vec<Offered> {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "path": {"type": "string"}, "lines": {"type": "integer"},
+        "follow": {"type": "boolean"}, "skip": {"type": ["array", "null"]}}});
+    vec![
+        Offered {
+            name: "read".to_owned(),
+            parameters: Some(schema),
+        },
+        Offered::named("write"),
+    ]
+}
+
 /// Runs the conversation `data` through a session, checking after every call.
 pub(crate) fn host_session(data: &[u8]) {
     let Ok(messages) = serde_json::from_slice::<Vec<Value>>(data) else {
@@ -82,7 +97,7 @@ pub(crate) fn host_session(data: &[u8]) {
             }
         }
         let was = session.ended();
-        if let Ok(Some(step)) = session.reply(message, Some(vec!["read".to_owned()]), now) {
+        if let Ok(Some(step)) = session.reply(message, Some(offered()), now) {
             check(&session, &step, was);
             verified(&mut session, step);
         }

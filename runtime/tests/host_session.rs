@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use terminus_kernel::{ModelErrorKind, Policy};
-use terminus_runtime::host::{Gate, Jump, Session, Step, VerdictIn, policy_from_json};
+use terminus_runtime::host::{Gate, Jump, Offered, Session, Step, VerdictIn, policy_from_json};
 
 fn policy(json: &str) -> Policy {
     policy_from_json(json).expect("a policy")
@@ -27,7 +27,7 @@ fn a_tool_turn_then_an_answer() {
     let mut history = task();
     history.push(read_call("c1", "r1"));
     let step = s
-        .reply(&history[1], Some(vec!["read".into()]), 0)
+        .reply(&history[1], Some(vec![Offered::named("read")]), 0)
         .expect("reply")
         .expect("new");
     assert_eq!(step.jump, Some(Jump::Tools));
@@ -402,5 +402,63 @@ fn a_verifiers_answer_is_read_in_each_form() {
     assert!(
         e.to_string().starts_with("verdict.complete: invalid type"),
         "{e}"
+    );
+}
+
+/// A reply whose call is written in Qwen3-Coder's XML, every value as text.
+fn xml_call(reply: &str) -> Value {
+    let text = "Counting.\n<tool_call>\n<function=count>\n<parameter=n>\n3\n</parameter>\n\
+                <parameter=exact>\ntrue\n</parameter>\n<parameter=label>\n7\n</parameter>\n\
+                </function>\n</tool_call>";
+    json!({"role": "assistant", "id": reply, "content": text})
+}
+
+/// The calls a step has the host run for a reply written as text.
+fn written_arguments(step: &Step) -> Vec<Value> {
+    let written = step.written.as_ref().expect("the written call runs");
+    written
+        .tool_calls
+        .iter()
+        .map(|c| c.arguments.clone())
+        .collect()
+}
+
+#[test]
+fn a_written_calls_text_values_are_typed_by_the_offered_tools_schema() {
+    let schema = json!({"type": "object", "properties": {
+        "n": {"type": "integer"}, "exact": {"type": "boolean"}, "label": {"type": "string"}}});
+    let offered = vec![
+        Offered {
+            name: "count".to_owned(),
+            parameters: Some(schema),
+        },
+        Offered::named("read"),
+    ];
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let step = s
+        .reply(&xml_call("r1"), Some(offered), 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::Tools));
+    // As a correct engine gives them: the number a number, the flag a boolean, the string a
+    // string though it reads as a number.
+    assert_eq!(
+        written_arguments(&step),
+        vec![json!({"n": 3, "exact": true, "label": "7"})]
+    );
+    assert_eq!(
+        step.written.as_ref().map(|w| w.text.as_str()),
+        Some("Counting.")
+    );
+
+    // Known by name only: the values stay as the format wrote them.
+    let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
+    let step = s
+        .reply(&xml_call("r1"), Some(vec![Offered::named("count")]), 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(
+        written_arguments(&step),
+        vec![json!({"n": "3", "exact": "true", "label": "7"})]
     );
 }

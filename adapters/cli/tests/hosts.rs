@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use terminus_runtime::host::VerdictIn;
-use terminus_runtime::host::{Gate, JOURNAL_STEPS, Jump, Session, Step};
+use terminus_runtime::host::{Gate, JOURNAL_STEPS, Jump, Offered, Session, Step};
 use terminus_scenario::Scenario;
 
 fn spec() -> PathBuf {
@@ -411,9 +411,19 @@ fn play(file: &Value, shape: Shape) -> Value {
         .into_iter()
         .map(|(name, script)| (name, Cursor::new(&script, "results")))
         .collect();
-    let mut offered: Vec<String> = tools.keys().cloned().collect();
-    offered.push("write_todos".to_owned());
-    offered.sort();
+    // The scenario's tools with their schemas, as `terminus run` offers them: a value a format
+    // writes as text is typed the same way here.
+    let mut offered: Vec<Offered> = file["tools"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, script)| Offered {
+            name: name.clone(),
+            parameters: script.get("parameters").filter(|p| p.is_object()).cloned(),
+        })
+        .collect();
+    offered.push(Offered::named("write_todos"));
+    offered.sort_by(|a, b| a.name.cmp(&b.name));
     let mut verifier = file
         .get("verifier")
         .filter(|v| v.is_object())

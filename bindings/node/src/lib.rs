@@ -32,7 +32,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 use terminus_kernel::{Finish, ToolErrorKind, Usage};
 use terminus_runtime::host::{
-    CallIn, EventIn, Handle, Host, InputError, ResultIn, TurnIn, policy_from_json,
+    CallIn, EventIn, Handle, Host, InputError, Offered, ResultIn, TurnIn, policy_from_json,
 };
 
 /// The addon's allocator. An event's cost in the `Host` is mostly small allocations (names,
@@ -837,19 +837,23 @@ impl NativeSession {
         self.first.take()
     }
 
-    /// The model's reply (`message`: JSON text; `offered`: the names of the tools the call
-    /// offered, when known; `output_tools`: the names of the framework's output tools, whose
-    /// call is a structured answer, the reply's text): a step, or null when that reply was fed
-    /// already.
+    /// The model's reply (`message`: JSON text; `offered`: JSON text of the tools the call
+    /// offered, when known, each a name or `{"name", "parameters"}`; `output_tools`: the names
+    /// of the framework's output tools, whose call is a structured answer, the reply's text): a
+    /// step, or null when that reply was fed already.
     #[napi(catch_unwind)]
     pub fn reply(
         &mut self,
         message: String,
-        offered: Option<Vec<String>>,
+        offered: Option<String>,
         now_ms: f64,
         output_tools: Option<Vec<String>>,
     ) -> Result<Option<String>> {
         let message: Value = read("message", &message)?;
+        let offered: Option<Vec<Offered>> = match offered {
+            Some(text) => Some(read("offered", &text)?),
+            None => None,
+        };
         let now_ms = millis("nowMs", now_ms)?;
         let outputs = output_tools.unwrap_or_default();
         let step = self.core.answer_reply(&message, offered, &outputs, now_ms);

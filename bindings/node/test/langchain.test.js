@@ -474,3 +474,21 @@ test('a structured answer before a required tool is nudged and the model asked a
   assert.equal(nudges(state).length, 1);
   assertHistoryValid(state);
 });
+
+test('values a format writes as text are typed by the tool schema: an XML call gives a number its number', async () => {
+  const got = [];
+  const count = tool(async ({ n, label }) => {
+    got.push([n, label]);
+    return `counted ${n}`;
+  }, { name: 'count', description: 'Count.', schema: z.object({ n: z.number(), label: z.string() }) });
+  const xml = '<tool_call>\n<function=count>\n<parameter=n>\n3\n</parameter>\n<parameter=label>\n7\n</parameter>\n</function>\n</tool_call>';
+  const model = new ScriptedChatModel([textTurn(xml), textTurn('Counted to 3.')]);
+  const agent = createAgent({ model, tools: [count], middleware: [terminusMiddleware({})] });
+  const state = await agent.invoke({ messages: [{ role: 'user', content: 'Count to 3.' }] }, { recursionLimit: 50 });
+  assert.deepEqual([state[REPORT_KEY].outcome, state[REPORT_KEY].stats.text_tool_calls], ['complete', 1]);
+  const call = state.messages.find((m) => AIMessage.isInstance(m) && (m.tool_calls || []).length).tool_calls[0];
+  // As a correct engine gives them: the number a number, the string a string though it reads as one.
+  assert.deepEqual(call.args, { n: 3, label: '7' });
+  assert.deepEqual(got, [[3, '7']]);
+  assertHistoryValid(state);
+});

@@ -51,7 +51,7 @@ test('bad inputs throw an Error naming their path, the session unchanged', () =>
     [() => Session.start({}, {}), /messages: not an array/],
     [() => Session.start({}, [human], 0, 1.5), /scale: not a whole number/],
     [() => session.reply({ type: 'ai', content: '', tool_calls: [{ name: 'ls' }] }), /message\.tool_calls\[0\]: the call of `ls` has no id/],
-    [() => session.reply(reply, ['ls', 3]), /offered\[1\]: not a string/],
+    [() => session.reply(reply, ['ls', 3]), /offered\[1\]: not a tool or a name/],
     [() => session.results([() => 1]), /messages\[0\]: a function is not a message/],
     [() => session.reply(3), /message: a number is not a message/],
     [() => session.verdict([true]), /verdict: expected a boolean, a \[boolean, string\] pair or a verdict object/],
@@ -89,4 +89,27 @@ test('a LangChain JS message is read as it is: what the core does not read need 
   const cyclic = { type: 'ai', id: 'r2', content: 'x' };
   cyclic.self = cyclic;
   assert.throws(() => session.reply(cyclic), /message: not JSON/);
+});
+
+test('a tool schema is read where each framework keeps it, and types a written call', () => {
+  const schema = { type: 'object', properties: { n: { type: 'integer' } } };
+  const glm = { type: 'ai', id: 'r1', content: '<tool_call>count<arg_key>n</arg_key><arg_value>3</arg_value></tool_call>' };
+  const shapes = [
+    { type: 'function', function: { name: 'count', parameters: schema } }, // OpenAI
+    { type: 'function', name: 'count', parameters: schema }, // OpenAI Agents
+    { name: 'count', inputSchema: schema }, // MCP
+    { name: 'count', inputSchema: { jsonSchema: schema } }, // the AI SDK's jsonSchema()
+    { name: 'count', schema }, // LangChain with a JSON Schema
+  ];
+  const argumentsOf = (offered) => {
+    const [session] = Session.start({}, [human]);
+    return session.reply(glm, offered).written.tool_calls[0].arguments;
+  };
+  for (const shape of shapes) assert.deepEqual(argumentsOf([shape]), { n: 3 }, JSON.stringify(shape));
+  // By name only, or a schema the host cannot give as JSON (a class instance): the value as written.
+  assert.deepEqual(argumentsOf(['count']), { n: '3' });
+  assert.deepEqual(argumentsOf([{ name: 'count', schema: new (class Zod {})() }]), { n: '3' });
+  const [session] = Session.start({}, [human]);
+  assert.throws(() => session.reply(glm, [3]), /offered\[0\]: not a tool or a name/);
+  assert.throws(() => session.reply(glm, 'count'), /offered: not an array of tools or names/);
 });

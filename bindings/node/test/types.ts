@@ -1,6 +1,6 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
-import { Machine, Session, runScenario, type Command, type Event, type Report, type Step } from 'terminus-kernel';
+import { Machine, Session, runScenario, type Command, type Event, type OfferedTool, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
 import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
@@ -41,7 +41,8 @@ m.handle({ shout: 1 });
 
 // The host core over a framework's messages.
 const [session, first] = Session.start({ max_steps: 10 }, [{ type: 'human', content: 'Plan.' }], Date.now(), 2);
-let step: Step | null = session.reply({ type: 'ai', id: 'r1', content: 'Done.' }, ['write_file']);
+const count: OfferedTool = { name: 'count', parameters: { type: 'object', properties: { n: { type: 'integer' } } } };
+let step: Step | null = session.reply({ type: 'ai', id: 'r1', content: 'Done.' }, ['write_file', count]);
 while (step !== null && step.verify) step = session.verdict({ complete: step.verify.missing.length === 0 });
 const gate = Session.gate(session.turn(), 'c1', 'write_file', true);
 const refused: string | undefined = 'refuse' in gate ? gate.refuse.content : gate.run.warning;

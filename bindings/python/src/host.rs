@@ -18,7 +18,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
-use terminus_runtime::host::InputError;
+use terminus_runtime::host::{InputError, Offered};
 
 use super::{Session, to_json, to_py, value_error};
 
@@ -143,10 +143,11 @@ fn int_in(usage: &Bound<'_, PyAny>, key: &str) -> Option<i64> {
         .or_else(|| value.extract::<f64>().ok().map(|f| f as i64))
 }
 
-/// The names of the tools a model call offers, from the framework's list as it is: names, tool
-/// dicts (`name`, or an OpenAI `function.name`) or tool objects (`name`). Entries without a
-/// name are skipped; `None` is `None` (the host does not know).
-pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+/// The tools a model call offers, from the framework's list as it is: names, tool dicts
+/// (`name`, or an OpenAI `function.name`) or tool objects (`name`), each with its arguments'
+/// JSON Schema when it has one ([`schema_of`]). Entries without a name are skipped; `None` is
+/// `None` (the host does not know).
+pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<Offered>>> {
     let Some(tools) = tools.filter(|t| !t.is_none()) else {
         return Ok(None);
     };
@@ -159,25 +160,88 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<S
         v.and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()))
             .filter(|n| !n.is_empty())
     };
-    let mut names = Vec::new();
-    for tool in tools
+    let mut out = Vec::new();
+    for (i, tool) in tools
         .try_iter()
         .map_err(|_| PyValueError::new_err("offered: expected a list of tools or names"))?
+        .enumerate()
     {
         let tool = tool?;
-        let name = if tool.is_instance_of::<PyString>() {
-            named(Some(tool))
+        let (name, parameters) = if tool.is_instance_of::<PyString>() {
+            (named(Some(tool)), None)
         } else if let Ok(dict) = tool.cast::<PyDict>() {
-            let function = dict.get_item("function").ok().flatten();
-            named(dict.get_item("name").ok().flatten()).or_else(|| {
-                named(function.and_then(|f| f.cast::<PyDict>().ok()?.get_item("name").ok()?))
-            })
+            let function = dict
+                .get_item("function")
+                .ok()
+                .flatten()
+                .and_then(|f| f.cast_into::<PyDict>().ok());
+            let name = named(dict.get_item("name").ok().flatten())
+                .or_else(|| named(function.as_ref()?.get_item("name").ok()?));
+            let parameters = schema_of(&tool, function.as_ref(), i)?;
+            (name, parameters)
         } else {
-            named(attr(&tool, "name"))
+            (named(attr(&tool, "name")), schema_of(&tool, None, i)?)
         };
-        names.extend(name);
+        if let Some(name) = name {
+            out.push(Offered { name, parameters });
+        }
     }
-    Ok(Some(names))
+    Ok(Some(out))
+}
+
+/// The JSON Schema of a tool's arguments, where the frameworks keep it: a dict's `parameters`
+/// (OpenAI), `function.parameters`, `input_schema` / `inputSchema` (Anthropic, MCP); an
+/// object's `parameters_json_schema` (Pydantic AI), `params_json_schema` (OpenAI Agents),
+/// `inputSchema` (MCP), or LangChain's `args` (the properties). A dict's schema that is not a
+/// JSON object is an error naming the tool (`offered[i]`); none found is `None`.
+fn schema_of(
+    tool: &Bound<'_, PyAny>,
+    function: Option<&Bound<'_, PyDict>>,
+    i: usize,
+) -> PyResult<Option<Value>> {
+    const KEYS: [&str; 3] = ["parameters", "input_schema", "inputSchema"];
+    const ATTRS: [&str; 3] = [
+        "parameters_json_schema",
+        "params_json_schema",
+        "inputSchema",
+    ];
+    let found = if let Ok(dict) = tool.cast::<PyDict>() {
+        KEYS.iter()
+            .find_map(|k| dict.get_item(k).ok().flatten().filter(|v| !v.is_none()))
+            .or_else(|| function?.get_item("parameters").ok().flatten())
+            .map(|v| (v, false))
+    } else {
+        ATTRS
+            .iter()
+            .find_map(|a| attr(tool, a))
+            .map(|v| (v, false))
+            .or_else(|| attr(tool, "args").map(|v| (v, true)))
+    };
+    let Some((value, properties)) = found else {
+        return Ok(None);
+    };
+    // A dict says where its schema is; an object's attribute of another framework's meaning
+    // (not a dict, not JSON) is no schema of ours.
+    let given = tool.is_instance_of::<PyDict>();
+    let mut at = format!("offered[{i}]");
+    let json = match to_json(&value, &mut at, 0) {
+        Ok(json) => json,
+        Err(e) if given => return Err(value_error(&e)),
+        Err(_) => return Ok(None),
+    };
+    match json {
+        Value::Object(map) if properties => {
+            let mut schema = Map::new();
+            schema.insert("type".to_owned(), Value::String("object".to_owned()));
+            schema.insert("properties".to_owned(), Value::Object(map));
+            Ok(Some(Value::Object(schema)))
+        }
+        json @ Value::Object(_) => Ok(Some(json)),
+        _ if given => Err(PyValueError::new_err(format!(
+            "offered[{i}]: the tool's schema is not a JSON object"
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// One snapshot's entry: the live session a hook left (until a hook takes it), and its turn.

@@ -541,7 +541,8 @@ impl Session {
     }
 
     /// The model's reply (a dict, a list of items, or a LangChain message; `offered`: the tools
-    /// the call offered, as names, tool dicts or tool objects; `output_tools`: the names of the
+    /// the call offered, as names, tool dicts or tool objects, each with its arguments' schema
+    /// where its framework keeps it, which types a call written as text; `output_tools`: the names of the
     /// framework's output tools, whose calls are a structured answer, the reply's text): a step,
     /// or `None` only when that reply was fed already (after the run ended, its calls are
     /// answered "not run").

@@ -132,3 +132,76 @@ def test_the_machine_by_hand_gets_the_recovered_calls_in_run_tools() -> None:
     }
     m.handle({"tool_results": [{"call_id": "text-1-0", "name": "read_file", "ok": "x"}]})
     assert m.stats["text_tool_calls"] == 1
+
+
+def xml(name: str, args: dict[str, str]) -> seed.Turn:
+    """A reply whose tool call is written in Qwen3-Coder's XML: every value as text."""
+    params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in args.items())
+    text = f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    return seed.text_turn(text, usage=(120, 20))
+
+
+def test_xml_values_are_typed_by_the_frameworks_tool_schemas() -> None:
+    """DeepAgents' ``read_file`` takes ``offset`` and ``limit`` as integers: the written call's
+    ``"0"`` and ``"20"`` reach the tools node as 0 and 20, as a correct engine would give them,
+    and the plan's text stays text though it is written as XML too."""
+    script = [
+        xml("ls", {"path": "/"}),
+        xml("read_file", {"file_path": "/src/lib.rs", "offset": "0", "limit": "20"}),
+        xml("write_file", {"file_path": seed.PLAN_PATH, "content": "1"}),
+        seed.text_turn("Plan written to /plan.md."),
+    ]
+    state = run(script, POLICY)
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["reason"]) == ("complete", "answered")
+    assert report["stats"]["text_tool_calls"] == 3
+    calls = [m.tool_calls[0] for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls]
+    assert [(c["name"], c["args"]) for c in calls] == [
+        ("ls", {"path": "/"}),
+        ("read_file", {"file_path": "/src/lib.rs", "offset": 0, "limit": 20}),
+        ("write_file", {"file_path": seed.PLAN_PATH, "content": "1"}),
+    ]
+    assert state["files"][seed.PLAN_PATH]["content"] == "1"
+
+
+class PydanticAiToolDefinition:
+    """The fields of Pydantic AI's ``ToolDefinition`` the core reads."""
+
+    name = "count"
+    parameters_json_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+class OpenAiAgentsFunctionTool:
+    """The fields of OpenAI Agents' ``FunctionTool`` the core reads."""
+
+    name = "count"
+    params_json_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def test_a_tool_schema_is_read_where_each_framework_keeps_it() -> None:
+    from langchain_core.tools import StructuredTool
+    from terminus_kernel._native import Session
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    shapes: list[Any] = [
+        {"type": "function", "function": {"name": "count", "parameters": schema}},
+        {"name": "count", "parameters": schema},
+        {"name": "count", "input_schema": schema},
+        {"name": "count", "inputSchema": schema},
+        PydanticAiToolDefinition(),
+        OpenAiAgentsFunctionTool(),
+        StructuredTool.from_function(func=lambda n: n, name="count", description="counts", args_schema=schema),
+    ]
+    reply = {"role": "assistant", "id": "r1", "content": "<tool_call>count<arg_key>n</arg_key><arg_value>3</arg_value></tool_call>"}
+    for shape in shapes:
+        session, _ = Session.start({}, [HumanMessage(content="Go")])
+        step = session.reply(reply, [shape])
+        assert step["written"]["tool_calls"][0]["arguments"] == {"n": 3}, shape
+    # By name only: the value as written.
+    session, _ = Session.start({}, [HumanMessage(content="Go")])
+    step = session.reply(reply, ["count"])
+    assert step["written"]["tool_calls"][0]["arguments"] == {"n": "3"}
+    # A tool dict whose schema is not an object is refused, naming it.
+    session, _ = Session.start({}, [HumanMessage(content="Go")])
+    with pytest.raises(ValueError, match=r"offered\[1\]: the tool's schema is not a JSON object"):
+        session.reply(reply, ["ls", {"name": "count", "parameters": "n: int"}])

@@ -28,7 +28,8 @@
 //! driver) keeps the whole journal ([`Host::keep_journal`] with `None`).
 
 use super::wire::{
-    CallOut, CommandOut, EventIn, Handle, InputError, RefusedOut, ResultIn, TurnIn, WarningOut,
+    CallOut, CommandOut, EventIn, Handle, InputError, Offered, RefusedOut, ResultIn, TurnIn,
+    WarningOut,
 };
 use crate::budget::{BudgetWarning, ToolBudgetEvent, Warned, tool_budget_events};
 use crate::conversation::{budget_warning_text, refusal_text};
@@ -297,13 +298,14 @@ impl Host {
         };
         // A tool call written in the text: run as a real call (it goes out in `run_tools`, with
         // an id of its own), or left for the kernel's nudge.
-        let offered: Option<Vec<&str>> = turn
-            .tools
-            .as_ref()
-            .map(|names| names.iter().map(String::as_str).collect());
-        textcall::recover(
+        // Values a format wrote as text (XML parameters) typed by the offered tool's schema.
+        let offered = turn.tools.as_deref();
+        let names = offered.map(Offered::names);
+        let schemas = offered.map(Offered::schemas).unwrap_or_default();
+        textcall::recover_typed(
             &mut out,
-            offered.as_deref(),
+            names.as_deref(),
+            &schemas,
             self.machine.policy().text_tool_calls,
             &format!("text-{call}-"),
         );
@@ -921,6 +923,55 @@ mod tests {
         sorted.sort();
         assert_eq!(keys, sorted, "records in key order, as a store pages them");
         assert_eq!(h.explain().status, "ended");
+    }
+
+    #[test]
+    fn offered_tools_come_as_names_or_with_their_schemas_and_type_a_written_calls_values() {
+        let glm = "<tool_call>count\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n</tool_call>";
+        let turn = |tools: &str| {
+            let text = serde_json::to_string(glm).expect("a string");
+            format!(r#"{{"model_turn": {{"text": {text}, "tools": {tools}}}}}"#)
+        };
+        let run = |tools: &str| {
+            let mut h = host("{}");
+            h.next_command();
+            assert_eq!(h.handle(event(&turn(tools))), Ok(Handle::Step));
+            match h.next_command() {
+                Some(CommandOut::RunTools { calls, .. }) => calls[0].arguments.clone(),
+                other => panic!("run_tools expected, got {other:?}"),
+            }
+        };
+        let schema = r#"{"type": "object", "properties": {"n": {"type": "number"}}}"#;
+        let typed = run(&format!(
+            r#"[{{"name": "count", "parameters": {schema}}}, "read"]"#
+        ));
+        assert_eq!(typed, serde_json::json!({"n": 3}));
+        assert_eq!(run(r#"["count"]"#), serde_json::json!({"n": "3"}));
+        assert_eq!(run(r#"[{"name": "count"}]"#), serde_json::json!({"n": "3"}));
+
+        // Each bad entry is refused at its path, before it reaches the run.
+        for (tools, path, says) in [
+            (r#"[3]"#, "event.model_turn.tools[0]", "a tool's name or"),
+            (
+                r#"[{"parameters": {}}]"#,
+                "event.model_turn.tools[0]",
+                "missing field `name`",
+            ),
+            (
+                r#"[{"name": "count", "parameters": "x"}]"#,
+                "event.model_turn.tools[0]",
+                "not a JSON Schema object",
+            ),
+            (
+                r#"[{"name": "count", "schema": {}}]"#,
+                "event.model_turn.tools[0]",
+                "unknown field `schema`",
+            ),
+        ] {
+            let e = EventIn::from_json(&turn(tools)).expect_err(tools);
+            assert_eq!(e.path, path, "{tools}");
+            assert!(e.message.contains(says), "{tools}: {}", e.message);
+        }
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! Events ([`EventIn`], one key each):
 //! `{"model_turn": {"text", "tool_calls": [{"id", "name", "arguments"}], "needs_more_work",
 //! "usage": {"input_tokens", "output_tokens"}, "finish", "reasoning", "tools"}}` (every key
-//! optional but a tool call's `name`; `tools`: the names offered with the call, for a tool call
-//! written in the text, see [`terminus_kernel::textcall`]), `{"model_error": {"kind", "retry_after_ms"}}`,
+//! optional but a tool call's `name`; `tools`: the tools offered with the call, names or
+//! `{"name", "parameters"}` ([`Offered`]), for a tool call written in the text, see
+//! [`terminus_kernel::textcall`]), `{"model_error": {"kind", "retry_after_ms"}}`,
 //! `{"tool_results": [{"call_id", "name", "ok": ANY} | {"call_id", "name", "error": KIND,
 //! "message"}]}`, `{"verdict": {"complete", "feedback", "missing"}}`, `{"tick": NOW_MS}`,
 //! `{"cancel": true}`.
@@ -38,6 +39,6 @@ mod wire;
 pub use drive::{Host, JOURNAL_STEPS};
 pub use session::{Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, scaled};
 pub use wire::{
-    CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, RefusedOut, ResultIn,
-    TurnIn, VerdictIn, WarningOut, policy_from_json, verdict_of,
+    CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, Offered, RefusedOut,
+    ResultIn, TurnIn, VerdictIn, WarningOut, policy_from_json, verdict_of,
 };

@@ -34,7 +34,7 @@ use terminus_kernel::{ModelErrorKind, Phase, Policy, Todo};
 
 use super::Host;
 use super::messages::{self, Found, Reply};
-use super::wire::{CallOut, CommandOut, EventIn, InputError, ModelErrorIn, VerdictIn};
+use super::wire::{CallOut, CommandOut, EventIn, InputError, ModelErrorIn, Offered, VerdictIn};
 
 /// `policy` scaled for a task of `scale` units (its `budget_scale`), as `terminus run --scale`
 /// scales it; `None` leaves it as it is. A scale the policy has no `budget_scale` for would change
@@ -260,12 +260,12 @@ impl Session {
         self.turn.batch || !self.turn.awaiting.is_empty()
     }
 
-    /// The model's reply (`offered`: the names of the tools the call offered, when the host
-    /// knows them). `None` when this reply was fed already.
+    /// The model's reply (`offered`: the tools the call offered, when the host knows them, with
+    /// their schemas when it has them). `None` when this reply was fed already.
     pub fn reply(
         &mut self,
         message: &Value,
-        offered: Option<Vec<String>>,
+        offered: Option<Vec<Offered>>,
         now_ms: u64,
     ) -> Result<Option<Step>, InputError> {
         self.answer_reply(message, offered, &[], now_ms)
@@ -278,7 +278,7 @@ impl Session {
     pub fn answer_reply(
         &mut self,
         message: &Value,
-        offered: Option<Vec<String>>,
+        offered: Option<Vec<Offered>>,
         output_tools: &[String],
         now_ms: u64,
     ) -> Result<Option<Step>, InputError> {

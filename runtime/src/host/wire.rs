@@ -116,11 +116,79 @@ pub struct TurnIn {
     /// The model produced reasoning output.
     #[serde(default)]
     pub reasoning: Option<bool>,
-    /// The names of the tools offered with the call this turn answers: a tool call the model
-    /// wrote in its text runs when it names one of them (`policy.text_tool_calls`). Absent:
-    /// the host did not say, and a written call of any name runs.
+    /// The tools offered with the call this turn answers, each a name or `{"name", "parameters"}`
+    /// (its arguments' JSON Schema): a tool call the model wrote in its text runs when it names
+    /// one of them (`policy.text_tool_calls`), its values a format writes as text (XML
+    /// parameters) typed by that schema. Absent: the host did not say, and a written call of any
+    /// name runs, its values as written.
     #[serde(default)]
-    pub tools: Option<Vec<String>>,
+    pub tools: Option<Vec<Offered>>,
+}
+
+/// A tool offered with a model call: its name and, when the host has it, the JSON Schema of its
+/// arguments. On the wire a name alone (`"read_file"`) or `{"name": ..., "parameters": {...}}`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Offered {
+    /// The tool's name.
+    pub name: String,
+    /// The JSON Schema of its arguments (`None`: not given; values stay as written).
+    pub parameters: Option<Value>,
+}
+
+impl Offered {
+    /// A tool known by name only.
+    pub fn named(name: impl Into<String>) -> Self {
+        Offered {
+            name: name.into(),
+            parameters: None,
+        }
+    }
+
+    /// The names of `offered`, in order.
+    pub fn names(offered: &[Offered]) -> Vec<&str> {
+        offered.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    /// The `(name, schema)` pairs of the tools of `offered` that have a schema.
+    pub fn schemas(offered: &[Offered]) -> Vec<(&str, &Value)> {
+        offered
+            .iter()
+            .filter_map(|o| Some((o.name.as_str(), o.parameters.as_ref()?)))
+            .collect()
+    }
+}
+
+impl<'de> Deserialize<'de> for Offered {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// The object form; unknown keys are refused like everywhere in the vocabulary.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Spec {
+            name: String,
+            #[serde(default)]
+            parameters: Option<Value>,
+        }
+        match Value::deserialize(deserializer)? {
+            Value::String(name) => Ok(Offered::named(name)),
+            value @ Value::Object(_) => {
+                // Inside a `Value` the path ends at the entry: the message names the field.
+                let spec = Spec::deserialize(value)
+                    .map_err(|e| serde::de::Error::custom(format!("an offered tool: {e}")))?;
+                match spec.parameters {
+                    None | Some(Value::Object(_)) => Ok(Offered {
+                        name: spec.name,
+                        parameters: spec.parameters,
+                    }),
+                    Some(_) => Err(serde::de::Error::custom(
+                        "`parameters` is not a JSON Schema object",
+                    )),
+                }
+            }
+            _ => Err(serde::de::Error::custom(
+                "expected a tool's name or {\"name\", \"parameters\"}",
+            )),
+        }
+    }
 }
 
 /// One tool call of a turn.
