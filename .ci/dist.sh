@@ -2,18 +2,27 @@
 # The bindings' release artifacts, and the proof that a user installs them without Rust.
 #
 # Builds into $TERMINUS_DIST (default <repo>/target/dist):
-#   terminus_kernel-VERSION-cp310-abi3-manylinux_X_Y_x86_64.whl
-#       `maturin build --release` with the pinned maturin (the venv of .ci/python-venv.sh): one
-#       abi3 wheel for CPython >= 3.10, tagged with the lowest manylinux policy its symbols allow
-#       (maturin's audit, which also refuses a wheel that needs a library it does not carry)
+#   terminus_kernel-VERSION-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+#       `maturin build --release --zig --compatibility manylinux2014` with the pinned maturin and
+#       zig (the venv of .ci/python-venv.sh): one abi3 wheel for CPython >= 3.10 on x86-64 Linux
+#       with glibc >= 2.17 (zig links against glibc 2.17's symbols whatever the build machine's
+#       glibc; maturin's audit refuses a wheel whose symbols exceed the policy), then
+#       `auditwheel show` must report manylinux_2_17
+#   terminus_kernel-VERSION.tar.gz
+#       `maturin sdist`: the source distribution (the binding and the crates it builds from), which
+#       `pip install` builds where Rust is present; checked so below
 #   terminus-kernel-VERSION.tgz
-#       `npm run build` (the pinned @napi-rs/cli, release) then `npm pack`: the JS wrappers, the
-#       types and the prebuilt addon, with no install script (nothing is built at install)
-# Both builds share one cargo target dir, one target triple (napi-rs always passes --target, so
-# maturin is given the same) and one profile, so what the two bindings share (the kernel, the
-# runtime, serde, tokio, ...) is compiled once. The profile is cargo's `release` without debug
-# info and with symbols stripped (CARGO_PROFILE_RELEASE_DEBUG/STRIP): smaller artifacts, a
-# shorter build, and the same settings for both builds.
+#       `npm run build -- --target x86_64-unknown-linux-gnu.2.17 -x` (the pinned @napi-rs/cli,
+#       release, linked by cargo-zigbuild against glibc 2.17) then `npm pack`: the JS wrappers,
+#       the types and the prebuilt addon under napi-rs's platform name
+#       (terminus-kernel.linux-x64-gnu.node), with no install script (nothing is built at install)
+# Each native file's highest GLIBC symbol version is printed and must be at most 2.17
+# (.ci/glibc_floor.py).
+# Both builds share one cargo target dir, one target triple and one profile, so what the two
+# bindings share (the kernel, the runtime, serde, tokio, ...) is compiled once where their
+# linkers' settings agree. The profile is cargo's `release` without debug info and with symbols
+# stripped (CARGO_PROFILE_RELEASE_DEBUG/STRIP): smaller artifacts, a shorter build, and the same
+# settings for both builds.
 #
 # Then, in an environment without Rust (`env -i`; a PATH of links to python3, node, npm and sh
 # only, where `cargo` and `rustc` are checked absent; HOME, CARGO_HOME and RUSTUP_HOME empty
@@ -48,24 +57,38 @@ differ=$(join -t '|' <(features terminus-python) <(features terminus-node) | awk
 [ -z "$differ" ] || die "crates of both bindings with other features in each (name|python|node):
 $differ"
 
-# The cached virtualenv of the pinned tools (maturin): sets `venv`.
+# The cached virtualenv of the pinned tools (maturin, zig, cargo-zigbuild, auditwheel): sets
+# `venv`. On the PATH first, so that maturin and cargo-zigbuild find zig (`python3 -m ziglang`)
+# and napi-rs finds cargo-zigbuild.
 source "$root/.ci/python-venv.sh"
+export PATH="$venv/bin:$PATH"
+floor=2.17
 
 rm -rf "$dist"
 mkdir -p "$dist"
 
 start=$(now)
-echo "dist: maturin build --release --target $host"
-"$venv/bin/maturin" build --quiet --release --target "$host" \
+echo "dist: maturin build --release --zig --compatibility manylinux2014 --target $host"
+"$venv/bin/maturin" build --quiet --release --zig --compatibility manylinux2014 --target "$host" \
   --manifest-path "$root/bindings/python/Cargo.toml" --interpreter "$venv/bin/python" --out "$dist"
 took "the wheel's release build" "$start"
 wheels=("$dist"/*.whl)
 [ "${#wheels[@]}" = 1 ] && [ -f "${wheels[0]}" ] || die "maturin made ${#wheels[@]} wheels in $dist, not one"
 wheel=${wheels[0]}
 case $(basename "$wheel") in
-  terminus_kernel-*-cp310-abi3-manylinux_*.whl) ;;
-  *) die "$(basename "$wheel") is not an abi3 manylinux wheel" ;;
+  terminus_kernel-*-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ;;
+  *) die "$(basename "$wheel") is not an abi3 manylinux2014 wheel" ;;
 esac
+audit=$("$venv/bin/auditwheel" show "$wheel") || die "auditwheel show failed on $(basename "$wheel")"
+echo "$audit" | sed 's/^/dist: auditwheel: /'
+tr -s ' \n' ' ' <<<"$audit" | grep -q 'consistent with the following platform tag: "manylinux_2_17_x86_64"' ||
+  die "auditwheel does not find $(basename "$wheel") consistent with manylinux_2_17"
+unpacked=$dist/.wheel
+rm -rf "$unpacked"
+"$venv/bin/python" -m zipfile -e "$wheel" "$unpacked"
+"$venv/bin/python" "$root/.ci/glibc_floor.py" "$floor" "$unpacked"/terminus_kernel/*.so | sed 's|^.*/terminus_kernel/|dist: glibc floor: wheel terminus_kernel/|' ||
+  die "the wheel's native library needs a glibc above $floor"
+rm -rf "$unpacked"
 # No dependency: the wheel installs with --no-index.
 python3 - "$wheel" <<'PY' || die "$(basename "$wheel") declares dependencies"
 import sys, zipfile
@@ -76,15 +99,38 @@ requires = [l for l in wheel.read(metadata).decode().splitlines()
 sys.exit(f"dist: {requires}" if requires else 0)
 PY
 
+# The source distribution, built with `pip install` where Rust is present (the pinned maturin of
+# the tools' venv, no index), into a folder of its own, and imported from there.
+start=$(now)
+"$venv/bin/maturin" sdist --manifest-path "$root/bindings/python/Cargo.toml" --out "$dist" 2>&1 |
+  grep -v -e 'manifest has no documentation' -e '^ *|$' -e 'package-metadata for more info' -e '^From `cargo package' || true
+sdists=("$dist"/terminus_kernel-*.tar.gz)
+[ "${#sdists[@]}" = 1 ] && [ -f "${sdists[0]}" ] || die "maturin sdist made ${#sdists[@]} sdists in $dist, not one"
+sdist=${sdists[0]}
+built=$root/target/sdist-install
+rm -rf "$built"
+CARGO_TARGET_DIR=$root/target/sdist "$venv/bin/pip" install --quiet --no-index --no-build-isolation \
+  --target "$built" "$sdist" || die "$(basename "$sdist") does not build with pip install"
+out=$(PYTHONPATH=$built "$venv/bin/python" -c 'from terminus_kernel import run_scenario
+r = run_scenario("'"$root"'/spec/scenarios/architect-stops-early.json"); print(r["outcome"], r["reason"])') ||
+  die "the package built from $(basename "$sdist") does not run: $out"
+[ "$out" = "complete verified" ] || die "the package built from $(basename "$sdist") printed '$out'"
+echo "dist: $(basename "$sdist"): pip install builds it (Rust present); run_scenario: $out"
+took "the sdist's build and run" "$start"
+
 start=$(now)
 cd "$root/bindings/node"
 # The pinned @napi-rs/cli (and TypeScript, for the check below): installed by .ci/node.sh's
 # `npm ci`, or here.
 [ -x node_modules/.bin/napi ] && [ -f node_modules/typescript/bin/tsc ] ||
   npm ci --prefer-offline --no-audit --no-fund --loglevel=error
-echo "dist: npm run build (release, napi-rs)"
-npm run --silent build
+echo "dist: npm run build -- --target $host.2.17 -x (release, napi-rs, cargo-zigbuild)"
+npm run --silent build -- --target "$host.2.17" -x
 took "the addon's release build" "$start"
+addon=terminus-kernel.linux-x64-gnu.node
+[ -f "$addon" ] || die "napi-rs made no $addon"
+"$venv/bin/python" "$root/.ci/glibc_floor.py" "$floor" "$addon" | sed 's/^/dist: glibc floor: addon /' ||
+  die "the addon needs a glibc above $floor"
 tgz=$dist/$(npm pack --silent --pack-destination "$dist")
 [ -f "$tgz" ] || die "npm pack made no $tgz"
 listing=$(tar -tzf "$tgz")
@@ -171,7 +217,7 @@ echo "dist: README.md, host_loop.ts: complete explicit nudges: 1"
 run_snippet bindings/node/README.md js "new Machine({ max_steps: 50 })" "$check/node" quick_start.cjs \
   "complete answered" node
 
-for artifact in "$wheel" "$tgz"; do
+for artifact in "$wheel" "$sdist" "$tgz"; do
   echo "dist: $(basename "$artifact"): $(du -k "$artifact" | cut -f1) KiB"
 done
 echo "dist: installed and run without Rust"
