@@ -32,6 +32,9 @@ export interface Policy {
   max_consecutive_tool_failures?: number;
   on_unrecoverable_tool_error?: string;
   max_repeats?: number;
+  /** Tools polled for a job's status: their identical results are waiting, not a loop (bounded by `max_polls`). */
+  pollers?: string[];
+  max_polls?: number;
   max_loop_period?: number;
   max_empty_responses?: number;
   max_model_retries?: number;

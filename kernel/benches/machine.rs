@@ -251,6 +251,7 @@ fn whole_run(c: &mut Criterion) {
             all_failed: false,
             unrecoverable: false,
             repeats: 1,
+            polls: 0,
             checkpoint: false,
         }));
     }

@@ -488,6 +488,32 @@ pub const REPEATS: Limit = Limit {
     ends: Ends::Aborted(AbortReason::NoProgress),
 };
 
+/// Polls in a row (tool turns of declared pollers only, `policy.pollers`) that got the same
+/// results: a job that did not become ready within the wait the policy allows.
+pub const POLLS: Limit = Limit {
+    field: "max_polls",
+    counter: "streaks.polls",
+    meets: Meets::Reaches,
+    checked: Checked::Where,
+    rule: Rule::PollLimit,
+    stops: Stops {
+        input: "tool_results",
+        guard: (
+            "every call succeeded and names a declared poller (`pollers`), with the same results as the poll before; ",
+            "",
+        ),
+        cites: "`poll_limit` (long-running tools)",
+        explain: Explain::Polls,
+    },
+    final_answer: false,
+    raisable: false,
+    warns: None,
+    listed: Listed::WhenCounted,
+    slot: count!(max_polls),
+    counted: |_, k| u64::from(k.polls),
+    ends: Ends::Aborted(AbortReason::PollLimit),
+};
+
 /// Tool turns in a row whose every call a tool budget refused (each answered with its budget's
 /// text): a model that keeps calling only blocked tools.
 pub const BLOCKED_TURNS: Limit = Limit {
@@ -513,7 +539,7 @@ pub const BLOCKED_TURNS: Limit = Limit {
 
 /// Every run-wide limit. The order is the order in which the machine checks the budgets before a
 /// step ([`budgets`]) and in which explanations list them.
-pub const ALL: [&Limit; 12] = [
+pub const ALL: [&Limit; 13] = [
     &STEPS,
     &TOKENS,
     &MODEL_CALLS,
@@ -525,6 +551,7 @@ pub const ALL: [&Limit; 12] = [
     &VERIFICATION_FAILURES,
     &FAILED_TOOL_TURNS,
     &REPEATS,
+    &POLLS,
     &BLOCKED_TURNS,
 ];
 
@@ -881,6 +908,8 @@ pub enum Explain {
     Cancelled,
     /// A window of tool turns repeated `max_repeats` times.
     Loop,
+    /// A declared poller gave the same results `max_polls` times in a row.
+    Polls,
     /// `max_no_ops` no-op turns in a row.
     NoProgress,
     /// Claims refused with nudges until `max_nudges` were spent.

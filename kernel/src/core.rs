@@ -393,6 +393,16 @@ impl Core {
         } else {
             self.streaks.failed_tool_turns = 0;
         }
+        // A poll of declared pollers: the same results again are waiting, up to `max_polls`;
+        // the repeat detector (and its streak) is left as it was.
+        if batch.polls > 0 {
+            self.stats.polls += 1;
+            self.streaks.polls = batch.polls;
+            if self.reached(&limits::POLLS) {
+                return self.stop_at(cx, &limits::POLLS);
+            }
+            return self.results_back(cx, excluded, None, batch.checkpoint);
+        }
         // A loop: the same window of successful turns again (any period up to the bound).
         let first_repeat = batch.repeats > 1 && self.streaks.repeats < 2;
         self.streaks.repeats = batch.repeats;

@@ -121,6 +121,18 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
             all_failed: failed > 0,
             unrecoverable,
             repeats,
+            polls: 0,
+            checkpoint: false,
+        })
+    };
+    // A poll of declared pollers, the `polls`-th in a row with the same results.
+    let poll = |polls| {
+        Input::ToolResults(Batch {
+            failed: 0,
+            all_failed: false,
+            unrecoverable: false,
+            repeats: 1,
+            polls,
             checkpoint: false,
         })
     };
@@ -172,12 +184,15 @@ pub fn alphabet(tokens: u64) -> Vec<Input> {
         batch(0, false, 3),
         batch(1, false, 1),
         batch(1, true, 1),
+        poll(1),
+        poll(2),
         // A tool budget that a checkpoint lifts refused calls in two turns: one is due.
         Input::ToolResults(Batch {
             failed: 0,
             all_failed: false,
             unrecoverable: false,
             repeats: 1,
+            polls: 0,
             checkpoint: true,
         }),
         Input::Verdict { accepted: true },

@@ -134,8 +134,13 @@ pub struct Batch {
     pub unrecoverable: bool,
     /// How many times in a row the latest window of successful tool turns (same calls, same
     /// results, any period up to `max_loop_period`) has now occurred: 1 when nothing repeats,
-    /// and always 1 for a turn with a failed call.
+    /// and always 1 for a turn with a failed call or a poll.
     pub repeats: u32,
+    /// For a poll (every call names a declared poller, `policy.pollers`, and succeeded): how
+    /// many polls in a row have now got these same results, counting this one; 0 for any other
+    /// turn. Absent from the JSON form while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub polls: u32,
     /// A checkpoint is due (`policy.auto_checkpoints` on): a tool budget that a checkpoint lifts
     /// (`reset_on`) has refused calls in two tool turns since its last reset, and these results
     /// did not lift it. Absent from the JSON form while false.

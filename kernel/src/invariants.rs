@@ -64,6 +64,9 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     if k.repeats > 1 && s.repeats == 0 {
         return inconsistent("a repeat streak without repeats".into());
     }
+    if k.polls > s.polls {
+        return inconsistent("a poll streak longer than the polls".into());
+    }
     if !desk.loops.is_consistent(k.repeats, p.max_loop_period) {
         return inconsistent("a repeat detector out of range".into());
     }

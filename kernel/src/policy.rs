@@ -35,6 +35,9 @@ pub enum OnUnrecoverable {
 /// The default of [`Policy::max_blocked_turns`].
 pub(crate) const DEFAULT_BLOCKED_TURNS: u32 = 3;
 
+/// The default of [`Policy::max_polls`].
+pub(crate) const DEFAULT_MAX_POLLS: u32 = 10;
+
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_zero_u32(n: &u32) -> bool {
     *n == 0
@@ -48,6 +51,11 @@ const fn is_false(b: &bool) -> bool {
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 const fn is_default_blocked_turns(n: &u32) -> bool {
     *n == DEFAULT_BLOCKED_TURNS
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_default_max_polls(n: &u32) -> bool {
+    *n == DEFAULT_MAX_POLLS
 }
 
 /// Every limit of a run. All fields are optional in JSON; [`Policy::default`] documents the
@@ -91,6 +99,17 @@ pub struct Policy {
     /// of a two-turn loop. Only turns in which every call succeeded count; a failing turn belongs
     /// to the failure counters. Default 3.
     pub max_repeats: u32,
+    /// Tools that are polled for a job's status (`docs/design.md`, "Long-running tools"): a tool
+    /// turn whose every call names one of them and succeeded is a poll, kept out of the repeat
+    /// detector, so the same "not ready" result again is waiting, not a loop; the same results
+    /// `max_polls` times in a row end the run `poll_limit`. A tool not listed keeps the loop
+    /// rule exactly. Default none (and then absent from the JSON form).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pollers: Vec<String>,
+    /// The N-th poll in a row that got the same results as the one before it ends the run
+    /// `poll_limit` (at least 2). Default 10 (and then absent from the JSON form).
+    #[serde(skip_serializing_if = "is_default_max_polls")]
+    pub max_polls: u32,
     /// The longest loop the repeat detector looks for, in tool turns (1 to
     /// [`MAX_LOOP_PERIOD`]). Default 8.
     pub max_loop_period: u32,
@@ -164,6 +183,8 @@ impl Default for Policy {
             max_consecutive_tool_failures: 5,
             on_unrecoverable_tool_error: OnUnrecoverable::Exclude,
             max_repeats: 3,
+            pollers: Vec::new(),
+            max_polls: DEFAULT_MAX_POLLS,
             max_loop_period: 8,
             max_empty_responses: 3,
             max_model_retries: 3,
@@ -236,6 +257,13 @@ impl Policy {
             1,
         )?;
         at_least("max_repeats", self.max_repeats, 2)?;
+        at_least("max_polls", self.max_polls, 2)?;
+        if self.pollers.iter().any(|t| t.trim().is_empty()) {
+            return Err(PolicyError {
+                field: "pollers".into(),
+                problem: "must name tools (an empty name)".into(),
+            });
+        }
         at_least("max_empty_responses", self.max_empty_responses, 1)?;
         at_least("max_loop_period", self.max_loop_period, 1)?;
         at_least("max_blocked_turns", self.max_blocked_turns, 1)?;

@@ -54,6 +54,9 @@ pub enum AbortReason {
     TokenBudget,
     /// The run's tool-call budget (`max_tool_calls`) cannot pay for the next tool turn.
     ToolCallBudget,
+    /// A declared poller (`policy.pollers`) gave the same results `max_polls` times in a row:
+    /// the job it waits for did not become ready within the wait the policy allows.
+    PollLimit,
 }
 
 impl CompleteReason {
@@ -74,7 +77,7 @@ impl CompleteReason {
 
 impl AbortReason {
     /// Every abort reason, in table order.
-    pub const ALL: [AbortReason; 14] = [
+    pub const ALL: [AbortReason; 15] = [
         Self::MaxSteps,
         Self::MaxModelCalls,
         Self::Deadline,
@@ -89,6 +92,7 @@ impl AbortReason {
         Self::ContextExhausted,
         Self::TokenBudget,
         Self::ToolCallBudget,
+        Self::PollLimit,
     ];
 
     /// The canonical snake_case name (the JSON form).
@@ -108,6 +112,7 @@ impl AbortReason {
             Self::ContextExhausted => "context_exhausted",
             Self::TokenBudget => "token_budget",
             Self::ToolCallBudget => "tool_call_budget",
+            Self::PollLimit => "poll_limit",
         }
     }
 

@@ -51,6 +51,8 @@ pub enum Rule {
     ToolFailureLimit,
     /// A window of successful tool turns occurred `max_repeats` times in a row.
     RepeatLimit,
+    /// A declared poller gave the same results `max_polls` times in a row.
+    PollLimit,
     /// The verifier accepted the claim.
     VerdictAccepted,
     /// The verifier rejected the claim below the limit (rules 3, 4).
@@ -99,7 +101,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 35] = [
+    pub const ALL: [Rule; 36] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -120,6 +122,7 @@ impl Rule {
         Rule::UnrecoverableStop,
         Rule::ToolFailureLimit,
         Rule::RepeatLimit,
+        Rule::PollLimit,
         Rule::VerdictAccepted,
         Rule::VerdictRejected,
         Rule::VerificationLimitForced,
@@ -160,6 +163,7 @@ impl Rule {
             Rule::UnrecoverableStop => "unrecoverable_stop",
             Rule::ToolFailureLimit => "tool_failure_limit",
             Rule::RepeatLimit => "repeat_limit",
+            Rule::PollLimit => "poll_limit",
             Rule::VerdictAccepted => "verdict_accepted",
             Rule::VerdictRejected => "verdict_rejected",
             Rule::VerificationLimitForced => "verification_limit_forced",
@@ -221,9 +225,10 @@ impl Rule {
             | Rule::ToolCallBudget
             | Rule::BlockedLimit => TURN_TO_ABORTED,
             Rule::ToolResultsBack | Rule::AutoCheckpoint => &[(Acting, Exploring)],
-            Rule::UnrecoverableStop | Rule::ToolFailureLimit | Rule::RepeatLimit => {
-                &[(Acting, Phase::Aborted)]
-            }
+            Rule::UnrecoverableStop
+            | Rule::ToolFailureLimit
+            | Rule::RepeatLimit
+            | Rule::PollLimit => &[(Acting, Phase::Aborted)],
             Rule::VerdictAccepted | Rule::VerificationLimitForced => &[(Verifying, Complete)],
             Rule::VerdictRejected => &[(Verifying, Nudged)],
             Rule::VerificationLimitAbort => &[(Verifying, Phase::Aborted)],

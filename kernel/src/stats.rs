@@ -44,6 +44,10 @@ pub struct Stats {
     pub model_errors: u32,
     /// Tool turns whose calls and results repeated the previous turn's exactly.
     pub repeats: u32,
+    /// Tool turns that only polled declared pollers (`policy.pollers`), every call succeeding.
+    /// Absent from the JSON form while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub polls: u32,
     /// Input tokens reported by the model.
     pub input_tokens: u64,
     /// Output tokens reported by the model.
@@ -94,7 +98,7 @@ macro_rules! fields {
 
 impl Stats {
     /// Every counter, in declaration (JSON) order.
-    pub const FIELDS: [Field<Stats>; 20] = fields!(Stats:
+    pub const FIELDS: [Field<Stats>; 21] = fields!(Stats:
         steps,
         model_calls,
         tool_calls,
@@ -112,6 +116,7 @@ impl Stats {
         empty_responses,
         model_errors,
         repeats,
+        polls,
         input_tokens: wide,
         output_tokens: wide,
         ignored_events,
@@ -120,13 +125,14 @@ impl Stats {
 
 impl Streaks {
     /// Every streak, in declaration (JSON) order.
-    pub const FIELDS: [Field<Streaks>; 6] = fields!(Streaks:
+    pub const FIELDS: [Field<Streaks>; 7] = fields!(Streaks:
         no_ops,
         empty_responses,
         model_retries,
         failed_tool_turns,
         repeats,
         blocked_turns,
+        polls,
     );
 }
 
@@ -150,6 +156,11 @@ pub struct Streaks {
     /// that runs). Absent from the JSON form while 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub blocked_turns: u32,
+    /// How many polls in a row (tool turns of declared pollers only) got the same results as
+    /// the poll before them, counting the first (set by each poll; other turns leave it).
+    /// Absent from the JSON form while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub polls: u32,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
@@ -172,13 +183,17 @@ mod tests {
     #[test]
     fn the_field_lists_are_every_counter_in_json_order() {
         let stats: Vec<&str> = Stats::FIELDS.iter().map(|f| f.name).collect();
-        let mut json = keys(&Stats::default());
+        let mut json = keys(&Stats {
+            polls: 1,
+            ..Stats::default()
+        });
         json.sort_by_key(|k| stats.iter().position(|s| s == k));
         assert_eq!(stats, json);
         let streaks: Vec<&str> = Streaks::FIELDS.iter().map(|f| f.name).collect();
         // Every streak set, so that none is left out of the JSON form for being 0.
         let mut json = keys(&Streaks {
             blocked_turns: 1,
+            polls: 1,
             ..Streaks::default()
         });
         json.sort_by_key(|k| streaks.iter().position(|s| s == k));

@@ -30,6 +30,7 @@ fn small_policy(switches: u32) -> Policy {
             OnUnrecoverable::Exclude
         },
         max_repeats: 2,
+        max_polls: 2,
         max_empty_responses: 2,
         max_model_retries: 2,
         token_budget: if bit(3) { Some(100) } else { None },
@@ -91,7 +92,7 @@ fn every_state_reaches_a_terminal_and_no_cycle_exists() {
     assert_eq!(total, EXPECTED_STATES, "the explored state space changed");
 }
 
-const EXPECTED_STATES: usize = 550_920;
+const EXPECTED_STATES: usize = 975_592;
 
 #[test]
 fn termination_does_not_rest_on_the_step_counter() {

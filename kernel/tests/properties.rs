@@ -46,6 +46,7 @@ prop_compose! {
                 requires in proptest::sample::subsequence(vec!["a", "b", "write_todos"], 0..=2),
                 budget in proptest::option::of((1u32..4, 1u32..6, proptest::option::of(1u32..8), any::<bool>())),
                 auto_checkpoints in 0u32..3,
+                polls in proptest::option::of(2u32..5),
                 seed in any::<u64>())
         -> Policy {
         let mut p = Policy {
@@ -63,6 +64,12 @@ prop_compose! {
         };
         // A budget on `a`: warn, a soft block that a success of `b` resets (the checkpoint),
         // and a hard block over the whole run that nothing lifts.
+        // `c` declared a poller in some policies: its identical results are polls, bounded by
+        // `max_polls`, not repeats.
+        if let Some(max_polls) = polls {
+            p.pollers = vec!["c".into()];
+            p.max_polls = max_polls;
+        }
         if let Some((warn, extra, hard, resets)) = budget {
             p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget {
                 warn_at: Some(warn),
@@ -377,6 +384,18 @@ proptest! {
         prop_assert_eq!(run.stop.outcome, Outcome::Aborted(AbortReason::NoProgress));
         prop_assert_eq!(run.machine.streaks().repeats, p.max_repeats);
         prop_assert_eq!(run.stop.stats.tool_calls, p.max_repeats);
+    }
+
+    /// The model always polls a declared poller that is never ready: `max_polls` polls end the
+    /// run `poll_limit`, past `max_repeats`, and none of them is a repeat.
+    #[test]
+    fn a_never_ready_poller_is_cut_by_max_polls(base in limits(), max_polls in 2u32..8) {
+        let p = Policy { pollers: vec!["status".into()], max_polls, ..roomy(base) };
+        let run = drive(p.clone(), Script::new(vec![call("status", json!({"job": 1}))]));
+        prop_assert_eq!(run.stop.outcome, Outcome::Aborted(AbortReason::PollLimit));
+        prop_assert_eq!(run.machine.streaks().polls, max_polls);
+        prop_assert_eq!(run.stop.stats.tool_calls, max_polls);
+        prop_assert_eq!(run.stop.stats.repeats, 0);
     }
 
     /// The model always says it needs more work and does nothing.

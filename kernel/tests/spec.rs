@@ -42,6 +42,7 @@ fn policies() -> Vec<Policy> {
                 },
                 // 3 when not minimal, so that a first repeat is seen (and its notice).
                 max_repeats: one + 1,
+                max_polls: one + 1,
                 max_empty_responses: one,
                 max_model_retries: zero,
                 token_budget: if bit(3) { Some(100) } else { None },

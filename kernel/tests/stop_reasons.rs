@@ -216,6 +216,89 @@ fn tight_tool_loop_is_no_progress_long_before_max_steps() {
     assert_eq!(run.rules().last(), Some(&"repeat_limit"));
 }
 
+/// A job's status tool: "not ready" until its `ready_at`-th call (never, for 0), then the report.
+fn job(ready_at: u32) -> impl FnMut(&terminus_kernel::ToolCall, u32) -> ToolOutcome {
+    move |call, n| match call.name.as_str() {
+        "job_status" if ready_at == 0 || n < ready_at => {
+            ToolOutcome::ok(json!("not ready, try again"))
+        }
+        "job_status" => ToolOutcome::ok(json!("ready: 4217 units")),
+        _ => ToolOutcome::ok(json!("ok")),
+    }
+}
+
+fn pollers(max_polls: u32) -> Policy {
+    Policy {
+        pollers: vec!["job_status".to_owned()],
+        max_polls,
+        ..Policy::default()
+    }
+}
+
+#[test]
+fn reaches_poll_limit() {
+    // A job that never becomes ready: its poller gives the same result, which is waiting, not a
+    // loop, until `max_polls` polls in a row have got it.
+    let poll = call("job_status", json!({"job": "7"}));
+    let run = drive(pollers(6), Script::new(vec![poll]).tool(job(0)));
+    assert_eq!(run.stop.outcome, aborted(AbortReason::PollLimit));
+    assert_eq!(run.machine.streaks().polls, 6);
+    assert_eq!(run.stop.stats.polls, 6);
+    assert_eq!(run.stop.stats.tool_calls, 6);
+    assert_eq!(run.stop.stats.repeats, 0, "a poll is never a repeat");
+    assert_eq!(run.rules().last(), Some(&"poll_limit"));
+}
+
+#[test]
+fn a_declared_poller_waits_past_max_repeats_and_an_undeclared_tool_still_loops() {
+    // Ready at the sixth call: five identical "not ready" polls, past `max_repeats` 3.
+    let script = || {
+        let mut replies = vec![call("job_status", json!({"job": "7"})); 6];
+        replies.push(done("4217 units were shipped."));
+        Script::new(replies).tool(job(6))
+    };
+    let run = drive(pollers(10), script());
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(terminus_kernel::CompleteReason::Explicit)
+    );
+    assert_eq!((run.stop.stats.polls, run.stop.stats.tool_calls), (6, 6));
+    // Not declared: the third identical turn is a loop, exactly as before.
+    let run = drive(Policy::default(), script());
+    assert_eq!(run.stop.outcome, aborted(AbortReason::NoProgress));
+    assert_eq!(run.stop.stats.tool_calls, 3);
+    assert_eq!(run.rules().last(), Some(&"repeat_limit"));
+    // Declared, but other calls in the same turn: not a poll, the loop rule applies.
+    let both = || {
+        Script::new(vec![calls(&[
+            ("job_status", json!({"job": "7"})),
+            ("read_file", json!({"path": "a"})),
+        ])])
+        .tool(job(0))
+    };
+    let run = drive(pollers(10), both());
+    assert_eq!(run.stop.outcome, aborted(AbortReason::NoProgress));
+    assert_eq!(run.stop.stats.polls, 0);
+}
+
+#[test]
+fn a_loop_between_polls_is_still_a_loop() {
+    // Polls are kept out of the repeat detector without breaking its windows: the same read
+    // between polls repeats as if the polls were not there.
+    let script = Script::new(vec![
+        call("read_file", json!({"path": "a"})),
+        call("job_status", json!({"job": "7"})),
+        call("read_file", json!({"path": "a"})),
+        call("job_status", json!({"job": "7"})),
+        call("read_file", json!({"path": "a"})),
+    ])
+    .tool(job(0));
+    let run = drive(pollers(10), script);
+    assert_eq!(run.stop.outcome, aborted(AbortReason::NoProgress));
+    assert_eq!(run.rules().last(), Some(&"repeat_limit"));
+    assert_eq!((run.stop.stats.tool_calls, run.stop.stats.polls), (5, 2));
+}
+
 #[test]
 fn reaches_incomplete() {
     let policy = Policy {

@@ -37,6 +37,7 @@ const CHOSEN: &[(&str, &str)] = &[
     ("context_exhausted", "context-exhausted"),
     ("token_budget", "token-budget"),
     ("tool_call_budget", "tool-call-budget"),
+    ("poll_limit", "poller-never-ready"),
 ];
 
 fn explain(name: &str, json: bool) -> Output {
@@ -92,6 +93,7 @@ fn bound_of(reason: &str) -> Option<&'static str> {
         "verification_loop" | "forced" => "max_verification_failures",
         "empty_responses" => "max_empty_responses",
         "deadline" => "deadline_ms",
+        "poll_limit" => "max_polls",
         _ => return None,
     })
 }

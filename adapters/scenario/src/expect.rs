@@ -260,6 +260,9 @@ pub struct Expect {
     /// Identical tool turns in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeats: Option<Bound>,
+    /// Tool turns that only polled declared pollers (`policy.pollers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polls: Option<Bound>,
     /// Input tokens reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<Bound>,
@@ -324,6 +327,7 @@ impl Expect {
             "empty_responses" => self.empty_responses,
             "model_errors" => self.model_errors,
             "repeats" => self.repeats,
+            "polls" => self.polls,
             "input_tokens" => self.input_tokens,
             "output_tokens" => self.output_tokens,
             "ignored_events" => self.ignored_events,

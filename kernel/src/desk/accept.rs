@@ -1,7 +1,7 @@
 //! Step 2: the commits, made by the state that accepted the input ([`Cx`]'s `accept_*`), and
 //! the tool batches it hands out.
 
-use super::{Arrival, Cx, Desk, Plan, TextCallNote};
+use super::{Arrival, Cx, Desk, LastPoll, Plan, TextCallNote};
 use crate::command::Notice;
 use crate::event::ToolCall;
 use crate::input::{Batch, NoOpKind, TurnKind};
@@ -76,6 +76,7 @@ impl<'d, 'e> Cx<'d, 'e> {
         let Arrival::Results {
             results,
             fingerprint,
+            poll,
             new,
             repetition,
         } = self.arrival
@@ -91,10 +92,14 @@ impl<'d, 'e> Cx<'d, 'e> {
         };
         self.arrival = Arrival::Nothing;
         let desk = &mut *self.desk;
-        match fingerprint {
-            Some(fingerprint) if new => desk.loops.push_new(fingerprint),
-            Some(fingerprint) => desk.loops.push(fingerprint, policy.max_loop_period),
-            None => desk.loops.break_window(),
+        match (fingerprint, poll) {
+            // A poll is kept apart: the detector's windows go on across it.
+            (Some(fingerprint), Some(times)) => {
+                desk.last_poll = Some(LastPoll { fingerprint, times });
+            }
+            (Some(fingerprint), None) if new => desk.loops.push_new(fingerprint),
+            (Some(fingerprint), None) => desk.loops.push(fingerprint, policy.max_loop_period),
+            (None, _) => desk.loops.break_window(),
         }
         if batch.failed == 0 {
             // The common case (the batch summarizes these results): every call succeeded, and

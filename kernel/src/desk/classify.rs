@@ -108,6 +108,7 @@ impl Desk {
         *arrival = Arrival::Results {
             results,
             fingerprint,
+            poll: (batch.polls > 0).then_some(batch.polls),
             new,
             repetition,
         };
@@ -278,7 +279,22 @@ impl Desk {
         // Only turns in which every call succeeded feed the repeat detector (issue: a failing
         // call repeated is a broken tool, for the failure counters to name).
         // A turn whose every call was refused (by a budget) ran nothing: it repeats nothing.
-        let (fingerprint, new, repetition) = if failed == 0 && !results.is_empty() {
+        // A poll: every call names a declared poller and succeeded. The same results again are
+        // waiting, counted apart (`max_polls`), and never a window of the repeat detector.
+        let poll = failed == 0
+            && !results.is_empty()
+            && !policy.pollers.is_empty()
+            && results
+                .iter()
+                .all(|r| policy.pollers.iter().any(|p| p.as_str() == r.name.as_str()));
+        let polls = match self.last_poll {
+            _ if !poll => 0,
+            Some(last) if last.fingerprint == fingerprint => last.times.saturating_add(1),
+            _ => 1,
+        };
+        let (fingerprint, new, repetition) = if poll {
+            (Some(fingerprint), false, Repetition::NONE)
+        } else if failed == 0 && !results.is_empty() {
             // The common case: a turn unlike any of the last ones, which repeats nothing.
             let new = !self.loops.may_repeat(fingerprint);
             let seen = if new {
@@ -295,6 +311,7 @@ impl Desk {
             all_failed: failed > 0 && usize::try_from(failed).is_ok_and(|f| f == results.len()),
             unrecoverable,
             repeats: repetition.times,
+            polls,
             checkpoint: policy.auto_checkpoints > 0 && self.checkpoint_due(policy, results),
         };
         (batch, fingerprint, new, repetition)

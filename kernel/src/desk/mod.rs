@@ -65,10 +65,13 @@ pub(crate) enum Arrival<'e> {
     /// A model turn, and for a tool turn what becomes of each call.
     Turn { turn: &'e mut ModelTurn, plan: Plan },
     /// Tool results: the turn's fingerprint for the detector (`None`: a call failed, which
-    /// breaks every window), and the repetition it makes.
+    /// breaks every window), and the repetition it makes; a poll's fingerprint is the poll's,
+    /// kept apart from the detector.
     Results {
         results: &'e [ToolResult],
         fingerprint: Option<u64>,
+        /// A poll of declared pollers, with how many polls in a row got these results.
+        poll: Option<u32>,
         /// The fingerprint is in no slot of the detector's ring (see [`Loops::push_new`]).
         new: bool,
         repetition: Repetition,
@@ -94,6 +97,16 @@ pub(crate) struct Plan {
     pub(crate) blocked: u32,
 }
 
+/// The last poll of declared pollers (see [`Desk::last_poll`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LastPoll {
+    /// The poll's calls and results, as the repeat detector fingerprints a turn.
+    pub(crate) fingerprint: u64,
+    /// Polls in a row with that fingerprint, counting the first.
+    pub(crate) times: u32,
+}
+
 /// The desk (see the module documentation). The fields keep the order of the snapshot's JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,6 +125,11 @@ pub(crate) struct Desk {
     pub(crate) pending: Pending,
     /// The repeat detector: fingerprints of recent tool turns.
     pub(crate) loops: Loops,
+    /// The last poll of declared pollers (`policy.pollers`): its fingerprint (calls and
+    /// results) and how many polls in a row got those results. Absent from the JSON form
+    /// before the first poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_poll: Option<LastPoll>,
     /// The latest clock reading (ms since the run started); readings never go back.
     pub(crate) now_ms: u64,
     /// Events not accepted (counted, otherwise without effect).
@@ -171,6 +189,7 @@ impl Desk {
             missing_items: Vec::new(),
             pending: Pending::default(),
             loops: Loops::default(),
+            last_poll: None,
             now_ms: 0,
             ignored: 0,
             last_no_op: NoOpKind::Silent,

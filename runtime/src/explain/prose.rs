@@ -391,6 +391,27 @@ fn paragraph(
                 policy.max_repeats
             )
         }
+        Explain::Polls => {
+            // The pollers of the last tool turn: the ones whose job never became ready.
+            let mut names: Vec<String> = e
+                .path
+                .iter()
+                .rev()
+                .find(|s| s.rule == Rule::ToolTurn)
+                .map(|s| s.tool_calls.clone())
+                .unwrap_or_default();
+            names.sort();
+            names.dedup();
+            format!(
+                "The job the agent was waiting for did not become ready: its poller ({}) gave the \
+                 same result {} times in a row (max_polls {}), so the run stopped at step {at}. \
+                 Nothing looped: each poll was a wait. Raise max_polls if the job takes longer, \
+                 or look at why it never finishes.{open_sentence}",
+                names.join(", "),
+                policy.max_polls,
+                policy.max_polls
+            )
+        }
         Explain::NoProgress => no_progress(e, policy, at, &open_sentence),
         Explain::Incomplete => format!(
             "The model kept claiming it was done with work still open: {} refused with a nudge \
