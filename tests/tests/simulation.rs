@@ -139,6 +139,12 @@ fn generate(seed: u64) -> Value {
     if r.chance(15) {
         scenario["cancel_after_ms"] = json!(r.below(1000));
     }
+    // Drawn last, so the draws above (and the runs they make) stay as they were: `read` declared
+    // a poller, its identical results polls bounded by `max_polls`.
+    if r.chance(20) {
+        scenario["policy"]["pollers"] = json!(["read"]);
+        scenario["policy"]["max_polls"] = json!(2 + r.below(3));
+    }
     scenario
 }
 
