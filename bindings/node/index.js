@@ -756,8 +756,16 @@ function offeredText(offered) {
     if (t === null || typeof t !== 'object') throw inputError(`offered[${i}]`, 'not a tool or a name');
     const name = t.name || (t.function && t.function.name);
     if (typeof name !== 'string' || !name) return;
-    const parameters = schemaOf(t);
-    tools.push(parameters ? { name, parameters } : name);
+    // The schema as JSON (what is not JSON in it, an `undefined` default, dropped); one that
+    // cannot be written at all (a cycle) is left out, and the values stay as written.
+    let parameters;
+    try {
+      const schema = schemaOf(t);
+      parameters = schema && JSON.parse(JSON.stringify(schema));
+    } catch {
+      parameters = undefined;
+    }
+    tools.push(isPlain(parameters) ? { name, parameters } : name);
   });
   return jsonText('offered', tools);
 }

@@ -109,6 +109,12 @@ test('a tool schema is read where each framework keeps it, and types a written c
   // By name only, or a schema the host cannot give as JSON (a class instance): the value as written.
   assert.deepEqual(argumentsOf(['count']), { n: '3' });
   assert.deepEqual(argumentsOf([{ name: 'count', schema: new (class Zod {})() }]), { n: '3' });
+  // What is not JSON in a schema is dropped; a schema that cannot be written is left out.
+  const loose = { ...schema, default: undefined, describe: () => 'n' };
+  assert.deepEqual(argumentsOf([{ name: 'count', parameters: loose }]), { n: 3 });
+  const cyclic = { ...schema };
+  cyclic.self = cyclic;
+  assert.deepEqual(argumentsOf([{ name: 'count', parameters: cyclic }]), { n: '3' });
   const [session] = Session.start({}, [human]);
   assert.throws(() => session.reply(glm, [3]), /offered\[0\]: not a tool or a name/);
   assert.throws(() => session.reply(glm, 'count'), /offered: not an array of tools or names/);
