@@ -67,6 +67,10 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     if k.polls > s.polls {
         return inconsistent("a poll streak longer than the polls".into());
     }
+    // The last poll's count is the poll streak: both are set by the step that accepts a poll.
+    if desk.last_poll.is_some_and(|p| p.times != k.polls) {
+        return inconsistent("the last poll's count is not the poll streak".into());
+    }
     if !desk.loops.is_consistent(k.repeats, p.max_loop_period) {
         return inconsistent("a repeat detector out of range".into());
     }
