@@ -26,6 +26,21 @@ fn quoted(items: &[String]) -> String {
         .join(", ")
 }
 
+/// The tools the last `turns` tool turns of the path called, sorted, each once.
+fn last_tools(e: &Explanation, turns: usize) -> Vec<String> {
+    let mut names: Vec<String> = e
+        .path
+        .iter()
+        .rev()
+        .filter(|s| s.rule == Rule::ToolTurn)
+        .take(turns)
+        .flat_map(|s| s.tool_calls.iter().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 fn plural(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
         format!("1 {one}")
@@ -371,16 +386,7 @@ fn paragraph(
             )
         }
         Explain::Loop => {
-            let mut names: Vec<String> = e
-                .path
-                .iter()
-                .rev()
-                .filter(|s| s.rule == Rule::ToolTurn)
-                .take(usize::try_from(policy.max_loop_period).unwrap_or(8))
-                .flat_map(|s| s.tool_calls.iter().cloned())
-                .collect();
-            names.sort();
-            names.dedup();
+            let names = last_tools(e, usize::try_from(policy.max_loop_period).unwrap_or(8));
             format!(
                 "The model was looping: the same tool calls ({}) got the same results {} times \
                  in a row (max_repeats {}), so the run stopped at step {at} as no progress. \
@@ -393,15 +399,7 @@ fn paragraph(
         }
         Explain::Polls => {
             // The pollers of the last tool turn: the ones whose job never became ready.
-            let mut names: Vec<String> = e
-                .path
-                .iter()
-                .rev()
-                .find(|s| s.rule == Rule::ToolTurn)
-                .map(|s| s.tool_calls.clone())
-                .unwrap_or_default();
-            names.sort();
-            names.dedup();
+            let names = last_tools(e, 1);
             format!(
                 "The job the agent was waiting for did not become ready: its poller ({}) gave the \
                  same result {} times in a row (max_polls {}), so the run stopped at step {at}. \
