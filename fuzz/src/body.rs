@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use terminus_kernel::testing::{check_machine, check_step};
 use terminus_kernel::{
     CallReason, Command, Event, Finish, Handled, Ignored, Machine, ModelErrorKind, ModelTurn,
-    OnUnrecoverable, OnVerificationLimit, Phase, Policy, Stats, ToolBatch, ToolBudget, ToolCall,
-    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, WRITE_TODOS, executed,
+    OnUnrecoverable, OnVerificationLimit, Phase, Policy, Stats, Tier, ToolBatch, ToolBudget,
+    ToolCall, ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict, WRITE_TODOS, executed,
 };
 
 /// Reads bytes; past the end it reads zeros, so every input decodes.
@@ -80,14 +80,26 @@ pub(crate) fn policy(b: &mut Bytes<'_>) -> Policy {
         if b.upto(4) == 0 {
             let warn_at = b.flag().then(|| b.upto(5));
             let block_at = b.flag().then(|| b.upto(5));
-            tool_budgets.insert(
-                tool.to_owned(),
+            // `search`'s budget is one tier counted over the run that a `read` lifts (the
+            // same bytes as before, read as a tier): both forms get fuzzed.
+            let budget = if tool == "search" && (warn_at.is_some() || block_at.is_some()) {
+                ToolBudget {
+                    tiers: vec![Tier {
+                        warn_at,
+                        block_at,
+                        reset_on: vec!["read".into()],
+                        ..Tier::default()
+                    }],
+                    ..ToolBudget::default()
+                }
+            } else {
                 ToolBudget {
                     warn_at,
                     block_at,
                     ..ToolBudget::default()
-                },
-            );
+                }
+            };
+            tool_budgets.insert(tool.to_owned(), budget);
         }
     }
     Policy {

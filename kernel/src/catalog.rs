@@ -32,7 +32,9 @@ use crate::policy::{OnVerificationLimit, Policy, PolicyError};
 use crate::reason::{AbortReason, CompleteReason, Outcome};
 use crate::rule::{Rule, RuleSpec};
 use crate::stats::{Stats, Streaks};
-pub use crate::tool_budget::{BLOCK_AT, HARD_BLOCK_AT, TOOL_BOUNDS, ToolBound};
+pub use crate::tool_budget::{
+    BLOCK_AT, HARD_BLOCK_AT, TIER_BLOCK_AT, TOOL_BOUNDS, TierBound, ToolBound,
+};
 
 /// How a counter meets its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

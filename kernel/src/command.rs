@@ -30,6 +30,10 @@ pub struct BudgetWarning {
     pub block_at: Option<u32>,
     /// This is the last call before the block.
     pub last: bool,
+    /// The tier of the budget that warns (`tiers[i]`), for a budget with tiers: the call's
+    /// number and `block_at` are then as the tier counts. Absent from the JSON form otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<u8>,
 }
 
 /// Run the tool calls of a turn.

@@ -71,6 +71,14 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     if desk.last_poll.is_some_and(|p| p.times != k.polls) {
         return inconsistent("the last poll's count is not the poll streak".into());
     }
+    // A tier's mark is the tool's calls at a lift: never more than it made.
+    if let Some((tool, _)) = desk
+        .ledger
+        .iter()
+        .find(|(_, r)| r.tier_marks.0.iter().any(|&m| m > r.calls))
+    {
+        return inconsistent(format!("a tier of `{tool}` lifted past its calls"));
+    }
     if !desk.loops.is_consistent(k.repeats, p.max_loop_period) {
         return inconsistent("a repeat detector out of range".into());
     }

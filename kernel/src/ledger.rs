@@ -3,7 +3,7 @@
 
 use crate::event::ToolErrorKind;
 use crate::name::Name;
-use crate::tool_budget::{self, ToolBound};
+use crate::tool_budget::{self, Tier, TierMarks, ToolBound};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,18 +29,72 @@ pub enum Exclusion {
 }
 
 /// A call refused at a bound of its tool's budget. In JSON, the bound's field and its value,
-/// e.g. `{"block_at": 3}` (inside an [`Exclusion`]: `{"why": "budget", "block_at": 3}`).
+/// e.g. `{"block_at": 3}` (inside an [`Exclusion`]: `{"why": "budget", "block_at": 3}`); for a
+/// tier, its index, its `block_at` and the call's number as the tier counts it:
+/// `{"tier": 0, "block_at": 10, "call": 11}`.
 #[derive(Debug, Clone, Copy)]
 pub struct Block {
-    /// The bound ([`tool_budget::TOOL_BOUNDS`]).
-    pub bound: &'static ToolBound,
+    /// The bound that refused the call.
+    pub by: BlockedBy,
     /// Its value: the call, as the bound counts them, from which calls are refused.
     pub at: u32,
 }
 
+/// What refused a call: a bound of the single-tier form, or a tier.
+#[derive(Debug, Clone, Copy)]
+pub enum BlockedBy {
+    /// A bound of [`tool_budget::TOOL_BOUNDS`].
+    Bound(&'static ToolBound),
+    /// Tier `index` of the budget's `tiers`, at the call numbered `call` as the tier counts.
+    Tier {
+        /// The tier's place in `tiers` (0-based).
+        index: u8,
+        /// The refused call's number, as the tier counts.
+        call: u32,
+    },
+}
+
+impl Block {
+    /// A block by a bound of the single-tier form.
+    pub const fn bound(bound: &'static ToolBound, at: u32) -> Block {
+        Block {
+            by: BlockedBy::Bound(bound),
+            at,
+        }
+    }
+
+    /// The single-tier bound that refused the call, if one did.
+    pub const fn single(&self) -> Option<&'static ToolBound> {
+        match self.by {
+            BlockedBy::Bound(bound) => Some(bound),
+            BlockedBy::Tier { .. } => None,
+        }
+    }
+
+    /// The tier that refused the call, if one did.
+    pub const fn tier(&self) -> Option<usize> {
+        match self.by {
+            BlockedBy::Tier { index, .. } => Some(index as usize),
+            BlockedBy::Bound(_) => None,
+        }
+    }
+
+    /// Whether a checkpoint of the single-tier form (`reset_on`) lifts it.
+    pub const fn lifted_by_reset(&self) -> bool {
+        matches!(self.by, BlockedBy::Bound(bound) if bound.resets)
+    }
+}
+
 impl PartialEq for Block {
     fn eq(&self, other: &Block) -> bool {
-        self.bound.field == other.bound.field && self.at == other.at
+        let by = match (self.by, other.by) {
+            (BlockedBy::Bound(a), BlockedBy::Bound(b)) => a.field == b.field,
+            (BlockedBy::Tier { index: a, call: c }, BlockedBy::Tier { index: b, call: d }) => {
+                a == b && c == d
+            }
+            _ => false,
+        };
+        by && self.at == other.at
     }
 }
 
@@ -48,31 +102,61 @@ impl Eq for Block {}
 
 impl Hash for Block {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.bound.field.hash(state);
+        match self.by {
+            BlockedBy::Bound(bound) => bound.field.hash(state),
+            BlockedBy::Tier { index, call } => {
+                index.hash(state);
+                call.hash(state);
+            }
+        }
         self.at.hash(state);
     }
 }
 
 impl Serialize for Block {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map([(self.bound.field, self.at)])
+        match self.by {
+            BlockedBy::Bound(bound) => serializer.collect_map([(bound.field, self.at)]),
+            BlockedBy::Tier { index, call } => serializer.collect_map([
+                ("tier", u32::from(index)),
+                ("block_at", self.at),
+                ("call", call),
+            ]),
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Block, D::Error> {
         let fields = BTreeMap::<String, u32>::deserialize(deserializer)?;
+        if let Some(&tier) = fields.get("tier") {
+            return match (fields.get("block_at"), fields.get("call"), fields.len()) {
+                (Some(&at), Some(&call), 3) => match u8::try_from(tier) {
+                    Ok(index) if usize::from(index) < tool_budget::MAX_TIERS => Ok(Block {
+                        by: BlockedBy::Tier { index, call },
+                        at,
+                    }),
+                    _ => Err(serde::de::Error::custom(format!(
+                        "tier {tier} is past the last one a budget may have ({})",
+                        tool_budget::MAX_TIERS - 1
+                    ))),
+                },
+                _ => Err(serde::de::Error::custom(
+                    "a tier's block names `tier`, `block_at` and `call`",
+                )),
+            };
+        }
         let mut bounds = fields.iter();
         match (bounds.next(), bounds.next()) {
             (Some((field, &at)), None) => match tool_budget::ToolBound::named(field) {
-                Some(bound) => Ok(Block { bound, at }),
+                Some(bound) => Ok(Block::bound(bound, at)),
                 None => Err(serde::de::Error::custom(format!(
                     "unknown tool budget bound `{field}`, expected one of {}",
                     bound_names()
                 ))),
             },
             _ => Err(serde::de::Error::custom(format!(
-                "a budget block names one bound, one of {}",
+                "a budget block names one bound, one of {}, or a tier",
                 bound_names()
             ))),
         }
@@ -95,11 +179,21 @@ impl fmt::Display for Exclusion {
                     kind.as_str()
                 )
             }
-            Exclusion::Budget(Block { bound, at }) if bound.resets => {
-                write!(f, "its budget of {at} calls is spent")
+            Exclusion::Budget(Block {
+                by: BlockedBy::Tier { index, .. },
+                at,
+            }) => {
+                write!(f, "tier {} of its budget blocks from call {at}", index + 1)
             }
-            Exclusion::Budget(Block { at, .. }) => {
-                write!(f, "its budget of {at} calls in the whole run is spent")
+            Exclusion::Budget(block) if block.lifted_by_reset() => {
+                write!(f, "its budget of {} calls is spent", block.at)
+            }
+            Exclusion::Budget(block) => {
+                write!(
+                    f,
+                    "its budget of {} calls in the whole run is spent",
+                    block.at
+                )
             }
         }
     }
@@ -129,6 +223,10 @@ pub struct ToolRecord {
     /// 0 until then (and then absent from the JSON form).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub blocked_turns: u32,
+    /// Per tier of its budget (`tiers`), the calls at the tier's last lift (see
+    /// [`tool_budget::Tier::count`]). All 0 until a lift (and then absent from the JSON form).
+    #[serde(default, skip_serializing_if = "TierMarks::is_clear")]
+    pub tier_marks: TierMarks,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
@@ -262,12 +360,26 @@ impl Ledger {
         let record = &mut self.tools[i].1;
         record.budget_base = record.calls;
         record.blocked_turns = 0;
-        if !matches!(record.excluded, Some(Exclusion::Budget(block)) if block.bound.resets) {
+        if !matches!(record.excluded, Some(Exclusion::Budget(block)) if block.lifted_by_reset()) {
             return false;
         }
         record.excluded = None;
         self.any_excluded = self.tools.iter().any(|(_, r)| r.excluded.is_some());
         true
+    }
+
+    /// Lifts the tiers of `tool`'s budget whose `reset_on` names a tool that succeeded (`lifts`
+    /// answers for each tier): each keeps its mark ([`Tier::lifted`]).
+    pub(crate) fn lift_tiers(&mut self, tool: &str, tiers: &[Tier], lifts: impl Fn(&Tier) -> bool) {
+        let Some(i) = self.find(tool) else {
+            return;
+        };
+        let record = &mut self.tools[i].1;
+        for (index, tier) in tiers.iter().enumerate().take(tool_budget::MAX_TIERS) {
+            if lifts(tier) {
+                record.tier_marks.0[index] = tier.lifted(record.calls, record.tier_marks.0[index]);
+            }
+        }
     }
 
     /// Every tool with its record, by name.
@@ -350,10 +462,7 @@ mod tests {
             ledger.update(&"search".into(), |r| r.calls += 1);
         }
         ledger.update(&"search".into(), |r| {
-            r.excluded = Some(Exclusion::Budget(Block {
-                bound: &tool_budget::BLOCK_AT,
-                at: 3,
-            }))
+            r.excluded = Some(Exclusion::Budget(Block::bound(&tool_budget::BLOCK_AT, 3)))
         });
         ledger.update(&"deploy".into(), |r| {
             r.excluded = Some(Exclusion::Failures { count: 3 })
@@ -370,10 +479,7 @@ mod tests {
         let mut only = Ledger::default();
         only.update(&"search".into(), |r| {
             r.calls = 2;
-            r.excluded = Some(Exclusion::Budget(Block {
-                bound: &tool_budget::BLOCK_AT,
-                at: 2,
-            }))
+            r.excluded = Some(Exclusion::Budget(Block::bound(&tool_budget::BLOCK_AT, 2)))
         });
         assert!(only.any_excluded());
         assert!(only.reset_budget("search"));

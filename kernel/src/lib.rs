@@ -147,7 +147,7 @@ pub use crate::journal::{
     executed, held_decision_records, lean_decision_records, recover, step_records,
 };
 pub use crate::json::Json;
-pub use crate::ledger::{Block, Exclusion, Ledger, ToolRecord};
+pub use crate::ledger::{Block, BlockedBy, Exclusion, Ledger, ToolRecord};
 pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Machine, RestoreError};
 pub use crate::name::{CallId, Name};
@@ -161,4 +161,4 @@ pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
 pub use crate::textcall::{TextCalls, TextToolCalls};
 pub use crate::todo::{Todo, TodoStatus, WRITE_TODOS, open_todos, parse_todos};
-pub use crate::tool_budget::ToolBudget;
+pub use crate::tool_budget::{MAX_TIERS, Tier, TierCount, TierMarks, ToolBudget};

@@ -319,10 +319,81 @@ impl Policy {
                     problem: "must name tools (an empty name)".into(),
                 });
             }
+            validate_tiers(tool, budget)?;
         }
         if let Some(scale) = &self.budget_scale {
             scale.validate(self)?;
         }
         Ok(())
     }
+}
+
+/// Checks the tiers of `tool`'s budget, naming the field at fault
+/// (`tool_budgets.read_file.tiers[1].warn_at`).
+fn validate_tiers(tool: &str, budget: &ToolBudget) -> Result<(), PolicyError> {
+    let at = |field: &str, problem: String| PolicyError {
+        field: format!("tool_budgets.{tool}.{field}"),
+        problem,
+    };
+    if budget.tiers.is_empty() {
+        return Ok(());
+    }
+    if budget.tiers.len() > tool_budget::MAX_TIERS {
+        return Err(at(
+            "tiers",
+            format!(
+                "{} tiers, at most {}",
+                budget.tiers.len(),
+                tool_budget::MAX_TIERS
+            ),
+        ));
+    }
+    let single = [
+        ("warn_at", budget.warn_at.is_some()),
+        ("block_at", budget.block_at.is_some()),
+        ("hard_block_at", budget.hard_block_at.is_some()),
+        ("reset_on", !budget.reset_on.is_empty()),
+    ];
+    if let Some((key, _)) = single.iter().find(|(_, set)| *set) {
+        return Err(at(
+            key,
+            "a budget with tiers sets its bounds in its tiers, not beside them".into(),
+        ));
+    }
+    for (i, tier) in budget.tiers.iter().enumerate() {
+        let field = |name: &str| format!("tiers[{i}].{name}");
+        if tier.warn_at.is_none() && tier.block_at.is_none() {
+            return Err(at(
+                &format!("tiers[{i}]"),
+                "a tier needs warn_at or block_at".into(),
+            ));
+        }
+        for (name, value) in [("warn_at", tier.warn_at), ("block_at", tier.block_at)] {
+            if value == Some(0) {
+                return Err(at(&field(name), "must be at least 1".into()));
+            }
+        }
+        if let (Some(w), Some(b)) = (tier.warn_at, tier.block_at)
+            && w > b
+        {
+            return Err(at(
+                &field("warn_at"),
+                format!("must not exceed block_at ({b})"),
+            ));
+        }
+        if tier.reset_on.iter().any(|t| t.trim().is_empty()) {
+            return Err(at(
+                &field("reset_on"),
+                "must name tools (an empty name)".into(),
+            ));
+        }
+        let blank = |text: &Option<String>| text.as_deref().is_some_and(|t| t.trim().is_empty());
+        if blank(&tier.name) {
+            return Err(at(&field("name"), "must not be empty".into()));
+        }
+        if blank(&tier.warning) {
+            return Err(at(&field("warning"), "must not be empty".into()));
+        }
+    }
+    Ok(())
 }

@@ -21,10 +21,13 @@ use std::collections::BTreeMap;
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetScale {
     /// What each unit adds to a budget, by the budget's policy field (`max_steps`,
-    /// `max_model_calls`, `max_tool_calls`, `token_budget`: the budgets a step spends).
+    /// `max_model_calls`, `max_tool_calls`, `token_budget`: the budgets a step spends), or by
+    /// `tool_budgets.NAME` for a tool's budget: each of its thresholds (`warn_at`, `block_at`,
+    /// `hard_block_at`, each tier's) moves that many calls later per unit, together.
     pub per_unit: BTreeMap<String, u64>,
     /// The hard bound of each scaled budget, by field: one for every field of `per_unit`, at
-    /// least the policy's own value (the base).
+    /// least the policy's own value (the base); for a tool's budget, the bound of its largest
+    /// threshold (the others move as far as it does).
     pub max: BTreeMap<String, u64>,
     /// The units the budgets were scaled for, set by [`Policy::scaled`]: a policy that has it
     /// holds the scaled budgets already (absent from the JSON form until then).
@@ -59,15 +62,78 @@ fn budget(path: &str, field: &str) -> Result<&'static Limit, PolicyError> {
         };
         at(
             &format!("{path}.{field}"),
-            format!("{what} (one of {})", names.join(", ")),
+            format!("{what} (one of {}, or tool_budgets.NAME)", names.join(", ")),
         )
     })
 }
 
+/// The prefix of a per-tool budget's key in `per_unit` and `max`: `tool_budgets.read_file`.
+const TOOL_BUDGETS: &str = "tool_budgets.";
+
+/// The tool of a per-tool budget's key, if it is one.
+fn tool_of(field: &str) -> Option<&str> {
+    field.strip_prefix(TOOL_BUDGETS)
+}
+
+/// The largest threshold of the budget of `tool` in `policy`, or why it cannot scale.
+fn largest(policy: &Policy, path: &str, tool: &str) -> Result<u32, PolicyError> {
+    policy
+        .tool_budgets
+        .get(tool)
+        .and_then(|b| b.thresholds().max())
+        .ok_or_else(|| {
+            at(
+                path,
+                format!("scales the budget of `{tool}`, which tool_budgets does not bound"),
+            )
+        })
+}
+
 impl BudgetScale {
+    /// Checks a per-tool budget's scale (`per_unit.tool_budgets.NAME`).
+    fn validate_tool(
+        &self,
+        policy: &Policy,
+        field: &str,
+        tool: &str,
+        per: u64,
+    ) -> Result<(), PolicyError> {
+        let path = format!("per_unit.{field}");
+        if per > u64::from(u32::MAX) {
+            return Err(at(
+                &path,
+                format!("{per} is out of range (at most {})", u32::MAX),
+            ));
+        }
+        let top = largest(policy, &path, tool)?;
+        let Some(&cap) = self.max.get(field) else {
+            return Err(at(
+                "max",
+                format!("has no bound for {field}: every scaled budget needs one"),
+            ));
+        };
+        if cap > u64::from(u32::MAX) {
+            return Err(at(
+                &format!("max.{field}"),
+                format!("{cap} is out of range (at most {})", u32::MAX),
+            ));
+        }
+        if self.units.is_none() && cap < u64::from(top) {
+            return Err(at(
+                &format!("max.{field}"),
+                format!("must be at least the budget's largest threshold ({top}), got {cap}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the scale against `policy`, naming the field at fault.
     pub(crate) fn validate(&self, policy: &Policy) -> Result<(), PolicyError> {
         for (field, &per) in &self.per_unit {
+            if let Some(tool) = tool_of(field) {
+                self.validate_tool(policy, field, tool, per)?;
+                continue;
+            }
             let limit = budget("per_unit", field)?;
             let path = format!("per_unit.{field}");
             if per > range(limit) {
@@ -96,6 +162,15 @@ impl BudgetScale {
             }
         }
         for (field, &cap) in &self.max {
+            if tool_of(field).is_some() {
+                if !self.per_unit.contains_key(field) {
+                    return Err(at(
+                        &format!("max.{field}"),
+                        "bounds a budget that per_unit does not scale".into(),
+                    ));
+                }
+                continue; // checked with its per_unit
+            }
             let limit = budget("max", field)?;
             let path = format!("max.{field}");
             if !self.per_unit.contains_key(field) {
@@ -138,6 +213,20 @@ impl Policy {
         }
         let mut out = self.clone();
         for (field, &per) in &scale.per_unit {
+            if let Some(tool) = tool_of(field) {
+                let (Some(budget), Some(&cap)) =
+                    (self.tool_budgets.get(tool), scale.max.get(field))
+                else {
+                    continue; // validated: a scaled tool has a budget and a bound
+                };
+                // Every threshold moves by the same calls, until the largest reaches the bound.
+                let top = u64::from(budget.thresholds().max().unwrap_or(0));
+                let room = cap.saturating_sub(top);
+                let by = per.checked_mul(units).map_or(room, |grow| grow.min(room));
+                let by = u32::try_from(by).unwrap_or(u32::MAX);
+                out.tool_budgets.insert(tool.to_owned(), budget.shifted(by));
+                continue;
+            }
             let limit = budget("per_unit", field)?;
             let (Some(base), Some(&cap)) = (limit.value(self), scale.max.get(field)) else {
                 continue; // validated: every scaled budget has a base and a bound

@@ -82,12 +82,13 @@ fn bad_scales_name_the_field() {
         (
             r#"{"budget_scale":{"per_unit":{"max_stepz":1},"max":{"max_stepz":9}}}"#,
             "policy.budget_scale.per_unit.max_stepz: unknown budget (one of max_steps, \
-             token_budget, max_model_calls, max_tool_calls)",
+             token_budget, max_model_calls, max_tool_calls, or tool_budgets.NAME)",
         ),
         (
             r#"{"budget_scale":{"per_unit":{"max_no_ops":1},"max":{"max_no_ops":9}}}"#,
             "policy.budget_scale.per_unit.max_no_ops: a limit, not a budget that grows with the \
-             task (one of max_steps, token_budget, max_model_calls, max_tool_calls)",
+             task (one of max_steps, token_budget, max_model_calls, max_tool_calls, or \
+             tool_budgets.NAME)",
         ),
         (
             r#"{"budget_scale":{"per_unit":{"max_steps":1}}}"#,
@@ -125,18 +126,149 @@ fn bad_scales_name_the_field() {
 }
 
 #[test]
-fn every_scalable_budget_is_raisable() {
-    for limit in limits::budgets() {
-        assert!(limits::scalable(limit.field).is_some(), "{}", limit.field);
-        assert!(
-            limit.raisable,
-            "{} scales but cannot be raised",
-            limit.field
-        );
+fn the_budgets_a_step_spends_scale_and_can_be_raised_and_no_other_limit_scales() {
+    let scalable: Vec<&str> = limits::ALL
+        .iter()
+        .filter(|l| limits::scalable(l.field).is_some())
+        .map(|l| l.field)
+        .collect();
+    assert_eq!(
+        scalable,
+        [
+            "max_steps",
+            "token_budget",
+            "max_model_calls",
+            "max_tool_calls"
+        ]
+    );
+    for field in scalable {
+        let limit = limits::scalable(field).expect("listed");
+        assert!(limit.raisable, "{field} scales but cannot be raised");
+    }
+}
+
+/// Seed 004's read tiers with a scale on the read budget.
+const READS: &str = r#"{
+    "tool_budgets": { "read_file": { "tiers": [
+        { "warn_at": 8, "block_at": 10, "reset_on": ["post_checkpoint"] },
+        { "warn_at": 13, "block_at": 14, "reset_on": ["post_plan"] }
+    ] } },
+    "budget_scale": {
+        "per_unit": { "tool_budgets.read_file": 1 },
+        "max": { "tool_budgets.read_file": 30 }
+    }
+}"#;
+
+/// Every tier's `(warn_at, block_at)` of `tool`'s budget.
+fn tiers(policy: &Policy, tool: &str) -> Vec<(Option<u32>, Option<u32>)> {
+    policy.tool_budgets[tool]
+        .tiers
+        .iter()
+        .map(|t| (t.warn_at, t.block_at))
+        .collect()
+}
+
+#[test]
+fn a_tools_budget_moves_every_threshold_together_up_to_its_bound() {
+    let policy = scaling(READS).expect("valid");
+    let at = |units| tiers(&policy.scaled(units).expect("scales"), "read_file");
+    assert_eq!(at(0), [(Some(8), Some(10)), (Some(13), Some(14))]);
+    // Five files more, five reads later: the warning ranges keep their width.
+    assert_eq!(at(5), [(Some(13), Some(15)), (Some(18), Some(19))]);
+    // The largest threshold stops at its bound (14 + 16 = 30); the others move as far.
+    assert_eq!(at(100), [(Some(24), Some(26)), (Some(29), Some(30))]);
+    assert_eq!(at(u64::MAX), at(100), "no overflow past the bound");
+    // The single-tier form scales the same way, each of its keys.
+    let single = scaling(
+        r#"{"tool_budgets":{"grep":{"warn_at":2,"block_at":4,"hard_block_at":6}},
+            "budget_scale":{"per_unit":{"tool_budgets.grep":2},"max":{"tool_budgets.grep":100}}}"#,
+    )
+    .expect("valid")
+    .scaled(3)
+    .expect("scales");
+    let grep = &single.tool_budgets["grep"];
+    assert_eq!(
+        (grep.warn_at, grep.block_at, grep.hard_block_at),
+        (Some(8), Some(10), Some(12))
+    );
+}
+
+#[test]
+fn bad_tool_budget_scales_name_the_field() {
+    let cases = [
+        (
+            r#"{"budget_scale":{"per_unit":{"tool_budgets.read_file":1},"max":{"tool_budgets.read_file":9}}}"#,
+            "policy.budget_scale.per_unit.tool_budgets.read_file: scales the budget of \
+             `read_file`, which tool_budgets does not bound",
+        ),
+        (
+            r#"{"tool_budgets":{"read_file":{"block_at":10}},"budget_scale":{"per_unit":{"tool_budgets.read_file":1}}}"#,
+            "policy.budget_scale.max: has no bound for tool_budgets.read_file: every scaled \
+             budget needs one",
+        ),
+        (
+            r#"{"tool_budgets":{"read_file":{"warn_at":8,"block_at":10}},"budget_scale":{"per_unit":{"tool_budgets.read_file":1},"max":{"tool_budgets.read_file":9}}}"#,
+            "policy.budget_scale.max.tool_budgets.read_file: must be at least the budget's \
+             largest threshold (10), got 9",
+        ),
+        (
+            r#"{"tool_budgets":{"read_file":{"block_at":10}},"budget_scale":{"per_unit":{"max_steps":1},"max":{"max_steps":300,"tool_budgets.read_file":20}}}"#,
+            "policy.budget_scale.max.tool_budgets.read_file: bounds a budget that per_unit \
+             does not scale",
+        ),
+        (
+            r#"{"tool_budgets":{"read_file":{"block_at":10}},"budget_scale":{"per_unit":{"tool_budgets.read_file":4294967296},"max":{"tool_budgets.read_file":20}}}"#,
+            "policy.budget_scale.per_unit.tool_budgets.read_file: 4294967296 is out of range \
+             (at most 4294967295)",
+        ),
+    ];
+    for (json, want) in cases {
+        assert_eq!(error(json), want, "{json}");
     }
 }
 
 proptest! {
+    /// A scaled tool budget keeps the gaps between its thresholds, never passes its bound, and
+    /// grows with the units.
+    #[test]
+    fn scaled_tool_budgets_keep_their_shape(
+        warn in 1u32..50,
+        gap in 0u32..20,
+        second in 0u32..20,
+        per in 0u64..1_000,
+        room in 0u32..500,
+        units in any::<u64>(),
+        more in any::<u64>(),
+    ) {
+        let (w1, b1) = (warn, warn + gap);
+        let (w2, b2) = (b1 + second, b1 + second + 1);
+        let cap = b2 + room;
+        let json = serde_json::json!({
+            "tool_budgets": { "read": { "tiers": [
+                { "warn_at": w1, "block_at": b1, "reset_on": ["checkpoint"] },
+                { "warn_at": w2, "block_at": b2 }
+            ] } },
+            "budget_scale": { "per_unit": { "tool_budgets.read": per }, "max": { "tool_budgets.read": cap } },
+        });
+        let policy: Policy = serde_json::from_value(json).expect("parses");
+        prop_assert_eq!(policy.validate(), Ok(()));
+        let (small, large) = (units.min(more), units.max(more));
+        let a = tiers(&policy.scaled(small).expect("scales"), "read");
+        let b = tiers(&policy.scaled(large).expect("scales"), "read");
+        for (n, t) in [(small, &a), (large, &b)] {
+            let (Some(sw1), Some(sb1), Some(sw2), Some(sb2)) = (t[0].0, t[0].1, t[1].0, t[1].1)
+            else {
+                return Err(TestCaseError::fail("a threshold went missing"));
+            };
+            let by = sw1 - w1;
+            prop_assert_eq!((sb1, sw2, sb2), (b1 + by, w2 + by, b2 + by));
+            prop_assert!(sb2 <= cap);
+            let want = (u128::from(per) * u128::from(n)).min(u128::from(room));
+            prop_assert_eq!(u128::from(by), want);
+        }
+        prop_assert!(a[0].0 <= b[0].0);
+    }
+
     /// Scaled budgets lie in [base, max], grow with the units, and 0 units is the base.
     #[test]
     fn scaled_budgets_are_bounded_and_monotone(

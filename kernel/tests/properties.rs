@@ -13,8 +13,8 @@ use proptest::prelude::*;
 use serde_json::json;
 use terminus_kernel::{
     AbortReason, Command, CompleteReason, Event, Finish, Handled, Machine, ModelErrorKind,
-    ModelTurn, OnUnrecoverable, OnVerificationLimit, Outcome, Policy, StepRecord, ToolCall,
-    ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict,
+    ModelTurn, OnUnrecoverable, OnVerificationLimit, Outcome, Policy, StepRecord, Tier, TierCount,
+    ToolCall, ToolErrorKind, ToolOutcome, ToolResult, Usage, Verdict,
 };
 
 const CASES: u32 = 512;
@@ -47,6 +47,7 @@ prop_compose! {
                 budget in proptest::option::of((1u32..4, 1u32..6, proptest::option::of(1u32..8), any::<bool>())),
                 auto_checkpoints in 0u32..3,
                 polls in proptest::option::of(2u32..5),
+                tiered in proptest::option::of((0u32..3, any::<bool>(), any::<bool>())),
                 seed in any::<u64>())
         -> Policy {
         let mut p = Policy {
@@ -70,13 +71,32 @@ prop_compose! {
             p.pollers = vec!["c".into()];
             p.max_polls = max_polls;
         }
-        if let Some((warn, extra, hard, resets)) = budget {
-            p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget {
-                warn_at: Some(warn),
-                block_at: Some(warn + extra),
-                hard_block_at: hard.map(|h| h.max(warn)),
-                reset_on: if resets { vec!["b".into()] } else { Vec::new() },
-            });
+        // Or the same numbers as two tiers (seed 004's form): the first lifted by `b`, counted
+        // over the run or since its lift; the second from a few calls past it, lifted by `c` or
+        // by nothing.
+        match (budget, tiered) {
+            (Some((warn, extra, _, resets)), Some((past, since_lift, hard))) => {
+                let count = if since_lift { TierCount::SinceLift } else { TierCount::Run };
+                let lift = |on: &str, yes: bool| if yes { vec![on.to_owned()] } else { Vec::new() };
+                let second = warn + extra + past;
+                p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget {
+                    tiers: vec![
+                        Tier { warn_at: Some(warn), block_at: Some(warn + extra), reset_on: lift("b", resets), count, ..Tier::default() },
+                        Tier { warn_at: Some(second), block_at: Some(second + 1), reset_on: lift("c", !hard), ..Tier::default() },
+                    ],
+                    ..terminus_kernel::ToolBudget::default()
+                });
+            }
+            (Some((warn, extra, hard, resets)), None) => {
+                p.tool_budgets.insert("a".into(), terminus_kernel::ToolBudget {
+                    warn_at: Some(warn),
+                    block_at: Some(warn + extra),
+                    hard_block_at: hard.map(|h| h.max(warn)),
+                    reset_on: if resets { vec!["b".into()] } else { Vec::new() },
+                    ..terminus_kernel::ToolBudget::default()
+                });
+            }
+            (None, _) => {}
         }
         p
     }
@@ -396,6 +416,38 @@ proptest! {
         prop_assert_eq!(run.machine.streaks().polls, max_polls);
         prop_assert_eq!(run.stop.stats.tool_calls, max_polls);
         prop_assert_eq!(run.stop.stats.repeats, 0);
+    }
+
+    /// The model reads new files forever, never posting what lifts the tiers of the read
+    /// budget: the first block it reaches refuses every later read, and `max_blocked_turns`
+    /// such turns end the run `no_progress`, within the step bound, whatever the tiers' numbers.
+    #[test]
+    fn reads_past_a_tier_nothing_lifts_are_cut_by_max_blocked_turns(
+        base in limits(),
+        tiers in proptest::collection::vec((1u32..6, 0u32..4, any::<bool>()), 1..=4),
+    ) {
+        let mut p = roomy(Policy { max_repeats: 50, ..base });
+        let tiers: Vec<Tier> = tiers
+            .into_iter()
+            .map(|(warn, extra, since_lift)| Tier {
+                warn_at: Some(warn),
+                block_at: Some(warn + extra),
+                reset_on: vec!["checkpoint".into()],
+                count: if since_lift { TierCount::SinceLift } else { TierCount::Run },
+                ..Tier::default()
+            })
+            .collect();
+        let first_block = tiers.iter().filter_map(|t| t.block_at).min().unwrap_or(1);
+        p.tool_budgets.insert("read".into(), terminus_kernel::ToolBudget {
+            tiers,
+            ..terminus_kernel::ToolBudget::default()
+        });
+        let reads: Vec<Reply> = (0..200).map(|n| call("read", json!({ "n": n }))).collect();
+        let run = drive(p.clone(), Script::new(reads));
+        prop_assert_eq!(run.stop.outcome, Outcome::Aborted(AbortReason::NoProgress));
+        prop_assert_eq!(run.stop.stats.tool_calls, first_block - 1);
+        prop_assert_eq!(run.stop.stats.refused_calls, p.max_blocked_turns);
+        prop_assert!(u64::from(run.stop.stats.steps) <= p.step_bound());
     }
 
     /// The model always says it needs more work and does nothing.

@@ -298,10 +298,10 @@ fn budget_marks(commands: &[Command]) -> Vec<BudgetMarks> {
 
 /// The refusal of a call at `block_at`.
 fn soft_block(at: u32) -> Exclusion {
-    Exclusion::Budget(terminus_kernel::Block {
-        bound: &terminus_kernel::limits::BLOCK_AT,
+    Exclusion::Budget(terminus_kernel::Block::bound(
+        &terminus_kernel::limits::BLOCK_AT,
         at,
-    })
+    ))
 }
 
 #[test]
@@ -411,6 +411,219 @@ fn a_checkpoint_resets_a_tool_budget_and_lifts_its_block() {
         run.stop.excluded_tools.is_empty(),
         "{:?}",
         run.stop.excluded_tools
+    );
+}
+
+/// Seed 004's read budget, its exact numbers: a checkpoint tier (reads 8-9 warned, 10 and on
+/// refused until `checkpoint`) and a hard stop (read 13 warned, 14 and on refused until `plan`),
+/// both counted from the run's start.
+fn seed_004_tiers() -> Policy {
+    let mut policy = Policy {
+        max_repeats: 50,
+        max_blocked_turns: 10,
+        ..Policy::default()
+    };
+    let tier = |warn_at, block_at, lift: &str| terminus_kernel::Tier {
+        warn_at: Some(warn_at),
+        block_at: Some(block_at),
+        reset_on: vec![lift.into()],
+        ..terminus_kernel::Tier::default()
+    };
+    policy.tool_budgets.insert(
+        "read".into(),
+        ToolBudget {
+            tiers: vec![tier(8, 10, "checkpoint"), tier(13, 14, "plan")],
+            ..ToolBudget::default()
+        },
+    );
+    policy
+}
+
+/// What the budget did to each `read` of a run: `warn(tier, call)`, `block(tier, call)` or
+/// `ran`, one per read, in order.
+fn read_fates(commands: &[Command]) -> Vec<String> {
+    let mut out = Vec::new();
+    for command in commands {
+        let Command::RunTools(batch) = command else {
+            continue;
+        };
+        for (i, call) in batch.calls.iter().enumerate() {
+            if call.name.as_str() != "read" {
+                continue;
+            }
+            out.push(match (batch.refusal(i), batch.warning(i)) {
+                (Some(Exclusion::Budget(block)), _) => match block.by {
+                    terminus_kernel::BlockedBy::Tier { index, call } => {
+                        format!("block({index}, {call})")
+                    }
+                    terminus_kernel::BlockedBy::Bound(b) => format!("{}({})", b.field, block.at),
+                },
+                (Some(other), _) => format!("excluded({other})"),
+                (None, Some(w)) => format!("warn({:?}, {})", w.tier, w.call),
+                (None, None) => "ran".into(),
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn seed_004_tiers_warn_block_and_lift_each_read_as_the_seed_wrote() {
+    let reads = |from: u32, to: u32| (from..=to).map(|n| call("read", json!({ "n": n })));
+    // With the checkpoint posted after read 9 and the plan after two refused reads.
+    let replies: Vec<Reply> = reads(1, 9)
+        .chain([call("checkpoint", json!({"note": "nine read"}))])
+        .chain(reads(10, 15))
+        .chain([call("plan", json!({"steps": 2}))])
+        .chain(reads(14, 15))
+        .chain([text("done")])
+        .collect();
+    let run = drive(
+        seed_004_tiers(),
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let mut expected: Vec<String> = (1..=7).map(|_| "ran".to_owned()).collect();
+    expected.extend(["warn(Some(0), 8)".into(), "warn(Some(0), 9)".into()]);
+    expected.extend((10..=12).map(|_| "ran".to_owned()));
+    expected.push("warn(Some(1), 13)".into());
+    // Refused calls are not reads: both attempts are the 14th.
+    expected.extend(["block(1, 14)".into(), "block(1, 14)".into()]);
+    expected.extend(["ran".into(), "ran".into()]);
+    assert_eq!(read_fates(&run.commands), expected);
+    assert_eq!(
+        run.stop.outcome,
+        Outcome::Complete(CompleteReason::Answered)
+    );
+    let read = run
+        .machine
+        .ledger()
+        .get("read")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!((read.calls, read.refused), (15, 2));
+    // The checkpoint passed the first tier at 9 reads, the plan the second at 13.
+    assert_eq!(read.tier_marks.0[..2], [9, 13]);
+
+    // Without the checkpoint: reads 10 on are refused by the first tier; the second never
+    // falls due, since a refused read is not a read.
+    // The seventh blocked turn in a row (a 16th read) ends the run.
+    let replies: Vec<Reply> = reads(1, 16).chain([text("never reached")]).collect();
+    let run = drive(
+        Policy {
+            max_blocked_turns: 7,
+            ..seed_004_tiers()
+        },
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let mut expected: Vec<String> = (1..=7).map(|_| "ran".to_owned()).collect();
+    expected.extend(["warn(Some(0), 8)".into(), "warn(Some(0), 9)".into()]);
+    expected.extend((10..=15).map(|_| "block(0, 10)".to_owned()));
+    assert_eq!(read_fates(&run.commands), expected);
+    assert_eq!(run.stop.outcome, Outcome::Aborted(AbortReason::NoProgress));
+    // The six answered refusals and the 16th read, refused by the turn that ends the run.
+    assert_eq!(run.stop.stats.refused_calls, 7);
+}
+
+#[test]
+fn a_checkpoint_before_a_tier_is_due_does_not_pass_it_and_since_lift_tiers_come_back() {
+    // A checkpoint posted at read 3 is not the one the tier counted over the run asks for.
+    let mut early = seed_004_tiers();
+    if let Some(budget) = early.tool_budgets.get_mut("read") {
+        budget.tiers.truncate(1);
+    }
+    let reads = |from: u32, to: u32| (from..=to).map(|n| call("read", json!({ "n": n })));
+    let replies: Vec<Reply> = reads(1, 3)
+        .chain([call("checkpoint", json!({"note": "early"}))])
+        .chain(reads(4, 10))
+        .chain([text("done")])
+        .collect();
+    let run = drive(
+        early,
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    let fates = read_fates(&run.commands);
+    assert_eq!(
+        fates.last().map(String::as_str),
+        Some("block(0, 10)"),
+        "{fates:?}"
+    );
+
+    // Counted since its lift, a tier starts again at each lift: every third read is refused
+    // until a checkpoint.
+    let mut every = Policy {
+        max_repeats: 50,
+        ..Policy::default()
+    };
+    every.tool_budgets.insert(
+        "read".into(),
+        ToolBudget {
+            tiers: vec![terminus_kernel::Tier {
+                block_at: Some(3),
+                reset_on: vec!["checkpoint".into()],
+                count: terminus_kernel::TierCount::SinceLift,
+                ..terminus_kernel::Tier::default()
+            }],
+            ..ToolBudget::default()
+        },
+    );
+    let replies: Vec<Reply> = reads(1, 3)
+        .chain([call("checkpoint", json!({"note": "two"}))])
+        .chain(reads(3, 5))
+        .chain([text("done")])
+        .collect();
+    let run = drive(
+        every,
+        Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
+    );
+    assert_eq!(
+        read_fates(&run.commands),
+        ["ran", "ran", "block(0, 3)", "ran", "ran", "block(0, 3)"]
+    );
+}
+
+#[test]
+fn tiers_are_checked_field_by_field() {
+    let refused = |budget: serde_json::Value| {
+        let policy: Policy = serde_json::from_value(json!({ "tool_budgets": { "read": budget } }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        policy.validate().map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        refused(json!({ "block_at": 3, "tiers": [{ "block_at": 5 }] })),
+        Err(
+            "policy.tool_budgets.read.block_at: a budget with tiers sets its bounds in its \
+             tiers, not beside them"
+                .into()
+        )
+    );
+    assert_eq!(
+        refused(json!({ "tiers": [{ "block_at": 5 }, { "name": "x" }] })),
+        Err("policy.tool_budgets.read.tiers[1]: a tier needs warn_at or block_at".into())
+    );
+    assert_eq!(
+        refused(json!({ "tiers": [{ "warn_at": 6, "block_at": 5 }] })),
+        Err("policy.tool_budgets.read.tiers[0].warn_at: must not exceed block_at (5)".into())
+    );
+    assert_eq!(
+        refused(json!({ "tiers": [{ "block_at": 0 }] })),
+        Err("policy.tool_budgets.read.tiers[0].block_at: must be at least 1".into())
+    );
+    assert_eq!(
+        refused(json!({ "tiers": [{ "block_at": 2, "reset_on": [" "] }] })),
+        Err("policy.tool_budgets.read.tiers[0].reset_on: must name tools (an empty name)".into())
+    );
+    let five: Vec<serde_json::Value> = (1..=5).map(|n| json!({ "block_at": n })).collect();
+    assert_eq!(
+        refused(json!({ "tiers": five })),
+        Err("policy.tool_budgets.read.tiers: 5 tiers, at most 4".into())
+    );
+    let bad: Result<Policy, _> = serde_json::from_value(
+        json!({ "tool_budgets": { "read": { "tiers": [{ "count": "ever" }] } } }),
+    );
+    assert!(bad.is_err_and(|e| e.to_string().contains("unknown variant `ever`")));
+    assert_eq!(
+        refused(json!({ "tiers": [{ "warn_at": 2, "block_at": 2 }] })),
+        Ok(())
     );
 }
 
@@ -568,10 +781,10 @@ fn a_hard_block_outlasts_the_checkpoint_that_lifts_the_soft_one() {
         Script::new(replies).tool(|_, n| ToolOutcome::ok(json!(n))),
     );
     let hard = |at| {
-        Exclusion::Budget(terminus_kernel::Block {
-            bound: &terminus_kernel::limits::HARD_BLOCK_AT,
+        Exclusion::Budget(terminus_kernel::Block::bound(
+            &terminus_kernel::limits::HARD_BLOCK_AT,
             at,
-        })
+        ))
     };
     let refusals: Vec<Option<Exclusion>> = budget_marks(&run.commands)
         .into_iter()

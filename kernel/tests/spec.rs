@@ -175,6 +175,8 @@ fn limits_table() -> String {
         };
         let _ = writeln!(s, "| `{}` | {} | {lifted} |", b.field, b.counts());
     }
+    let t = limits::TIER_BLOCK_AT;
+    let _ = writeln!(s, "| `{}` | {} | {} |", t.field, t.counts, t.lifted);
     s
 }
 

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use terminus_kernel::catalog::{WARNINGS, Warning};
-use terminus_kernel::{Exclusion, Policy, Stats, ToolBatch};
+use terminus_kernel::{BlockedBy, Exclusion, Policy, Stats, ToolBatch};
 
 /// A budget a run can spend and is warned about at 80 %: one of the kernel's stop catalog
 /// ([`terminus_kernel::catalog::WARNINGS`]), which says which budgets warn and in what order.
@@ -175,6 +175,10 @@ pub struct ToolBudgetEvent {
     /// numbered as that bound counts, over the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<String>,
+    /// For a budget with tiers, the tier that warned or refused (`tiers[i]`, 0-based); the call
+    /// is then numbered as that tier counts it (for a block too: the refused call's number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<u8>,
     /// The step of the model turn that made the call.
     pub step: u32,
 }
@@ -187,13 +191,10 @@ impl fmt::Display for ToolBudgetEvent {
                 write!(f, "warned (calls are refused from {block_at})")?;
             }
             (ToolBudgetKind::Warn, None) => f.write_str("warned")?,
-            (ToolBudgetKind::Block, Some(at)) => {
-                write!(
-                    f,
-                    "refused ({} {at})",
-                    self.bound.as_deref().unwrap_or("block_at")
-                )?;
-            }
+            (ToolBudgetKind::Block, Some(at)) => match (self.tier, self.bound.as_deref()) {
+                (Some(tier), _) => write!(f, "refused (tiers[{tier}].block_at {at})")?,
+                (None, bound) => write!(f, "refused ({} {at})", bound.unwrap_or("block_at"))?,
+            },
             (ToolBudgetKind::Block, None) => f.write_str("refused")?,
         }
         write!(f, " at step {}", self.step)
@@ -213,9 +214,16 @@ pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> 
             ToolBudgetEvent {
                 tool: call.name.to_string(),
                 kind: ToolBudgetKind::Block,
-                call: block.at,
+                call: match block.by {
+                    BlockedBy::Tier { call, .. } => call,
+                    BlockedBy::Bound(_) => block.at,
+                },
                 block_at: Some(block.at),
-                bound: (!block.bound.resets).then(|| block.bound.field.to_owned()),
+                bound: match block.by {
+                    BlockedBy::Bound(bound) => (!bound.resets).then(|| bound.field.to_owned()),
+                    BlockedBy::Tier { .. } => None,
+                },
+                tier: block.tier().and_then(|t| u8::try_from(t).ok()),
                 step,
             }
         } else if let Some(w) = batch.warning(i) {
@@ -225,6 +233,7 @@ pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> 
                 call: w.call,
                 block_at: w.block_at,
                 bound: None,
+                tier: w.tier,
                 step,
             }
         } else {

@@ -8,7 +8,8 @@ use crate::message::Message;
 use crate::tool::render_outcome;
 use std::collections::BTreeMap;
 use terminus_kernel::{
-    Block, BudgetWarning, Entry, Exclusion, Policy, ToolBatch, ToolBudget, ToolResult, edited_note,
+    BlockedBy, BudgetWarning, Entry, Exclusion, Policy, Tier, TierCount, ToolBatch, ToolBudget,
+    ToolResult, edited_note,
 };
 
 /// The messages of a run, in order: the system prompt, the task, then what the entries add.
@@ -131,7 +132,9 @@ impl Conversation {
             let Some(result) = results.next() else {
                 return Err(RunError::Internal("a tool call has no outcome".into()));
             };
-            let warning = batch.warning(i).map(|w| budget_warning_text(&call.name, w));
+            let warning = batch
+                .warning(i)
+                .map(|w| budget_warning_text(&call.name, w, &self.budgets));
             let mut content = render_outcome(&result.outcome);
             if let Some(arguments) = self.edited.remove(result.call_id.as_str()) {
                 content = format!("{}\n{content}", edited_note(&arguments));
@@ -155,12 +158,22 @@ pub fn refusal_text(
     exclusion: Exclusion,
     budgets: &BTreeMap<String, ToolBudget>,
 ) -> String {
-    let Exclusion::Budget(Block { bound, at }) = exclusion else {
+    let Exclusion::Budget(block) = exclusion else {
         return format!("Not run: the tool `{tool}` is excluded because {exclusion}.");
     };
+    let at = block.at;
     let made = match at.saturating_sub(1) {
         1 => "1 call".to_owned(),
         n => format!("{n} calls"),
+    };
+    let bound = match block.by {
+        BlockedBy::Bound(bound) => bound,
+        BlockedBy::Tier { index, .. } => {
+            let tier = budgets
+                .get(tool)
+                .and_then(|b| b.tiers.get(usize::from(index)));
+            return tier_refusal_text(tool, usize::from(index), tier, &made, at);
+        }
     };
     let field = format!("tool_budgets.{tool}.{}", bound.field);
     if !bound.resets {
@@ -190,6 +203,34 @@ pub fn refusal_text(
     )
 }
 
+/// The refusal of a call a tier of its budget blocks (`tier`: the policy's, if it has it).
+fn tier_refusal_text(tool: &str, index: usize, tier: Option<&Tier>, made: &str, at: u32) -> String {
+    let field = format!("tool_budgets.{tool}.tiers[{index}].block_at");
+    let Some(tier) = tier else {
+        return format!(
+            "Not run: the budget of `{tool}` is spent: {made}, and calls from the {} on are \
+             refused (`{field}`).",
+            ordinal(at)
+        );
+    };
+    let label = tier.label(index);
+    let counted = match tier.count {
+        TierCount::Run => "in this run",
+        TierCount::SinceLift => "since it was last lifted",
+    };
+    let lifts = if tier.reset_on.is_empty() {
+        format!("Nothing lifts this block: go on without `{tool}`.")
+    } else {
+        let tools: Vec<String> = tier.reset_on.iter().map(|t| format!("`{t}`")).collect();
+        format!("Call {} to lift the block.", tools.join(" or "))
+    };
+    format!(
+        "Not run: {label} of `{tool}`'s budget is reached: {made} {counted}, and calls from the \
+         {} on are refused (`{field}`). {lifts}",
+        ordinal(at)
+    )
+}
+
 /// `1st`, `2nd`, `3rd`, `4th`, ..., `11th`, `21st`.
 pub(crate) fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {
@@ -202,8 +243,48 @@ pub(crate) fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
-/// The warning appended to a tool result when its tool's budget is nearly spent.
-pub fn budget_warning_text(tool: &str, w: BudgetWarning) -> String {
+/// The warning appended to a tool result when its tool's budget is nearly spent (`budgets`, the
+/// policy's `tool_budgets`, give a tier's own text).
+pub fn budget_warning_text(
+    tool: &str,
+    w: BudgetWarning,
+    budgets: &BTreeMap<String, ToolBudget>,
+) -> String {
+    let tier = w.tier.map(usize::from).and_then(|index| {
+        let tier = budgets.get(tool)?.tiers.get(index)?;
+        Some((index, tier))
+    });
+    if let Some((index, tier)) = tier {
+        let own = tier
+            .warning
+            .as_deref()
+            .map(|t| format!(" {t}"))
+            .unwrap_or_default();
+        let lifts = match tier.reset_on.as_slice() {
+            [] => String::new(),
+            tools => {
+                let tools: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+                format!(" (lifted by {})", tools.join(" or "))
+            }
+        };
+        let label = tier.label(index);
+        return match w.block_at {
+            Some(_) if w.last => format!(
+                "[budget] This was call {} of `{tool}`, the last one {label} allows{lifts}: \
+                 further calls will be refused.{own}",
+                w.call
+            ),
+            Some(block_at) => format!(
+                "[budget] This was call {} of `{tool}`; from call {block_at} on, {label} \
+                 refuses calls{lifts}.{own}",
+                w.call
+            ),
+            None => format!(
+                "[budget] This was call {} of `{tool}` ({label}); use it sparingly.{own}",
+                w.call
+            ),
+        };
+    }
     match w.block_at {
         Some(_) if w.last => format!(
             "[budget] This was call {} of `{tool}`, the last one allowed: further calls will be refused.",
@@ -283,5 +364,46 @@ mod tests {
             .map(|m| m.content.as_str())
             .collect();
         assert_eq!(start, ["system", "task"]);
+    }
+
+    #[test]
+    fn a_tier_warns_in_its_own_words_and_its_refusal_names_what_lifts_it() {
+        let policy: Policy = serde_json::from_value(serde_json::json!({
+            "tool_budgets": { "read_file": { "tiers": [
+                { "name": "checkpoint", "warn_at": 8, "block_at": 10,
+                  "reset_on": ["post_checkpoint"] },
+                { "name": "hard stop", "warn_at": 13, "block_at": 14, "reset_on": ["post_plan"],
+                  "warning": "FINAL WARNING: post your plan now." }
+            ] } }
+        }))
+        .unwrap_or_default();
+        let budgets = &policy.tool_budgets;
+        let warn = |call, block_at, tier| BudgetWarning {
+            call,
+            block_at: Some(block_at),
+            last: block_at == call + 1,
+            tier: Some(tier),
+        };
+        assert_eq!(
+            budget_warning_text("read_file", warn(8, 10, 0), budgets),
+            "[budget] This was call 8 of `read_file`; from call 10 on, the checkpoint tier \
+             refuses calls (lifted by `post_checkpoint`)."
+        );
+        assert_eq!(
+            budget_warning_text("read_file", warn(13, 14, 1), budgets),
+            "[budget] This was call 13 of `read_file`, the last one the hard stop tier allows \
+             (lifted by `post_plan`): further calls will be refused. FINAL WARNING: post your \
+             plan now."
+        );
+        let block = Exclusion::Budget(terminus_kernel::Block {
+            by: BlockedBy::Tier { index: 1, call: 14 },
+            at: 14,
+        });
+        assert_eq!(
+            refusal_text("read_file", block, budgets),
+            "Not run: the hard stop tier of `read_file`'s budget is reached: 13 calls in this \
+             run, and calls from the 14th on are refused \
+             (`tool_budgets.read_file.tiers[1].block_at`). Call `post_plan` to lift the block."
+        );
     }
 }

@@ -89,7 +89,7 @@ pub use crate::layer::{Answer, Call, Layer, Next, Site};
 pub use crate::message::{Author, Evidence, Message, Role, Transcript};
 pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose};
 pub use crate::observer::{Observer, Transition};
-pub use crate::report::Report;
+pub use crate::report::{Report, ScaleReport};
 pub use crate::suspend::{HeldState, PendingCall, Suspended, held_calls};
 pub use crate::tool::{
     Tool, ToolSet, ToolSource, ToolSpec, ToolsChanged, WriteTodos, render_outcome,

@@ -70,6 +70,82 @@ pub struct Report {
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The task's size and the budgets it gave, when the policy was scaled
+    /// (`policy.budget_scale`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<ScaleReport>,
+}
+
+/// The task's size and what it made of the scaled budgets (`docs/design.md`, "Budgets scaled
+/// to the task").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScaleReport {
+    /// The units the budgets were scaled for (the files in scope, say).
+    pub units: u64,
+    /// Each scaled budget as the run had it, by its `budget_scale` key: a number for a run-wide
+    /// budget (`max_steps`), the tool's budget for `tool_budgets.NAME`.
+    pub budgets: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A tool budget's thresholds, the numbers a scale moves: `{"warn_at": 4, "block_at": 6}`, or
+/// `{"tiers": [{"warn_at": 11, "block_at": 13}, ...]}`.
+fn thresholds(budget: &terminus_kernel::ToolBudget) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    let mut put = |key: &str, value: Option<u32>| {
+        if let Some(v) = value {
+            out.insert(key.to_owned(), v.into());
+        }
+    };
+    put("warn_at", budget.warn_at);
+    put("block_at", budget.block_at);
+    put("hard_block_at", budget.hard_block_at);
+    if !budget.tiers.is_empty() {
+        let tiers: Vec<serde_json::Value> = budget
+            .tiers
+            .iter()
+            .map(|t| {
+                thresholds(&terminus_kernel::ToolBudget {
+                    warn_at: t.warn_at,
+                    block_at: t.block_at,
+                    ..terminus_kernel::ToolBudget::default()
+                })
+            })
+            .collect();
+        out.insert("tiers".into(), tiers.into());
+    }
+    out.into()
+}
+
+impl ScaleReport {
+    /// The scale of `policy`, if it was scaled.
+    pub fn of(policy: &terminus_kernel::Policy) -> Option<ScaleReport> {
+        let scale = policy.budget_scale.as_ref()?;
+        let units = scale.units?;
+        let budgets = scale
+            .per_unit
+            .keys()
+            .filter_map(|field| {
+                let value = match field.strip_prefix("tool_budgets.") {
+                    Some(tool) => thresholds(policy.tool_budgets.get(tool)?),
+                    None => terminus_kernel::limits::scalable(field)?
+                        .value(policy)?
+                        .into(),
+                };
+                Some((field.clone(), value))
+            })
+            .collect();
+        Some(ScaleReport { units, budgets })
+    }
+
+    /// One line: `7 units: max_steps 34, tool_budgets.read_file {"tiers":[...]}`.
+    pub fn line(&self) -> String {
+        let budgets: Vec<String> = self
+            .budgets
+            .iter()
+            .map(|(field, value)| format!("{field} {value}"))
+            .collect();
+        format!("{} units: {}", self.units, budgets.join(", "))
+    }
 }
 
 impl Report {
@@ -107,6 +183,7 @@ impl Report {
             tool_budget_events: Vec::new(),
             tools_changed: Vec::new(),
             output: None,
+            scale: None,
         }
     }
 
@@ -115,6 +192,11 @@ impl Report {
     pub fn set_output(&mut self, policy: &terminus_kernel::Policy) {
         let schema = policy.output_schema.as_ref().map(|s| s.value());
         self.output = crate::output::report_output(schema, self.outcome, self.result.as_deref());
+    }
+
+    /// Sets [`Report::scale`] from the run's policy: its units and scaled budgets, if scaled.
+    pub fn set_scale(&mut self, policy: &terminus_kernel::Policy) {
+        self.scale = ScaleReport::of(policy);
     }
 
     /// Whether the run completed.
@@ -155,6 +237,7 @@ impl Report {
             tool_budget_events: self.tool_budget_events.clone(),
             tools_changed: self.tools_changed.clone(),
             output: self.output.clone(),
+            scale: self.scale.clone(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::common::{JournalArgs, drive, finish};
 use crate::config::AgentConfig;
 use crate::error::{CliError, LoginWait, SUSPENDED};
 use crate::record::Recorder;
+use crate::size;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -37,8 +38,14 @@ pub(crate) struct AgentArgs {
     record: Option<PathBuf>,
     /// The task's size in units (the files in scope, say): the policy's `budget_scale` scales
     /// its budgets for it, and the execution keeps the scaled policy.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "scale_from")]
     scale: Option<u64>,
+    /// The task's size from the work itself: the number of files GLOB matches in the folder the
+    /// agent starts in is the scale's units (this wins over the config's
+    /// `[agent].scale_from`). The size and the scaled budgets are printed at the start and kept
+    /// in the report's `scale`.
+    #[arg(long, value_name = "GLOB")]
+    scale_from: Option<String>,
     #[command(flatten)]
     journal: JournalArgs,
 }
@@ -341,31 +348,47 @@ impl LiveAgent {
     }
 }
 
-/// The policy scaled for `--scale N` (none: the policy as written): a scale the policy has no
-/// `budget_scale` for, or one it refuses, is invalid input, before anything starts.
+/// The policy scaled for `units` (none: the policy as written), as `flag` asked (`--scale 4`,
+/// `--scale-from src/*.rs (7 files)`): a scale the policy has no `budget_scale` for, or one it
+/// refuses, is invalid input, before anything starts.
 pub(crate) fn scaled(
     policy: &terminus_kernel::Policy,
-    scale: Option<u64>,
+    units: Option<(u64, String)>,
     file: &str,
 ) -> Result<terminus_kernel::Policy, CliError> {
-    let Some(units) = scale else {
+    let Some((units, flag)) = units else {
         return Ok(policy.clone());
     };
     if policy.budget_scale.is_none() {
         return Err(CliError::Invalid(format!(
-            "{file}: --scale {units} scales nothing: the policy has no budget_scale"
+            "{file}: {flag} scales nothing: the policy has no budget_scale"
         )));
     }
     policy
         .scaled(units)
-        .map_err(|e| CliError::Invalid(format!("{file}: --scale {units}: {e}")))
+        .map_err(|e| CliError::Invalid(format!("{file}: {flag}: {e}")))
 }
 
 /// `terminus agent`: the report's exit code.
 pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
     let stored = StoredAgent::read(&args.config)?;
     let live = LiveAgent::new(&stored)?;
-    let policy = scaled(&live.config.policy, args.scale, live.file())?;
+    let from = args
+        .scale_from
+        .as_deref()
+        .map(|p| ("--scale-from", p))
+        .or_else(|| {
+            let pattern = live.config.agent.scale_from.as_deref()?;
+            Some(("[agent].scale_from", pattern))
+        });
+    let units = match from {
+        Some((what, pattern)) => {
+            let units = size::units_from(what, pattern, &stored.cwd)?;
+            Some((units, format!("{what} {pattern} ({units} files)")))
+        }
+        None => args.scale.map(|units| (units, format!("--scale {units}"))),
+    };
+    let policy = scaled(&live.config.policy, units, live.file())?;
     let store = args.journal.store().await?;
     // Servers last: nothing is started for a config that fails a check above.
     let mcp = match live.connect().await {
@@ -377,6 +400,9 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<u8, CliError> {
         "terminus: running {} (execution {execution})",
         live.describe(&mcp)
     );
+    if let Some(line) = size::scaled_line(&policy, from.map(|(_, pattern)| pattern)) {
+        eprintln!("{line}");
+    }
     let recorder = args.record.as_ref().map(|_| Arc::new(Recorder::default()));
     let task = args.task.clone();
     let mut run = live.run(

@@ -44,6 +44,10 @@ pub(crate) struct AgentSection {
     /// folder the agent starts in.
     #[serde(default)]
     pub(crate) context_files: Vec<String>,
+    /// The task's size from the work itself: the number of files this glob matches in the
+    /// folder the agent starts in scales the policy's budgets (`budget_scale`), as
+    /// `--scale-from` does (which wins).
+    pub(crate) scale_from: Option<String>,
 }
 
 /// `[model]`.

@@ -32,6 +32,7 @@ mod resume;
 mod run;
 mod runs;
 mod serve;
+mod size;
 mod timeline;
 mod tools;
 mod web;

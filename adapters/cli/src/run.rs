@@ -3,6 +3,7 @@
 
 use crate::common::{JournalArgs, drive, finish, scenario_json, steps, with_model_log};
 use crate::error::{CliError, INTERNAL, INVALID};
+use crate::size;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,8 +16,13 @@ pub(crate) struct RunArgs {
     scenario: PathBuf,
     /// The task's size in units (the files in scope, say), as the scenario's `"scale"` says
     /// (this wins): the policy's `budget_scale` scales its budgets for it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "scale_from")]
     scale: Option<u64>,
+    /// The task's size from the work itself: the number of files GLOB matches in the current
+    /// folder (`src/**/*.rs`) is the scale's units. The size and the scaled budgets are
+    /// printed at the start and kept in the report's `scale`.
+    #[arg(long, value_name = "GLOB")]
+    scale_from: Option<String>,
     #[command(flatten)]
     journal: JournalArgs,
 }
@@ -26,10 +32,23 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let mut scenario = Scenario::load(&args.scenario)
         .map(with_model_log)
         .map_err(|e| CliError::Invalid(e.to_string()))?;
-    if let Some(units) = args.scale {
-        scenario = scenario.with_scale(units).map_err(|e| {
-            CliError::Invalid(format!("{}: --scale {units}: {e}", args.scenario.display()))
-        })?;
+    let units = match &args.scale_from {
+        Some(pattern) => {
+            let here = std::env::current_dir().map_err(|e| {
+                CliError::Invalid(format!("--scale-from: cannot tell the current folder: {e}"))
+            })?;
+            Some(size::units_from("--scale-from", pattern, &here)?)
+        }
+        None => args.scale,
+    };
+    if let Some(units) = units {
+        let flag = match &args.scale_from {
+            Some(pattern) => format!("--scale-from {pattern} ({units} files)"),
+            None => format!("--scale {units}"),
+        };
+        scenario = scenario
+            .with_scale(units)
+            .map_err(|e| CliError::Invalid(format!("{}: {flag}: {e}", args.scenario.display())))?;
     }
     let store = args.journal.store().await?;
     let execution = args.journal.execution(scenario.name());
@@ -42,6 +61,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         "terminus: running {} (execution {execution})",
         scenario.name()
     );
+    if let Some(line) = size::scaled_line(scenario.policy(), args.scale_from.as_deref()) {
+        eprintln!("{line}");
+    }
     let mut run = scenario.run().execution(execution);
     if let Some(store) = store {
         run = run.store(store);

@@ -265,3 +265,70 @@ async fn a_live_agent_runs_under_the_scaled_policy_and_records_it() {
         text(&out.stderr)
     );
 }
+
+/// `terminus run --scale-from GLOB` in `dir`.
+fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn the_size_comes_from_the_files_a_glob_matches_and_is_printed_and_reported() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for file in ["src/a.rs", "src/b.rs", "src/deep/c.rs", "src/README.md"] {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, "fn main() {}").expect("write");
+    }
+    let tiers = common::scenario("seed-004-read-tiers-scaled");
+    let out = run_in(
+        dir.path(),
+        &["run", &tiers, "--scale-from", "src/**/*.rs", "--json"],
+    );
+    let stderr = text(&out.stderr);
+    // Three files: every read threshold three reads later, as the scenario's own "scale": 3.
+    assert!(
+        stderr.contains(
+            "terminus: scaled for 3 units (3 files match `src/**/*.rs`): tool_budgets.read_file \
+             {\"tiers\":[{\"block_at\":13,\"warn_at\":11},{\"block_at\":17,\"warn_at\":16}]}"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = last_json(&out.stdout);
+    assert_eq!(
+        report["scale"],
+        json!({ "units": 3, "budgets": { "tool_budgets.read_file": {
+            "tiers": [ { "warn_at": 11, "block_at": 13 }, { "warn_at": 16, "block_at": 17 } ] } } })
+    );
+    assert!(!stderr.contains("expectation not met"), "{stderr}");
+
+    // One file more: the thresholds move one read further, and the scenario's expectations
+    // (written for three) no longer hold: one read fewer is refused.
+    std::fs::write(dir.path().join("src/d.rs"), "").expect("write");
+    let out = run_in(
+        dir.path(),
+        &["run", &tiers, "--scale-from", "src/**/*.rs", "--json"],
+    );
+    let report = last_json(&out.stdout);
+    assert_eq!(report["scale"]["units"], json!(4));
+    assert_eq!(report["stats"]["refused_calls"], json!(1));
+    assert!(
+        text(&out.stderr).contains("$.expect.refused_calls: expected exactly 2, got 1"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A pattern that matches nothing, or is no glob, is invalid input naming it.
+    for (pattern, says) in [
+        ("lib/*.rs", "--scale-from `lib/*.rs`: matches no file in "),
+        ("src/[a", "--scale-from `src/[a`: not a glob pattern"),
+    ] {
+        let out = run_in(dir.path(), &["run", &tiers, "--scale-from", pattern]);
+        assert_eq!(out.status.code(), Some(2), "{pattern}");
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
+}

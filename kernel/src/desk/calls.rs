@@ -35,7 +35,7 @@ impl Desk {
             let mut blocked: Vec<&str> = Vec::new();
             for (i, call) in calls.iter().enumerate() {
                 let refusal = refusals.next_if(|(j, _)| *j == i).map(|&(_, e)| e);
-                let first_block = matches!(refusal, Some(Exclusion::Budget(b)) if b.bound.resets)
+                let first_block = matches!(refusal, Some(Exclusion::Budget(b)) if b.lifted_by_reset())
                     && !blocked.contains(&call.name.as_str());
                 if first_block {
                     blocked.push(call.name.as_str());
@@ -73,16 +73,24 @@ impl Desk {
 
 impl Desk {
     /// Resets every tool budget whose `reset_on` names a tool that succeeded in `results` (the
-    /// agent posted its checkpoint): its count starts again and a block it set is lifted. After
-    /// the batch is recorded, so a budgeted call of the same batch is counted before the reset.
+    /// agent posted its checkpoint): its count starts again and a block it set is lifted; and
+    /// lifts each tier whose `reset_on` names one. After the batch is recorded, so a budgeted
+    /// call of the same batch is counted before the reset.
     #[inline(never)]
     pub(super) fn reset_budgets(&mut self, policy: &Policy, results: &[ToolResult]) {
+        let succeeded = |on: &String| {
+            results
+                .iter()
+                .any(|r| r.name.as_str() == on && matches!(r.outcome, ToolOutcome::Ok(_)))
+        };
         for (tool, budget) in &policy.tool_budgets {
-            let reset = budget.reset_on.iter().any(|on| {
-                results
-                    .iter()
-                    .any(|r| r.name.as_str() == on && matches!(r.outcome, ToolOutcome::Ok(_)))
-            });
+            if !budget.tiers.is_empty() {
+                self.ledger.lift_tiers(tool, &budget.tiers, |tier| {
+                    tier.reset_on.iter().any(succeeded)
+                });
+                continue;
+            }
+            let reset = budget.reset_on.iter().any(succeeded);
             if reset {
                 self.ledger.reset_budget(tool);
                 self.checkpoint_share = self.told_tokens;

@@ -9,10 +9,11 @@ use crate::command::BudgetWarning;
 use crate::event::{Event, Finish, ModelErrorKind, ModelTurn, ToolCall, ToolOutcome, ToolResult};
 use crate::fingerprint::result_fingerprint;
 use crate::input::{Batch, EmptyKind, ErrorClass, Gate, Input, NoOpKind, TurnKind};
-use crate::ledger::{Block, Exclusion};
+use crate::ledger::{Block, BlockedBy, Exclusion, ToolRecord};
 use crate::loops::Repetition;
 use crate::policy::Policy;
 use crate::textcall::{self, TextToolCalls};
+use crate::tool_budget::{MAX_TIERS, Tier};
 
 impl Desk {
     /// The abstract input an event is, with what it would change; `None` for tool results that do
@@ -205,6 +206,22 @@ impl Desk {
                 }
             };
             let record = self.ledger.get(tool).copied().unwrap_or_default();
+            if !budget.tiers.is_empty() {
+                match tiered(&budget.tiers, &record, *earlier) {
+                    Err(block) => {
+                        plan.blocked = plan.blocked.saturating_add(1);
+                        plan.refused.push((i, Exclusion::Budget(block)));
+                    }
+                    Ok(warning) => {
+                        *earlier += 1;
+                        plan.runnable = plan.runnable.saturating_add(1);
+                        if let Some(warning) = warning {
+                            plan.warnings.push((i, warning));
+                        }
+                    }
+                }
+                continue;
+            }
             // The call's number as each bound counts (1-based), and the calls left before the
             // first bound it reaches (0: this call is refused).
             let mut left = u32::MAX;
@@ -219,8 +236,10 @@ impl Desk {
                     .saturating_add(1);
                 // A reached bound that nothing lifts is the one to name (a checkpoint would not
                 // help); otherwise the first reached.
-                if call_no >= at && block.is_none_or(|b: Block| b.bound.resets && !bound.resets) {
-                    block = Some(Block { bound, at });
+                if call_no >= at
+                    && block.is_none_or(|b: Block| b.lifted_by_reset() && !bound.resets)
+                {
+                    block = Some(Block::bound(bound, at));
                 }
                 left = left.min(at.saturating_sub(call_no));
             }
@@ -242,6 +261,7 @@ impl Desk {
                     // The call, in this count, from which calls are refused.
                     block_at: bounded.then(|| call_no.saturating_add(left)),
                     last: bounded && left == 1,
+                    tier: None,
                 };
                 plan.warnings.push((i, warning));
             }
@@ -333,5 +353,52 @@ impl Desk {
                         && budget.reset_on.iter().any(|on| r.name.as_str() == on)
                 })
         })
+    }
+}
+
+/// A call of a tool whose budget has tiers, after `earlier` calls of it in this turn: refused by
+/// a tier whose block it reaches (one nothing lifts named first, else the first), or run, with
+/// the warning of the warning tier whose block is nearest (else the first warning one).
+fn tiered(
+    tiers: &[Tier],
+    record: &ToolRecord,
+    earlier: u32,
+) -> Result<Option<BudgetWarning>, Block> {
+    let made = record.calls.saturating_add(earlier);
+    let mut block: Option<(Block, bool)> = None;
+    let mut warning: Option<(BudgetWarning, u32)> = None;
+    for (index, tier) in tiers.iter().enumerate().take(MAX_TIERS) {
+        let Some(counted) = tier.count(made, record.tier_marks.get(index)) else {
+            continue; // passed: counted over the run and lifted
+        };
+        let call = counted.saturating_add(1);
+        let index = u8::try_from(index).unwrap_or(u8::MAX);
+        if let Some(at) = tier.block_at
+            && call >= at
+        {
+            let hard = tier.reset_on.is_empty();
+            if block.is_none_or(|(_, was_hard)| hard && !was_hard) {
+                let by = BlockedBy::Tier { index, call };
+                block = Some((Block { by, at }, hard));
+            }
+            continue;
+        }
+        if tier.warn_at.is_none_or(|w| call < w) {
+            continue;
+        }
+        let left = tier.block_at.map_or(u32::MAX, |at| at.saturating_sub(call));
+        if warning.is_none_or(|(_, nearest)| left < nearest) {
+            let w = BudgetWarning {
+                call,
+                block_at: tier.block_at,
+                last: left == 1,
+                tier: Some(index),
+            };
+            warning = Some((w, left));
+        }
+    }
+    match block {
+        Some((block, _)) => Err(block),
+        None => Ok(warning.map(|(w, _)| w)),
     }
 }

@@ -583,6 +583,7 @@ impl Driver {
         report.tool_budget_events = std::mem::take(&mut self.tool_budget);
         report.tools_changed = std::mem::take(&mut self.tools_changed);
         report.set_output(self.machine.policy());
+        report.set_scale(self.machine.policy());
         let store = &self.env.store;
         if last.is_empty() {
             store.finish_released(&self.lease, &report).await?;

@@ -600,7 +600,11 @@ impl Host {
                     if let Some(w) = batch.warning(i) {
                         warnings.push(WarningOut {
                             id: id.clone(),
-                            text: budget_warning_text(&name, w),
+                            text: budget_warning_text(
+                                &name,
+                                w,
+                                &self.machine.policy().tool_budgets,
+                            ),
                         });
                     }
                     calls.push(CallOut {
@@ -675,6 +679,7 @@ impl Host {
         report.warnings = self.keep.warnings.clone();
         report.tool_budget_events = self.keep.tool_budget.clone();
         report.set_output(self.machine.policy());
+        report.set_scale(self.machine.policy());
         Some(report)
     }
 
