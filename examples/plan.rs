@@ -30,7 +30,8 @@ async fn main() {
     // come from (none here), how a live agent's config would be checked (none here), and how a
     // scenario is read: the orchestrator knows no program format, `terminus-scenario` does.
     let no_env = |_: &str| None;
-    let no_live = |_: &Path| Err("this example runs scripted agents only".to_owned());
+    let no_live =
+        |_: &Path, _: Option<u64>| Err("this example runs scripted agents only".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,

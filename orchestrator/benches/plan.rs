@@ -68,7 +68,7 @@ fn plan_json(agents: usize, concurrency: u32) -> serde_json::Value {
 
 fn plan(json: &serde_json::Value) -> Plan {
     let no_env = |_: &str| None;
-    let no_live = |_: &Path| Err("no live agents".to_owned());
+    let no_live = |_: &Path, _: Option<u64>| Err("no live agents".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,

@@ -46,8 +46,8 @@ pub use crate::limits::{
     LimitsSpec, RETRY_DELAY_MAX_MS, Source, limit_rows,
 };
 pub use crate::plan::{
-    Agent, AgentExpect, AgentSpec, Context, Node, OnError, Own, Plan, PlanExpect, PlanFile,
-    Problem, Program, ReadScript, Script, ScriptError, fill, placeholders,
+    Agent, AgentExpect, AgentSpec, CheckLive, Context, Node, OnError, Own, Plan, PlanExpect,
+    PlanFile, Problem, Program, ReadScript, Script, ScriptError, fill, placeholders,
 };
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{

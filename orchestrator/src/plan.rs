@@ -74,6 +74,11 @@ pub struct AgentSpec {
     /// replaces a scenario's own task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// The task's size for a live agent (`agent`): its policy's `budget_scale` scales its
+    /// budgets for these units (`terminus plan split` gives each phase the number of its
+    /// files). A scenario says its own in its `"scale"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<u64>,
 }
 
 /// The `expect` block of a conformance plan.
@@ -153,6 +158,10 @@ pub struct ScriptError {
 /// Reads a scenario's JSON text into a [`Script`] ([`Context::scenario`]).
 pub type ReadScript = dyn Fn(&str) -> Result<Arc<dyn Script>, ScriptError>;
 
+/// Checks a live-agent config file and returns its policy's limits, scaled for the units given
+/// ([`Context::live`]).
+pub type CheckLive = dyn Fn(&Path, Option<u64>) -> Result<Own, String>;
+
 /// What an agent runs.
 #[derive(Debug, Clone)]
 pub enum Program {
@@ -162,6 +171,8 @@ pub enum Program {
     Live {
         /// The config file.
         config: PathBuf,
+        /// The units its policy is scaled for ([`AgentSpec::scale`]).
+        scale: Option<u64>,
     },
 }
 
@@ -231,8 +242,9 @@ pub struct Context<'a> {
     pub base: &'a Path,
     /// Reads an environment variable.
     pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// Checks a live-agent config file and returns its policy's limits.
-    pub live: &'a dyn Fn(&Path) -> Result<Own, String>,
+    /// Checks a live-agent config file and returns its policy's limits, scaled for the units
+    /// given ([`AgentSpec::scale`]).
+    pub live: &'a CheckLive,
     /// Reads a scenario's JSON text (an inline object's, or a file's) into the program the
     /// host's launcher runs.
     pub scenario: &'a ReadScript,
@@ -447,6 +459,12 @@ pub fn fill(task: &str, results: &[(&str, Option<&Value>)]) -> String {
 
 /// The agent's program and its policy's limits; file scenarios are inlined into `a`.
 fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Own), Vec<Problem>> {
+    if a.scale.is_some() && a.agent.is_none() {
+        return Err(vec![Problem::new(
+            format!("{at}.scale"),
+            "scales a live agent's policy: a scenario says its own in its \"scale\"",
+        )]);
+    }
     match (&a.scenario, &a.agent) {
         (Some(_), Some(_)) => Err(vec![Problem::new(
             at,
@@ -494,10 +512,18 @@ fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Ow
                 )]);
             }
             let path = cx.base.join(config);
-            let own = (cx.live)(&path).map_err(|e| vec![Problem::new(format!("{at}.agent"), e)])?;
+            let scale = a.scale;
+            let own = (cx.live)(&path, scale)
+                .map_err(|e| vec![Problem::new(format!("{at}.agent"), e)])?;
             // Resolved, so that the plan kept in a journal resumes from any folder.
             a.agent = Some(path.display().to_string());
-            Ok((Program::Live { config: path }, own))
+            Ok((
+                Program::Live {
+                    config: path,
+                    scale,
+                },
+                own,
+            ))
         }
     }
 }

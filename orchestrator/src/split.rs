@@ -10,8 +10,14 @@ use serde_json::Value;
 /// What each phase runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PhaseProgram {
-    /// A live-agent config file, as the plan names it.
-    Agent(String),
+    /// A live-agent config file, as the plan names it, and whether its policy scales
+    /// (`budget_scale`): then each phase gets a `scale`, the number of its files.
+    Agent {
+        /// The config file.
+        config: String,
+        /// Its policy has a `budget_scale`.
+        scales: bool,
+    },
     /// A scenario, inline (its JSON object). If its policy has a `budget_scale`, each phase's
     /// copy gets a `"scale"`: the number of its files, so its budgets fit its share.
     Scenario(Value),
@@ -24,6 +30,9 @@ pub struct Split {
     pub name: String,
     /// The files in scope.
     pub files: u64,
+    /// Their names, in order, when known (`terminus plan split --glob`): each phase's task
+    /// lists its own. Empty: the phases name their files by number only.
+    pub names: Vec<String>,
     /// The files a phase takes (the last phase takes what is left).
     pub per_phase: u64,
     /// The task, given to every phase with the files it covers.
@@ -48,6 +57,12 @@ fn phase_id(n: u64) -> String {
 pub fn split(s: &Split) -> Result<PlanFile, Problem> {
     if s.files == 0 {
         return Err(Problem::new("--files", "must be at least 1"));
+    }
+    if !s.names.is_empty() && u64::try_from(s.names.len()) != Ok(s.files) {
+        return Err(Problem::new(
+            "--files",
+            format!("{} files, but {} names", s.files, s.names.len()),
+        ));
     }
     if s.per_phase == 0 {
         return Err(Problem::new("--per-phase", "must be at least 1"));
@@ -87,6 +102,17 @@ pub fn split(s: &Split) -> Result<PlanFile, Problem> {
                 "{}\n\nPhase {n} of {phases}: files {from} to {to} of {}.",
                 s.task, s.files
             );
+            let named = usize::try_from(from - 1)
+                .ok()
+                .and_then(|start| s.names.get(start..usize::try_from(to).ok()?));
+            if let Some(names) = named.filter(|n| !n.is_empty()) {
+                task.pop();
+                task.push(':');
+                for name in names {
+                    task.push_str("\n- ");
+                    task.push_str(name);
+                }
+            }
             let depends_on = if n > 1 {
                 let before = phase_id(n - 1);
                 task.push_str(&format!("\n\nThe previous phase reported: {{{before}}}"));
@@ -94,9 +120,12 @@ pub fn split(s: &Split) -> Result<PlanFile, Problem> {
             } else {
                 Vec::new()
             };
-            let (scenario, agent) = match &s.program {
-                PhaseProgram::Agent(config) => (None, Some(config.clone())),
-                PhaseProgram::Scenario(v) => (Some(scaled(v, to - from + 1)), None),
+            let size = to - from + 1;
+            let (scenario, agent, scale) = match &s.program {
+                PhaseProgram::Agent { config, scales } => {
+                    (None, Some(config.clone()), scales.then_some(size))
+                }
+                PhaseProgram::Scenario(v) => (Some(scaled(v, size)), None, None),
             };
             AgentSpec {
                 id: phase_id(n),
@@ -108,6 +137,7 @@ pub fn split(s: &Split) -> Result<PlanFile, Problem> {
                 scenario,
                 agent,
                 task: Some(task),
+                scale,
             }
         })
         .collect();
@@ -147,7 +177,11 @@ mod tests {
             files,
             per_phase,
             task: "Audit the files.".into(),
-            program: PhaseProgram::Agent("agent.toml".into()),
+            names: Vec::new(),
+            program: PhaseProgram::Agent {
+                config: "agent.toml".into(),
+                scales: false,
+            },
         }
     }
 
@@ -174,6 +208,50 @@ mod tests {
         assert_eq!(plan.agents[0].depends_on, Vec::<String>::new());
         assert_eq!(plan.agents[2].depends_on, vec!["phase-2".to_owned()]);
         assert_eq!(plan.limits.max_phases, Some(3));
+    }
+
+    #[test]
+    fn named_files_are_listed_in_their_phase_and_a_scaling_live_agent_gets_its_chunk() {
+        let names: Vec<String> = ["a.rs", "b.rs", "c.rs", "d.rs", "e.rs"]
+            .map(String::from)
+            .to_vec();
+        let plan = split(&Split {
+            names: names.clone(),
+            program: PhaseProgram::Agent {
+                config: "agent.toml".into(),
+                scales: true,
+            },
+            ..of(5, 2)
+        })
+        .expect("splits");
+        let tasks: Vec<&str> = plan
+            .agents
+            .iter()
+            .filter_map(|a| a.task.as_deref())
+            .collect();
+        assert!(
+            tasks[0].ends_with("Phase 1 of 3: files 1 to 2 of 5:\n- a.rs\n- b.rs"),
+            "{}",
+            tasks[0]
+        );
+        assert!(
+            tasks[2].contains("Phase 3 of 3: files 5 to 5 of 5:\n- e.rs\n\nThe previous"),
+            "{}",
+            tasks[2]
+        );
+        let scales: Vec<Option<u64>> = plan.agents.iter().map(|a| a.scale).collect();
+        assert_eq!(scales, [Some(2), Some(2), Some(1)]);
+        // A config whose policy does not scale gets no scale; names must match the count.
+        let plain = split(&of(5, 2)).expect("splits");
+        assert!(plain.agents.iter().all(|a| a.scale.is_none()));
+        let wrong = split(&Split {
+            names: names[..3].to_vec(),
+            ..of(5, 2)
+        });
+        assert_eq!(
+            wrong.map_err(|p| p.to_string()),
+            Err("--files: 5 files, but 3 names".into())
+        );
     }
 
     #[test]

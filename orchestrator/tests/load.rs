@@ -196,7 +196,7 @@ fn plan(tag: &str, p: usize, acts: &[Act]) -> Plan {
         "agents": agents
     });
     let no_env = |_: &str| None;
-    let no_live = |_: &Path| Err("no live agents here".to_owned());
+    let no_live = |_: &Path, _: Option<u64>| Err("no live agents here".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,

@@ -44,7 +44,7 @@ fn read(text: &str) -> Result<Arc<dyn Script>, ScriptError> {
 
 fn parse(plan: &serde_json::Value) -> Result<Plan, Vec<String>> {
     let no_env = |_: &str| None;
-    let no_live = |_: &Path| Err("no live agents".to_owned());
+    let no_live = |_: &Path, _: Option<u64>| Err("no live agents".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,

@@ -92,7 +92,7 @@ impl Launcher for Scripted {
 
 fn plan(json: serde_json::Value) -> Plan {
     let no_env = |_: &str| None;
-    let no_live = |_: &Path| Err("no live agents here".to_owned());
+    let no_live = |_: &Path, _: Option<u64>| Err("no live agents here".to_owned());
     let cx = Context {
         base: Path::new("."),
         env: &no_env,

@@ -11,7 +11,7 @@ fn check(json: serde_json::Value, env: &[(&str, &str)]) -> Result<Plan, Vec<Stri
             .find(|(name, _)| *name == k)
             .map(|(_, v)| (*v).to_owned())
     };
-    let live = |p: &Path| Err(format!("{}: no such config", p.display()));
+    let live = |p: &Path, _: Option<u64>| Err(format!("{}: no such config", p.display()));
     let cx = Context {
         base: Path::new("/plans"),
         env: &read,
@@ -41,7 +41,8 @@ fn every_problem_is_reported_together_with_its_path() {
             { "id": "none" },
             { "id": "live", "agent": "missing.toml", "task": "go" },
             { "id": "bad scenario", "estimated_duration_ms": 0,
-              "scenario": { "task": "t", "model": { "turns": [ { "txt": "typo" } ] } } }
+              "scenario": { "task": "t", "model": { "turns": [ { "txt": "typo" } ] } } },
+            { "id": "scaled", "scale": 3, "scenario": scenario() }
         ]
     });
     let problems = check(plan, &[("AGENT_MAX_RETRIES", "many")]).expect_err("invalid");
@@ -67,6 +68,8 @@ fn every_problem_is_reported_together_with_its_path() {
             "$.agents[9].scenario.model.turns[0].txt: unknown field `txt`, expected one of \
              `text`, `tool_calls`, `needs_more_work`, `usage`, `finish`, `reasoning`, `error`, \
              `retry_after_ms`, `message`, `sees`, `not_sees`, `cancelled`",
+            "$.agents[10].scale: scales a live agent's policy: a scenario says its own in its \
+             \"scale\"",
             "cycle: collect -> analyse -> report -> collect",
         ]
     );

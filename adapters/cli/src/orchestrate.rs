@@ -31,7 +31,7 @@ struct CliLauncher;
 #[async_trait]
 impl Launcher for CliLauncher {
     async fn launch(&self, l: Launch) -> Result<Report, RunError> {
-        let Program::Live { config } = &l.agent.program else {
+        let Program::Live { config, scale } = &l.agent.program else {
             return ScenarioLauncher.launch(l).await;
         };
         let invalid =
@@ -52,7 +52,7 @@ impl Launcher for CliLauncher {
                 .execute()
                 .await
         } else {
-            let mut policy = live.policy().clone();
+            let mut policy = scaled_for(live.policy(), *scale, live.file()).map_err(invalid)?;
             l.grant.apply(&mut policy);
             let mut run = live
                 .run(|model| Run::new(l.task, policy, model), &mcp, None)
@@ -72,12 +72,22 @@ impl Launcher for CliLauncher {
     }
 }
 
-/// A live agent config's policy limits, checked at validation.
-fn live_limits(path: &Path) -> Result<Own, String> {
+/// A live agent's policy scaled for the plan's `scale` of it (none: as written).
+fn scaled_for(
+    policy: &terminus_kernel::Policy,
+    scale: Option<u64>,
+    file: &str,
+) -> Result<terminus_kernel::Policy, CliError> {
+    crate::agent::scaled(policy, scale.map(|u| (u, format!("scale {u}"))), file)
+}
+
+/// A live agent config's policy limits, scaled for the plan's `scale` of it, checked at
+/// validation.
+fn live_limits(path: &Path, scale: Option<u64>) -> Result<Own, String> {
     let live = StoredAgent::read(path)
         .and_then(|stored| LiveAgent::new(&stored))
         .map_err(|e| e.to_string())?;
-    let p = live.policy();
+    let p = &scaled_for(live.policy(), scale, live.file()).map_err(|e| e.to_string())?;
     Ok(Own {
         model_calls: p.max_model_calls,
         tokens: p.token_budget,

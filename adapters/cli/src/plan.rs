@@ -3,8 +3,10 @@
 //! validated as `terminus orchestrate` validates it before it is written, so what it writes
 //! runs; a bad number or program is exit 2 with nothing written.
 
+use crate::agent::{LiveAgent, StoredAgent};
 use crate::error::CliError;
 use crate::orchestrate::validated;
+use crate::size;
 use std::path::{Path, PathBuf};
 use terminus_orchestrator::{PhaseProgram, Split, split};
 
@@ -27,9 +29,18 @@ enum PlanAction {
 /// `terminus plan split` arguments.
 #[derive(Debug, clap::Args)]
 struct SplitArgs {
-    /// The files in scope.
-    #[arg(long, value_name = "N")]
-    files: u64,
+    /// The files in scope, by number.
+    #[arg(
+        long,
+        value_name = "N",
+        required_unless_present = "glob",
+        conflicts_with = "glob"
+    )]
+    files: Option<u64>,
+    /// The files in scope, by name: those PATTERN matches in the current folder (`src/**/*.rs`),
+    /// sorted; each phase's task lists its own.
+    #[arg(long, value_name = "PATTERN")]
+    glob: Option<String>,
     /// The files each phase takes (the last takes what is left).
     #[arg(long, value_name = "K")]
     per_phase: u64,
@@ -65,7 +76,12 @@ pub(crate) fn plan(args: PlanArgs) -> Result<u8, CliError> {
         (Some(config), _) => {
             let path = std::fs::canonicalize(config)
                 .map_err(|e| invalid(format!("--agent {}: {e}", config.display())))?;
-            PhaseProgram::Agent(path.to_string_lossy().into_owned())
+            // A config whose policy scales gives each phase the scale of its files.
+            let live = StoredAgent::read(&path).and_then(|stored| LiveAgent::new(&stored))?;
+            PhaseProgram::Agent {
+                config: path.to_string_lossy().into_owned(),
+                scales: live.policy().budget_scale.is_some(),
+            }
         }
         (None, Some(file)) => {
             let shown = file.display();
@@ -77,9 +93,24 @@ pub(crate) fn plan(args: PlanArgs) -> Result<u8, CliError> {
         }
         (None, None) => return Err(invalid("give --agent or --scenario".into())),
     };
+    let names: Vec<String> = match &args.glob {
+        Some(pattern) => {
+            let here = std::env::current_dir()
+                .map_err(|e| invalid(format!("--glob: cannot tell the current folder: {e}")))?;
+            size::matching("--glob", pattern, &here)?
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let files = args
+        .files
+        .unwrap_or_else(|| u64::try_from(names.len()).unwrap_or(u64::MAX));
     let file = split(&Split {
         name: args.name.clone(),
-        files: args.files,
+        files,
+        names,
         per_phase: args.per_phase,
         task: args.task.clone(),
         program,

@@ -4,9 +4,10 @@
 
 mod common;
 
-use common::{last_json, run_terminus, text};
+use common::{keyless_config, last_json, reply, run_terminus, terminus, text};
 use serde_json::{Value, json};
 use std::path::Path;
+use terminus_fixture::Fixture;
 
 /// One read and an answer: 3 steps, which the base budget of 1 step does not allow; 2 steps a
 /// file (up to 20) do, for any phase of at least one file.
@@ -152,4 +153,101 @@ fn bad_input_is_exit_2_and_writes_nothing() {
         );
         assert!(!plan.exists(), "{args:?} wrote a plan");
     }
+}
+
+/// `plan split --glob` on a real folder: each phase names its files; with a live agent whose
+/// policy scales, each phase's agent gets the scale of its own files and runs under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glob_split_names_each_phases_files_and_scales_each_live_phase() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for file in [
+        "src/a.rs",
+        "src/b.rs",
+        "src/c.rs",
+        "src/deep/d.rs",
+        "src/e.rs",
+        "notes.md",
+    ] {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, "fn main() {}").expect("write");
+    }
+    let fixture = Fixture::start((0..3).map(|_| reply("Phase done.", &[], 1)).collect())
+        .await
+        .expect("a port");
+    let config = keyless_config(
+        dir.path(),
+        &fixture.url(),
+        "[policy]\nmax_steps = 2\n[policy.budget_scale.per_unit]\nmax_steps = 3\n\
+         [policy.budget_scale.max]\nmax_steps = 50\n",
+    );
+    let config = config.to_string_lossy().into_owned();
+    let split = std::process::Command::new(env!("CARGO_BIN_EXE_terminus"))
+        .args([
+            "plan",
+            "split",
+            "--glob",
+            "src/**/*.rs",
+            "--per-phase",
+            "2",
+            "--task",
+            "Audit the modules.",
+            "--agent",
+            &config,
+            "--out",
+            "plan.json",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("the binary runs");
+    assert_eq!(split.status.code(), Some(0), "{}", text(&split.stderr));
+    let plan = dir.path().join("plan.json");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("written")).expect("JSON");
+    let agents = file["agents"].as_array().expect("agents");
+    let tasks: Vec<&str> = agents.iter().filter_map(|a| a["task"].as_str()).collect();
+    assert_eq!(
+        tasks[0],
+        "Audit the modules.\n\nPhase 1 of 3: files 1 to 2 of 5:\n- src/a.rs\n- src/b.rs"
+    );
+    assert!(
+        tasks[1].starts_with(
+            "Audit the modules.\n\nPhase 2 of 3: files 3 to 4 of 5:\n- src/c.rs\n- src/deep/d.rs\n\n"
+        ),
+        "{}",
+        tasks[1]
+    );
+    assert!(
+        tasks[2].contains("files 5 to 5 of 5:\n- src/e.rs\n"),
+        "{}",
+        tasks[2]
+    );
+    let scales: Vec<&Value> = agents.iter().map(|a| &a["scale"]).collect();
+    assert_eq!(scales, [&json!(2), &json!(2), &json!(1)]);
+
+    let plan = plan.to_string_lossy().into_owned();
+    let ran = terminus(vec!["orchestrate".into(), plan, "--json".into()]).await;
+    assert_eq!(ran.status.code(), Some(0), "{}", text(&ran.stderr));
+    let report = last_json(&ran.stdout);
+    assert_eq!(report["reason"], "all_complete", "{report}");
+    let scaled: Vec<(&Value, &Value)> = report["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| {
+            (
+                &a["report"]["scale"]["units"],
+                &a["report"]["scale"]["budgets"]["max_steps"],
+            )
+        })
+        .collect();
+    // 2 steps, 3 more a file.
+    assert_eq!(
+        scaled,
+        [
+            (&json!(2), &json!(8)),
+            (&json!(2), &json!(8)),
+            (&json!(1), &json!(5))
+        ]
+    );
 }
