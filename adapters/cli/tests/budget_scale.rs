@@ -278,11 +278,10 @@ fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn the_size_comes_from_the_files_a_glob_matches_and_is_printed_and_reported() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    for file in ["src/a.rs", "src/b.rs", "src/deep/c.rs", "src/README.md"] {
-        let path = dir.path().join(file);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(&path, "fn main() {}").expect("write");
-    }
+    common::project(
+        dir.path(),
+        &["src/a.rs", "src/b.rs", "src/deep/c.rs", "src/README.md"],
+    );
     let tiers = common::scenario("seed-004-read-tiers-scaled");
     let out = run_in(
         dir.path(),

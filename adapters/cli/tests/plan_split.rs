@@ -160,18 +160,17 @@ fn bad_input_is_exit_2_and_writes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_glob_split_names_each_phases_files_and_scales_each_live_phase() {
     let dir = tempfile::tempdir().expect("tempdir");
-    for file in [
-        "src/a.rs",
-        "src/b.rs",
-        "src/c.rs",
-        "src/deep/d.rs",
-        "src/e.rs",
-        "notes.md",
-    ] {
-        let path = dir.path().join(file);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(&path, "fn main() {}").expect("write");
-    }
+    common::project(
+        dir.path(),
+        &[
+            "src/a.rs",
+            "src/b.rs",
+            "src/c.rs",
+            "src/deep/d.rs",
+            "src/e.rs",
+            "notes.md",
+        ],
+    );
     let fixture = Fixture::start((0..3).map(|_| reply("Phase done.", &[], 1)).collect())
         .await
         .expect("a port");

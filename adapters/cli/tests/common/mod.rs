@@ -266,3 +266,13 @@ pub(crate) fn turns_served_again(
     );
     (served.len() - distinct.len()) as u64
 }
+
+/// Writes each of `files` (paths relative to `dir`, folders made as needed) with a line of
+/// code: a project folder for `--scale-from` and `plan split --glob`.
+pub(crate) fn project(dir: &Path, files: &[&str]) {
+    for file in files {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir)).expect("make the folder");
+        std::fs::write(&path, "fn main() {}").expect("write the file");
+    }
+}
