@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use terminus_kernel::catalog::{WARNINGS, Warning};
-use terminus_kernel::{BlockedBy, Exclusion, Policy, Stats, ToolBatch};
+use terminus_kernel::{BlockedBy, Exclusion, Ledger, Policy, Stats, ToolBatch};
 
 /// A budget a run can spend and is warned about at 80 %: one of the kernel's stop catalog
 /// ([`terminus_kernel::catalog::WARNINGS`]), which says which budgets warn and in what order.
@@ -244,9 +244,82 @@ pub fn tool_budget_events(step: u32, batch: &ToolBatch) -> Vec<ToolBudgetEvent> 
     out
 }
 
+/// Where each per-tool budget of `policy` stands in `ledger`, by tool (`terminus serve`'s state,
+/// `tool_budgets`): the tool's calls and refusals; for the single-tier form, the calls its
+/// bounds count since the last reset, its bounds and what lifts them; for tiers, each tier's
+/// count (`null` once passed), bounds and what lifts it.
+pub fn tool_budget_state(policy: &Policy, ledger: &Ledger) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (tool, budget) in &policy.tool_budgets {
+        let record = ledger.get(tool).copied().unwrap_or_default();
+        let mut state = serde_json::json!({ "calls": record.calls, "refused": record.refused });
+        if budget.tiers.is_empty() {
+            state["counted"] = record.budget_calls().into();
+            state["warn_at"] = budget.warn_at.into();
+            state["block_at"] = budget.block_at.into();
+            state["hard_block_at"] = budget.hard_block_at.into();
+            state["lifted_by"] = budget.reset_on.clone().into();
+        } else {
+            let tiers: Vec<serde_json::Value> = budget
+                .tiers
+                .iter()
+                .enumerate()
+                .map(|(i, tier)| {
+                    let counted = tier.count(record.calls, record.tier_marks.get(i));
+                    serde_json::json!({
+                        "name": tier.label(i),
+                        "counted": counted,
+                        "passed": counted.is_none(),
+                        "warn_at": tier.warn_at,
+                        "block_at": tier.block_at,
+                        "lifted_by": tier.reset_on,
+                    })
+                })
+                .collect();
+            state["tiers"] = tiers.into();
+        }
+        out.insert(tool.clone(), state);
+    }
+    out.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_tier_shows_its_count_until_it_is_passed_and_what_lifts_it() {
+        let policy: Policy = serde_json::from_value(serde_json::json!({ "tool_budgets": {
+            "read_file": { "tiers": [
+                { "name": "checkpoint", "warn_at": 8, "block_at": 10, "reset_on": ["post_checkpoint"] },
+                { "warn_at": 13, "block_at": 14, "reset_on": ["post_plan"] }
+            ] },
+            "grep": { "warn_at": 2, "block_at": 4, "reset_on": ["post_checkpoint"] }
+        } }))
+        .unwrap_or_default();
+        // Nine reads, the checkpoint posted after the ninth; one refused read; two greps since
+        // a reset at the first.
+        let ledger: Ledger = serde_json::from_value(serde_json::json!({
+            "read_file": { "calls": 9, "successes": 9, "failures": 0, "refused": 1,
+                           "excluded": null, "tier_marks": [9] },
+            "grep": { "calls": 3, "successes": 3, "failures": 0, "refused": 0,
+                      "excluded": null, "budget_base": 1 }
+        }))
+        .unwrap_or_default();
+        assert_eq!(
+            tool_budget_state(&policy, &ledger),
+            serde_json::json!({
+                "grep": { "calls": 3, "refused": 0, "counted": 2, "warn_at": 2, "block_at": 4,
+                          "hard_block_at": null, "lifted_by": ["post_checkpoint"] },
+                "read_file": { "calls": 9, "refused": 1, "tiers": [
+                    { "name": "the checkpoint tier", "counted": null, "passed": true,
+                      "warn_at": 8, "block_at": 10, "lifted_by": ["post_checkpoint"] },
+                    { "name": "tier 2", "counted": 9, "passed": false,
+                      "warn_at": 13, "block_at": 14, "lifted_by": ["post_plan"] }
+                ] }
+            })
+        );
+    }
 
     fn stats(steps: u32, model_calls: u32, tokens: u64) -> Stats {
         let mut stats = Stats::default();

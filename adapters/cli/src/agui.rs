@@ -434,6 +434,7 @@ impl RunState {
             "budgets": budgets,
             "todos": parts.todos,
             "excluded_tools": parts.excluded,
+            "tool_budgets": parts.tool_budgets,
             "pending": [],
         })
     }
@@ -452,6 +453,8 @@ impl RunState {
 struct Parts {
     todos: Value,
     excluded: Vec<String>,
+    /// Where each per-tool budget stands (`terminus_runtime::tool_budget_state`).
+    tool_budgets: Value,
 }
 
 impl Parts {
@@ -463,6 +466,7 @@ impl Parts {
                 .excluded()
                 .map(|(name, _)| name.to_owned())
                 .collect(),
+            tool_budgets: terminus_runtime::tool_budget_state(machine.policy(), machine.ledger()),
         }
     }
 }

@@ -260,7 +260,8 @@ fn tool_budget_warnings_and_blocks_and_prunes_are_listed() {
     assert!(
         explanation.contains(
             "\ntool budgets (tool_budgets):\n  step 3: read_file call 2 warned (calls are \
-             refused from 3)\n  step 5: read_file call 3 refused: its budget is spent\n"
+             refused from 3)\n  step 5: read_file call 3 refused by block_at (nothing lifts \
+             it)\n"
         ),
         "{explanation}"
     );
@@ -353,4 +354,32 @@ fn tool_budget_warnings_and_blocks_and_prunes_are_listed() {
         };
         assert_eq!(parse(&stored), parse(&memory), "{name}");
     }
+}
+
+/// A tier's warnings and blocks name the tier, and a stop by blocked turns names the tier's
+/// bound and the tool that lifts it (seed 004's read budget, the checkpoint never posted).
+#[test]
+fn a_tiers_blocks_name_the_tier_and_what_lifts_it() {
+    let out = explain("seed-004-read-tiers-no-checkpoint", false);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let explanation = text(&out.stdout);
+    for line in [
+        "  step 17: read_file call 9 [the checkpoint tier] warned (calls are refused from 10)\n",
+        "  step 19: read_file call 10 [the checkpoint tier] refused by tiers[0].block_at \
+         (`post_checkpoint` lifts it)\n",
+    ] {
+        assert!(explanation.contains(line), "{line}\n{explanation}");
+    }
+    let why = explanation
+        .split("path (")
+        .next()
+        .unwrap_or_default()
+        .replace("\n  ", " ");
+    assert!(
+        why.contains(
+            "read_file (tool_budgets.read_file.tiers[0].block_at = 10; a call of \
+             `post_checkpoint` lifts it)"
+        ),
+        "{why}"
+    );
 }

@@ -445,15 +445,12 @@ fn paragraph(
                 .iter()
                 .filter(|b| b.kind == ToolBudgetKind::Block && Some(b.step) == last)
             {
-                let field = b.bound.as_deref().unwrap_or("block_at");
-                let lifts = match policy.tool_budgets.get(&b.tool) {
-                    Some(budget) if b.bound.is_none() && !budget.reset_on.is_empty() => {
-                        liftable = true;
-                        let on: Vec<String> =
-                            budget.reset_on.iter().map(|t| format!("`{t}`")).collect();
-                        format!("a call of {} lifts it", on.join(" or "))
-                    }
-                    _ => "nothing lifts it".to_owned(),
+                let (field, lifted_by) = blocked_by(&policy.tool_budgets, b);
+                let lifts = if lifted_by.is_empty() {
+                    "nothing lifts it".to_owned()
+                } else {
+                    liftable = true;
+                    format!("a call of {lifted_by} lifts it")
                 };
                 let line = format!(
                     "{} (tool_budgets.{}.{field} = {}; {lifts})",
@@ -851,9 +848,26 @@ impl Explanation {
                         format!("warned (calls are refused from {b})")
                     }
                     (ToolBudgetKind::Warn, None) => "warned".to_owned(),
-                    (ToolBudgetKind::Block, _) => "refused: its budget is spent".to_owned(),
+                    (ToolBudgetKind::Block, _) => {
+                        let (field, lifted_by) = blocked_by(&self.tool_budgets, e);
+                        let lifts = if lifted_by.is_empty() {
+                            "nothing lifts it".to_owned()
+                        } else {
+                            format!("{lifted_by} lifts it")
+                        };
+                        format!("refused by {field} ({lifts})")
+                    }
                 };
-                let _ = writeln!(t, "  step {}: {} call {} {what}", e.step, e.tool, e.call);
+                let tier = e
+                    .tier
+                    .map(usize::from)
+                    .and_then(|i| Some((i, self.tool_budgets.get(&e.tool)?.tiers.get(i)?)))
+                    .map_or_else(String::new, |(i, tier)| format!(" [{}]", tier.label(i)));
+                let _ = writeln!(
+                    t,
+                    "  step {}: {} call {}{tier} {what}",
+                    e.step, e.tool, e.call
+                );
             }
         }
         if let Some(c) = &self.context {
@@ -1001,4 +1015,28 @@ impl Explanation {
             let _ = writeln!(t, "             rule {}: {row}", step.rule.name());
         }
     }
+}
+
+/// The field of the bound that refused a call (`block_at`, `hard_block_at`, `tiers[1].block_at`)
+/// and the tools whose call lifts it (`` `post_plan` ``, or-joined; empty when nothing does),
+/// from the run's `budgets`.
+fn blocked_by(
+    budgets: &std::collections::BTreeMap<String, terminus_kernel::ToolBudget>,
+    event: &crate::ToolBudgetEvent,
+) -> (String, String) {
+    let budget = budgets.get(&event.tool);
+    let (field, lifts): (String, &[String]) = match (event.tier, event.bound.as_deref()) {
+        (Some(i), _) => {
+            let tier = budget.and_then(|b| b.tiers.get(usize::from(i)));
+            let lifts = tier.map_or(&[][..], |t| t.reset_on.as_slice());
+            (format!("tiers[{i}].block_at"), lifts)
+        }
+        (None, Some(bound)) => (bound.to_owned(), &[][..]),
+        (None, None) => {
+            let lifts = budget.map_or(&[][..], |b| b.reset_on.as_slice());
+            ("block_at".to_owned(), lifts)
+        }
+    };
+    let on: Vec<String> = lifts.iter().map(|t| format!("`{t}`")).collect();
+    (field, on.join(" or "))
 }

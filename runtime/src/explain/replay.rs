@@ -516,6 +516,7 @@ impl Builder {
                 .or_else(|| stored.report.and_then(|r| r.result.clone())),
             budgets,
             scale: policy.budget_scale.clone(),
+            tool_budgets: policy.tool_budgets.clone(),
             warnings: stored
                 .report
                 .map(|r| r.warnings.clone())

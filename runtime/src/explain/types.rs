@@ -202,6 +202,10 @@ pub struct Explanation {
     /// or from the report where the journal is not replayed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_budget_events: Vec<ToolBudgetEvent>,
+    /// The per-tool budgets the run had (`policy.tool_budgets`, scaled if it was), so each
+    /// warning and block above can name its tier and what lifts it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tool_budgets: std::collections::BTreeMap<String, terminus_kernel::ToolBudget>,
     /// What the context window did (from the report: the window is the runtime's, not
     /// journaled; unknown until the run has a report).
     #[serde(skip_serializing_if = "Option::is_none")]
