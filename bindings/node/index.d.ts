@@ -42,7 +42,7 @@ export interface Policy {
   retry_max_ms?: number;
   deadline_ms?: number | null;
   token_budget?: number | null;
-  tool_budgets?: { [tool: string]: { warn_at?: number; block_at?: number; hard_block_at?: number; reset_on?: string[] } };
+  tool_budgets?: { [tool: string]: ToolBudget };
   max_blocked_turns?: number;
   seed?: number;
   final_answer_on_budget?: boolean;
@@ -50,6 +50,27 @@ export interface Policy {
    * reader to act is not an answer (docs/design.md, "What a final answer is"). Default false. */
   autonomous?: boolean;
   [field: string]: Json | undefined;
+}
+
+/** A tool's budget: the single-tier keys, or `tiers` (docs/design.md, "Tool budget tiers"). */
+export interface ToolBudget {
+  warn_at?: number | null;
+  block_at?: number | null;
+  hard_block_at?: number | null;
+  reset_on?: string[];
+  tiers?: Tier[];
+}
+
+/** One tier: its warnings from `warn_at`, its block from `block_at` until a `reset_on` tool succeeds. */
+export interface Tier {
+  name?: string;
+  warn_at?: number;
+  block_at?: number;
+  reset_on?: string[];
+  /** `run` (default): calls since the run's start; `since_lift`: since the tier's last lift. */
+  count?: 'run' | 'since_lift';
+  /** The warning's own text. */
+  warning?: string;
 }
 
 export type Finish = 'stop' | 'length' | 'content_filter' | 'tool_calls';
@@ -129,7 +150,9 @@ export interface Report {
   stats: Stats;
   trace: Json[];
   /** Each warning or block of a per-tool budget (`tool_budgets`), in order; absent when none. */
-  tool_budget_events?: { tool: string; kind: 'warn' | 'block'; call: number; block_at?: number; step: number }[];
+  tool_budget_events?: { tool: string; kind: 'warn' | 'block'; call: number; block_at?: number; bound?: string; tier?: number; step: number }[];
+  /** The task's size and the budgets it gave, when the policy was scaled. */
+  scale?: { units: number; budgets: { [field: string]: Json } };
   [field: string]: Json;
 }
 

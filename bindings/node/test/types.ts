@@ -1,12 +1,31 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
-import { Machine, Session, runScenario, type Command, type Event, type OfferedTool, type Report, type Step } from 'terminus-kernel';
+import { Machine, Session, runScenario, type Command, type Event, type OfferedTool, type Policy, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
 import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Agent } from '@openai/agents';
 import { run as runUnderKernel } from 'terminus-kernel/openai-agents';
+
+// Seed 004's read budget as two tiers, scaled with the task (docs/design.md, "Tool budget tiers").
+const tiered: Policy = {
+  tool_budgets: {
+    read_file: {
+      tiers: [
+        { name: 'checkpoint', warn_at: 8, block_at: 10, reset_on: ['post_checkpoint'] },
+        { name: 'hard stop', warn_at: 13, block_at: 14, reset_on: ['post_plan'], count: 'run', warning: 'FINAL WARNING.' },
+      ],
+    },
+  },
+  budget_scale: { per_unit: { 'tool_budgets.read_file': 1 }, max: { 'tool_budgets.read_file': 30 } },
+};
+const scaledRun = new Machine(tiered, { scale: 3 });
+console.log(scaledRun.nextCommand());
+function readsTiers(r: Report): [number | undefined, number | undefined] {
+  return [r.scale?.units, r.tool_budget_events?.[0]?.tier];
+}
+console.log(readsTiers);
 
 // The README's quick start.
 const m = new Machine({ completion_requires: ['write_file'], max_steps: 40 });
