@@ -63,14 +63,6 @@ impl Block {
         }
     }
 
-    /// The single-tier bound that refused the call, if one did.
-    pub const fn single(&self) -> Option<&'static ToolBound> {
-        match self.by {
-            BlockedBy::Bound(bound) => Some(bound),
-            BlockedBy::Tier { .. } => None,
-        }
-    }
-
     /// The tier that refused the call, if one did.
     pub const fn tier(&self) -> Option<usize> {
         match self.by {
