@@ -86,6 +86,9 @@ pub(crate) struct McpSection {
     /// The only tools of the server offered to the model (empty: all).
     #[serde(default)]
     pub(crate) tools: Vec<String>,
+    /// Tools called as MCP tasks: the client waits for each, within `tool_timeout_ms`.
+    #[serde(default)]
+    pub(crate) tasks: Vec<String>,
     /// OAuth for an HTTP server (`auth = { ... }`).
     pub(crate) auth: Option<McpAuthSection>,
     /// How elicitation requests are answered: `"decline"` (default), `"defaults"` or
@@ -478,6 +481,7 @@ impl AgentConfig {
                 ("approval", &server.approval),
                 ("deferred", &server.deferred),
                 ("tools", &server.tools),
+                ("tasks", &server.tasks),
             ] {
                 if let Some(i) = list.iter().position(|t| t.trim().is_empty()) {
                     return Err(format!("{at}: {field}[{i}] is empty"));
@@ -489,6 +493,13 @@ impl AgentConfig {
                 return Err(format!(
                     "{at}: elicitation: unknown value {e:?}, expected \"decline\", \"defaults\" \
                      or \"person\""
+                ));
+            }
+            // A person's answer re-runs the call, and a task re-run is a second task.
+            if !server.tasks.is_empty() && server.elicitation.as_deref() == Some("person") {
+                return Err(format!(
+                    "{at}: tasks cannot wait for a person's answer yet (elicitation = \"person\" \
+                     would start a task's job twice): use \"defaults\" or \"decline\""
                 ));
             }
             if let Some(p) = &server.protocol
@@ -566,6 +577,7 @@ impl AgentConfig {
                 config.approval.clone_from(&s.approval);
                 config.deferred.clone_from(&s.deferred);
                 config.tools.clone_from(&s.tools);
+                config.tasks.clone_from(&s.tasks);
                 config.elicitation = match s.elicitation.as_deref() {
                     Some("defaults") => Elicitation::Defaults,
                     Some("person") => Elicitation::Person,
@@ -739,6 +751,20 @@ kind = "rules"
             (
                 GOOD.replace("window = 128000", "window = \"big\""),
                 "[context].window",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\ntasks = [\"research\"]\nelicitation = \"person\"",
+                ),
+                "`fs`: tasks cannot wait for a person's answer yet",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\ntasks = [\"\"]",
+                ),
+                "`fs`: tasks[0] is empty",
             ),
             (format!("{GOOD}\nextra = 1\n"), "unknown field `extra`"),
             (

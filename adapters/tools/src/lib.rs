@@ -39,6 +39,7 @@ mod content;
 pub mod mcp;
 pub mod mcp_auth;
 mod mcp_login;
+mod mcp_task;
 mod native;
 
 pub use crate::content::{render, text_of};

@@ -78,6 +78,11 @@ pub struct McpConfig {
     pub elicitation: Elicitation,
     /// Which revision of the protocol the session speaks.
     pub protocol: McpProtocol,
+    /// Tools (as the server names them) called as MCP tasks (`docs/live-agents.md`, "Tools that
+    /// run as tasks"): the client waits for the task, polling at the server's interval, within
+    /// the tool's timeout. rmcp does not read a tool's `execution.taskSupport`, so the config
+    /// says which.
+    pub tasks: Vec<String>,
 }
 
 /// The protocol revision a session speaks: rmcp 3.11 has both.
@@ -158,6 +163,7 @@ impl McpConfig {
             auth: None,
             elicitation: Elicitation::Decline,
             protocol: McpProtocol::Initialize,
+            tasks: Vec::new(),
         }
     }
 }
@@ -183,9 +189,9 @@ pub enum McpError {
         #[source]
         source: std::io::Error,
     },
-    /// `approval`, `deferred` or `tools` names a tool the server does not offer.
+    /// `approval`, `deferred`, `tools` or `tasks` names a tool the server does not offer.
     #[error(
-        "[[mcp]] `{server}`: approval/deferred/tools names `{tool}`, which the server does not offer (it offers: {})",
+        "[[mcp]] `{server}`: approval/deferred/tools/tasks names `{tool}`, which the server does not offer (it offers: {})",
         offered.join(", ")
     )]
     UnknownHeld {
@@ -602,11 +608,14 @@ impl McpServer {
             Ok(p) => p,
             Err(why) => return error(ToolErrorKind::NotFound, why),
         };
+        let limit = self.config.tool_timeout;
+        if self.config.tasks.iter().any(|t| t == name) {
+            return crate::mcp_task::call(client.peer(), name, arguments, limit).await;
+        }
         let mut params = CallToolRequestParams::new(name.to_owned());
         if let Value::Object(map) = arguments {
             params = params.with_arguments(map);
         }
-        let limit = self.config.tool_timeout;
         let mut authorizations = 0;
         let outcome = loop {
             let outcome = tokio::time::timeout(limit, client.call_tool(params.clone())).await;
@@ -1071,6 +1080,7 @@ impl McpTools {
                 .iter()
                 .chain(&config.deferred)
                 .chain(&config.tools)
+                .chain(&config.tasks)
                 .find(|t| *t != "*" && !specs.iter().any(|s| s.name == **t));
             if let Some(tool) = unknown {
                 let server_name = config.name.clone();
