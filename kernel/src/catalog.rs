@@ -5,8 +5,9 @@
 //! - [`ALL`], the table of run-wide limits: one [`Limit`] row per bound, holding everything about
 //!   it as data or functions: the policy field, the counter it bounds and how the counter meets
 //!   the limit, when the machine checks it, the rule that fires and its row of the transition
-//!   table, the stop reason, the explanation, whether a raise may lift it and the warning it gives
-//!   at 80 %. Every list of limits is derived from the rows: the budgets checked before each step
+//!   table, the stop reason, the explanation, whether a raise may lift it, the warning it gives
+//!   at 80 % and the least value a policy may set ([`Limit::min`], which
+//!   [`crate::Policy::validate`] reads: no list of minimums elsewhere). Every list of limits is derived from the rows: the budgets checked before each step
 //!   ([`budgets`]), the raisable ones ([`RAISABLE`]), the warnings ([`WARNINGS`]) and the limits'
 //!   rows of [`RULES`]. The budgets checked before each step are also the ones
 //!   `policy.budget_scale` may scale ([`scalable`]). The machine's guards (`core.rs`), the invariant checks
@@ -14,8 +15,9 @@
 //!   the runtime's explanation (`terminus inspect`) read them.
 //! - [`TOOL_BOUNDS`], the per-tool bounds of `tool_budgets` (kept in `tool_budget.rs`, beside
 //!   the budget they bound, and re-exported here): one [`ToolBound`] row each (its field, the
-//!   calls it counts, whether a reset lifts it). A call at a bound is refused with the
-//!   bound's text and the run goes on (see `docs/design.md`, "Budget blocks").
+//!   calls it counts, whether a reset lifts it), and [`TIER_BLOCK_AT`], a tier's block. A call
+//!   at a bound is refused with the bound's text and the run goes on (see `docs/design.md`,
+//!   "Budget blocks" and "Tool budget tiers").
 //! - [`RULES`], one [`Row`] per [`Rule`] in [`Rule::ALL`] order: the rule's row of the transition
 //!   table ([`Rule::spec`]: input, guard, citation) and, for a rule that ends the run, its
 //!   [`StopPath`]. The rows of the limits' rules come from [`ALL`].
@@ -24,6 +26,10 @@
 //! a rule of its own, the rule (`rule.rs`); adding a per-tool bound is its row in
 //! [`TOOL_BOUNDS`] and its field of [`crate::ToolBudget`] (both in `tool_budget.rs`). The compiler and the catalog's tests
 //! name every place that is missing.
+//!
+//! The policy (`policy.rs`) is data; the catalog reads it, and the scale (`scale.rs`) and the
+//! checks (`validate.rs`) read both: no module imports itself through others
+//! (`kernel/tests/modules.rs`).
 //!
 //! `max_tool_failures` excludes one tool instead of stopping the run; it lives in the tool ledger
 //! (see [`crate::Exclusion`]).
@@ -177,6 +183,10 @@ pub struct Limit {
     pub listed: Listed,
     /// Where the policy keeps it.
     pub slot: Slot,
+    /// The smallest value [`Policy::validate`] accepts: 1 for a limit whose N-th occurrence
+    /// stops the run, 2 where the first occurrence cannot be one yet (a repeat, an identical
+    /// poll), 0 where none at all is a meaningful limit (no nudge, no retry).
+    pub min: u64,
     /// The counter's value.
     pub counted: fn(&Stats, &Streaks) -> u64,
     /// How the run ends when it fires.
@@ -244,6 +254,7 @@ pub const STEPS: Limit = Limit {
     }),
     listed: Listed::Always,
     slot: count!(max_steps),
+    min: 1,
     counted: |s, _| u64::from(s.steps),
     ends: Ends::Aborted(AbortReason::MaxSteps),
 };
@@ -269,6 +280,7 @@ pub const TOKENS: Limit = Limit {
     }),
     listed: Listed::Always,
     slot: maybe!(MaybeAmount token_budget),
+    min: 0,
     counted: |s, _| s.tokens(),
     ends: Ends::Aborted(AbortReason::TokenBudget),
 };
@@ -294,6 +306,7 @@ pub const MODEL_CALLS: Limit = Limit {
     }),
     listed: Listed::Always,
     slot: count!(max_model_calls),
+    min: 1,
     counted: |s, _| u64::from(s.model_calls),
     ends: Ends::Aborted(AbortReason::MaxModelCalls),
 };
@@ -320,6 +333,7 @@ pub const TOOL_CALLS: Limit = Limit {
     }),
     listed: Listed::WhenSet,
     slot: maybe!(MaybeCount max_tool_calls),
+    min: 1,
     counted: |s, _| u64::from(s.tool_calls),
     ends: Ends::Aborted(AbortReason::ToolCallBudget),
 };
@@ -342,6 +356,7 @@ pub const NO_OPS: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_no_ops),
+    min: 1,
     counted: |_, k| u64::from(k.no_ops),
     ends: Ends::Aborted(AbortReason::NoProgress),
 };
@@ -364,6 +379,7 @@ pub const EMPTY_RESPONSES: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_empty_responses),
+    min: 1,
     counted: |_, k| u64::from(k.empty_responses),
     ends: Ends::Aborted(AbortReason::EmptyResponses),
 };
@@ -386,6 +402,7 @@ pub const MODEL_RETRIES: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_model_retries),
+    min: 0,
     counted: |_, k| u64::from(k.model_retries),
     ends: Ends::Aborted(AbortReason::ModelError),
 };
@@ -408,6 +425,7 @@ pub const NUDGES: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_nudges),
+    min: 0,
     counted: |s, _| u64::from(s.nudges),
     ends: Ends::Aborted(AbortReason::Incomplete),
 };
@@ -432,6 +450,7 @@ pub const VERIFICATION_FAILURES: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_verification_failures),
+    min: 1,
     counted: |s, _| u64::from(s.verification_failures),
     ends: Ends::ByPolicy {
         default: Outcome::Aborted(AbortReason::VerificationLoop),
@@ -460,6 +479,7 @@ pub const FAILED_TOOL_TURNS: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_consecutive_tool_failures),
+    min: 1,
     counted: |_, k| u64::from(k.failed_tool_turns),
     ends: Ends::Aborted(AbortReason::ToolFailures),
 };
@@ -486,6 +506,7 @@ pub const REPEATS: Limit = Limit {
     warns: None,
     listed: Listed::Always,
     slot: count!(max_repeats),
+    min: 2,
     counted: |_, k| u64::from(k.repeats),
     ends: Ends::Aborted(AbortReason::NoProgress),
 };
@@ -512,6 +533,7 @@ pub const POLLS: Limit = Limit {
     warns: None,
     listed: Listed::WhenCounted,
     slot: count!(max_polls),
+    min: 2,
     counted: |_, k| u64::from(k.polls),
     ends: Ends::Aborted(AbortReason::PollLimit),
 };
@@ -535,6 +557,7 @@ pub const BLOCKED_TURNS: Limit = Limit {
     warns: None,
     listed: Listed::WhenCounted,
     slot: count!(max_blocked_turns),
+    min: 1,
     counted: |_, k| u64::from(k.blocked_turns),
     ends: Ends::Aborted(AbortReason::NoProgress),
 };

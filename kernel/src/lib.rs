@@ -125,6 +125,7 @@ pub mod testing;
 pub mod textcall;
 mod todo;
 mod tool_budget;
+mod validate;
 
 pub use crate::backoff::backoff_ms;
 /// The table of limits, under its older name: [`catalog`] holds it with the rest of the stop
@@ -152,11 +153,10 @@ pub use crate::loops::{MAX_LOOP_PERIOD, Repetition};
 pub use crate::machine::{Machine, RestoreError};
 pub use crate::name::{CallId, Name};
 pub use crate::phase::{CallReason, Ignored, Phase};
-pub use crate::policy::{OnUnrecoverable, OnVerificationLimit, Policy, PolicyError};
+pub use crate::policy::{BudgetScale, OnUnrecoverable, OnVerificationLimit, Policy, PolicyError};
 pub use crate::raise::{Raise, RaiseError};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
-pub use crate::scale::BudgetScale;
 pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
 pub use crate::textcall::{TextCalls, TextToolCalls};

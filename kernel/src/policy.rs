@@ -2,10 +2,8 @@
 //! documented in one place.
 
 use crate::json::Json;
-use crate::loops::MAX_LOOP_PERIOD;
-use crate::scale::BudgetScale;
 use crate::textcall::TextToolCalls;
-use crate::tool_budget::{self, ToolBudget};
+use crate::tool_budget::ToolBudget;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -229,171 +227,26 @@ impl Policy {
     pub fn verifies(&self) -> bool {
         self.verify_completion || self.output_schema.is_some()
     }
-
-    /// Checks that every limit can be run: occurrence limits must be at least 1, `max_repeats` at
-    /// least 2, backoff bounds ordered, tool budgets ordered.
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        let at_least = |field: &str, value: u32, min: u32| -> Result<(), PolicyError> {
-            if value < min {
-                return Err(PolicyError {
-                    field: field.to_owned(),
-                    problem: format!("must be at least {min}, got {value}"),
-                });
-            }
-            Ok(())
-        };
-        at_least("max_steps", self.max_steps, 1)?;
-        at_least("max_model_calls", self.max_model_calls, 1)?;
-        at_least("max_no_ops", self.max_no_ops, 1)?;
-        at_least(
-            "max_verification_failures",
-            self.max_verification_failures,
-            1,
-        )?;
-        at_least("max_tool_failures", self.max_tool_failures, 1)?;
-        at_least(
-            "max_consecutive_tool_failures",
-            self.max_consecutive_tool_failures,
-            1,
-        )?;
-        at_least("max_repeats", self.max_repeats, 2)?;
-        at_least("max_polls", self.max_polls, 2)?;
-        if self.pollers.iter().any(|t| t.trim().is_empty()) {
-            return Err(PolicyError {
-                field: "pollers".into(),
-                problem: "must name tools (an empty name)".into(),
-            });
-        }
-        at_least("max_empty_responses", self.max_empty_responses, 1)?;
-        at_least("max_loop_period", self.max_loop_period, 1)?;
-        at_least("max_blocked_turns", self.max_blocked_turns, 1)?;
-        if let Some(max) = self.max_tool_calls {
-            at_least("max_tool_calls", max, 1)?;
-        }
-        if self.max_loop_period > MAX_LOOP_PERIOD {
-            return Err(PolicyError {
-                field: "max_loop_period".into(),
-                problem: format!(
-                    "must be at most {MAX_LOOP_PERIOD}, got {}",
-                    self.max_loop_period
-                ),
-            });
-        }
-        if let Some(schema) = &self.output_schema
-            && !(schema.is_object() || schema.is_boolean())
-        {
-            return Err(PolicyError {
-                field: "output_schema".into(),
-                problem: "must be a JSON Schema (an object or a boolean)".into(),
-            });
-        }
-        if self.retry_max_ms < self.retry_base_ms {
-            return Err(PolicyError {
-                field: "retry_max_ms".into(),
-                problem: format!("must be at least retry_base_ms ({})", self.retry_base_ms),
-            });
-        }
-        for (tool, budget) in &self.tool_budgets {
-            for bound in tool_budget::TOOL_BOUNDS {
-                let Some(at) = (bound.limit)(budget) else {
-                    continue;
-                };
-                if at == 0 {
-                    return Err(PolicyError {
-                        field: format!("tool_budgets.{tool}.{}", bound.field),
-                        problem: "must be at least 1".into(),
-                    });
-                }
-                if let Some(w) = budget.warn_at
-                    && w > at
-                {
-                    return Err(PolicyError {
-                        field: format!("tool_budgets.{tool}.warn_at"),
-                        problem: format!("must not exceed {} ({at})", bound.field),
-                    });
-                }
-            }
-            if budget.reset_on.iter().any(|t| t.trim().is_empty()) {
-                return Err(PolicyError {
-                    field: format!("tool_budgets.{tool}.reset_on"),
-                    problem: "must name tools (an empty name)".into(),
-                });
-            }
-            validate_tiers(tool, budget)?;
-        }
-        if let Some(scale) = &self.budget_scale {
-            scale.validate(self)?;
-        }
-        Ok(())
-    }
 }
 
-/// Checks the tiers of `tool`'s budget, naming the field at fault
-/// (`tool_budgets.read_file.tiers[1].warn_at`).
-fn validate_tiers(tool: &str, budget: &ToolBudget) -> Result<(), PolicyError> {
-    let at = |field: &str, problem: String| PolicyError {
-        field: format!("tool_budgets.{tool}.{field}"),
-        problem,
-    };
-    if budget.tiers.is_empty() {
-        return Ok(());
-    }
-    if budget.tiers.len() > tool_budget::MAX_TIERS {
-        return Err(at(
-            "tiers",
-            format!(
-                "{} tiers, at most {}",
-                budget.tiers.len(),
-                tool_budget::MAX_TIERS
-            ),
-        ));
-    }
-    let single = [
-        ("warn_at", budget.warn_at.is_some()),
-        ("block_at", budget.block_at.is_some()),
-        ("hard_block_at", budget.hard_block_at.is_some()),
-        ("reset_on", !budget.reset_on.is_empty()),
-    ];
-    if let Some((key, _)) = single.iter().find(|(_, set)| *set) {
-        return Err(at(
-            key,
-            "a budget with tiers sets its bounds in its tiers, not beside them".into(),
-        ));
-    }
-    for (i, tier) in budget.tiers.iter().enumerate() {
-        let field = |name: &str| format!("tiers[{i}].{name}");
-        if tier.warn_at.is_none() && tier.block_at.is_none() {
-            return Err(at(
-                &format!("tiers[{i}]"),
-                "a tier needs warn_at or block_at".into(),
-            ));
-        }
-        for (name, value) in [("warn_at", tier.warn_at), ("block_at", tier.block_at)] {
-            if value == Some(0) {
-                return Err(at(&field(name), "must be at least 1".into()));
-            }
-        }
-        if let (Some(w), Some(b)) = (tier.warn_at, tier.block_at)
-            && w > b
-        {
-            return Err(at(
-                &field("warn_at"),
-                format!("must not exceed block_at ({b})"),
-            ));
-        }
-        if tier.reset_on.iter().any(|t| t.trim().is_empty()) {
-            return Err(at(
-                &field("reset_on"),
-                "must name tools (an empty name)".into(),
-            ));
-        }
-        let blank = |text: &Option<String>| text.as_deref().is_some_and(|t| t.trim().is_empty());
-        if blank(&tier.name) {
-            return Err(at(&field("name"), "must not be empty".into()));
-        }
-        if blank(&tier.warning) {
-            return Err(at(&field("warning"), "must not be empty".into()));
-        }
-    }
-    Ok(())
+/// How a policy's budgets grow with the task's size. Every budget it scales needs a hard bound
+/// (`max`), so that no size, however large, gives an unbounded run; with the bound, the scaled
+/// value is exact (a product past the range of the field is above the bound, so it is the
+/// bound), and no arithmetic wraps or saturates silently.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetScale {
+    /// What each unit adds to a budget, by the budget's policy field (`max_steps`,
+    /// `max_model_calls`, `max_tool_calls`, `token_budget`: the budgets a step spends), or by
+    /// `tool_budgets.NAME` for a tool's budget: each of its thresholds (`warn_at`, `block_at`,
+    /// `hard_block_at`, each tier's) moves that many calls later per unit, together.
+    pub per_unit: BTreeMap<String, u64>,
+    /// The hard bound of each scaled budget, by field: one for every field of `per_unit`, at
+    /// least the policy's own value (the base); for a tool's budget, the bound of its largest
+    /// threshold (the others move as far as it does).
+    pub max: BTreeMap<String, u64>,
+    /// The units the budgets were scaled for, set by [`Policy::scaled`]: a policy that has it
+    /// holds the scaled budgets already (absent from the JSON form until then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<u64>,
 }

@@ -9,31 +9,7 @@
 //! a resume reads the same numbers and never scales again, and a raise starts from them.
 
 use crate::catalog::{self, Limit, Slot};
-use crate::policy::{Policy, PolicyError};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-/// How a policy's budgets grow with the task's size. Every budget it scales needs a hard bound
-/// (`max`), so that no size, however large, gives an unbounded run; with the bound, the scaled
-/// value is exact (a product past the range of the field is above the bound, so it is the
-/// bound), and no arithmetic wraps or saturates silently.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BudgetScale {
-    /// What each unit adds to a budget, by the budget's policy field (`max_steps`,
-    /// `max_model_calls`, `max_tool_calls`, `token_budget`: the budgets a step spends), or by
-    /// `tool_budgets.NAME` for a tool's budget: each of its thresholds (`warn_at`, `block_at`,
-    /// `hard_block_at`, each tier's) moves that many calls later per unit, together.
-    pub per_unit: BTreeMap<String, u64>,
-    /// The hard bound of each scaled budget, by field: one for every field of `per_unit`, at
-    /// least the policy's own value (the base); for a tool's budget, the bound of its largest
-    /// threshold (the others move as far as it does).
-    pub max: BTreeMap<String, u64>,
-    /// The units the budgets were scaled for, set by [`Policy::scaled`]: a policy that has it
-    /// holds the scaled budgets already (absent from the JSON form until then).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub units: Option<u64>,
-}
+use crate::policy::{BudgetScale, Policy, PolicyError};
 
 /// A [`PolicyError`] at `budget_scale.<path>`.
 fn at(path: &str, problem: String) -> PolicyError {

@@ -146,7 +146,7 @@ fn table(edges: &BTreeSet<Edge>, observed: &BTreeMap<Rule, Observed>) -> String 
 /// The table of limits, as the machine, the invariants and the guards above read it.
 fn limits_table() -> String {
     let mut s = String::from(
-        "| policy field | counter | meets the limit | rule | stop reason (default policy) |\n|---|---|---|---|---|\n",
+        "| policy field | counter | meets the limit | least value | rule | stop reason (default policy) |\n|---|---|---|---|---|---|\n",
     );
     for l in limits::ALL {
         let meets = match l.meets {
@@ -157,9 +157,10 @@ fn limits_table() -> String {
         };
         let _ = writeln!(
             s,
-            "| `{}` | `{}` | {meets} | `{}` | `{}` |",
+            "| `{}` | `{}` | {meets} | {} | `{}` | `{}` |",
             l.field,
             l.counter,
+            l.min,
             l.rule.name(),
             l.outcome(&Policy::default()).reason_str()
         );
