@@ -109,7 +109,7 @@ pub struct Policy {
     #[serde(skip_serializing_if = "is_default_max_polls")]
     pub max_polls: u32,
     /// The longest loop the repeat detector looks for, in tool turns (1 to
-    /// [`MAX_LOOP_PERIOD`]). Default 8.
+    /// [`MAX_LOOP_PERIOD`](crate::MAX_LOOP_PERIOD)). Default 8.
     pub max_loop_period: u32,
     /// The N-th empty reply in a row aborts with `empty_responses`. Default 3.
     pub max_empty_responses: u32,
