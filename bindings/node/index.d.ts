@@ -240,7 +240,8 @@ export interface Step {
   delay_ms: number;
   /** Whether the model call offers tools. */
   tools: boolean;
-  /** User messages to add before the next model call. */
+  /** User messages to add before the next model call: the kernel's guidance and its notices that
+   * have no tool result to ride on (a token warning after an empty reply), in its order. */
   nudges?: string[];
   /** Texts to append to the tool message `notice_to` (its id, else its call id). */
   notices?: string[];

@@ -462,3 +462,53 @@ fn a_written_calls_text_values_are_typed_by_the_offered_tools_schema() {
         vec![json!({"n": "3", "exact": "true", "label": "7"})]
     );
 }
+
+/// A notice with no tool result to ride on (the token warning of a reply with no tool call) is
+/// a message of the step, where the kernel gave it, as `terminus run` sends it: never dropped
+/// (it was a notice with no `notice_to`, which the LangChain middlewares and Pydantic AI let
+/// fall). A notice after tool results rides on the last of them.
+#[test]
+fn a_notice_with_no_tool_result_is_a_message_and_one_after_results_rides_on_the_last() {
+    let (mut s, _) =
+        Session::start(policy(r#"{"token_budget": 1000}"#), &task(), 0).expect("start");
+    // No tool call and no answer (its reasoning only): called again; its 850 tokens pass 80 %
+    // of the budget.
+    let idle = json!({"role": "assistant", "id": "r1", "content": "",
+                      "reasoning_content": "Let me think about a.txt first.",
+                      "usage": {"prompt_tokens": 850, "completion_tokens": 0}});
+    let step = s.reply(&idle, None, 0).expect("reply").expect("new");
+    assert_eq!(step.jump, Some(Jump::Model));
+    assert_eq!(step.notices, Vec::<String>::new());
+    assert_eq!(step.notice_to, None);
+    let last = step.nudges.last().map(String::as_str).unwrap_or_default();
+    assert!(
+        last.starts_with("You have used 80 % of this run's token budget (850 of 1000 tokens)"),
+        "{:?}",
+        step.nudges
+    );
+
+    // After a tool turn's results, the 90 % notice rides on the last result, as before.
+    let mut history = task();
+    history.push(json!({"role": "assistant", "id": "r2", "content": "",
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "read", "arguments": "{\"path\": \"a.txt\"}"}}],
+        "usage": {"prompt_tokens": 60, "completion_tokens": 0}}));
+    let step = s
+        .reply(&history[1], Some(vec![Offered::named("read")]), 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::Tools));
+    history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
+    let step = s.results(&history, 0).expect("results").expect("a batch");
+    assert_eq!(step.notice_to.as_deref(), Some("c1"));
+    assert!(
+        step.notices
+            .iter()
+            .any(|n| n.starts_with("You have used 90 %")),
+        "{step:?}"
+    );
+    assert!(
+        step.nudges.iter().all(|n| !n.contains("token budget")),
+        "{step:?}"
+    );
+}

@@ -492,3 +492,28 @@ test('values a format writes as text are typed by the tool schema: an XML call g
   assert.deepEqual(got, [[3, '7']]);
   assertHistoryValid(state);
 });
+
+test('a token warning with no tool result to ride on reaches the model as a message of its own', async () => {
+  // An empty reply whose 850 tokens pass 80 % of the budget: the kernel calls the model again,
+  // telling it so; no tool result came to append the warning to (it was dropped before).
+  class Recording extends ScriptedChatModel {
+    constructor(script) {
+      super(script, { byCalls: true });
+      this.sent = [];
+    }
+    async _generate(messages) {
+      this.sent.push([...messages]);
+      return super._generate(messages);
+    }
+  }
+  const model = new Recording([{ text: '', calls: [], usage: [850, 0] }, { text: 'Done.', calls: [], usage: [10, 2] }]);
+  const agent = createAgent({ model, tools: [], middleware: [terminusMiddleware({ token_budget: 1000 })] });
+  const state = await agent.invoke({ messages: [{ role: 'user', content: TASK }] }, { recursionLimit: 50 });
+  assert.equal(state[REPORT_KEY].outcome, 'complete', JSON.stringify(state[REPORT_KEY].reason));
+  assert.equal(model.sent.length, 2);
+  const told = model.sent[1].filter((m) => HumanMessage.isInstance(m)).map((m) => String(m.content));
+  assert.ok(
+    told.some((t) => t.startsWith("You have used 80 % of this run's token budget (850 of 1000 tokens)")),
+    JSON.stringify(told),
+  );
+});

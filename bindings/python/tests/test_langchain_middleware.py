@@ -30,6 +30,7 @@ import seed_architect as seed  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
@@ -827,3 +828,47 @@ def test_the_core_refuses_what_it_cannot_read_naming_it() -> None:
     assert Session.gate(turn, "c1", "ls", True) == {"run": {}}
     session.results([reply, ToolMessage(content="a.txt", tool_call_id="c1")])
     assert Session.gate(session.turn(), None, "ls", True) == {"run": {}}  # nothing awaited
+
+
+class RecordingModel(seed.ScriptedChatModel):
+    """The scripted model, replying with the script's entries in call order (an empty reply is
+    dropped from the conversation, so the conversation cannot count them), and keeping the
+    messages each call was sent."""
+
+    sent: list[list[Any]] = []
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(list(messages))
+        turn = self.script[min(len(self.sent), len(self.script)) - 1]
+        inputs, outputs = turn["usage"]
+        message = AIMessage(
+            content=turn["text"],
+            usage_metadata={
+                "input_tokens": inputs,
+                "output_tokens": outputs,
+                "total_tokens": inputs + outputs,
+            },
+            response_metadata={"finish_reason": "stop"},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_a_token_warning_with_no_tool_result_to_ride_on_reaches_the_model() -> None:
+    # An empty reply whose 850 tokens pass 80 % of the budget: the kernel calls the model again,
+    # telling it so. No tool result came to append the warning to: it is a message of its own,
+    # as terminus run sends it (it was dropped before).
+    script = [
+        {"text": "", "tool_calls": [], "usage": (850, 0)},
+        seed.text_turn("Done.", usage=(10, 2)),
+    ]
+    model = RecordingModel(script=script, sent=[])
+    agent = create_agent(model, tools=[], middleware=[TerminusMiddleware({"token_budget": 1000})])
+    state = agent.invoke({"messages": [{"role": "user", "content": seed.TASK}]})
+    report = state[REPORT_KEY]
+    assert report["outcome"] == "complete", (report["reason"], report["rule"], report["trace"])
+    assert len(model.sent) == 2
+    told = [m.content for m in model.sent[1] if isinstance(m, HumanMessage)]
+    assert any(
+        str(t).startswith("You have used 80 % of this run's token budget (850 of 1000 tokens)")
+        for t in told
+    ), told

@@ -4,8 +4,9 @@
 //! A [`Session`] is one run: the [`Host`] and what the run awaits (the calls of the tool turn
 //! out, the refusals and warnings for them, the next model call's settings, whether it ended).
 //! An adapter's hooks give it the framework's messages as they are (see [`super::messages`] for
-//! the shapes it reads) and carry out the [`Step`] it answers: go on, nudge with these texts,
-//! append these notices to the turn's last tool result, answer these calls instead of running
+//! the shapes it reads) and carry out the [`Step`] it answers: go on, add the kernel's texts as
+//! messages (nudges, and notices with no tool result to ride on), append these notices to the
+//! turn's last tool result, answer these calls instead of running
 //! them, rewrite the reply (calls written in its text), drop an empty reply, or stop with the
 //! report. The session is pure: the host passes the clock (`now_ms`) for the policy's deadline.
 //!
@@ -110,15 +111,23 @@ pub struct Step {
     pub delay_ms: u64,
     /// Whether the model call offers tools (false: the final-answer call of a spent budget).
     pub tools: bool,
-    /// User messages to add before the next model call.
+    /// User messages to add before the next model call: the kernel's guidance (nudges) and its
+    /// notices, in the order it gave them, but for the notices that ride on a tool result
+    /// ([`Step::notices`]). A notice with no result to ride on (a token warning after a nudge
+    /// or a model error) is one of these: never dropped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nudges: Vec<String>,
-    /// Texts to append to the turn's last tool result ([`Step::notice_to`]).
+    /// Texts to append to the turn's last tool result ([`Step::notice_to`]): the notices of a
+    /// step of tool results that found one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
     /// The id of the tool message (else the call id) the notices go to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice_to: Option<String>,
+    /// Which of [`Step::nudges`] are notices, by place (a notice moves to [`Step::notices`]
+    /// when a tool result takes it).
+    #[serde(skip)]
+    notice_at: Vec<usize>,
     /// Calls to answer with these tool messages instead of running them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<Answer>,
@@ -134,6 +143,26 @@ pub struct Step {
     /// The report, once the run ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<Value>,
+}
+
+impl Step {
+    /// Moves the step's notices from [`Step::nudges`] onto the tool result `target`.
+    fn ride_on(&mut self, target: String) {
+        if self.notice_at.is_empty() {
+            return;
+        }
+        let at = std::mem::take(&mut self.notice_at);
+        let mut place = 0;
+        let (notices, nudges): (Vec<String>, Vec<String>) =
+            std::mem::take(&mut self.nudges).into_iter().partition(|_| {
+                let notice = at.contains(&place);
+                place += 1;
+                notice
+            });
+        self.nudges = nudges;
+        self.notices = notices;
+        self.notice_to = Some(target);
+    }
 }
 
 /// What a tool call about to run gets ([`Session::gate`]).
@@ -340,8 +369,10 @@ impl Session {
                 return Err(e);
             }
         };
-        if step.verify.is_none() {
-            step.notice_to = notice_to;
+        if step.verify.is_none()
+            && let Some(target) = notice_to
+        {
+            step.ride_on(target);
         }
         Ok(Some(step))
     }
@@ -556,7 +587,10 @@ impl Session {
         while let Some(command) = self.host.next_command() {
             match command {
                 CommandOut::Nudge { text } => step.nudges.push(text),
-                CommandOut::Notice { text } => step.notices.push(text),
+                CommandOut::Notice { text } => {
+                    step.notice_at.push(step.nudges.len());
+                    step.nudges.push(text);
+                }
                 CommandOut::CallModel { delay_ms, tools } => {
                     self.turn.delay_ms = delay_ms;
                     self.turn.tools = tools;
