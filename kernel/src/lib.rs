@@ -157,6 +157,7 @@ pub use crate::policy::{BudgetScale, OnUnrecoverable, OnVerificationLimit, Polic
 pub use crate::raise::{Raise, RaiseError};
 pub use crate::reason::{AbortReason, CompleteReason, Outcome};
 pub use crate::rule::{Rule, RuleSpec};
+pub use crate::scale::ScaleError;
 pub use crate::stats::{Stats, Streaks};
 pub use crate::step::{Handled, StepRecord};
 pub use crate::textcall::{TextCalls, TextToolCalls};

@@ -166,7 +166,44 @@ impl BudgetScale {
     }
 }
 
+/// Why a host's size could not scale a policy ([`Policy::scaled_to`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleError {
+    /// The policy has no `budget_scale`: the size would change nothing. The host names its own
+    /// field (`scale`, `--scale`, `$.scale`), with [`ScaleError::NOTHING`].
+    Nothing,
+    /// The policy refused the size (its `budget_scale` is wrong, or scaled for other units).
+    Policy(PolicyError),
+}
+
+impl ScaleError {
+    /// What every host says when a size scales nothing.
+    pub const NOTHING: &str = "scales nothing: the policy has no budget_scale";
+}
+
+impl std::fmt::Display for ScaleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScaleError::Nothing => f.write_str(ScaleError::NOTHING),
+            ScaleError::Policy(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ScaleError {}
+
 impl Policy {
+    /// The policy for a task of `units` a host was given (`--scale`, a scenario's `"scale"`,
+    /// the bindings' `scale`): [`Policy::scaled`], but a policy with no `budget_scale` is
+    /// refused ([`ScaleError::Nothing`]), since the size the host was given would change
+    /// nothing. The one place this is decided, for every host.
+    pub fn scaled_to(&self, units: u64) -> Result<Policy, ScaleError> {
+        if self.budget_scale.is_none() {
+            return Err(ScaleError::Nothing);
+        }
+        self.scaled(units).map_err(ScaleError::Policy)
+    }
+
     /// The policy for a task of `units` (the files in scope, or any number the host passes):
     /// each budget of `budget_scale` becomes `base + per_unit × units`, capped at its `max`,
     /// and `budget_scale.units` records `units`. Pure and deterministic. A policy without

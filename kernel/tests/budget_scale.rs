@@ -1,7 +1,7 @@
 //! `policy.budget_scale`: budgets scaled to the task's size, within their hard bounds.
 
 use proptest::prelude::*;
-use terminus_kernel::{Policy, PolicyError, limits};
+use terminus_kernel::{Policy, PolicyError, ScaleError, limits};
 
 /// A policy that scales steps and model calls, from JSON as a host writes it.
 fn scaling(json: &str) -> Result<Policy, String> {
@@ -74,6 +74,19 @@ fn a_policy_without_a_scale_is_unchanged_and_keeps_its_json() {
     assert_eq!(policy.scaled(7), Ok(policy.clone()));
     let json = serde_json::to_string(&policy).expect("serializes");
     assert!(!json.contains("budget_scale"), "{json}");
+    // A host given a size refuses it: it would scale nothing (every host says so the same way).
+    assert_eq!(policy.scaled_to(7), Err(ScaleError::Nothing));
+    assert_eq!(
+        ScaleError::Nothing.to_string(),
+        "scales nothing: the policy has no budget_scale"
+    );
+    let scaling = scaling(STEPS).expect("valid");
+    assert_eq!(
+        scaling.scaled_to(3),
+        scaling.scaled(3).map_err(ScaleError::Policy)
+    );
+    let twice = scaling.scaled(2).expect("scales").scaled_to(3);
+    assert!(matches!(twice, Err(ScaleError::Policy(e)) if e.field == "budget_scale.units"));
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use terminus_kernel::ScaleError;
 use terminus_llm::LlmModel;
 use terminus_runtime::{
     LlmVerifier, Model, Run, RuntimeConfig, Setup, Store, Tokenizer, ToolSet, Verifier,
@@ -359,14 +360,10 @@ pub(crate) fn scaled(
     let Some((units, flag)) = units else {
         return Ok(policy.clone());
     };
-    if policy.budget_scale.is_none() {
-        return Err(CliError::Invalid(format!(
-            "{file}: {flag} scales nothing: the policy has no budget_scale"
-        )));
-    }
-    policy
-        .scaled(units)
-        .map_err(|e| CliError::Invalid(format!("{file}: {flag}: {e}")))
+    policy.scaled_to(units).map_err(|e| match e {
+        ScaleError::Nothing => CliError::Invalid(format!("{file}: {flag} {}", ScaleError::NOTHING)),
+        ScaleError::Policy(e) => CliError::Invalid(format!("{file}: {flag}: {e}")),
+    })
 }
 
 /// `terminus agent`: the report's exit code.

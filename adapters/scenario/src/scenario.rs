@@ -7,7 +7,7 @@ use crate::script::{ScriptedModel, ScriptedTool, ScriptedVerifier};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use terminus_kernel::{Policy, WRITE_TODOS};
+use terminus_kernel::{Policy, ScaleError, WRITE_TODOS};
 use terminus_runtime::{KillSwitch, Replayed, Resume, Run, Setup, ToolSet};
 
 /// A validated scenario: it parses, every script can be run, and the kernel accepts its policy.
@@ -289,13 +289,11 @@ fn validate_scale(file: &ScenarioFile) -> Result<(), ScenarioError> {
     let Some(units) = file.scale else {
         return Ok(());
     };
-    if file.policy.budget_scale.is_none() {
-        return Err(ScenarioError::at(
-            "$.scale",
-            "scales nothing: the policy has no budget_scale",
-        ));
+    match file.policy.scaled_to(units) {
+        Ok(_) => Ok(()),
+        Err(ScaleError::Nothing) => Err(ScenarioError::at("$.scale", ScaleError::NOTHING)),
+        Err(ScaleError::Policy(e)) => Err(policy_error(e)),
     }
-    file.policy.scaled(units).map(drop).map_err(policy_error)
 }
 
 fn validate(file: &ScenarioFile) -> Result<(), ScenarioError> {

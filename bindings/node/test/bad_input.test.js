@@ -275,7 +275,7 @@ test('framework adapters refuse a scale without a budget_scale, and a bad one, w
   const { runAgent } = require('terminus-kernel/ai');
   const { run } = require('terminus-kernel/openai-agents');
   const { Agent } = require('@openai/agents');
-  const unscaled = /^Error: scale: the policy has no budget_scale to scale by it$/;
+  const unscaled = /^Error: scale: scales nothing: the policy has no budget_scale$/;
   assert.throws(() => terminusMiddleware({ max_steps: 6 }, { scale: 3 }), unscaled);
   assert.throws(() => terminusMiddleware({}, { scale: -1 }), /^Error: scale: not a whole number of at least 0/);
   await assert.rejects(runAgent({ model: {}, prompt: 'x', policy: {}, scale: 2 }), unscaled);

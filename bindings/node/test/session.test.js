@@ -24,7 +24,8 @@ test('a tool turn and an answer through the session, across a snapshot', () => {
   assert.equal(Session.gate(turn, 'c1', 'ls', false).refuse.error, 'not_found');
   const again = Session.restore(session.snapshot());
   const step = again.results([reply, result], 0);
-  assert.deepEqual([step.jump, step.notice_to], ['model', 't1']);
+  // No notice came: none rides on the result (notice_to names a result only for notices).
+  assert.deepEqual([step.jump, step.notice_to, step.notices], ['model', undefined, undefined]);
   const end = again.reply(answer, ['ls'], 0);
   assert.equal(end.jump, 'end');
   assert.ok(again.ended);

@@ -31,7 +31,7 @@ use flate2::write::ZlibEncoder;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use terminus_kernel::{ModelErrorKind, Phase, Policy, Todo};
+use terminus_kernel::{ModelErrorKind, Phase, Policy, ScaleError, Todo};
 
 use super::Host;
 use super::messages::{self, Found, Reply};
@@ -44,13 +44,10 @@ pub fn scaled(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> 
     let Some(units) = scale else {
         return Ok(policy);
     };
-    if policy.budget_scale.is_none() {
-        return Err(InputError::at(
-            "scale",
-            "the policy has no budget_scale to scale by it",
-        ));
-    }
-    policy.scaled(units).map_err(InputError::from)
+    policy.scaled_to(units).map_err(|e| match e {
+        ScaleError::Nothing => InputError::at("scale", ScaleError::NOTHING),
+        ScaleError::Policy(e) => InputError::from(e),
+    })
 }
 
 /// From this size (bytes) on, [`Session::pack`] compresses the snapshot.
