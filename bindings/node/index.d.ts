@@ -332,4 +332,10 @@ export declare function runScenario(scenario: string | URL | { [key: string]: Js
  */
 export declare function providerErrorKind(status: number, text: string): ModelErrorKind;
 
+/**
+ * The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
+ * header values (seconds or an HTTP date), capped at 60 s; `undefined` when neither says one.
+ */
+export declare function retryAfterMs(retryAfterMs?: string | null, retryAfter?: string | null): number | undefined;
+
 export declare const version: string;

@@ -915,4 +915,17 @@ function providerErrorKind(status, text) {
   return native.providerErrorKind(status, String(text ?? ''));
 }
 
-module.exports = { Machine, Session, runScenario, providerErrorKind, version: require('./package.json').version };
+/**
+ * The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
+ * header values (seconds or an HTTP date), capped at 60 s, or `undefined` when neither says one:
+ * the parser every host shares (the command line's HTTP client and the Python binding read the
+ * same headers the same way). A value that is neither a string nor a finite number counts as
+ * absent.
+ */
+function retryAfterMs(retryAfterMsHeader, retryAfterHeader) {
+  const text = (v) => (typeof v === 'string' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : null);
+  const ms = native.retryAfterMs(text(retryAfterMsHeader), text(retryAfterHeader));
+  return ms ?? undefined;
+}
+
+module.exports = { Machine, Session, runScenario, providerErrorKind, retryAfterMs, version: require('./package.json').version };

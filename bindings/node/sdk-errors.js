@@ -2,19 +2,16 @@
 // How the framework adapters read a provider SDK's error (internal: not exported by the
 // package's "exports"): the delay the provider asked for, and the kernel's class.
 
-const { providerErrorKind } = require('./index.js');
+const { providerErrorKind, retryAfterMs: parseRetryAfter } = require('./index.js');
 
 /**
  * The delay a provider asked for in its headers (`retry-after-ms`, else `retry-after` in
- * seconds), in milliseconds, or `undefined`. `headers`: a `Headers` or a plain object.
+ * seconds or as an HTTP date), in milliseconds, or `undefined`, read by the parser every host
+ * shares. `headers`: a `Headers` or a plain object.
  */
 function retryAfterMs(headers) {
   const header = (name) => (headers == null ? undefined : typeof headers.get === 'function' ? headers.get(name) : headers[name]);
-  const ms = Number(header('retry-after-ms'));
-  const seconds = Number(header('retry-after'));
-  if (header('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) return Math.round(ms);
-  if (header('retry-after') != null && Number.isFinite(seconds) && seconds >= 0) return Math.round(seconds * 1000);
-  return undefined;
+  return parseRetryAfter(header('retry-after-ms'), header('retry-after'));
 }
 
 // The classes the kernel retries, which keep the delay the provider asked for.

@@ -4,7 +4,7 @@
 //! [`status_of_error_type`]); a transport failure (no status) is classed here; the delay a
 //! response asks for is read here.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use terminus_kernel::ModelErrorKind;
 use terminus_runtime::ModelFailure;
 use terminus_runtime::host::provider::cut;
@@ -54,33 +54,8 @@ fn describe(what: &str, info: &ErrorInfo) -> String {
     out
 }
 
-/// The delay a response asks for: `retry-after-ms` (OpenAI, milliseconds), else `Retry-After`
-/// in seconds or as an HTTP date (read against `now`), capped at `cap`.
-pub fn retry_after_ms(
-    retry_after_ms: Option<&str>,
-    retry_after: Option<&str>,
-    now: SystemTime,
-    cap: Duration,
-) -> Option<u64> {
-    let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
-    let ms = retry_after_ms
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| v.ceil() as u64)
-        .or_else(|| {
-            let v = retry_after?.trim();
-            if let Ok(secs) = v.parse::<f64>() {
-                return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).ceil() as u64);
-            }
-            let at = httpdate::parse_http_date(v).ok()?;
-            Some(
-                at.duration_since(now)
-                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-                    .unwrap_or(0),
-            )
-        })?;
-    Some(ms.min(cap_ms))
-}
+/// The delay a response asks for (the host core's one parser, which every binding calls too).
+pub use terminus_runtime::host::provider::retry_after_ms;
 
 /// A transport failure (no HTTP status): a timeout, a refused or reset connection, a body cut
 /// mid-way.
@@ -119,6 +94,7 @@ mod tests {
     //! One test per row of the table, with bodies in the providers' documented shapes.
     use super::*;
     use ModelErrorKind::*;
+    use std::time::SystemTime;
 
     fn kind(status: u16, body: &str) -> ModelErrorKind {
         http_failure(status, None, body.as_bytes()).kind

@@ -705,6 +705,20 @@ pub fn provider_error_kind(status: i64, text: String) -> Result<String> {
     }
 }
 
+/// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
+/// headers (seconds or an HTTP date), capped at 60 s; `null` when neither says one. The parser
+/// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).
+#[napi(catch_unwind)]
+pub fn retry_after_ms(retry_after_ms: Option<String>, retry_after: Option<String>) -> Option<i64> {
+    terminus_runtime::host::provider::retry_after_ms(
+        retry_after_ms.as_deref(),
+        retry_after.as_deref(),
+        std::time::SystemTime::now(),
+        terminus_runtime::host::provider::RETRY_AFTER_CAP,
+    )
+    .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
 /// Runs a scenario in process and returns its report as JSON text (that of `terminus run
 /// --json` without the execution id). `scenario` is a path, or with `inline` the scenario's JSON
 /// text. An invalid scenario is an `InvalidArg` error with the command line's message.

@@ -8,7 +8,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { providerErrorKind } = require('terminus-kernel');
+const { providerErrorKind, retryAfterMs } = require('terminus-kernel');
 const { modelErrorKind } = require('terminus-kernel/langchain');
 const { suite, providerError, throughEvery } = require('./host_suite.js');
 
@@ -47,6 +47,23 @@ test('every provider-error case of the host suite gets its class in every JavaSc
   assert.deepEqual(modelErrorKind(Object.assign(new Error('aborted'), { name: 'AbortError' })), { kind: 'timeout' });
   const limited = Object.assign(new Error('slow'), { statusCode: 429, responseHeaders: { 'retry-after-ms': '250' } });
   assert.deepEqual(modelErrorKind(limited), { kind: 'rate_limited', retry_after_ms: 250 });
+});
+
+test('retry-after is read by the parser every host shares', () => {
+  // Milliseconds rounded up, seconds, an HTTP date, the 60 s cap: as the command line reads them.
+  assert.equal(retryAfterMs('250.2', '9'), 251);
+  assert.equal(retryAfterMs(null, '0.5'), 500);
+  assert.equal(retryAfterMs(undefined, 3600), 60000);
+  assert.equal(retryAfterMs(null, 'soon'), undefined);
+  assert.equal(retryAfterMs(), undefined);
+  const in30s = new Date(Date.now() + 30000).toUTCString();
+  const delay = retryAfterMs(null, in30s);
+  assert.ok(delay >= 28000 && delay <= 30000, String(delay));
+  // Through an SDK's error: the date form was dropped before.
+  const limited = Object.assign(new Error('slow'), { statusCode: 429, responseHeaders: { 'retry-after': in30s } });
+  const read = modelErrorKind(limited);
+  assert.equal(read.kind, 'rate_limited');
+  assert.ok(read.retry_after_ms >= 28000 && read.retry_after_ms <= 30000, JSON.stringify(read));
 });
 
 test('a status that is not one is refused, naming it', () => {

@@ -784,6 +784,20 @@ fn provider_error_kind(status: i64, text: &str) -> PyResult<&'static str> {
     }
 }
 
+/// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
+/// headers (seconds or an HTTP date), capped at 60 s; `None` when neither says one. The parser
+/// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).
+#[pyfunction]
+#[pyo3(signature = (retry_after_ms=None, retry_after=None))]
+fn retry_after_ms(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<u64> {
+    terminus_runtime::host::provider::retry_after_ms(
+        retry_after_ms,
+        retry_after,
+        std::time::SystemTime::now(),
+        terminus_runtime::host::provider::RETRY_AFTER_CAP,
+    )
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -792,6 +806,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host::SessionCache>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -5,7 +5,9 @@ body as ``text``; the ``openai`` SDK's own ``APIStatusError`` for the OpenAI Age
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from typing import Any
 
 import httpx
@@ -13,7 +15,7 @@ import openai
 import pytest
 
 from conftest import REPO
-from terminus_kernel import provider_error_kind
+from terminus_kernel import provider_error_kind, retry_after_ms
 from terminus_kernel.langchain import model_error_kind
 from terminus_kernel.openai_agents import model_error_kind as agents_error_kind
 
@@ -66,6 +68,23 @@ def test_the_openai_sdks_errors_without_a_status_and_the_delay_asked_for() -> No
     error = openai.RateLimitError("Error code: 429", response=limited, body=None)
     assert agents_error_kind(error) == ("rate_limited", 2000)
     assert agents_error_kind(KeyError("a bug")) is None
+
+
+def test_retry_after_is_read_by_the_parser_every_host_shares() -> None:
+    # Milliseconds rounded up, seconds, an HTTP date, the 60 s cap: as the command line reads them.
+    assert retry_after_ms("250.2", "9") == 251
+    assert retry_after_ms(None, "0.5") == 500
+    assert retry_after_ms(None, "3600") == 60_000
+    assert retry_after_ms(None, "soon") is None
+    assert retry_after_ms() is None
+    in_30s = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 28_000 <= (retry_after_ms(None, in_30s) or 0) <= 30_000
+    # Through an SDK's error: the date form was dropped before.
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    limited = httpx.Response(429, text="{}", headers={"retry-after": in_30s}, request=request)
+    error = openai.RateLimitError("Error code: 429", response=limited, body=None)
+    kind, delay = agents_error_kind(error) or ("", None)
+    assert kind == "rate_limited" and 28_000 <= (delay or 0) <= 30_000
 
 
 @pytest.mark.parametrize("status", [42, 600, -1, 2**40])

@@ -198,3 +198,37 @@ pub fn cut(s: &str, max: usize) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+/// The cap the framework adapters put on a provider's delay: the command line's default
+/// (`max_retry_after`).
+pub const RETRY_AFTER_CAP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The delay a response asks for: `retry-after-ms` (OpenAI, milliseconds, rounded up), else
+/// `Retry-After` in seconds or as an HTTP date (read against `now`), capped at `cap`. The one
+/// reading of these headers: the command line's HTTP client and every framework adapter (the
+/// bindings' `retry_after_ms`) call it.
+pub fn retry_after_ms(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: std::time::SystemTime,
+    cap: std::time::Duration,
+) -> Option<u64> {
+    let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    let ms = retry_after_ms
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| v.ceil() as u64)
+        .or_else(|| {
+            let v = retry_after?.trim();
+            if let Ok(secs) = v.parse::<f64>() {
+                return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).ceil() as u64);
+            }
+            let at = httpdate::parse_http_date(v).ok()?;
+            Some(
+                at.duration_since(now)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    .unwrap_or(0),
+            )
+        })?;
+    Some(ms.min(cap_ms))
+}

@@ -9,6 +9,8 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   and returns the report ``terminus run --json`` prints, without the execution id.
 - :func:`provider_error_kind` -- the kernel's class of a provider failure from its HTTP status
   and the error's text: the table every host shares.
+- :func:`retry_after_ms` -- the delay a provider's ``retry-after-ms`` / ``retry-after`` headers
+  ask for (seconds or an HTTP date, capped at 60 s): the parser every host shares.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
 - ``terminus_kernel.agui`` -- ``agui_events(graph, input, thread_id=, run_id=)``: a LangChain
@@ -24,6 +26,12 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
 Every bad input raises :class:`ValueError` naming the field or JSON path at fault.
 """
 
-from terminus_kernel._native import Machine, __version__, provider_error_kind, run_scenario
+from terminus_kernel._native import (
+    Machine,
+    __version__,
+    provider_error_kind,
+    retry_after_ms,
+    run_scenario,
+)
 
-__all__ = ["Machine", "provider_error_kind", "run_scenario", "__version__"]
+__all__ = ["Machine", "provider_error_kind", "retry_after_ms", "run_scenario", "__version__"]

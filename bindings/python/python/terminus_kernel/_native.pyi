@@ -120,3 +120,8 @@ def provider_error_kind(status: int, text: str) -> str:
     """The kernel's class of a provider failure (``rate_limited``, ``server``, ``timeout``,
     ``auth``, ``bad_request``, ``context_overflow``) from its HTTP status and the error's text or
     body: the table every host shares. A status outside 100-599 raises ``ValueError``."""
+
+def retry_after_ms(retry_after_ms: str | None = None, retry_after: str | None = None) -> int | None:
+    """The delay a provider asked for, in milliseconds, from its ``retry-after-ms`` and
+    ``retry-after`` headers (seconds or an HTTP date), capped at 60 s; ``None`` when neither says
+    one: the parser every host shares."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from terminus_kernel import provider_error_kind
+from terminus_kernel import provider_error_kind, retry_after_ms
 
 # The classes the kernel retries, which keep the delay the provider asked for.
 _RETRIED = ("rate_limited", "server", "timeout")
@@ -56,16 +56,11 @@ def sdk_error_kind(error: BaseException) -> tuple[str, int | None] | None:
 
 
 def _retry_after_ms(response: Any) -> int | None:
-    """The ``retry-after-ms`` or ``retry-after`` (seconds) header of an HTTP response."""
+    """The delay the ``retry-after-ms`` or ``retry-after`` header of an HTTP response asks for
+    (seconds or an HTTP date), read by the parser every host shares."""
     headers = getattr(response, "headers", None)
     if headers is None or not hasattr(headers, "get"):
         return None
-    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0, int(float(value) * scale))
-        except (TypeError, ValueError):
-            return None  # an HTTP date: the kernel's own backoff decides
-    return None
+    values = [headers.get(name) for name in ("retry-after-ms", "retry-after")]
+    ms, seconds = (v if isinstance(v, str) else None for v in values)
+    return retry_after_ms(ms, seconds)
