@@ -105,10 +105,10 @@ function withNotice(output, notice) {
 async function runAgent(options) {
   const { model, tools = {}, system, prompt, messages: start, policy, scale, verify, abortSignal, generateTextOptions = {} } = options || {};
   if (!model) throw new Error('runAgent: `model` is required');
-  checkPolicy(policy, scale);
+  const checked = checkPolicy(policy, scale);
   const ai = sdk();
   const messages = start ? [...start] : [{ role: 'user', content: String(prompt ?? '') }];
-  let [session, step] = Session.start(policy ?? null, messages.filter((m) => m && m.role === 'user').slice(0, 1), Date.now(), scale);
+  let [session, step] = Session.start(checked, messages.filter((m) => m && m.role === 'user').slice(0, 1), Date.now());
   // The model sees every tool, none with `execute`: the SDK hands the calls back unrun.
   const declared = {};
   for (const [name, t] of Object.entries(tools)) {

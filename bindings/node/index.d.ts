@@ -286,6 +286,11 @@ export declare class Session {
    */
   static start(policy: Policy | null | undefined, messages: Json[], nowMs?: number | null, scale?: number | null): [Session, Step];
   /**
+   * `policy` checked and scaled once for `scale` units, as every run of a framework adapter takes
+   * it: what `start` refuses throws here, naming it.
+   */
+  static checkPolicy(policy: Policy | null | undefined, scale?: number | null): Policy;
+  /**
    * The model's reply (`offered`: the tools the call offered, names or tool objects as the
    * framework has them, each with its arguments' JSON Schema where the framework keeps it, which
    * types the values of a call written as text; `outputTools`: the framework's output tools, whose

@@ -782,6 +782,19 @@ const parsed = (text) => (text === null || text === undefined ? null : JSON.pars
  * `drop_reply`, `verify` (answer with `verdict`), `report`. Every bad input throws an `Error`
  * naming its path, and changes nothing.
  */
+/** A policy as the core reads it: JSON text, or `undefined` for the defaults. */
+function policyText(policy) {
+  return policy === undefined || policy === null ? undefined : jsonText('policy', policy);
+}
+
+/** A task's size in units, checked: `undefined` when none. */
+function scaleOf(scale) {
+  if (scale !== undefined && scale !== null && !(Number.isSafeInteger(scale) && scale >= 0)) {
+    throw inputError('scale', 'not a whole number of at least 0');
+  }
+  return scale ?? undefined;
+}
+
 class Session {
   constructor(native) {
     this._native = native;
@@ -793,12 +806,17 @@ class Session {
    * when given: `[session, firstStep]`.
    */
   static start(policy, messages, nowMs, scale) {
-    const text = policy === undefined || policy === null ? undefined : jsonText('policy', policy);
-    if (scale !== undefined && scale !== null && !(Number.isSafeInteger(scale) && scale >= 0)) {
-      throw inputError('scale', 'not a whole number of at least 0');
-    }
-    const session = new Session(native.NativeSession.start(text, messagesText(messages), nowOf(nowMs), scale ?? undefined));
+    const session = new Session(native.NativeSession.start(policyText(policy), messagesText(messages), nowOf(nowMs), scaleOf(scale)));
     return [session, JSON.parse(session._native.takeFirst())];
+  }
+
+  /**
+   * `policy` as every run of a framework adapter takes it, checked and scaled once for `scale`
+   * units (an object): what `start` refuses (a bad field, `auto_checkpoints`, a bad scale) throws
+   * here, naming it, when the adapter is built, and no run scales it again.
+   */
+  static checkPolicy(policy, scale) {
+    return JSON.parse(native.NativeSession.checkPolicy(policyText(policy), scaleOf(scale)));
   }
 
   /**

@@ -49,7 +49,7 @@ function terminusMiddleware(policy, options = {}) {
   }
   const { langchain, messages: msgs, langgraph, zod, toJsonSchema } = peers();
   const thePolicy = { ...(policy || {}) };
-  checkPolicy(thePolicy, options.scale); // a bad field or scale throws here
+  const checked = checkPolicy(thePolicy, options.scale); // a bad field or scale throws here
   const { verifier } = options;
   const handleModelErrors = options.handleModelErrors !== false;
   const isAI = (m) => msgs.AIMessage.isInstance(m);
@@ -134,7 +134,7 @@ function terminusMiddleware(policy, options = {}) {
       const turn = state[TURN_KEY];
       if (typeof state[MACHINE_KEY] === 'string' && turn && !turn.ended) return undefined; // a live run goes on
       const first = (state.messages || []).find((m) => msgs.HumanMessage.isInstance(m));
-      const [session] = Session.start(thePolicy, first ? [first] : [], Date.now(), options.scale);
+      const [session] = Session.start(checked, first ? [first] : [], Date.now());
       return { ...update(session, []), [REPORT_KEY]: null };
     },
 

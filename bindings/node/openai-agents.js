@@ -326,10 +326,10 @@ async function run(agent, input, options = {}) {
   if (agent.outputType !== undefined && agent.outputType !== 'text') {
     throw new Error('agent.outputType: only text output is supported by terminus-kernel/openai-agents');
   }
-  checkPolicy(policy, scale);
+  const checked = checkPolicy(policy, scale);
   sdkNamed(policy, agent.tools);
   const task = typeof input === 'string' ? [{ role: 'user', content: input }] : input.filter((i) => i && i.role === 'user').slice(0, 1);
-  const kernel = new KernelRun(...Session.start(policy ?? null, task, Date.now(), scale), verify);
+  const kernel = new KernelRun(...Session.start(checked, task, Date.now()), verify);
 
   let inner = runner.config.model ?? agent.model;
   if (!inner || typeof inner === 'string') inner = await runner.config.modelProvider.getModel(inner || undefined);

@@ -512,3 +512,35 @@ fn a_notice_with_no_tool_result_is_a_message_and_one_after_results_rides_on_the_
         "{step:?}"
     );
 }
+
+/// An adapter checks and scales its policy once (`host::checked`), and refuses there what
+/// `Session::start` would refuse.
+#[test]
+fn a_policy_is_checked_and_scaled_once_for_every_run() {
+    let scaling = policy(
+        r#"{"max_steps": 2, "budget_scale": {"per_unit": {"max_steps": 3}, "max": {"max_steps": 50}}}"#,
+    );
+    let checked = terminus_runtime::host::checked(scaling.clone(), Some(4)).expect("valid");
+    assert_eq!(checked.max_steps, 14);
+    let (s, _) = Session::start(checked.clone(), &task(), 0).expect("start");
+    assert_eq!(s.host().machine().policy(), &checked, "not scaled again");
+    let refused = |p: Policy, scale| {
+        terminus_runtime::host::checked(p, scale)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let auto = refused(policy(r#"{"auto_checkpoints": 1}"#), None);
+    assert!(
+        auto.as_ref()
+            .is_err_and(|e| e.contains("policy.auto_checkpoints")),
+        "{auto:?}"
+    );
+    let nothing = refused(policy("{}"), Some(3));
+    assert!(
+        nothing
+            .as_ref()
+            .is_err_and(|e| e.contains("scale: scales nothing")),
+        "{nothing:?}"
+    );
+    assert!(refused(scaling, Some(0)).is_ok());
+}

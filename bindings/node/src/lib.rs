@@ -845,6 +845,17 @@ impl NativeSession {
         })
     }
 
+    /// `policy` (JSON text, or absent for the defaults) as every run of a framework adapter
+    /// takes it, checked and scaled once for `scale` units: JSON text. What `start` refuses (a
+    /// bad field, `auto_checkpoints`, a bad scale) is an `InvalidArg` error naming it here.
+    #[napi(catch_unwind)]
+    pub fn check_policy(policy: Option<String>, scale: Option<i64>) -> Result<String> {
+        let policy = policy_of(policy, None, "scale")?;
+        let policy =
+            terminus_runtime::host::checked(policy, units_of(scale, "scale")?).map_err(input)?;
+        serde_json::to_string(&policy).map_err(|e| invalid(format!("policy: {e}")))
+    }
+
     /// The first step of a session `start` made (JSON text), once; then null.
     #[napi(catch_unwind)]
     pub fn take_first(&mut self) -> Option<String> {

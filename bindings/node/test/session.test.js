@@ -120,3 +120,16 @@ test('a tool schema is read where each framework keeps it, and types a written c
   assert.throws(() => session.reply(glm, [3]), /offered\[0\]: not a tool or a name/);
   assert.throws(() => session.reply(glm, 'count'), /offered: not an array of tools or names/);
 });
+
+test('a policy is checked and scaled once, as every run of an adapter takes it', () => {
+  const policy = { max_steps: 2, budget_scale: { per_unit: { max_steps: 3 }, max: { max_steps: 50 } } };
+  const checked = Session.checkPolicy(policy, 4);
+  assert.deepEqual([checked.max_steps, checked.budget_scale.units], [14, 4]);
+  // Started from it with no scale, a run keeps those budgets (it is not scaled again).
+  const [session] = Session.start(checked, [human], 0);
+  assert.equal(session.turn().started_ms, 0);
+  assert.throws(() => Session.checkPolicy({ max_stpes: 1 }), /policy\.max_stpes: unknown field/);
+  assert.throws(() => Session.checkPolicy({ auto_checkpoints: 1 }), /policy\.auto_checkpoints: a framework host/);
+  assert.throws(() => Session.checkPolicy({}, 3), /scale: scales nothing: the policy has no budget_scale/);
+  assert.throws(() => Session.checkPolicy(checked, 5), /scaled for 4 units already, not 5/);
+});

@@ -540,6 +540,21 @@ impl Session {
         Ok((Session { core }, to_py(py, &step)?))
     }
 
+    /// `policy` as every run of a framework adapter takes it, checked and scaled once for
+    /// `scale` units (a dict): what `start` refuses (a bad field, `auto_checkpoints`, a bad
+    /// scale) raises `ValueError` naming it here, when the adapter is built.
+    #[staticmethod]
+    #[pyo3(signature = (policy, scale = None))]
+    fn check_policy(
+        py: Python<'_>,
+        policy: Option<&Bound<'_, PyAny>>,
+        scale: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let policy = policy_of(policy)?;
+        let policy = terminus_runtime::host::checked(policy, units(scale)?).map_err(value_error)?;
+        to_py(py, &policy)
+    }
+
     /// The model's reply (a dict, a list of items, or a LangChain message; `offered`: the tools
     /// the call offered, as names, tool dicts or tool objects, each with its arguments' schema
     /// where its framework keeps it, which types a call written as text; `output_tools`: the names of the

@@ -37,7 +37,9 @@ mod session;
 mod wire;
 
 pub use drive::{Host, JOURNAL_STEPS};
-pub use session::{Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, scaled};
+pub use session::{
+    Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, checked, scaled,
+};
 pub use wire::{
     CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, Offered, RefusedOut,
     ResultIn, TurnIn, VerdictIn, WarningOut, policy_from_json, verdict_of,

@@ -50,6 +50,29 @@ pub fn scaled(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> 
     })
 }
 
+/// `policy` as every run of a framework adapter takes it, checked and scaled once, when the
+/// adapter is built (so a bad field fails there, not mid-run, and no run scales it again): scaled
+/// for `scale` units ([`scaled`]), valid, and without `auto_checkpoints` (a framework host does
+/// not write checkpoints). What [`Session::start`] refuses, this refuses the same way.
+pub fn checked(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> {
+    let policy = scaled(policy, scale)?;
+    policy.validate()?;
+    refuse_auto_checkpoints(&policy)?;
+    Ok(policy)
+}
+
+/// A framework host does not write the checkpoint (it would have to ask its model for a
+/// summary): `policy.auto_checkpoints` is refused at the start, not at the first checkpoint.
+fn refuse_auto_checkpoints(policy: &Policy) -> Result<(), InputError> {
+    if policy.auto_checkpoints > 0 {
+        return Err(InputError::at(
+            "policy.auto_checkpoints",
+            "a framework host does not write checkpoints for the agent; leave it 0",
+        ));
+    }
+    Ok(())
+}
+
 /// From this size (bytes) on, [`Session::pack`] compresses the snapshot.
 pub const PACK_AT: usize = 1024;
 
@@ -242,14 +265,7 @@ impl Session {
         messages: &[Value],
         now_ms: u64,
     ) -> Result<(Session, Step), InputError> {
-        if policy.auto_checkpoints > 0 {
-            // Refused here, not at the first checkpoint mid-run: a framework host does not
-            // write the checkpoint (it would have to ask its model for a summary).
-            return Err(InputError::at(
-                "policy.auto_checkpoints",
-                "a framework host does not write checkpoints for the agent; leave it 0",
-            ));
-        }
+        refuse_auto_checkpoints(&policy)?;
         let deadline = policy.deadline_ms.is_some();
         let host = Host::new(policy, messages::task_of(messages), None)?;
         let mut session = Session {

@@ -15,13 +15,13 @@ Verifier = Callable[[str], bool | tuple[bool, str]]
 def checked(policy: Mapping[str, Any], scale: Any = None) -> dict[str, Any]:
     """``policy`` as the host core takes it, checked now (a bad field fails here, not mid-run) and
     scaled once for a task of ``scale`` units (its ``budget_scale``, as ``terminus run --scale``
-    scales it). The core (``Session.start``) refuses, with a ``ValueError`` naming it, an unknown
+    scales it), by the host core (``Session.check_policy``), which refuses what ``Session.start``
+    refuses, with a ``ValueError`` naming it: an unknown
     or ill-typed field, ``policy.auto_checkpoints`` (a checkpoint written for the agent needs the
     host to ask its model for a summary; ``terminus agent`` and a host driving ``Machine`` itself
     answer the ``checkpoint`` command), a bad ``scale``, and a ``scale`` without a
     ``budget_scale`` (it would change nothing)."""
-    session, _ = Session.start(dict(policy), [], 0, scale)
-    return dict(session.machine().policy)
+    return dict(Session.check_policy(dict(policy), scale))
 
 
 def verified(session: Any, verifier: Verifier | None, step: dict[str, Any] | None) -> Any:
