@@ -102,6 +102,13 @@ impl Key {
     pub const fn rerun(checkpoint: u32, calls: u32, j: u32) -> Key {
         Key::new(checkpoint, Self::FIRST_CALL + 4 * calls + j)
     }
+
+    /// The key of the job executed call `j` of `calls` started ([`Entry::Started`]): a call that
+    /// starts a job outliving the process (an MCP task) journals its handle here, after its
+    /// intent and before it waits, so a resume waits for that job instead of starting another.
+    pub const fn started(checkpoint: u32, calls: u32, j: u32) -> Key {
+        Key::new(checkpoint, Self::FIRST_CALL + 5 * calls + j)
+    }
 }
 
 impl fmt::Display for Key {
@@ -232,6 +239,15 @@ pub enum Entry {
         /// The summary of the findings so far.
         text: String,
     },
+    /// The job a running call started (an MCP task), written once the tool has its handle and
+    /// before it waits for it ([`Key::started`]): a resume finds the call
+    /// [`CallState::Started`] and waits for this job, never calling the tool again.
+    Started {
+        /// The call's id.
+        call_id: crate::name::CallId,
+        /// The job's handle, as the tool gave it (for an MCP task: its server and task id).
+        job: Value,
+    },
     /// The end of the run.
     Stop(Stop),
     /// Budgets raised after a budget stop (`terminus resume --raise`): the event of the step
@@ -298,6 +314,7 @@ impl Entry {
             Entry::Held { .. } => "held",
             Entry::Decided { .. } => "decided",
             Entry::Checkpoint { .. } => "checkpoint",
+            Entry::Started { .. } => "started",
             Entry::Stop(_) => "stop",
             Entry::Raised { .. } => "raised",
         }
@@ -480,6 +497,15 @@ pub enum CallState {
     InDoubt {
         /// Whether the tool said running twice is harmless.
         idempotent: bool,
+    },
+    /// An intent and the job the call started ([`Entry::Started`]), no result: the job may
+    /// still run. A resume waits for it; the call is not made again.
+    Started {
+        /// Whether the tool said running twice is harmless (what a job its server no longer
+        /// knows falls back on: the in-doubt rule).
+        idempotent: bool,
+        /// The job's handle, as journaled.
+        job: Value,
     },
     /// The result is journaled: never run it again.
     Done(ToolResult),
@@ -664,7 +690,9 @@ impl Replay {
                     // not started.
                     let state = &mut self.calls[j as usize];
                     match state {
-                        CallState::InDoubt { .. } => *state = CallState::NotStarted,
+                        CallState::InDoubt { .. } | CallState::Started { .. } => {
+                            *state = CallState::NotStarted;
+                        }
                         CallState::Done(_) => {}
                         CallState::NotStarted => {
                             return Err(diverged("a call held after it ran has no intent".into()));
@@ -693,6 +721,32 @@ impl Replay {
                     *n = n.saturating_sub(1);
                 }
                 held.decision = Some(decision);
+            }
+            Entry::Started { call_id, job } => {
+                let k = self.calls.len() as u32;
+                let j = key
+                    .index
+                    .checked_sub(Key::FIRST_CALL + 5 * k)
+                    .ok_or_else(|| diverged("job key out of range".into()))?;
+                let slot = self
+                    .calls
+                    .get_mut(j as usize)
+                    .ok_or_else(|| diverged(format!("a job of `{call_id}`, not scheduled")))?;
+                match slot {
+                    CallState::InDoubt { idempotent } | CallState::Started { idempotent, .. } => {
+                        *slot = CallState::Started {
+                            idempotent: *idempotent,
+                            job,
+                        };
+                    }
+                    // Its result sorts first: the job is over.
+                    CallState::Done(_) => {}
+                    CallState::NotStarted => {
+                        return Err(diverged(format!(
+                            "a job of `{call_id}`, which has no intent"
+                        )));
+                    }
+                }
             }
             Entry::Nudge(_) | Entry::Notice(_) | Entry::Stop(_) => {}
             Entry::Checkpoint { .. } => {
@@ -1138,7 +1192,15 @@ mod tests {
     fn intent_and_result_keys_do_not_collide() {
         let calls = 3;
         let mut keys: Vec<Key> = (0..calls).map(|j| Key::intent(5, j)).collect();
-        keys.extend((0..calls).map(|j| Key::result(5, calls, j)));
+        for slot in [
+            Key::result,
+            Key::held,
+            Key::decision,
+            Key::rerun,
+            Key::started,
+        ] {
+            keys.extend((0..calls).map(|j| slot(5, calls, j)));
+        }
         keys.extend([
             Key::event(5),
             Key::transition(5),
@@ -1148,5 +1210,67 @@ mod tests {
         ]);
         let unique: std::collections::BTreeSet<_> = keys.iter().collect();
         assert_eq!(unique.len(), keys.len());
+    }
+
+    #[test]
+    fn a_started_job_replays_as_started_until_its_result() {
+        let (mut records, ask) = asked_turn();
+        let job = serde_json::json!({"mcp_task": {"server": "builds", "task_id": "t-1"}});
+        let started = Record {
+            key: Key::started(1, 2, 1),
+            entry: Entry::Started {
+                call_id: ask.id.clone(),
+                job: job.clone(),
+            },
+        };
+        records.push(started.clone());
+        let waiting = recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            waiting.calls[1],
+            CallState::Started {
+                idempotent: false,
+                job: job.clone()
+            },
+            "the job is waited for, not started again"
+        );
+        // Its result, journaled before the crash, ends the wait (it sorts before the job).
+        let result = ToolResult {
+            call_id: ask.id.clone(),
+            name: ask.name.clone(),
+            outcome: crate::event::ToolOutcome::Ok(Json::from(serde_json::json!("built"))),
+        };
+        let mut done = records.clone();
+        done.insert(
+            done.len() - 1,
+            Record {
+                key: Key::result(1, 2, 1),
+                entry: Entry::ToolResult(result.clone()),
+            },
+        );
+        let finished = recover(Policy::default(), done).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(finished.calls[1], CallState::Done(result));
+        // A job for a call never started, or not in the batch, is a divergence naming the call.
+        let (mut bare, _) = asked_turn();
+        bare.retain(|r| r.key != Key::intent(1, 1));
+        bare.push(started);
+        let e = recover(Policy::default(), bare)
+            .map(|_| ())
+            .expect_err("a job with no intent diverges");
+        assert!(e.to_string().contains("which has no intent"), "{e}");
+        let (mut beyond, _) = asked_turn();
+        beyond.push(Record {
+            key: Key::started(1, 2, 2),
+            entry: Entry::Started {
+                call_id: "nope".into(),
+                job,
+            },
+        });
+        let e = recover(Policy::default(), beyond)
+            .map(|_| ())
+            .expect_err("a job of no call diverges");
+        assert!(
+            e.to_string().contains("a job of `nope`, not scheduled"),
+            "{e}"
+        );
     }
 }

@@ -52,6 +52,7 @@ mod error;
 pub mod explain;
 mod fault;
 pub mod host;
+pub mod jobs;
 pub mod journal;
 pub mod json_path;
 mod kill;
@@ -77,7 +78,9 @@ pub use crate::context::{
     SystemCut, Tokenizer,
 };
 pub use crate::conversation::{budget_warning_text, refusal_text};
-pub use crate::driver::{Adapters, Replayed, Resume, Run, Setup, in_doubt_outcome};
+pub use crate::driver::{
+    Adapters, Replayed, Resume, Run, Setup, in_doubt_outcome, lost_job_outcome,
+};
 pub use crate::error::RunError;
 pub use crate::fault::{Fault, FaultKind};
 pub use crate::journal::{

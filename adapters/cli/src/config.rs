@@ -8,9 +8,14 @@ use terminus_kernel::Policy;
 use terminus_llm::{ApiKey, LlmConfig, Provider};
 use terminus_scenario::ContextSpec;
 use terminus_tools::{
-    Elicitation, IdentityProvider, McpAuth, McpConfig, McpGrant, McpProtocol, McpTransport,
+    Elicitation, IdentityProvider, McpAuth, McpConfig, McpGrant, McpProtocol, McpTransport, Poll,
     PrivateKey, SigningAlgorithm,
 };
+
+/// `[[mcp]] poll.NAME.every_ms` when not given.
+const POLL_EVERY_MS: u64 = 1000;
+/// `[[mcp]] poll.NAME.max_wait_ms` when not given.
+const POLL_MAX_WAIT_MS: u64 = 60_000;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -89,6 +94,10 @@ pub(crate) struct McpSection {
     /// Tools called as MCP tasks: the client waits for each, within `tool_timeout_ms`.
     #[serde(default)]
     pub(crate) tasks: Vec<String>,
+    /// Tools the client calls again while their result says "not ready" (`poll.NAME = {
+    /// not_ready, every_ms, max_wait_ms }`): the model makes one call.
+    #[serde(default)]
+    pub(crate) poll: std::collections::BTreeMap<String, PollSection>,
     /// OAuth for an HTTP server (`auth = { ... }`).
     pub(crate) auth: Option<McpAuthSection>,
     /// How elicitation requests are answered: `"decline"` (default), `"defaults"` or
@@ -96,6 +105,18 @@ pub(crate) struct McpSection {
     pub(crate) elicitation: Option<String>,
     /// The protocol revision the session speaks: `"2025-11-25"` (default) or `"2026-07-28"`.
     pub(crate) protocol: Option<String>,
+}
+
+/// `[[mcp]] poll.NAME = { ... }`: how the client waits on a status tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PollSection {
+    /// A result holding this text (compared without case) is not ready.
+    pub(crate) not_ready: String,
+    /// The pause between two calls, in milliseconds (default 1000).
+    pub(crate) every_ms: Option<u64>,
+    /// The longest wait in all, in milliseconds (default 60000).
+    pub(crate) max_wait_ms: Option<u64>,
 }
 
 /// `[[mcp]] auth = { ... }`: OAuth 2.1 for a streamable-HTTP server. The secret is named by
@@ -495,6 +516,27 @@ impl AgentConfig {
                      or \"person\""
                 ));
             }
+            for (tool, poll) in &server.poll {
+                let at = format!("{at}: poll.{tool}");
+                if poll.not_ready.trim().is_empty() {
+                    return Err(format!("{at}.not_ready is empty: every result would wait"));
+                }
+                if poll.every_ms == Some(0) {
+                    return Err(format!("{at}.every_ms must be at least 1"));
+                }
+                let every = poll.every_ms.unwrap_or(POLL_EVERY_MS);
+                if poll.max_wait_ms.unwrap_or(POLL_MAX_WAIT_MS) < every {
+                    return Err(format!(
+                        "{at}.max_wait_ms must be at least every_ms ({every}): no second call \
+                         would be made"
+                    ));
+                }
+                if server.tasks.contains(tool) {
+                    return Err(format!(
+                        "{at}: a task is waited for by the protocol already (it is in tasks)"
+                    ));
+                }
+            }
             // A person's answer re-runs the call, and a task re-run is a second task.
             if !server.tasks.is_empty() && server.elicitation.as_deref() == Some("person") {
                 return Err(format!(
@@ -578,6 +620,20 @@ impl AgentConfig {
                 config.deferred.clone_from(&s.deferred);
                 config.tools.clone_from(&s.tools);
                 config.tasks.clone_from(&s.tasks);
+                config.poll = s
+                    .poll
+                    .iter()
+                    .map(|(tool, p)| {
+                        let wait = Poll {
+                            not_ready: p.not_ready.clone(),
+                            every: Duration::from_millis(p.every_ms.unwrap_or(POLL_EVERY_MS)),
+                            max_wait: Duration::from_millis(
+                                p.max_wait_ms.unwrap_or(POLL_MAX_WAIT_MS),
+                            ),
+                        };
+                        (tool.clone(), wait)
+                    })
+                    .collect();
                 config.elicitation = match s.elicitation.as_deref() {
                     Some("defaults") => Elicitation::Defaults,
                     Some("person") => Elicitation::Person,
@@ -765,6 +821,41 @@ kind = "rules"
                     "tool_timeout_ms = 60000\ntasks = [\"\"]",
                 ),
                 "`fs`: tasks[0] is empty",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\npoll = { status = { not_ready = \" \" } }",
+                ),
+                "`fs`: poll.status.not_ready is empty",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\npoll = { status = { not_ready = \"wait\", every_ms = 0 } }",
+                ),
+                "`fs`: poll.status.every_ms must be at least 1",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\npoll = { status = { not_ready = \"wait\", every_ms = 500, max_wait_ms = 100 } }",
+                ),
+                "`fs`: poll.status.max_wait_ms must be at least every_ms (500)",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\ntasks = [\"status\"]\npoll = { status = { not_ready = \"wait\" } }",
+                ),
+                "`fs`: poll.status: a task is waited for by the protocol already",
+            ),
+            (
+                GOOD.replace(
+                    "tool_timeout_ms = 60000",
+                    "tool_timeout_ms = 60000\npoll = { status = { not_ready = \"wait\", every = 1 } }",
+                ),
+                "unknown field `every`",
             ),
             (format!("{GOOD}\nextra = 1\n"), "unknown field `extra`"),
             (

@@ -132,6 +132,7 @@ impl Recorder {
             *lock(&recorder.verdicts) = Some(Vec::new());
         }
         let mut slots: BTreeMap<&str, (String, usize)> = BTreeMap::new();
+        let mut jobs: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
         for entry in entries {
             match entry {
                 Entry::Assistant(turn) => lock(&recorder.turns).push(turn_spec(turn)),
@@ -158,6 +159,9 @@ impl Recorder {
                         recorder.fill(&slots, result);
                     }
                 }
+                Entry::Started { call_id, job } => {
+                    jobs.insert(call_id.as_str(), job);
+                }
                 Entry::Verdict(v) => {
                     if let Some(verdicts) = lock(&recorder.verdicts).as_mut() {
                         verdicts.push(VerdictSpec {
@@ -167,6 +171,15 @@ impl Recorder {
                     }
                 }
                 _ => {}
+            }
+        }
+        // The job each call started goes with its result (its key sorts after the result's).
+        for (call_id, job) in jobs {
+            if let Some((name, slot)) = slots.get(call_id)
+                && let Some(log) = lock(&recorder.tools).get_mut(name)
+                && let Some(Some(cell)) = log.results.get_mut(*slot)
+            {
+                cell.job = Some(job.clone());
             }
         }
         recorder
@@ -305,7 +318,10 @@ impl Layer for Recorder {
                         && let Some(log) = lock(&self.tools).get_mut(name)
                         && let Some(cell) = log.results.get_mut(slot)
                     {
-                        *cell = Some(result_spec(outcome));
+                        *cell = Some(ResultSpec {
+                            job: terminus_runtime::jobs::current(),
+                            ..result_spec(outcome)
+                        });
                     }
                     answer
                 })
@@ -366,6 +382,8 @@ impl Drop for DroppedCall<'_> {
         {
             *cell = Some(ResultSpec {
                 cancelled: Some(true),
+                // Dropped inside the call's scope: the job it started, if any.
+                job: terminus_runtime::jobs::current(),
                 ..ResultSpec::default()
             });
         }

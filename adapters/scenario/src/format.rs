@@ -395,6 +395,10 @@ pub struct ResultSpec {
     /// here, so the run ends `cancelled` at the same step. Nothing else goes with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<bool>,
+    /// The job the call started and waited for (an MCP task's handle, as a recording keeps it):
+    /// the replay journals it as the live run did, before it answers (or is cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Value>,
 }
 
 /// A field that is present is `Some`, even when its value is `null`.

@@ -283,8 +283,9 @@ impl ScriptedTool {
         }
     }
 
-    /// The next result: its number, its outcome (none for a `cancelled` one) and its delay.
-    fn next(&self) -> Result<(usize, Option<ToolOutcome>, u64), Fault> {
+    /// The next result: its number, its outcome (none for a `cancelled` one), its delay and the
+    /// job its call started.
+    fn next(&self) -> Result<(usize, Option<ToolOutcome>, u64, Option<Value>), Fault> {
         let (number, spec) = self.results.next().map_err(|n| {
             Fault::invalid_input(format!(
                 "tool `{}` script exhausted after {} (repeat: \"none\")",
@@ -293,7 +294,7 @@ impl ScriptedTool {
             ))
         })?;
         if spec.cancelled == Some(true) {
-            return Ok((number, None, 0));
+            return Ok((number, None, 0, spec.job));
         }
         let outcome = match (spec.ok, spec.error) {
             (_, Some(kind)) => ToolOutcome::Error {
@@ -319,7 +320,7 @@ impl ScriptedTool {
             // Validation rejects a result with neither; answer like an empty success.
             (None, None) => ToolOutcome::ok(Value::Null),
         };
-        Ok((number, Some(outcome), spec.delay_ms.unwrap_or(0)))
+        Ok((number, Some(outcome), spec.delay_ms.unwrap_or(0), spec.job))
     }
 }
 
@@ -372,9 +373,13 @@ impl Tool for ScriptedTool {
     {
         let next = self.next();
         Box::pin(async move {
-            let (number, outcome, delay_ms) = next?;
+            let (number, outcome, delay_ms, job) = next?;
             if let Some(path) = &self.log {
                 append_line(path, &format!("{} {number}\n", self.name), "tool log")?;
+            }
+            if let Some(job) = job {
+                // As the live call did: its job journaled before it waited.
+                terminus_runtime::jobs::started(job).await;
             }
             let Some(outcome) = outcome else {
                 return self.cancel(number).await;

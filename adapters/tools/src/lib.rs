@@ -45,7 +45,7 @@ mod native;
 pub use crate::content::{render, text_of};
 pub use crate::mcp::{
     Elicitation, McpConfig, McpError, McpProtocol, McpServer, McpTool, McpTools, McpTransport,
-    complete_login,
+    Poll, complete_login,
 };
 pub use crate::mcp_auth::{
     AuthStep, IdentityProvider, McpAuth, McpGrant, PrivateKey, SigningAlgorithm,

@@ -83,6 +83,38 @@ pub struct McpConfig {
     /// the tool's timeout. rmcp does not read a tool's `execution.taskSupport`, so the config
     /// says which.
     pub tasks: Vec<String>,
+    /// Tools (as the server names them) the client calls again while their result says the job
+    /// they report on is not ready ([`Poll`]): the model makes one call and gets one result.
+    pub poll: BTreeMap<String, Poll>,
+}
+
+/// How the client waits on a tool that reports a job's status (`[[mcp]] poll`): it calls the
+/// tool again, with the same arguments, every `every` while a successful result contains
+/// `not_ready` (compared without case), for at most `max_wait`; the model sees the first result
+/// that is ready (or a failure), as the call's one result. A job still not ready after
+/// `max_wait` is a `timeout` naming the calls made and the last result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Poll {
+    /// The text of a result that means "not ready yet".
+    pub not_ready: String,
+    /// The pause between two calls.
+    pub every: Duration,
+    /// The longest the client waits in all.
+    pub max_wait: Duration,
+}
+
+impl Poll {
+    /// Whether `outcome` says the job is not ready: a success whose text holds `not_ready`.
+    fn waits(&self, outcome: &ToolOutcome) -> bool {
+        let ToolOutcome::Ok(value) = outcome else {
+            return false;
+        };
+        let text = match value.value() {
+            Value::String(s) => s.to_lowercase(),
+            other => other.to_string().to_lowercase(),
+        };
+        text.contains(&self.not_ready.to_lowercase())
+    }
 }
 
 /// The protocol revision a session speaks: rmcp 3.11 has both.
@@ -164,6 +196,7 @@ impl McpConfig {
             elicitation: Elicitation::Decline,
             protocol: McpProtocol::Initialize,
             tasks: Vec::new(),
+            poll: BTreeMap::new(),
         }
     }
 }
@@ -189,9 +222,10 @@ pub enum McpError {
         #[source]
         source: std::io::Error,
     },
-    /// `approval`, `deferred`, `tools` or `tasks` names a tool the server does not offer.
+    /// `approval`, `deferred`, `tools`, `tasks` or `poll` names a tool the server does not
+    /// offer.
     #[error(
-        "[[mcp]] `{server}`: approval/deferred/tools/tasks names `{tool}`, which the server does not offer (it offers: {})",
+        "[[mcp]] `{server}`: approval/deferred/tools/tasks/poll names `{tool}`, which the server does not offer (it offers: {})",
         offered.join(", ")
     )]
     UnknownHeld {
@@ -453,6 +487,9 @@ pub struct McpServer {
     asking: Arc<Mutex<Asking>>,
     /// Held by the call in flight of an [`Elicitation::Person`] server: one at a time.
     one_call: tokio::sync::Mutex<()>,
+    /// The `tasks/cancel` of task waits that were dropped, to finish before the connection
+    /// closes.
+    cancels: crate::mcp_task::Cancels,
 }
 
 struct State {
@@ -498,6 +535,7 @@ impl McpServer {
             list_changes,
             asking,
             one_call: tokio::sync::Mutex::new(()),
+            cancels: crate::mcp_task::Cancels::default(),
             config,
             auth,
             state: tokio::sync::Mutex::new(State {
@@ -604,13 +642,48 @@ impl McpServer {
     }
 
     async fn call_once(&self, name: &str, arguments: Value) -> ToolOutcome {
+        match self.config.poll.get(name) {
+            Some(poll) => self.call_until_ready(name, arguments, poll).await,
+            None => self.call_plain(name, arguments).await,
+        }
+    }
+
+    /// Calls tool `name` again while its result says not ready ([`Poll`]).
+    async fn call_until_ready(&self, name: &str, arguments: Value, poll: &Poll) -> ToolOutcome {
+        let started = tokio::time::Instant::now();
+        let mut calls = 0u32;
+        loop {
+            let outcome = self.call_plain(name, arguments.clone()).await;
+            calls += 1;
+            if !poll.waits(&outcome) {
+                return outcome;
+            }
+            if started.elapsed() + poll.every > poll.max_wait {
+                let last = terminus_runtime::render_outcome(&outcome);
+                return error(
+                    ToolErrorKind::Timeout,
+                    format!(
+                        "still not ready after {calls} calls of `{name}` over {} ms (the client \
+                         waited at most {} ms); its last result: {last}",
+                        started.elapsed().as_millis(),
+                        poll.max_wait.as_millis()
+                    ),
+                );
+            }
+            tokio::time::sleep(poll.every).await;
+        }
+    }
+
+    async fn call_plain(&self, name: &str, arguments: Value) -> ToolOutcome {
         let (client, generation) = match self.peer().await {
             Ok(p) => p,
             Err(why) => return error(ToolErrorKind::NotFound, why),
         };
         let limit = self.config.tool_timeout;
         if self.config.tasks.iter().any(|t| t == name) {
-            return crate::mcp_task::call(client.peer(), name, arguments, limit).await;
+            let (peer, server) = (client.peer(), &self.config.name);
+            return crate::mcp_task::call(peer, server, &self.cancels, name, arguments, limit)
+                .await;
         }
         let mut params = CallToolRequestParams::new(name.to_owned());
         if let Value::Object(map) = arguments {
@@ -709,6 +782,8 @@ impl McpServer {
 
     /// Ends the session and stops a child server.
     pub async fn shutdown(&self) {
+        // A task whose wait was dropped is cancelled on the server before the connection goes.
+        self.cancels.finish().await;
         let client = self.state.lock().await.client.take();
         match client.map(Arc::try_unwrap) {
             Some(Ok(client)) => {
@@ -1081,6 +1156,7 @@ impl McpTools {
                 .chain(&config.deferred)
                 .chain(&config.tools)
                 .chain(&config.tasks)
+                .chain(config.poll.keys())
                 .find(|t| *t != "*" && !specs.iter().any(|s| s.name == **t));
             if let Some(tool) = unknown {
                 let server_name = config.name.clone();

@@ -5,6 +5,11 @@
 //! result. The kernel sees one call and one result. A task not done by the deadline (the tool's
 //! timeout) is cancelled (`tasks/cancel`) and the call is a `timeout`.
 //!
+//! The task's id is journaled with the call before the first poll
+//! ([`terminus_runtime::jobs::started`]): a run killed while it waits resumes by asking
+//! `tasks/get` about that task, never by calling the tool again; a task the server no longer
+//! knows is reported lost, and the call is answered as in doubt.
+//!
 //! rmcp 3.11 models the later revision of tasks (2026-07-28, an extension with other messages),
 //! so these requests go out as custom requests and their results are read from their JSON,
 //! whichever of rmcp's result types decoded them.
@@ -15,8 +20,11 @@ use rmcp::model::{CallToolResult, ClientRequest, CustomRequest};
 use rmcp::service::{Peer, ServiceError};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{ToolErrorKind, ToolOutcome};
+use terminus_runtime::jobs;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// The interval between two `tasks/get` when the server names none, and the bounds put on the
@@ -108,25 +116,26 @@ fn failed(kind: ToolErrorKind, message: String) -> ToolOutcome {
     ToolOutcome::Error { kind, message }
 }
 
-/// Calls tool `name` as a task and waits for its result, at most `limit` in all. Never a
-/// fault: every failure is an outcome, and a task given up on is cancelled.
+/// Calls tool `name` of server `server` as a task and waits for its result, at most `limit` in
+/// all. The task's id is journaled with the call ([`jobs::started`]) before the first poll; a
+/// resumed run whose call started a task waits for that task and calls nothing. Never a fault:
+/// every failure is an outcome, and a task given up on is cancelled.
 pub(crate) async fn call(
     peer: &Peer<RoleClient>,
+    server: &str,
+    cancels: &Cancels,
     name: &str,
     arguments: Value,
     limit: Duration,
 ) -> ToolOutcome {
     let deadline = Instant::now() + limit;
-    let late = || {
-        failed(
-            ToolErrorKind::Timeout,
-            format!("no result within {} ms", limit.as_millis()),
-        )
-    };
+    if let Some(task_id) = jobs::resumed().and_then(|job| resumed_task(&job, server)) {
+        return resume(peer, cancels, &task_id, deadline, limit).await;
+    }
     let params = json!({ "name": name, "arguments": arguments, "task": {} });
     let answer = tokio::time::timeout_at(deadline, request(peer, "tools/call", params)).await;
     let task = match answer {
-        Err(_) => return late(),
+        Err(_) => return late(limit),
         Ok(Err(e)) => {
             let (kind, message) = crate::mcp::error_kind(&e);
             return failed(kind, message);
@@ -137,6 +146,138 @@ pub(crate) async fn call(
             Err(why) => return failed(ToolErrorKind::Failed, why),
         },
     };
+    // Journaled before the first poll: a crash from here on resumes by waiting for this task.
+    jobs::started(job(server, &task.task_id)).await;
+    wait(peer, cancels, task, deadline, limit).await
+}
+
+/// The journaled handle of task `task_id` of server `server`.
+pub(crate) fn job(server: &str, task_id: &str) -> Value {
+    json!({ "mcp_task": { "server": server, "task_id": task_id } })
+}
+
+/// The task id in `job`, when it is a task of `server`.
+pub(crate) fn resumed_task(job: &Value, server: &str) -> Option<String> {
+    let task = job.get("mcp_task")?;
+    (task.get("server")?.as_str()? == server)
+        .then(|| task.get("task_id")?.as_str().map(str::to_owned))
+        .flatten()
+}
+
+fn late(limit: Duration) -> ToolOutcome {
+    failed(
+        ToolErrorKind::Timeout,
+        format!("no result within {} ms", limit.as_millis()),
+    )
+}
+
+/// Waits again for task `task_id`, started by the run before it stopped: its status first; a
+/// task the server does not know (any more) is reported lost ([`jobs::lost`]), and the runtime
+/// answers the call as in doubt.
+async fn resume(
+    peer: &Peer<RoleClient>,
+    cancels: &Cancels,
+    task_id: &str,
+    deadline: Instant,
+    limit: Duration,
+) -> ToolOutcome {
+    let asked = tokio::time::timeout_at(
+        deadline,
+        request(peer, "tasks/get", json!({ "taskId": task_id })),
+    )
+    .await;
+    let unknown = |why: String| {
+        let why = format!("task {task_id}: {why}");
+        jobs::lost(why.clone());
+        failed(ToolErrorKind::Failed, why)
+    };
+    match asked {
+        Err(_) => late(limit),
+        Ok(Err(e)) => unknown(crate::mcp::error_kind(&e).1),
+        Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
+            Ok(state) => wait(peer, cancels, state, deadline, limit).await,
+            Err(e) => unknown(format!("its status is unreadable: {e}")),
+        },
+    }
+}
+
+/// Polls `task` at its interval until it leaves `working` or `deadline` passes, then gives its
+/// result. A wait dropped before that (the run's kill switch, a timeout around the call)
+/// cancels the task ([`Abandoned`]).
+async fn wait(
+    peer: &Peer<RoleClient>,
+    cancels: &Cancels,
+    task: TaskState,
+    deadline: Instant,
+    limit: Duration,
+) -> ToolOutcome {
+    let mut abandoned = Abandoned {
+        peer,
+        cancels,
+        task_id: &task.task_id,
+        armed: true,
+    };
+    let outcome = poll(peer, &task, deadline, limit).await;
+    abandoned.armed = false;
+    outcome
+}
+
+/// The `tasks/cancel` requests of tasks whose wait was dropped, sent in the background; the
+/// server's [`shutdown`](crate::McpServer::shutdown) waits for them before it closes the
+/// connection, so a cancelled run's tasks are cancelled on the server too.
+#[derive(Debug, Default)]
+pub(crate) struct Cancels(Mutex<Vec<JoinHandle<()>>>);
+
+impl Cancels {
+    /// Waits for the cancellations sent so far (each bounded).
+    pub(crate) async fn finish(&self) {
+        let sent = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        for cancel in sent {
+            let _ = cancel.await;
+        }
+    }
+}
+
+/// A task being waited for: dropped while armed (the wait was abandoned), it sends
+/// `tasks/cancel`.
+struct Abandoned<'a> {
+    peer: &'a Peer<RoleClient>,
+    cancels: &'a Cancels,
+    task_id: &'a str,
+    armed: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let params = json!({ "taskId": self.task_id });
+        let cancel = runtime.spawn(async move {
+            let _ = tokio::time::timeout(CANCEL_WAIT, request(&peer, "tasks/cancel", params)).await;
+        });
+        self.cancels
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(cancel);
+    }
+}
+
+/// How long a `tasks/cancel` sent for an abandoned wait may take.
+const CANCEL_WAIT: Duration = Duration::from_secs(3);
+
+/// [`wait`]'s polling.
+async fn poll(
+    peer: &Peer<RoleClient>,
+    task: &TaskState,
+    deadline: Instant,
+    limit: Duration,
+) -> ToolOutcome {
     let every = task.interval(DEFAULT_POLL);
     let mut now = task.clone();
     while now.working() {
@@ -250,5 +391,17 @@ mod tests {
                 .is_err_and(|e| e.contains("missing field `taskId`")),
             "{neither:?}"
         );
+    }
+
+    #[test]
+    fn a_journaled_job_names_its_server_and_task() {
+        let journaled = job("builds", "t-9");
+        assert_eq!(resumed_task(&journaled, "builds").as_deref(), Some("t-9"));
+        assert_eq!(
+            resumed_task(&journaled, "other"),
+            None,
+            "another server's task"
+        );
+        assert_eq!(resumed_task(&json!({"pid": 7}), "builds"), None);
     }
 }

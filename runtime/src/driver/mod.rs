@@ -14,7 +14,7 @@ mod resume;
 mod run;
 mod spans;
 mod tools_step;
-pub use tools_step::in_doubt_outcome;
+pub use tools_step::{in_doubt_outcome, lost_job_outcome};
 mod verify_step;
 mod writer;
 use writer::Tally;

@@ -5,6 +5,7 @@ use super::{Driver, EventAndDetail, spans};
 use crate::asking::{self, Reply};
 use crate::config::InDoubt;
 use crate::error::RunError;
+use crate::jobs;
 use crate::suspend::{PendingCall, Suspended};
 use futures_util::StreamExt as _;
 use terminus_kernel::{
@@ -204,9 +205,15 @@ impl Driver {
                 let reply = hold
                     .filter(|_| asked_before)
                     .and_then(|h| Some((h.question.clone()?, Reply::of(h.decision.as_ref()?))));
+                // A job the call started before the run stopped: waited for, not started again.
+                let job = match &state {
+                    CallState::Started { job, .. } => Some(job.clone()),
+                    _ => None,
+                };
                 let known = match state {
                     CallState::Done(result) => Some(result.outcome),
                     CallState::InDoubt { idempotent: false } => Some(in_doubt_outcome(&call.name)),
+                    CallState::Started { .. } => None,
                     CallState::NotStarted | CallState::InDoubt { idempotent: true } => {
                         match decision {
                             // Held after it ran: it runs again, whatever the decision.
@@ -278,7 +285,9 @@ impl Driver {
                             message: format!("there is no tool named `{name}`"),
                         }),
                         Some(running) => {
-                            let (outcome, asked) = asking::scope(reply, async {
+                            let journal =
+                                |job| self.put_job(checkpoint, calls_in_batch, jj, call, job);
+                            let asking = asking::scope(reply, async {
                                 match tool_timeout {
                                     None => running.await,
                                     Some(limit) => {
@@ -293,8 +302,13 @@ impl Driver {
                                         })
                                     }
                                 }
-                            })
-                            .await;
+                            });
+                            let ((outcome, asked), lost) = jobs::scope(job, journal, asking).await;
+                            if let Some(why) = lost {
+                                // Its job is gone with whatever it did: in doubt, not run again.
+                                let outcome = lost_job_outcome(&call.name, &why);
+                                return self.finished(key, call, outcome, defer, i).await;
+                            }
                             // A first run that asked a question nobody could answer had no
                             // effect: its result is dropped, and the call is held for the
                             // person (a call is held so once: a second run's question was
@@ -314,15 +328,7 @@ impl Driver {
                             outcome
                         }
                     };
-                    let outcome = outcome?;
-                    spans::end_tool(&tracing::Span::current(), &outcome);
-                    let result = ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        outcome: outcome.clone(),
-                    };
-                    let deferred = self.put_result(key, result, defer).await?;
-                    Ok::<_, RunError>(Ran::done(i, outcome, deferred))
+                    self.finished(key, call, outcome?, defer, i).await
                 }
                 .instrument(span)
             })
@@ -342,6 +348,48 @@ impl Driver {
         }
         out.sort_unstable_by_key(|ran| ran.index);
         Ok(out)
+    }
+}
+
+impl Driver {
+    /// Journals the job executed call `j` of `calls` started ([`jobs::started`]); whether it is.
+    async fn put_job(
+        &self,
+        checkpoint: u32,
+        calls: u32,
+        j: u32,
+        call: &terminus_kernel::ToolCall,
+        job: serde_json::Value,
+    ) -> bool {
+        self.put(Record {
+            key: Key::started(checkpoint, calls, j),
+            entry: Entry::Started {
+                call_id: call.id.clone(),
+                job,
+            },
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Ends executed call `index` of the batch with `outcome`: its span, and its result
+    /// journaled now or (`defer`) with the step it feeds.
+    async fn finished(
+        &self,
+        key: Key,
+        call: &terminus_kernel::ToolCall,
+        outcome: ToolOutcome,
+        defer: bool,
+        index: usize,
+    ) -> Result<Ran, RunError> {
+        spans::end_tool(&tracing::Span::current(), &outcome);
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            outcome: outcome.clone(),
+        };
+        let deferred = self.put_result(key, result, defer).await?;
+        Ok(Ran::done(index, outcome, deferred))
     }
 }
 
@@ -395,6 +443,19 @@ pub fn in_doubt_outcome(tool: &str) -> ToolOutcome {
             "in doubt: the run stopped while this call of `{tool}` was running, and `{tool}` is \
              not idempotent, so it was not run again. Its effect may or may not have happened: \
              check before calling it again."
+        ),
+    }
+}
+
+/// The answer to a call whose job (an MCP task) was started before the run stopped and is no
+/// longer known to whoever ran it (`why`, in the tool's words): it is not started again.
+pub fn lost_job_outcome(tool: &str, why: &str) -> ToolOutcome {
+    ToolOutcome::Error {
+        kind: ToolErrorKind::Failed,
+        message: format!(
+            "in doubt: the run stopped while this call of `{tool}` waited for the job it started, \
+             and the job can no longer be found ({why}), so it was not started again. It may or \
+             may not have finished: check before calling `{tool}` again."
         ),
     }
 }

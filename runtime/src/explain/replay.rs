@@ -338,6 +338,12 @@ impl Builder {
                     step.notices.push(words);
                 }
             }
+            Entry::Started { call_id, job } => {
+                if let Some(step) = self.step_at(checkpoint) {
+                    step.notices
+                        .push(format!("started: `{call_id}` waits for its job {job}"));
+                }
+            }
             Entry::Stop(stop) => self.stop = Some(stop.clone()),
             Entry::Raised { raises } => {
                 // The run goes on from its stop, under the raised policy.
