@@ -217,6 +217,8 @@ const HAND_BACK: &[&str] = &[
     "please select",
     "you need to wait",
     "you can proceed",
+    "you can continue",
+    "continue as you wish",
     "you need to proceed",
     "if you provide",
     "once you provide",
@@ -225,6 +227,11 @@ const HAND_BACK: &[&str] = &[
     "you can choose",
     "you can select",
     "best fits your",
+    // Telling the reader how to reply (the wait task's recording: "You should not response with
+    // the tool response within the XML tags.").
+    "you should not respond",
+    "you should not response",
+    "you should not reply",
 ];
 
 /// Phrases about the run itself (its stopping, restarting, changing course: the kernel's loop
@@ -286,6 +293,8 @@ const CLOSING: &[&str] = &[
     "let me know if",
     "let me know whether",
     "let me know how",
+    "please let me know",
+    "anything specific you",
     "feel free to",
     "is there anything else",
     "anything else i can",
@@ -426,7 +435,15 @@ fn sentence(text: &str, said: &Said) -> Option<Sentence> {
     // A number is content: "I apologize for any confusion; the sum is 5555." answers.
     let numbers = w.iter().any(|w| w.chars().any(|c| c.is_ascii_digit()));
     let hollow = w.iter().all(|w| HOLLOW.contains(&w.as_str()));
-    let null = NULL_REPLY.iter().any(|p| words(p) == w);
+    // Written as an identifier too: "no_tool_call" says what "no tool call" says.
+    let spaced = if text.contains('_') {
+        words(&text.replace('_', " "))
+    } else {
+        Vec::new()
+    };
+    let null = NULL_REPLY
+        .iter()
+        .any(|p| words(p) == w || words(p) == spaced);
     let about_the_run = any(RUN_TALK) || names_a_stop(&w);
     Some(
         if any(CONFUSED) || any(HAND_BACK) || about_the_run || said.echoed_by(text) {
@@ -623,6 +640,13 @@ mod tests {
              been repeated 3 times in a row. The run will be restarted to change course.",
             "To address the repeated calls and ensure the sequence is followed correctly, the run \
              should stop with no_progress.",
+            // The wait task's recordings: the guidance's words as an identifier, and alone.
+            "no_tool_call",
+            "no tool call",
+            "You should not response with the tool response within the XML tags.",
+            "Okay, I'm ready to continue. If there's anything specific you'd like me to help \
+             with, please let me know.",
+            "You can continue as you wish.",
         ] {
             assert!(hands_back(reply, &s), "{reply}");
         }

@@ -225,8 +225,9 @@ fn the_nudge_after_a_refused_claim_names_the_required_call() {
     assert!(nudge.contains("Continue: call that tool now"), "{nudge}");
 }
 
-#[test]
-fn the_loop_notice_names_the_call_still_required() {
+/// The notice of the first repeat of `tool`'s identical turn, under a policy requiring
+/// `write_file`.
+fn loop_notice(tool: &str) -> String {
     let policy = Policy {
         completion_requires: vec!["write_file".into()],
         ..Policy::default()
@@ -236,7 +237,7 @@ fn the_loop_notice_names_the_call_still_required() {
     let mut notice = None;
     for n in 0..2 {
         let id = format!("c{n}");
-        let call = terminus_kernel::ToolCall::new(id.as_str(), "read_file", json!({"path": "a"}));
+        let call = terminus_kernel::ToolCall::new(id.as_str(), tool, json!({"path": "a"}));
         m.handle(Event::ModelTurn(ModelTurn {
             tool_calls: vec![call],
             ..ModelTurn::default()
@@ -244,7 +245,7 @@ fn the_loop_notice_names_the_call_still_required() {
         drain(&mut m);
         m.handle(Event::ToolResults(vec![ToolResult {
             call_id: id.as_str().into(),
-            name: "read_file".into(),
+            name: tool.into(),
             outcome: ToolOutcome::ok(json!("same")),
         }]));
         for command in drain(&mut m) {
@@ -253,10 +254,31 @@ fn the_loop_notice_names_the_call_still_required() {
             }
         }
     }
-    let notice = notice.expect("the second identical turn is noticed");
+    notice.expect("the second identical turn is noticed")
+}
+
+#[test]
+fn the_loop_notice_names_the_call_still_required() {
+    let notice = loop_notice("read_file");
     assert!(notice.contains("repeated the one before it"), "{notice}");
     assert!(
         notice.contains("Still required before the task can finish: call `write_file`."),
+        "{notice}"
+    );
+    assert!(!notice.contains("Every call the task requires"), "{notice}");
+}
+
+/// The eval's `wait` task: the report's number written, then written again and again. With
+/// nothing left to call, the way out the notice names is the answer.
+#[test]
+fn the_loop_notice_says_when_nothing_required_is_left() {
+    let notice = loop_notice("write_file");
+    assert!(!notice.contains("Still required"), "{notice}");
+    assert!(
+        notice.ends_with(
+            "Every call the task requires has been made: if the task is done, reply with no tool \
+             call and state its result."
+        ),
         "{notice}"
     );
 }

@@ -74,6 +74,12 @@ pub trait Observer: Send {
         let _ = change;
     }
 
+    /// The job a tool call waits for (an MCP task) said what it is doing: called while the
+    /// call waits, each time its tool reports a status.
+    fn on_job(&mut self, status: &crate::jobs::JobStatus) {
+        let _ = status;
+    }
+
     /// The run ended (the report is journaled already).
     fn on_stop(&mut self, report: &Report) {
         let _ = report;

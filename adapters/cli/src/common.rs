@@ -202,6 +202,11 @@ impl Observer for Progress {
         let line = format!("terminus: {change}\n");
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
+
+    fn on_job(&mut self, status: &terminus_runtime::jobs::JobStatus) {
+        let line = format!("terminus: {status}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
 }
 
 /// The end of a run of `what`: the outcome line and report (0 or 1), the suspension (5), or

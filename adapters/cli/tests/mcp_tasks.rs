@@ -287,6 +287,12 @@ async fn sigint_while_a_task_runs_cancels_it_on_the_server_and_the_recording_rep
         "{}",
         text(&out.stderr)
     );
+    // The wait was shown as it went.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("terminus: `build` (call call_1_0) waits for its job: working (building app: second 1 of 4)"),
+        "{stderr}"
+    );
     let counts = server.counts().await;
     assert_eq!(counts["tasks/cancel"], 1, "the server was told: {counts}");
     // The job stopped on the server: it never finishes.

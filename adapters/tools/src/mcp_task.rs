@@ -280,6 +280,7 @@ async fn poll(
 ) -> ToolOutcome {
     let every = task.interval(DEFAULT_POLL);
     let mut now = task.clone();
+    jobs::status(now.describe());
     while now.working() {
         if Instant::now() + every >= deadline {
             return give_up(peer, &now, limit).await;
@@ -297,7 +298,12 @@ async fn poll(
                 return failed(kind, format!("task {}: {message}", task.task_id));
             }
             Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
-                Ok(state) => state,
+                Ok(state) => {
+                    if state.describe() != now.describe() {
+                        jobs::status(state.describe());
+                    }
+                    state
+                }
                 Err(e) => {
                     return failed(
                         ToolErrorKind::Failed,

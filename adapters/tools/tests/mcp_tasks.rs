@@ -119,7 +119,7 @@ async fn a_task_tool_the_server_does_not_offer_stops_the_start() {
     };
     assert!(
         e.to_string().contains(
-            "approval/deferred/tools/tasks names `simulate-research`, which the server does not \
+            "approval/deferred/tools/tasks/poll names `simulate-research`, which the server does not \
              offer"
         ),
         "{e}"

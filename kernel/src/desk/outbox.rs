@@ -189,6 +189,14 @@ impl Desk {
             text.push_str(&open.join("; "));
             text.push('.');
         }
+        // Nothing left that the run can see: the way out is to finish (a small model that wrote
+        // the report's number went on writing it again, never answering).
+        if missing.is_empty() && open.is_empty() && !policy.completion_requires.is_empty() {
+            text.push_str(
+                " Every call the task requires has been made: if the task is done, reply with no \
+                 tool call and state its result.",
+            );
+        }
         self.said.remember(&without(&text, open.iter()));
         self.out.push_back(Command::Notice(Notice::Repeating {
             period,

@@ -302,7 +302,7 @@ impl Driver {
                     Some(interrupted) => interrupted,
                     None => self.model_step(call, observer).await?,
                 },
-                Action::Tools(batch) => self.tools_step(batch).await?,
+                Action::Tools(batch) => self.tools_step(batch, observer).await?,
                 Action::Verify(request) => self.verify_step(request).await?,
             };
             self.feed(event, detail, observer).await?;

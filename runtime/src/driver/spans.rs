@@ -357,6 +357,20 @@ pub(super) fn tools_changed(change: &ToolsChanged) {
     );
 }
 
+/// The event of a job a tool call waits for saying what it does, on the run span (the call's
+/// own span is the tool's).
+pub(super) fn job(status: &crate::jobs::JobStatus) {
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        gen_ai.tool.name = status.tool.as_str(),
+        gen_ai.tool.call.id = status.call_id.as_str(),
+        terminus.job = status.job.to_string(),
+        terminus.job.status = status.status.as_str(),
+        "job_status"
+    );
+}
+
 /// The event of a system prompt cut to `max_system_tokens`, on the run span.
 pub(super) fn system_cut(cut: &SystemCut) {
     tracing::event!(

@@ -5,7 +5,8 @@ use super::{Driver, EventAndDetail, spans};
 use crate::asking::{self, Reply};
 use crate::config::InDoubt;
 use crate::error::RunError;
-use crate::jobs;
+use crate::jobs::{self, JobStatus};
+use crate::observer::Observer;
 use crate::suspend::{PendingCall, Suspended};
 use futures_util::StreamExt as _;
 use terminus_kernel::{
@@ -19,6 +20,7 @@ impl Driver {
     pub(super) async fn tools_step(
         &mut self,
         batch: ToolBatch,
+        observer: &mut Option<Box<dyn Observer>>,
     ) -> Result<EventAndDetail, RunError> {
         // The intents were journaled with the step that issued the batch (write-ahead); the
         // results go to the same checkpoint, one slot per executed call.
@@ -57,9 +59,24 @@ impl Driver {
                 tool: call.name.to_string(),
             });
         }
-        let (raced, renewal) = self
-            .race(self.run_tools(&batch, checkpoint, calls, resumed, &held))
-            .await?;
+        // What the calls' jobs say while they run goes to the observer as it comes.
+        let (said, mut saying) = tokio::sync::mpsc::unbounded_channel::<JobStatus>();
+        let running = self.run_tools(&batch, checkpoint, calls, resumed, &held, &said);
+        let shown = async {
+            tokio::pin!(running);
+            loop {
+                tokio::select! {
+                    out = &mut running => break out,
+                    Some(status) = saying.recv() => {
+                        spans::job(&status);
+                        if let Some(observer) = observer.as_mut() {
+                            observer.on_job(&status);
+                        }
+                    }
+                }
+            }
+        };
+        let (raced, renewal) = self.race(shown).await?;
         self.renewal = renewal;
         let outcomes = match self.interrupted(raced) {
             Ok(out) => out?,
@@ -166,6 +183,7 @@ impl Driver {
         calls_in_batch: u32,
         resumed: Option<Vec<CallState>>,
         held: &[Option<HeldCall>],
+        said: &tokio::sync::mpsc::UnboundedSender<JobStatus>,
     ) -> Result<Vec<Ran>, RunError> {
         let limit = self.env.config.max_concurrent_tools.max(1);
         let mut resumed = resumed.unwrap_or_default().into_iter();
@@ -303,7 +321,13 @@ impl Driver {
                                     }
                                 }
                             });
-                            let ((outcome, asked), lost) = jobs::scope(job, journal, asking).await;
+                            let say = |job: &serde_json::Value, status| {
+                                let status =
+                                    JobStatus::new(&call.name, &call.id, job.clone(), status);
+                                let _ = said.send(status);
+                            };
+                            let ((outcome, asked), lost) =
+                                jobs::scope(job, journal, say, asking).await;
                             if let Some(why) = lost {
                                 // Its job is gone with whatever it did: in doubt, not run again.
                                 let outcome = lost_job_outcome(&call.name, &why);
