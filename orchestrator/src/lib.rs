@@ -13,6 +13,8 @@
 //!   `spec/breaker.md`;
 //! - [`Scheduler`]: the plan's scheduler, sans IO: starts, retries with backoff, budget
 //!   inheritance, early termination, the execution timeout and the phase cap;
+//! - [`Generator`]: a plan written by a model, sans IO: each rejected plan goes back to the
+//!   model with its problems, a bounded number of times, then the fallback or `no_valid_plan`;
 //! - [`Orchestration`]: the executor that carries the scheduler's commands out on the runtime,
 //!   journaling progress so that a crashed orchestration resumes without re-running what
 //!   completed.
@@ -26,6 +28,7 @@
 
 mod breaker;
 mod error;
+mod generate;
 mod graph;
 mod limits;
 mod meters;
@@ -40,6 +43,10 @@ pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
 };
 pub use crate::error::OrchestrateError;
+pub use crate::generate::{
+    DEFAULT_PLAN_ATTEMPTS, GenerateFile, Generation, Generator, GeneratorSpec, MAX_PLAN_ATTEMPTS,
+    Member, PlanSource, Rejection, Reply, Step, Written, read_reply,
+};
 pub use crate::graph::{Graph, MAX_CYCLES, cycles, levels};
 pub use crate::limits::{
     AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,

@@ -341,7 +341,15 @@ impl Plan {
             if let Some(task) = &a.task {
                 for name in placeholders(task) {
                     let known = index.get(name).copied();
-                    if known.is_some_and(|d| !graph[i].contains(&d)) {
+                    if known == Some(i) {
+                        problems.push(Problem::new(
+                            format!("{at}.task"),
+                            format!(
+                                "`{{{name}}}` is `{name}`'s own result, which its task cannot \
+                                 have: remove it from the task"
+                            ),
+                        ));
+                    } else if known.is_some_and(|d| !graph[i].contains(&d)) {
                         problems.push(Problem::new(
                             format!("{at}.task"),
                             format!(

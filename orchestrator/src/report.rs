@@ -1,6 +1,7 @@
 //! The report of a plan run (`docs/plans.md`, "The report"), and the progress lines.
 
 use crate::breaker::Breaker;
+use crate::generate::Generation;
 use crate::schedule::{PlanReason, Status, Usage, Warning, Why};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,12 +25,32 @@ pub struct PlanReport {
     pub used: Usage,
     /// Plan time at the end (across resumes).
     pub elapsed_ms: u64,
+    /// How a model wrote the plan, when one did (`terminus orchestrate --generate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<Generation>,
 }
 
 impl PlanReport {
     /// The exit code (`docs/design.md`, "Exit codes"): 0 complete, 1 aborted.
     pub fn exit_code(&self) -> u8 {
         if self.reason.is_complete() { 0 } else { 1 }
+    }
+
+    /// The report of a plan that never ran: its generator's model wrote no valid plan and
+    /// there was no fallback (`aborted`, `no_valid_plan`), counted as every plan's end is.
+    pub fn no_plan(execution: &str, name: &str, generation: Generation) -> PlanReport {
+        let report = PlanReport {
+            execution: execution.to_owned(),
+            name: name.to_owned(),
+            outcome: "aborted".into(),
+            reason: PlanReason::NoValidPlan,
+            agents: Vec::new(),
+            used: Usage::default(),
+            elapsed_ms: 0,
+            generation: Some(generation),
+        };
+        crate::meters::plan_ended(&Ok(report.clone()));
+        report
     }
 
     /// The report as one line of JSON.

@@ -765,6 +765,7 @@ impl Orchestration {
             agents,
             used: scheduler.used(),
             elapsed_ms,
+            generation: None,
         }
     }
 }

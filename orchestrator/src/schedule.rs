@@ -121,6 +121,9 @@ pub enum PlanReason {
     MaxPhases,
     /// The host cancelled the plan.
     Cancelled,
+    /// A plan generator's model wrote no valid plan within its attempts and there is no
+    /// fallback: nothing ran.
+    NoValidPlan,
 }
 
 impl PlanReason {
@@ -133,6 +136,7 @@ impl PlanReason {
             PlanReason::ExecutionTimeout => "execution_timeout",
             PlanReason::MaxPhases => "max_phases",
             PlanReason::Cancelled => "cancelled",
+            PlanReason::NoValidPlan => "no_valid_plan",
         }
     }
 
@@ -163,17 +167,23 @@ impl PlanReason {
                  agents are cancelled"
             }
             PlanReason::Cancelled => "the host cancelled the plan (Ctrl-C, the kill switch)",
+            PlanReason::NoValidPlan => {
+                "a plan generator's model wrote no valid plan within `generator.max_attempts` \
+                 model calls (each rejected plan sent back with its problems) and the generator \
+                 file has no `fallback`: no agent runs"
+            }
         }
     }
 
     /// Every reason, in table order.
-    pub const ALL: [PlanReason; 6] = [
+    pub const ALL: [PlanReason; 7] = [
         PlanReason::AllComplete,
         PlanReason::Degraded,
         PlanReason::AgentFailed,
         PlanReason::ExecutionTimeout,
         PlanReason::MaxPhases,
         PlanReason::Cancelled,
+        PlanReason::NoValidPlan,
     ];
 }
 

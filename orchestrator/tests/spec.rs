@@ -26,6 +26,7 @@ fn reached_by(reason: PlanReason) -> &'static str {
         PlanReason::ExecutionTimeout => "spec/plans/execution-timeout.json",
         PlanReason::MaxPhases => "spec/plans/max-phases.json",
         PlanReason::Cancelled => "orchestrator/tests/clock.rs",
+        PlanReason::NoValidPlan => "orchestrator/tests/generate.rs",
     }
 }
 

@@ -44,6 +44,12 @@ pub enum Purpose<'a> {
         /// The longest reply asked for.
         max_tokens: u32,
     },
+    /// A plan asked of the model by a plan generator (`terminus_orchestrator::Generator`): no
+    /// tools, not counted by any run's kernel.
+    Plan {
+        /// The model call for this plan (1-based, rejected plans included).
+        attempt: u32,
+    },
 }
 
 /// A model call that failed in a way the kernel knows how to handle (retry with backoff, abort

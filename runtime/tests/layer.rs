@@ -37,6 +37,7 @@ impl Layer for Log {
                 Purpose::Turn { call, .. } => format!("model {call}"),
                 Purpose::Verify => "model verify".to_owned(),
                 Purpose::Checkpoint { .. } => "model checkpoint".to_owned(),
+                Purpose::Plan { attempt } => format!("model plan {attempt}"),
             },
             Call::Tool {
                 name, arguments, ..

@@ -159,6 +159,11 @@ impl LiveAgent {
         }
     }
 
+    /// The model client, for a call outside a run (a plan generator's).
+    pub(crate) fn model(&self) -> Arc<dyn Model> {
+        self.model.clone()
+    }
+
     /// The config file, for messages.
     pub(crate) fn file(&self) -> &str {
         &self.file

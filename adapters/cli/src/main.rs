@@ -27,6 +27,7 @@ mod inspect;
 mod job;
 mod orchestrate;
 mod plan;
+mod plan_generate;
 mod record;
 mod resume;
 mod run;

@@ -20,7 +20,17 @@ use terminus_scenario::plan::ScenarioLauncher;
 #[derive(Debug, clap::Args)]
 pub(crate) struct OrchestrateArgs {
     /// The plan file (JSON).
-    plan: PathBuf,
+    #[arg(required_unless_present = "generate", conflicts_with = "generate")]
+    plan: Option<PathBuf>,
+    /// Ask a model for the plan instead: a generator file (JSON: `registry`, `generator`,
+    /// `fallback`; docs/plans.md, "A plan written by a model"). Each rejected plan goes back
+    /// to the model with its problems, at most `generator.max_attempts` calls; then the
+    /// fallback runs, or the plan ends `no_valid_plan`.
+    #[arg(long, value_name = "FILE", requires = "task")]
+    generate: Option<PathBuf>,
+    /// The task the model plans for (with --generate).
+    #[arg(long, requires = "generate")]
+    task: Option<String>,
     #[command(flatten)]
     journal: JournalArgs,
 }
@@ -99,47 +109,76 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// What validation reads from outside, for plans in `base`.
+pub(crate) fn context(base: &Path) -> Context<'_> {
+    Context {
+        base,
+        env: &env,
+        live: &live_limits,
+        scenario: &terminus_scenario::plan::script,
+    }
+}
+
 /// Validates a plan; every problem (`FILE: PATH: PROBLEM`) when it is not, then their count.
 pub(crate) fn validated(
     file: Result<PlanFile, CliError>,
     base: &Path,
     shown: &str,
 ) -> Result<Plan, CliError> {
-    let cx = Context {
-        base,
-        env: &env,
-        live: &live_limits,
-        scenario: &terminus_scenario::plan::script,
-    };
     let file = file.map_err(|e| e.context(shown))?;
-    Plan::from_file(file, &cx).map_err(|problems| {
-        let count = format!("{} problem(s); nothing was run", problems.len());
-        let mut all: Vec<CliError> = problems
-            .iter()
-            .map(|p| CliError::Invalid(p.to_string()))
-            .collect();
-        all.push(CliError::Invalid(count));
-        CliError::Several(all).context(shown)
-    })
+    Plan::from_file(file, &context(base)).map_err(|problems| refused(&problems, shown))
 }
 
-fn read_plan(path: &Path) -> Result<PlanFile, CliError> {
+/// Every problem on its own line (`FILE: PATH: PROBLEM`), then their count.
+pub(crate) fn refused(problems: &[terminus_orchestrator::Problem], shown: &str) -> CliError {
+    let count = format!("{} problem(s); nothing was run", problems.len());
+    let mut all: Vec<CliError> = problems
+        .iter()
+        .map(|p| CliError::Invalid(p.to_string()))
+        .collect();
+    all.push(CliError::Invalid(count));
+    CliError::Several(all).context(shown)
+}
+
+/// Reads a JSON file into `T`, a problem naming its JSON path.
+pub(crate) fn read_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::Invalid(format!("cannot read it: {e}")))?;
     terminus_scenario::read_json(&text).map_err(|e| CliError::Invalid(e.to_string()))
 }
 
-/// `terminus orchestrate`: the plan's exit code.
-pub(crate) async fn orchestrate(args: OrchestrateArgs) -> Result<u8, CliError> {
-    let shown = args.plan.display().to_string();
-    // Absolute, so that the live-agent paths kept with a durable plan resume from any folder.
-    let parent = args
-        .plan
+/// The folder of `file`, absolute, so that the live-agent paths kept with a durable plan
+/// resume from any folder.
+pub(crate) fn folder_of(file: &Path) -> PathBuf {
+    let parent = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let base = std::fs::canonicalize(&parent).unwrap_or(parent);
-    let plan = validated(read_plan(&args.plan), &base, &shown)?;
+    std::fs::canonicalize(&parent).unwrap_or(parent)
+}
+
+/// `terminus orchestrate`: the plan's exit code.
+pub(crate) async fn orchestrate(args: OrchestrateArgs) -> Result<u8, CliError> {
+    let (plan, generation) = match (&args.plan, &args.generate, &args.task) {
+        (Some(path), _, _) => {
+            let shown = path.display().to_string();
+            (validated(read_file(path), &folder_of(path), &shown)?, None)
+        }
+        (None, Some(path), Some(task)) => match crate::plan_generate::generate(path, task).await? {
+            (Some(plan), generation) => (plan, Some(generation)),
+            (None, generation) => {
+                let name = crate::plan_generate::name(path);
+                let execution = args.journal.execution(&name);
+                let report = PlanReport::no_plan(&execution, &name, generation);
+                return finish(Ok(report), None, args.journal.json);
+            }
+        },
+        _ => {
+            return Err(CliError::Invalid(
+                "give a plan file, or --generate FILE with --task".into(),
+            ));
+        }
+    };
     let store = args.journal.store().await?;
     let execution = args.journal.execution(&plan.name);
     eprintln!(
@@ -153,7 +192,13 @@ pub(crate) async fn orchestrate(args: OrchestrateArgs) -> Result<u8, CliError> {
     if let Some(store) = store {
         orchestration = orchestration.store(store, true);
     }
-    let result = drive(orchestration, lease).execute().await;
+    let result = drive(orchestration, lease)
+        .execute()
+        .await
+        .map(|mut report| {
+            report.generation = generation;
+            report
+        });
     finish(result, expect.as_ref(), args.journal.json)
 }
 
