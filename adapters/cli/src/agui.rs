@@ -693,6 +693,22 @@ impl Observer for Stream {
         self.send(&json!({ "type": "STEP_FINISHED", "stepName": step_name }));
     }
 
+    /// A tool call waits for its job (an MCP task): each status its server reports is a
+    /// `CUSTOM` event `terminus.job` (AG-UI's events for what the protocol does not name), so a
+    /// client shows the wait as it happens.
+    fn on_job(&mut self, status: &terminus_runtime::jobs::JobStatus) {
+        self.send(&json!({
+            "type": "CUSTOM",
+            "name": "terminus.job",
+            "value": {
+                "toolCallId": status.call_id,
+                "toolCallName": status.tool,
+                "job": status.job,
+                "status": status.status,
+            },
+        }));
+    }
+
     fn on_stop(&mut self, report: &Report) {
         self.end_streamed(report.steps);
     }

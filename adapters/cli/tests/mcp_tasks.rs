@@ -317,3 +317,92 @@ async fn sigint_while_a_task_runs_cancels_it_on_the_server_and_the_recording_rep
         text(&replay.stderr)
     );
 }
+
+/// `terminus serve`: the wait is shown to an AG-UI client as it happens, each status the
+/// task's server reports a `CUSTOM` event `terminus.job` between the call's events and its
+/// result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().canonicalize().expect("a real path");
+    let server = TaskServer::start(&peers).await;
+    let model = model().await;
+    let config = config(&home, &model, &server);
+    let journal = home.join("journal.db").to_string_lossy().into_owned();
+    let mut serve = terminus_in(&home)
+        .args(["serve", "--bind", "127.0.0.1:0", "--journal", &journal])
+        .args(["--agent", &format!("builder={config}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("terminus serve starts");
+    let mut lines = tokio::io::BufReader::new(serve.stderr.take().expect("piped")).lines();
+    let url = loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("serve says where it listens")
+            .expect("reads")
+            .expect("a line before it stops");
+        if let Some(at) = line.split(" at http://").nth(1) {
+            break format!(
+                "http://{}",
+                at.split_whitespace().next().expect("an address")
+            );
+        }
+    };
+    let input = json!({
+        "threadId": "build-1", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {},
+        "messages": [{ "id": "u1", "role": "user", "content": "Build the app" }],
+    });
+    let body = reqwest::Client::new()
+        .post(format!("{url}/agents/builder"))
+        .header("content-type", "application/json")
+        .body(input.to_string())
+        .send()
+        .await
+        .expect("serve answers")
+        .text()
+        .await
+        .expect("the event stream");
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"), "{body}");
+    let jobs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM" && e["name"] == "terminus.job")
+        .collect();
+    assert!(!jobs.is_empty(), "{body}");
+    assert_eq!(jobs[0]["value"]["toolCallId"], "call_1_0");
+    assert_eq!(jobs[0]["value"]["toolCallName"], "build");
+    assert!(
+        jobs[0]["value"]["job"]["mcp_task"]["task_id"].is_string(),
+        "{}",
+        jobs[0]
+    );
+    let statuses: Vec<&str> = jobs
+        .iter()
+        .filter_map(|j| j["value"]["status"].as_str())
+        .collect();
+    assert!(
+        statuses.contains(&"working (building app: second 1 of 4)"),
+        "{statuses:?}"
+    );
+    // Between the call and its result.
+    let at = |kind: &str| kinds.iter().position(|k| *k == kind).expect(kind);
+    let first_job = kinds
+        .iter()
+        .position(|k| *k == "CUSTOM")
+        .expect("a job event");
+    assert!(
+        at("TOOL_CALL_END") < first_job && first_job < at("TOOL_CALL_RESULT"),
+        "{kinds:?}"
+    );
+    assert_eq!(server.counts().await["tools/call"], 1);
+}
