@@ -2,7 +2,8 @@
 //! an MCP task on a server whose jobs outlive the client's session (`tools/tests/servers/
 //! tasks.js`, the official TypeScript SDK over streamable HTTP), is killed (SIGKILL) while it
 //! waits, and `terminus resume` waits for the same task: the server saw one `tools/call`, and
-//! the run completes with the task's result. The same on PostgreSQL through `terminus worker`.
+//! the run completes with the task's result. The same on PostgreSQL, taken up by a `terminus
+//! worker` that finds the killed run orphaned.
 
 mod common;
 
@@ -157,7 +158,49 @@ async fn entries(home: &Path, journal: &str, id: &str) -> Value {
     last_json(&out.stdout)
 }
 
-async fn killed_while_waiting(journal: &str, id: &str) {
+/// Runs `terminus worker --until-idle` on `journal` until one picks up execution `id` (the
+/// killed process's lease expired): that execution's report line.
+async fn worker(home: &Path, journal: &str, id: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let out = terminus_in(home)
+            .args([
+                "worker",
+                "--journal",
+                journal,
+                "--until-idle",
+                "--lease-ms",
+                "500",
+            ])
+            .output()
+            .await
+            .expect("runs");
+        let ours = text(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["execution"] == id);
+        if let Some(report) = ours {
+            return report;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no worker took up {id}: {}",
+            text(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How the killed run is taken up again.
+#[derive(Clone, Copy, PartialEq)]
+enum Again {
+    /// `terminus resume`, recording the resumed run.
+    Resume,
+    /// A `terminus worker` that finds the execution orphaned.
+    Worker,
+}
+
+async fn killed_while_waiting(journal: &str, id: &str, again: Again) {
     let Some(peers) = peers::dir() else { return };
     let dir = tempfile::tempdir().expect("a temp dir");
     let home = dir.path().canonicalize().expect("a real path");
@@ -193,10 +236,14 @@ async fn killed_while_waiting(journal: &str, id: &str) {
     );
 
     let recording = home.join("recording.json").to_string_lossy().into_owned();
-    let out = resume(&home, &journal, id, &recording).await;
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let report = last_json(&out.stdout);
+    let report = match again {
+        Again::Resume => {
+            let out = resume(&home, &journal, id, &recording).await;
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            last_json(&out.stdout)
+        }
+        Again::Worker => worker(&home, &journal, id).await,
+    };
     assert_eq!(report["outcome"], "complete", "{report}");
     let counts = server.counts().await;
     assert_eq!(
@@ -219,6 +266,9 @@ async fn killed_while_waiting(journal: &str, id: &str) {
         inspected.to_string().contains("waits for its job"),
         "{inspected}"
     );
+    if again == Again::Worker {
+        return;
+    }
     // The recording keeps the job with the call's result, and replays offline to the same
     // report (the job journaled as the live run journaled it).
     let recorded = std::fs::read_to_string(&recording).expect("recorded");
@@ -249,14 +299,14 @@ fn without_id(mut report: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_started_before_a_crash_is_waited_for_after_it_never_started_again() {
-    killed_while_waiting("", "task-crash").await;
+    killed_while_waiting("", "task-crash", Again::Resume).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_on_postgresql() {
+async fn the_same_on_postgresql_through_a_worker() {
     let Some(url) = postgres_url() else { return };
     let id = format!("task-crash-{}", std::process::id());
-    killed_while_waiting(&url, &id).await;
+    killed_while_waiting(&url, &id, Again::Worker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
