@@ -13,7 +13,8 @@
 //!   reader to make the next call, repeats the kernel or talks of the run itself ("the run has
 //!   stopped"), only acknowledges ("Understood.") or announces ("continue."), reports
 //!   nothing ("None", "No progress") or is a courteous closing, with not one sentence of its own;
-//!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ...").
+//!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ..."),
+//!   or says the answer is still to come ("the final answer will be provided").
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
 //!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
 //!
@@ -195,6 +196,16 @@ const CONFUSED: &[&str] = &[
     "how can i assist",
     "how may i help",
     "how may i assist",
+    // `recording-5-poll-4-no-context`: "I apologize, but I don't have the context to
+    // understand what part of the task you are referring to."
+    "don't have the context",
+    "do not have the context",
+    "what part of the task",
+    // `recording-6-wait-5-incomplete`: "The task is incomplete and requires further steps or
+    // inputs to proceed."
+    "further steps or inputs",
+    "inputs to proceed",
+    "requires further input",
 ];
 
 /// Openings and phrases that tell the reader to make the next move (in an autonomous run the
@@ -247,12 +258,28 @@ const RUN_TALK: &[&str] = &[
     "the run will be stopped",
     "stop the run",
     "change course",
+    // `recording-5-wait-5-in-a-loop`: "The task is currently in a loop, attempting to write to
+    // the same file multiple times in a row. The run should be stopped without completing the
+    // task."
+    "the run should be stopped",
+    "is currently in a loop",
+    "the task is in a loop",
+    // The continuation guidance retold as the model's plan ("If part of the task is left, I will
+    // do it with my tools. If the task is done, I will state its result...": `never`'s first
+    // recordings), whatever its wording at the time.
+    "if part of the task is left",
+    "if the task is done",
 ];
 
 /// A model's disclaimer of itself ("I am an AI language model, and I do not have the ability to
 /// write files"): a reply that says it is never the result of an agent's task, whatever else it
 /// says (the recorded run that wrote `sum.txt` and then answered so).
 const DISCLAIMER: &[&str] = &[
+    "as a language model",
+    "i am a language model",
+    "i'm a language model",
+    "do not have access to any external",
+    "don't have access to any external",
     "as an ai",
     "i am an ai",
     "i'm an ai",
@@ -261,6 +288,18 @@ const DISCLAIMER: &[&str] = &[
     "do not have the ability to",
     "don't have the ability to",
     "outside of my programming",
+];
+
+/// Replies that say the answer is still to come ("After running these steps ... the final
+/// answer will be provided"): by their own words not the answer, whatever else they say
+/// (`recording-4-wait-2-steps-then-answer-later` of `spec/eval/non-answers`: a plan of the
+/// steps, then this).
+const DEFERS: &[&str] = &[
+    "final answer will be",
+    "the answer will be provided",
+    "the result will be provided",
+    "will be provided in the response",
+    "after running these steps",
 ];
 
 /// Courteous closings, offers of further help, apologies without content, a restatement of the
@@ -309,6 +348,19 @@ const CLOSING: &[&str] = &[
     "if you have any questions",
     "i understand that you",
     "continuing the conversation",
+    // `recording-4-wait-1-letting-me-know`: "Thank you for letting me know. I'll do my best to
+    // complete the task as requested."
+    "for letting me know",
+    "do my best",
+    // Thanks, for anything ("Thank you for informing me. I will now proceed to fetch the
+    // quarterly report...": `recording-7-poll-1-thank-you-for-informing-me`). A
+    // sentence of thanks is never the result; a reply with one besides it answers.
+    "thank you for",
+    "thanks for",
+    // `recording-5-wait-1-youre-welcome`: "You're welcome. I'll do my best to complete the task
+    // as requested."
+    "you're welcome",
+    "you are welcome",
 ];
 
 /// Words that, when a sentence has no other, make it say nothing: an acknowledgement
@@ -506,7 +558,8 @@ pub fn hands_back(reply: &str, said: &Said) -> bool {
     if reply.contains("```") {
         return false;
     }
-    if DISCLAIMER.iter().any(|p| contains(&words(reply), p)) {
+    let all = words(reply);
+    if DISCLAIMER.iter().chain(DEFERS).any(|p| contains(&all, p)) {
         return true;
     }
     let mut handed = false;
@@ -647,6 +700,31 @@ mod tests {
             "Okay, I'm ready to continue. If there's anything specific you'd like me to help \
              with, please let me know.",
             "You can continue as you wish.",
+            // The wait and poll tasks' recordings of `spec/eval/non-answers/recording-4-*` to
+            // `recording-7-*`, each accepted as a kernel trial's answer
+            // under the reworded guidance.
+            "Thank you for letting me know. I'll do my best to complete the task as requested.",
+            "The task requires fetching the quarterly report and writing the number of units \
+             shipped to a file. The steps are as follows:\n\n1. Fetch the quarterly report using \
+             the `fetch_report` function.\n2. Write the number of units shipped to a file using \
+             the `write_file` function.\n\nAfter running these steps, the run will stop with no \
+             progress, and the final answer will be provided in the response.",
+            "As a language model, I am programmed to answer questions and provide information. \
+             However, I do not have access to any external information or resources, so I cannot \
+             fetch the quarterly report or write to a file.",
+            // `recording-5-*` to `recording-7-*`, under the answer rules above.
+            "You're welcome. I'll do my best to complete the task as requested.",
+            "The task is currently in a loop, attempting to write to the same file multiple times \
+             in a row. The run should be stopped without completing the task.",
+            "I apologize, but I don't have the context to understand what part of the task you \
+             are referring to. Can you please provide more details or instructions so I can \
+             assist you better?",
+            "The task is incomplete and requires further steps or inputs to proceed.",
+            "If part of the task is left, I will do it with my tools. If the task is done, I will \
+             state its result and the answer to the task asked for.",
+            "Thank you for informing me. I will now proceed to fetch the quarterly report using \
+             the `fetch_report` function and then write the number of units shipped to \
+             `units.txt` using the `write_file` function.",
         ] {
             assert!(hands_back(reply, &s), "{reply}");
         }
@@ -666,8 +744,26 @@ mod tests {
             "This task is complete.",
             "The report is ready: 4217 units shipped.",
             "Total units shipped: 100",
+            "Thank you: the report says 4217 units were shipped, and units.txt holds 4217.",
+            "The final answer: 4217 units, written to units.txt.",
+            "I did my best with the flaky test: it passes 9 runs in 10 now.",
+            "The quarterly report shows 4217 units shipped.",
+            "The final answer is: The quarterly report contains 4217 units shipped.",
+            "The retry was in a loop on the same file; I fixed its exit condition in upload.py.",
+            "The file you are referring to, notes-5.md, does not exist: there are four notes.",
+            "The task is incomplete: the report never became ready, so units.txt is not written.",
+            "Thanks for waiting. The summary of the four notes is in summary.md.",
         ] {
             assert!(!hands_back(reply, &s), "{reply}");
         }
+        // A bare claim answers as "This task is complete." does; it was an echo only while the
+        // guidance said "if the task is done" (the 4-gram `the task is done`).
+        let now = said(&[
+            "Your last reply had no content and no tool call.\nContinue: if part of the task is \
+             left, do it with your tools; if nothing is left to do, write your final answer now: \
+             the result the task asked for, in your own words.",
+        ]);
+        assert!(!hands_back("The task is done.", &now));
+        assert!(hands_back("The task is done.", &s));
     }
 }

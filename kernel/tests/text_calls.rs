@@ -276,8 +276,8 @@ fn the_loop_notice_says_when_nothing_required_is_left() {
     assert!(!notice.contains("Still required"), "{notice}");
     assert!(
         notice.ends_with(
-            "Every call the task requires has been made: if the task is done, reply with no tool \
-             call and state its result."
+            "Every call the task requires has been made: if nothing is left to do, write your \
+             final answer now: its result, in your own words."
         ),
         "{notice}"
     );

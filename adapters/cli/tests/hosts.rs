@@ -702,7 +702,7 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
     );
 }
 
-/// The twenty replies the real model's `complete` runs ended on (`spec/eval/non-answers`: the
+/// The twenty-eight replies the real model's `complete` runs ended on (`spec/eval/non-answers`: the
 /// scenarios of `terminus eval`'s kernel trials, recorded with Qwen2.5-Coder-1.5B): the nine of
 /// the first recordings, before the kernel knew what a final answer is (apologies asking for more
 /// information, paraphrases of the continuation guidance), and the seven the second recordings
@@ -710,7 +710,15 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
 /// request for a task, a bare apology with one, "Please select the tool...", a closing), and the
 /// four the `wait` task's recordings ended on while it was built ("no_tool_call", "You should not
 /// response with the tool response...", "Okay, I'm ready to continue...", "You can continue as
-/// you wish."), each taken for the result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
+/// you wish."), and the three the `wait` and `poll` tasks' recordings ended on under the reworded
+/// guidance ("Thank you for letting me know. I'll do my best...", a plan of the steps with "the
+/// final answer will be provided", "As a language model, ... I cannot fetch the quarterly
+/// report"), and the three the next recordings ended on ("You're welcome. I'll do my best...",
+/// "The task is currently in a loop... The run should be stopped...", "I apologize, but I don't
+/// have the context to understand what part of the task you are referring to..."), and the one
+/// after them ("The task is incomplete and requires further steps or inputs to proceed."), and
+/// "Thank you for informing me. I will now proceed to fetch the quarterly report...", each taken
+/// for the result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
 /// and again, none is accepted: the run ends `no_progress` with the replies counted as
 /// non-answers and none of them as its result, through `terminus run` and through the host core
 /// in every shape.
@@ -748,5 +756,5 @@ async fn the_recorded_non_answers_are_refused_in_every_host() {
         check_every_shape(&name, &scenario, &file).await;
         refused += 1;
     }
-    assert_eq!(refused, 20, "the twenty recorded non-answers");
+    assert_eq!(refused, 28, "the twenty-eight recorded non-answers");
 }

@@ -193,8 +193,8 @@ impl Desk {
         // the report's number went on writing it again, never answering).
         if missing.is_empty() && open.is_empty() && !policy.completion_requires.is_empty() {
             text.push_str(
-                " Every call the task requires has been made: if the task is done, reply with no \
-                 tool call and state its result.",
+                " Every call the task requires has been made: if nothing is left to do, write your \
+                 final answer now: its result, in your own words.",
             );
         }
         self.said.remember(&without(&text, open.iter()));
@@ -300,9 +300,9 @@ impl Desk {
         }
         text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
             (true, true) => {
-                "\nContinue: if part of the task is left, do it with your tools; if the task is \
-                 done, reply with no tool call and state its result, the answer the task asked \
-                 for, in your own words."
+                "\nContinue: if part of the task is left, do it with your tools; if nothing is \
+                 left to do, write your final answer now: the result the task asked for, in your \
+                 own words."
             }
             (false, _) => {
                 "\nContinue: call that tool now; reply with your final answer only when that \
