@@ -59,7 +59,7 @@ pub use crate::plan::{
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
     Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS,
-    attempt_execution, breaker, breaker_key, stored_plan,
+    attempt_execution, breaker, breaker_key, report_key, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

@@ -274,11 +274,21 @@ impl Orchestration {
     }
 
     async fn go(mut self, resuming: bool) -> Result<PlanReport, OrchestrateError> {
-        let report_key = format!("plan/{}/report", self.execution);
-        if resuming && let Some(cell) = self.store.cell(&report_key).await? {
-            // It ended: nothing runs again.
-            return serde_json::from_value(cell.value)
-                .map_err(|e| OrchestrateError::Corrupt(format!("cell `{report_key}`: {e}")));
+        let report_key = report_key(&self.execution);
+        if resuming {
+            // The report was kept at `plan/{execution}/report`, an agent's key when the agent is
+            // named `report`: that key is read only when no agent is.
+            let mut keys = vec![report_key.clone()];
+            if !self.plan.agents.iter().any(|a| a.id == "report") {
+                keys.push(format!("plan/{}/report", self.execution));
+            }
+            for key in keys {
+                if let Some(cell) = self.store.cell(&key).await? {
+                    // It ended: nothing runs again.
+                    return serde_json::from_value(cell.value)
+                        .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")));
+                }
+            }
         }
         let span = spans::plan(
             &self.plan.name,
@@ -965,6 +975,12 @@ impl Cells {
         self.last_plan = Some(cell);
         Ok(())
     }
+}
+
+/// The cell of a finished orchestration's report: `plan/{execution}:report`, which no agent's
+/// cell (`plan/{execution}/{agent}`) can be, whatever the agent is named.
+pub fn report_key(execution: &str) -> String {
+    format!("plan/{execution}:report")
 }
 
 /// The plan file kept with a durable orchestration.

@@ -201,7 +201,7 @@ impl Snapshot {
             let created = store.spec(execution).await.expect("readable").is_some();
             let records = store.records(execution).await.expect("readable");
             let plan_report = store
-                .cell(&format!("plan/{execution}/report"))
+                .cell(&terminus_orchestrator::report_key(execution))
                 .await
                 .expect("readable")
                 .map(|c| c.value);

@@ -223,3 +223,59 @@ async fn a_bad_generator_file_is_exit_2_before_the_model_is_asked() {
         "the model is never asked for a bad file"
     );
 }
+
+/// With `--journal` the plan that runs is stored with the orchestration: `terminus resume`
+/// goes on with it, and the model is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_plan_is_stored_and_resumed_without_asking_the_model_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixture = Fixture::start(vec![reply(VALID, &[], 1)])
+        .await
+        .expect("a port");
+    keyless_config(dir.path(), &fixture.url(), "");
+    let file = generator_file(dir.path(), 3, false);
+    let journal = dir.path().join("plans.db").to_string_lossy().into_owned();
+    let args = |more: &[&str]| -> Vec<String> { more.iter().map(|s| (*s).to_owned()).collect() };
+    let ran = terminus(args(&[
+        "orchestrate",
+        "--generate",
+        &file,
+        "--task",
+        "Audit the site.",
+        "--journal",
+        &journal,
+        "--execution",
+        "gen-1",
+        "--json",
+    ]))
+    .await;
+    assert_eq!(ran.status.code(), Some(0), "{}", text(&ran.stderr));
+    assert_eq!(last_json(&ran.stdout)["generation"]["source"], "first_try");
+    let resumed = terminus(args(&[
+        "resume",
+        "--journal",
+        &journal,
+        "--execution",
+        "gen-1",
+        "--json",
+    ]))
+    .await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    let report = last_json(&resumed.stdout);
+    assert_eq!(report["reason"], "all_complete", "{report}");
+    let agents: Vec<(&Value, &Value)> = report["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| (&a["id"], &a["attempts"]))
+        .collect();
+    assert_eq!(
+        agents,
+        [
+            (&json!("research"), &json!(1)),
+            (&json!("analysis"), &json!(1)),
+            (&json!("report"), &json!(1))
+        ]
+    );
+    assert_eq!(fixture.count(), 1, "the model wrote the plan once");
+}
