@@ -37,6 +37,7 @@ async fn main() {
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     };
     let plan = match Plan::parse(&plan.to_string(), &cx) {
         Ok(plan) => plan,

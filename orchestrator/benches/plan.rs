@@ -74,6 +74,7 @@ fn plan(json: &serde_json::Value) -> Plan {
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     };
     Plan::parse(&json.to_string(), &cx).unwrap_or_else(|p| panic!("invalid bench plan: {p:?}"))
 }

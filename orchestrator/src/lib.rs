@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod breaker;
+mod conduct;
 mod error;
 mod generate;
 mod graph;
@@ -42,6 +43,7 @@ mod split;
 pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
 };
+pub use crate::conduct::{Act, Attempted, Begin, Conductor, OutOfTurn, attempt_execution};
 pub use crate::error::OrchestrateError;
 pub use crate::generate::{
     DEFAULT_PLAN_ATTEMPTS, GenerateFile, Generation, Generator, GeneratorSpec, MAX_PLAN_ATTEMPTS,
@@ -58,8 +60,8 @@ pub use crate::plan::{
 };
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
-    Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS,
-    attempt_execution, breaker, breaker_key, report_key, stored_plan,
+    Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS, breaker,
+    breaker_key, report_key, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

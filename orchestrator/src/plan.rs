@@ -174,6 +174,9 @@ pub enum Program {
         /// The units its policy is scaled for ([`AgentSpec::scale`]).
         scale: Option<u64>,
     },
+    /// The host's own agent (neither `scenario` nor `agent`, in a host that runs its own:
+    /// [`Context::host_agents`]): a function of the Node or Python package's `runPlan`.
+    Host,
 }
 
 /// The limits an agent's own policy sets, which the plan's budget may lower.
@@ -248,6 +251,9 @@ pub struct Context<'a> {
     /// Reads a scenario's JSON text (an inline object's, or a file's) into the program the
     /// host's launcher runs.
     pub scenario: &'a ReadScript,
+    /// Whether an agent with neither `scenario` nor `agent` is the host's own
+    /// ([`Program::Host`]); else it is refused.
+    pub host_agents: bool,
 }
 
 impl Plan {
@@ -478,6 +484,7 @@ fn program(a: &mut AgentSpec, at: &str, cx: &Context<'_>) -> Result<(Program, Ow
             at,
             "give either `scenario` or `agent`, not both",
         )]),
+        (None, None) if cx.host_agents => Ok((Program::Host, Own::default())),
         (None, None) => Err(vec![Problem::new(
             at,
             "give a `scenario` (inline or a file) or a live `agent` config",

@@ -8,11 +8,12 @@
 //! [`Orchestration::resume`] goes on from them: ended agents stay ended (nothing completed runs
 //! again), an attempt that was running is resumed from its own journal.
 
-use crate::breaker::{Admission, Breaker, BreakerConfig, BreakerInput, BreakerStep};
+use crate::breaker::{Breaker, BreakerConfig, BreakerInput, BreakerStep};
+use crate::conduct::{Act, Attempted, Begin, Conductor, PlanCell, agent_key, plan_key};
 use crate::error::OrchestrateError;
-use crate::plan::{Agent, Plan, PlanFile, Program, fill};
-use crate::report::{AgentReport, PlanEvent, PlanReport};
-use crate::schedule::{Command, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage};
+use crate::plan::{Agent, Plan, PlanFile};
+use crate::report::{PlanEvent, PlanReport};
+use crate::schedule::Grant;
 use crate::{meters, spans};
 use async_trait::async_trait;
 use futures_util::FutureExt as _;
@@ -159,27 +160,6 @@ pub struct Orchestration {
     span: Span,
 }
 
-/// What one agent's progress cell holds.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct AgentCell {
-    saved: Saved,
-    #[serde(default)]
-    clamped: Vec<String>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    started_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ended_ms: Option<u64>,
-}
-
-/// What the orchestration's own cell holds.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct PlanCell {
-    elapsed_ms: u64,
-    used: Usage,
-}
-
 impl Orchestration {
     /// A run of `plan` as `execution`, in memory; its agents run by the
     /// [`launcher`](Orchestration::launcher) it is given (without one, each is refused).
@@ -322,202 +302,73 @@ impl Orchestration {
         } else {
             None
         };
-        let mut cells = Cells::new(Arc::clone(&self.store), &self.execution, self.durable);
-        let n = self.plan.agents.len();
-        let mut agents: Vec<AgentState> = vec![AgentState::default(); n];
-        let mut scheduler = if resuming {
-            let plan_cell: PlanCell = cells.read_plan().await?.unwrap_or_default();
-            let mut saved = Vec::with_capacity(n);
-            for (i, a) in self.plan.agents.iter().enumerate() {
-                let cell = cells.read_agent(&a.id).await?;
-                let state = &mut agents[i];
-                match cell {
-                    Some(c) => {
-                        state.clamped = c.clamped;
-                        state.error = c.error;
-                        state.started_ms = c.started_ms;
-                        state.ended_ms = c.ended_ms;
-                        saved.push(c.saved);
-                    }
-                    None => saved.push(Saved::Fresh),
-                }
+        let mut cells = Cells::new(Arc::clone(&self.store), &self.execution);
+        let mut conductor = if resuming {
+            let plan_cell: Option<PlanCell> = cells.read(plan_key(&self.execution)).await?;
+            let mut saved = Vec::with_capacity(self.plan.agents.len());
+            for a in &self.plan.agents {
+                saved.push(cells.read(agent_key(&self.execution, &a.id)).await?);
             }
-            cells.elapsed_before = plan_cell.elapsed_ms;
-            Scheduler::restore(
-                self.plan.nodes.clone(),
-                self.plan.limits,
-                &saved,
-                plan_cell.used,
-            )
+            let mut c =
+                Conductor::restore(Arc::clone(&self.plan), &self.execution, plan_cell, saved);
+            for (agent, execution) in c.executions() {
+                let report = self.store.report(&execution).await?;
+                c.set_report(agent, report);
+            }
+            c
         } else {
-            Scheduler::new(self.plan.nodes.clone(), self.plan.limits)
+            Conductor::new(Arc::clone(&self.plan), &self.execution)
         };
-        for (i, state) in agents.iter_mut().enumerate() {
-            let attempts = scheduler.attempts(i);
-            if attempts > 0 {
-                let execution =
-                    attempt_execution(&self.execution, &self.plan.agents[i].id, attempts);
-                state.report = self.store.report(&execution).await?.map(Box::new);
-                state.execution = Some(execution);
-            }
-            // What an agent that ended before the crash gives its dependents.
-            state.result = match scheduler.end(i).map(|e| e.status) {
-                Some(Status::Complete) => state
-                    .report
-                    .as_ref()
-                    .and_then(|r| r.result.clone().map(Value::String)),
-                Some(Status::Degraded) => self.plan.agents[i].degraded_result.clone(),
-                _ => None,
-            };
-        }
+        conductor.set_span(self.span.clone());
         let start = Instant::now();
-        let elapsed_before = cells.elapsed_before;
+        let elapsed_before = conductor.elapsed_before();
         let now = move || {
             elapsed_before
                 .saturating_add(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX))
         };
-        let config = BreakerConfig {
-            threshold: self.plan.limits.circuit_breaker_failure_threshold,
-            timeout_ms: self.plan.limits.circuit_breaker_timeout_ms,
-        };
+        let config = conductor.breaker_config();
         // Attempts are tasks of their own: they go on while this loop awaits the store (a
         // store connection an attempt holds must not wait on a future nobody polls).
         let mut running: tokio::task::JoinSet<(usize, Result<Report, Failed>)> =
             tokio::task::JoinSet::new();
         let mut kills: HashMap<usize, KillSwitch> = HashMap::new();
         let mut renew_at = Instant::now() + self.lease / 3;
-        let reason = 'run: loop {
-            let mut again = true;
-            while again {
-                again = false;
-                for command in scheduler.poll(now()) {
-                    match command {
-                        Command::Start {
-                            agent,
-                            attempt,
-                            resume,
-                            grant,
-                            degraded_input,
-                        } => {
-                            let id = self.plan.agents[agent].id.clone();
-                            let step = breaker(
-                                self.store.as_ref(),
-                                &id,
-                                BreakerInput::Admit,
-                                self.clock.unix_ms(),
-                                config,
-                            )
-                            .await?;
-                            self.breaker_event(&id, step);
-                            if let Some(Admission::Refused { until_ms }) = step.1.admission {
-                                scheduler.feed(
-                                    now(),
-                                    Input::Ended {
-                                        agent,
-                                        ran: Ran::Refused { until_ms },
-                                        used: Usage::default(),
-                                    },
-                                );
-                                again = true;
-                                continue;
-                            }
-                            let probe = step.1.admission == Some(Admission::Probe);
-                            let execution = attempt_execution(&self.execution, &id, attempt);
-                            let state = &mut agents[agent];
-                            state.execution = Some(execution.clone());
-                            state.clamped = grant.clamped.clone();
-                            state.error = None;
-                            state.started_ms.get_or_insert_with(now);
-                            cells
-                                .write_agent(&id, &Saved::Started { attempts: attempt }, state)
-                                .await?;
-                            self.emit(&PlanEvent::Start {
-                                agent: id,
-                                attempt,
-                                resume,
-                                probe,
-                                clamped: grant.clamped.clone(),
-                                degraded_input,
-                            });
-                            let kill = KillSwitch::new();
-                            kills.insert(agent, kill.clone());
-                            running.spawn(self.attempt(
-                                agent, execution, grant, resume, kill, &agents, &scheduler,
-                            ));
-                        }
-                        Command::Retry {
-                            agent,
-                            attempt,
-                            delay_ms,
-                        } => {
-                            let id = self.plan.agents[agent].id.clone();
-                            let state = &agents[agent];
-                            cells
-                                .write_agent(
-                                    &id,
-                                    &Saved::Retrying {
-                                        attempts: attempt - 1,
-                                    },
-                                    state,
-                                )
-                                .await?;
-                            let after = state.after();
-                            spans::retry(&self.span, &id, attempt, delay_ms, &after);
-                            meters::retry();
-                            self.emit(&PlanEvent::Retry {
-                                agent: id,
-                                attempt,
-                                delay_ms,
-                                after,
-                            });
-                        }
-                        Command::Ended { agent, end } => {
-                            let id = self.plan.agents[agent].id.clone();
-                            let state = &mut agents[agent];
-                            if end.status == Status::Degraded {
-                                // What its dependents receive in its place.
-                                state.result = self.plan.agents[agent].degraded_result.clone();
-                            }
-                            let at = now();
-                            if state.started_ms.is_some() {
-                                state.ended_ms = Some(at);
-                            }
-                            cells
-                                .write_agent(&id, &Saved::Ended(end.clone()), &agents[agent])
-                                .await?;
-                            let why = end.why.as_ref().map(|w| self.describe(w, &agents[agent]));
-                            let detail = why.as_deref().unwrap_or_default();
-                            match end.status {
-                                Status::Skipped => {
-                                    spans::skipped(&self.span, &id, end.why.as_ref(), detail);
-                                }
-                                Status::Degraded => {
-                                    spans::degraded(&self.span, &id, end.why.as_ref(), detail);
-                                }
-                                Status::Complete | Status::Failed | Status::NotRun => {}
-                            }
-                            let took = agents[agent].duration_ms(at).map(Duration::from_millis);
-                            meters::agent_ended(end.status, end.why.as_ref(), took);
-                            self.emit(&PlanEvent::Ended {
-                                agent: id,
-                                status: end.status,
-                                attempts: end.attempts,
-                                why,
-                            });
-                        }
-                        Command::Warn(w) => self.emit(&PlanEvent::Warn(w)),
-                        Command::CancelRunning(reason) => {
-                            self.emit(&PlanEvent::Cancelling(reason));
-                            for kill in kills.values() {
-                                kill.kill();
-                            }
-                        }
-                        Command::Done(reason) => break 'run reason,
+        let report = 'run: loop {
+            while let Some(act) = conductor.next(now()) {
+                match act {
+                    Act::Breaker { id, input, .. } => {
+                        let (before, step) = breaker(
+                            self.store.as_ref(),
+                            &id,
+                            input,
+                            self.clock.unix_ms(),
+                            config,
+                        )
+                        .await?;
+                        conductor
+                            .breaker_stepped(before, step, now())
+                            .map_err(|e| OrchestrateError::Corrupt(e.to_string()))?;
                     }
+                    Act::Start(begin) => {
+                        let kill = KillSwitch::new();
+                        kills.insert(begin.agent, kill.clone());
+                        running.spawn(self.attempt(*begin, kill));
+                    }
+                    Act::Cancel => {
+                        for kill in kills.values() {
+                            kill.kill();
+                        }
+                    }
+                    Act::Save { key, value } => {
+                        if self.durable {
+                            cells.write(key, value).await?;
+                        }
+                    }
+                    Act::Event(event) => self.emit(&event),
+                    Act::Done(report) => break 'run *report,
                 }
-                cells.write_plan(now(), scheduler.used(), false).await?;
             }
-            let wake = scheduler
+            let wake = conductor
                 .next_wake()
                 .map(|ms| start + Duration::from_millis(ms.saturating_sub(elapsed_before)));
             tokio::select! {
@@ -528,11 +379,18 @@ impl Orchestration {
                         ));
                     };
                     kills.remove(&agent);
-                    self.ended(agent, result, &mut agents, &mut scheduler, config, now()).await?;
+                    let attempted = match result {
+                        Ok(report) => Attempted::Report(Box::new(report)),
+                        Err(Failed::Store(e)) => return Err(OrchestrateError::Store(e)),
+                        Err(Failed::Run(error)) => Attempted::Failed(error),
+                    };
+                    conductor
+                        .finished(agent, attempted)
+                        .map_err(|e| OrchestrateError::Corrupt(e.to_string()))?;
                 }
                 () = sleep_until(wake) => {}
-                () = self.kill.killed(), if scheduler.stop().is_none() => {
-                    scheduler.feed(now(), Input::Cancel);
+                () = self.kill.killed(), if !conductor.stopping() => {
+                    conductor.cancel(now());
                 }
                 () = tokio::time::sleep_until(renew_at), if lease.is_some() => {
                     if let Some(lease) = &lease {
@@ -542,10 +400,6 @@ impl Orchestration {
                 }
             }
         };
-        let elapsed_ms = now();
-        cells.write_plan(elapsed_ms, scheduler.used(), true).await?;
-        self.emit(&PlanEvent::Done(reason));
-        let report = self.report(reason, &scheduler, agents, elapsed_ms);
         if self.durable {
             let value = serde_json::to_value(&report)
                 .map_err(|e| OrchestrateError::Corrupt(format!("the plan's report: {e}")))?;
@@ -558,35 +412,16 @@ impl Orchestration {
         Ok(report)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn attempt(
-        &self,
-        agent: usize,
-        execution: String,
-        grant: Grant,
-        resume: bool,
-        kill: KillSwitch,
-        agents: &[AgentState],
-        scheduler: &Scheduler,
-    ) -> Attempt {
-        let spec = &self.plan.agents[agent];
-        let results: Vec<(&str, Option<&Value>)> = scheduler.nodes()[agent]
-            .deps
-            .iter()
-            .map(|&d| (self.plan.agents[d].id.as_str(), agents[d].result.as_ref()))
-            .collect();
-        let task = match (&spec.task, &spec.program) {
-            (Some(template), _) => fill(template, &results),
-            (None, Program::Scenario(script)) => fill(script.task(), &results),
-            (None, Program::Live { .. }) => String::new(),
-        };
-        let watchdog = Duration::from_millis(grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));
+    fn attempt(&self, begin: Begin, kill: KillSwitch) -> Attempt {
+        let agent = begin.agent;
+        let watchdog =
+            Duration::from_millis(begin.grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));
         let launch = Launch {
-            agent: Arc::clone(spec),
-            execution,
-            task,
-            grant,
-            resume,
+            agent: begin.spec,
+            execution: begin.execution,
+            task: begin.task,
+            grant: begin.grant,
+            resume: begin.resume,
             store: Arc::clone(&self.store),
             kill,
             keep_program: self.durable,
@@ -629,192 +464,11 @@ impl Orchestration {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn ended(
-        &mut self,
-        agent: usize,
-        result: Result<Report, Failed>,
-        agents: &mut [AgentState],
-        scheduler: &mut Scheduler,
-        config: BreakerConfig,
-        now_ms: u64,
-    ) -> Result<(), OrchestrateError> {
-        let id = self.plan.agents[agent].id.clone();
-        let state = &mut agents[agent];
-        let (complete, used) = match result {
-            Ok(report) => {
-                let used = Usage {
-                    model_calls: u64::from(report.stats.model_calls),
-                    tokens: report.stats.tokens(),
-                };
-                let complete = report.is_complete();
-                if complete {
-                    state.result = report.result.clone().map(Value::String);
-                }
-                state.report = Some(Box::new(report));
-                state.error = None;
-                (complete, used)
-            }
-            Err(Failed::Store(e)) => return Err(OrchestrateError::Store(e)),
-            Err(Failed::Run(error)) => {
-                state.report = None;
-                state.error = Some(error);
-                (false, Usage::default())
-            }
-        };
-        let input = if complete {
-            BreakerInput::Success
-        } else {
-            BreakerInput::Failure
-        };
-        let step = breaker(
-            self.store.as_ref(),
-            &id,
-            input,
-            self.clock.unix_ms(),
-            config,
-        )
-        .await?;
-        self.breaker_event(&id, step);
-        let ran = if complete {
-            Ran::Complete
-        } else {
-            Ran::Failed {
-                retry_allowed: step.1.next.allows_retry(),
-            }
-        };
-        scheduler.feed(now_ms, Input::Ended { agent, ran, used });
-        Ok(())
-    }
-
-    fn breaker_event(&mut self, id: &str, (before, step): (Breaker, BreakerStep)) {
-        if before.name() != step.next.name() {
-            if let Breaker::Open { since_ms } = step.next {
-                let timeout = self.plan.limits.circuit_breaker_timeout_ms;
-                spans::breaker_open(&self.span, id, before, since_ms.saturating_add(timeout));
-                meters::breaker_open();
-            }
-            self.emit(&PlanEvent::Breaker {
-                agent: id.to_owned(),
-                from: before,
-                to: step.next,
-            });
-        }
-    }
-
     fn emit(&mut self, event: &PlanEvent) {
         if let Some(observer) = &mut self.observer {
             observer(event);
         }
     }
-
-    fn describe(&self, why: &crate::schedule::Why, state: &AgentState) -> String {
-        use crate::schedule::Why;
-        match why {
-            Why::RunFailed => state.after(),
-            Why::CircuitOpen { until_ms } => {
-                format!("its circuit breaker is open until unix ms {until_ms}")
-            }
-            Why::DependencySkipped { dependency } => format!(
-                "its dependency `{}` was skipped without a result",
-                self.plan.agents[*dependency].id
-            ),
-            Why::BudgetSpent => "the plan's model-call or token budget is spent".into(),
-            Why::PlanStopped => "the plan stopped first".into(),
-        }
-    }
-
-    fn report(
-        &self,
-        reason: PlanReason,
-        scheduler: &Scheduler,
-        agents: Vec<AgentState>,
-        elapsed_ms: u64,
-    ) -> PlanReport {
-        let agents = agents
-            .into_iter()
-            .enumerate()
-            .map(|(i, state)| {
-                let spec = &self.plan.agents[i];
-                let end = scheduler.end(i).cloned();
-                let status = end.as_ref().map_or(Status::NotRun, |e| e.status);
-                let result = match status {
-                    Status::Complete => state.result.clone().or_else(|| {
-                        state
-                            .report
-                            .as_ref()
-                            .and_then(|r| r.result.clone().map(Value::String))
-                    }),
-                    Status::Degraded => spec.degraded_result.clone(),
-                    _ => None,
-                };
-                AgentReport {
-                    id: spec.id.clone(),
-                    status,
-                    attempts: scheduler.attempts(i),
-                    duration_ms: state.duration_ms(elapsed_ms),
-                    result,
-                    degraded_input: end.as_ref().is_some_and(|e| e.degraded_input),
-                    why: end.and_then(|e| e.why),
-                    clamped: state.clamped,
-                    error: state.error,
-                    last_execution: state.execution,
-                    report: state.report,
-                }
-            })
-            .collect();
-        PlanReport {
-            execution: self.execution.clone(),
-            name: self.plan.name.clone(),
-            outcome: if reason.is_complete() {
-                "complete".into()
-            } else {
-                "aborted".into()
-            },
-            reason,
-            agents,
-            used: scheduler.used(),
-            elapsed_ms,
-            generation: None,
-        }
-    }
-}
-
-/// What the executor keeps of an agent.
-#[derive(Debug, Clone, Default)]
-struct AgentState {
-    result: Option<Value>,
-    report: Option<Box<Report>>,
-    error: Option<String>,
-    execution: Option<String>,
-    clamped: Vec<String>,
-    /// Plan time when its first attempt started.
-    started_ms: Option<u64>,
-    /// Plan time when it ended (after its last attempt, or refused, or cancelled).
-    ended_ms: Option<u64>,
-}
-
-impl AgentState {
-    /// Its wall time from its first start to its end (to `plan_end` if it has not ended), over
-    /// its attempts and the backoffs between them; `None` if it never started.
-    fn duration_ms(&self, plan_end: u64) -> Option<u64> {
-        self.started_ms
-            .map(|start| self.ended_ms.unwrap_or(plan_end).saturating_sub(start))
-    }
-
-    /// How its last attempt ended, for progress lines.
-    fn after(&self) -> String {
-        match (&self.report, &self.error) {
-            (Some(r), _) => format!("{} (rule {})", r.outcome, r.rule.name()),
-            (None, Some(e)) => e.clone(),
-            (None, None) => "no run".into(),
-        }
-    }
-}
-
-/// The execution id of an agent's attempt.
-pub fn attempt_execution(orchestration: &str, agent: &str, attempt: u32) -> String {
-    format!("{orchestration}/{agent}/{attempt}")
 }
 
 async fn sleep_until(wake: Option<Instant>) {
@@ -864,34 +518,21 @@ pub async fn breaker(
     )))
 }
 
-/// The orchestration's progress cells (written only when durable).
+/// The orchestration's progress cells, each written compare-and-set on the version this
+/// process read or wrote last (only the claim's holder writes them).
 struct Cells {
     store: Arc<dyn Store>,
     execution: String,
-    durable: bool,
     versions: HashMap<String, u64>,
-    elapsed_before: u64,
-    last_plan: Option<PlanCell>,
 }
 
 impl Cells {
-    fn new(store: Arc<dyn Store>, execution: &str, durable: bool) -> Cells {
+    fn new(store: Arc<dyn Store>, execution: &str) -> Cells {
         Cells {
             store,
             execution: execution.to_owned(),
-            durable,
             versions: HashMap::new(),
-            elapsed_before: 0,
-            last_plan: None,
         }
-    }
-
-    fn plan_key(&self) -> String {
-        format!("plan/{}", self.execution)
-    }
-
-    fn agent_key(&self, agent: &str) -> String {
-        format!("plan/{}/{agent}", self.execution)
     }
 
     async fn read<T: serde::de::DeserializeOwned>(
@@ -907,16 +548,6 @@ impl Cells {
             .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")))
     }
 
-    async fn read_plan(&mut self) -> Result<Option<PlanCell>, OrchestrateError> {
-        let key = self.plan_key();
-        self.read(key).await
-    }
-
-    async fn read_agent(&mut self, agent: &str) -> Result<Option<AgentCell>, OrchestrateError> {
-        let key = self.agent_key(agent);
-        self.read(key).await
-    }
-
     async fn write(&mut self, key: String, value: Value) -> Result<(), OrchestrateError> {
         let expected = self.versions.get(&key).copied();
         match self.store.put_cell(&key, expected, &value).await? {
@@ -929,51 +560,6 @@ impl Cells {
                 execution: self.execution.clone(),
             })),
         }
-    }
-
-    async fn write_agent(
-        &mut self,
-        agent: &str,
-        saved: &Saved,
-        state: &AgentState,
-    ) -> Result<(), OrchestrateError> {
-        if !self.durable {
-            return Ok(());
-        }
-        let cell = AgentCell {
-            saved: saved.clone(),
-            clamped: state.clamped.clone(),
-            error: state.error.clone(),
-            started_ms: state.started_ms,
-            ended_ms: state.ended_ms,
-        };
-        let value = serde_json::to_value(&cell)
-            .map_err(|e| OrchestrateError::Corrupt(format!("progress of `{agent}`: {e}")))?;
-        let key = self.agent_key(agent);
-        self.write(key, value).await
-    }
-
-    /// Saves the plan's time and spending when the spending changed, or when `force`d (time
-    /// alone is saved with the next change and at the end).
-    async fn write_plan(
-        &mut self,
-        elapsed_ms: u64,
-        used: Usage,
-        force: bool,
-    ) -> Result<(), OrchestrateError> {
-        if !self.durable {
-            return Ok(());
-        }
-        let cell = PlanCell { elapsed_ms, used };
-        if !force && self.last_plan.as_ref().is_some_and(|p| p.used == used) {
-            return Ok(());
-        }
-        let value = serde_json::to_value(&cell)
-            .map_err(|e| OrchestrateError::Corrupt(format!("progress of the plan: {e}")))?;
-        let key = self.plan_key();
-        self.write(key, value).await?;
-        self.last_plan = Some(cell);
-        Ok(())
     }
 }
 

@@ -25,6 +25,7 @@ fn cx() -> Context<'static> {
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     }
 }
 
@@ -337,6 +338,7 @@ fn recorded_real_model_trials_replay_to_their_generation_and_the_table_in_docs()
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     };
     let mut rows = String::new();
     let mut counts = [0usize; 4];

@@ -202,6 +202,7 @@ fn plan(tag: &str, p: usize, acts: &[Act]) -> Plan {
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     };
     Plan::parse(&file.to_string(), &cx).expect("a valid plan")
 }

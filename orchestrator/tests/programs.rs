@@ -50,6 +50,7 @@ fn parse(plan: &serde_json::Value) -> Result<Plan, Vec<String>> {
         env: &no_env,
         live: &no_live,
         scenario: &read,
+        host_agents: false,
     };
     Plan::parse(&plan.to_string(), &cx).map_err(|ps| ps.iter().map(Problem::to_string).collect())
 }

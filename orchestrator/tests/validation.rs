@@ -17,6 +17,7 @@ fn check(json: serde_json::Value, env: &[(&str, &str)]) -> Result<Plan, Vec<Stri
         env: &read,
         live: &live,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     };
     Plan::parse(&json.to_string(), &cx).map_err(|ps| ps.iter().map(Problem::to_string).collect())
 }

@@ -116,6 +116,7 @@ pub(crate) fn context(base: &Path) -> Context<'_> {
         env: &env,
         live: &live_limits,
         scenario: &terminus_scenario::plan::script,
+        host_agents: false,
     }
 }
 

@@ -50,12 +50,12 @@ impl Launcher for ScenarioLauncher {
     async fn launch(&self, l: Launch) -> Result<Report, RunError> {
         let scenario = match &l.agent.program {
             Program::Scenario(script) => (script.as_ref() as &dyn Any).downcast_ref::<Scenario>(),
-            Program::Live { .. } => None,
+            Program::Live { .. } | Program::Host => None,
         };
         let Some(scenario) = scenario else {
             return Err(RunError::Fault(terminus_runtime::Fault::invalid_input(
                 format!(
-                    "agent `{}` is a live agent; this host runs scenario agents only",
+                    "agent `{}` is not a scenario agent; this host runs scenario agents only",
                     l.agent.id
                 ),
             )));
