@@ -331,6 +331,103 @@ export declare class Session {
  */
 export declare function runScenario(scenario: string | URL | { [key: string]: Json }): Report;
 
+/** An agent's share of the plan's budget, as the orchestrator grants it. */
+export interface Grant {
+  /** Its deadline (ms): past it the attempt failed and `context.signal` aborts. */
+  deadline_ms: number;
+  /** The model calls it may make. */
+  model_calls: number;
+  /** The tokens it may spend, when the plan or its policy bounds them. */
+  tokens: number | null;
+  /** The fields the plan's budget lowered. */
+  clamped: string[];
+}
+
+/** What an agent function is given besides its task. */
+export interface PlanAgentContext {
+  /** The agent's id. */
+  agent: string;
+  /** The attempt, from 1. */
+  attempt: number;
+  /** The attempt's execution id (`{execution}/{agent}/{attempt}`). */
+  execution: string;
+  /** Its share of the plan's budget. */
+  grant: Grant;
+  /** The attempt was running when the process stopped; this goes on with it. */
+  resume: boolean;
+  /** Aborts at the deadline or when the plan stops. */
+  signal: AbortSignal;
+  /** What the agent spent: set it and the plan's budget counts it. */
+  used: { model_calls: number; tokens: number };
+}
+
+/** One progress line of a plan (the command line's). */
+export interface PlanEvent {
+  kind: 'start' | 'retry' | 'breaker' | 'ended' | 'warning' | 'cancelling' | 'done';
+  agent: string | null;
+  line: string;
+}
+
+/** A plan's progress: the cells `terminus orchestrate --journal` keeps. */
+export interface PlanProgress {
+  execution: string;
+  cells: { [key: string]: Json };
+}
+
+/** One agent's part of a plan's report. */
+export interface AgentReport {
+  id: string;
+  status: 'complete' | 'failed' | 'skipped' | 'degraded' | 'not_run';
+  attempts: number;
+  duration_ms?: number;
+  result: Json;
+  degraded_input: boolean;
+  why?: { why: string; [key: string]: Json };
+  clamped?: string[];
+  error?: string;
+  last_execution?: string;
+  report?: Report;
+}
+
+/** A plan's report: that of `terminus orchestrate --json`. */
+export interface PlanReport {
+  execution: string;
+  name: string;
+  outcome: 'complete' | 'aborted';
+  reason: 'all_complete' | 'degraded' | 'agent_failed' | 'execution_timeout' | 'max_phases' | 'cancelled' | 'no_valid_plan';
+  agents: AgentReport[];
+  used: { model_calls: number; tokens: number };
+  elapsed_ms: number;
+}
+
+export interface RunPlanOptions {
+  /** The host's agents by id: each returns its result (JSON) or throws (the attempt failed). */
+  agents?: { [id: string]: (task: string, context: PlanAgentContext) => Json | Promise<Json> };
+  /** The run's execution id (default: the plan's name). */
+  execution?: string;
+  /** Progress an earlier run kept (`onProgress`): what completed does not run again. */
+  progress?: PlanProgress | string;
+  /** Keep the progress (awaited before the plan goes on). */
+  onProgress?: (progress: PlanProgress) => void | Promise<void>;
+  /** Each progress line. */
+  onEvent?: (event: PlanEvent) => void;
+  /** Cancels the plan (`cancelled`). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs a multi-agent plan (a plan file's path or URL, or the plan object) whose agents are your
+ * functions (and the plan's scenario agents), with every decision of `terminus orchestrate`:
+ * dependencies, budgets, deadlines, retries, the circuit breaker, skips and degradation.
+ */
+export declare function runPlan(plan: string | URL | { [key: string]: Json }, options?: RunPlanOptions): Promise<PlanReport>;
+
+/** A plan that cannot run: one `PATH: PROBLEM` line per problem. */
+export declare class PlanError extends Error {
+  code: 'InvalidArg';
+  problems: string[];
+}
+
 /**
  * The kernel's class of a provider failure from its HTTP status and the error's text or body:
  * the table every host shares. A status outside 100-599 throws.

@@ -946,4 +946,6 @@ function retryAfterMs(retryAfterMsHeader, retryAfterHeader) {
   return ms ?? undefined;
 }
 
-module.exports = { Machine, Session, runScenario, providerErrorKind, retryAfterMs, version: require('./package.json').version };
+const { runPlan, PlanError } = require('./plan.js').makeRunPlan(native, jsonText);
+
+module.exports = { Machine, Session, runScenario, runPlan, PlanError, providerErrorKind, retryAfterMs, version: require('./package.json').version };

@@ -173,6 +173,8 @@ pub struct Conductor {
     out: VecDeque<Act>,
     waiting: Option<Waiting>,
     saved_used: Option<Usage>,
+    /// An agent's cell was saved since the plan's was.
+    progressed: bool,
     elapsed_before: u64,
     ended: bool,
     span: Span,
@@ -202,6 +204,7 @@ impl Conductor {
             out: VecDeque::new(),
             waiting: None,
             saved_used: None,
+            progressed: false,
             elapsed_before,
             ended: false,
             span: Span::none(),
@@ -349,12 +352,13 @@ impl Conductor {
                     let commands = self.scheduler.poll(now_ms);
                     if commands.is_empty() {
                         let used = self.scheduler.used();
-                        if self.saved_used == Some(used) {
+                        if self.saved_used == Some(used) && !self.progressed {
                             return None;
                         }
-                        // The plan's spending changed: save it (its time is saved with it, and
-                        // at the end).
+                        // The plan's spending or an agent's progress changed: save its time and
+                        // spending with them (a resumed plan's clock goes on from there).
                         self.saved_used = Some(used);
+                        self.progressed = false;
                         return Some(self.save_plan(now_ms));
                     }
                     self.queue.extend(commands);
@@ -615,7 +619,8 @@ impl Conductor {
         }
     }
 
-    fn save_agent(&self, agent: usize, saved: &Saved) -> Act {
+    fn save_agent(&mut self, agent: usize, saved: &Saved) -> Act {
+        self.progressed = true;
         let state = &self.agents[agent];
         let id = &self.plan.agents[agent].id;
         // A kernel run's result is in its journaled report; a host agent's only here.

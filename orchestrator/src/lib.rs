@@ -32,6 +32,7 @@ mod error;
 mod generate;
 mod graph;
 mod limits;
+mod local;
 mod meters;
 mod plan;
 mod report;
@@ -54,6 +55,7 @@ pub use crate::limits::{
     AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,
     LimitsSpec, RETRY_DELAY_MAX_MS, Source, limit_rows,
 };
+pub use crate::local::LocalPlan;
 pub use crate::plan::{
     Agent, AgentExpect, AgentSpec, CheckLive, Context, Node, OnError, Own, Plan, PlanExpect,
     PlanFile, Problem, Program, ReadScript, Script, ScriptError, fill, placeholders,

@@ -7,8 +7,11 @@ use crate::Scenario;
 use async_trait::async_trait;
 use serde_json::json;
 use std::any::Any;
+use std::path::Path;
 use std::sync::Arc;
-use terminus_orchestrator::{Launch, Launcher, Own, Program, Script, ScriptError};
+use terminus_orchestrator::{
+    Context, Launch, Launcher, LocalPlan, Own, Plan, Program, Script, ScriptError,
+};
 use terminus_runtime::{Report, RunError, RuntimeConfig};
 
 impl Script for Scenario {
@@ -85,6 +88,73 @@ impl Launcher for ScenarioLauncher {
         }
         run.execute().await
     }
+}
+
+/// Why a host's plan cannot run: every problem on its own line (`PATH: PROBLEM`), as
+/// `terminus orchestrate` prints them after the file's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub Vec<String>);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("\n"))
+    }
+}
+
+fn refuse_live(_: &Path, _: Option<u64>) -> Result<Own, String> {
+    Err(
+        "a live agent config runs under `terminus orchestrate`; here give the agent a \
+         function of your own instead"
+            .into(),
+    )
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A plan run for a host that runs its own agents (the Node and Python packages): the plan's
+/// JSON text (file scenarios relative to `base`), validated as `terminus orchestrate`
+/// validates it, its scenario agents read here, an agent with neither `scenario` nor `agent`
+/// the host's own, a live `agent` config refused. `execution` defaults to the plan's name;
+/// `progress` (what [`LocalPlan::progress`] gave) goes on from a crash.
+pub fn local(
+    text: &str,
+    base: &Path,
+    execution: Option<&str>,
+    progress: Option<&str>,
+) -> Result<LocalPlan, Refused> {
+    let cx = Context {
+        base,
+        env: &env,
+        live: &refuse_live,
+        scenario: &script,
+        host_agents: true,
+    };
+    let plan = Plan::parse(text, &cx)
+        .map_err(|problems| Refused(problems.iter().map(ToString::to_string).collect()))?;
+    let execution = execution.map_or_else(|| plan.name.clone(), str::to_owned);
+    match progress {
+        None => Ok(LocalPlan::new(plan, &execution)),
+        Some(text) => {
+            let value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| Refused(vec![format!("progress: not JSON: {e}")]))?;
+            LocalPlan::restore(plan, &execution, &value)
+                .map_err(|e| Refused(vec![format!("progress: {e}")]))
+        }
+    }
+}
+
+/// Runs a scenario attempt a [`LocalPlan`] handed out ([`LocalPlan::scenario_launch`]) on a
+/// runtime of its own, blocking (a binding calls it off its event loop): its report.
+pub fn run_launch(launch: Launch) -> Result<Report, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    runtime
+        .block_on(ScenarioLauncher.launch(launch))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

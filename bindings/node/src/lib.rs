@@ -985,3 +985,141 @@ impl NativeSession {
         Ok(NativeSession { core, first: None })
     }
 }
+
+/// A multi-agent plan run whose agents are the host's own
+/// ([`terminus_orchestrator::LocalPlan`]): the plan's decisions are the orchestrator's (the
+/// scheduler, limits, breakers, degradation and report of `terminus orchestrate`), the acts are
+/// JSON text, and `index.js` wraps it as `runPlan`.
+#[napi]
+pub struct NativePlan {
+    core: terminus_orchestrator::LocalPlan,
+}
+
+#[napi]
+impl NativePlan {
+    /// The run of the plan `text` (JSON text; file scenarios relative to `base`), as
+    /// `execution` (default: the plan's name), going on from `progress` when given (JSON text
+    /// of `progress()`). An invalid plan is an `InvalidArg` error with one `PATH: PROBLEM` line
+    /// per problem.
+    #[napi(factory, catch_unwind)]
+    pub fn start(
+        text: String,
+        base: String,
+        execution: Option<String>,
+        progress: Option<String>,
+    ) -> Result<NativePlan> {
+        terminus_scenario::plan::local(
+            &text,
+            std::path::Path::new(&base),
+            execution.as_deref(),
+            progress.as_deref(),
+        )
+        .map(|core| NativePlan { core })
+        .map_err(invalid)
+    }
+
+    /// The next act at plan time `now_ms` (JSON text), or `null` until an attempt ends, the
+    /// next wake passes or the host cancels.
+    #[napi(catch_unwind)]
+    pub fn next(&mut self, now_ms: f64) -> Result<Option<String>> {
+        let now_ms = millis("nowMs", now_ms)?;
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Ok(self.core.next(now_ms, unix_ms).map(|act| act.to_string()))
+    }
+
+    /// How the attempt of agent `index` ended (JSON text: `{"result"}`, `{"error"}` or
+    /// `{"report"}`).
+    #[napi(catch_unwind)]
+    pub fn finished(&mut self, index: u32, outcome: String) -> Result<()> {
+        let outcome: Value = read("outcome", &outcome)?;
+        let index = usize::try_from(index).map_err(invalid)?;
+        self.core.finished(index, &outcome).map_err(invalid)
+    }
+
+    /// The scenario attempt of agent `index`, to run with `NativeAttempt.run` (a `cancel` act
+    /// kills it).
+    #[napi(catch_unwind)]
+    pub fn scenario_attempt(&mut self, index: u32) -> Result<NativeAttempt> {
+        let index = usize::try_from(index).map_err(invalid)?;
+        let launch = self
+            .core
+            .scenario_launch(index)
+            .ok_or_else(|| invalid(format!("agent {index} has no scenario attempt running")))?;
+        Ok(NativeAttempt {
+            launch: Some(launch),
+        })
+    }
+
+    /// The host cancels the plan at plan time `now_ms`.
+    #[napi(catch_unwind)]
+    pub fn cancel(&mut self, now_ms: f64) -> Result<()> {
+        self.core.cancel(millis("nowMs", now_ms)?);
+        Ok(())
+    }
+
+    /// When (plan time) there is something to do if no attempt ends first.
+    #[napi(catch_unwind)]
+    pub fn next_wake(&self) -> Option<f64> {
+        self.core
+            .next_wake()
+            .map(|ms| ms.min(MAX_SAFE as u64) as f64)
+    }
+
+    /// Plan time spent before this process went on.
+    #[napi(catch_unwind)]
+    pub fn elapsed_before(&self) -> f64 {
+        self.core.elapsed_before().min(MAX_SAFE as u64) as f64
+    }
+
+    /// The progress to keep (JSON text), for `start` after a crash.
+    #[napi(catch_unwind)]
+    pub fn progress(&self) -> String {
+        self.core.progress().to_string()
+    }
+}
+
+/// A plan's scenario attempt ([`NativePlan::scenario_attempt`]).
+#[napi]
+pub struct NativeAttempt {
+    launch: Option<terminus_orchestrator::Launch>,
+}
+
+#[napi]
+impl NativeAttempt {
+    /// Runs the attempt in process, on a worker thread: a promise of its report as JSON text.
+    #[napi(catch_unwind)]
+    pub fn run(&mut self) -> Result<napi::bindgen_prelude::AsyncTask<ScenarioAttempt>> {
+        let launch = self
+            .launch
+            .take()
+            .ok_or_else(|| invalid("the attempt ran already"))?;
+        Ok(napi::bindgen_prelude::AsyncTask::new(ScenarioAttempt {
+            launch: Some(launch),
+        }))
+    }
+}
+
+/// A plan's scenario attempt as it runs on a worker thread ([`NativeAttempt::run`]).
+pub struct ScenarioAttempt {
+    launch: Option<terminus_orchestrator::Launch>,
+}
+
+impl napi::Task for ScenarioAttempt {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> Result<String> {
+        let launch = self
+            .launch
+            .take()
+            .ok_or_else(|| failed("the attempt ran already"))?;
+        let report = terminus_scenario::plan::run_launch(launch).map_err(failed)?;
+        text_of(&report)
+    }
+
+    fn resolve(&mut self, _env: napi::Env, output: String) -> Result<String> {
+        Ok(output)
+    }
+}

@@ -1,6 +1,6 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
-import { Machine, Session, runScenario, type Command, type Event, type OfferedTool, type Policy, type Report, type Step } from 'terminus-kernel';
+import { Machine, Session, runScenario, runPlan, PlanError, type PlanProgress, type PlanReport, type Command, type Event, type OfferedTool, type Policy, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
 import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
@@ -96,3 +96,29 @@ async function openaiAgent(): Promise<string> {
   return `${String(result.finalOutput)} ${report.reason}`;
 }
 void openaiAgent;
+
+// A plan whose agents are the host's functions, its progress kept (docs/plans.md, "From Node and Python").
+async function plan(kept: PlanProgress | undefined): Promise<PlanReport> {
+  try {
+    return await runPlan(
+      { name: 'research', agents: [{ id: 'search', task: 'Search.' }, { id: 'write', depends_on: ['search'], task: 'Write on {search}.' }] },
+      {
+        execution: 'research-1',
+        progress: kept,
+        onProgress: async (progress: PlanProgress) => void progress.cells,
+        onEvent: (event) => console.log(event.kind, event.line),
+        agents: {
+          search: async (_task, context) => {
+            context.used.model_calls += 1;
+            return { found: 3, deadline: context.grant.deadline_ms };
+          },
+          write: (task, context) => (context.signal.aborted ? 'stopped' : task),
+        },
+      },
+    );
+  } catch (e) {
+    if (e instanceof PlanError) console.log(e.problems.join('\n'));
+    throw e;
+  }
+}
+void plan;

@@ -813,12 +813,110 @@ fn retry_after_ms(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Op
     )
 }
 
+/// A multi-agent plan run whose agents are the host's own
+/// ([`terminus_orchestrator::LocalPlan`]): the decisions of `terminus orchestrate`, the acts as
+/// JSON text. `terminus_kernel.plan.run_plan` carries them out on asyncio.
+#[pyclass(module = "terminus_kernel._native", name = "NativePlan")]
+struct NativePlan {
+    core: terminus_orchestrator::LocalPlan,
+}
+
+#[pymethods]
+impl NativePlan {
+    /// The run of the plan `text` (JSON; file scenarios relative to `base`) as `execution`
+    /// (default: the plan's name), going on from `progress` (JSON text) when given. An invalid
+    /// plan is a `ValueError` with one `PATH: PROBLEM` line per problem.
+    #[staticmethod]
+    #[pyo3(signature = (text, base, execution=None, progress=None))]
+    fn start(
+        text: &str,
+        base: &str,
+        execution: Option<&str>,
+        progress: Option<&str>,
+    ) -> PyResult<NativePlan> {
+        terminus_scenario::plan::local(text, std::path::Path::new(base), execution, progress)
+            .map(|core| NativePlan { core })
+            .map_err(value_error)
+    }
+
+    /// The next act at plan time `now_ms` (JSON text), or `None` until an attempt ends, the
+    /// next wake passes or the host cancels.
+    fn next(&mut self, now_ms: u64) -> Option<String> {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.core.next(now_ms, unix_ms).map(|act| act.to_string())
+    }
+
+    /// How the attempt of agent `index` ended (JSON text: `{"result"}`, `{"error"}` or
+    /// `{"report"}`); a `ValueError` names what is wrong.
+    fn finished(&mut self, index: usize, outcome: &str) -> PyResult<()> {
+        let outcome: Value = serde_json::from_str(outcome).map_err(value_error)?;
+        self.core.finished(index, &outcome).map_err(value_error)
+    }
+
+    /// The scenario attempt of agent `index`, to run with `NativeAttempt.run` (a `cancel` act
+    /// kills it).
+    fn scenario_attempt(&mut self, index: usize) -> PyResult<NativeAttempt> {
+        let launch = self.core.scenario_launch(index).ok_or_else(|| {
+            PyValueError::new_err(format!("agent {index} has no scenario attempt running"))
+        })?;
+        Ok(NativeAttempt {
+            launch: Some(launch),
+        })
+    }
+
+    /// The host cancels the plan at plan time `now_ms`.
+    fn cancel(&mut self, now_ms: u64) {
+        self.core.cancel(now_ms);
+    }
+
+    /// When (plan time) there is something to do if no attempt ends first.
+    fn next_wake(&self) -> Option<u64> {
+        self.core.next_wake()
+    }
+
+    /// Plan time spent before this process went on.
+    fn elapsed_before(&self) -> u64 {
+        self.core.elapsed_before()
+    }
+
+    /// The progress to keep (JSON text), for `start` after a crash.
+    fn progress(&self) -> String {
+        self.core.progress().to_string()
+    }
+}
+
+/// A plan's scenario attempt ([`NativePlan::scenario_attempt`]).
+#[pyclass(module = "terminus_kernel._native", name = "NativeAttempt")]
+struct NativeAttempt {
+    launch: Option<terminus_orchestrator::Launch>,
+}
+
+#[pymethods]
+impl NativeAttempt {
+    /// Runs the attempt in process, blocking without the GIL (call it from a thread): its
+    /// report as JSON text.
+    fn run(&mut self, py: Python<'_>) -> PyResult<String> {
+        let launch = self
+            .launch
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the attempt ran already"))?;
+        let report = py
+            .detach(move || terminus_scenario::plan::run_launch(launch))
+            .map_err(PyRuntimeError::new_err)?;
+        serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
     m.add_class::<Session>()?;
     m.add_class::<host::SessionCache>()?;
+    m.add_class::<NativePlan>()?;
+    m.add_class::<NativeAttempt>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;

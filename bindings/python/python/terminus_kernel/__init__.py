@@ -7,6 +7,10 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
 - :class:`Machine` -- the kernel, with the JSON vocabulary of events and commands.
 - :func:`run_scenario` -- runs a scenario file (scripted model, tools and verifier) in process
   and returns the report ``terminus run --json`` prints, without the execution id.
+- :func:`run_plan` -- a multi-agent plan (the format of ``terminus orchestrate``) whose agents
+  are your async functions, with every decision of the orchestrator (dependencies, budgets,
+  deadlines, retries, the circuit breaker, skips and degradation) and its report; its progress
+  kept where you say, so that a killed process goes on without running a completed agent again.
 - :func:`provider_error_kind` -- the kernel's class of a provider failure from its HTTP status
   and the error's text: the table every host shares.
 - :func:`retry_after_ms` -- the delay a provider's ``retry-after-ms`` / ``retry-after`` headers
@@ -34,4 +38,15 @@ from terminus_kernel._native import (
     run_scenario,
 )
 
-__all__ = ["Machine", "provider_error_kind", "retry_after_ms", "run_scenario", "__version__"]
+from terminus_kernel.plan import PlanAgentContext, PlanError, run_plan
+
+__all__ = [
+    "Machine",
+    "PlanAgentContext",
+    "PlanError",
+    "provider_error_kind",
+    "retry_after_ms",
+    "run_plan",
+    "run_scenario",
+    "__version__",
+]

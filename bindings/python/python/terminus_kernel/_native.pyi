@@ -125,3 +125,34 @@ def retry_after_ms(retry_after_ms: str | None = None, retry_after: str | None = 
     """The delay a provider asked for, in milliseconds, from its ``retry-after-ms`` and
     ``retry-after`` headers (seconds or an HTTP date), capped at 60 s; ``None`` when neither says
     one: the parser every host shares."""
+
+class NativePlan:
+    """A multi-agent plan run whose agents are the host's own: the decisions of ``terminus
+    orchestrate``, the acts as JSON text (``terminus_kernel.plan.run_plan`` carries them out)."""
+
+    @staticmethod
+    def start(
+        text: str, base: str, execution: str | None = None, progress: str | None = None
+    ) -> NativePlan:
+        """The run of the plan ``text``; an invalid plan raises ``ValueError`` with one ``PATH:
+        PROBLEM`` line per problem."""
+    def next(self, now_ms: int) -> str | None:
+        """The next act at plan time ``now_ms`` (JSON text), or ``None``."""
+    def finished(self, index: int, outcome: str) -> None:
+        """How the attempt of agent ``index`` ended (JSON text)."""
+    def scenario_attempt(self, index: int) -> NativeAttempt:
+        """The scenario attempt of agent ``index``."""
+    def cancel(self, now_ms: int) -> None:
+        """The host cancels the plan."""
+    def next_wake(self) -> int | None:
+        """When (plan time) there is something to do if no attempt ends first."""
+    def elapsed_before(self) -> int:
+        """Plan time spent before this process went on."""
+    def progress(self) -> str:
+        """The progress to keep (JSON text)."""
+
+class NativeAttempt:
+    """A plan's scenario attempt."""
+
+    def run(self) -> str:
+        """Runs it in process, blocking without the GIL: its report as JSON text."""

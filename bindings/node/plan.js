@@ -1,0 +1,240 @@
+'use strict';
+// `runPlan`: a multi-agent plan whose agents are your own async functions, run by the
+// orchestrator of `terminus orchestrate` (the native `NativePlan`, over
+// `terminus_orchestrator::LocalPlan`). Every decision is the orchestrator's: which agent starts
+// and with which task (its dependencies' results filled in), its share of the plan's budget
+// and its deadline, retries with backoff, the circuit breaker, skips and degraded results, the
+// execution timeout and the phase cap, and the report. This file only carries the acts out on
+// Node's event loop: it calls your functions, aborts them at their deadline or when the plan
+// stops, and keeps the progress where you say after every change.
+
+const { readFileSync } = require('node:fs');
+const { dirname, resolve } = require('node:path');
+const { fileURLToPath } = require('node:url');
+
+/** How long a scenario's run may outlive its deadline (the orchestrator's `WATCHDOG_GRACE_MS`). */
+const WATCHDOG_GRACE_MS = 5000;
+
+/** A plan that cannot run: `problems` holds one `PATH: PROBLEM` line each. */
+class PlanError extends Error {
+  constructor(what, problems) {
+    super(`${what}: ${problems.length} problem(s); nothing was run\n${problems.join('\n')}`);
+    this.name = 'PlanError';
+    this.code = 'InvalidArg';
+    this.problems = problems;
+  }
+}
+
+function messageOf(error) {
+  if (error instanceof Error) return error.message || error.name;
+  try {
+    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
+
+function makeRunPlan(native, jsonText) {
+  /** The plan's JSON text, the folder its file scenarios are read from, and its name in errors. */
+  function planSource(plan) {
+    if (plan instanceof URL) plan = fileURLToPath(plan);
+    if (typeof plan === 'string') {
+      let text;
+      try {
+        text = readFileSync(plan, 'utf8');
+      } catch (e) {
+        throw new PlanError(plan, [`cannot read the plan: ${e.message}`]);
+      }
+      return { text, base: dirname(resolve(plan)), what: plan };
+    }
+    if (plan === null || typeof plan !== 'object' || Array.isArray(plan)) {
+      throw new TypeError('plan: must be a plan file path, a URL or a plan object');
+    }
+    return { text: jsonText('plan', plan), base: process.cwd(), what: 'plan' };
+  }
+
+  /**
+   * Runs `plan` (a plan file's path or URL, or the plan as an object, in the format of
+   * `terminus orchestrate`) to its report. See `index.d.ts` for the options.
+   */
+  async function runPlan(plan, options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('options: must be an object');
+    const { text, base, what } = planSource(plan);
+    const agents = options.agents ?? {};
+    if (agents === null || typeof agents !== 'object') throw new TypeError('options.agents: must be an object of functions');
+    let declared;
+    try {
+      declared = JSON.parse(text);
+    } catch {
+      declared = null; // The native reader names the position.
+    }
+    const specs = Array.isArray(declared?.agents) ? declared.agents : [];
+    const ids = new Set(specs.map((a) => a?.id));
+    for (const [id, fn] of Object.entries(agents)) {
+      if (typeof fn !== 'function') throw new TypeError(`options.agents.${id}: must be a function (task, context) => result`);
+      if (!ids.has(id)) throw new TypeError(`options.agents.${id}: the plan has no agent \`${id}\``);
+    }
+    const missing = specs.filter((a) => a && a.scenario === undefined && a.agent === undefined && typeof agents[a.id] !== 'function');
+    if (missing.length > 0) {
+      throw new PlanError(what, missing.map((a) => `$.agents[${specs.indexOf(a)}]: agent \`${a.id}\` has no scenario: give it a function in options.agents`));
+    }
+    let progress = options.progress ?? null;
+    if (progress !== null && typeof progress !== 'string') progress = jsonText('options.progress', progress);
+    if (options.execution !== undefined && typeof options.execution !== 'string') throw new TypeError('options.execution: must be a string');
+    let run;
+    try {
+      run = native.NativePlan.start(text, base, options.execution ?? null, progress);
+    } catch (e) {
+      throw new PlanError(progress !== null && e.message.startsWith('progress') ? 'options.progress' : what, e.message.split('\n'));
+    }
+    const onProgress = options.onProgress;
+    const onEvent = options.onEvent;
+    const signal = options.signal;
+    const started = performance.now();
+    const before = run.elapsedBefore();
+    const now = () => before + Math.floor(performance.now() - started);
+
+    const running = new Map(); // index -> AbortController
+    const ended = []; // { index, outcome }, fed once the acts are taken
+    let wake = null;
+    const notify = () => {
+      if (wake) {
+        const w = wake;
+        wake = null;
+        w();
+      }
+    };
+    let cancelled = signal?.aborted ?? false;
+    const onAbort = () => {
+      cancelled = true;
+      notify();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    function launch(act) {
+      const controller = new AbortController();
+      running.set(act.index, controller);
+      let settled = false;
+      const settle = (outcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        running.delete(act.index);
+        ended.push({ index: act.index, outcome });
+        notify();
+      };
+      // The agent's deadline (its share of the plan's time): past it, a function's attempt
+      // failed and the function is told through `context.signal`. A scenario's run stops
+      // itself at its deadline; the watchdog abandons one that outlives it by the grace the
+      // command line gives (WATCHDOG_GRACE_MS).
+      const scenario = act.program === 'scenario';
+      const deadline = setTimeout(
+        () => {
+          const why = scenario
+            ? `the watchdog abandoned the run: it outlived its deadline by ${WATCHDOG_GRACE_MS} ms`
+            : `the agent outlived its deadline of ${act.grant.deadline_ms} ms`;
+          controller.abort(new Error(why));
+          settle({ error: why });
+        },
+        act.grant.deadline_ms + (scenario ? WATCHDOG_GRACE_MS : 0),
+      );
+      // A function the plan stops has failed (it may go on; its result is not taken); a
+      // scenario's run is killed by the orchestrator and ends with its report.
+      controller.signal.addEventListener('abort', () => {
+        if (!scenario && controller.signal.reason?.name === 'PlanStopped') settle({ error: messageOf(controller.signal.reason) });
+      });
+      const used = { model_calls: 0, tokens: 0 };
+      let attempt;
+      if (scenario) {
+        attempt = run
+          .scenarioAttempt(act.index)
+          .run()
+          .then((report) => ({ report: JSON.parse(report) }));
+      } else {
+        const context = {
+          agent: act.agent,
+          attempt: act.attempt,
+          execution: act.execution,
+          grant: act.grant,
+          resume: act.resume,
+          signal: controller.signal,
+          used,
+        };
+        attempt = Promise.resolve()
+          .then(() => agents[act.agent](act.task, context))
+          .then((result) => {
+            try {
+              return { result: JSON.parse(jsonText(`the result of ${act.agent}`, result === undefined ? null : result)), used };
+            } catch (e) {
+              return { error: messageOf(e) };
+            }
+          });
+      }
+      attempt.then(settle, (e) => settle({ error: messageOf(e) }));
+    }
+
+    try {
+      for (;;) {
+        if (cancelled) {
+          cancelled = false;
+          run.cancel(now());
+        }
+        let text;
+        while ((text = run.next(now())) !== null) {
+          const act = JSON.parse(text);
+          switch (act.act) {
+            case 'start':
+              launch(act);
+              break;
+            case 'cancel':
+              for (const controller of running.values()) {
+                const reason = new Error('the plan stopped');
+                reason.name = 'PlanStopped';
+                controller.abort(reason);
+              }
+              break;
+            case 'save':
+              if (onProgress) await onProgress(JSON.parse(run.progress()));
+              break;
+            case 'event':
+              if (onEvent) onEvent({ kind: act.kind, agent: act.agent, line: act.line });
+              break;
+            case 'done':
+              return act.report;
+            default:
+              throw new Error(`runPlan: unknown act ${act.act}`);
+          }
+        }
+        if (ended.length > 0) {
+          const { index, outcome } = ended.shift();
+          run.finished(index, JSON.stringify(outcome));
+          continue;
+        }
+        if (cancelled) continue;
+        const at = run.nextWake();
+        await new Promise((resolve) => {
+          wake = resolve;
+          if (at !== null) {
+            const timer = setTimeout(resolve, Math.max(0, at - now()));
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          }
+        });
+        wake = null;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      for (const controller of running.values()) {
+        const reason = new Error('runPlan ended');
+        reason.name = 'PlanStopped';
+        controller.abort(reason);
+      }
+    }
+  }
+
+  return { runPlan, PlanError };
+}
+
+module.exports = { makeRunPlan, PlanError };

@@ -1,0 +1,220 @@
+'use strict';
+// Multi-agent plans from Node (`runPlan`): every conformance plan of spec/plans gives the report
+// `terminus orchestrate --json` gives (but the wall times); an invalid plan is refused with the
+// command line's problems; the host's own functions are started, retried, skipped and degraded
+// by the orchestrator; and a process killed mid-plan (SIGKILL) goes on from its kept progress
+// without running a completed agent again, its breaker as it was.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const { mkdtempSync, readFileSync, readdirSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const { basename, join } = require('node:path');
+const { runPlan, PlanError } = require('..');
+const { terminusBinary } = require('./scenario_driver.js');
+
+const PLANS = join(__dirname, '..', '..', '..', 'spec', 'plans');
+const binary = terminusBinary();
+
+/** The report without its wall times (the only fields two runs of a plan may differ in). */
+function timeless(report) {
+  const copy = structuredClone(report);
+  delete copy.elapsed_ms;
+  for (const agent of copy.agents) delete agent.duration_ms;
+  return copy;
+}
+
+function orchestrate(args) {
+  const env = { ...process.env };
+  // The plans set the limits they depend on (as the command line's own test runs them).
+  for (const name of Object.keys(env)) if (/^(ORCHESTRATOR|AGENT|CIRCUIT_BREAKER)_/.test(name)) delete env[name];
+  return spawnSync(binary, ['orchestrate', ...args], { encoding: 'utf8', timeout: 120_000, env });
+}
+
+const plans = readdirSync(PLANS).filter((f) => f.endsWith('.json'));
+
+test('the conformance plans are here', () => {
+  assert.ok(plans.length >= 9, plans.join(', '));
+});
+
+for (const file of plans) {
+  test(`${basename(file, '.json')}: runPlan gives terminus orchestrate's report`, async () => {
+    const path = join(PLANS, file);
+    const done = orchestrate([path, '--json', '--execution', 'conformance']);
+    assert.ok(done.status === 0 || done.status === 1, `exit ${done.status}: ${done.stderr}`);
+    const cli = JSON.parse(done.stdout.trim().split('\n').pop());
+    const lines = [];
+    const report = await runPlan(path, { execution: 'conformance', onEvent: (e) => lines.push(e.line) });
+    assert.deepEqual(timeless(report), timeless(cli));
+    assert.equal(done.status, report.outcome === 'complete' ? 0 : 1);
+    // The progress lines are the command line's (its stderr, without the plan times), as many.
+    const printed = done.stderr
+      .split('\n')
+      .map((l) => /^\[\s*\d+ ms\] (.*)$/.exec(l)?.[1])
+      .filter((l) => l !== undefined);
+    assert.equal(lines.length, printed.length, `${lines.join('\n')}\n---\n${printed.join('\n')}`);
+    // A time warning says when it was given: a wall time.
+    const masked = (l) => l.replace(/^warning: \d+ ms of/, 'warning: N ms of');
+    for (const line of lines.map(masked)) {
+      assert.ok(printed.map(masked).includes(line), `${line} not in:\n${printed.join('\n')}`);
+    }
+  });
+}
+
+const invalid = readdirSync(join(PLANS, 'invalid')).filter((f) => f.endsWith('.json'));
+
+for (const file of invalid) {
+  test(`invalid/${basename(file, '.json')}: runPlan refuses it with the command line's problems`, async () => {
+    const path = join(PLANS, 'invalid', file);
+    const done = orchestrate([path, '--json']);
+    assert.equal(done.status, 2, done.stderr);
+    const prefix = `terminus: ${path}: `;
+    const expected = done.stderr
+      .split('\n')
+      .filter((l) => l.startsWith(prefix) && !l.endsWith('problem(s); nothing was run'))
+      .map((l) => l.slice(prefix.length));
+    assert.ok(expected.length > 0, done.stderr);
+    let called = 0;
+    await assert.rejects(
+      runPlan(path, { onEvent: () => called++ }),
+      (e) => e instanceof PlanError && e.code === 'InvalidArg' && assert.deepEqual(e.problems, expected) === undefined,
+    );
+    assert.equal(called, 0, 'nothing ran');
+  });
+}
+
+test('host functions: results flow through tasks, a failing skip agent degrades, a retryable one is retried', async () => {
+  const calls = {};
+  const count = (id) => (calls[id] = (calls[id] ?? 0) + 1);
+  const report = await runPlan(
+    {
+      name: 'research',
+      limits: { agent_max_retries: 2, agent_retry_base_delay_ms: 1 },
+      agents: [
+        { id: 'research', task: 'Research {topic}.', retryable: true },
+        { id: 'reviews', on_error: 'skip', degraded_result: 'no reviews', task: 'Read the reviews.' },
+        { id: 'summary', depends_on: ['research', 'reviews'], task: 'Summarize {research} and {reviews}.' },
+      ],
+    },
+    {
+      agents: {
+        research: async (_task, context) => {
+          count('research');
+          if (context.attempt === 1) throw new Error('rate limited');
+          context.used.model_calls = 2;
+          return 'three findings';
+        },
+        reviews: async () => {
+          count('reviews');
+          throw new Error('the reviews site is down');
+        },
+        summary: (task, context) => {
+          count('summary');
+          assert.ok(context.grant.deadline_ms > 0);
+          return { text: task, attempt: context.attempt };
+        },
+      },
+    },
+  );
+  assert.deepEqual(calls, { research: 2, reviews: 1, summary: 1 });
+  assert.equal(report.outcome, 'complete');
+  assert.equal(report.reason, 'degraded');
+  const [research, reviews, summary] = report.agents;
+  assert.deepEqual([research.status, research.attempts], ['complete', 2]);
+  assert.deepEqual([reviews.status, reviews.error, reviews.result], ['degraded', 'the reviews site is down', 'no reviews']);
+  assert.deepEqual(summary.result, { text: 'Summarize three findings and no reviews.', attempt: 1 });
+  assert.equal(summary.degraded_input, true);
+  assert.deepEqual(report.used, { model_calls: 2, tokens: 0 });
+});
+
+test('a function past its deadline fails and is told through its signal; the host cancels with a signal', async () => {
+  let aborted = null;
+  const report = await runPlan(
+    { name: 'slow', agents: [{ id: 'slow', estimated_duration_ms: 1, task: 'wait' }] },
+    {
+      agents: {
+        slow: (_task, context) =>
+          new Promise((resolve) => {
+            context.signal.addEventListener('abort', () => {
+              aborted = context.signal.reason.message;
+              setTimeout(() => resolve('too late'), 10);
+            });
+          }),
+      },
+    },
+  );
+  assert.equal(report.reason, 'agent_failed');
+  assert.match(report.agents[0].error, /^the agent outlived its deadline of \d+ ms$/);
+  assert.equal(aborted, report.agents[0].error);
+
+  const controller = new AbortController();
+  const cancelled = await runPlan(
+    { name: 'cancel', agents: [{ id: 'wait', task: 'wait' }, { id: 'next', depends_on: ['wait'], task: 'next' }] },
+    {
+      signal: controller.signal,
+      agents: {
+        wait: (_task, context) => {
+          setTimeout(() => controller.abort(), 20);
+          return new Promise((resolve) => context.signal.addEventListener('abort', () => resolve('late')));
+        },
+        next: () => assert.fail('nothing starts once the plan is cancelled'),
+      },
+    },
+  );
+  assert.equal(cancelled.reason, 'cancelled');
+  assert.deepEqual(
+    cancelled.agents.map((a) => [a.id, a.status]),
+    [['wait', 'failed'], ['next', 'not_run']],
+  );
+});
+
+test('bad options and bad results are named', async () => {
+  const plan = { name: 'p', agents: [{ id: 'a', task: 'x' }] };
+  await assert.rejects(runPlan(plan), (e) => e instanceof PlanError && /agent `a` has no scenario: give it a function/.test(e.problems[0]));
+  await assert.rejects(runPlan(plan, { agents: { a: 'no' } }), /options\.agents\.a: must be a function/);
+  await assert.rejects(runPlan(plan, { agents: { a: () => 1, b: () => 2 } }), /options\.agents\.b: the plan has no agent `b`/);
+  await assert.rejects(runPlan({ name: 'p', agents: [{ id: 'a', agent: 'live.toml', task: 'x' }] }), (e) => /\$\.agents\[0\]\.agent: a live agent config runs under `terminus orchestrate`/.test(e.message));
+  await assert.rejects(
+    runPlan(plan, { agents: { a: () => 1 }, progress: { execution: 'other', cells: {} } }),
+    (e) => e instanceof PlanError && e.problems[0] === 'progress: $.execution: the progress is of execution `other`, not `p`',
+  );
+  const report = await runPlan(plan, { agents: { a: () => ({ at: new Date(0) }) } });
+  assert.equal(report.reason, 'agent_failed');
+  assert.match(report.agents[0].error, /^the result of a\.at: a Date is not JSON/);
+});
+
+test('a process killed mid-plan (SIGKILL) goes on from its progress: nothing completed runs again, the breaker is as it was', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'terminus-plan-'));
+  const progress = join(dir, 'progress.json');
+  const calls = join(dir, 'calls.txt');
+  const child = join(__dirname, 'plan_child.js');
+  const first = spawnSync(process.execPath, [child, progress, calls], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, KILL_IN: 'analyse' },
+  });
+  assert.equal(first.signal, 'SIGKILL', first.stderr);
+  assert.deepEqual(readFileSync(calls, 'utf8').trim().split('\n').sort(), ['analyse', 'collect', 'flaky']);
+  const kept = JSON.parse(readFileSync(progress, 'utf8'));
+  assert.deepEqual(kept.cells['breaker/flaky'], { state: 'closed', failures: 1 });
+
+  const second = spawnSync(process.execPath, [child, progress, calls], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(second.status, 0, second.stderr);
+  const report = JSON.parse(second.stdout.trim().split('\n').pop());
+  const count = {};
+  for (const id of readFileSync(calls, 'utf8').trim().split('\n')) count[id] = (count[id] ?? 0) + 1;
+  // `collect` completed before the kill: it is not called again, and its result still reaches
+  // `analyse` (whose attempt was cut by the kill: it runs again, told it resumes).
+  assert.equal(count.collect, 1);
+  assert.equal(count.analyse, 2);
+  const byId = Object.fromEntries(report.agents.map((a) => [a.id, a]));
+  assert.equal(byId.collect.result, '3 sources');
+  assert.equal(byId.analyse.result, 'analysis of Analyse 3 sources');
+  // `flaky` failed once before the kill and once after: the second failure in a row opens its
+  // breaker (threshold 2), so no third attempt, though 5 retries were allowed.
+  assert.equal(count.flaky, 2);
+  assert.deepEqual([byId.flaky.status, byId.flaky.attempts], ['failed', 2]);
+  assert.match(second.stderr, /breaker flaky: closed -> open/);
+  assert.equal(report.reason, 'agent_failed');
+});

@@ -1,0 +1,261 @@
+"""Multi-agent plans whose agents are your own async functions, run by the orchestrator of
+``terminus orchestrate`` (the native ``NativePlan``, over ``terminus_orchestrator::LocalPlan``).
+
+Every decision is the orchestrator's: which agent starts and with which task (its dependencies'
+results filled in), its share of the plan's budget and its deadline, retries with backoff, the
+circuit breaker, skips and degraded results, the execution timeout and the phase cap, and the
+report. This module only carries the acts out on asyncio: it calls your functions, cancels them
+at their deadline or when the plan stops, and keeps the progress where you say after every
+change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from terminus_kernel._native import NativePlan
+
+#: How long a scenario's run may outlive its deadline (the orchestrator's ``WATCHDOG_GRACE_MS``).
+WATCHDOG_GRACE_MS = 5000
+
+
+class PlanError(ValueError):
+    """A plan that cannot run: :attr:`problems` holds one ``PATH: PROBLEM`` line each."""
+
+    def __init__(self, what: str, problems: list[str]) -> None:
+        super().__init__(
+            f"{what}: {len(problems)} problem(s); nothing was run\n" + "\n".join(problems)
+        )
+        self.problems = problems
+
+
+@dataclass
+class PlanAgentContext:
+    """What an agent function is given besides its task."""
+
+    #: The agent's id.
+    agent: str
+    #: The attempt, from 1.
+    attempt: int
+    #: The attempt's execution id (``{execution}/{agent}/{attempt}``).
+    execution: str
+    #: Its share of the plan's budget: ``deadline_ms``, ``model_calls``, ``tokens``, ``clamped``.
+    grant: dict[str, Any]
+    #: The attempt was running when the process stopped; this goes on with it.
+    resume: bool
+    #: What the agent spent: set it and the plan's budget counts it.
+    used: dict[str, int] = field(default_factory=lambda: {"model_calls": 0, "tokens": 0})
+
+
+AgentFunction = Callable[[str, PlanAgentContext], Any]
+
+
+def _source(plan: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[str, str, str]:
+    """The plan's JSON text, the folder its file scenarios are read from, its name in errors."""
+    if isinstance(plan, Mapping):
+        try:
+            text = json.dumps(plan, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise PlanError("plan", [f"plan: not JSON: {e}"]) from None
+        return text, os.getcwd(), "plan"
+    if isinstance(plan, (str, os.PathLike)):
+        path = Path(plan)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise PlanError(str(plan), [f"cannot read the plan: {e}"]) from None
+        return text, str(path.resolve().parent), str(plan)
+    raise TypeError("plan: must be a plan file path or a plan dict")
+
+
+def _message(error: BaseException) -> str:
+    return str(error) or type(error).__name__
+
+
+async def run_plan(
+    plan: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    agents: Mapping[str, AgentFunction] | None = None,
+    execution: str | None = None,
+    progress: Mapping[str, Any] | str | None = None,
+    on_progress: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Runs ``plan`` (a plan file's path, or the plan as a dict, in the format of ``terminus
+    orchestrate``) to its report, the report ``terminus orchestrate --json`` prints.
+
+    ``agents`` maps an agent id to your function ``(task, context) -> result`` (async or not):
+    it returns the agent's result (JSON) or raises (the attempt failed); it is cancelled at its
+    deadline and when the plan stops. Agents with a ``scenario`` run in process. ``progress`` is
+    what ``on_progress`` was given by an earlier run of the same ``execution``: what completed
+    does not run again, the breakers are as they were. Setting ``cancel`` cancels the plan.
+    """
+    text, base, what = _source(plan)
+    agents = dict(agents or {})
+    try:
+        declared = json.loads(text)
+    except ValueError:
+        declared = None  # The native reader names the position.
+    specs = declared.get("agents") if isinstance(declared, dict) else None
+    specs = specs if isinstance(specs, list) else []
+    ids = {a.get("id") for a in specs if isinstance(a, dict)}
+    for id_, fn in agents.items():
+        if not callable(fn):
+            raise TypeError(f"agents[{id_!r}]: must be a function (task, context) -> result")
+        if id_ not in ids:
+            raise TypeError(f"agents[{id_!r}]: the plan has no agent `{id_}`")
+    missing = [
+        f"$.agents[{i}]: agent `{a.get('id')}` has no scenario: give it a function in agents"
+        for i, a in enumerate(specs)
+        if isinstance(a, dict)
+        and "scenario" not in a
+        and "agent" not in a
+        and a.get("id") not in agents
+    ]
+    if missing:
+        raise PlanError(what, missing)
+    if progress is not None and not isinstance(progress, str):
+        progress = json.dumps(progress)
+    try:
+        run = NativePlan.start(text, base, execution, progress)
+    except ValueError as e:
+        message = str(e)
+        where = "progress" if progress is not None and message.startswith("progress") else what
+        raise PlanError(where, message.split("\n")) from None
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    before = run.elapsed_before()
+
+    def now() -> int:
+        return before + int((loop.time() - started) * 1000)
+
+    #: How to stop each running function (a scenario's run is killed by the orchestrator).
+    running: dict[int, Callable[[], None]] = {}
+    ended: deque[tuple[int, dict[str, Any]]] = deque()
+    wake = asyncio.Event()
+
+    def launch(act: dict[str, Any]) -> None:
+        index = act["index"]
+        scenario = act["program"] == "scenario"
+        settled = False
+
+        def settle(outcome: dict[str, Any]) -> None:
+            nonlocal settled
+            if settled:
+                return
+            settled = True
+            timer.cancel()
+            running.pop(index, None)
+            ended.append((index, outcome))
+            wake.set()
+
+        if scenario:
+            attempt = run.scenario_attempt(index)
+
+            async def go() -> dict[str, Any]:
+                return {"report": json.loads(await asyncio.to_thread(attempt.run))}
+
+            limit = act["grant"]["deadline_ms"] + WATCHDOG_GRACE_MS
+            late = f"the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
+        else:
+            context = PlanAgentContext(
+                agent=act["agent"],
+                attempt=act["attempt"],
+                execution=act["execution"],
+                grant=act["grant"],
+                resume=act["resume"],
+            )
+            fn = agents[act["agent"]]
+
+            async def go() -> dict[str, Any]:
+                result = fn(act["task"], context)
+                if inspect.isawaitable(result):
+                    result = await result
+                try:
+                    value = json.loads(json.dumps(result, allow_nan=False))
+                except (TypeError, ValueError) as e:
+                    return {"error": f"the result of {act['agent']}: not JSON: {e}"}
+                return {"result": value, "used": context.used}
+
+            limit = act["grant"]["deadline_ms"]
+            late = f"the agent outlived its deadline of {limit} ms"
+
+        task = asyncio.ensure_future(go())
+
+        def on_deadline() -> None:
+            settle({"error": late})
+            task.cancel()
+
+        timer = loop.call_later(limit / 1000, on_deadline)
+
+        def on_done(t: asyncio.Future[Any]) -> None:
+            if t.cancelled():
+                settle({"error": "the plan stopped"})
+            elif t.exception() is not None:
+                settle({"error": _message(t.exception())})  # type: ignore[arg-type]
+            else:
+                settle(t.result())
+
+        task.add_done_callback(on_done)
+        # A scenario's run is killed by the orchestrator (its report still comes); a function
+        # the plan stops has failed (its result, if it still gives one, is not taken).
+        if not scenario:
+
+            def stop() -> None:
+                settle({"error": "the plan stopped"})
+                task.cancel()
+
+            running[index] = stop
+
+    cancel_seen = False
+    try:
+        while True:
+            if cancel is not None and cancel.is_set() and not cancel_seen:
+                cancel_seen = True
+                run.cancel(now())
+            while (text_act := run.next(now())) is not None:
+                act = json.loads(text_act)
+                kind = act["act"]
+                if kind == "start":
+                    launch(act)
+                elif kind == "cancel":
+                    for stop in list(running.values()):
+                        stop()
+                elif kind == "save":
+                    if on_progress is not None:
+                        kept = on_progress(json.loads(run.progress()))
+                        if inspect.isawaitable(kept):
+                            await kept
+                elif kind == "event":
+                    if on_event is not None:
+                        on_event({"kind": act["kind"], "agent": act["agent"], "line": act["line"]})
+                elif kind == "done":
+                    return act["report"]
+            if ended:
+                index, outcome = ended.popleft()
+                run.finished(index, json.dumps(outcome))
+                continue
+            at = run.next_wake()
+            timeout = None if at is None else max(0, at - now()) / 1000
+            wake.clear()
+            waiters = [asyncio.ensure_future(wake.wait())]
+            if cancel is not None and not cancel_seen:
+                waiters.append(asyncio.ensure_future(cancel.wait()))
+            _, pending = await asyncio.wait(
+                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            for w in pending:
+                w.cancel()
+    finally:
+        for stop in list(running.values()):
+            stop()

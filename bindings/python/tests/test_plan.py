@@ -1,0 +1,282 @@
+"""Multi-agent plans from Python (`run_plan`): every conformance plan of spec/plans gives the
+report `terminus orchestrate --json` gives (but the wall times); an invalid plan is refused with
+the command line's problems; the host's own functions are started, retried, skipped and degraded
+by the orchestrator; and a process killed mid-plan (SIGKILL) goes on from its kept progress
+without running a completed agent again, its breaker as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+from terminus_kernel import PlanAgentContext, PlanError, run_plan
+
+PLANS = REPO / "spec" / "plans"
+RUNNABLE = sorted(PLANS.glob("*.json"))
+INVALID = sorted((PLANS / "invalid").glob("*.json"))
+
+
+def timeless(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without its wall times (the only fields two runs of a plan may differ in)."""
+    out = copy.deepcopy(report)
+    out.pop("elapsed_ms", None)
+    for agent in out["agents"]:
+        agent.pop("duration_ms", None)
+    return out
+
+
+def orchestrate(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The plans set the limits they depend on (as the command line's own test runs them).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not re.match(r"^(ORCHESTRATOR|AGENT|CIRCUIT_BREAKER)_", k)
+    }
+    return subprocess.run(
+        [str(binary), "orchestrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+def test_the_conformance_plans_are_here() -> None:
+    assert len(RUNNABLE) >= 9 and len(INVALID) >= 5
+
+
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
+def test_run_plan_gives_terminus_orchestrates_report(terminus: Path, path: Path) -> None:
+    done = orchestrate(terminus, str(path), "--json", "--execution", "conformance")
+    assert done.returncode in (0, 1), done.stderr
+    cli_report = json.loads(done.stdout.strip().split("\n")[-1])
+    lines: list[str] = []
+    report = asyncio.run(
+        run_plan(path, execution="conformance", on_event=lambda e: lines.append(e["line"]))
+    )
+    assert timeless(report) == timeless(cli_report)
+    assert done.returncode == (0 if report["outcome"] == "complete" else 1)
+    # The progress lines are the command line's (its stderr, without the plan times), as many;
+    # a time warning says when it was given: a wall time.
+    printed = [m.group(1) for m in re.finditer(r"^\[\s*\d+ ms\] (.*)$", done.stderr, re.M)]
+    masked = lambda l: re.sub(r"^warning: \d+ ms of", "warning: N ms of", l)  # noqa: E731
+    assert sorted(map(masked, lines)) == sorted(map(masked, printed))
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_run_plan_refuses_an_invalid_plan_with_the_command_lines_problems(
+    terminus: Path, path: Path
+) -> None:
+    done = orchestrate(terminus, str(path), "--json")
+    assert done.returncode == 2, done.stderr
+    prefix = f"terminus: {path}: "
+    expected = [
+        l[len(prefix) :]
+        for l in done.stderr.split("\n")
+        if l.startswith(prefix) and not l.endswith("problem(s); nothing was run")
+    ]
+    assert expected
+    events: list[dict[str, Any]] = []
+    with pytest.raises(PlanError) as refused:
+        asyncio.run(run_plan(path, on_event=events.append))
+    assert refused.value.problems == expected
+    assert events == [], "nothing ran"
+
+
+def test_host_functions_results_flow_a_failing_skip_agent_degrades_a_retryable_one_is_retried() -> (
+    None
+):
+    calls: dict[str, int] = {}
+
+    def count(id_: str) -> None:
+        calls[id_] = calls.get(id_, 0) + 1
+
+    async def research(task: str, context: PlanAgentContext) -> str:
+        count("research")
+        if context.attempt == 1:
+            raise RuntimeError("rate limited")
+        context.used["model_calls"] = 2
+        return "three findings"
+
+    async def reviews(task: str, context: PlanAgentContext) -> str:
+        count("reviews")
+        raise RuntimeError("the reviews site is down")
+
+    def summary(task: str, context: PlanAgentContext) -> dict[str, Any]:
+        count("summary")
+        assert context.grant["deadline_ms"] > 0
+        return {"text": task, "attempt": context.attempt}
+
+    report = asyncio.run(
+        run_plan(
+            {
+                "name": "research",
+                "limits": {"agent_max_retries": 2, "agent_retry_base_delay_ms": 1},
+                "agents": [
+                    {"id": "research", "task": "Research {topic}.", "retryable": True},
+                    {
+                        "id": "reviews",
+                        "on_error": "skip",
+                        "degraded_result": "no reviews",
+                        "task": "Read the reviews.",
+                    },
+                    {
+                        "id": "summary",
+                        "depends_on": ["research", "reviews"],
+                        "task": "Summarize {research} and {reviews}.",
+                    },
+                ],
+            },
+            agents={"research": research, "reviews": reviews, "summary": summary},
+        )
+    )
+    assert calls == {"research": 2, "reviews": 1, "summary": 1}
+    assert (report["outcome"], report["reason"]) == ("complete", "degraded")
+    research_, reviews_, summary_ = report["agents"]
+    assert (research_["status"], research_["attempts"]) == ("complete", 2)
+    assert (reviews_["status"], reviews_["error"], reviews_["result"]) == (
+        "degraded",
+        "the reviews site is down",
+        "no reviews",
+    )
+    assert summary_["result"] == {"text": "Summarize three findings and no reviews.", "attempt": 1}
+    assert summary_["degraded_input"] is True
+    assert report["used"] == {"model_calls": 2, "tokens": 0}
+
+
+def test_a_function_past_its_deadline_is_cancelled_and_fails_the_host_cancels_with_an_event() -> (
+    None
+):
+    seen: list[str] = []
+
+    async def slow(task: str, context: PlanAgentContext) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "too late"
+
+    report = asyncio.run(
+        run_plan(
+            {"name": "slow", "agents": [{"id": "slow", "estimated_duration_ms": 1, "task": "w"}]},
+            agents={"slow": slow},
+        )
+    )
+    assert report["reason"] == "agent_failed"
+    assert re.fullmatch(r"the agent outlived its deadline of \d+ ms", report["agents"][0]["error"])
+
+    async def cancelled_plan() -> dict[str, Any]:
+        cancel = asyncio.Event()
+
+        async def wait(task: str, context: PlanAgentContext) -> str:
+            asyncio.get_running_loop().call_later(0.02, cancel.set)
+            await asyncio.sleep(60)
+            return "late"
+
+        def next_(task: str, context: PlanAgentContext) -> str:
+            raise AssertionError("nothing starts once the plan is cancelled")
+
+        return await run_plan(
+            {
+                "name": "cancel",
+                "agents": [
+                    {"id": "wait", "task": "wait"},
+                    {"id": "next", "depends_on": ["wait"], "task": "next"},
+                ],
+            },
+            agents={"wait": wait, "next": next_},
+            cancel=cancel,
+        )
+
+    cancelled = asyncio.run(cancelled_plan())
+    assert cancelled["reason"] == "cancelled"
+    assert [(a["id"], a["status"]) for a in cancelled["agents"]] == [
+        ("wait", "failed"),
+        ("next", "not_run"),
+    ]
+    assert cancelled["agents"][0]["error"] == "the plan stopped"
+    assert seen == ["cancelled"]
+
+
+def test_bad_options_and_bad_results_are_named() -> None:
+    plan = {"name": "p", "agents": [{"id": "a", "task": "x"}]}
+    with pytest.raises(PlanError, match="agent `a` has no scenario: give it a function"):
+        asyncio.run(run_plan(plan))
+    with pytest.raises(TypeError, match=r"agents\['a'\]: must be a function"):
+        asyncio.run(run_plan(plan, agents={"a": "no"}))  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"agents\['b'\]: the plan has no agent `b`"):
+        asyncio.run(run_plan(plan, agents={"a": lambda t, c: 1, "b": lambda t, c: 2}))
+    with pytest.raises(PlanError) as live:
+        asyncio.run(run_plan({"name": "p", "agents": [{"id": "a", "agent": "x.toml", "task": "x"}]}))
+    assert live.value.problems[0].startswith(
+        "$.agents[0].agent: a live agent config runs under `terminus orchestrate`"
+    )
+    with pytest.raises(PlanError) as other:
+        asyncio.run(
+            run_plan(
+                plan,
+                agents={"a": lambda t, c: 1},
+                progress={"execution": "other", "cells": {}},
+            )
+        )
+    assert other.value.problems == [
+        "progress: $.execution: the progress is of execution `other`, not `p`"
+    ]
+    report = asyncio.run(
+        run_plan(plan, agents={"a": lambda t, c: {"at": datetime.date(2026, 1, 1)}})
+    )
+    assert report["reason"] == "agent_failed"
+    assert report["agents"][0]["error"].startswith("the result of a: not JSON")
+
+
+def test_a_process_killed_mid_plan_goes_on_from_its_progress(tmp_path: Path) -> None:
+    progress = tmp_path / "progress.json"
+    calls = tmp_path / "calls.txt"
+    child = [sys.executable, str(Path(__file__).with_name("plan_child.py")), str(progress), str(calls)]
+    first = subprocess.run(
+        child,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KILL_IN": "analyse"},
+        check=False,
+    )
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert sorted(calls.read_text().split()) == ["analyse", "collect", "flaky"]
+    kept = json.loads(progress.read_text())
+    assert kept["cells"]["breaker/flaky"] == {"state": "closed", "failures": 1}
+
+    env = {k: v for k, v in os.environ.items() if k != "KILL_IN"}
+    second = subprocess.run(child, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout.strip().split("\n")[-1])
+    count: dict[str, int] = {}
+    for id_ in calls.read_text().split():
+        count[id_] = count.get(id_, 0) + 1
+    # `collect` completed before the kill: it is not called again, and its result still reaches
+    # `analyse` (whose attempt was cut by the kill: it runs again, told it resumes).
+    assert count["collect"] == 1
+    assert count["analyse"] == 2
+    by_id = {a["id"]: a for a in report["agents"]}
+    assert by_id["collect"]["result"] == "3 sources"
+    assert by_id["analyse"]["result"] == "analysis of Analyse 3 sources"
+    # `flaky` failed once before the kill and once after: the second failure in a row opens its
+    # breaker (threshold 2), so no third attempt, though 5 retries were allowed.
+    assert count["flaky"] == 2
+    assert (by_id["flaky"]["status"], by_id["flaky"]["attempts"]) == ("failed", 2)
+    assert "breaker flaky: closed -> open" in second.stderr
+    assert report["reason"] == "agent_failed"

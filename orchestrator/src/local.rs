@@ -1,0 +1,502 @@
+//! [`LocalPlan`]: a [`Conductor`] whose breakers and progress live in memory, spoken in JSON:
+//! the plan run of the Node and Python packages (`runPlan` / `run_plan`), whose agents are the
+//! host's own async functions. The host's event loop carries the acts out; the decisions are
+//! the conductor's, the same as `terminus orchestrate`'s.
+//!
+//! Its progress is the cells `terminus orchestrate --journal` writes (`plan/{execution}`,
+//! `plan/{execution}/{agent}`, `breaker/{agent}`), as one JSON object the host keeps where it
+//! likes (a file, a bucket) after every `save` act, and gives back to [`LocalPlan::restore`]
+//! after a crash: what completed does not run again, the breakers are as they were.
+//!
+//! The acts ([`LocalPlan::next`]), one JSON object each:
+//!
+//! - `{"act": "start", "agent", "index", "attempt", "execution", "task", "grant", "resume",
+//!   "program"}`: run the agent (`program` is `host`, the host's function, or `scenario`, run
+//!   with [`LocalPlan::scenario_launch`]); tell [`LocalPlan::finished`] how it ended;
+//! - `{"act": "cancel"}`: cancel every running attempt (each still ends through `finished`);
+//! - `{"act": "save"}`: the progress changed; keep [`LocalPlan::progress`] before going on;
+//! - `{"act": "event", "kind", "agent", "line"}`: a progress line (the command line's);
+//! - `{"act": "done", "report"}`: the plan's report, as `terminus orchestrate --json` prints it.
+
+use crate::breaker::Breaker;
+use crate::conduct::{Act, AgentCell, Attempted, Begin, Conductor, PlanCell, agent_key, plan_key};
+use crate::plan::{Plan, Program};
+use crate::report::PlanEvent;
+use crate::run::{Launch, breaker_key};
+use crate::schedule::Usage;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use terminus_runtime::{KillSwitch, MemoryStore, Report, RuntimeConfig};
+
+/// A plan run whose breakers and progress are in memory (see the module docs).
+#[derive(Debug)]
+pub struct LocalPlan {
+    conductor: Conductor,
+    cells: BTreeMap<String, Value>,
+    breakers: HashMap<String, Breaker>,
+    running: HashMap<usize, Begin>,
+    /// The kill switches of the scenario attempts handed out ([`LocalPlan::scenario_launch`]).
+    kills: HashMap<usize, KillSwitch>,
+}
+
+impl LocalPlan {
+    /// A run of `plan` as `execution`, from the start.
+    pub fn new(plan: Plan, execution: &str) -> LocalPlan {
+        LocalPlan {
+            conductor: Conductor::new(Arc::new(plan), execution),
+            cells: BTreeMap::new(),
+            breakers: HashMap::new(),
+            running: HashMap::new(),
+            kills: HashMap::new(),
+        }
+    }
+
+    /// Goes on from `progress` (what [`LocalPlan::progress`] gave): a cell that cannot be read
+    /// is named by its JSON path.
+    pub fn restore(plan: Plan, execution: &str, progress: &Value) -> Result<LocalPlan, String> {
+        let Some(object) = progress.as_object() else {
+            return Err("$: progress must be an object (what `progress()` gave)".into());
+        };
+        match object.get("execution") {
+            Some(Value::String(e)) if e == execution => {}
+            Some(Value::String(e)) => {
+                return Err(format!(
+                    "$.execution: the progress is of execution `{e}`, not `{execution}`"
+                ));
+            }
+            _ => return Err("$.execution: missing (a string)".into()),
+        }
+        let cells: BTreeMap<String, Value> = match object.get("cells") {
+            Some(Value::Object(map)) => map.clone().into_iter().collect(),
+            _ => return Err("$.cells: missing (an object of cells)".into()),
+        };
+        fn read<T: serde::de::DeserializeOwned>(
+            cells: &BTreeMap<String, Value>,
+            key: &str,
+        ) -> Result<Option<T>, String> {
+            cells
+                .get(key)
+                .map(|v| serde_json::from_value(v.clone()))
+                .transpose()
+                .map_err(|e| format!("$.cells[\"{key}\"]: {e}"))
+        }
+        let plan_cell: Option<PlanCell> = read(&cells, &plan_key(execution))?;
+        let mut saved: Vec<Option<AgentCell>> = Vec::with_capacity(plan.agents.len());
+        let mut breakers = HashMap::new();
+        for a in &plan.agents {
+            saved.push(read(&cells, &agent_key(execution, &a.id))?);
+            if let Some(b) = read::<Breaker>(&cells, &breaker_key(&a.id))? {
+                breakers.insert(a.id.clone(), b);
+            }
+        }
+        let conductor = Conductor::restore(Arc::new(plan), execution, plan_cell, saved);
+        Ok(LocalPlan {
+            conductor,
+            cells,
+            breakers,
+            running: HashMap::new(),
+            kills: HashMap::new(),
+        })
+    }
+
+    /// The progress to keep: `{"execution", "cells"}`.
+    pub fn progress(&self) -> Value {
+        let cells: Map<String, Value> = self
+            .cells
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        json!({ "execution": self.conductor.execution(), "cells": cells })
+    }
+
+    /// Plan time spent before this process went on: the host's clock is this plus the time
+    /// since it started.
+    pub fn elapsed_before(&self) -> u64 {
+        self.conductor.elapsed_before()
+    }
+
+    /// When (plan time) there is something to do if no attempt ends first.
+    pub fn next_wake(&self) -> Option<u64> {
+        self.conductor.next_wake()
+    }
+
+    /// The host cancels the plan.
+    pub fn cancel(&mut self, now_ms: u64) {
+        self.conductor.cancel(now_ms);
+    }
+
+    /// Whether the plan ended (its `done` act was given).
+    pub fn is_done(&self) -> bool {
+        self.conductor.is_done()
+    }
+
+    /// The next act at plan time `now_ms` (breakers read `unix_ms`), or `None` until an
+    /// attempt ends, the next wake passes or the host cancels.
+    pub fn next(&mut self, now_ms: u64, unix_ms: u64) -> Option<Value> {
+        loop {
+            match self.conductor.next(now_ms)? {
+                Act::Breaker { id, input, .. } => {
+                    let before = self.breakers.get(&id).copied().unwrap_or_default();
+                    let step = before.step(input, unix_ms, self.conductor.breaker_config());
+                    // The conductor asked for this step: it takes it.
+                    let _ = self.conductor.breaker_stepped(before, step, now_ms);
+                    if step.next != before {
+                        self.breakers.insert(id.clone(), step.next);
+                        self.cells.insert(
+                            breaker_key(&id),
+                            serde_json::to_value(step.next).unwrap_or(Value::Null),
+                        );
+                        return Some(json!({ "act": "save" }));
+                    }
+                }
+                Act::Start(begin) => {
+                    let act = json!({
+                        "act": "start",
+                        "agent": begin.spec.id,
+                        "index": begin.agent,
+                        "attempt": begin.attempt,
+                        "execution": begin.execution,
+                        "task": begin.task,
+                        "grant": begin.grant,
+                        "resume": begin.resume,
+                        "program": match begin.spec.program {
+                            Program::Scenario(_) => "scenario",
+                            Program::Live { .. } => "live",
+                            Program::Host => "host",
+                        },
+                    });
+                    self.running.insert(begin.agent, *begin);
+                    return Some(act);
+                }
+                Act::Cancel => {
+                    for kill in self.kills.values() {
+                        kill.kill();
+                    }
+                    return Some(json!({ "act": "cancel" }));
+                }
+                Act::Save { key, value } => {
+                    if self.cells.get(&key) != Some(&value) {
+                        self.cells.insert(key, value);
+                        return Some(json!({ "act": "save" }));
+                    }
+                }
+                Act::Event(event) => {
+                    let (kind, agent) = match &event {
+                        PlanEvent::Start { agent, .. } => ("start", Some(agent)),
+                        PlanEvent::Retry { agent, .. } => ("retry", Some(agent)),
+                        PlanEvent::Breaker { agent, .. } => ("breaker", Some(agent)),
+                        PlanEvent::Ended { agent, .. } => ("ended", Some(agent)),
+                        PlanEvent::Warn(_) => ("warning", None),
+                        PlanEvent::Cancelling(_) => ("cancelling", None),
+                        PlanEvent::Done(_) => ("done", None),
+                    };
+                    return Some(json!({
+                        "act": "event",
+                        "kind": kind,
+                        "agent": agent,
+                        "line": event.to_string(),
+                    }));
+                }
+                Act::Done(report) => {
+                    let report = serde_json::to_value(&*report).unwrap_or(Value::Null);
+                    return Some(json!({ "act": "done", "report": report }));
+                }
+            }
+        }
+    }
+
+    /// How the attempt of agent `index` ended: `{"result": ANY, "used"?: {"model_calls",
+    /// "tokens"}}` (it completed), `{"error": TEXT}` (it failed) or `{"report": REPORT}` (a
+    /// kernel run's report). Call it once the acts are taken (`next` gave `None`).
+    pub fn finished(&mut self, index: usize, outcome: &Value) -> Result<(), String> {
+        if !self.running.contains_key(&index) {
+            return Err(format!("agent {index} has no attempt running"));
+        }
+        let attempted = read_outcome(outcome)?;
+        self.conductor
+            .finished(index, attempted)
+            .map_err(|e| e.to_string())?;
+        self.running.remove(&index);
+        self.kills.remove(&index);
+        Ok(())
+    }
+
+    /// The attempt of scenario agent `index` as a [`Launch`] in its own memory store (the
+    /// binding runs it with `terminus-scenario`'s launcher, on a thread of its own: a `cancel`
+    /// act kills it): `None` if agent `index` has no scenario attempt running. A resumed
+    /// attempt starts again: its journal was in memory.
+    pub fn scenario_launch(&mut self, index: usize) -> Option<Launch> {
+        let begin = self.running.get(&index)?;
+        if !matches!(begin.spec.program, Program::Scenario(_)) {
+            return None;
+        }
+        let kill = KillSwitch::new();
+        if self.conductor.stopping() {
+            kill.kill();
+        }
+        self.kills.insert(index, kill.clone());
+        Some(Launch {
+            agent: Arc::clone(&begin.spec),
+            execution: begin.execution.clone(),
+            task: begin.task.clone(),
+            grant: begin.grant.clone(),
+            resume: false,
+            store: Arc::new(MemoryStore::new()),
+            kill,
+            keep_program: false,
+            config: RuntimeConfig::default(),
+        })
+    }
+}
+
+/// An attempt's end as the host gives it (see [`LocalPlan::finished`]).
+fn read_outcome(outcome: &Value) -> Result<Attempted, String> {
+    let Some(object) = outcome.as_object() else {
+        return Err("outcome: must be an object with `result`, `error` or `report`".into());
+    };
+    let keys: Vec<&str> = ["result", "error", "report"]
+        .into_iter()
+        .filter(|k| object.contains_key(*k))
+        .collect();
+    if keys.len() != 1 {
+        return Err(format!(
+            "outcome: give exactly one of `result`, `error` or `report` (got {})",
+            if keys.is_empty() {
+                "none".to_owned()
+            } else {
+                keys.join(", ")
+            }
+        ));
+    }
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !["result", "error", "report", "used"].contains(&k.as_str()))
+    {
+        return Err(format!("outcome.{unknown}: unknown field"));
+    }
+    match keys[0] {
+        "result" => {
+            let used = match object.get("used") {
+                None | Some(Value::Null) => Usage::default(),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map_err(|e| format!("outcome.used: {e} (`model_calls` and `tokens`)"))?,
+            };
+            Ok(Attempted::Value {
+                result: object.get("result").cloned().unwrap_or(Value::Null),
+                used,
+            })
+        }
+        "error" => match object.get("error") {
+            Some(Value::String(e)) => Ok(Attempted::Failed(e.clone())),
+            _ => Err("outcome.error: must be a string".into()),
+        },
+        _ => {
+            let report: Report = serde_json::from_value(object["report"].clone())
+                .map_err(|e| format!("outcome.report: not a run's report: {e}"))?;
+            Ok(Attempted::Report(Box::new(report)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Context, Own, Script, ScriptError};
+    use std::path::Path;
+
+    fn plan(json: &str) -> Plan {
+        let refuse = |_: &str| -> Result<Arc<dyn Script>, ScriptError> {
+            Err(ScriptError {
+                path: "$".into(),
+                problem: "no scenarios here".into(),
+                message: "no scenarios here".into(),
+            })
+        };
+        let live = |_: &Path, _: Option<u64>| -> Result<Own, String> { Err("no".into()) };
+        let cx = Context {
+            base: Path::new("."),
+            env: &|_| None,
+            live: &live,
+            scenario: &refuse,
+            host_agents: true,
+        };
+        Plan::parse(json, &cx).expect("a valid plan")
+    }
+
+    /// Drives `run` with agents that complete with their id upper-cased, except those in
+    /// `fail`, which fail; returns the acts' kinds and the report.
+    fn drive(
+        run: &mut LocalPlan,
+        fail: &[&str],
+        stop_after_starts: Option<usize>,
+    ) -> Option<Value> {
+        let mut starts = 0;
+        loop {
+            let mut started = Vec::new();
+            while let Some(act) = run.next(0, 1_000) {
+                match act["act"].as_str() {
+                    Some("start") => started.push(act),
+                    Some("done") => return Some(act["report"].clone()),
+                    _ => {}
+                }
+            }
+            if started.is_empty() {
+                return None;
+            }
+            for act in started {
+                starts += 1;
+                if stop_after_starts.is_some_and(|n| starts > n) {
+                    return None;
+                }
+                let id = act["agent"].as_str().unwrap_or_default();
+                let index = act["index"].as_u64().unwrap_or_default() as usize;
+                let outcome = if fail.contains(&id) {
+                    json!({ "error": format!("{id} broke") })
+                } else {
+                    json!({ "result": format!("{} from [{}]", id.to_uppercase(), act["task"].as_str().unwrap_or_default()) })
+                };
+                run.finished(index, &outcome).expect("in turn");
+            }
+        }
+    }
+
+    const CHAIN: &str = r#"{ "name": "chain", "agents": [
+        { "id": "a", "task": "first" },
+        { "id": "b", "depends_on": ["a"], "task": "then {a}" },
+        { "id": "c", "depends_on": ["b"], "task": "last {b}" } ] }"#;
+
+    #[test]
+    fn host_agents_run_in_order_and_results_flow_through_tasks() {
+        let mut run = LocalPlan::new(plan(CHAIN), "x");
+        let report = drive(&mut run, &[], None).expect("done");
+        assert_eq!(report["reason"], "all_complete");
+        assert_eq!(
+            report["agents"][2]["result"],
+            "C from [last B from [then A from [first]]]"
+        );
+    }
+
+    #[test]
+    fn progress_restores_what_completed_and_nothing_runs_twice() {
+        let mut run = LocalPlan::new(plan(CHAIN), "x");
+        // `a` completes; `b` is started and the process dies.
+        assert!(drive(&mut run, &[], Some(1)).is_none());
+        let progress = run.progress();
+        let mut again = LocalPlan::restore(plan(CHAIN), "x", &progress).expect("restores");
+        let mut ran = Vec::new();
+        let report = loop {
+            let mut started = Vec::new();
+            let mut done = None;
+            while let Some(act) = again.next(0, 1_000) {
+                match act["act"].as_str() {
+                    Some("start") => started.push(act),
+                    Some("done") => done = Some(act["report"].clone()),
+                    _ => {}
+                }
+            }
+            if let Some(r) = done {
+                break r;
+            }
+            for act in started {
+                ran.push(act["agent"].as_str().unwrap_or_default().to_owned());
+                let index = act["index"].as_u64().unwrap_or_default() as usize;
+                again
+                    .finished(index, &json!({ "result": format!("{}!", act["task"].as_str().unwrap_or_default()) }))
+                    .expect("in turn");
+            }
+        };
+        assert_eq!(
+            ran,
+            ["b", "c"],
+            "a completed before the crash: it does not run again"
+        );
+        assert_eq!(report["agents"][0]["result"], "A from [first]");
+        assert_eq!(report["agents"][1]["result"], "then A from [first]!");
+        assert_eq!(report["agents"][0]["attempts"], 1);
+    }
+
+    #[test]
+    fn a_breakers_failures_before_a_crash_count_after_it() {
+        let json = r#"{ "name": "b", "limits": { "agent_max_retries": 5, "agent_retry_base_delay_ms": 1,
+            "circuit_breaker_failure_threshold": 2, "circuit_breaker_timeout_ms": 60000 },
+            "agents": [ { "id": "flaky", "retryable": true, "task": "t" } ] }"#;
+        let fail_all = |run: &mut LocalPlan, now: u64| -> (u32, Vec<String>, Option<Value>) {
+            let (mut starts, mut lines, mut report) = (0, Vec::new(), None);
+            let mut started = Vec::new();
+            while let Some(act) = run.next(now, 1_000) {
+                match act["act"].as_str() {
+                    Some("start") => started.push(act),
+                    Some("event") => {
+                        lines.push(act["line"].as_str().unwrap_or_default().to_owned())
+                    }
+                    Some("done") => report = Some(act["report"].clone()),
+                    _ => {}
+                }
+            }
+            for act in started {
+                starts += 1;
+                let index = act["index"].as_u64().unwrap_or_default() as usize;
+                run.finished(index, &json!({ "error": "down" }))
+                    .expect("in turn");
+            }
+            (starts, lines, report)
+        };
+        let mut run = LocalPlan::new(plan(json), "x");
+        assert_eq!(fail_all(&mut run, 0).0, 1);
+        // The failure is taken (its retry waits for its backoff), then the process dies.
+        assert!(fail_all(&mut run, 0).2.is_none());
+        let progress = run.progress();
+        assert_eq!(
+            progress["cells"]["breaker/flaky"],
+            json!({ "state": "closed", "failures": 1 })
+        );
+        let mut again = LocalPlan::restore(plan(json), "x", &progress).expect("restores");
+        let mut lines = Vec::new();
+        let mut report = None;
+        for now in [100, 100, 100] {
+            let (_, l, r) = fail_all(&mut again, now);
+            lines.extend(l);
+            report = report.or(r);
+        }
+        let report = report.expect("the plan ended");
+        // The second failure in a row opens the breaker: no third attempt, though 5 retries
+        // were allowed (a breaker forgotten in the crash would have allowed one more).
+        assert_eq!(report["agents"][0]["attempts"], 2, "{lines:?}");
+        assert_eq!(report["agents"][0]["status"], "failed");
+        assert!(
+            lines.iter().any(|l| l == "breaker flaky: closed -> open"),
+            "{lines:?}"
+        );
+        assert_eq!(again.progress()["cells"]["breaker/flaky"]["state"], "open");
+    }
+
+    #[test]
+    fn bad_outcomes_and_bad_progress_are_named() {
+        let mut run = LocalPlan::new(plan(CHAIN), "x");
+        while run.next(0, 0).is_some() {}
+        let e = run
+            .finished(0, &json!({ "result": 1, "error": "x" }))
+            .expect_err("two");
+        assert!(e.contains("exactly one of"), "{e}");
+        let e = run
+            .finished(0, &json!({ "result": 1, "use": {} }))
+            .expect_err("typo");
+        assert_eq!(e, "outcome.use: unknown field");
+        let e = run
+            .finished(2, &json!({ "result": 1 }))
+            .expect_err("not running");
+        assert!(e.contains("no attempt running"), "{e}");
+        let e = run
+            .finished(0, &json!({ "result": 1, "used": { "model_calls": "two" } }))
+            .expect_err("bad used");
+        assert!(e.starts_with("outcome.used:"), "{e}");
+        run.finished(0, &json!({ "result": "ok" }))
+            .expect("in turn");
+        let e = LocalPlan::restore(plan(CHAIN), "y", &run.progress()).expect_err("other id");
+        assert!(e.starts_with("$.execution:"), "{e}");
+        let bad = json!({ "execution": "x", "cells": { "plan/x/a": { "saved": 3 } } });
+        let e = LocalPlan::restore(plan(CHAIN), "x", &bad).expect_err("bad cell");
+        assert!(e.starts_with("$.cells[\"plan/x/a\"]:"), "{e}");
+    }
+}
