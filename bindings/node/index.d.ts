@@ -398,6 +398,7 @@ export interface PlanReport {
   agents: AgentReport[];
   used: { model_calls: number; tokens: number };
   elapsed_ms: number;
+  generation?: Generation;
 }
 
 export interface RunPlanOptions {
@@ -413,7 +414,37 @@ export interface RunPlanOptions {
   onEvent?: (event: PlanEvent) => void;
   /** Cancels the plan (`cancelled`). */
   signal?: AbortSignal;
+  /** What `generatePlan` gave: set as the report's `generation`. */
+  generation?: Generation;
 }
+
+/** How a model wrote the plan (the report's `generation` under `terminus orchestrate --generate`). */
+export interface Generation {
+  source: 'first_try' | 'after_feedback' | 'fallback' | 'no_plan';
+  attempts: number;
+  max_attempts: number;
+  rejections: { attempt: number; problems: string[]; reply?: string; cut?: boolean }[];
+  plan: { id: string; depends_on?: string[]; task?: string }[];
+  reply?: string;
+}
+
+/** A chat message the plan's model is asked with. */
+export interface PlanMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/**
+ * Asks `options.model` for a plan for `task` from a generator file (the format of `terminus
+ * orchestrate --generate`): each rejected plan goes back to the model with its problems, at most
+ * `generator.max_attempts` calls, then the fallback. `plan` is null when none was valid and there
+ * is no fallback; `report` is then the report of the plan that never ran (`no_valid_plan`).
+ */
+export declare function generatePlan(
+  file: string | URL | { [key: string]: Json },
+  task: string,
+  options: { model: (messages: PlanMessage[]) => string | { text: string; cut?: boolean } | Promise<string | { text: string; cut?: boolean }>; execution?: string },
+): Promise<{ plan: { [key: string]: Json } | null; generation: Generation; report: PlanReport | null }>;
 
 /**
  * Runs a multi-agent plan (a plan file's path or URL, or the plan object) whose agents are your

@@ -946,6 +946,6 @@ function retryAfterMs(retryAfterMsHeader, retryAfterHeader) {
   return ms ?? undefined;
 }
 
-const { runPlan, PlanError } = require('./plan.js').makeRunPlan(native, jsonText);
+const { runPlan, generatePlan, PlanError } = require('./plan.js').makeRunPlan(native, jsonText);
 
-module.exports = { Machine, Session, runScenario, runPlan, PlanError, providerErrorKind, retryAfterMs, version: require('./package.json').version };
+module.exports = { Machine, Session, runScenario, runPlan, generatePlan, PlanError, providerErrorKind, retryAfterMs, version: require('./package.json').version };

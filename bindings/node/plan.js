@@ -36,21 +36,21 @@ function messageOf(error) {
 
 function makeRunPlan(native, jsonText) {
   /** The plan's JSON text, the folder its file scenarios are read from, and its name in errors. */
-  function planSource(plan) {
+  function planSource(plan, root = 'plan') {
     if (plan instanceof URL) plan = fileURLToPath(plan);
     if (typeof plan === 'string') {
       let text;
       try {
         text = readFileSync(plan, 'utf8');
       } catch (e) {
-        throw new PlanError(plan, [`cannot read the plan: ${e.message}`]);
+        throw new PlanError(plan, [`cannot read it: ${e.message}`]);
       }
       return { text, base: dirname(resolve(plan)), what: plan };
     }
     if (plan === null || typeof plan !== 'object' || Array.isArray(plan)) {
-      throw new TypeError('plan: must be a plan file path, a URL or a plan object');
+      throw new TypeError(`${root}: must be a file path, a URL or an object`);
     }
-    return { text: jsonText('plan', plan), base: process.cwd(), what: 'plan' };
+    return { text: jsonText(root, plan), base: process.cwd(), what: root };
   }
 
   /**
@@ -200,6 +200,7 @@ function makeRunPlan(native, jsonText) {
               if (onEvent) onEvent({ kind: act.kind, agent: act.agent, line: act.line });
               break;
             case 'done':
+              if (options.generation !== undefined) act.report.generation = options.generation;
               return act.report;
             default:
               throw new Error(`runPlan: unknown act ${act.act}`);
@@ -234,7 +235,54 @@ function makeRunPlan(native, jsonText) {
     }
   }
 
-  return { runPlan, PlanError };
+  /**
+   * Asks `options.model` for a plan for `task` from the generator file `file` (a path, URL or
+   * object, the format of `terminus orchestrate --generate`): each rejected plan goes back to
+   * the model with its problems, at most `generator.max_attempts` calls, then the fallback.
+   * Resolves to `{ plan, generation, report }`: the plan object to give `runPlan` (with
+   * `{ generation }`), or `plan` null and the report of the plan that never ran
+   * (`no_valid_plan`).
+   */
+  async function generatePlan(file, task, options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('options: must be an object');
+    if (typeof task !== 'string') throw new TypeError('task: must be a string');
+    if (typeof options.model !== 'function') throw new TypeError('options.model: must be a function (messages) => text');
+    if (options.execution !== undefined && typeof options.execution !== 'string') throw new TypeError('options.execution: must be a string');
+    const { text, base, what } = planSource(file, 'file');
+    let generator;
+    try {
+      generator = native.NativeGenerator.start(text, base, task);
+    } catch (e) {
+      throw new PlanError(what, e.message.split('\n'));
+    }
+    let name = 'plan';
+    try {
+      name = JSON.parse(text).name ?? name;
+    } catch {
+      // Read already: the native reader accepted it.
+    }
+    const execution = options.execution ?? name;
+    for (;;) {
+      const step = JSON.parse(generator.step(execution));
+      if (step.ask !== undefined) {
+        let reply;
+        try {
+          const out = await options.model(step.ask);
+          if (typeof out === 'string') reply = { text: out };
+          else if (out !== null && typeof out === 'object' && typeof out.text === 'string') reply = { text: out.text, cut: out.cut === true };
+          else reply = { error: 'the model function gave neither a string nor { text, cut? }' };
+        } catch (e) {
+          reply = { error: messageOf(e) };
+        }
+        generator.answer(JSON.stringify(reply));
+        continue;
+      }
+      if (step.run !== undefined) return { plan: step.run, generation: step.generation, report: null };
+      return { plan: null, generation: step.generation, report: step.no_plan };
+    }
+  }
+
+  return { runPlan, generatePlan, PlanError };
 }
 
 module.exports = { makeRunPlan, PlanError };

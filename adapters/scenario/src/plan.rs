@@ -10,7 +10,8 @@ use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 use terminus_orchestrator::{
-    Context, Launch, Launcher, LocalPlan, Own, Plan, Program, Script, ScriptError,
+    Context, GenerateFile, Generator, Launch, Launcher, LocalPlan, Own, Plan, PlanReport, Program,
+    Reply, Script, ScriptError, Step,
 };
 use terminus_runtime::{Report, RunError, RuntimeConfig};
 
@@ -113,6 +114,110 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// What validation reads for a host that runs its own agents: scenarios read here, an agent
+/// with neither `scenario` nor `agent` the host's own, a live `agent` config refused.
+fn host_context(base: &Path) -> Context<'_> {
+    Context {
+        base,
+        env: &env,
+        live: &refuse_live,
+        scenario: &script,
+        host_agents: true,
+    }
+}
+
+/// A plan written by a model, for a host that runs its own agents and calls its own model (the
+/// Node and Python packages' `generatePlan` / `generate_plan`): [`Generator`] with the host's
+/// context, spoken in JSON.
+#[derive(Debug)]
+pub struct HostGenerator {
+    generator: Generator,
+    base: std::path::PathBuf,
+    /// The last step, once the generation is over.
+    ended: Option<serde_json::Value>,
+}
+
+impl HostGenerator {
+    /// The generation of a plan for `task` from the generator file `text` (JSON; file
+    /// scenarios relative to `base`), checked before the model is asked: every problem on its
+    /// own line (`PATH: PROBLEM`).
+    pub fn new(text: &str, base: &Path, task: &str) -> Result<HostGenerator, Refused> {
+        let file: GenerateFile = terminus_runtime::json_path::read(text).map_err(|e| {
+            Refused(vec![match e.position {
+                Some((line, column)) => {
+                    format!("{}: {} (line {line}, column {column})", e.path, e.problem)
+                }
+                None => format!("{}: {}", e.path, e.problem),
+            }])
+        })?;
+        let generator = Generator::new(file, task, &host_context(base))
+            .map_err(|problems| Refused(problems.iter().map(ToString::to_string).collect()))?;
+        Ok(HostGenerator {
+            generator,
+            base: base.to_path_buf(),
+            ended: None,
+        })
+    }
+
+    /// What to do next: `{"ask": [{"role", "content"}...]}` (call the model with these
+    /// messages and give its reply to [`HostGenerator::answer`]), `{"run": PLAN, "generation"}`
+    /// (the plan file to run, as an object) or `{"no_plan": REPORT, "generation"}` (no written
+    /// plan was valid and there is no fallback: the report of the plan that never ran, as
+    /// `execution`).
+    pub fn step(&mut self, execution: &str) -> serde_json::Value {
+        if let Some(end) = &self.ended {
+            return end.clone();
+        }
+        let plan = match self.generator.step() {
+            Step::Ask(messages) => {
+                let messages: Vec<serde_json::Value> = messages
+                    .iter()
+                    .map(|m| json!({ "role": m.role, "content": m.content }))
+                    .collect();
+                return json!({ "ask": messages });
+            }
+            Step::Run(plan) => Some(plan.file),
+            Step::NoPlan => None,
+        };
+        let generation = self.generator.generation();
+        let end = match plan {
+            Some(file) => json!({ "run": file, "generation": generation }),
+            None => {
+                let name = self.generator.file().name.clone();
+                // Counted (in `terminus_plans_total`) here, once.
+                let report = PlanReport::no_plan(execution, &name, generation.clone());
+                json!({ "no_plan": report, "generation": generation })
+            }
+        };
+        self.ended = Some(end.clone());
+        end
+    }
+
+    /// The model's reply to the last `ask`: `{"text": TEXT}`, `{"text": TEXT, "cut": true}`
+    /// (the output limit cut it) or `{"error": TEXT}` (the call failed).
+    pub fn answer(&mut self, reply: &serde_json::Value) -> Result<(), String> {
+        let text = |key: &str| reply.get(key).and_then(serde_json::Value::as_str);
+        let reply = match (text("text"), text("error")) {
+            (Some(t), None)
+                if reply.get("cut").and_then(serde_json::Value::as_bool) == Some(true) =>
+            {
+                Reply::Cut(t)
+            }
+            (Some(t), None) => Reply::Text(t),
+            (None, Some(e)) => Reply::Failed(e),
+            _ => {
+                return Err(
+                    "reply: give `text` (a string, with `cut`: true when the output limit cut it) \
+                     or `error` (a string)"
+                        .into(),
+                );
+            }
+        };
+        self.generator.answer(reply, &host_context(&self.base));
+        Ok(())
+    }
+}
+
 /// A plan run for a host that runs its own agents (the Node and Python packages): the plan's
 /// JSON text (file scenarios relative to `base`), validated as `terminus orchestrate`
 /// validates it, its scenario agents read here, an agent with neither `scenario` nor `agent`
@@ -124,14 +229,7 @@ pub fn local(
     execution: Option<&str>,
     progress: Option<&str>,
 ) -> Result<LocalPlan, Refused> {
-    let cx = Context {
-        base,
-        env: &env,
-        live: &refuse_live,
-        scenario: &script,
-        host_agents: true,
-    };
-    let plan = Plan::parse(text, &cx)
+    let plan = Plan::parse(text, &host_context(base))
         .map_err(|problems| Refused(problems.iter().map(ToString::to_string).collect()))?;
     let execution = execution.map_or_else(|| plan.name.clone(), str::to_owned);
     match progress {

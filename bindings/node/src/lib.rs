@@ -1123,3 +1123,37 @@ impl napi::Task for ScenarioAttempt {
         Ok(output)
     }
 }
+
+/// A plan written by a model the host calls ([`terminus_scenario::plan::HostGenerator`]):
+/// `index.js` wraps it as `generatePlan`.
+#[napi]
+pub struct NativeGenerator {
+    core: terminus_scenario::plan::HostGenerator,
+}
+
+#[napi]
+impl NativeGenerator {
+    /// The generation of a plan for `task` from the generator file `text` (JSON; file
+    /// scenarios relative to `base`). A bad file is an `InvalidArg` error with one `PATH:
+    /// PROBLEM` line per problem.
+    #[napi(factory, catch_unwind)]
+    pub fn start(text: String, base: String, task: String) -> Result<NativeGenerator> {
+        terminus_scenario::plan::HostGenerator::new(&text, std::path::Path::new(&base), &task)
+            .map(|core| NativeGenerator { core })
+            .map_err(invalid)
+    }
+
+    /// What to do next (JSON text): `{"ask"}`, `{"run", "generation"}` or `{"no_plan",
+    /// "generation"}` (the report of the plan that never ran, as `execution`).
+    #[napi(catch_unwind)]
+    pub fn step(&mut self, execution: String) -> String {
+        self.core.step(&execution).to_string()
+    }
+
+    /// The model's reply to the last `ask` (JSON text: `{"text", "cut"?}` or `{"error"}`).
+    #[napi(catch_unwind)]
+    pub fn answer(&mut self, reply: String) -> Result<()> {
+        let reply: Value = read("reply", &reply)?;
+        self.core.answer(&reply).map_err(invalid)
+    }
+}

@@ -11,7 +11,7 @@ const { spawnSync } = require('node:child_process');
 const { mkdtempSync, readFileSync, readdirSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { basename, join } = require('node:path');
-const { runPlan, PlanError } = require('..');
+const { runPlan, generatePlan, PlanError } = require('..');
 const { terminusBinary } = require('./scenario_driver.js');
 
 const PLANS = join(__dirname, '..', '..', '..', 'spec', 'plans');
@@ -217,4 +217,103 @@ test('a process killed mid-plan (SIGKILL) goes on from its progress: nothing com
   assert.deepEqual([byId.flaky.status, byId.flaky.attempts], ['failed', 2]);
   assert.match(second.stderr, /breaker flaky: closed -> open/);
   assert.equal(report.reason, 'agent_failed');
+});
+
+// Seed 001's shape (orchestrator/tests/generate.rs): a research agent that may be skipped with
+// a degraded default, an analysis that retries, a report; here all three are host functions.
+const GENERATOR = {
+  name: 'seed-001',
+  registry: [
+    { id: 'research', description: 'Finds sources on the topic.', task: 'Do the research part.', on_error: 'skip', degraded_result: [] },
+    { id: 'analysis', description: 'Analyses what research found.', task: 'Do the analysis part.', retryable: true },
+    { id: 'report', description: 'Writes the report.', task: 'Do the report part.' },
+  ],
+  generator: { max_attempts: 3 },
+  fallback: [{ id: 'research' }, { id: 'report', depends_on: ['research'], task: 'Report on {research}' }],
+};
+const CYCLE = JSON.stringify({ agents: [
+  { id: 'research', depends_on: ['report'] },
+  { id: 'analysis', depends_on: ['research'], task: 'Analyse {research}' },
+  { id: 'report', depends_on: ['analysis'], task: 'Report on {analysis}' },
+] });
+const MISSING = JSON.stringify({ agents: [
+  { id: 'analysis', depends_on: ['research'], task: 'Analyse {research}' },
+  { id: 'report', depends_on: ['analysis'] },
+] });
+const VALID = 'Here is the plan:\n```json\n' + JSON.stringify({ agents: [
+  { id: 'research', depends_on: [], task: 'Find sources on the site.' },
+  { id: 'analysis', depends_on: ['research'], task: 'Analyse {research}' },
+  { id: 'report', depends_on: ['analysis'], task: 'Report on {analysis}' },
+] }) + '\n```';
+const FUNCTIONS = {
+  research: async () => 'sources: a, b',
+  analysis: async (task) => `findings of [${task}]`,
+  report: async (task) => `report of [${task}]`,
+};
+
+test('generatePlan: a cycle, then a missing dependency, are named back to the model; the valid plan runs', async () => {
+  const replies = [CYCLE, MISSING, VALID];
+  const asked = [];
+  const { plan, generation, report } = await generatePlan(GENERATOR, 'Audit the site.', {
+    model: async (messages) => {
+      asked.push(messages);
+      return replies.shift();
+    },
+  });
+  assert.equal(report, null);
+  assert.equal(generation.source, 'after_feedback');
+  assert.equal(generation.attempts, 3);
+  assert.deepEqual(generation.rejections.map((r) => r.problems), [
+    ['cycle: research -> analysis -> report -> research'],
+    ['$.agents[0].depends_on[0]: no agent `research` in the plan'],
+  ]);
+  // The third request holds both rejections, each with its problem.
+  const third = asked[2].map((m) => m.content).join('\n');
+  assert.ok(third.includes('cycle: research -> analysis -> report -> research'), third);
+  assert.ok(third.includes('no agent `research` in the plan'), third);
+  const ran = await runPlan(plan, { agents: FUNCTIONS, generation });
+  assert.equal(ran.reason, 'all_complete');
+  assert.equal(ran.agents[2].result, 'report of [Report on findings of [Analyse sources: a, b]]');
+  assert.deepEqual(ran.generation, generation);
+});
+
+test('generatePlan: a model that never writes a valid plan ends with the fallback after the bound, or no_valid_plan', async () => {
+  let calls = 0;
+  const model = async () => {
+    calls += 1;
+    if (calls === 2) throw new Error('the server is down');
+    return CYCLE;
+  };
+  const fell = await generatePlan(GENERATOR, 'Audit the site.', { model });
+  assert.equal(calls, 3, 'max_attempts model calls');
+  assert.equal(fell.generation.source, 'fallback');
+  assert.deepEqual(fell.generation.rejections.map((r) => r.attempt), [1, 2, 3]);
+  assert.ok(fell.generation.rejections[1].problems[0].includes('the server is down'), JSON.stringify(fell.generation.rejections[1]));
+  const ran = await runPlan(fell.plan, { agents: { research: FUNCTIONS.research, report: FUNCTIONS.report } });
+  assert.deepEqual(ran.agents.map((a) => a.id), ['research', 'report']);
+  assert.equal(ran.reason, 'all_complete');
+
+  const { fallback, ...without } = GENERATOR;
+  void fallback;
+  calls = 0;
+  const none = await generatePlan(without, 'Audit the site.', { model: async () => (calls++, MISSING), execution: 'g-1' });
+  assert.equal(calls, 3);
+  assert.equal(none.plan, null);
+  assert.deepEqual([none.report.outcome, none.report.reason, none.report.execution], ['aborted', 'no_valid_plan', 'g-1']);
+  assert.equal(none.report.generation.source, 'no_plan');
+});
+
+test('generatePlan: a bad generator file is refused before the model is asked, every problem named', async () => {
+  let asked = 0;
+  const bad = { ...GENERATOR, generator: { max_attempts: 0 }, registry: [{ ...GENERATOR.registry[0], description: ' ' }, ...GENERATOR.registry.slice(1)] };
+  await assert.rejects(
+    generatePlan(bad, 'Audit the site.', { model: async () => (asked++, VALID) }),
+    (e) => e instanceof PlanError && assert.deepEqual(e.problems, [
+      '$.registry[0].description: empty: the model chooses agents by their description',
+      '$.generator.max_attempts: 0 is out of range 1..=10',
+    ]) === undefined,
+  );
+  await assert.rejects(generatePlan({ registry: 3 }, 'x', { model: async () => '' }), (e) => e instanceof PlanError && /^\$\.registry: /.test(e.problems[0]));
+  await assert.rejects(generatePlan(GENERATOR, 'x', {}), /options\.model: must be a function/);
+  assert.equal(asked, 0);
 });

@@ -909,6 +909,36 @@ impl NativeAttempt {
     }
 }
 
+/// A plan written by a model the host calls: `terminus_kernel.plan.generate_plan` wraps it.
+#[pyclass(module = "terminus_kernel._native", name = "NativeGenerator")]
+struct NativeGenerator {
+    core: terminus_scenario::plan::HostGenerator,
+}
+
+#[pymethods]
+impl NativeGenerator {
+    /// The generation of a plan for `task` from the generator file `text`; a bad file raises
+    /// `ValueError` with one `PATH: PROBLEM` line per problem.
+    #[staticmethod]
+    fn start(text: &str, base: &str, task: &str) -> PyResult<NativeGenerator> {
+        terminus_scenario::plan::HostGenerator::new(text, std::path::Path::new(base), task)
+            .map(|core| NativeGenerator { core })
+            .map_err(value_error)
+    }
+
+    /// What to do next (JSON text): `{"ask"}`, `{"run", "generation"}` or `{"no_plan",
+    /// "generation"}`.
+    fn step(&mut self, execution: &str) -> String {
+        self.core.step(execution).to_string()
+    }
+
+    /// The model's reply to the last `ask` (JSON text: `{"text", "cut"?}` or `{"error"}`).
+    fn answer(&mut self, reply: &str) -> PyResult<()> {
+        let reply: Value = serde_json::from_str(reply).map_err(value_error)?;
+        self.core.answer(&reply).map_err(value_error)
+    }
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -917,6 +947,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host::SessionCache>()?;
     m.add_class::<NativePlan>()?;
     m.add_class::<NativeAttempt>()?;
+    m.add_class::<NativeGenerator>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;

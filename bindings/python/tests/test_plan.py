@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from terminus_kernel import PlanAgentContext, PlanError, run_plan
+from terminus_kernel import PlanAgentContext, PlanError, generate_plan, run_plan
 
 PLANS = REPO / "spec" / "plans"
 RUNNABLE = sorted(PLANS.glob("*.json"))
@@ -280,3 +280,170 @@ def test_a_process_killed_mid_plan_goes_on_from_its_progress(tmp_path: Path) -> 
     assert (by_id["flaky"]["status"], by_id["flaky"]["attempts"]) == ("failed", 2)
     assert "breaker flaky: closed -> open" in second.stderr
     assert report["reason"] == "agent_failed"
+
+
+# Seed 001's shape (orchestrator/tests/generate.rs): a research agent that may be skipped with
+# a degraded default, an analysis that retries, a report; here all three are host functions.
+GENERATOR: dict[str, Any] = {
+    "name": "seed-001",
+    "registry": [
+        {
+            "id": "research",
+            "description": "Finds sources on the topic.",
+            "task": "Do the research part.",
+            "on_error": "skip",
+            "degraded_result": [],
+        },
+        {
+            "id": "analysis",
+            "description": "Analyses what research found.",
+            "task": "Do the analysis part.",
+            "retryable": True,
+        },
+        {"id": "report", "description": "Writes the report.", "task": "Do the report part."},
+    ],
+    "generator": {"max_attempts": 3},
+    "fallback": [
+        {"id": "research"},
+        {"id": "report", "depends_on": ["research"], "task": "Report on {research}"},
+    ],
+}
+CYCLE = json.dumps(
+    {
+        "agents": [
+            {"id": "research", "depends_on": ["report"]},
+            {"id": "analysis", "depends_on": ["research"], "task": "Analyse {research}"},
+            {"id": "report", "depends_on": ["analysis"], "task": "Report on {analysis}"},
+        ]
+    }
+)
+MISSING = json.dumps(
+    {
+        "agents": [
+            {"id": "analysis", "depends_on": ["research"], "task": "Analyse {research}"},
+            {"id": "report", "depends_on": ["analysis"]},
+        ]
+    }
+)
+VALID = "Here is the plan:\n```json\n" + json.dumps(
+    {
+        "agents": [
+            {"id": "research", "depends_on": [], "task": "Find sources on the site."},
+            {"id": "analysis", "depends_on": ["research"], "task": "Analyse {research}"},
+            {"id": "report", "depends_on": ["analysis"], "task": "Report on {analysis}"},
+        ]
+    }
+) + "\n```"
+
+
+async def _research(task: str, context: PlanAgentContext) -> str:
+    return "sources: a, b"
+
+
+async def _analysis(task: str, context: PlanAgentContext) -> str:
+    return f"findings of [{task}]"
+
+
+async def _report(task: str, context: PlanAgentContext) -> str:
+    return f"report of [{task}]"
+
+
+FUNCTIONS = {"research": _research, "analysis": _analysis, "report": _report}
+
+
+def test_generate_plan_names_a_cycle_then_a_missing_dependency_and_the_valid_plan_runs() -> None:
+    replies = [CYCLE, MISSING, VALID]
+    asked: list[list[dict[str, str]]] = []
+
+    async def model(messages: list[dict[str, str]]) -> str:
+        asked.append(messages)
+        return replies.pop(0)
+
+    async def go() -> tuple[Any, dict[str, Any]]:
+        generated = await generate_plan(GENERATOR, "Audit the site.", model=model)
+        assert generated.plan is not None
+        ran = await run_plan(
+            generated.plan, agents=FUNCTIONS, generation=generated.generation
+        )
+        return generated, ran
+
+    generated, ran = asyncio.run(go())
+    assert generated.report is None
+    generation = generated.generation
+    assert (generation["source"], generation["attempts"]) == ("after_feedback", 3)
+    assert [r["problems"] for r in generation["rejections"]] == [
+        ["cycle: research -> analysis -> report -> research"],
+        ["$.agents[0].depends_on[0]: no agent `research` in the plan"],
+    ]
+    third = "\n".join(m["content"] for m in asked[2])
+    assert "cycle: research -> analysis -> report -> research" in third
+    assert "no agent `research` in the plan" in third
+    assert ran["reason"] == "all_complete"
+    assert ran["agents"][2]["result"] == "report of [Report on findings of [Analyse sources: a, b]]"
+    assert ran["generation"] == generation
+
+
+def test_generate_plan_falls_back_after_the_bound_or_ends_with_no_valid_plan() -> None:
+    calls = 0
+
+    def model(messages: list[dict[str, str]]) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("the server is down")
+        return CYCLE
+
+    fell = asyncio.run(generate_plan(GENERATOR, "Audit the site.", model=model))
+    assert calls == 3
+    assert fell.generation["source"] == "fallback"
+    assert [r["attempt"] for r in fell.generation["rejections"]] == [1, 2, 3]
+    assert "the server is down" in fell.generation["rejections"][1]["problems"][0]
+    assert fell.plan is not None
+    ran = asyncio.run(
+        run_plan(fell.plan, agents={"research": _research, "report": _report})
+    )
+    assert [a["id"] for a in ran["agents"]] == ["research", "report"]
+    assert ran["reason"] == "all_complete"
+
+    without = {k: v for k, v in GENERATOR.items() if k != "fallback"}
+    calls = 0
+
+    def missing(messages: list[dict[str, str]]) -> str:
+        nonlocal calls
+        calls += 1
+        return MISSING
+
+    none = asyncio.run(generate_plan(without, "Audit the site.", model=missing, execution="g-1"))
+    assert calls == 3
+    assert none.plan is None and none.report is not None
+    assert (none.report["outcome"], none.report["reason"], none.report["execution"]) == (
+        "aborted",
+        "no_valid_plan",
+        "g-1",
+    )
+    assert none.report["generation"]["source"] == "no_plan"
+
+
+def test_generate_plan_refuses_a_bad_file_before_the_model_is_asked() -> None:
+    asked = 0
+
+    def model(messages: list[dict[str, str]]) -> str:
+        nonlocal asked
+        asked += 1
+        return VALID
+
+    bad = {
+        **GENERATOR,
+        "generator": {"max_attempts": 0},
+        "registry": [{**GENERATOR["registry"][0], "description": " "}, *GENERATOR["registry"][1:]],
+    }
+    with pytest.raises(PlanError) as refused:
+        asyncio.run(generate_plan(bad, "Audit the site.", model=model))
+    assert refused.value.problems == [
+        "$.registry[0].description: empty: the model chooses agents by their description",
+        "$.generator.max_attempts: 0 is out of range 1..=10",
+    ]
+    with pytest.raises(PlanError) as typed:
+        asyncio.run(generate_plan({"registry": 3}, "x", model=model))
+    assert typed.value.problems[0].startswith("$.registry: ")
+    assert asked == 0

@@ -10,7 +10,8 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
 - :func:`run_plan` -- a multi-agent plan (the format of ``terminus orchestrate``) whose agents
   are your async functions, with every decision of the orchestrator (dependencies, budgets,
   deadlines, retries, the circuit breaker, skips and degradation) and its report; its progress
-  kept where you say, so that a killed process goes on without running a completed agent again.
+  kept where you say, so that a killed process goes on without running a completed agent again;
+  :func:`generate_plan` asks your model for the plan first.
 - :func:`provider_error_kind` -- the kernel's class of a provider failure from its HTTP status
   and the error's text: the table every host shares.
 - :func:`retry_after_ms` -- the delay a provider's ``retry-after-ms`` / ``retry-after`` headers
@@ -38,12 +39,20 @@ from terminus_kernel._native import (
     run_scenario,
 )
 
-from terminus_kernel.plan import PlanAgentContext, PlanError, run_plan
+from terminus_kernel.plan import (
+    GeneratedPlan,
+    PlanAgentContext,
+    PlanError,
+    generate_plan,
+    run_plan,
+)
 
 __all__ = [
+    "GeneratedPlan",
     "Machine",
     "PlanAgentContext",
     "PlanError",
+    "generate_plan",
     "provider_error_kind",
     "retry_after_ms",
     "run_plan",

@@ -156,3 +156,14 @@ class NativeAttempt:
 
     def run(self) -> str:
         """Runs it in process, blocking without the GIL: its report as JSON text."""
+
+class NativeGenerator:
+    """A plan written by a model the host calls (``terminus_kernel.plan.generate_plan``)."""
+
+    @staticmethod
+    def start(text: str, base: str, task: str) -> NativeGenerator:
+        """The generation of a plan for ``task``; a bad file raises ``ValueError``."""
+    def step(self, execution: str) -> str:
+        """What to do next (JSON text): ``ask``, ``run`` or ``no_plan``."""
+    def answer(self, reply: str) -> None:
+        """The model's reply to the last ``ask`` (JSON text)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from terminus_kernel._native import NativePlan
+from terminus_kernel._native import NativeGenerator, NativePlan
 
 #: How long a scenario's run may outlive its deadline (the orchestrator's ``WATCHDOG_GRACE_MS``).
 WATCHDOG_GRACE_MS = 5000
@@ -58,22 +58,24 @@ class PlanAgentContext:
 AgentFunction = Callable[[str, PlanAgentContext], Any]
 
 
-def _source(plan: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[str, str, str]:
-    """The plan's JSON text, the folder its file scenarios are read from, its name in errors."""
+def _source(
+    plan: str | os.PathLike[str] | Mapping[str, Any], root: str = "plan"
+) -> tuple[str, str, str]:
+    """The file's JSON text, the folder its file scenarios are read from, its name in errors."""
     if isinstance(plan, Mapping):
         try:
             text = json.dumps(plan, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise PlanError("plan", [f"plan: not JSON: {e}"]) from None
-        return text, os.getcwd(), "plan"
+            raise PlanError(root, [f"{root}: not JSON: {e}"]) from None
+        return text, os.getcwd(), root
     if isinstance(plan, (str, os.PathLike)):
         path = Path(plan)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
-            raise PlanError(str(plan), [f"cannot read the plan: {e}"]) from None
+            raise PlanError(str(plan), [f"cannot read it: {e}"]) from None
         return text, str(path.resolve().parent), str(plan)
-    raise TypeError("plan: must be a plan file path or a plan dict")
+    raise TypeError(f"{root}: must be a file path or a dict")
 
 
 def _message(error: BaseException) -> str:
@@ -89,6 +91,7 @@ async def run_plan(
     on_progress: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     cancel: asyncio.Event | None = None,
+    generation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Runs ``plan`` (a plan file's path, or the plan as a dict, in the format of ``terminus
     orchestrate``) to its report, the report ``terminus orchestrate --json`` prints.
@@ -98,6 +101,7 @@ async def run_plan(
     deadline and when the plan stops. Agents with a ``scenario`` run in process. ``progress`` is
     what ``on_progress`` was given by an earlier run of the same ``execution``: what completed
     does not run again, the breakers are as they were. Setting ``cancel`` cancels the plan.
+    ``generation`` (what :func:`generate_plan` gave) is set as the report's ``generation``.
     """
     text, base, what = _source(plan)
     agents = dict(agents or {})
@@ -240,7 +244,10 @@ async def run_plan(
                     if on_event is not None:
                         on_event({"kind": act["kind"], "agent": act["agent"], "line": act["line"]})
                 elif kind == "done":
-                    return act["report"]
+                    report: dict[str, Any] = act["report"]
+                    if generation is not None:
+                        report["generation"] = generation
+                    return report
             if ended:
                 index, outcome = ended.popleft()
                 run.finished(index, json.dumps(outcome))
@@ -259,3 +266,62 @@ async def run_plan(
     finally:
         for stop in list(running.values()):
             stop()
+
+
+@dataclass
+class GeneratedPlan:
+    """What :func:`generate_plan` came to."""
+
+    #: The plan to give :func:`run_plan` (with ``generation=``), or ``None`` when no written
+    #: plan was valid and there is no fallback.
+    plan: dict[str, Any] | None
+    #: How the model wrote it: ``source``, ``attempts``, ``rejections``...
+    generation: dict[str, Any]
+    #: When ``plan`` is ``None``: the report of the plan that never ran (``no_valid_plan``).
+    report: dict[str, Any] | None
+
+
+async def generate_plan(
+    file: str | os.PathLike[str] | Mapping[str, Any],
+    task: str,
+    *,
+    model: Callable[[list[dict[str, str]]], Any],
+    execution: str | None = None,
+) -> GeneratedPlan:
+    """Asks ``model`` for a plan for ``task`` from the generator file ``file`` (a path or a
+    dict, the format of ``terminus orchestrate --generate``): each rejected plan goes back to
+    the model with its problems, at most ``generator.max_attempts`` calls, then the fallback.
+    ``model(messages)`` (async or not) returns the reply's text, or ``{"text", "cut"}`` when the
+    output limit cut it; raising is a failed call (an attempt, told to the next one)."""
+    if not isinstance(task, str):
+        raise TypeError("task: must be a string")
+    if not callable(model):
+        raise TypeError("model: must be a function (messages) -> text")
+    text, base, what = _source(file, "file")
+    try:
+        generator = NativeGenerator.start(text, base, task)
+    except ValueError as e:
+        raise PlanError(what, str(e).split("\n")) from None
+    name = json.loads(text).get("name", "plan")
+    execution = execution if execution is not None else name
+    while True:
+        step = json.loads(generator.step(execution))
+        if "ask" in step:
+            reply: dict[str, Any]
+            try:
+                out = model(step["ask"])
+                if inspect.isawaitable(out):
+                    out = await out
+                if isinstance(out, str):
+                    reply = {"text": out}
+                elif isinstance(out, Mapping) and isinstance(out.get("text"), str):
+                    reply = {"text": out["text"], "cut": out.get("cut") is True}
+                else:
+                    reply = {"error": "the model function gave neither a string nor {text, cut}"}
+            except Exception as e:  # noqa: BLE001 -- a failed call is an attempt, named
+                reply = {"error": _message(e)}
+            generator.answer(json.dumps(reply))
+            continue
+        if "run" in step:
+            return GeneratedPlan(plan=step["run"], generation=step["generation"], report=None)
+        return GeneratedPlan(plan=None, generation=step["generation"], report=step["no_plan"])
