@@ -31,6 +31,7 @@ mod conduct;
 mod error;
 mod generate;
 mod graph;
+mod inspect;
 mod limits;
 mod local;
 mod meters;
@@ -51,6 +52,7 @@ pub use crate::generate::{
     Member, PlanSource, Rejection, Reply, Step, Written, read_reply,
 };
 pub use crate::graph::{Graph, MAX_CYCLES, cycles, levels};
+pub use crate::inspect::{AgentInspection, PlanInspection, inspect_plan};
 pub use crate::limits::{
     AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,
     LimitsSpec, RETRY_DELAY_MAX_MS, Source, limit_rows,
@@ -63,7 +65,7 @@ pub use crate::plan::{
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
     Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS, breaker,
-    breaker_key, report_key, stored_plan,
+    breaker_key, report_key, stored_generation, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

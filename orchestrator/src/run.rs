@@ -11,6 +11,7 @@
 use crate::breaker::{Breaker, BreakerConfig, BreakerInput, BreakerStep};
 use crate::conduct::{Act, Attempted, Begin, Conductor, PlanCell, agent_key, plan_key};
 use crate::error::OrchestrateError;
+use crate::generate::Generation;
 use crate::plan::{Agent, Plan, PlanFile};
 use crate::report::{PlanEvent, PlanReport};
 use crate::schedule::Grant;
@@ -156,6 +157,9 @@ pub struct Orchestration {
     observer: Option<Observer>,
     worker: String,
     lease: Duration,
+    /// How a model wrote the plan, when one did: kept with a durable orchestration and set in
+    /// its report.
+    generation: Option<Generation>,
     /// The plan's span while it runs (`crate::spans`).
     span: Span,
 }
@@ -175,6 +179,7 @@ impl Orchestration {
             observer: None,
             worker: format!("orchestrator-{}", std::process::id()),
             lease: Duration::from_secs(30),
+            generation: None,
             span: Span::none(),
         }
     }
@@ -224,6 +229,14 @@ impl Orchestration {
         self
     }
 
+    /// How a model wrote the plan (`terminus orchestrate --generate`): kept with a durable
+    /// orchestration ([`stored_generation`]) and set in its report.
+    #[must_use]
+    pub fn generation(mut self, generation: Option<Generation>) -> Orchestration {
+        self.generation = generation;
+        self
+    }
+
     /// The spec a durable orchestration is created with: the plan, kept for `resume`.
     pub fn spec(file: &PlanFile) -> RunSpec {
         RunSpec {
@@ -240,7 +253,14 @@ impl Orchestration {
     /// is refused ([`StoreError::Claimed`] if another worker runs it, else resume it).
     pub async fn execute(self) -> Result<PlanReport, OrchestrateError> {
         if self.durable {
-            let spec = Orchestration::spec(&self.plan.file);
+            let mut spec = Orchestration::spec(&self.plan.file);
+            if let (Some(generation), Some(Value::Object(host))) =
+                (&self.generation, spec.host.as_mut())
+            {
+                let value = serde_json::to_value(generation)
+                    .map_err(|e| OrchestrateError::Corrupt(format!("the generation: {e}")))?;
+                host.insert("generation".into(), value);
+            }
             if !self.store.create(&self.execution, &spec).await? {
                 return Err(OrchestrateError::Exists(self.execution.clone()));
             }
@@ -365,7 +385,10 @@ impl Orchestration {
                         }
                     }
                     Act::Event(event) => self.emit(&event),
-                    Act::Done(report) => break 'run *report,
+                    Act::Done(mut report) => {
+                        report.generation = self.generation.take();
+                        break 'run *report;
+                    }
                 }
             }
             let wake = conductor
@@ -572,4 +595,11 @@ pub fn report_key(execution: &str) -> String {
 /// The plan file kept with a durable orchestration.
 pub fn stored_plan(spec: &RunSpec) -> Option<&Value> {
     spec.host.as_ref().and_then(|h| h.get("plan"))
+}
+
+/// How a model wrote the plan of a durable orchestration, when one did; `None` also when what
+/// is kept cannot be read (the plan runs without it).
+pub fn stored_generation(spec: &RunSpec) -> Option<Generation> {
+    let value = spec.host.as_ref()?.get("generation")?;
+    serde_json::from_value(value.clone()).ok()
 }

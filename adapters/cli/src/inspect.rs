@@ -7,7 +7,8 @@
 //! (`crate::timeline`).
 //!
 //! The source is a stored execution (`--journal PATH|URL --execution ID`) or a scenario file run
-//! in memory (`--scenario FILE`).
+//! in memory (`--scenario FILE`). A stored orchestration is inspected as a plan
+//! (`terminus_orchestrator::inspect_plan`: how a model wrote it, each agent's state).
 
 use crate::error::CliError;
 use clap::Args;
@@ -47,6 +48,27 @@ pub(crate) struct InspectArgs {
 
 /// `terminus inspect`: prints the explanation (and writes the timeline); 0 once explained.
 pub(crate) async fn inspect(args: InspectArgs) -> Result<u8, CliError> {
+    if let (Some(journal), Some(execution)) = (&args.journal, &args.execution) {
+        let store = crate::common::open_existing(journal).await?;
+        let plan = terminus_orchestrator::inspect_plan(store.as_ref(), execution)
+            .await
+            .map_err(|e| CliError::with_code(e.exit_code(), e.to_string()))?;
+        if let Some(plan) = plan {
+            if args.svg.is_some() {
+                return Err(CliError::Invalid(format!(
+                    "--svg draws one run; execution {execution} is a plan (inspect an agent's \
+                     run: --execution {execution}/AGENT/ATTEMPT)"
+                )));
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = if args.json {
+                writeln!(out, "{}", serde_json::to_string(&plan).unwrap_or_default())
+            } else {
+                write!(out, "{}", plan.text())
+            };
+            return Ok(0);
+        }
+    }
     let explanation = match (&args.scenario, &args.journal, &args.execution) {
         (Some(file), _, _) => from_scenario(file).await?,
         (None, Some(journal), Some(execution)) => from_journal(journal, execution).await?,

@@ -189,17 +189,11 @@ pub(crate) async fn orchestrate(args: OrchestrateArgs) -> Result<u8, CliError> {
     );
     let expect = plan.file.expect.clone();
     let lease = Duration::from_millis(args.journal.lease_ms);
-    let mut orchestration = Orchestration::new(plan, execution);
+    let mut orchestration = Orchestration::new(plan, execution).generation(generation);
     if let Some(store) = store {
         orchestration = orchestration.store(store, true);
     }
-    let result = drive(orchestration, lease)
-        .execute()
-        .await
-        .map(|mut report| {
-            report.generation = generation;
-            report
-        });
+    let result = drive(orchestration, lease).execute().await;
     finish(result, expect.as_ref(), args.journal.json)
 }
 
@@ -208,6 +202,7 @@ pub(crate) async fn resume(
     store: Arc<dyn Store>,
     execution: &str,
     plan: &serde_json::Value,
+    generation: Option<terminus_orchestrator::Generation>,
     lease: Duration,
     json: bool,
 ) -> Result<u8, CliError> {
@@ -223,7 +218,9 @@ pub(crate) async fn resume(
         plan.name
     );
     let expect = plan.file.expect.clone();
-    let orchestration = Orchestration::new(plan, execution).store(store, true);
+    let orchestration = Orchestration::new(plan, execution)
+        .store(store, true)
+        .generation(generation);
     let result = drive(orchestration, lease).resume().await;
     finish(result, expect.as_ref(), json)
 }

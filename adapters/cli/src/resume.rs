@@ -70,7 +70,18 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
             )));
         }
         let lease = Duration::from_millis(args.store.lease_ms);
-        return crate::orchestrate::resume(store, &args.execution, plan, lease, args.json).await;
+        let generation = spec
+            .as_ref()
+            .and_then(terminus_orchestrator::stored_generation);
+        return crate::orchestrate::resume(
+            store,
+            &args.execution,
+            plan,
+            generation,
+            lease,
+            args.json,
+        )
+        .await;
     }
     let job = crate::job::Job::stored(store.as_ref(), &args.execution, None).await?;
     eprintln!(

@@ -510,6 +510,49 @@ fn crash_one(
          running {in_flight:?}, to start on kept results {started_on_kept:?}",
         journal.label()
     );
+    if landed == Landed::MidRun {
+        // `inspect` shows the plan cut short as its journal keeps it: not ended, each agent done
+        // before the kill complete, each one running then running.
+        let mut command = terminus();
+        command.args([
+            "inspect",
+            "--journal",
+            &journal.arg(),
+            "--execution",
+            &execution,
+        ]);
+        let inspected = run(command, "terminus inspect");
+        let shown = text(&inspected.stdout);
+        assert_eq!(
+            inspected.status.code(),
+            Some(0),
+            "seed {seed}: {}",
+            text(&inspected.stderr)
+        );
+        assert!(
+            shown.contains("): not ended (`terminus resume` goes on with it)\n"),
+            "{shown}"
+        );
+        for id in &done {
+            assert!(
+                shown.contains(&format!("  {id} "))
+                    && shown
+                        .lines()
+                        .any(|l| l.trim_start().starts_with(&format!("{id} "))
+                            && l.contains(" complete ")),
+                "seed {seed}: {id} done: {shown}"
+            );
+        }
+        for id in &in_flight {
+            assert!(
+                shown
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{id} "))
+                        && l.contains(" running ")),
+                "seed {seed}: {id} running: {shown}"
+            );
+        }
+    }
     *campaign.landed.entry(landed).or_default() += 1;
     campaign.kept += done.len() as u64;
     campaign.resumed_attempts += in_flight.len() as u64;

@@ -229,7 +229,7 @@ async fn a_bad_generator_file_is_exit_2_before_the_model_is_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_plan_is_stored_and_resumed_without_asking_the_model_again() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fixture = Fixture::start(vec![reply(VALID, &[], 1)])
+    let fixture = Fixture::start(vec![reply(CYCLE, &[], 1), reply(VALID, &[], 1)])
         .await
         .expect("a port");
     keyless_config(dir.path(), &fixture.url(), "");
@@ -250,7 +250,54 @@ async fn a_generated_plan_is_stored_and_resumed_without_asking_the_model_again()
     ]))
     .await;
     assert_eq!(ran.status.code(), Some(0), "{}", text(&ran.stderr));
-    assert_eq!(last_json(&ran.stdout)["generation"]["source"], "first_try");
+    let generation = last_json(&ran.stdout)["generation"].clone();
+    assert_eq!(generation["source"], "after_feedback");
+    // `inspect` shows the plan as the journal keeps it: how the model wrote it, each agent.
+    let inspected = terminus(args(&[
+        "inspect",
+        "--journal",
+        &journal,
+        "--execution",
+        "gen-1",
+    ]))
+    .await;
+    assert_eq!(
+        inspected.status.code(),
+        Some(0),
+        "{}",
+        text(&inspected.stderr)
+    );
+    let shown = text(&inspected.stdout);
+    assert!(
+        shown.starts_with("plan seed-001 (execution gen-1): complete (all_complete)\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "written by a model: after_feedback (2 of at most 3 model calls, 1 rejected)\n  \
+             attempt 1 rejected:\n    cycle: research -> analysis -> report -> research\n"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  analysis  complete  1 attempt, after research\n"),
+        "{shown}"
+    );
+    assert!(
+        shown
+            .contains("one agent's run: terminus inspect --journal J --execution gen-1/research/1"),
+        "{shown}"
+    );
+    let as_json = terminus(args(&[
+        "inspect",
+        "--journal",
+        &journal,
+        "--execution",
+        "gen-1",
+        "--json",
+    ]))
+    .await;
+    assert_eq!(last_json(&as_json.stdout)["generation"], generation);
     let resumed = terminus(args(&[
         "resume",
         "--journal",
@@ -277,5 +324,10 @@ async fn a_generated_plan_is_stored_and_resumed_without_asking_the_model_again()
             (&json!("report"), &json!(1))
         ]
     );
-    assert_eq!(fixture.count(), 1, "the model wrote the plan once");
+    assert_eq!(report["generation"], generation, "kept with the plan");
+    assert_eq!(
+        fixture.count(),
+        2,
+        "the model wrote the plan once (two calls)"
+    );
 }
