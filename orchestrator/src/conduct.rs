@@ -177,6 +177,8 @@ pub struct Conductor {
     progressed: bool,
     elapsed_before: u64,
     ended: bool,
+    /// Keep every completed agent's result in its cell (a host with no journal of the runs).
+    keep_results: bool,
     span: Span,
 }
 
@@ -207,6 +209,7 @@ impl Conductor {
             progressed: false,
             elapsed_before,
             ended: false,
+            keep_results: false,
             span: Span::none(),
         }
     }
@@ -306,6 +309,13 @@ impl Conductor {
             threshold: self.plan.limits.circuit_breaker_failure_threshold,
             timeout_ms: self.plan.limits.circuit_breaker_timeout_ms,
         }
+    }
+
+    /// Keeps every completed agent's result in its progress cell, a run's too: for a host that
+    /// keeps no journal of the runs ([`crate::LocalPlan`]), so that a restored plan still has
+    /// them.
+    pub fn keep_results(&mut self) {
+        self.keep_results = true;
     }
 
     /// Puts the plan's events on `span` (the plan span of [`crate::Orchestration`]).
@@ -623,8 +633,9 @@ impl Conductor {
         self.progressed = true;
         let state = &self.agents[agent];
         let id = &self.plan.agents[agent].id;
-        // A kernel run's result is in its journaled report; a host agent's only here.
-        let host_result = state.report.is_none()
+        // A kernel run's result is in its journaled report; a host agent's only here (and every
+        // agent's when the host keeps no journal of the runs: `keep_results`).
+        let host_result = (state.report.is_none() || self.keep_results)
             && matches!(saved, Saved::Ended(e) if e.status == Status::Complete);
         let cell = AgentCell {
             saved: saved.clone(),
@@ -637,7 +648,16 @@ impl Conductor {
             } else {
                 None
             },
-            used: if host_result { state.host_used } else { None },
+            used: if host_result {
+                state.host_used.or_else(|| {
+                    state.report.as_ref().map(|r| Usage {
+                        model_calls: u64::from(r.stats.model_calls),
+                        tokens: r.stats.tokens(),
+                    })
+                })
+            } else {
+                None
+            },
         };
         Act::Save {
             key: agent_key(&self.execution, id),

@@ -43,8 +43,10 @@ pub struct LocalPlan {
 impl LocalPlan {
     /// A run of `plan` as `execution`, from the start.
     pub fn new(plan: Plan, execution: &str) -> LocalPlan {
+        let mut conductor = Conductor::new(Arc::new(plan), execution);
+        conductor.keep_results();
         LocalPlan {
-            conductor: Conductor::new(Arc::new(plan), execution),
+            conductor,
             cells: BTreeMap::new(),
             breakers: HashMap::new(),
             running: HashMap::new(),
@@ -90,7 +92,8 @@ impl LocalPlan {
                 breakers.insert(a.id.clone(), b);
             }
         }
-        let conductor = Conductor::restore(Arc::new(plan), execution, plan_cell, saved);
+        let mut conductor = Conductor::restore(Arc::new(plan), execution, plan_cell, saved);
+        conductor.keep_results();
         Ok(LocalPlan {
             conductor,
             cells,

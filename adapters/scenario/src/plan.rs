@@ -270,6 +270,39 @@ mod tests {
         assert!((script.as_ref() as &dyn Any).is::<Scenario>());
     }
 
+    /// A host that keeps no journal (the Node and Python packages) keeps a scenario agent's
+    /// result with its progress: a restored plan hands it to the dependents.
+    #[test]
+    fn a_scenario_agents_result_survives_a_restore_without_a_journal() {
+        let plan = r#"{ "name": "p", "agents": [
+            { "id": "a", "scenario": { "task": "t", "model": { "turns": [ { "text": "forty-two" } ] } } },
+            { "id": "b", "depends_on": ["a"], "task": "Use {a}",
+              "scenario": { "task": "t", "model": { "turns": [ { "text": "used" } ] } } } ] }"#;
+        let mut run = local(plan, Path::new("."), Some("x"), None).expect("a valid plan");
+        let mut started = Vec::new();
+        while let Some(act) = run.next(0, 0) {
+            if act["act"] == "start" {
+                started.push(act["index"].as_u64().expect("an index") as usize);
+            }
+        }
+        assert_eq!(started, [0]);
+        let launch = run.scenario_launch(0).expect("a scenario attempt");
+        let report = run_launch(launch).expect("a report");
+        let outcome = json!({ "report": report });
+        run.finished(0, &outcome).expect("in turn");
+        while run.next(1, 0).is_some() {}
+        // The process dies here: `b` was started, never finished.
+        let progress = run.progress().to_string();
+        let mut again = local(plan, Path::new("."), Some("x"), Some(&progress)).expect("restored");
+        let mut tasks = Vec::new();
+        while let Some(act) = again.next(2, 0) {
+            if act["act"] == "start" {
+                tasks.push(act["task"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+        assert_eq!(tasks, ["Use forty-two"], "{progress}");
+    }
+
     #[test]
     fn a_bad_scenario_names_its_path() {
         let e = script(r#"{ "task": "t", "model": { "turns": [ { "txt": "x" } ] } }"#)
