@@ -14,7 +14,9 @@
 //!   stopped"), only acknowledges ("Understood.") or announces ("continue."), reports
 //!   nothing ("None", "No progress") or is a courteous closing, with not one sentence of its own;
 //!   or that disclaims itself ("I am an AI language model, and I do not have the ability to ..."),
-//!   or says the answer is still to come ("the final answer will be provided").
+//!   or says the answer is still to come ("the final answer will be provided"). The items of a
+//!   list belong to its lead-in: under a sentence that hands back and ends with `:` ("To
+//!   proceed, you can use the following tools:") they hand back with it.
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
 //!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
 //!
@@ -563,14 +565,41 @@ pub fn hands_back(reply: &str, said: &Said) -> bool {
         return true;
     }
     let mut handed = false;
-    for part in sentences(reply) {
-        match sentence(part, said) {
-            Some(Sentence::Substantive) => return false,
-            Some(Sentence::HandsBack | Sentence::Closing) => handed = true,
-            None => {}
+    // Whether the lines before are a list whose lead-in hands back ("To proceed, you can use
+    // the following tools:"): its items are what the reader is told to use, so they hand back
+    // with it (`recording-8-poll-1-tools-to-use`).
+    let mut handed_list = false;
+    for line in reply.lines() {
+        if handed_list && list_item(line) {
+            handed = true;
+            continue;
         }
+        let mut last = None;
+        for part in sentences(line) {
+            let kind = sentence(part, said);
+            match kind {
+                Some(Sentence::Substantive) => return false,
+                Some(Sentence::HandsBack | Sentence::Closing) => handed = true,
+                None => {}
+            }
+            if kind.is_some() {
+                last = Some((part, kind));
+            }
+        }
+        handed_list = matches!(last, Some((part, Some(Sentence::HandsBack))) if part.trim_end().ends_with(':'));
     }
     handed
+}
+
+/// Whether `line` is an item of a list: `1.`, `2)`, `-`, `*` or `•` then a space.
+fn list_item(line: &str) -> bool {
+    let t = line.trim_start();
+    let digits = t.chars().take_while(char::is_ascii_digit).count();
+    let rest = &t[digits..];
+    if digits > 0 {
+        return rest.starts_with(". ") || rest.starts_with(") ");
+    }
+    ["- ", "* ", "• "].iter().any(|b| t.starts_with(b))
 }
 
 #[cfg(test)]
@@ -657,6 +686,34 @@ mod tests {
         ] {
             assert!(!hands_back(reply, &Said::default()), "{reply}");
         }
+    }
+
+    /// `recording-8-poll-1-tools-to-use`: a list of the tools to use, introduced by a sentence
+    /// that hands back, is the hand-back's; a list under a lead-in of the model's own answers.
+    #[test]
+    fn a_list_of_what_to_use_under_a_hand_back_hands_back() {
+        let recorded = "To proceed, you can use the following tools:\n1. `fetch_report` to \
+            retrieve the quarterly report. This function does not provide a specific time limit \
+            for the report to be ready, so you may need to wait for a few minutes or hours.\n2. \
+            `write_file` to create a new file or overwrite an existing file with new content. \
+            This function requires the path and content of the file to be written, so you will \
+            need to specify the path to the `units.txt` file and the content you want to write.\n\
+            Once you have fetched the quarterly report and written the number of units shipped \
+            to `units.txt`, you can proceed with the rest of the task.";
+        assert!(hands_back(recorded, &Said::default()));
+        assert!(hands_back(
+            "You can use the following tools:\n- `fetch_report`\n* `write_file`",
+            &Said::default()
+        ));
+        for reply in [
+            "The report is in:\n1. 4217 units shipped.\n2. I wrote 4217 to units.txt.",
+            "You can use the following tools:\n1. `fetch_report`\nThe report says 4217 units.",
+            "Steps taken:\n- fetched the report\n- wrote units.txt",
+        ] {
+            assert!(!hands_back(reply, &Said::default()), "{reply}");
+        }
+        assert!(list_item("  12) twelve") && list_item("- a") && list_item("• b"));
+        assert!(!list_item("1.5 units") && !list_item("-1 degrees") && !list_item("2024."));
     }
 
     /// The replies the kernel trials of the eval's second recording still ended `complete` on.
