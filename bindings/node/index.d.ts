@@ -453,6 +453,12 @@ export declare function generatePlan(
  */
 export declare function runPlan(plan: string | URL | { [key: string]: Json }, options?: RunPlanOptions): Promise<PlanReport>;
 
+/**
+ * Whether `text`, taken for an agent's answer in a run nobody answers, only hands the task back:
+ * the kernel's rule of what a final answer is.
+ */
+export declare function isNonAnswer(text: string): boolean;
+
 /** A plan that cannot run: one `PATH: PROBLEM` line per problem. */
 export declare class PlanError extends Error {
   code: 'InvalidArg';

@@ -948,4 +948,15 @@ function retryAfterMs(retryAfterMsHeader, retryAfterHeader) {
 
 const { runPlan, generatePlan, PlanError } = require('./plan.js').makeRunPlan(native, jsonText);
 
-module.exports = { Machine, Session, runScenario, runPlan, generatePlan, PlanError, providerErrorKind, retryAfterMs, version: require('./package.json').version };
+/**
+ * Whether `text`, taken for an agent's answer in a run nobody answers, only hands the task back
+ * (asks for more, apologises, tells the reader to act, disclaims itself, closes courteously): the
+ * kernel's own rule (docs/design.md, "What a final answer is"), for an agent whose reply does not
+ * go through a `Session`.
+ */
+function isNonAnswer(text) {
+  if (typeof text !== 'string') throw new TypeError('text: must be a string');
+  return native.isNonAnswer(text);
+}
+
+module.exports = { Machine, Session, runScenario, runPlan, generatePlan, PlanError, isNonAnswer, providerErrorKind, retryAfterMs, version: require('./package.json').version };

@@ -16,6 +16,7 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import {
   generatePlan,
+  isNonAnswer,
   runPlan,
   type Generation,
   type Json,
@@ -216,6 +217,10 @@ async function main(): Promise<void> {
         { role: 'user', content: task },
       ]);
       if (text.trim() === '') throw new Error('the model gave an empty reply');
+      // The kernel's rule of what an answer is: a reply that hands the task back ("as a language
+      // model, I don't have access...") fails the attempt (retried, skipped or degraded as the
+      // registry says), never a result its dependents build on.
+      if (isNonAnswer(text)) throw new Error(`not an answer: ${text.trim().slice(0, 120)}`);
       return text.trim();
     }
     if (agent.id === 'summary') return `report: ${task}`;

@@ -1157,3 +1157,12 @@ impl NativeGenerator {
         self.core.answer(&reply).map_err(invalid)
     }
 }
+
+/// Whether `text`, taken for an agent's answer in a run nobody answers, only hands the task back
+/// (asks for more, apologises, tells the reader to act, disclaims itself, closes courteously):
+/// the kernel's own rule (`terminus_kernel::answer::hands_back`, `docs/design.md`, "What a final
+/// answer is"), for a host agent whose reply does not go through a `Session`.
+#[napi(catch_unwind)]
+pub fn is_non_answer(text: String) -> bool {
+    terminus_kernel::answer::hands_back(&text, &terminus_kernel::answer::Said::default())
+}

@@ -11,7 +11,7 @@ const { spawnSync } = require('node:child_process');
 const { mkdtempSync, readFileSync, readdirSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { basename, join } = require('node:path');
-const { runPlan, generatePlan, PlanError } = require('..');
+const { runPlan, generatePlan, isNonAnswer, PlanError } = require('..');
 const { terminusBinary } = require('./scenario_driver.js');
 
 const PLANS = join(__dirname, '..', '..', '..', 'spec', 'plans');
@@ -316,4 +316,22 @@ test('generatePlan: a bad generator file is refused before the model is asked, e
   await assert.rejects(generatePlan({ registry: 3 }, 'x', { model: async () => '' }), (e) => e instanceof PlanError && /^\$\.registry: /.test(e.problems[0]));
   await assert.rejects(generatePlan(GENERATOR, 'x', {}), /options\.model: must be a function/);
   assert.equal(asked, 0);
+});
+
+test('isNonAnswer is the kernel rule: every recorded non-answer is one, answers are not', () => {
+  const root = join(__dirname, '..', '..', '..', 'spec', 'eval', 'non-answers');
+  const files = readdirSync(root).filter((f) => f.endsWith('.json'));
+  assert.ok(files.length >= 29);
+  // The replies the recordings ended on hand back on their own, but one: an echo of the kernel's
+  // own words, which needs the run's guidance to be seen.
+  let handed = 0;
+  for (const f of files) {
+    const turns = JSON.parse(readFileSync(join(root, f), 'utf8')).model.turns;
+    if (isNonAnswer(turns[turns.length - 1].text)) handed += 1;
+  }
+  assert.ok(handed >= 28, `${handed} of ${files.length}`);
+  assert.equal(isNonAnswer("Unfortunately, as a language model, I don't have access to any information about the company."), true);
+  assert.equal(isNonAnswer('competitors: BreadCo (48 shops), Loaf & Co (9 shops)'), false);
+  assert.equal(isNonAnswer('The sum is 5555. Let me know if you need anything else!'), false);
+  assert.throws(() => isNonAnswer(3), /text: must be a string/);
 });

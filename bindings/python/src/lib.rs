@@ -939,6 +939,14 @@ impl NativeGenerator {
     }
 }
 
+/// Whether `text`, taken for an agent's answer in a run nobody answers, only hands the task back
+/// (asks for more, apologises, tells the reader to act, disclaims itself, closes courteously):
+/// the kernel's own rule, for a host agent whose reply does not go through a `Session`.
+#[pyfunction]
+fn is_non_answer(text: &str) -> bool {
+    terminus_kernel::answer::hands_back(text, &terminus_kernel::answer::Said::default())
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -949,6 +957,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeAttempt>()?;
     m.add_class::<NativeGenerator>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(is_non_answer, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

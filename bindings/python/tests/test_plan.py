@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from terminus_kernel import PlanAgentContext, PlanError, generate_plan, run_plan
+from terminus_kernel import PlanAgentContext, PlanError, generate_plan, is_non_answer, run_plan
 
 PLANS = REPO / "spec" / "plans"
 RUNNABLE = sorted(PLANS.glob("*.json"))
@@ -447,3 +447,20 @@ def test_generate_plan_refuses_a_bad_file_before_the_model_is_asked() -> None:
         asyncio.run(generate_plan({"registry": 3}, "x", model=model))
     assert typed.value.problems[0].startswith("$.registry: ")
     assert asked == 0
+
+
+def test_is_non_answer_is_the_kernel_rule() -> None:
+    root = REPO / "spec" / "eval" / "non-answers"
+    files = sorted(root.glob("*.json"))
+    assert len(files) >= 29
+    # The replies the recordings ended on hand back on their own, but one: an echo of the
+    # kernel's own words, which needs the run's guidance to be seen.
+    handed = sum(
+        is_non_answer(json.loads(f.read_text())["model"]["turns"][-1]["text"]) for f in files
+    )
+    assert handed >= 28, f"{handed} of {len(files)}"
+    assert is_non_answer(
+        "Unfortunately, as a language model, I don't have access to any information."
+    )
+    assert not is_non_answer("competitors: BreadCo (48 shops), Loaf & Co (9 shops)")
+    assert not is_non_answer("The sum is 5555. Let me know if you need anything else!")

@@ -12,6 +12,8 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   deadlines, retries, the circuit breaker, skips and degradation) and its report; its progress
   kept where you say, so that a killed process goes on without running a completed agent again;
   :func:`generate_plan` asks your model for the plan first.
+- :func:`is_non_answer` -- whether a reply only hands the task back (the kernel's rule of what
+  a final answer is), for an agent whose reply does not go through the kernel.
 - :func:`provider_error_kind` -- the kernel's class of a provider failure from its HTTP status
   and the error's text: the table every host shares.
 - :func:`retry_after_ms` -- the delay a provider's ``retry-after-ms`` / ``retry-after`` headers
@@ -34,6 +36,7 @@ Every bad input raises :class:`ValueError` naming the field or JSON path at faul
 from terminus_kernel._native import (
     Machine,
     __version__,
+    is_non_answer,
     provider_error_kind,
     retry_after_ms,
     run_scenario,
@@ -53,6 +56,7 @@ __all__ = [
     "PlanAgentContext",
     "PlanError",
     "generate_plan",
+    "is_non_answer",
     "provider_error_kind",
     "retry_after_ms",
     "run_plan",

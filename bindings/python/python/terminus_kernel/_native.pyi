@@ -167,3 +167,7 @@ class NativeGenerator:
         """What to do next (JSON text): ``ask``, ``run`` or ``no_plan``."""
     def answer(self, reply: str) -> None:
         """The model's reply to the last ``ask`` (JSON text)."""
+
+def is_non_answer(text: str) -> bool:
+    """Whether ``text``, taken for an agent's answer in a run nobody answers, only hands the task
+    back (the kernel's rule of what a final answer is)."""
