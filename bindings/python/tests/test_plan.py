@@ -464,3 +464,38 @@ def test_is_non_answer_is_the_kernel_rule() -> None:
     )
     assert not is_non_answer("competitors: BreadCo (48 shops), Loaf & Co (9 shops)")
     assert not is_non_answer("The sum is 5555. Let me know if you need anything else!")
+
+
+def test_seed_001_in_python_the_planner_is_told_of_its_cycle_and_a_second_invocation_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """examples/seed-001/orchestrator.py, offline: the twin of the TypeScript example's test."""
+    example = REPO / "examples" / "seed-001" / "orchestrator.py"
+    command = [sys.executable, str(example), "--context", str(tmp_path), "--execution", "bakery-1"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout.strip().split("\n")[-1])
+    assert report["generation"]["source"] == "after_feedback"
+    assert report["generation"]["rejections"][0]["problems"] == [
+        "cycle: research -> summary -> research"
+    ]
+    assert [(a["id"], a["status"]) for a in report["agents"]] == [
+        ("research", "complete"),
+        ("competitors", "complete"),
+        ("reviews", "skipped"),
+        ("risks", "complete"),
+        ("summary", "complete"),
+    ]
+    assert report["reason"] == "degraded"
+    assert report["agents"][4]["result"] == (
+        "report: Write the report from competitors: BreadCo (48 shops), Loaf & Co (9 shops) "
+        "and risks: BreadCo opening vegan lines; flour prices"
+    )
+    assert "terminus: plan after_feedback after 2 model call(s)" in first.stderr
+
+    second = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == 0, second.stderr
+    again = json.loads(second.stdout.strip().split("\n")[-1])
+    pick = lambda r: [(a["id"], a["status"], a["attempts"], a["result"]) for a in r["agents"]]  # noqa: E731
+    assert pick(again) == pick(report)
+    assert "start" not in second.stderr and "plan after_feedback" not in second.stderr
