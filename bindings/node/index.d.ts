@@ -408,6 +408,13 @@ export interface RunPlanOptions {
   execution?: string;
   /** Progress an earlier run kept (`onProgress`): what completed does not run again. */
   progress?: PlanProgress | string;
+  /**
+   * A journal that keeps the progress instead (a SQLite file, created if missing, or a
+   * `postgres://` URL), under the keys `terminus orchestrate --journal` uses, each change read
+   * back before the plan goes on: a run of the same `execution` goes on from it, and one of a
+   * plan that ended gives its report. Not with `progress`.
+   */
+  journal?: string | URL;
   /** Keep the progress (awaited before the plan goes on). */
   onProgress?: (progress: PlanProgress) => void | Promise<void>;
   /** Each progress line. */

@@ -12,9 +12,6 @@ const { readFileSync } = require('node:fs');
 const { dirname, resolve } = require('node:path');
 const { fileURLToPath } = require('node:url');
 
-/** How long a scenario's run may outlive its deadline (the orchestrator's `WATCHDOG_GRACE_MS`). */
-const WATCHDOG_GRACE_MS = 5000;
-
 /** A plan that cannot run: `problems` holds one `PATH: PROBLEM` line each. */
 class PlanError extends Error {
   constructor(what, problems) {
@@ -62,30 +59,21 @@ function makeRunPlan(native, jsonText) {
     const { text, base, what } = planSource(plan);
     const agents = options.agents ?? {};
     if (agents === null || typeof agents !== 'object') throw new TypeError('options.agents: must be an object of functions');
-    let declared;
-    try {
-      declared = JSON.parse(text);
-    } catch {
-      declared = null; // The native reader names the position.
-    }
-    const specs = Array.isArray(declared?.agents) ? declared.agents : [];
-    const ids = new Set(specs.map((a) => a?.id));
     for (const [id, fn] of Object.entries(agents)) {
       if (typeof fn !== 'function') throw new TypeError(`options.agents.${id}: must be a function (task, context) => result`);
-      if (!ids.has(id)) throw new TypeError(`options.agents.${id}: the plan has no agent \`${id}\``);
-    }
-    const missing = specs.filter((a) => a && a.scenario === undefined && a.agent === undefined && typeof agents[a.id] !== 'function');
-    if (missing.length > 0) {
-      throw new PlanError(what, missing.map((a) => `$.agents[${specs.indexOf(a)}]: agent \`${a.id}\` has no scenario: give it a function in options.agents`));
     }
     let progress = options.progress ?? null;
     if (progress !== null && typeof progress !== 'string') progress = jsonText('options.progress', progress);
     if (options.execution !== undefined && typeof options.execution !== 'string') throw new TypeError('options.execution: must be a string');
+    let journal = options.journal ?? null;
+    if (journal instanceof URL && journal.protocol === 'file:') journal = fileURLToPath(journal);
+    if (journal !== null && typeof journal !== 'string') throw new TypeError('options.journal: must be a SQLite file path or a postgres:// URL');
     let run;
     try {
-      run = native.NativePlan.start(text, base, options.execution ?? null, progress);
+      run = native.NativePlan.start(text, base, options.execution ?? null, progress, Object.keys(agents), journal);
     } catch (e) {
-      throw new PlanError(progress !== null && e.message.startsWith('progress') ? 'options.progress' : what, e.message.split('\n'));
+      const about = /^(progress|journal)\b/.exec(e.message)?.[1];
+      throw new PlanError(about ? `options.${about}` : what, e.message.split('\n'));
     }
     const onProgress = options.onProgress;
     const onEvent = options.onEvent;
@@ -123,21 +111,14 @@ function makeRunPlan(native, jsonText) {
         ended.push({ index: act.index, outcome });
         notify();
       };
-      // The agent's deadline (its share of the plan's time): past it, a function's attempt
-      // failed and the function is told through `context.signal`. A scenario's run stops
-      // itself at its deadline; the watchdog abandons one that outlives it by the grace the
-      // command line gives (WATCHDOG_GRACE_MS).
+      // Past the attempt's limit (a function's deadline, a scenario's deadline and the
+      // watchdog's grace: the orchestrator's choice), the attempt failed with the orchestrator's
+      // words, and a function is told through `context.signal`.
       const scenario = act.program === 'scenario';
-      const deadline = setTimeout(
-        () => {
-          const why = scenario
-            ? `the watchdog abandoned the run: it outlived its deadline by ${WATCHDOG_GRACE_MS} ms`
-            : `the agent outlived its deadline of ${act.grant.deadline_ms} ms`;
-          controller.abort(new Error(why));
-          settle({ error: why });
-        },
-        act.grant.deadline_ms + (scenario ? WATCHDOG_GRACE_MS : 0),
-      );
+      const deadline = setTimeout(() => {
+        controller.abort(new Error(act.overdue));
+        settle({ error: act.overdue });
+      }, act.limit_ms);
       // A function the plan stops has failed (it may go on; its result is not taken); a
       // scenario's run is killed by the orchestrator and ends with its report.
       controller.signal.addEventListener('abort', () => {
@@ -194,6 +175,8 @@ function makeRunPlan(native, jsonText) {
               }
               break;
             case 'save':
+              // Kept (and read back) before the plan goes on.
+              await run.save();
               if (onProgress) await onProgress(JSON.parse(run.progress()));
               break;
             case 'event':
@@ -255,26 +238,17 @@ function makeRunPlan(native, jsonText) {
     } catch (e) {
       throw new PlanError(what, e.message.split('\n'));
     }
-    let name = 'plan';
-    try {
-      name = JSON.parse(text).name ?? name;
-    } catch {
-      // Read already: the native reader accepted it.
-    }
-    const execution = options.execution ?? name;
     for (;;) {
-      const step = JSON.parse(generator.step(execution));
+      const step = JSON.parse(generator.step(options.execution ?? null));
       if (step.ask !== undefined) {
-        let reply;
+        // How the call ended, as it ended: the orchestrator reads the output.
+        let ended;
         try {
-          const out = await options.model(step.ask);
-          if (typeof out === 'string') reply = { text: out };
-          else if (out !== null && typeof out === 'object' && typeof out.text === 'string') reply = { text: out.text, cut: out.cut === true };
-          else reply = { error: 'the model function gave neither a string nor { text, cut? }' };
+          ended = JSON.stringify({ output: await options.model(step.ask) });
         } catch (e) {
-          reply = { error: messageOf(e) };
+          ended = JSON.stringify({ error: messageOf(e) });
         }
-        generator.answer(JSON.stringify(reply));
+        generator.answer(ended);
         continue;
       }
       if (step.run !== undefined) return { plan: step.run, generation: step.generation, report: null };

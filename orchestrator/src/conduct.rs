@@ -46,6 +46,32 @@ pub struct Begin {
     pub resume: bool,
 }
 
+/// How long a kernel run may outlive its deadline before the watchdog abandons it.
+pub const WATCHDOG_GRACE_MS: u64 = 5_000;
+
+impl Begin {
+    /// How long (ms from its start) the host lets the attempt run before abandoning it, and the
+    /// error the attempt failed with then. A kernel run stops itself at its deadline, so the
+    /// watchdog gives it [`WATCHDOG_GRACE_MS`] more; the host's own function has nothing to
+    /// stop it but this, so its limit is its deadline.
+    pub fn overdue(&self) -> (u64, String) {
+        let deadline = self.grant.deadline_ms;
+        match self.spec.program {
+            Program::Host => (
+                deadline,
+                format!("the agent outlived its deadline of {deadline} ms"),
+            ),
+            Program::Scenario(_) | Program::Live { .. } => (
+                deadline.saturating_add(WATCHDOG_GRACE_MS),
+                format!(
+                    "the watchdog abandoned the run: it outlived its deadline by \
+                     {WATCHDOG_GRACE_MS} ms"
+                ),
+            ),
+        }
+    }
+}
+
 /// How an attempt ended, as the host tells it.
 #[derive(Debug, Clone)]
 pub enum Attempted {

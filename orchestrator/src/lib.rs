@@ -45,7 +45,9 @@ mod split;
 pub use crate::breaker::{
     Admission, Breaker, BreakerConfig, BreakerInput, BreakerRule, BreakerStep,
 };
-pub use crate::conduct::{Act, Attempted, Begin, Conductor, OutOfTurn, attempt_execution};
+pub use crate::conduct::{
+    Act, Attempted, Begin, Conductor, OutOfTurn, WATCHDOG_GRACE_MS, attempt_execution,
+};
 pub use crate::error::OrchestrateError;
 pub use crate::generate::{
     DEFAULT_PLAN_ATTEMPTS, GenerateFile, Generation, Generator, GeneratorSpec, MAX_PLAN_ATTEMPTS,
@@ -57,15 +59,15 @@ pub use crate::limits::{
     AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, DEFAULT_ESTIMATE_MS, LimitError, LimitRow, Limits,
     LimitsSpec, RETRY_DELAY_MAX_MS, Source, limit_rows,
 };
-pub use crate::local::LocalPlan;
+pub use crate::local::{LocalPlan, PlanJournal};
 pub use crate::plan::{
     Agent, AgentExpect, AgentSpec, CheckLive, Context, Node, OnError, Own, Plan, PlanExpect,
     PlanFile, Problem, Program, ReadScript, Script, ScriptError, fill, placeholders,
 };
 pub use crate::report::{AgentReport, PlanEvent, PlanReport};
 pub use crate::run::{
-    Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, WATCHDOG_GRACE_MS, breaker,
-    breaker_key, report_key, stored_generation, stored_plan,
+    Clock, Launch, Launcher, Orchestration, SystemClock, TokioClock, breaker, breaker_key,
+    report_key, stored_generation, stored_plan,
 };
 pub use crate::schedule::{
     Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,

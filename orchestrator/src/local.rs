@@ -6,34 +6,46 @@
 //! Its progress is the cells `terminus orchestrate --journal` writes (`plan/{execution}`,
 //! `plan/{execution}/{agent}`, `breaker/{agent}`), as one JSON object the host keeps where it
 //! likes (a file, a bucket) after every `save` act, and gives back to [`LocalPlan::restore`]
-//! after a crash: what completed does not run again, the breakers are as they were.
+//! after a crash: what completed does not run again, the breakers are as they were. When the
+//! plan ends, its report is kept too (`plan/{execution}:report`): a plan restored after its end
+//! runs nothing and gives that report. [`PlanJournal`] keeps the same cells in a journal store
+//! (SQLite or PostgreSQL), each written compare-and-set and read back before the plan goes on.
 //!
 //! The acts ([`LocalPlan::next`]), one JSON object each:
 //!
 //! - `{"act": "start", "agent", "index", "attempt", "execution", "task", "grant", "resume",
-//!   "program"}`: run the agent (`program` is `host`, the host's function, or `scenario`, run
-//!   with [`LocalPlan::scenario_launch`]); tell [`LocalPlan::finished`] how it ended;
+//!   "program", "limit_ms", "overdue"}`: run the agent (`program` is `host`, the host's
+//!   function, or `scenario`, run with [`LocalPlan::scenario_launch`]); tell
+//!   [`LocalPlan::finished`] how it ended; if it has not ended `limit_ms` after it started,
+//!   abandon it (abort the function) and tell `finished` `{"error": overdue}`;
 //! - `{"act": "cancel"}`: cancel every running attempt (each still ends through `finished`);
-//! - `{"act": "save"}`: the progress changed; keep [`LocalPlan::progress`] before going on;
+//! - `{"act": "save"}`: the progress changed; keep [`LocalPlan::progress`] (or the cells
+//!   [`LocalPlan::take_changes`] gives) before going on;
 //! - `{"act": "event", "kind", "agent", "line"}`: a progress line (the command line's);
 //! - `{"act": "done", "report"}`: the plan's report, as `terminus orchestrate --json` prints it.
 
 use crate::breaker::Breaker;
 use crate::conduct::{Act, AgentCell, Attempted, Begin, Conductor, PlanCell, agent_key, plan_key};
+use crate::error::OrchestrateError;
 use crate::plan::{Plan, Program};
 use crate::report::PlanEvent;
-use crate::run::{Launch, breaker_key};
+use crate::run::{Cells, Launch, breaker_key, report_key};
 use crate::schedule::Usage;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use terminus_runtime::{KillSwitch, MemoryStore, Report, RuntimeConfig};
+use terminus_runtime::{KillSwitch, MemoryStore, Report, RuntimeConfig, Store};
 
 /// A plan run whose breakers and progress are in memory (see the module docs).
 #[derive(Debug)]
 pub struct LocalPlan {
     conductor: Conductor,
     cells: BTreeMap<String, Value>,
+    /// The cells changed since [`LocalPlan::take_changes`] last took them.
+    changed: BTreeSet<String>,
+    /// The report to give as the `done` act: the plan's, once kept, or that of a plan restored
+    /// after its end.
+    ended: Option<Value>,
     breakers: HashMap<String, Breaker>,
     running: HashMap<usize, Begin>,
     /// The kill switches of the scenario attempts handed out ([`LocalPlan::scenario_launch`]).
@@ -48,6 +60,8 @@ impl LocalPlan {
         LocalPlan {
             conductor,
             cells: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            ended: None,
             breakers: HashMap::new(),
             running: HashMap::new(),
             kills: HashMap::new(),
@@ -92,15 +106,37 @@ impl LocalPlan {
                 breakers.insert(a.id.clone(), b);
             }
         }
+        let ended = cells.get(&report_key(execution)).cloned();
         let mut conductor = Conductor::restore(Arc::new(plan), execution, plan_cell, saved);
         conductor.keep_results();
         Ok(LocalPlan {
             conductor,
             cells,
+            changed: BTreeSet::new(),
+            ended,
             breakers,
             running: HashMap::new(),
             kills: HashMap::new(),
         })
+    }
+
+    /// The cells changed since this was last called (each key with its value), to write where
+    /// the progress is kept.
+    pub fn take_changes(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.changed)
+            .into_iter()
+            .filter_map(|key| self.cells.get(&key).map(|v| (key, v.clone())))
+            .collect()
+    }
+
+    /// Keeps `value` under `key`: whether it changed.
+    fn keep(&mut self, key: String, value: Value) -> bool {
+        if self.cells.get(&key) == Some(&value) {
+            return false;
+        }
+        self.changed.insert(key.clone());
+        self.cells.insert(key, value);
+        true
     }
 
     /// The progress to keep: `{"execution", "cells"}`.
@@ -129,14 +165,14 @@ impl LocalPlan {
         self.conductor.cancel(now_ms);
     }
 
-    /// Whether the plan ended (its `done` act was given).
-    pub fn is_done(&self) -> bool {
-        self.conductor.is_done()
-    }
-
     /// The next act at plan time `now_ms` (breakers read `unix_ms`), or `None` until an
     /// attempt ends, the next wake passes or the host cancels.
     pub fn next(&mut self, now_ms: u64, unix_ms: u64) -> Option<Value> {
+        if let Some(report) = self.ended.take() {
+            // Kept (and saved) before it is given; or it ended before this process went on, and
+            // nothing runs again.
+            return Some(json!({ "act": "done", "report": report }));
+        }
         loop {
             match self.conductor.next(now_ms)? {
                 Act::Breaker { id, input, .. } => {
@@ -146,14 +182,13 @@ impl LocalPlan {
                     let _ = self.conductor.breaker_stepped(before, step, now_ms);
                     if step.next != before {
                         self.breakers.insert(id.clone(), step.next);
-                        self.cells.insert(
-                            breaker_key(&id),
-                            serde_json::to_value(step.next).unwrap_or(Value::Null),
-                        );
+                        let value = serde_json::to_value(step.next).unwrap_or(Value::Null);
+                        self.keep(breaker_key(&id), value);
                         return Some(json!({ "act": "save" }));
                     }
                 }
                 Act::Start(begin) => {
+                    let (limit_ms, overdue) = begin.overdue();
                     let act = json!({
                         "act": "start",
                         "agent": begin.spec.id,
@@ -168,6 +203,8 @@ impl LocalPlan {
                             Program::Live { .. } => "live",
                             Program::Host => "host",
                         },
+                        "limit_ms": limit_ms,
+                        "overdue": overdue,
                     });
                     self.running.insert(begin.agent, *begin);
                     return Some(act);
@@ -179,8 +216,7 @@ impl LocalPlan {
                     return Some(json!({ "act": "cancel" }));
                 }
                 Act::Save { key, value } => {
-                    if self.cells.get(&key) != Some(&value) {
-                        self.cells.insert(key, value);
+                    if self.keep(key, value) {
                         return Some(json!({ "act": "save" }));
                     }
                 }
@@ -203,6 +239,12 @@ impl LocalPlan {
                 }
                 Act::Done(report) => {
                     let report = serde_json::to_value(&*report).unwrap_or(Value::Null);
+                    // Kept before it is given: a plan restored after its end gives it again.
+                    let key = report_key(self.conductor.execution());
+                    if self.keep(key, report.clone()) {
+                        self.ended = Some(report);
+                        return Some(json!({ "act": "save" }));
+                    }
                     return Some(json!({ "act": "done", "report": report }));
                 }
             }
@@ -250,6 +292,55 @@ impl LocalPlan {
             keep_program: false,
             config: RuntimeConfig::default(),
         })
+    }
+}
+
+/// A [`LocalPlan`]'s progress kept in a journal store (SQLite or PostgreSQL): the cells
+/// `terminus orchestrate --journal` keeps, under the same keys. Each plan cell is written
+/// compare-and-set on the version this process read or wrote last, so a second process running
+/// the same execution fails rather than interleaves; a breaker's cell, shared by every plan on
+/// the store, takes the last step written. Every cell is read back before the plan goes on: an
+/// agent counts as completed only once its result is seen stored.
+pub struct PlanJournal {
+    cells: Cells,
+    breakers: BTreeSet<String>,
+}
+
+impl PlanJournal {
+    /// The journal of `execution` of `plan` in `store`, and the progress kept there (for
+    /// [`LocalPlan::restore`]; `None` when nothing is).
+    pub async fn open(
+        store: Arc<dyn Store>,
+        plan: &Plan,
+        execution: &str,
+    ) -> Result<(PlanJournal, Option<Value>), OrchestrateError> {
+        let mut cells = Cells::new(store, execution);
+        let breakers: BTreeSet<String> = plan.agents.iter().map(|a| breaker_key(&a.id)).collect();
+        let keys = [plan_key(execution), report_key(execution)]
+            .into_iter()
+            .chain(plan.agents.iter().map(|a| agent_key(execution, &a.id)))
+            .chain(breakers.iter().cloned());
+        let mut found = Map::new();
+        for key in keys {
+            if let Some(value) = cells.read::<Value>(key.clone()).await? {
+                found.insert(key, value);
+            }
+        }
+        let progress =
+            (!found.is_empty()).then(|| json!({ "execution": execution, "cells": found }));
+        Ok((PlanJournal { cells, breakers }, progress))
+    }
+
+    /// Writes the cells [`LocalPlan::take_changes`] gave, each read back.
+    pub async fn save(&mut self, changes: Vec<(String, Value)>) -> Result<(), OrchestrateError> {
+        for (key, value) in changes {
+            if self.breakers.contains(&key) {
+                self.cells.overwrite(key, value).await?;
+            } else {
+                self.cells.write(key, value).await?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -501,5 +592,92 @@ mod tests {
         let bad = json!({ "execution": "x", "cells": { "plan/x/a": { "saved": 3 } } });
         let e = LocalPlan::restore(plan(CHAIN), "x", &bad).expect_err("bad cell");
         assert!(e.starts_with("$.cells[\"plan/x/a\"]:"), "{e}");
+    }
+
+    /// Every act until the plan waits or ends: the agents started and the report, if it ended.
+    fn acts(run: &mut LocalPlan) -> (Vec<Value>, Option<Value>) {
+        let (mut started, mut done) = (Vec::new(), None);
+        while let Some(act) = run.next(0, 1_000) {
+            match act["act"].as_str() {
+                Some("start") => started.push(act),
+                Some("done") => done = Some(act["report"].clone()),
+                _ => {}
+            }
+        }
+        (started, done)
+    }
+
+    #[tokio::test]
+    async fn a_journal_keeps_the_progress_and_the_report() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let (mut journal, kept) = PlanJournal::open(Arc::clone(&store), &plan(CHAIN), "x")
+            .await
+            .expect("opens");
+        assert!(kept.is_none(), "nothing kept yet");
+        let mut run = LocalPlan::new(plan(CHAIN), "x");
+        // `a` completes, `b` starts, and the process dies.
+        assert!(drive(&mut run, &[], Some(1)).is_none());
+        journal.save(run.take_changes()).await.expect("saved");
+        assert!(run.take_changes().is_empty(), "taken once");
+
+        let (mut journal, kept) = PlanJournal::open(Arc::clone(&store), &plan(CHAIN), "x")
+            .await
+            .expect("opens");
+        let kept = kept.expect("the progress");
+        let mut again = LocalPlan::restore(plan(CHAIN), "x", &kept).expect("restores");
+        let mut ran = Vec::new();
+        let report = loop {
+            let (started, done) = acts(&mut again);
+            journal.save(again.take_changes()).await.expect("saved");
+            if let Some(report) = done {
+                break report;
+            }
+            for act in started {
+                ran.push(act["agent"].as_str().unwrap_or_default().to_owned());
+                let index = act["index"].as_u64().unwrap_or_default() as usize;
+                again
+                    .finished(index, &json!({ "result": "ok" }))
+                    .expect("in turn");
+            }
+        };
+        assert_eq!(ran, ["b", "c"], "a completed before the crash");
+        assert_eq!(report["agents"][0]["result"], "A from [first]");
+
+        // Ended: a third process runs nothing and gives the same report.
+        let (_, kept) = PlanJournal::open(Arc::clone(&store), &plan(CHAIN), "x")
+            .await
+            .expect("opens");
+        let mut third =
+            LocalPlan::restore(plan(CHAIN), "x", &kept.expect("kept")).expect("restores");
+        let (started, done) = acts(&mut third);
+        assert!(started.is_empty());
+        assert_eq!(done, Some(report));
+    }
+
+    #[tokio::test]
+    async fn two_processes_on_one_execution_do_not_interleave() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let (mut first, _) = PlanJournal::open(Arc::clone(&store), &plan(CHAIN), "x")
+            .await
+            .expect("opens");
+        let (mut second, _) = PlanJournal::open(Arc::clone(&store), &plan(CHAIN), "x")
+            .await
+            .expect("opens");
+        let mut one = LocalPlan::new(plan(CHAIN), "x");
+        let mut two = LocalPlan::new(plan(CHAIN), "x");
+        assert!(drive(&mut one, &[], Some(1)).is_none());
+        assert!(drive(&mut two, &[], Some(1)).is_none());
+        first.save(one.take_changes()).await.expect("first");
+        let lost = second
+            .save(two.take_changes())
+            .await
+            .expect_err("the first process wrote first");
+        assert!(
+            matches!(
+                lost,
+                OrchestrateError::Store(terminus_runtime::StoreError::LeaseLost { .. })
+            ),
+            "{lost}"
+        );
     }
 }

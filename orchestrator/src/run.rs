@@ -1,6 +1,6 @@
 //! [`Orchestration`]: runs a plan's agents as the [`Scheduler`] says, each attempt one kernel
 //! run in the journal store, under the agent's timeout (a watchdog abandons a run that outlives
-//! its deadline by [`WATCHDOG_GRACE_MS`]), its circuit breaker (kept in the store's cells, so
+//! its deadline by [`crate::WATCHDOG_GRACE_MS`]), its circuit breaker (kept in the store's cells, so
 //! every process on the journal shares it) and its share of the plan's budget.
 //!
 //! Durable progress: with [`Orchestration::durable`], the orchestration is an execution of its
@@ -30,9 +30,6 @@ use terminus_runtime::{
 };
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
-
-/// How long a run may outlive its deadline before the watchdog abandons it.
-pub const WATCHDOG_GRACE_MS: u64 = 5_000;
 
 /// One attempt to run: what a [`Launcher`] is given.
 pub struct Launch {
@@ -437,8 +434,8 @@ impl Orchestration {
 
     fn attempt(&self, begin: Begin, kill: KillSwitch) -> Attempt {
         let agent = begin.agent;
-        let watchdog =
-            Duration::from_millis(begin.grant.deadline_ms.saturating_add(WATCHDOG_GRACE_MS));
+        let (limit_ms, overdue) = begin.overdue();
+        let watchdog = Duration::from_millis(limit_ms);
         let launch = Launch {
             agent: begin.spec,
             execution: begin.execution,
@@ -459,30 +456,29 @@ impl Orchestration {
         let span = self.span.clone();
         Box::pin(
             async move {
-            let mut launch = launch;
-            if launch.resume {
-                // Crashed between saving the start and creating the run: start it after all.
-                launch.resume = matches!(launch.store.spec(&launch.execution).await, Ok(Some(_)));
-            }
-            let run = std::panic::AssertUnwindSafe(launcher.launch(launch)).catch_unwind();
-            let result = match tokio::time::timeout(watchdog, run).await {
-                Ok(Err(panic)) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    Err(Failed::Run(format!("the run panicked: {what}")))
+                let mut launch = launch;
+                if launch.resume {
+                    // Crashed between saving the start and creating the run: start it after all.
+                    launch.resume =
+                        matches!(launch.store.spec(&launch.execution).await, Ok(Some(_)));
                 }
-                Ok(Ok(Ok(report))) => Ok(report),
-                Ok(Ok(Err(RunError::Store(e)))) => Err(Failed::Store(e)),
-                Ok(Ok(Err(e))) => Err(Failed::Run(e.to_string())),
-                Err(_) => Err(Failed::Run(format!(
-                    "the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
-                ))),
-            };
-            (agent, result)
-        }
+                let run = std::panic::AssertUnwindSafe(launcher.launch(launch)).catch_unwind();
+                let result = match tokio::time::timeout(watchdog, run).await {
+                    Ok(Err(panic)) => {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_owned())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        Err(Failed::Run(format!("the run panicked: {what}")))
+                    }
+                    Ok(Ok(Ok(report))) => Ok(report),
+                    Ok(Ok(Err(RunError::Store(e)))) => Err(Failed::Store(e)),
+                    Ok(Ok(Err(e))) => Err(Failed::Run(e.to_string())),
+                    Err(_) => Err(Failed::Run(overdue)),
+                };
+                (agent, result)
+            }
             .instrument(span),
         )
     }
@@ -542,15 +538,16 @@ pub async fn breaker(
 }
 
 /// The orchestration's progress cells, each written compare-and-set on the version this
-/// process read or wrote last (only the claim's holder writes them).
-struct Cells {
+/// process read or wrote last (only the claim's holder writes them), and read back before the
+/// plan goes on: an agent counts as completed only once its result is seen stored.
+pub(crate) struct Cells {
     store: Arc<dyn Store>,
     execution: String,
     versions: HashMap<String, u64>,
 }
 
 impl Cells {
-    fn new(store: Arc<dyn Store>, execution: &str) -> Cells {
+    pub(crate) fn new(store: Arc<dyn Store>, execution: &str) -> Cells {
         Cells {
             store,
             execution: execution.to_owned(),
@@ -558,7 +555,7 @@ impl Cells {
         }
     }
 
-    async fn read<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn read<T: serde::de::DeserializeOwned>(
         &mut self,
         key: String,
     ) -> Result<Option<T>, OrchestrateError> {
@@ -571,18 +568,54 @@ impl Cells {
             .map_err(|e| OrchestrateError::Corrupt(format!("cell `{key}`: {e}")))
     }
 
-    async fn write(&mut self, key: String, value: Value) -> Result<(), OrchestrateError> {
+    pub(crate) async fn write(
+        &mut self,
+        key: String,
+        value: Value,
+    ) -> Result<(), OrchestrateError> {
         let expected = self.versions.get(&key).copied();
-        match self.store.put_cell(&key, expected, &value).await? {
-            Some(version) => {
+        let Some(version) = self.store.put_cell(&key, expected, &value).await? else {
+            // Only the claim's holder writes these cells: another process wrote one.
+            return Err(OrchestrateError::Store(StoreError::LeaseLost {
+                execution: self.execution.clone(),
+            }));
+        };
+        match self.store.cell(&key).await? {
+            Some(cell) if cell.version == version && cell.value == value => {
                 self.versions.insert(key, version);
                 Ok(())
             }
-            // Only the claim's holder writes these cells: another process wrote one.
-            None => Err(OrchestrateError::Store(StoreError::LeaseLost {
+            Some(cell) if cell.version == version => Err(OrchestrateError::Corrupt(format!(
+                "cell `{key}` reads back as {}, not as written ({value})",
+                cell.value
+            ))),
+            // Written over since: by another process.
+            _ => Err(OrchestrateError::Store(StoreError::LeaseLost {
                 execution: self.execution.clone(),
             })),
         }
+    }
+
+    /// Writes `value` under `key` over whatever another process wrote (a breaker shared by
+    /// every plan on the store: the last step taken wins), read back as [`Cells::write`] does.
+    pub(crate) async fn overwrite(
+        &mut self,
+        key: String,
+        value: Value,
+    ) -> Result<(), OrchestrateError> {
+        for _ in 0..64 {
+            match self.store.cell(&key).await? {
+                Some(cell) => self.versions.insert(key.clone(), cell.version),
+                None => self.versions.remove(&key),
+            };
+            match self.write(key.clone(), value.clone()).await {
+                Err(OrchestrateError::Store(StoreError::LeaseLost { .. })) => continue,
+                other => return other,
+            }
+        }
+        Err(OrchestrateError::Corrupt(format!(
+            "cell `{key}`: 64 writers in a row came first; giving up"
+        )))
     }
 }
 

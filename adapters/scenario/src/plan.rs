@@ -10,10 +10,11 @@ use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 use terminus_orchestrator::{
-    Context, GenerateFile, Generator, Launch, Launcher, LocalPlan, Own, Plan, PlanReport, Program,
-    Reply, Script, ScriptError, Step,
+    Context, GenerateFile, Generator, Launch, Launcher, LocalPlan, Own, Plan, PlanJournal,
+    PlanReport, Program, Reply, Script, ScriptError, Step,
 };
 use terminus_runtime::{Report, RunError, RuntimeConfig};
+use terminus_store::Durability;
 
 impl Script for Scenario {
     fn task(&self) -> &str {
@@ -163,8 +164,8 @@ impl HostGenerator {
     /// messages and give its reply to [`HostGenerator::answer`]), `{"run": PLAN, "generation"}`
     /// (the plan file to run, as an object) or `{"no_plan": REPORT, "generation"}` (no written
     /// plan was valid and there is no fallback: the report of the plan that never ran, as
-    /// `execution`).
-    pub fn step(&mut self, execution: &str) -> serde_json::Value {
+    /// `execution`, by default the generator file's name).
+    pub fn step(&mut self, execution: Option<&str>) -> serde_json::Value {
         if let Some(end) = &self.ended {
             return end.clone();
         }
@@ -185,7 +186,8 @@ impl HostGenerator {
             None => {
                 let name = self.generator.file().name.clone();
                 // Counted (in `terminus_plans_total`) here, once.
-                let report = PlanReport::no_plan(execution, &name, generation.clone());
+                let report =
+                    PlanReport::no_plan(execution.unwrap_or(&name), &name, generation.clone());
                 json!({ "no_plan": report, "generation": generation })
             }
         };
@@ -193,22 +195,27 @@ impl HostGenerator {
         end
     }
 
-    /// The model's reply to the last `ask`: `{"text": TEXT}`, `{"text": TEXT, "cut": true}`
-    /// (the output limit cut it) or `{"error": TEXT}` (the call failed).
-    pub fn answer(&mut self, reply: &serde_json::Value) -> Result<(), String> {
-        let text = |key: &str| reply.get(key).and_then(serde_json::Value::as_str);
-        let reply = match (text("text"), text("error")) {
-            (Some(t), None)
-                if reply.get("cut").and_then(serde_json::Value::as_bool) == Some(true) =>
-            {
-                Reply::Cut(t)
-            }
-            (Some(t), None) => Reply::Text(t),
-            (None, Some(e)) => Reply::Failed(e),
+    /// How the host's model call for the last `ask` ended: `{"output": OUTPUT}`, what the
+    /// host's model function gave (the reply's text, or `{"text", "cut": true}` when the output
+    /// limit cut it), or `{"error": TEXT}` (the call failed). An output of another shape is a
+    /// failed call, named.
+    pub fn answer(&mut self, ended: &serde_json::Value) -> Result<(), String> {
+        use serde_json::Value;
+        let reply = match (ended.get("output"), ended.get("error")) {
+            (None, Some(Value::String(e))) => Reply::Failed(e),
+            (output, None) => match output.unwrap_or(&Value::Null) {
+                Value::String(t) => Reply::Text(t),
+                Value::Object(o) => match (o.get("text"), o.get("cut")) {
+                    (Some(Value::String(t)), Some(Value::Bool(true))) => Reply::Cut(t),
+                    (Some(Value::String(t)), None | Some(Value::Bool(false))) => Reply::Text(t),
+                    _ => Reply::Failed(NOT_A_REPLY),
+                },
+                _ => Reply::Failed(NOT_A_REPLY),
+            },
             _ => {
                 return Err(
-                    "reply: give `text` (a string, with `cut`: true when the output limit cut it) \
-                     or `error` (a string)"
+                    "how the call ended: give `output` (what the model function gave) or \
+                     `error` (a string)"
                         .into(),
                 );
             }
@@ -218,19 +225,25 @@ impl HostGenerator {
     }
 }
 
+/// A model function's output that is not a reply.
+const NOT_A_REPLY: &str =
+    "the model function gave neither the reply's text nor {text, cut} (cut a boolean)";
+
 /// A plan run for a host that runs its own agents (the Node and Python packages): the plan's
 /// JSON text (file scenarios relative to `base`), validated as `terminus orchestrate`
 /// validates it, its scenario agents read here, an agent with neither `scenario` nor `agent`
-/// the host's own, a live `agent` config refused. `execution` defaults to the plan's name;
-/// `progress` (what [`LocalPlan::progress`] gave) goes on from a crash.
+/// the host's own, a live `agent` config refused. `functions` names the agents the host gave a
+/// function: each must be an agent of the plan, and every agent of the host's own must have
+/// one. `execution` defaults to the plan's name; `progress` (what [`LocalPlan::progress`]
+/// gave) goes on from a crash.
 pub fn local(
     text: &str,
     base: &Path,
     execution: Option<&str>,
     progress: Option<&str>,
+    functions: &[String],
 ) -> Result<LocalPlan, Refused> {
-    let plan = Plan::parse(text, &host_context(base))
-        .map_err(|problems| Refused(problems.iter().map(ToString::to_string).collect()))?;
+    let plan = host_plan(text, base, functions)?;
     let execution = execution.map_or_else(|| plan.name.clone(), str::to_owned);
     match progress {
         None => Ok(LocalPlan::new(plan, &execution)),
@@ -240,6 +253,106 @@ pub fn local(
             LocalPlan::restore(plan, &execution, &value)
                 .map_err(|e| Refused(vec![format!("progress: {e}")]))
         }
+    }
+}
+
+/// A plan's progress in a journal store ([`PlanJournal`]) for a host without a tokio runtime
+/// (the Node and Python packages): opened and written blocking, on a runtime of its own.
+pub struct HostJournal {
+    runtime: tokio::runtime::Runtime,
+    journal: PlanJournal,
+}
+
+impl HostJournal {
+    /// Writes the cells [`LocalPlan::take_changes`] gave, each read back, blocking.
+    pub fn save(&mut self, changes: Vec<(String, serde_json::Value)>) -> Result<(), String> {
+        self.runtime
+            .block_on(self.journal.save(changes))
+            .map_err(|e| format!("the journal: {e}"))
+    }
+}
+
+/// [`local`] with its progress in the journal `target` (a SQLite file, created if missing, or a
+/// `postgres://` URL), under the keys `terminus orchestrate --journal` uses: it goes on from
+/// what the journal keeps of `execution` (nothing that completed runs again, the breakers are
+/// as they were, a plan that ended gives its report). Blocking: it opens the journal.
+pub fn journaled(
+    text: &str,
+    base: &Path,
+    execution: Option<&str>,
+    functions: &[String],
+    target: &str,
+) -> Result<(LocalPlan, HostJournal), Refused> {
+    let plan = host_plan(text, base, functions)?;
+    let execution = execution.map_or_else(|| plan.name.clone(), str::to_owned);
+    let refused = |e: String| Refused(vec![format!("journal `{target}`: {e}")]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| refused(format!("cannot start a runtime: {e}")))?;
+    let (journal, kept) = runtime
+        .block_on(async {
+            let store = terminus_store::open(target, Durability::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            PlanJournal::open(store, &plan, &execution)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .map_err(refused)?;
+    let run = match kept {
+        None => LocalPlan::new(plan, &execution),
+        Some(kept) => LocalPlan::restore(plan, &execution, &kept).map_err(refused)?,
+    };
+    Ok((run, HostJournal { runtime, journal }))
+}
+
+/// A host's plan run ([`local`]), its progress kept in the journal `journal` when one is given
+/// ([`journaled`]; then `progress` must not be: the journal keeps it).
+pub fn host_run(
+    text: &str,
+    base: &Path,
+    execution: Option<&str>,
+    progress: Option<&str>,
+    functions: &[String],
+    journal: Option<&str>,
+) -> Result<(LocalPlan, Option<HostJournal>), Refused> {
+    match (progress, journal) {
+        (Some(_), Some(_)) => Err(Refused(vec![
+            "journal: give it or `progress`, not both: the journal keeps the progress".into(),
+        ])),
+        (progress, None) => Ok((local(text, base, execution, progress, functions)?, None)),
+        (None, Some(target)) => journaled(text, base, execution, functions, target)
+            .map(|(run, journal)| (run, Some(journal))),
+    }
+}
+
+/// The plan `text` for a host whose functions are the agents `functions` (see [`local`]).
+fn host_plan(text: &str, base: &Path, functions: &[String]) -> Result<Plan, Refused> {
+    let plan = Plan::parse(text, &host_context(base))
+        .map_err(|problems| Refused(problems.iter().map(ToString::to_string).collect()))?;
+    let mut problems: Vec<String> = functions
+        .iter()
+        .filter(|f| !plan.agents.iter().any(|a| &a.id == *f))
+        .map(|f| format!("a function for `{f}`: the plan has no agent `{f}`"))
+        .collect();
+    problems.extend(
+        plan.agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a.program, Program::Host) && !functions.contains(&a.id))
+            .map(|(i, a)| {
+                format!(
+                    "$.agents[{i}]: agent `{}` has no scenario: give it a function in the agents \
+                     option",
+                    a.id
+                )
+            }),
+    );
+    if problems.is_empty() {
+        Ok(plan)
+    } else {
+        Err(Refused(problems))
     }
 }
 
@@ -258,6 +371,45 @@ pub fn run_launch(launch: Launch) -> Result<Report, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host hands over what its model function gave; reading it is the generator's: a cut
+    /// reply and an output that is no reply are each a named rejection, the text in an object
+    /// is a reply.
+    #[test]
+    fn a_model_functions_output_is_read_here() {
+        let file = r#"{ "name": "g", "registry": [
+            { "id": "a", "description": "Does a.", "task": "Do a." } ],
+            "generator": { "max_attempts": 3 } }"#;
+        let mut generator = HostGenerator::new(file, Path::new("."), "t").expect("a valid file");
+        let valid = r#"{ "agents": [ { "id": "a" } ] }"#;
+        for ended in [
+            json!({ "output": 42 }),
+            json!({ "output": { "text": valid, "cut": true } }),
+        ] {
+            assert!(generator.step(None).get("ask").is_some());
+            generator.answer(&ended).expect("an outcome");
+        }
+        assert!(generator.step(None).get("ask").is_some());
+        let both = json!({ "output": valid, "error": "x" });
+        assert!(
+            generator
+                .answer(&both)
+                .expect_err("both is no outcome")
+                .contains("give `output`")
+        );
+        generator
+            .answer(&json!({ "output": { "text": valid } }))
+            .expect("an outcome");
+        let end = generator.step(None);
+        assert_eq!(end["run"]["agents"][0]["id"], "a", "{end}");
+        assert_eq!(end["generation"]["attempts"], 3, "{end}");
+        let rejections = end["generation"]["rejections"].to_string();
+        assert!(rejections.contains(NOT_A_REPLY), "{rejections}");
+        assert!(
+            rejections.contains("cut at the model's output limit"),
+            "{rejections}"
+        );
+    }
 
     #[test]
     fn a_scenario_reads_as_a_script_with_its_task_and_limits() {
@@ -278,7 +430,7 @@ mod tests {
             { "id": "a", "scenario": { "task": "t", "model": { "turns": [ { "text": "forty-two" } ] } } },
             { "id": "b", "depends_on": ["a"], "task": "Use {a}",
               "scenario": { "task": "t", "model": { "turns": [ { "text": "used" } ] } } } ] }"#;
-        let mut run = local(plan, Path::new("."), Some("x"), None).expect("a valid plan");
+        let mut run = local(plan, Path::new("."), Some("x"), None, &[]).expect("a valid plan");
         let mut started = Vec::new();
         while let Some(act) = run.next(0, 0) {
             if act["act"] == "start" {
@@ -293,7 +445,8 @@ mod tests {
         while run.next(1, 0).is_some() {}
         // The process dies here: `b` was started, never finished.
         let progress = run.progress().to_string();
-        let mut again = local(plan, Path::new("."), Some("x"), Some(&progress)).expect("restored");
+        let mut again =
+            local(plan, Path::new("."), Some("x"), Some(&progress), &[]).expect("restored");
         let mut tasks = Vec::new();
         while let Some(act) = again.next(2, 0) {
             if act["act"] == "start" {

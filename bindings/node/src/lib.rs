@@ -993,29 +993,50 @@ impl NativeSession {
 #[napi]
 pub struct NativePlan {
     core: terminus_orchestrator::LocalPlan,
+    /// Where the progress is kept, when a journal was given.
+    journal: Option<std::sync::Arc<std::sync::Mutex<terminus_scenario::plan::HostJournal>>>,
 }
 
 #[napi]
 impl NativePlan {
     /// The run of the plan `text` (JSON text; file scenarios relative to `base`), as
     /// `execution` (default: the plan's name), going on from `progress` when given (JSON text
-    /// of `progress()`). An invalid plan is an `InvalidArg` error with one `PATH: PROBLEM` line
-    /// per problem.
+    /// of `progress()`); `functions` names the agents the host gave a function. With `journal`
+    /// (a SQLite file or a `postgres://` URL) the progress is kept there and goes on from what
+    /// it keeps (opening it blocks). An invalid plan is an `InvalidArg` error with one `PATH:
+    /// PROBLEM` line per problem.
     #[napi(factory, catch_unwind)]
     pub fn start(
         text: String,
         base: String,
         execution: Option<String>,
         progress: Option<String>,
+        functions: Vec<String>,
+        journal: Option<String>,
     ) -> Result<NativePlan> {
-        terminus_scenario::plan::local(
+        terminus_scenario::plan::host_run(
             &text,
             std::path::Path::new(&base),
             execution.as_deref(),
             progress.as_deref(),
+            &functions,
+            journal.as_deref(),
         )
-        .map(|core| NativePlan { core })
+        .map(|(core, journal)| NativePlan {
+            core,
+            journal: journal.map(|j| std::sync::Arc::new(std::sync::Mutex::new(j))),
+        })
         .map_err(invalid)
+    }
+
+    /// Keeps what changed since the last `save` act in the journal, each cell read back (a
+    /// promise; nothing to do without a journal).
+    #[napi(catch_unwind)]
+    pub fn save(&mut self) -> napi::bindgen_prelude::AsyncTask<SaveCells> {
+        napi::bindgen_prelude::AsyncTask::new(SaveCells {
+            journal: self.journal.clone(),
+            changes: self.core.take_changes(),
+        })
     }
 
     /// The next act at plan time `now_ms` (JSON text), or `null` until an attempt ends, the
@@ -1077,6 +1098,33 @@ impl NativePlan {
     #[napi(catch_unwind)]
     pub fn progress(&self) -> String {
         self.core.progress().to_string()
+    }
+}
+
+/// A plan's changed cells on their way to its journal ([`NativePlan::save`]).
+pub struct SaveCells {
+    journal: Option<std::sync::Arc<std::sync::Mutex<terminus_scenario::plan::HostJournal>>>,
+    changes: Vec<(String, Value)>,
+}
+
+impl napi::Task for SaveCells {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        let Some(journal) = &self.journal else {
+            return Ok(());
+        };
+        let changes = std::mem::take(&mut self.changes);
+        journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .save(changes)
+            .map_err(failed)
+    }
+
+    fn resolve(&mut self, _env: napi::Env, _output: ()) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -1144,17 +1192,19 @@ impl NativeGenerator {
     }
 
     /// What to do next (JSON text): `{"ask"}`, `{"run", "generation"}` or `{"no_plan",
-    /// "generation"}` (the report of the plan that never ran, as `execution`).
+    /// "generation"}` (the report of the plan that never ran, as `execution`; default: the
+    /// file's name).
     #[napi(catch_unwind)]
-    pub fn step(&mut self, execution: String) -> String {
-        self.core.step(&execution).to_string()
+    pub fn step(&mut self, execution: Option<String>) -> String {
+        self.core.step(execution.as_deref()).to_string()
     }
 
-    /// The model's reply to the last `ask` (JSON text: `{"text", "cut"?}` or `{"error"}`).
+    /// How the model call for the last `ask` ended (JSON text: `{"output"}`, what the model
+    /// function gave, or `{"error"}`).
     #[napi(catch_unwind)]
-    pub fn answer(&mut self, reply: String) -> Result<()> {
-        let reply: Value = read("reply", &reply)?;
-        self.core.answer(&reply).map_err(invalid)
+    pub fn answer(&mut self, ended: String) -> Result<()> {
+        let ended: Value = read("ended", &ended)?;
+        self.core.answer(&ended).map_err(invalid)
     }
 }
 

@@ -173,7 +173,7 @@ test('bad options and bad results are named', async () => {
   const plan = { name: 'p', agents: [{ id: 'a', task: 'x' }] };
   await assert.rejects(runPlan(plan), (e) => e instanceof PlanError && /agent `a` has no scenario: give it a function/.test(e.problems[0]));
   await assert.rejects(runPlan(plan, { agents: { a: 'no' } }), /options\.agents\.a: must be a function/);
-  await assert.rejects(runPlan(plan, { agents: { a: () => 1, b: () => 2 } }), /options\.agents\.b: the plan has no agent `b`/);
+  await assert.rejects(runPlan(plan, { agents: { a: () => 1, b: () => 2 } }), (e) => e instanceof PlanError && e.problems[0] === 'a function for `b`: the plan has no agent `b`');
   await assert.rejects(runPlan({ name: 'p', agents: [{ id: 'a', agent: 'live.toml', task: 'x' }] }), (e) => /\$\.agents\[0\]\.agent: a live agent config runs under `terminus orchestrate`/.test(e.message));
   await assert.rejects(
     runPlan(plan, { agents: { a: () => 1 }, progress: { execution: 'other', cells: {} } }),
@@ -184,22 +184,27 @@ test('bad options and bad results are named', async () => {
   assert.match(report.agents[0].error, /^the result of a\.at: a Date is not JSON/);
 });
 
-test('a process killed mid-plan (SIGKILL) goes on from its progress: nothing completed runs again, the breaker is as it was', () => {
+/**
+ * Runs plan_child.js killed inside `analyse`, then again to its end (`where` is the progress
+ * file, or the journal with `journal` set), and checks the calls over both processes.
+ */
+function killAndResume(where, { journal = false, execution = 'resume-1', flaky = 'flaky', afterKill = () => {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'terminus-plan-'));
-  const progress = join(dir, 'progress.json');
   const calls = join(dir, 'calls.txt');
   const child = join(__dirname, 'plan_child.js');
-  const first = spawnSync(process.execPath, [child, progress, calls], {
+  const env = { ...process.env, PLAN_EXECUTION: execution, PLAN_FLAKY: flaky, ...(journal ? { PLAN_JOURNAL: '1' } : {}) };
+  delete env.KILL_IN;
+  if (!journal) delete env.PLAN_JOURNAL;
+  const first = spawnSync(process.execPath, [child, where, calls], {
     encoding: 'utf8',
     timeout: 60_000,
-    env: { ...process.env, KILL_IN: 'analyse' },
+    env: { ...env, KILL_IN: 'analyse' },
   });
   assert.equal(first.signal, 'SIGKILL', first.stderr);
   assert.deepEqual(readFileSync(calls, 'utf8').trim().split('\n').sort(), ['analyse', 'collect', 'flaky']);
-  const kept = JSON.parse(readFileSync(progress, 'utf8'));
-  assert.deepEqual(kept.cells['breaker/flaky'], { state: 'closed', failures: 1 });
+  afterKill();
 
-  const second = spawnSync(process.execPath, [child, progress, calls], { encoding: 'utf8', timeout: 60_000 });
+  const second = spawnSync(process.execPath, [child, where, calls], { encoding: 'utf8', timeout: 60_000, env });
   assert.equal(second.status, 0, second.stderr);
   const report = JSON.parse(second.stdout.trim().split('\n').pop());
   const count = {};
@@ -214,9 +219,60 @@ test('a process killed mid-plan (SIGKILL) goes on from its progress: nothing com
   // `flaky` failed once before the kill and once after: the second failure in a row opens its
   // breaker (threshold 2), so no third attempt, though 5 retries were allowed.
   assert.equal(count.flaky, 2);
-  assert.deepEqual([byId.flaky.status, byId.flaky.attempts], ['failed', 2]);
-  assert.match(second.stderr, /breaker flaky: closed -> open/);
+  assert.deepEqual([byId[flaky].status, byId[flaky].attempts], ['failed', 2]);
+  assert.ok(second.stderr.includes(`breaker ${flaky}: closed -> open`), second.stderr);
   assert.equal(report.reason, 'agent_failed');
+  return { report, calls, child, env };
+}
+
+test('a process killed mid-plan (SIGKILL) goes on from its progress: nothing completed runs again, the breaker is as it was', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'terminus-plan-'));
+  const progress = join(dir, 'progress.json');
+  killAndResume(progress, {
+    afterKill: () => {
+      const kept = JSON.parse(readFileSync(progress, 'utf8'));
+      assert.deepEqual(kept.cells['breaker/flaky'], { state: 'closed', failures: 1 });
+    },
+  });
+});
+
+/** A plan that ended, run again on its journal: no function is called, the same report. */
+function endedRunsNothing({ report, calls, child, env }, where) {
+  const before = readFileSync(calls, 'utf8');
+  const third = spawnSync(process.execPath, [child, where, calls], { encoding: 'utf8', timeout: 60_000, env });
+  assert.equal(third.status, 0, third.stderr);
+  assert.equal(readFileSync(calls, 'utf8'), before, 'nothing called again');
+  assert.deepEqual(JSON.parse(third.stdout.trim().split('\n').pop()), report);
+}
+
+test('a process killed mid-plan goes on from its SQLite journal (the keys of terminus orchestrate); an ended plan gives its report again', () => {
+  const journal = join(mkdtempSync(join(tmpdir(), 'terminus-plan-')), 'plans.db');
+  endedRunsNothing(killAndResume(journal, { journal: true }), journal);
+});
+
+test('a process killed mid-plan goes on from its PostgreSQL journal', (t) => {
+  const url = process.env.TERMINUS_PG_URL;
+  if (!url) return t.skip('TERMINUS_PG_URL is unset: the PostgreSQL journal is not tried');
+  // Its own execution and breaker: the database outlives the test.
+  const unique = `${process.pid}-${Date.now()}`;
+  endedRunsNothing(killAndResume(url, { journal: true, execution: `resume-${unique}`, flaky: `flaky-${unique}` }), url);
+});
+
+test('a journal that cannot be opened, or given with progress, is named; nothing runs', async () => {
+  const plan = { name: 'p', agents: [{ id: 'a', task: 'x' }] };
+  let called = 0;
+  const agents = { a: () => (called++, 1) };
+  const dir = mkdtempSync(join(tmpdir(), 'terminus-plan-'));
+  await assert.rejects(
+    runPlan(plan, { agents, journal: join(dir, 'no', 'such', 'folder', 'plans.db') }),
+    (e) => e instanceof PlanError && /^options\.journal: /.test(e.message) && /^journal `/.test(e.problems[0]),
+  );
+  await assert.rejects(
+    runPlan(plan, { agents, journal: join(dir, 'plans.db'), progress: { execution: 'p', cells: {} } }),
+    (e) => e instanceof PlanError && e.problems[0] === 'journal: give it or `progress`, not both: the journal keeps the progress',
+  );
+  await assert.rejects(runPlan(plan, { agents, journal: 3 }), /options\.journal: must be/);
+  assert.equal(called, 0);
 });
 
 // Seed 001's shape (orchestrator/tests/generate.rs): a research agent that may be skipped with

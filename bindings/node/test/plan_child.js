@@ -1,19 +1,24 @@
 'use strict';
-// The process the kill-and-resume test of plan.test.js runs twice: a plan of host functions
-// whose progress is kept in a file after every change. Each call of an agent function is
-// appended to the calls file first; with KILL_IN set, that agent's function SIGKILLs the
-// process (a Lambda timed out mid-plan). Prints the report as JSON on the last line.
+// The process the kill-and-resume tests of plan.test.js run: a plan of host functions whose
+// progress is kept after every change, in a file (`node plan_child.js PROGRESS.json CALLS`) or
+// in a journal (`PLAN_JOURNAL=1 node plan_child.js SQLITE-FILE-OR-POSTGRES-URL CALLS`). Each
+// call of an agent function is appended to the calls file first; with KILL_IN set, that agent's
+// function SIGKILLs the process (a Lambda timed out mid-plan). PLAN_EXECUTION names the
+// execution (default `resume-1`) and PLAN_FLAKY the
+// flaky agent's id (default `flaky`: a breaker is shared by every plan on a journal). Prints the report as JSON on the last line.
 
 const { appendFileSync, existsSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
 const { runPlan } = require('..');
 
-const [progressFile, callsFile] = process.argv.slice(2);
+const [where, callsFile] = process.argv.slice(2);
+const flakyId = process.env.PLAN_FLAKY ?? 'flaky';
+const progressFile = where;
 const plan = {
   name: 'resume',
   limits: { agent_max_retries: 5, agent_retry_base_delay_ms: 20000, circuit_breaker_failure_threshold: 2 },
   agents: [
     { id: 'collect', task: 'Collect the sources.' },
-    { id: 'flaky', retryable: true, task: 'Call the flaky service.' },
+    { id: flakyId, retryable: true, task: 'Call the flaky service.' },
     { id: 'analyse', depends_on: ['collect'], task: 'Analyse {collect}' },
   ],
 };
@@ -23,14 +28,20 @@ const called = (id) => {
   if (process.env.KILL_IN === id) process.kill(process.pid, 'SIGKILL');
 };
 
+const keep = process.env.PLAN_JOURNAL
+  ? { journal: where }
+  : {
+      progress: existsSync(progressFile) ? readFileSync(progressFile, 'utf8') : undefined,
+      // Written whole, then renamed: a kill mid-write leaves the last progress.
+      onProgress: (progress) => {
+        writeFileSync(`${progressFile}.tmp`, JSON.stringify(progress));
+        renameSync(`${progressFile}.tmp`, progressFile);
+      },
+    };
+
 runPlan(plan, {
-  execution: 'resume-1',
-  progress: existsSync(progressFile) ? readFileSync(progressFile, 'utf8') : undefined,
-  // Written whole, then renamed: a kill mid-write leaves the last progress.
-  onProgress: (progress) => {
-    writeFileSync(`${progressFile}.tmp`, JSON.stringify(progress));
-    renameSync(`${progressFile}.tmp`, progressFile);
-  },
+  execution: process.env.PLAN_EXECUTION ?? 'resume-1',
+  ...keep,
   onEvent: (event) => process.stderr.write(`${event.line}\n`),
   agents: {
     collect: async () => {
@@ -38,7 +49,7 @@ runPlan(plan, {
       await sleep(300);
       return '3 sources';
     },
-    flaky: async () => {
+    [flakyId]: async () => {
       called('flaky');
       throw new Error('the service is down');
     },

@@ -819,24 +819,52 @@ fn retry_after_ms(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Op
 #[pyclass(module = "terminus_kernel._native", name = "NativePlan")]
 struct NativePlan {
     core: terminus_orchestrator::LocalPlan,
+    /// Where the progress is kept, when a journal was given.
+    journal: Option<terminus_scenario::plan::HostJournal>,
 }
 
 #[pymethods]
 impl NativePlan {
     /// The run of the plan `text` (JSON; file scenarios relative to `base`) as `execution`
-    /// (default: the plan's name), going on from `progress` (JSON text) when given. An invalid
-    /// plan is a `ValueError` with one `PATH: PROBLEM` line per problem.
+    /// (default: the plan's name), going on from `progress` (JSON text) when given; `functions`
+    /// names the agents the host gave a function. With `journal` (a SQLite file or a
+    /// `postgres://` URL) the progress is kept there and goes on from what it keeps (opening it
+    /// blocks, without the GIL). An invalid plan is a `ValueError` with one `PATH: PROBLEM` line
+    /// per problem.
     #[staticmethod]
-    #[pyo3(signature = (text, base, execution=None, progress=None))]
+    #[pyo3(signature = (text, base, execution=None, progress=None, functions=Vec::new(), journal=None))]
     fn start(
+        py: Python<'_>,
         text: &str,
         base: &str,
         execution: Option<&str>,
         progress: Option<&str>,
+        functions: Vec<String>,
+        journal: Option<&str>,
     ) -> PyResult<NativePlan> {
-        terminus_scenario::plan::local(text, std::path::Path::new(base), execution, progress)
-            .map(|core| NativePlan { core })
-            .map_err(value_error)
+        py.detach(|| {
+            terminus_scenario::plan::host_run(
+                text,
+                std::path::Path::new(base),
+                execution,
+                progress,
+                &functions,
+                journal,
+            )
+        })
+        .map(|(core, journal)| NativePlan { core, journal })
+        .map_err(value_error)
+    }
+
+    /// Keeps what changed since the last `save` act in the journal, each cell read back:
+    /// blocking without the GIL (call it from a thread); nothing to do without a journal.
+    fn save(&mut self, py: Python<'_>) -> PyResult<()> {
+        let changes = self.core.take_changes();
+        let Some(journal) = &mut self.journal else {
+            return Ok(());
+        };
+        py.detach(|| journal.save(changes))
+            .map_err(PyRuntimeError::new_err)
     }
 
     /// The next act at plan time `now_ms` (JSON text), or `None` until an attempt ends, the
@@ -927,15 +955,17 @@ impl NativeGenerator {
     }
 
     /// What to do next (JSON text): `{"ask"}`, `{"run", "generation"}` or `{"no_plan",
-    /// "generation"}`.
-    fn step(&mut self, execution: &str) -> String {
+    /// "generation"}` (`execution` names the plan that never ran; default: the file's name).
+    #[pyo3(signature = (execution=None))]
+    fn step(&mut self, execution: Option<&str>) -> String {
         self.core.step(execution).to_string()
     }
 
-    /// The model's reply to the last `ask` (JSON text: `{"text", "cut"?}` or `{"error"}`).
-    fn answer(&mut self, reply: &str) -> PyResult<()> {
-        let reply: Value = serde_json::from_str(reply).map_err(value_error)?;
-        self.core.answer(&reply).map_err(value_error)
+    /// How the model call for the last `ask` ended (JSON text: `{"output"}`, what the model
+    /// function gave, or `{"error"}`).
+    fn answer(&mut self, ended: &str) -> PyResult<()> {
+        let ended: Value = serde_json::from_str(ended).map_err(value_error)?;
+        self.core.answer(&ended).map_err(value_error)
     }
 }
 

@@ -1,7 +1,10 @@
-"""The process the kill-and-resume test of test_plan.py runs twice: a plan of host functions
-whose progress is kept in a file after every change. Each call of an agent function is appended
-to the calls file first; with KILL_IN set, that agent's function SIGKILLs the process (a Lambda
-timed out mid-plan). Prints the report as JSON on the last line."""
+"""The process the kill-and-resume tests of test_plan.py run: a plan of host functions whose
+progress is kept after every change, in a file (``plan_child.py PROGRESS.json CALLS``) or in a
+journal (``PLAN_JOURNAL=1 plan_child.py SQLITE-FILE-OR-POSTGRES-URL CALLS``). Each call of an
+agent function is appended to the calls file first; with KILL_IN set, that agent's function
+SIGKILLs the process (a Lambda timed out mid-plan). PLAN_EXECUTION names the execution (default
+``resume-1``) and PLAN_FLAKY the flaky agent's id (default ``flaky``: a breaker is shared by
+every plan on a journal). Prints the report as JSON on the last line."""
 
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from terminus_kernel import run_plan
 
+FLAKY = os.environ.get("PLAN_FLAKY", "flaky")
 PLAN = {
     "name": "resume",
     "limits": {
@@ -23,14 +28,15 @@ PLAN = {
     },
     "agents": [
         {"id": "collect", "task": "Collect the sources."},
-        {"id": "flaky", "retryable": True, "task": "Call the flaky service."},
+        {"id": FLAKY, "retryable": True, "task": "Call the flaky service."},
         {"id": "analyse", "depends_on": ["collect"], "task": "Analyse {collect}"},
     ],
 }
 
 
 def main() -> None:
-    progress_file, calls_file = Path(sys.argv[1]), Path(sys.argv[2])
+    where, calls_file = sys.argv[1], Path(sys.argv[2])
+    progress_file = Path(where)
 
     def called(id_: str) -> None:
         with calls_file.open("a") as f:
@@ -57,14 +63,21 @@ def main() -> None:
         tmp.write_text(json.dumps(progress))
         tmp.replace(progress_file)
 
+    kept: dict[str, Any] = (
+        {"journal": where}
+        if os.environ.get("PLAN_JOURNAL")
+        else {
+            "progress": progress_file.read_text() if progress_file.exists() else None,
+            "on_progress": keep,
+        }
+    )
     report = asyncio.run(
         run_plan(
             PLAN,
-            execution="resume-1",
-            progress=progress_file.read_text() if progress_file.exists() else None,
-            on_progress=keep,
+            execution=os.environ.get("PLAN_EXECUTION", "resume-1"),
+            **kept,
             on_event=lambda e: print(e["line"], file=sys.stderr),
-            agents={"collect": collect, "flaky": flaky, "analyse": analyse},
+            agents={"collect": collect, FLAKY: flaky, "analyse": analyse},
         )
     )
     print(json.dumps(report))

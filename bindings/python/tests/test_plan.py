@@ -15,6 +15,8 @@ import re
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +220,7 @@ def test_bad_options_and_bad_results_are_named() -> None:
         asyncio.run(run_plan(plan))
     with pytest.raises(TypeError, match=r"agents\['a'\]: must be a function"):
         asyncio.run(run_plan(plan, agents={"a": "no"}))  # type: ignore[dict-item]
-    with pytest.raises(TypeError, match=r"agents\['b'\]: the plan has no agent `b`"):
+    with pytest.raises(PlanError, match=r"a function for `b`: the plan has no agent `b`"):
         asyncio.run(run_plan(plan, agents={"a": lambda t, c: 1, "b": lambda t, c: 2}))
     with pytest.raises(PlanError) as live:
         asyncio.run(run_plan({"name": "p", "agents": [{"id": "a", "agent": "x.toml", "task": "x"}]}))
@@ -243,24 +245,35 @@ def test_bad_options_and_bad_results_are_named() -> None:
     assert report["agents"][0]["error"].startswith("the result of a: not JSON")
 
 
-def test_a_process_killed_mid_plan_goes_on_from_its_progress(tmp_path: Path) -> None:
-    progress = tmp_path / "progress.json"
-    calls = tmp_path / "calls.txt"
-    child = [sys.executable, str(Path(__file__).with_name("plan_child.py")), str(progress), str(calls)]
+def _kill_and_resume(
+    where: str,
+    calls: Path,
+    *,
+    journal: bool = False,
+    execution: str = "resume-1",
+    flaky: str = "flaky",
+    after_kill: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """Runs plan_child.py killed inside ``analyse``, then again to its end (``where`` is the
+    progress file, or the journal with ``journal``), and checks the calls over both."""
+    child = [sys.executable, str(Path(__file__).with_name("plan_child.py")), where, str(calls)]
+    env = {k: v for k, v in os.environ.items() if k not in ("KILL_IN", "PLAN_JOURNAL")}
+    env["PLAN_EXECUTION"] = execution
+    env["PLAN_FLAKY"] = flaky
+    if journal:
+        env["PLAN_JOURNAL"] = "1"
     first = subprocess.run(
         child,
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "KILL_IN": "analyse"},
+        env={**env, "KILL_IN": "analyse"},
         check=False,
     )
     assert first.returncode == -signal.SIGKILL, first.stderr
     assert sorted(calls.read_text().split()) == ["analyse", "collect", "flaky"]
-    kept = json.loads(progress.read_text())
-    assert kept["cells"]["breaker/flaky"] == {"state": "closed", "failures": 1}
+    after_kill()
 
-    env = {k: v for k, v in os.environ.items() if k != "KILL_IN"}
     second = subprocess.run(child, capture_output=True, text=True, timeout=60, env=env, check=False)
     assert second.returncode == 0, second.stderr
     report = json.loads(second.stdout.strip().split("\n")[-1])
@@ -277,9 +290,68 @@ def test_a_process_killed_mid_plan_goes_on_from_its_progress(tmp_path: Path) -> 
     # `flaky` failed once before the kill and once after: the second failure in a row opens its
     # breaker (threshold 2), so no third attempt, though 5 retries were allowed.
     assert count["flaky"] == 2
-    assert (by_id["flaky"]["status"], by_id["flaky"]["attempts"]) == ("failed", 2)
-    assert "breaker flaky: closed -> open" in second.stderr
+    assert (by_id[flaky]["status"], by_id[flaky]["attempts"]) == ("failed", 2)
+    assert f"breaker {flaky}: closed -> open" in second.stderr
     assert report["reason"] == "agent_failed"
+    return report, child, env
+
+
+def test_a_process_killed_mid_plan_goes_on_from_its_progress(tmp_path: Path) -> None:
+    progress = tmp_path / "progress.json"
+
+    def breaker_kept() -> None:
+        kept = json.loads(progress.read_text())
+        assert kept["cells"]["breaker/flaky"] == {"state": "closed", "failures": 1}
+
+    _kill_and_resume(str(progress), tmp_path / "calls.txt", after_kill=breaker_kept)
+
+
+def _ended_runs_nothing(report: dict[str, Any], child: list[str], env: dict[str, str], calls: Path) -> None:
+    """A plan that ended, run again on its journal: no function is called, the same report."""
+    before = calls.read_text()
+    third = subprocess.run(child, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert third.returncode == 0, third.stderr
+    assert calls.read_text() == before, "nothing called again"
+    assert json.loads(third.stdout.strip().split("\n")[-1]) == report
+
+
+def test_a_process_killed_mid_plan_goes_on_from_its_sqlite_journal(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    _ended_runs_nothing(*_kill_and_resume(str(tmp_path / "plans.db"), calls, journal=True), calls)
+
+
+def test_a_process_killed_mid_plan_goes_on_from_its_postgres_journal(tmp_path: Path) -> None:
+    url = os.environ.get("TERMINUS_PG_URL")
+    if not url:
+        pytest.skip("TERMINUS_PG_URL is unset: the PostgreSQL journal is not tried")
+    calls = tmp_path / "calls.txt"
+    # Its own execution and breaker: the database outlives the test.
+    unique = f"{os.getpid()}-{time.time_ns()}"
+    ran = _kill_and_resume(url, calls, journal=True, execution=f"resume-{unique}", flaky=f"flaky-{unique}")
+    _ended_runs_nothing(*ran, calls)
+
+
+def test_a_journal_that_cannot_be_opened_or_given_with_progress_is_named(tmp_path: Path) -> None:
+    plan = {"name": "p", "agents": [{"id": "a", "task": "x"}]}
+    called: list[str] = []
+    agents = {"a": lambda t, c: called.append(t)}
+    with pytest.raises(PlanError) as bad:
+        asyncio.run(run_plan(plan, agents=agents, journal=tmp_path / "no" / "such" / "plans.db"))
+    assert str(bad.value).startswith("journal: ")
+    assert bad.value.problems[0].startswith("journal `")
+    with pytest.raises(PlanError) as both:
+        asyncio.run(
+            run_plan(
+                plan,
+                agents=agents,
+                journal=tmp_path / "plans.db",
+                progress={"execution": "p", "cells": {}},
+            )
+        )
+    assert both.value.problems == ["journal: give it or `progress`, not both: the journal keeps the progress"]
+    with pytest.raises(TypeError, match="journal: must be"):
+        asyncio.run(run_plan(plan, agents=agents, journal=3))  # type: ignore[arg-type]
+    assert called == []
 
 
 # Seed 001's shape (orchestrator/tests/generate.rs): a research agent that may be skipped with

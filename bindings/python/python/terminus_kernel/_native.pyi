@@ -132,10 +132,19 @@ class NativePlan:
 
     @staticmethod
     def start(
-        text: str, base: str, execution: str | None = None, progress: str | None = None
+        text: str,
+        base: str,
+        execution: str | None = None,
+        progress: str | None = None,
+        functions: list[str] = ...,
+        journal: str | None = None,
     ) -> NativePlan:
-        """The run of the plan ``text``; an invalid plan raises ``ValueError`` with one ``PATH:
-        PROBLEM`` line per problem."""
+        """The run of the plan ``text``, ``functions`` naming the agents the host gave a
+        function, its progress in ``journal`` when given (opening it blocks, without the GIL);
+        an invalid plan raises ``ValueError`` with one ``PATH: PROBLEM`` line per problem."""
+    def save(self) -> None:
+        """Keeps what changed in the journal, each cell read back (blocking, without the GIL);
+        nothing to do without a journal."""
     def next(self, now_ms: int) -> str | None:
         """The next act at plan time ``now_ms`` (JSON text), or ``None``."""
     def finished(self, index: int, outcome: str) -> None:
@@ -163,10 +172,11 @@ class NativeGenerator:
     @staticmethod
     def start(text: str, base: str, task: str) -> NativeGenerator:
         """The generation of a plan for ``task``; a bad file raises ``ValueError``."""
-    def step(self, execution: str) -> str:
+    def step(self, execution: str | None = None) -> str:
         """What to do next (JSON text): ``ask``, ``run`` or ``no_plan``."""
-    def answer(self, reply: str) -> None:
-        """The model's reply to the last ``ask`` (JSON text)."""
+    def answer(self, ended: str) -> None:
+        """How the model call for the last ``ask`` ended (JSON text: ``{"output"}`` or
+        ``{"error"}``)."""
 
 def is_non_answer(text: str) -> bool:
     """Whether ``text``, taken for an agent's answer in a run nobody answers, only hands the task

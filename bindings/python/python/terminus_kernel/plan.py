@@ -15,6 +15,7 @@ import asyncio
 import inspect
 import json
 import os
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,9 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from terminus_kernel._native import NativeGenerator, NativePlan
-
-#: How long a scenario's run may outlive its deadline (the orchestrator's ``WATCHDOG_GRACE_MS``).
-WATCHDOG_GRACE_MS = 5000
 
 
 class PlanError(ValueError):
@@ -88,6 +86,7 @@ async def run_plan(
     agents: Mapping[str, AgentFunction] | None = None,
     execution: str | None = None,
     progress: Mapping[str, Any] | str | None = None,
+    journal: str | os.PathLike[str] | None = None,
     on_progress: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     cancel: asyncio.Event | None = None,
@@ -100,41 +99,32 @@ async def run_plan(
     it returns the agent's result (JSON) or raises (the attempt failed); it is cancelled at its
     deadline and when the plan stops. Agents with a ``scenario`` run in process. ``progress`` is
     what ``on_progress`` was given by an earlier run of the same ``execution``: what completed
-    does not run again, the breakers are as they were. Setting ``cancel`` cancels the plan.
+    does not run again, the breakers are as they were. ``journal`` (a SQLite file, created if
+    missing, or a ``postgres://`` URL) keeps the progress instead, under the keys ``terminus
+    orchestrate --journal`` uses, each change read back before the plan goes on; a run of the
+    same ``execution`` goes on from it, and one of a plan that ended gives its report. Setting
+    ``cancel`` cancels the plan.
     ``generation`` (what :func:`generate_plan` gave) is set as the report's ``generation``.
     """
     text, base, what = _source(plan)
     agents = dict(agents or {})
-    try:
-        declared = json.loads(text)
-    except ValueError:
-        declared = None  # The native reader names the position.
-    specs = declared.get("agents") if isinstance(declared, dict) else None
-    specs = specs if isinstance(specs, list) else []
-    ids = {a.get("id") for a in specs if isinstance(a, dict)}
     for id_, fn in agents.items():
         if not callable(fn):
             raise TypeError(f"agents[{id_!r}]: must be a function (task, context) -> result")
-        if id_ not in ids:
-            raise TypeError(f"agents[{id_!r}]: the plan has no agent `{id_}`")
-    missing = [
-        f"$.agents[{i}]: agent `{a.get('id')}` has no scenario: give it a function in agents"
-        for i, a in enumerate(specs)
-        if isinstance(a, dict)
-        and "scenario" not in a
-        and "agent" not in a
-        and a.get("id") not in agents
-    ]
-    if missing:
-        raise PlanError(what, missing)
     if progress is not None and not isinstance(progress, str):
         progress = json.dumps(progress)
+    if journal is not None and not isinstance(journal, (str, os.PathLike)):
+        raise TypeError("journal: must be a SQLite file path or a postgres:// URL")
+    target = None if journal is None else os.fspath(journal)
     try:
-        run = NativePlan.start(text, base, execution, progress)
+        # Opening a journal blocks (without the GIL): off the event loop.
+        run = await asyncio.to_thread(
+            NativePlan.start, text, base, execution, progress, list(agents), target
+        )
     except ValueError as e:
         message = str(e)
-        where = "progress" if progress is not None and message.startswith("progress") else what
-        raise PlanError(where, message.split("\n")) from None
+        about = re.match(r"(progress|journal)\b", message)
+        raise PlanError(about[1] if about else what, message.split("\n")) from None
 
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -169,8 +159,6 @@ async def run_plan(
             async def go() -> dict[str, Any]:
                 return {"report": json.loads(await asyncio.to_thread(attempt.run))}
 
-            limit = act["grant"]["deadline_ms"] + WATCHDOG_GRACE_MS
-            late = f"the watchdog abandoned the run: it outlived its deadline by {WATCHDOG_GRACE_MS} ms"
         else:
             context = PlanAgentContext(
                 agent=act["agent"],
@@ -191,16 +179,16 @@ async def run_plan(
                     return {"error": f"the result of {act['agent']}: not JSON: {e}"}
                 return {"result": value, "used": context.used}
 
-            limit = act["grant"]["deadline_ms"]
-            late = f"the agent outlived its deadline of {limit} ms"
 
         task = asyncio.ensure_future(go())
 
+        # Past the attempt's limit (a function's deadline; a scenario's deadline and the
+        # watchdog's grace: the orchestrator's choice), it failed with the orchestrator's words.
         def on_deadline() -> None:
-            settle({"error": late})
+            settle({"error": act["overdue"]})
             task.cancel()
 
-        timer = loop.call_later(limit / 1000, on_deadline)
+        timer = loop.call_later(act["limit_ms"] / 1000, on_deadline)
 
         def on_done(t: asyncio.Future[Any]) -> None:
             if t.cancelled():
@@ -236,6 +224,11 @@ async def run_plan(
                     for stop in list(running.values()):
                         stop()
                 elif kind == "save":
+                    # Kept (and read back) before the plan goes on; a journal's writes block.
+                    if target is None:
+                        run.save()
+                    else:
+                        await asyncio.to_thread(run.save)
                     if on_progress is not None:
                         kept = on_progress(json.loads(run.progress()))
                         if inspect.isawaitable(kept):
@@ -302,25 +295,18 @@ async def generate_plan(
         generator = NativeGenerator.start(text, base, task)
     except ValueError as e:
         raise PlanError(what, str(e).split("\n")) from None
-    name = json.loads(text).get("name", "plan")
-    execution = execution if execution is not None else name
     while True:
         step = json.loads(generator.step(execution))
         if "ask" in step:
-            reply: dict[str, Any]
+            # How the call ended, as it ended: the orchestrator reads the output.
             try:
                 out = model(step["ask"])
                 if inspect.isawaitable(out):
                     out = await out
-                if isinstance(out, str):
-                    reply = {"text": out}
-                elif isinstance(out, Mapping) and isinstance(out.get("text"), str):
-                    reply = {"text": out["text"], "cut": out.get("cut") is True}
-                else:
-                    reply = {"error": "the model function gave neither a string nor {text, cut}"}
+                ended = json.dumps({"output": out})
             except Exception as e:  # noqa: BLE001 -- a failed call is an attempt, named
-                reply = {"error": _message(e)}
-            generator.answer(json.dumps(reply))
+                ended = json.dumps({"error": _message(e)})
+            generator.answer(ended)
             continue
         if "run" in step:
             return GeneratedPlan(plan=step["run"], generation=step["generation"], report=None)
