@@ -100,7 +100,10 @@ sys.exit(f"dist: {requires}" if requires else 0)
 PY
 
 # The source distribution, built with `pip install` where Rust is present (the pinned maturin of
-# the tools' venv, no index), into a folder of its own, and imported from there.
+# the tools' venv, no index), into a folder of its own, and imported from there. What it proves
+# is that the sdist holds every file the build needs: it is built in a target dir of its own (in
+# the workspace's, cargo would take the workspace's artifacts for the sdist's crates, whose
+# unpacked files are older) and in cargo's `dev` profile, the shorter build.
 start=$(now)
 "$venv/bin/maturin" sdist --manifest-path "$root/bindings/python/Cargo.toml" --out "$dist" 2>&1 |
   grep -v -e 'manifest has no documentation' -e '^ *|$' -e 'package-metadata for more info' -e '^From `cargo package' || true
@@ -109,7 +112,7 @@ sdists=("$dist"/terminus_kernel-*.tar.gz)
 sdist=${sdists[0]}
 built=$root/target/sdist-install
 rm -rf "$built"
-CARGO_TARGET_DIR=$root/target/sdist "$venv/bin/pip" install --quiet --no-index --no-build-isolation \
+CARGO_TARGET_DIR=$root/target/sdist MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install --quiet --no-cache-dir --no-index --no-build-isolation \
   --target "$built" "$sdist" || die "$(basename "$sdist") does not build with pip install"
 out=$(PYTHONPATH=$built "$venv/bin/python" -c 'from terminus_kernel import run_scenario
 r = run_scenario("'"$root"'/spec/scenarios/architect-stops-early.json"); print(r["outcome"], r["reason"])') ||

@@ -5,29 +5,13 @@
 //!
 //! `cargo run -p terminus-examples --example custom_model`
 
-use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use terminus_examples::Scripted;
 use terminus_kernel::{ModelTurn, Policy, ToolCall};
-use terminus_runtime::{Model, ModelError, ModelRequest, Run, ToolSet};
+use terminus_runtime::{Run, ToolSet};
 use terminus_tools::{ToolFailure, native};
-
-/// A model that answers from a script, one turn a call.
-struct Scripted(Mutex<Vec<ModelTurn>>);
-
-#[async_trait]
-impl Model for Scripted {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        println!("model call with {} message(s)", request.messages.len());
-        let mut turns = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(if turns.is_empty() {
-            ModelTurn::default()
-        } else {
-            turns.remove(0)
-        })
-    }
-}
 
 /// The arguments of the `add` tool, with their JSON Schema for the model.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -46,17 +30,20 @@ async fn main() {
     )
     .await
     .expect("the journal opens");
-    let model = Arc::new(Scripted(Mutex::new(vec![
-        ModelTurn {
-            tool_calls: vec![ToolCall::new("c1", "add", json!({ "a": 2, "b": 40 }))],
-            ..ModelTurn::default()
-        },
-        ModelTurn {
-            text: "2 + 40 = 42".into(),
-            needs_more_work: Some(false),
-            ..ModelTurn::default()
-        },
-    ])));
+    let model = Arc::new(Scripted::watching(
+        vec![
+            ModelTurn {
+                tool_calls: vec![ToolCall::new("c1", "add", json!({ "a": 2, "b": 40 }))],
+                ..ModelTurn::default()
+            },
+            ModelTurn {
+                text: "2 + 40 = 42".into(),
+                needs_more_work: Some(false),
+                ..ModelTurn::default()
+            },
+        ],
+        |request| println!("model call with {} message(s)", request.messages.len()),
+    ));
     let add = native("Adds two integers.", |args: Add| async move {
         args.a
             .checked_add(args.b)

@@ -5,13 +5,13 @@
 //!
 //! `cargo run -p terminus-examples --example layer`
 
-use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
+use terminus_examples::Scripted;
 use terminus_kernel::{ModelTurn, Policy, ToolCall, ToolErrorKind, ToolOutcome};
-use terminus_runtime::{Answer, Call, Layer, Model, ModelError, ModelRequest, Next, Run, ToolSet};
+use terminus_runtime::{Answer, Call, Layer, Next, Run, ToolSet};
 use terminus_tools::{ToolFailure, native};
 
 /// Refuses every call of `delete_file`: the tool is never called.
@@ -72,21 +72,6 @@ impl Layer for Log {
     }
 }
 
-/// A model that answers from a script, one turn a call.
-struct Scripted(Mutex<Vec<ModelTurn>>);
-
-#[async_trait]
-impl Model for Scripted {
-    async fn complete(&self, _: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        let mut turns = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(if turns.is_empty() {
-            ModelTurn::default()
-        } else {
-            turns.remove(0)
-        })
-    }
-}
-
 #[derive(Deserialize, schemars::JsonSchema)]
 struct Path {
     path: String,
@@ -94,7 +79,7 @@ struct Path {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let model = Arc::new(Scripted(Mutex::new(vec![
+    let model = Arc::new(Scripted::new(vec![
         ModelTurn {
             tool_calls: vec![ToolCall::new(
                 "c1",
@@ -112,7 +97,7 @@ async fn main() {
             needs_more_work: Some(false),
             ..ModelTurn::default()
         },
-    ])));
+    ]));
     let deleted = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = deleted.clone();
     let delete = native("Deletes a file.", move |args: Path| {

@@ -10,3 +10,44 @@
 //! | `plan` | a multi-agent plan of scripted agents, run in process | none |
 //!
 //! CI builds all of them and runs the five offline ones (`.ci/run`).
+
+use async_trait::async_trait;
+use std::sync::Mutex;
+use terminus_kernel::ModelTurn;
+use terminus_runtime::{Model, ModelError, ModelRequest};
+
+/// The examples' model: it answers from a script, one turn a call (an empty turn once the script
+/// is spent), and shows each request to `watch` (the examples print from it). In a host, this is
+/// your provider client.
+pub struct Scripted {
+    turns: Mutex<Vec<ModelTurn>>,
+    watch: fn(&ModelRequest<'_>),
+}
+
+impl Scripted {
+    /// A model that gives `turns` in order.
+    pub fn new(turns: Vec<ModelTurn>) -> Scripted {
+        Scripted::watching(turns, |_| {})
+    }
+
+    /// A model that gives `turns` in order and shows each request to `watch` first.
+    pub fn watching(turns: Vec<ModelTurn>, watch: fn(&ModelRequest<'_>)) -> Scripted {
+        Scripted {
+            turns: Mutex::new(turns),
+            watch,
+        }
+    }
+}
+
+#[async_trait]
+impl Model for Scripted {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+        (self.watch)(&request);
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(if turns.is_empty() {
+            ModelTurn::default()
+        } else {
+            turns.remove(0)
+        })
+    }
+}

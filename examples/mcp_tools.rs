@@ -5,31 +5,13 @@
 //!
 //! `cargo run -p terminus-examples --example mcp_tools` (needs `python3`)
 
-use async_trait::async_trait;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+use terminus_examples::Scripted;
 use terminus_kernel::{ModelTurn, Policy, ToolCall};
-use terminus_runtime::{Model, ModelError, ModelRequest, Run, ToolSet};
+use terminus_runtime::{Run, ToolSet};
 use terminus_tools::{McpConfig, McpTools, McpTransport, Poll};
-
-/// A model that answers from a script, one turn a call, and prints what each tool said.
-struct Scripted(Mutex<Vec<ModelTurn>>);
-
-#[async_trait]
-impl Model for Scripted {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
-        if let Some(last) = request.messages.last() {
-            println!("the model is told: {}", last.content);
-        }
-        let mut turns = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(if turns.is_empty() {
-            ModelTurn::default()
-        } else {
-            turns.remove(0)
-        })
-    }
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -63,17 +45,24 @@ async fn main() {
     mcp.add_to(&mut tools);
     println!("tools: {}", tools.names().collect::<Vec<_>>().join(", "));
 
-    let model = Arc::new(Scripted(Mutex::new(vec![
-        ModelTurn {
-            tool_calls: vec![ToolCall::new("c1", "fetch_report", json!({}))],
-            ..ModelTurn::default()
+    let model = Arc::new(Scripted::watching(
+        vec![
+            ModelTurn {
+                tool_calls: vec![ToolCall::new("c1", "fetch_report", json!({}))],
+                ..ModelTurn::default()
+            },
+            ModelTurn {
+                text: "4217 units were shipped this quarter.".into(),
+                needs_more_work: Some(false),
+                ..ModelTurn::default()
+            },
+        ],
+        |request| {
+            if let Some(last) = request.messages.last() {
+                println!("the model is told: {}", last.content);
+            }
         },
-        ModelTurn {
-            text: "4217 units were shipped this quarter.".into(),
-            needs_more_work: Some(false),
-            ..ModelTurn::default()
-        },
-    ])));
+    ));
     let report = Run::new("How many units were shipped?", Policy::default(), model)
         .tools(tools)
         .execute()
