@@ -376,10 +376,11 @@ fn read_outcome(outcome: &Value) -> Result<Attempted, String> {
                 Some(v) => serde_json::from_value(v.clone())
                     .map_err(|e| format!("outcome.used: {e} (`model_calls` and `tokens`)"))?,
             };
-            Ok(Attempted::Value {
-                result: object.get("result").cloned().unwrap_or(Value::Null),
-                used,
-            })
+            let result = object.get("result").cloned().unwrap_or(Value::Null);
+            if let Some(refused) = not_an_answer(&result) {
+                return Ok(Attempted::Failed(refused));
+            }
+            Ok(Attempted::Value { result, used })
         }
         "error" => match object.get("error") {
             Some(Value::String(e)) => Ok(Attempted::Failed(e.clone())),
@@ -391,6 +392,30 @@ fn read_outcome(outcome: &Value) -> Result<Attempted, String> {
             Ok(Attempted::Report(Box::new(report)))
         }
     }
+}
+
+/// Why a host agent's `result` is no answer, when it is text: an empty text, or one that only
+/// hands the task back (the kernel's rule for a run nobody answers: a plan's agents are such runs,
+/// [`terminus_kernel::answer::hands_back`]). A result that is not text (an object, a list, a
+/// number, null) is the host's data and is taken as it is.
+fn not_an_answer(result: &Value) -> Option<String> {
+    let Value::String(text) = result else {
+        return None;
+    };
+    if text.trim().is_empty() {
+        return Some("the result is empty text: an empty reply is never an answer".into());
+    }
+    let said = terminus_kernel::answer::Said::default();
+    terminus_kernel::answer::hands_back(text, &said).then(|| {
+        const SHOWN: usize = 120;
+        let shown: String = text.chars().take(SHOWN).collect();
+        let cut = if text.chars().count() > SHOWN {
+            "..."
+        } else {
+            ""
+        };
+        format!("the result is not an answer (it hands the task back): {shown:?}{cut}")
+    })
 }
 
 #[cfg(test)]
@@ -565,6 +590,76 @@ mod tests {
         assert_eq!(again.progress()["cells"]["breaker/flaky"]["state"], "open");
     }
 
+    /// Runs `json`'s agents, each attempt answering the next of `replies` (any agent), the
+    /// clock a second further at each pass (past the retries' backoff); gives the report and
+    /// the replies used.
+    fn answered(json: &str, replies: &[Value]) -> (Value, usize) {
+        let mut run = LocalPlan::new(plan(json), "x");
+        let mut used = 0;
+        for now in (0..20).map(|pass| pass * 1_000) {
+            let mut started = Vec::new();
+            while let Some(act) = run.next(now, 1_000) {
+                match act["act"].as_str() {
+                    Some("start") => started.push(act),
+                    Some("done") => return (act["report"].clone(), used),
+                    _ => {}
+                }
+            }
+            for act in started {
+                let index = act["index"].as_u64().unwrap_or_default() as usize;
+                let reply = replies.get(used).cloned().unwrap_or(Value::Null);
+                used += 1;
+                run.finished(index, &json!({ "result": reply }))
+                    .expect("in turn");
+            }
+        }
+        panic!("the plan did not end after {used} replies")
+    }
+
+    #[test]
+    fn a_text_result_that_hands_the_task_back_or_is_empty_is_a_failed_attempt() {
+        let retried = r#"{ "name": "r", "limits": { "agent_max_retries": 3, "agent_retry_base_delay_ms": 1 },
+            "agents": [ { "id": "a", "retryable": true, "task": "sum 2 and 3" } ] }"#;
+        let sorry = "I'm sorry, I don't understand. Could you please provide more details?";
+        let (report, used) = answered(
+            retried,
+            &[json!(sorry), json!("  \n"), json!("The sum is 5.")],
+        );
+        assert_eq!(used, 3);
+        assert_eq!(report["reason"], "all_complete", "{report}");
+        assert_eq!(report["agents"][0]["attempts"], 3);
+        assert_eq!(report["agents"][0]["result"], "The sum is 5.");
+
+        let once = r#"{ "name": "o", "agents": [ { "id": "a", "task": "sum 2 and 3" } ] }"#;
+        let (report, _) = answered(once, &[json!(sorry)]);
+        assert_eq!(report["agents"][0]["status"], "failed", "{report}");
+        let error = report["agents"][0]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("the result is not an answer (it hands the task back): \"I'm sorry"),
+            "{error}"
+        );
+        let (report, _) = answered(once, &[json!("")]);
+        assert_eq!(
+            report["agents"][0]["error"],
+            "the result is empty text: an empty reply is never an answer"
+        );
+        // Data that is not text is the host's: taken as it is, null and empty objects included.
+        for data in [
+            json!({}),
+            json!(null),
+            json!([]),
+            json!(0),
+            json!({ "text": "" }),
+        ] {
+            let (report, _) = answered(once, std::slice::from_ref(&data));
+            assert_eq!(
+                report["agents"][0]["status"], "complete",
+                "{data}: {report}"
+            );
+            assert_eq!(report["agents"][0]["result"], data);
+        }
+    }
+
     #[test]
     fn bad_outcomes_and_bad_progress_are_named() {
         let mut run = LocalPlan::new(plan(CHAIN), "x");
@@ -636,7 +731,7 @@ mod tests {
                 ran.push(act["agent"].as_str().unwrap_or_default().to_owned());
                 let index = act["index"].as_u64().unwrap_or_default() as usize;
                 again
-                    .finished(index, &json!({ "result": "ok" }))
+                    .finished(index, &json!({ "result": "the result" }))
                     .expect("in turn");
             }
         };

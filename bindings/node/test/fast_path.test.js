@@ -1,5 +1,5 @@
 'use strict';
-// The fast path (`index.js` takes a model turn, tool results or a clock reading apart and gives
+// The fast path (`fast.js` takes a model turn, tool results or a clock reading apart and gives
 // the addon its fields) against the JSON way (`_handleJson`: the event as JSON text, read by
 // serde): for every event here, valid or not, both give the same answer or the same error, leave
 // the same machine and queue the same commands, to the key order of their JSON. The events are

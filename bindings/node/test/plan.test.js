@@ -128,6 +128,32 @@ test('host functions: results flow through tasks, a failing skip agent degrades,
   assert.deepEqual(report.used, { model_calls: 2, tokens: 0 });
 });
 
+test('a text result that hands the task back, or empty text, is a failed attempt; data is taken as it is', async () => {
+  const replies = ["I'm sorry, I don't understand. Could you please provide more details?", '  ', 'The sum is 5.'];
+  const plan = {
+    name: 'answers',
+    limits: { agent_max_retries: 3, agent_retry_base_delay_ms: 1 },
+    agents: [
+      { id: 'sum', task: 'Sum 2 and 3.', retryable: true },
+      { id: 'once', task: 'Say hello.', on_error: 'skip', degraded_result: 'no greeting' },
+      { id: 'data', task: 'Give the rows.' },
+    ],
+  };
+  const report = await runPlan(plan, {
+    agents: {
+      sum: async () => replies.shift(),
+      once: async () => 'Please provide the name of the person to greet.',
+      data: async () => ({ rows: [], text: '' }),
+    },
+  });
+  assert.equal(replies.length, 0);
+  const [sum, once, data] = report.agents;
+  assert.deepEqual([sum.status, sum.attempts, sum.result], ['complete', 3, 'The sum is 5.']);
+  assert.deepEqual([once.status, once.result], ['degraded', 'no greeting']);
+  assert.equal(once.error, 'the result is not an answer (it hands the task back): "Please provide the name of the person to greet."');
+  assert.deepEqual([data.status, data.result], ['complete', { rows: [], text: '' }]);
+});
+
 test('a function past its deadline fails and is told through its signal; the host cancels with a signal', async () => {
   let aborted = null;
   const report = await runPlan(

@@ -159,6 +159,52 @@ def test_host_functions_results_flow_a_failing_skip_agent_degrades_a_retryable_o
     assert report["used"] == {"model_calls": 2, "tokens": 0}
 
 
+def test_a_text_result_that_hands_the_task_back_or_empty_text_is_a_failed_attempt() -> None:
+    replies = [
+        "I'm sorry, I don't understand. Could you please provide more details?",
+        "  ",
+        "The sum is 5.",
+    ]
+
+    async def sum_(task: str, context: PlanAgentContext) -> str:
+        return replies.pop(0)
+
+    async def once(task: str, context: PlanAgentContext) -> str:
+        return "Please provide the name of the person to greet."
+
+    async def data(task: str, context: PlanAgentContext) -> dict[str, Any]:
+        return {"rows": [], "text": ""}
+
+    report = asyncio.run(
+        run_plan(
+            {
+                "name": "answers",
+                "limits": {"agent_max_retries": 3, "agent_retry_base_delay_ms": 1},
+                "agents": [
+                    {"id": "sum", "task": "Sum 2 and 3.", "retryable": True},
+                    {
+                        "id": "once",
+                        "task": "Say hello.",
+                        "on_error": "skip",
+                        "degraded_result": "no greeting",
+                    },
+                    {"id": "data", "task": "Give the rows."},
+                ],
+            },
+            agents={"sum": sum_, "once": once, "data": data},
+        )
+    )
+    assert replies == []
+    sum_r, once_r, data_r = report["agents"]
+    assert (sum_r["status"], sum_r["attempts"], sum_r["result"]) == ("complete", 3, "The sum is 5.")
+    assert (once_r["status"], once_r["result"]) == ("degraded", "no greeting")
+    assert once_r["error"] == (
+        'the result is not an answer (it hands the task back): '
+        '"Please provide the name of the person to greet."'
+    )
+    assert (data_r["status"], data_r["result"]) == ("complete", {"rows": [], "text": ""})
+
+
 def test_a_function_past_its_deadline_is_cancelled_and_fails_the_host_cancels_with_an_event() -> (
     None
 ):
