@@ -439,8 +439,13 @@ impl Proxy {
                 else {
                     continue;
                 };
+                // Each request goes with `connection: close` (`with_body`): the server closes its
+                // side once it has answered, and the client's side is closed then too, so the
+                // client's next request opens a new connection rather than waiting on this one
+                // (which cost a client timeout, 60 s, a request).
                 std::thread::spawn(move || {
                     let _ = std::io::copy(&mut from_server, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Both);
                 });
                 let kept = kept.clone();
                 std::thread::spawn(move || {
@@ -460,7 +465,7 @@ impl Proxy {
                                     kept.lock().expect("the bodies").push(json);
                                     with_body(head, &lowered)
                                 }
-                                Err(_) => buffer[..used].to_vec(),
+                                Err(_) => with_body(head, body),
                             };
                             if to_server.write_all(&sent).is_err() {
                                 return;
@@ -497,16 +502,21 @@ fn lower_cap(body: &Value) -> Vec<u8> {
     serde_json::to_vec(&body).expect("JSON")
 }
 
-/// The request with the head `head` (its lines, the blank one excluded) and the body `body`.
+/// The request with the head `head` (its lines, the blank one excluded) and the body `body`,
+/// asking the server to close the connection once it has answered (see [`Proxy::start`]).
 fn with_body(head: &str, body: &[u8]) -> Vec<u8> {
     let mut out = String::new();
     for line in head.split("\r\n").filter(|l| !l.is_empty()) {
-        if !line.to_ascii_lowercase().starts_with("content-length:") {
+        let lower = line.to_ascii_lowercase();
+        if !lower.starts_with("content-length:") && !lower.starts_with("connection:") {
             out.push_str(line);
             out.push_str("\r\n");
         }
     }
-    out.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    out.push_str(&format!(
+        "connection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    ));
     let mut out = out.into_bytes();
     out.extend_from_slice(body);
     out
