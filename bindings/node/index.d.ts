@@ -402,7 +402,10 @@ export interface PlanReport {
 }
 
 export interface RunPlanOptions {
-  /** The host's agents by id: each returns its result (JSON) or throws (the attempt failed). */
+  /**
+   * The host's agents by id: each returns its result (JSON) or throws (the attempt failed). A
+   * text result that is empty or only hands the task back (`isNonAnswer`) fails the attempt.
+   */
   agents?: { [id: string]: (task: string, context: PlanAgentContext) => Json | Promise<Json> };
   /** The run's execution id (default: the plan's name). */
   execution?: string;

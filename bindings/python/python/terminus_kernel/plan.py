@@ -96,7 +96,8 @@ async def run_plan(
     orchestrate``) to its report, the report ``terminus orchestrate --json`` prints.
 
     ``agents`` maps an agent id to your function ``(task, context) -> result`` (async or not):
-    it returns the agent's result (JSON) or raises (the attempt failed); it is cancelled at its
+    it returns the agent's result (JSON) or raises (the attempt failed); a text result that is
+    empty or only hands the task back (``is_non_answer``) fails the attempt; it is cancelled at its
     deadline and when the plan stops. Agents with a ``scenario`` run in process. ``progress`` is
     what ``on_progress`` was given by an earlier run of the same ``execution``: what completed
     does not run again, the breakers are as they were. ``journal`` (a SQLite file, created if
