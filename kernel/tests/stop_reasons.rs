@@ -282,6 +282,67 @@ fn a_declared_poller_waits_past_max_repeats_and_an_undeclared_tool_still_loops()
 }
 
 #[test]
+fn a_model_that_stops_polling_is_told_what_its_poller_said_last() {
+    // A small model on the eval's `poll` task polled two or three times, then wrote prose. The
+    // nudge quotes the poller's last result and says to call it again; the model does, the job
+    // is ready at the fourth call, and an answer quoting the report is an answer.
+    let poll = || call("job_status", json!({"job": "7"}));
+    let script = || {
+        Script::new(vec![
+            poll(),
+            poll(),
+            text("Please provide the specific response from the tools as instructed."),
+            poll(),
+            poll(),
+            done("The report says: ready: 4217 units were shipped."),
+        ])
+        .tool(job(4))
+    };
+    // Nobody answers this run (`autonomous`): a reply that hands the task back is no answer.
+    let autonomous = |policy: Policy| Policy {
+        autonomous: true,
+        ..policy
+    };
+    let run = drive(autonomous(pollers(10)), script());
+    assert!(
+        matches!(run.stop.outcome, Outcome::Complete(_)),
+        "{:?}",
+        run.stop.outcome
+    );
+    assert_eq!(
+        (run.stop.stats.polls, run.stop.stats.tool_calls),
+        (4, 4),
+        "{:?}",
+        run.rules()
+    );
+    assert_eq!(run.nudges.len(), 1);
+    let said = &run.nudges[0].text;
+    assert!(
+        said.contains(
+            "`job_status` may need several calls before its result is ready; its last result was: \
+             \"not ready, try again\". If that says it is not ready yet, call `job_status` again now."
+        ),
+        "{said}"
+    );
+    // Not declared, the same nudge says nothing of polling (and the third poll is a loop).
+    let run = drive(
+        autonomous(Policy::default()),
+        Script::new(vec![
+            poll(),
+            text("Please provide the specific response from the tools as instructed."),
+            done("4217 units were shipped."),
+        ])
+        .tool(job(4)),
+    );
+    assert_eq!(run.nudges.len(), 1);
+    assert!(
+        !run.nudges[0].text.contains("several calls"),
+        "{}",
+        run.nudges[0].text
+    );
+}
+
+#[test]
 fn a_loop_between_polls_is_still_a_loop() {
     // Polls are kept out of the repeat detector without breaking its windows: the same read
     // between polls repeats as if the polls were not there.

@@ -101,6 +101,9 @@ impl<'d, 'e> Cx<'d, 'e> {
             (Some(fingerprint), None) => desk.loops.push(fingerprint, policy.max_loop_period),
             (None, _) => desk.loops.break_window(),
         }
+        if !policy.pollers.is_empty() {
+            desk.remember_poller(policy, results);
+        }
         if batch.failed == 0 {
             // The common case (the batch summarizes these results): every call succeeded, and
             // no tool can be excluded.

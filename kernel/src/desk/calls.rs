@@ -2,7 +2,7 @@
 //! ([`Desk::run_calls`]), and as its results come back (failures, budgets and their resets,
 //! the todo list a `write_todos` call staged).
 
-use super::{Desk, Pending, Plan};
+use super::{Desk, POLLER_SAID_CHARS, Pending, Plan, PollerSaid};
 use crate::command::{Command, Notice, ToolBatch};
 use crate::event::{ToolCall, ToolOutcome, ToolResult};
 use crate::fingerprint::calls_fingerprint;
@@ -180,5 +180,30 @@ impl Desk {
         if let Some(pos) = self.staged_todos.iter().position(|(k, _)| *k == id) {
             self.todos = self.staged_todos.swap_remove(pos).1;
         }
+    }
+
+    /// Keeps the last successful result of a declared poller among `results` (the nudges quote
+    /// it: a model that stops polling is told what its poller said last).
+    pub(super) fn remember_poller(&mut self, policy: &Policy, results: &[ToolResult]) {
+        let latest = results.iter().rev().find_map(|r| match &r.outcome {
+            ToolOutcome::Ok(output)
+                if policy.pollers.iter().any(|p| p.as_str() == r.name.as_str()) =>
+            {
+                Some((r, output))
+            }
+            _ => None,
+        });
+        let Some((r, output)) = latest else {
+            return;
+        };
+        let text = match output.as_str() {
+            Some(text) => text.to_owned(),
+            None => output.to_string(),
+        };
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.poller_said = Some(Box::new(PollerSaid {
+            name: r.name.as_str().to_owned(),
+            result: text.chars().take(POLLER_SAID_CHARS).collect(),
+        }));
     }
 }

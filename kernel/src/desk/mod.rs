@@ -107,6 +107,20 @@ pub(crate) struct LastPoll {
     pub(crate) times: u32,
 }
 
+/// A declared poller's latest successful result (see [`Desk::poller_said`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PollerSaid {
+    /// The poller's name.
+    pub(crate) name: String,
+    /// Its result's text (a string result as it is, any other JSON written out), cut to
+    /// [`POLLER_SAID_CHARS`] characters.
+    pub(crate) result: String,
+}
+
+/// How much of a poller's result the nudges quote.
+pub(crate) const POLLER_SAID_CHARS: usize = 200;
+
 /// The desk (see the module documentation). The fields keep the order of the snapshot's JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,6 +144,11 @@ pub(crate) struct Desk {
     /// before the first poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_poll: Option<LastPoll>,
+    /// The latest successful result of a declared poller (`policy.pollers`), in any tool turn,
+    /// for the nudges: a model that stops polling is told what its poller said last. Absent
+    /// from the JSON form before the first such result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) poller_said: Option<Box<PollerSaid>>,
     /// The latest clock reading (ms since the run started); readings never go back.
     pub(crate) now_ms: u64,
     /// Events not accepted (counted, otherwise without effect).
@@ -190,6 +209,7 @@ impl Desk {
             pending: Pending::default(),
             loops: Loops::default(),
             last_poll: None,
+            poller_said: None,
             now_ms: 0,
             ignored: 0,
             last_no_op: NoOpKind::Silent,

@@ -36,11 +36,13 @@ impl Desk {
             // The kernel's own words only: the todos, the verifier's items and the names the
             // model wrote are the model's (an answer may well repeat them).
             let written = self.text_call.as_ref().map(|n| n.names.as_slice());
+            let polled = self.poller_said.as_ref().map(|p| &p.result);
             let model_words = nudge
                 .open_todos
                 .iter()
                 .chain(&nudge.missing_items)
-                .chain(written.unwrap_or_default());
+                .chain(written.unwrap_or_default())
+                .chain(polled);
             self.said.remember(&without(&nudge.text, model_words));
             self.out.push_back(Command::Nudge(Box::new(nudge)));
         }
@@ -277,6 +279,16 @@ impl Desk {
         });
         if let (NudgeKind::Continue(NoOpKind::TextCall), Some(note)) = (kind, &self.text_call) {
             text_call_guidance(&mut text, note);
+        }
+        // A model that stopped polling (a 1.5B model called its poller two or three times, then
+        // wrote prose): what the poller said last, and the way on.
+        if let Some(said) = &self.poller_said {
+            let name = &said.name;
+            text.push_str(&format!(
+                "\n`{name}` may need several calls before its result is ready; its last result \
+                 was: \"{}\". If that says it is not ready yet, call `{name}` again now.",
+                said.result
+            ));
         }
         if !open_todos.is_empty() {
             text.push_str("\nOpen todos: ");
