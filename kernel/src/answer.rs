@@ -19,8 +19,11 @@
 //!   proceed, you can use the following tools:") they hand back with it.
 //!   Nobody is there to answer in an autonomous run. A reply with one substantive sentence and a
 //!   closing ("The sum is 5555. Let me know if you need anything else!") is an answer.
+//! - **An imagined tool result** ([`crate::NoOpKind::ImaginedResult`], in every run): a reply
+//!   that is only `<tool_response>` blocks, a tool's answer written by the model itself
+//!   ([`imagined_result`]).
 //!
-//! Both are pure functions of the text (and of what the kernel said), the same in every host. A
+//! All are pure functions of the text (and of what the kernel said), the same in every host. A
 //! provider's refusal arrives with finish `content_filter` (the model adapters map the OpenAI
 //! `refusal` field and Anthropic's `refusal` stop reason onto it): a filtered no-op, never an
 //! answer.
@@ -534,6 +537,32 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The tag of a tool's answer in Hermes/Qwen chat templates.
+const RESULT_TAG: &str = "<tool_response>";
+/// Its end.
+const RESULT_END: &str = "</tool_response>";
+
+/// Whether `reply` is only a tool's result that the model wrote itself: one or more
+/// `<tool_response>` blocks (the tag the Hermes/Qwen chat templates give a tool's answer, the last
+/// one possibly unclosed) and nothing else but white space. A small model on a polling task
+/// answered `<tool_response>not ready, try again</tool_response>` after its poll, and that was
+/// once taken for its final answer. A call written before such a block is a written call
+/// ([`crate::textcall::find`]), and a reply with words of its own around a block is judged by
+/// those words.
+pub fn imagined_result(reply: &str) -> bool {
+    let mut rest = reply.trim();
+    if !rest.starts_with(RESULT_TAG) {
+        return false;
+    }
+    while let Some(after) = rest.strip_prefix(RESULT_TAG) {
+        match after.find(RESULT_END) {
+            Some(end) => rest = after[end + RESULT_END.len()..].trim_start(),
+            None => return true,
+        }
+    }
+    rest.is_empty()
+}
+
 /// Whether `text` is only courtesy: it has sentences, and every one is a courteous closing, an
 /// acknowledgement or an apology without content ("Let me know if you need anything else!"). A
 /// written tool call followed by such a line is still the call ([`crate::textcall::find`]).
@@ -617,6 +646,27 @@ mod tests {
             s.remember(t);
         }
         s
+    }
+
+    #[test]
+    fn a_tool_result_the_model_wrote_itself_is_no_answer() {
+        // As the eval's `poll` task received it (kernel trial 1, at a85580f).
+        assert!(imagined_result(
+            "<tool_response>not ready, try again</tool_response>"
+        ));
+        assert!(imagined_result(
+            "\n<tool_response>\nnot ready\n</tool_response>\n<tool_response>\nnot ready"
+        ));
+        assert!(imagined_result("<tool_response>"));
+        // Words of its own: judged by them.
+        assert!(!imagined_result(
+            "<tool_response>4217 units</tool_response>\nThe report says 4217 units were shipped."
+        ));
+        assert!(!imagined_result(
+            "The tool said: <tool_response>4217</tool_response>"
+        ));
+        assert!(!imagined_result("4217 units were shipped."));
+        assert!(!imagined_result(""));
     }
 
     #[test]

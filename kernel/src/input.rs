@@ -45,13 +45,21 @@ pub enum NoOpKind {
     /// understanding, tells the reader to act or closes courteously (see
     /// [`crate::answer::hands_back`]): nobody is there to answer, so it is not an answer.
     NonAnswer,
+    /// The reply is only a tool's result that the model wrote itself, in the tag its chat
+    /// template gives a tool's answer (`<tool_response>...</tool_response>`; see
+    /// [`crate::answer::imagined_result`]): no tool ran, so it reports nothing, and it is never
+    /// an answer (in any run, autonomous or not).
+    ImaginedResult,
 }
 
 impl NoOpKind {
-    /// Whether the turn had substantive text that is not an answer (an echo or a hand-back):
-    /// counted in `stats.non_answers`, never the run's result.
+    /// Whether the turn had substantive text that is not an answer (an echo, a hand-back, an
+    /// imagined tool result): counted in `stats.non_answers`, never the run's result.
     pub const fn is_non_answer(self) -> bool {
-        matches!(self, NoOpKind::Echo | NoOpKind::NonAnswer)
+        matches!(
+            self,
+            NoOpKind::Echo | NoOpKind::NonAnswer | NoOpKind::ImaginedResult
+        )
     }
 }
 

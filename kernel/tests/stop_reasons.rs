@@ -343,6 +343,43 @@ fn a_model_that_stops_polling_is_told_what_its_poller_said_last() {
 }
 
 #[test]
+fn a_tool_result_the_model_wrote_itself_is_never_the_answer() {
+    // The eval's `poll` task, kernel trial 1 at a85580f: one poll, then the model wrote the
+    // tool's answer itself, and that ended the run `complete`. Not autonomous: no reader takes
+    // an imagined result for an answer either.
+    let run = drive(
+        pollers(10),
+        Script::new(vec![
+            call("job_status", json!({"job": "7"})),
+            text("<tool_response>not ready, try again</tool_response>"),
+            call("job_status", json!({"job": "7"})),
+            done("4217 units were shipped."),
+        ])
+        .tool(job(2)),
+    );
+    assert!(
+        matches!(run.stop.outcome, Outcome::Complete(_)),
+        "{:?}",
+        run.stop.outcome
+    );
+    assert_eq!(run.stop.result.as_deref(), Some("4217 units were shipped."));
+    assert_eq!(run.stop.stats.non_answers, 1);
+    assert_eq!(run.nudges.len(), 1);
+    assert_eq!(
+        run.nudges[0].kind,
+        terminus_kernel::NudgeKind::Continue(terminus_kernel::NoOpKind::ImaginedResult)
+    );
+    assert!(
+        run.nudges[0]
+            .text
+            .starts_with("Your last reply wrote a tool's result itself: no tool ran"),
+        "{}",
+        run.nudges[0].text
+    );
+    assert!(run.rules().contains(&"non_answer"), "{:?}", run.rules());
+}
+
+#[test]
 fn a_loop_between_polls_is_still_a_loop() {
     // Polls are kept out of the repeat detector without breaking its windows: the same read
     // between polls repeats as if the polls were not there.

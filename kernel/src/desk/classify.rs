@@ -141,6 +141,9 @@ impl Desk {
                 (_, Some(true)) => TurnKind::NoOp(NoOpKind::NeedsMoreWork),
                 // What a final answer is: never the kernel's own words, never (when nobody is
                 // there to answer) a reply that only hands the task back.
+                _ if answer::imagined_result(&turn.text) => {
+                    TurnKind::NoOp(NoOpKind::ImaginedResult)
+                }
                 _ if self.said.echoed_by(&turn.text) => TurnKind::NoOp(NoOpKind::Echo),
                 _ if policy.autonomous && answer::hands_back(&turn.text, &self.said) => {
                     TurnKind::NoOp(NoOpKind::NonAnswer)

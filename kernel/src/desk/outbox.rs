@@ -272,6 +272,10 @@ impl Desk {
             NudgeKind::Continue(NoOpKind::Echo) => {
                 "Your last reply repeated these instructions instead of doing the task."
             }
+            NudgeKind::Continue(NoOpKind::ImaginedResult) => {
+                "Your last reply wrote a tool's result itself: no tool ran, and a result only a \
+                 tool can give does not do the task."
+            }
             NudgeKind::Continue(NoOpKind::NonAnswer) => {
                 "Nobody will read or answer questions in this run: asking, apologising or \
                  telling someone else to act does not do the task."

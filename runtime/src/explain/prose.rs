@@ -287,8 +287,9 @@ fn no_progress(e: &Explanation, policy: &Policy, at: u32, open_sentence: &str) -
     if !last.is_empty() && last.iter().all(|k| k.is_non_answer()) {
         return format!(
             "The model made no progress {n} turns in a row (max_no_ops {n}): each reply was not \
-             an answer: it repeated the kernel's own guidance, or (autonomous: true) only asked \
-             for more, apologised for not understanding or told someone else to act, so none \
+             an answer: it repeated the kernel's own guidance, wrote a tool's result itself \
+             (<tool_response>) or (autonomous: true) only asked for more, apologised for not \
+             understanding or told someone else to act, so none \
              could be taken for the task's result; the run stopped at step {at}.{open_sentence} \
              A model that answers guidance with guidance needs a clearer task or system prompt; \
              a conversational agent that may end with a question should not set autonomous."
