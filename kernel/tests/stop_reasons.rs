@@ -316,14 +316,44 @@ fn a_model_that_stops_polling_is_told_what_its_poller_said_last() {
         run.rules()
     );
     assert_eq!(run.nudges.len(), 1);
+    // Two polls, the same result: the wait goes on, and the way on is the poller, said last.
     let said = &run.nudges[0].text;
     assert!(
         said.contains(
-            "`job_status` may need several calls before its result is ready; its last result was: \
-             \"not ready, try again\". If that says it is not ready yet, call `job_status` again now."
+            "\n`job_status` gave the same result 2 times in a row: \"not ready, try again\". \
+             What it waits for is not done yet."
         ),
         "{said}"
     );
+    assert!(
+        said.ends_with(
+            "\nContinue: call `job_status` again now; reply with your final answer only when the \
+             task is done."
+        ),
+        "{said}"
+    );
+    // One poll: its result is quoted, and what to do if it is not ready.
+    let run = drive(
+        autonomous(pollers(10)),
+        Script::new(vec![
+            poll(),
+            text("Please provide the specific response from the tools as instructed."),
+            poll(),
+            done("4217 units were shipped."),
+        ])
+        .tool(job(2)),
+    );
+    assert!(matches!(run.stop.outcome, Outcome::Complete(_)));
+    let said = &run.nudges[0].text;
+    assert!(
+        said.contains(
+            "\n`job_status` may need several calls before its result is ready; its last result \
+             was: \"not ready, try again\". If that says it is not ready yet, call `job_status` \
+             again now."
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("Continue: call `job_status`"), "{said}");
     // Not declared, the same nudge says nothing of polling (and the third poll is a loop).
     let run = drive(
         autonomous(Policy::default()),

@@ -102,7 +102,7 @@ impl<'d, 'e> Cx<'d, 'e> {
             (None, _) => desk.loops.break_window(),
         }
         if !policy.pollers.is_empty() {
-            desk.remember_poller(policy, results);
+            desk.remember_poller(policy, results, poll.unwrap_or(0));
         }
         if batch.failed == 0 {
             // The common case (the batch summarizes these results): every call succeeded, and

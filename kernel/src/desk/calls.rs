@@ -182,9 +182,10 @@ impl Desk {
         }
     }
 
-    /// Keeps the last successful result of a declared poller among `results` (the nudges quote
-    /// it: a model that stops polling is told what its poller said last).
-    pub(super) fn remember_poller(&mut self, policy: &Policy, results: &[ToolResult]) {
+    /// Keeps the last successful result of a declared poller among `results`, with `polls`, the
+    /// poll streak these results make (the nudges quote it: a model that stops polling is told
+    /// what its poller said last). A tool turn without a poller ends the streak the nudges see.
+    pub(super) fn remember_poller(&mut self, policy: &Policy, results: &[ToolResult], polls: u32) {
         let latest = results.iter().rev().find_map(|r| match &r.outcome {
             ToolOutcome::Ok(output)
                 if policy.pollers.iter().any(|p| p.as_str() == r.name.as_str()) =>
@@ -194,6 +195,9 @@ impl Desk {
             _ => None,
         });
         let Some((r, output)) = latest else {
+            if let Some(said) = &mut self.poller_said {
+                said.same = 0;
+            }
             return;
         };
         let text = match output.as_str() {
@@ -204,6 +208,7 @@ impl Desk {
         self.poller_said = Some(Box::new(PollerSaid {
             name: r.name.as_str().to_owned(),
             result: text.chars().take(POLLER_SAID_CHARS).collect(),
+            same: polls,
         }));
     }
 }

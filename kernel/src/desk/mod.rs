@@ -116,6 +116,11 @@ pub(crate) struct PollerSaid {
     /// Its result's text (a string result as it is, any other JSON written out), cut to
     /// [`POLLER_SAID_CHARS`] characters.
     pub(crate) result: String,
+    /// How many polls in a row had got the same results when it came (the poll streak, 0 when
+    /// it came in a turn that was not a poll); set to 0 by a later tool turn without a poller.
+    /// From 2 on, what the poller waits for is still going on: the nudge says to poll again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) same: u32,
 }
 
 /// How much of a poller's result the nudges quote.

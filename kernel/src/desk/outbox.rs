@@ -285,14 +285,25 @@ impl Desk {
             text_call_guidance(&mut text, note);
         }
         // A model that stopped polling (a 1.5B model called its poller two or three times, then
-        // wrote prose): what the poller said last, and the way on.
+        // wrote prose): what the poller said last, and the way on. The same result twice in a
+        // row or more is a wait still going on: then the way on is the poller, said last.
+        let waiting = self.poller_said.as_ref().filter(|said| said.same >= 2);
         if let Some(said) = &self.poller_said {
             let name = &said.name;
-            text.push_str(&format!(
-                "\n`{name}` may need several calls before its result is ready; its last result \
-                 was: \"{}\". If that says it is not ready yet, call `{name}` again now.",
-                said.result
-            ));
+            text.push_str(&if said.same >= 2 {
+                format!(
+                    "\n`{name}` gave the same result {} times in a row: \"{}\". What it waits \
+                     for is not done yet.",
+                    said.same, said.result
+                )
+            } else {
+                format!(
+                    "\n`{name}` may need several calls before its result is ready; its last \
+                     result was: \"{}\". If that says it is not ready yet, call `{name}` again \
+                     now.",
+                    said.result
+                )
+            });
         }
         if !open_todos.is_empty() {
             text.push_str("\nOpen todos: ");
@@ -314,21 +325,29 @@ impl Desk {
             text.push_str(&missing_items.join("; "));
             text.push('.');
         }
-        text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
-            (true, true) => {
-                "\nContinue: if part of the task is left, do it with your tools; if nothing is \
-                 left to do, write your final answer now: the result the task asked for, in your \
-                 own words."
-            }
-            (false, _) => {
-                "\nContinue: call that tool now; reply with your final answer only when that \
-                 is done."
-            }
-            (true, false) => {
-                "\nContinue: work on the open todos with your tools (mark each completed with \
-                 write_todos); reply with your final answer only when they are done."
-            }
-        });
+        if let Some(said) = waiting {
+            text.push_str(&format!(
+                "\nContinue: call `{}` again now; reply with your final answer only when the \
+                 task is done.",
+                said.name
+            ));
+        } else {
+            text.push_str(match (missing_tools.is_empty(), open_todos.is_empty()) {
+                (true, true) => {
+                    "\nContinue: if part of the task is left, do it with your tools; if nothing \
+                     is left to do, write your final answer now: the result the task asked for, \
+                     in your own words."
+                }
+                (false, _) => {
+                    "\nContinue: call that tool now; reply with your final answer only when \
+                     that is done."
+                }
+                (true, false) => {
+                    "\nContinue: work on the open todos with your tools (mark each completed \
+                     with write_todos); reply with your final answer only when they are done."
+                }
+            });
+        }
         Nudge {
             kind,
             text,
