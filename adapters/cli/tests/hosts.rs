@@ -702,7 +702,7 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
     );
 }
 
-/// The twenty-nine replies the real model's `complete` runs ended on (`spec/eval/non-answers`: the
+/// The thirty replies the real model's `complete` runs ended on (`spec/eval/non-answers`: the
 /// scenarios of `terminus eval`'s kernel trials, recorded with Qwen2.5-Coder-1.5B): the nine of
 /// the first recordings, before the kernel knew what a final answer is (apologies asking for more
 /// information, paraphrases of the continuation guidance), and the seven the second recordings
@@ -718,7 +718,9 @@ async fn the_real_models_recorded_replies_through_the_core_give_terminus_runs_re
 /// have the context to understand what part of the task you are referring to..."), and the one
 /// after them ("The task is incomplete and requires further steps or inputs to proceed."), and
 /// "Thank you for informing me. I will now proceed to fetch the quarterly report...", and "To
-/// proceed, you can use the following tools:" with a list of them, each taken for the result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
+/// proceed, you can use the following tools:" with a list of them, and
+/// `<tool_response>not ready, try again</tool_response>` (a tool's result the model wrote
+/// itself), each taken for the result. Under `autonomous` (a run nobody answers), with the model giving the same reply again
 /// and again, none is accepted: the run ends `no_progress` with the replies counted as
 /// non-answers and none of them as its result, through `terminus run` and through the host core
 /// in every shape.
@@ -756,5 +758,5 @@ async fn the_recorded_non_answers_are_refused_in_every_host() {
         check_every_shape(&name, &scenario, &file).await;
         refused += 1;
     }
-    assert_eq!(refused, 29, "the twenty-nine recorded non-answers");
+    assert_eq!(refused, 30, "the thirty recorded non-answers");
 }

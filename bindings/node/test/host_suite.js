@@ -48,13 +48,13 @@ const recordings = () => {
 };
 
 /**
- * The twenty-nine replies the real model's `complete` runs once ended on (`spec/eval/non-answers`), each
+ * The thirty replies the real model's `complete` runs once ended on (`spec/eval/non-answers`), each
  * in a run nobody answers (`autonomous`) with the model giving the same reply again and again.
  */
 const nonAnswers = () => {
   const root = join(REPO, 'spec', 'eval', 'non-answers');
   const files = readdirSync(root).filter((f) => f.endsWith('.json')).sort();
-  assert.equal(files.length, 29, 'the twenty-nine recorded non-answers');
+  assert.equal(files.length, 30, 'the thirty recorded non-answers');
   return files.map((f) => {
     const scenario = JSON.parse(readFileSync(join(root, f), 'utf8'));
     scenario.policy.autonomous = true;

@@ -258,13 +258,13 @@ def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_r
 
 
 NON_ANSWERS = sorted((REPO / "spec" / "eval" / "non-answers").glob("*.json"))
-"""The twenty-nine replies the real model's ``complete`` runs once ended on (an apology asking for more
+"""The thirty replies the real model's ``complete`` runs once ended on (an apology asking for more
 information, a paraphrase of the kernel's guidance, the guidance's words as an identifier), each
 taken for the result before the kernel knew it for a non-answer."""
 
 
-def test_the_twenty_nine_recorded_non_answers_are_here() -> None:
-    assert len(NON_ANSWERS) == 29
+def test_the_thirty_recorded_non_answers_are_here() -> None:
+    assert len(NON_ANSWERS) == 30
 
 
 @pytest.mark.parametrize("recording", NON_ANSWERS, ids=lambda p: p.stem)
