@@ -8,8 +8,9 @@
 //! | `layer` | a `Layer` (middleware around every model, tool and verifier call): a guard that refuses a tool without calling it, a log outside it | none |
 //! | `mcp_tools` | an MCP server's tools over stdio, one declared a poller: the client calls it again while it says "not ready", the model makes one call | none (`python3`) |
 //! | `plan` | a multi-agent plan of scripted agents, run in process | none |
+//! | `store` | a run that dies half-way, resumed from its SQLite journal (no model answer asked again, no tool run twice), and the journal read through the `Store` port: executions, records page by page, the report | none |
 //!
-//! CI builds all of them and runs the five offline ones (`.ci/run`).
+//! CI builds all of them and runs the six offline ones (`.ci/run`).
 
 use async_trait::async_trait;
 use std::sync::Mutex;
