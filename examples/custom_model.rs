@@ -22,14 +22,7 @@ struct Add {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let journal = dir.path().join("journal.db");
-    let store = terminus_store::open(
-        &journal.to_string_lossy(),
-        terminus_store::Durability::Process,
-    )
-    .await
-    .expect("the journal opens");
+    let (_dir, store) = terminus_examples::temp_journal().await;
     let model = Arc::new(Scripted::watching(
         vec![
             ModelTurn {

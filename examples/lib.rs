@@ -13,9 +13,22 @@
 //! CI builds all of them and runs the six offline ones (`.ci/run`).
 
 use async_trait::async_trait;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use terminus_kernel::ModelTurn;
-use terminus_runtime::{Model, ModelError, ModelRequest};
+use terminus_runtime::{Model, ModelError, ModelRequest, Store};
+
+/// A SQLite journal in a new temporary directory, which lives as long as the returned handle.
+pub async fn temp_journal() -> (tempfile::TempDir, Arc<dyn Store>) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let journal = dir.path().join("journal.db");
+    let store = terminus_store::open(
+        &journal.to_string_lossy(),
+        terminus_store::Durability::Process,
+    )
+    .await
+    .expect("the journal opens");
+    (dir, store)
+}
 
 /// The examples' model: it answers from a script, one turn a call (an empty turn once the script
 /// is spent), and shows each request to `watch` (the examples print from it). In a host, this is

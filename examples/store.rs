@@ -59,14 +59,7 @@ impl Model for DiesAfterOne {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let journal = dir.path().join("journal.db");
-    let store = terminus_store::open(
-        &journal.to_string_lossy(),
-        terminus_store::Durability::Process,
-    )
-    .await
-    .expect("the journal opens");
+    let (_dir, store) = terminus_examples::temp_journal().await;
     let task = "Stamp page a, then page b, then say what was stamped.";
 
     // The first process: one tool turn, then it dies before the model's second answer.
