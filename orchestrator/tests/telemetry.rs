@@ -541,7 +541,14 @@ fn a_resumed_plan_times_each_agent_from_its_first_start() {
         .collect();
     assert!(resumed.contains(&Some("false".into())), "{resumed:?}");
     assert!(resumed.contains(&Some("true".into())), "{resumed:?}");
-    for run in spans.iter().filter(|s| s.name == "invoke_agent fetch") {
+    let runs: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent fetch")
+        .collect();
+    // One run of `fetch` a process: the first, killed, and the retry after the resume.
+    assert_eq!(runs.len(), 2, "{}", render(&spans));
+    let mut executions = Vec::new();
+    for run in runs {
         let parent = plans
             .iter()
             .find(|p| p.span_context.span_id() == run.parent_span_id)
@@ -553,7 +560,13 @@ fn a_resumed_plan_times_each_agent_from_its_first_start() {
             "r1/fetch/1"
         };
         assert_eq!(execution.as_deref(), Some(expected));
+        executions.push(execution);
     }
+    executions.sort();
+    assert_eq!(
+        executions,
+        [Some("r1/fetch/1".to_owned()), Some("r1/fetch/2".to_owned())]
+    );
     let second = plans
         .iter()
         .find(|s| attribute(s, semconv::TERMINUS_RESUMED).as_deref() == Some("true"))

@@ -42,9 +42,11 @@ const recordings = () => {
   const root = join(REPO, 'spec', 'eval', 'recordings');
   const under = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? under(join(dir, e.name)) : [join(dir, e.name)]));
   // Each trial's file (`TASK/CONDITION/N.json`; not the folder's manifest), with its run's scenario.
-  return under(root).filter((f) => /\/\d+\.json$/.test(f)).sort()
+  const found = under(root).filter((f) => /\/\d+\.json$/.test(f)).sort()
     .map((f) => [f.slice(root.length + 1), JSON.parse(readFileSync(f, 'utf8')).scenario])
     .filter(([, scenario]) => scenario !== undefined);
+  assert.ok(found.length >= 30, `${found.length} recordings`);
+  return found;
 };
 
 /**

@@ -247,6 +247,10 @@ RECORDINGS = sorted(
 tool calls written in the text, cut and repeated replies), each with its scenario."""
 
 
+def test_the_recordings_are_here() -> None:
+    assert len(RECORDINGS) >= 30, RECORDINGS
+
+
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: "/".join(p.parts[-3:]))
 def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_report(
     recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

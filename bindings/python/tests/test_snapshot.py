@@ -33,7 +33,7 @@ def test_restore_at_every_step_gives_the_same_path(path: Path) -> None:
 
     straight = drive(scenario)
     resumed = drive(scenario, between=through_a_snapshot)
-    assert restored == straight.report["steps"] or restored > 0
+    assert restored >= straight.report["steps"]
     assert resumed.path == straight.path
     assert resumed.report == straight.report
     assert resumed.machine.explain() == straight.machine.explain()
