@@ -4,12 +4,12 @@
 //! Shared storage holds the policy, the monotone [`Stats`] and the [`Streaks`]; the context is a
 //! [`Cx`]: the desk and the event being dispatched (borrowed), through which each state handler
 //! commits the accepted event and pushes the finished commands of its transition. Every accepted input is one step (see [`Core::step`]); every bound
-//! comes from the table in [`crate::limits`]; every non-terminal step strictly decreases
+//! comes from the table in [`crate::catalog`]; every non-terminal step strictly decreases
 //! [`Core::variant`] (checked by the machine after each step and by the model check).
 
 #![allow(missing_docs)] // the statig macro generates `State`/`Superstate` items
 
-use crate::catalog::{self as limits, Limit, Spend};
+use crate::catalog::{self, Limit, Spend};
 use crate::command::Notice;
 use crate::desk::{Cx, Plan};
 use crate::input::{Batch, ErrorClass, Gate, Input, TurnKind};
@@ -262,8 +262,8 @@ impl Core {
                     // Every call refused, some by a budget: each is answered with its budget's
                     // text and the run goes on, for `max_blocked_turns` turns in a row.
                     self.streaks.blocked_turns = self.streaks.blocked_turns.saturating_add(1);
-                    if self.reached(&limits::BLOCKED_TURNS) {
-                        return self.stop_at(cx, &limits::BLOCKED_TURNS);
+                    if self.reached(&catalog::BLOCKED_TURNS) {
+                        return self.stop_at(cx, &catalog::BLOCKED_TURNS);
                     }
                 } else {
                     self.streaks.blocked_turns = 0;
@@ -293,8 +293,8 @@ impl Core {
                 // Rule 6: an empty reply is an error, retried with backoff, never an answer.
                 self.stats.empty_responses += 1;
                 self.streaks.empty_responses += 1;
-                if self.reached(&limits::EMPTY_RESPONSES) {
-                    return self.stop_at(cx, &limits::EMPTY_RESPONSES);
+                if self.reached(&catalog::EMPTY_RESPONSES) {
+                    return self.stop_at(cx, &catalog::EMPTY_RESPONSES);
                 }
                 let call = CallReason::Retry {
                     attempt: self.streaks.empty_responses,
@@ -309,8 +309,8 @@ impl Core {
                 }
                 self.streaks.no_ops += 1;
                 self.streaks.empty_responses = 0;
-                if self.reached(&limits::NO_OPS) {
-                    return self.stop_at(cx, &limits::NO_OPS);
+                if self.reached(&catalog::NO_OPS) {
+                    return self.stop_at(cx, &catalog::NO_OPS);
                 }
                 cx.note_no_op(no_op);
                 let rule = if no_op.is_non_answer() {
@@ -331,9 +331,9 @@ impl Core {
     fn on_claim(&mut self, cx: &mut Cx<'_, '_>, explicit: bool, gate: Gate) -> Out {
         if gate.refuses() {
             // Rule 5: a claim with open todos or required tools not yet run is refused.
-            if self.reached(&limits::NUDGES) {
+            if self.reached(&catalog::NUDGES) {
                 Self::preempt(cx, Preempted::NUDGE);
-                return self.stop_at(cx, &limits::NUDGES);
+                return self.stop_at(cx, &catalog::NUDGES);
             }
             return self.call_model(cx, Rule::ClaimRefused, State::nudged(), CallReason::Nudge);
         }
@@ -356,8 +356,8 @@ impl Core {
         match class {
             ErrorClass::Retryable { retry_after_ms } => {
                 self.streaks.model_retries += 1;
-                if self.reached(&limits::MODEL_RETRIES) {
-                    return self.stop_at(cx, &limits::MODEL_RETRIES);
+                if self.reached(&catalog::MODEL_RETRIES) {
+                    return self.stop_at(cx, &catalog::MODEL_RETRIES);
                 }
                 let call = CallReason::Retry {
                     attempt: self.streaks.model_retries,
@@ -387,8 +387,8 @@ impl Core {
         if batch.all_failed {
             self.stats.failed_tool_turns += 1;
             self.streaks.failed_tool_turns += 1;
-            if self.reached(&limits::FAILED_TOOL_TURNS) {
-                return self.stop_at(cx, &limits::FAILED_TOOL_TURNS);
+            if self.reached(&catalog::FAILED_TOOL_TURNS) {
+                return self.stop_at(cx, &catalog::FAILED_TOOL_TURNS);
             }
         } else {
             self.streaks.failed_tool_turns = 0;
@@ -398,8 +398,8 @@ impl Core {
         if batch.polls > 0 {
             self.stats.polls += 1;
             self.streaks.polls = batch.polls;
-            if self.reached(&limits::POLLS) {
-                return self.stop_at(cx, &limits::POLLS);
+            if self.reached(&catalog::POLLS) {
+                return self.stop_at(cx, &catalog::POLLS);
             }
             return self.results_back(cx, excluded, None, batch.checkpoint);
         }
@@ -408,8 +408,8 @@ impl Core {
         self.streaks.repeats = batch.repeats;
         if batch.repeats > 1 {
             self.stats.repeats += 1;
-            if self.reached(&limits::REPEATS) {
-                return self.stop_at(cx, &limits::REPEATS);
+            if self.reached(&catalog::REPEATS) {
+                return self.stop_at(cx, &catalog::REPEATS);
             }
         }
         self.results_back(
@@ -479,8 +479,8 @@ impl Core {
         }
         // Rule 3: every verification failure counts, and they have a hard limit.
         self.stats.verification_failures += 1;
-        if self.reached(&limits::VERIFICATION_FAILURES) {
-            let outcome = limits::VERIFICATION_FAILURES.outcome(&self.policy);
+        if self.reached(&catalog::VERIFICATION_FAILURES) {
+            let outcome = catalog::VERIFICATION_FAILURES.outcome(&self.policy);
             let rule = match outcome {
                 Outcome::Complete(_) => Rule::VerificationLimitForced,
                 Outcome::Aborted(_) => Rule::VerificationLimitAbort,
@@ -517,7 +517,7 @@ impl Core {
         self.stop(cx, limit.rule, limit.outcome(&self.policy))
     }
 
-    /// The run-wide budgets ([`limits::BUDGETS`]), checked in order before every non-terminal
+    /// The run-wide budgets ([`catalog::BUDGETS`]), checked in order before every non-terminal
     /// step with what it is about to spend: `Some` is the step that stops the run, or makes the
     /// one final-answer call the policy allows, instead.
     // Inlined: the check is a few comparisons on every step; what a spent budget does is not.
@@ -527,15 +527,15 @@ impl Core {
         // time and inlined (a loop over the rows calls them through pointers).
         macro_rules! check {
             ($($i:literal)*) => {$(
-                if $i < limits::BUDGETS.len() {
-                    let budget = limits::BUDGETS[$i % limits::BUDGETS.len()];
+                if $i < catalog::BUDGETS.len() {
+                    let budget = catalog::BUDGETS[$i % catalog::BUDGETS.len()];
                     if budget.stops(&self.policy, &self.stats, &self.streaks, spend) {
                         return Some(self.spend(cx, budget));
                     }
                 }
             )*};
         }
-        const _: () = assert!(limits::BUDGETS.len() <= 6, "unroll `budgets` further");
+        const _: () = assert!(catalog::BUDGETS.len() <= 6, "unroll `budgets` further");
         check!(0 1 2 3 4 5);
         None
     }
@@ -643,9 +643,9 @@ impl Core {
                 target,
                 reason,
             } => {
-                if rule == Rule::ClaimRefused && self.reached(&limits::NUDGES) {
+                if rule == Rule::ClaimRefused && self.reached(&catalog::NUDGES) {
                     Self::preempt(cx, Preempted::NUDGE);
-                    return self.stop_at(cx, &limits::NUDGES);
+                    return self.stop_at(cx, &catalog::NUDGES);
                 }
                 let target = match target {
                     Phase::Exploring => State::exploring(None),

@@ -3,10 +3,10 @@
 //! runtime's simulation run it after every event (through `testing::check_machine`), so a check
 //! here fails the same way everywhere.
 //!
-//! The bounds come from the table in [`crate::limits`]: a live run is below every limit (the step
+//! The bounds come from the table in [`crate::catalog`]: a live run is below every limit (the step
 //! that reaches a limit ends the run), an ended one at most at its bound.
 
-use crate::catalog as limits;
+use crate::catalog;
 use crate::command::Command;
 use crate::core::{Core, State};
 use crate::desk::Desk;
@@ -22,7 +22,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     let finalizing = state.finalizing();
     // The one final-answer call: only under `final_answer_on_budget`, for a spent budget.
     if let Some(budget) = finalizing {
-        let spent = limits::ALL.iter().any(|l| {
+        let spent = catalog::ALL.iter().any(|l| {
             l.final_answer
                 && l.outcome(p) == Outcome::Aborted(budget)
                 && l.spent_before_final(p, s, k)
@@ -33,7 +33,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
             ));
         }
     }
-    for limit in &limits::ALL {
+    for limit in &catalog::ALL {
         let count = limit.count(s, k);
         let max = if phase.is_terminal() {
             limit.bound(p)
@@ -135,7 +135,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
     // A pre-empted step is kept only by a run a raisable budget stopped.
     if desk.preempted.is_some() {
         let raisable = state.outcome().is_some_and(|outcome| {
-            limits::RAISABLE
+            catalog::RAISABLE
                 .iter()
                 .any(|l| l.outcome(p) == outcome && l.value(p).is_some())
         });
@@ -164,7 +164,7 @@ pub(crate) fn check(state: &State, core: &Core, desk: &Desk) -> Result<(), Strin
 fn check_reason(outcome: Outcome, core: &Core) -> Result<(), String> {
     let (p, s, k) = (&core.policy, &core.stats, &core.streaks);
     let fired = |reason: Outcome| {
-        limits::ALL
+        catalog::ALL
             .iter()
             .any(|l| l.outcome(p) == reason && l.ended(p, s, k))
     };

@@ -128,9 +128,6 @@ mod tool_budget;
 mod validate;
 
 pub use crate::backoff::backoff_ms;
-/// The table of limits, under its older name: [`catalog`] holds it with the rest of the stop
-/// catalog.
-pub use crate::catalog as limits;
 pub use crate::command::{
     BudgetWarning, CHECKPOINT_NOTE_START, CheckpointRequest, Command, ModelCall, Notice, Nudge,
     NudgeKind, Stop, ToolBatch, VerifyRequest,

@@ -1,7 +1,7 @@
 //! `policy.budget_scale`: budgets scaled to the task's size, within their hard bounds.
 
 use proptest::prelude::*;
-use terminus_kernel::{Policy, PolicyError, ScaleError, limits};
+use terminus_kernel::{Policy, PolicyError, ScaleError, catalog};
 
 /// A policy that scales steps and model calls, from JSON as a host writes it.
 fn scaling(json: &str) -> Result<Policy, String> {
@@ -140,9 +140,9 @@ fn bad_scales_name_the_field() {
 
 #[test]
 fn the_budgets_a_step_spends_scale_and_can_be_raised_and_no_other_limit_scales() {
-    let scalable: Vec<&str> = limits::ALL
+    let scalable: Vec<&str> = catalog::ALL
         .iter()
-        .filter(|l| limits::scalable(l.field).is_some())
+        .filter(|l| catalog::scalable(l.field).is_some())
         .map(|l| l.field)
         .collect();
     assert_eq!(
@@ -155,7 +155,7 @@ fn the_budgets_a_step_spends_scale_and_can_be_raised_and_no_other_limit_scales()
         ]
     );
     for field in scalable {
-        let limit = limits::scalable(field).expect("listed");
+        let limit = catalog::scalable(field).expect("listed");
         assert!(limit.raisable, "{field} scales but cannot be raised");
     }
 }

@@ -299,7 +299,7 @@ fn budget_marks(commands: &[Command]) -> Vec<BudgetMarks> {
 /// The refusal of a call at `block_at`.
 fn soft_block(at: u32) -> Exclusion {
     Exclusion::Budget(terminus_kernel::Block::bound(
-        &terminus_kernel::limits::BLOCK_AT,
+        &terminus_kernel::catalog::BLOCK_AT,
         at,
     ))
 }
@@ -782,7 +782,7 @@ fn a_hard_block_outlasts_the_checkpoint_that_lifts_the_soft_one() {
     );
     let hard = |at| {
         Exclusion::Budget(terminus_kernel::Block::bound(
-            &terminus_kernel::limits::HARD_BLOCK_AT,
+            &terminus_kernel::catalog::HARD_BLOCK_AT,
             at,
         ))
     };

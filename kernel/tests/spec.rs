@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use terminus_kernel::testing::{Edge, Exploration, Observed, alphabet, explore};
-use terminus_kernel::{OnUnrecoverable, OnVerificationLimit, Phase, Policy, Rule, limits};
+use terminus_kernel::{OnUnrecoverable, OnVerificationLimit, Phase, Policy, Rule, catalog};
 
 /// The sampled policies: every combination of the five switches, once with every occurrence limit
 /// at 2 and once at the smallest value it may take (1; `max_repeats` 2; `max_nudges` and
@@ -148,12 +148,12 @@ fn limits_table() -> String {
     let mut s = String::from(
         "| policy field | counter | meets the limit | least value | rule | stop reason (default policy) |\n|---|---|---|---|---|---|\n",
     );
-    for l in limits::ALL {
+    for l in catalog::ALL {
         let meets = match l.meets {
-            limits::Meets::Reaches => "the N-th occurrence stops",
-            limits::Meets::Exceeds => "N are allowed, one more stops",
-            limits::Meets::Spent => "N may be spent, the next one wanted stops",
-            limits::Meets::Crosses => "stops once reached (may be passed by one event)",
+            catalog::Meets::Reaches => "the N-th occurrence stops",
+            catalog::Meets::Exceeds => "N are allowed, one more stops",
+            catalog::Meets::Spent => "N may be spent, the next one wanted stops",
+            catalog::Meets::Crosses => "stops once reached (may be passed by one event)",
         };
         let _ = writeln!(
             s,
@@ -168,7 +168,7 @@ fn limits_table() -> String {
     s.push_str(
         "\nThe per-tool bounds of a tool's budget (`tool_budgets.NAME`): from the bound, a call is refused, answered with the budget's text, and the run goes on.\n\n| field | counts | lifted |\n|---|---|---|\n",
     );
-    for b in limits::TOOL_BOUNDS {
+    for b in catalog::TOOL_BOUNDS {
         let lifted = if b.resets {
             "by a successful call of a tool in `reset_on`"
         } else {
@@ -176,7 +176,7 @@ fn limits_table() -> String {
         };
         let _ = writeln!(s, "| `{}` | {} | {lifted} |", b.field, b.counts());
     }
-    let t = limits::TIER_BLOCK_AT;
+    let t = catalog::TIER_BLOCK_AT;
     let _ = writeln!(s, "| `{}` | {} | {} |", t.field, t.counts, t.lifted);
     s
 }

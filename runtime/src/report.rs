@@ -127,7 +127,7 @@ impl ScaleReport {
             .filter_map(|field| {
                 let value = match field.strip_prefix("tool_budgets.") {
                     Some(tool) => thresholds(policy.tool_budgets.get(tool)?),
-                    None => terminus_kernel::limits::scalable(field)?
+                    None => terminus_kernel::catalog::scalable(field)?
                         .value(policy)?
                         .into(),
                 };
