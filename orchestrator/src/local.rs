@@ -23,6 +23,11 @@
 //!   [`LocalPlan::take_changes`] gives) before going on;
 //! - `{"act": "event", "kind", "agent", "line"}`: a progress line (the command line's);
 //! - `{"act": "done", "report"}`: the plan's report, as `terminus orchestrate --json` prints it.
+//!
+//! Its telemetry is `terminus orchestrate`'s, through the same `tracing` and `metrics` facades:
+//! the plan span (`plan NAME`, made at the first act, ended with the report), the plan's events
+//! on it (retries, breaker openings, skips, degradations) and its metrics, `plan_ended`
+//! included. A plan restored after its end runs nothing and counts nothing again.
 
 use crate::breaker::Breaker;
 use crate::conduct::{Act, AgentCell, Attempted, Begin, Conductor, PlanCell, agent_key, plan_key};
@@ -31,10 +36,12 @@ use crate::plan::{Plan, Program};
 use crate::report::PlanEvent;
 use crate::run::{Cells, Launch, breaker_key, report_key};
 use crate::schedule::Usage;
+use crate::{meters, spans};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use terminus_runtime::{KillSwitch, MemoryStore, Report, RuntimeConfig, Store};
+use tracing::Span;
 
 /// A plan run whose breakers and progress are in memory (see the module docs).
 #[derive(Debug)]
@@ -50,6 +57,10 @@ pub struct LocalPlan {
     running: HashMap<usize, Begin>,
     /// The kill switches of the scenario attempts handed out ([`LocalPlan::scenario_launch`]).
     kills: HashMap<usize, KillSwitch>,
+    /// The plan span, from the first act to the report (`None` before and after).
+    span: Option<Span>,
+    /// The plan had started before this process went on ([`LocalPlan::restore`]).
+    resumed: bool,
 }
 
 impl LocalPlan {
@@ -65,6 +76,8 @@ impl LocalPlan {
             breakers: HashMap::new(),
             running: HashMap::new(),
             kills: HashMap::new(),
+            span: None,
+            resumed: false,
         }
     }
 
@@ -107,6 +120,7 @@ impl LocalPlan {
             }
         }
         let ended = cells.get(&report_key(execution)).cloned();
+        let resumed = plan_cell.is_some();
         let mut conductor = Conductor::restore(Arc::new(plan), execution, plan_cell, saved);
         conductor.keep_results();
         Ok(LocalPlan {
@@ -117,6 +131,8 @@ impl LocalPlan {
             breakers,
             running: HashMap::new(),
             kills: HashMap::new(),
+            span: None,
+            resumed,
         })
     }
 
@@ -172,6 +188,17 @@ impl LocalPlan {
             // Kept (and saved) before it is given; or it ended before this process went on, and
             // nothing runs again.
             return Some(json!({ "act": "done", "report": report }));
+        }
+        if self.span.is_none() && !self.conductor.is_done() {
+            let plan = self.conductor.plan();
+            let span = spans::plan(
+                &plan.name,
+                self.conductor.execution(),
+                plan.agents.len(),
+                self.resumed,
+            );
+            self.conductor.set_span(span.clone());
+            self.span = Some(span);
         }
         loop {
             match self.conductor.next(now_ms)? {
@@ -238,7 +265,13 @@ impl LocalPlan {
                     }));
                 }
                 Act::Done(report) => {
-                    let report = serde_json::to_value(&*report).unwrap_or(Value::Null);
+                    let value = serde_json::to_value(&*report).unwrap_or(Value::Null);
+                    let ended = Ok(*report);
+                    if let Some(span) = self.span.take() {
+                        spans::end_plan(&span, &ended);
+                    }
+                    meters::plan_ended(&ended);
+                    let report = value;
                     // Kept before it is given: a plan restored after its end gives it again.
                     let key = report_key(self.conductor.execution());
                     if self.keep(key, report.clone()) {

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use terminus_kernel::{ModelErrorKind, ModelTurn, Policy};
 use terminus_orchestrator::{
-    Context, Launch, Launcher, Orchestration, Plan, PlanReason, PlanReport, Status, TokioClock,
+    Context, Launch, Launcher, LocalPlan, Orchestration, Plan, PlanReason, PlanReport, Status,
+    TokioClock,
 };
 use terminus_runtime::{
     MemoryStore, Model, ModelError, ModelFailure, ModelRequest, Report, Run, RunError,
@@ -91,6 +92,12 @@ impl Launcher for Scripted {
 }
 
 fn plan(json: serde_json::Value) -> Plan {
+    parse(json, false)
+}
+
+/// `json` as a plan; with `host_agents`, an agent with only a task is the host's function (the
+/// packages' `runPlan` / `run_plan`).
+fn parse(json: serde_json::Value, host_agents: bool) -> Plan {
     let no_env = |_: &str| None;
     let no_live = |_: &Path, _: Option<u64>| Err("no live agents here".to_owned());
     let cx = Context {
@@ -98,7 +105,7 @@ fn plan(json: serde_json::Value) -> Plan {
         env: &no_env,
         live: &no_live,
         scenario: &terminus_scenario::plan::script,
-        host_agents: false,
+        host_agents,
     };
     Plan::parse(&json.to_string(), &cx).expect("a valid plan")
 }
@@ -578,5 +585,104 @@ fn a_resumed_plan_times_each_agent_from_its_first_start() {
     assert_eq!(
         attribute(second, semconv::TERMINUS_PLAN_ELAPSED_MS).as_deref(),
         Some("200")
+    );
+}
+
+/// Drives `run` as a package's host loop does, each started agent ending at once: with its id
+/// as its result, or failing when it is in `fail`. Returns the report.
+fn drive_local(run: &mut LocalPlan, fail: &[&str]) -> serde_json::Value {
+    let mut started = std::collections::VecDeque::new();
+    loop {
+        // The acts asked for are carried out before an attempt's end is told.
+        while let Some(act) = run.next(0, 1_000) {
+            match act["act"].as_str() {
+                Some("start") => started.push_back(act),
+                Some("done") => return act["report"].clone(),
+                _ => {}
+            }
+        }
+        let act = started.pop_front().expect("the plan stalled");
+        let id = act["agent"].as_str().expect("an agent id");
+        let index = usize::try_from(act["index"].as_u64().expect("an index")).expect("small");
+        let outcome = if fail.contains(&id) {
+            json!({ "error": format!("{id} broke") })
+        } else {
+            json!({ "result": format!("{id} done") })
+        };
+        run.finished(index, &outcome).expect("in turn");
+    }
+}
+
+#[test]
+fn the_packages_plan_run_has_the_command_lines_plan_span_events_and_metrics() {
+    // What `runPlan` / `run_plan` drive: `LocalPlan`, whose agents are the host's functions.
+    let plan = || {
+        parse(
+            json!({
+            "name": "hosted",
+            "agents": [
+                { "id": "fetch", "task": "fetch" },
+                { "id": "side", "task": "side", "on_error": "skip", "degraded_result": "none" },
+                { "id": "write", "depends_on": ["fetch"], "task": "write {fetch}" },
+            ]
+            }),
+            true,
+        )
+    };
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let (report, spans) = capture(|| {
+        metrics::with_local_recorder(&recorder, || {
+            let report = drive_local(&mut LocalPlan::new(plan(), "h1"), &["side"]);
+            // A plan given back after its end runs nothing, and counts nothing again.
+            let progress = {
+                let mut run = LocalPlan::new(plan(), "h2");
+                let report = drive_local(&mut run, &[]);
+                (run.progress(), report)
+            };
+            let mut again = LocalPlan::restore(plan(), "h2", &progress.0).expect("restored");
+            assert_eq!(drive_local(&mut again, &[]), progress.1);
+            report
+        })
+    });
+    assert_eq!(
+        (&report["outcome"], &report["reason"]),
+        (&json!("complete"), &json!("degraded")),
+        "{report}"
+    );
+
+    let plans: Vec<&SpanData> = spans.iter().filter(|s| s.name == "plan hosted").collect();
+    assert_eq!(
+        plans.len(),
+        2,
+        "one span a plan run, none for the one given back:\n{}",
+        render(&spans)
+    );
+    let first = plans
+        .iter()
+        .find(|s| attribute(s, semconv::TERMINUS_PLAN_EXECUTION).as_deref() == Some("h1"))
+        .expect("the plan span of h1");
+    for (key, value) in [
+        (semconv::TERMINUS_OUTCOME, "complete"),
+        (semconv::TERMINUS_PLAN_REASON, "degraded"),
+        (semconv::TERMINUS_RESUMED, "false"),
+    ] {
+        assert_eq!(attribute(first, key).as_deref(), Some(value), "{key}");
+    }
+    let degraded = events(first, "agent_degraded");
+    assert_eq!(degraded.len(), 1, "{}", render(&spans));
+    assert_eq!(field(&degraded[0], "gen_ai.agent.name"), "side");
+
+    let body = handle.render();
+    for line in [
+        r#"terminus_plans_total{outcome="complete",reason="degraded"} 1"#,
+        r#"terminus_plans_total{outcome="complete",reason="all_complete"} 1"#,
+    ] {
+        assert!(body.lines().any(|l| l == line), "no `{line}` in:\n{body}");
+    }
+    assert!(
+        body.lines()
+            .any(|l| l == r#"terminus_agent_degradations_total{why="run_failed"} 1"#),
+        "{body}"
     );
 }
