@@ -487,4 +487,28 @@ export declare function providerErrorKind(status: number, text: string): ModelEr
  */
 export declare function retryAfterMs(retryAfterMs?: string | null, retryAfter?: string | null): number | undefined;
 
+/** What `telemetry.start()` set up. */
+export interface TelemetryStarted {
+  /** Whether spans are exported over OTLP (an endpoint variable is set). */
+  exportingSpans: boolean;
+  /** Whether an earlier call had started it already (nothing was done this time). */
+  already: boolean;
+}
+
+/**
+ * The process's telemetry: the spans and metrics of `runPlan`, those `terminus orchestrate`
+ * makes. `start()` once, early: spans go over OTLP HTTP/protobuf to the endpoint of the standard
+ * `OTEL_EXPORTER_OTLP_*` variables (plain `http://`), metrics are recorded for `metrics()`.
+ */
+export declare const telemetry: {
+  /** Starts it from the `OTEL_*` variables; a second call does nothing and says so. */
+  start(): TelemetryStarted;
+  /** The metrics recorded since `start()`, as Prometheus text; `undefined` before. */
+  metrics(): string | undefined;
+  /** Sends the spans batched so far. */
+  flush(): Promise<void>;
+  /** Flushes and stops the span exporter, for good (it also runs at the process's exit). */
+  shutdown(): Promise<void>;
+};
+
 export declare const version: string;

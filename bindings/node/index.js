@@ -15,7 +15,7 @@
 //
 // The rooms: `loader.js` (the addon), `json.js` (the JSON check), `fast.js` (the fast path),
 // `machine.js` (`Machine`), `session.js` (`Session`, the host core of the framework adapters),
-// `plan.js` (`runPlan`, `generatePlan`); this file, the functions of the module and its exports.
+// `plan.js` (`runPlan`, `generatePlan`), `telemetry.js` (`telemetry`); this file, the functions of the module and its exports.
 
 const { native } = require('./loader.js');
 const { jsonText } = require('./json.js');
@@ -70,4 +70,6 @@ function isNonAnswer(text) {
   return native.isNonAnswer(text);
 }
 
-module.exports = { Machine, Session, runScenario, runPlan, generatePlan, PlanError, isNonAnswer, providerErrorKind, retryAfterMs, version: require('./package.json').version };
+const telemetry = require('./telemetry.js').makeTelemetry(native);
+
+module.exports = { Machine, Session, runScenario, runPlan, generatePlan, PlanError, telemetry, isNonAnswer, providerErrorKind, retryAfterMs, version: require('./package.json').version };

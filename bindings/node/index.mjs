@@ -4,5 +4,5 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const kernel = require('./index.js');
 
-export const { Machine, Session, runScenario, runPlan, generatePlan, PlanError, isNonAnswer, providerErrorKind, retryAfterMs, version } = kernel;
+export const { Machine, Session, runScenario, runPlan, generatePlan, PlanError, telemetry, isNonAnswer, providerErrorKind, retryAfterMs, version } = kernel;
 export default kernel;

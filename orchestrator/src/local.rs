@@ -269,6 +269,9 @@ impl LocalPlan {
                     let ended = Ok(*report);
                     if let Some(span) = self.span.take() {
                         spans::end_plan(&span, &ended);
+                        // The span is exported when its last handle drops: now, not when the
+                        // host's garbage collector gets to this plan.
+                        self.conductor.set_span(Span::none());
                     }
                     meters::plan_ended(&ended);
                     let report = value;

@@ -16,6 +16,10 @@
 //!   (the span snapshot tests use them).
 //! - [`serve_metrics`] (feature `prometheus`, on by default): the runtime's metrics as
 //!   Prometheus text on `http://ADDR/metrics`.
+//! - [`process`] (features `otlp` and `metrics-text`): the telemetry of a process that embeds
+//!   Terminus and has no command line to set it up (the Python and Node packages): started once,
+//!   the spans exported as [`Telemetry::from_env`] says, the metrics kept for the host to serve
+//!   as Prometheus text, flushed at shutdown.
 //!
 //! Only the runtime's spans are exported (target `terminus`): the HTTP and MCP clients' own
 //! spans stay out of the trace.
@@ -23,6 +27,8 @@
 #![forbid(unsafe_code)]
 
 mod memory;
+#[cfg(all(feature = "otlp", feature = "metrics-text"))]
+pub mod process;
 
 pub use memory::{capture, render};
 
@@ -55,6 +61,9 @@ pub enum TelemetryError {
     /// The metrics endpoint could not start.
     #[error("metrics endpoint: {0}")]
     Metrics(String),
+    /// The process's telemetry was shut down ([`process::shutdown`]); a process starts it once.
+    #[error("telemetry was shut down: a process starts it once")]
+    Ended,
 }
 
 /// A span pipeline: the tracer provider the runtime's spans go to. Dropping it without
@@ -160,6 +169,17 @@ pub fn capture_content_from_env() -> bool {
 /// Steps per run and model-call latency are histograms with fixed buckets.
 #[cfg(feature = "prometheus")]
 pub fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), TelemetryError> {
+    prometheus()
+        .map(|b| b.with_http_listener(addr))
+        .and_then(metrics_exporter_prometheus::PrometheusBuilder::install)
+        .map_err(|e| TelemetryError::Metrics(e.to_string()))
+}
+
+/// The Prometheus recorder's settings: steps per run and model-call latency are histograms with
+/// fixed buckets (the rest are counters).
+#[cfg(feature = "metrics-text")]
+fn prometheus()
+-> Result<metrics_exporter_prometheus::PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     use terminus_runtime::meters;
     let steps = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
@@ -167,11 +187,8 @@ pub fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), TelemetryError> {
         0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
     ];
     PrometheusBuilder::new()
-        .with_http_listener(addr)
         .set_buckets_for_metric(Matcher::Full(meters::RUN_STEPS.into()), &steps)
         .and_then(|b| {
             b.set_buckets_for_metric(Matcher::Full(meters::MODEL_CALL_SECONDS.into()), &seconds)
         })
-        .and_then(PrometheusBuilder::install)
-        .map_err(|e| TelemetryError::Metrics(e.to_string()))
 }

@@ -1216,3 +1216,64 @@ impl NativeGenerator {
 pub fn is_non_answer(text: String) -> bool {
     terminus_kernel::answer::hands_back(&text, &terminus_kernel::answer::Said::default())
 }
+
+/// Starts the process's telemetry (`terminus_telemetry::process::start`; `telemetry.js` wraps
+/// it): `[exporting spans, started already]`. A bad `OTEL_*` setting is an `InvalidArg` error; a
+/// process whose telemetry was shut down, a `GenericFailure`.
+#[napi(catch_unwind)]
+pub fn start_telemetry() -> Result<Vec<bool>> {
+    use terminus_telemetry::TelemetryError;
+    match terminus_telemetry::process::start() {
+        Ok(s) => Ok(vec![s.exporting_spans, s.already]),
+        Err(e @ TelemetryError::Exporter(_)) => Err(Error::new(Status::InvalidArg, e.to_string())),
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// The metrics recorded since the telemetry started, as Prometheus text; `null` before.
+#[napi(catch_unwind)]
+pub fn metrics_text() -> Option<String> {
+    terminus_telemetry::process::metrics_text()
+}
+
+/// Sends the spans batched so far, off the event loop.
+#[napi(catch_unwind)]
+pub fn flush_telemetry() -> napi::bindgen_prelude::AsyncTask<Telemetry> {
+    napi::bindgen_prelude::AsyncTask::new(Telemetry { shutdown: false })
+}
+
+/// Flushes and stops the span exporter, for good, off the event loop.
+#[napi(catch_unwind)]
+pub fn shutdown_telemetry() -> napi::bindgen_prelude::AsyncTask<Telemetry> {
+    napi::bindgen_prelude::AsyncTask::new(Telemetry { shutdown: true })
+}
+
+/// [`shutdown_telemetry`] on the event loop, for an `exit` handler, where nothing asynchronous
+/// runs.
+#[napi(catch_unwind)]
+pub fn shutdown_telemetry_sync() -> Result<()> {
+    terminus_telemetry::process::shutdown().map_err(failed)
+}
+
+/// A flush or a shutdown of the process's telemetry ([`flush_telemetry`],
+/// [`shutdown_telemetry`]).
+pub struct Telemetry {
+    shutdown: bool,
+}
+
+impl napi::Task for Telemetry {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        if self.shutdown {
+            terminus_telemetry::process::shutdown().map_err(failed)
+        } else {
+            terminus_telemetry::process::flush().map_err(failed)
+        }
+    }
+
+    fn resolve(&mut self, _env: napi::Env, _output: ()) -> Result<()> {
+        Ok(())
+    }
+}

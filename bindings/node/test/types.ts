@@ -1,6 +1,6 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's types (index.d.ts,
 // ai.d.ts) describe the objects as a TypeScript host uses them. Not run.
-import { Machine, Session, runScenario, runPlan, PlanError, type PlanProgress, type PlanReport, type Command, type Event, type OfferedTool, type Policy, type Report, type Step } from 'terminus-kernel';
+import { Machine, Session, runScenario, runPlan, PlanError, telemetry, type TelemetryStarted, type PlanProgress, type PlanReport, type Command, type Event, type OfferedTool, type Policy, type Report, type Step } from 'terminus-kernel';
 import { runAgent } from 'terminus-kernel/ai';
 import { terminusMiddleware, REPORT_KEY, type TerminusState } from 'terminus-kernel/langchain';
 import { createAgent, fakeModel } from 'langchain';
@@ -122,3 +122,13 @@ async function plan(kept: PlanProgress | undefined): Promise<PlanReport> {
   }
 }
 void plan;
+
+// The process's telemetry: started once, metrics served by the host, flushed before a freeze.
+async function traced(): Promise<string> {
+  const started: TelemetryStarted = telemetry.start();
+  if (started.exportingSpans) await telemetry.flush();
+  const text: string | undefined = telemetry.metrics();
+  await telemetry.shutdown();
+  return text ?? '';
+}
+void traced;

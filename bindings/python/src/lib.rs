@@ -977,6 +977,39 @@ fn is_non_answer(text: &str) -> bool {
     terminus_kernel::answer::hands_back(text, &terminus_kernel::answer::Said::default())
 }
 
+/// Starts the process's telemetry (`terminus_kernel.telemetry.start` wraps it): `(exporting
+/// spans, started already)`. A bad `OTEL_*` setting raises `ValueError`; a process whose telemetry
+/// was shut down, `RuntimeError`.
+#[pyfunction]
+fn start_telemetry(py: Python<'_>) -> PyResult<(bool, bool)> {
+    use terminus_telemetry::TelemetryError;
+    match py.detach(terminus_telemetry::process::start) {
+        Ok(s) => Ok((s.exporting_spans, s.already)),
+        Err(e @ TelemetryError::Exporter(_)) => Err(PyValueError::new_err(e.to_string())),
+        Err(e) => Err(PyRuntimeError::new_err(e.to_string())),
+    }
+}
+
+/// The metrics recorded since the telemetry started, as Prometheus text; `None` before.
+#[pyfunction]
+fn metrics_text() -> Option<String> {
+    terminus_telemetry::process::metrics_text()
+}
+
+/// Sends the spans batched so far (blocks until the collector answers).
+#[pyfunction]
+fn flush_telemetry(py: Python<'_>) -> PyResult<()> {
+    py.detach(terminus_telemetry::process::flush)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Flushes and stops the span exporter, for good.
+#[pyfunction]
+fn shutdown_telemetry(py: Python<'_>) -> PyResult<()> {
+    py.detach(terminus_telemetry::process::shutdown)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// The compiled core of `terminus_kernel`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -990,6 +1023,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_non_answer, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(start_telemetry, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics_text, m)?)?;
+    m.add_function(wrap_pyfunction!(flush_telemetry, m)?)?;
+    m.add_function(wrap_pyfunction!(shutdown_telemetry, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -18,6 +18,9 @@ happened (:meth:`Machine.handle`) and asks it what to do next (:meth:`Machine.ne
   and the error's text: the table every host shares.
 - :func:`retry_after_ms` -- the delay a provider's ``retry-after-ms`` / ``retry-after`` headers
   ask for (seconds or an HTTP date, capped at 60 s): the parser every host shares.
+- ``terminus_kernel.telemetry`` -- ``start()`` once: the plan runs' spans exported over OTLP
+  from the standard ``OTEL_*`` variables, their metrics as Prometheus text (``metrics_text()``),
+  as the command line's.
 - ``terminus_kernel.langchain`` -- a LangChain ``AgentMiddleware`` that runs an agent under
   the kernel.
 - ``terminus_kernel.agui`` -- ``agui_events(graph, input, thread_id=, run_id=)``: a LangChain

@@ -181,3 +181,15 @@ class NativeGenerator:
 def is_non_answer(text: str) -> bool:
     """Whether ``text``, taken for an agent's answer in a run nobody answers, only hands the task
     back (the kernel's rule of what a final answer is)."""
+
+def start_telemetry() -> tuple[bool, bool]:
+    """Starts the process's telemetry: ``(exporting spans, started already)``."""
+
+def metrics_text() -> str | None:
+    """The metrics recorded since the telemetry started, as Prometheus text."""
+
+def flush_telemetry() -> None:
+    """Sends the spans batched so far."""
+
+def shutdown_telemetry() -> None:
+    """Flushes and stops the span exporter, for good."""
