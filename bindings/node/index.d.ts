@@ -330,6 +330,17 @@ export declare class Session {
  * --json` gives, but the execution id. Synchronous.
  */
 export declare function runScenario(scenario: string | URL | { [key: string]: Json }): Report;
+/** A message of a transcript: what a model was sent, in one shape for every host. */
+export interface SentMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  text: string;
+  /** An assistant message's tool calls, each `NAME ARGUMENTS` (compact JSON, sorted keys). */
+  calls?: string[];
+  /** A tool message's tool. */
+  tool?: string;
+}
+/** The report and what the scripted model was sent, call by call: the host suite's reference. */
+export declare function runScenario(scenario: string | URL | { [key: string]: Json }, options: { transcript: true }): { report: Report; transcript: SentMessage[][] };
 
 /** An agent's share of the plan's budget, as the orchestrator grants it. */
 export interface Grant {

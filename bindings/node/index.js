@@ -25,12 +25,15 @@ const { Session } = require('./session.js');
 /**
  * Runs a scenario (a path to a scenario file, or the scenario as an object) in process: the
  * report `terminus run --json` gives, but the execution id. Synchronous: it blocks the event
- * loop for the run (scripted delays included).
+ * loop for the run (scripted delays included). With `{ transcript: true }`, `{ report,
+ * transcript }`: the report and what the scripted model was sent, call by call (each message
+ * `{ role, text }`, with `calls` or `tool`), the host suite's reference.
  */
-function runScenario(pathOrObject) {
-  if (typeof pathOrObject === 'string') return JSON.parse(native.runScenario(pathOrObject, false));
-  if (pathOrObject instanceof URL) return JSON.parse(native.runScenario(require('node:url').fileURLToPath(pathOrObject), false));
-  return JSON.parse(native.runScenario(jsonText('scenario', pathOrObject), true));
+function runScenario(pathOrObject, options = {}) {
+  const transcript = options.transcript === true;
+  if (typeof pathOrObject === 'string') return JSON.parse(native.runScenario(pathOrObject, false, transcript));
+  if (pathOrObject instanceof URL) return JSON.parse(native.runScenario(require('node:url').fileURLToPath(pathOrObject), false, transcript));
+  return JSON.parse(native.runScenario(jsonText('scenario', pathOrObject), true, transcript));
 }
 
 /**

@@ -26,6 +26,9 @@ pub(crate) struct Conversation {
     /// Held calls approved with edited arguments, by call id, until their result comes: the
     /// result says what they ran with.
     edited: BTreeMap<String, serde_json::Value>,
+    /// The last result of the tool turn just answered (its place in `messages`), which the
+    /// kernel's notices of that step ride on; `None` once anything else happened.
+    ride: Option<usize>,
 }
 
 impl Conversation {
@@ -51,6 +54,7 @@ impl Conversation {
                 BTreeMap::new()
             },
             edited: BTreeMap::new(),
+            ride: None,
         }
     }
 
@@ -67,6 +71,12 @@ impl Conversation {
         entry: &Entry,
         batch: Option<&ToolBatch>,
     ) -> Result<(), RunError> {
+        if !matches!(
+            entry,
+            Entry::ToolResults { .. } | Entry::Nudge(_) | Entry::Notice(_)
+        ) {
+            self.ride = None;
+        }
         match entry {
             Entry::ToolResults { results } => {
                 let Some(batch) = batch else {
@@ -91,7 +101,14 @@ impl Conversation {
                 ));
             }
             Entry::Nudge(nudge) => self.messages.push(Message::kernel(nudge.text.clone())),
-            Entry::Notice(notice) => self.messages.push(Message::kernel(notice.text())),
+            // A notice of a tool turn's step rides on its last result, as the host core puts it
+            // (`host::Step::notice_to`): one place for it whatever runs the model, and no user
+            // message between a tool result and the next reply (which some chat APIs refuse).
+            // Any other notice (after a model error, a nudge alone) is a message of its own.
+            Entry::Notice(notice) => match self.ride.and_then(|at| self.messages.get_mut(at)) {
+                Some(result) => *result = result.with_kernel_text(notice.text()),
+                None => self.messages.push(Message::kernel(notice.text())),
+            },
             Entry::Checkpoint { note, text } => {
                 self.messages
                     .push(Message::kernel(format!("{note}\n\n{text}")));
@@ -109,6 +126,7 @@ impl Conversation {
         batch: &ToolBatch,
         results: &[ToolResult],
     ) -> Result<(), RunError> {
+        self.ride = None;
         let mut results = results.iter();
         for (i, call) in batch.calls.iter().enumerate() {
             if !self.kept {
@@ -145,6 +163,7 @@ impl Conversation {
                 content,
                 warning.as_deref(),
             ));
+            self.ride = Some(self.messages.len() - 1);
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use terminus_kernel::ToolCall;
 pub enum Role {
     /// Instructions from the host.
     System,
-    /// The task, and the kernel's guidance (nudges and notices are sent as user messages).
+    /// The task, and the kernel's guidance (nudges, and notices with no tool result to ride on).
     User,
     /// A model turn.
     Assistant,
@@ -146,6 +146,16 @@ impl Message {
         }
         m.tool_call_id = Some(call_id.into());
         m.tool_name = Some(tool.into());
+        m
+    }
+
+    /// This message with the kernel's `text` appended (after a blank line), which the model
+    /// sees and the verifier does not: a new message (a new stamp), the evidence as it was.
+    pub fn with_kernel_text(&self, text: &str) -> Message {
+        let mut m = self.clone();
+        m.content.push_str("\n\n");
+        m.content.push_str(text);
+        m.stamp = new_stamp();
         m
     }
 

@@ -92,12 +92,21 @@ async fn an_unknown_tool_answers_not_found_and_the_model_is_told_it_is_excluded(
         "{}",
         result.content
     );
-    let notice = seen.last().expect("a notice");
-    assert_eq!(notice.author, Author::Kernel);
+    // The notice rides on the result it is about (as the host core puts it): past the
+    // evidence, so the verifier never reads it as the tool's words.
+    assert_eq!(seen.last().map(|m| m.role), Some(Role::Tool), "{seen:?}");
     assert!(
-        notice.content.contains("`nope` is now excluded"),
+        result.content.ends_with(
+            "\n\nThe tool `nope` is now excluded because it failed with not_found (not \
+             recoverable by retrying); do not call it again."
+        ),
         "{}",
-        notice.content
+        result.content
+    );
+    assert!(
+        !result.evidence().contains("excluded"),
+        "{}",
+        result.evidence()
     );
 }
 

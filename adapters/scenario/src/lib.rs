@@ -10,6 +10,8 @@
 //!   ([`ScriptedModel`], [`ScriptedTool`], [`ScriptedVerifier`]); a tool the scenario does not
 //!   define answers `not_found`, and running out of a `repeat: "none"` script stops the run with
 //!   a fault that names the script (`model script exhausted after 6 turns`).
+//! - [`sent::Sent`], given to [`Scenario::with_sent`], records what the scripted model was sent,
+//!   call by call, in the host suite's transcript shape (`spec/hosts/README.md`).
 //! - [`Expect`] is the optional `expect` block: outcome, reason, rule, result, excluded tools and
 //!   bounds on every counter, checked against a report with [`Expect::check`].
 //!
@@ -41,6 +43,7 @@ mod format;
 pub mod plan;
 mod scenario;
 mod script;
+pub mod sent;
 
 pub use crate::error::{LoadError, ScenarioError};
 pub use crate::expect::{Bound, Expect, OutcomeName, ReasonName};

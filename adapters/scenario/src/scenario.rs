@@ -19,6 +19,7 @@ pub struct Scenario {
     policy: Policy,
     model_log: Option<std::path::PathBuf>,
     tool_log: Option<std::path::PathBuf>,
+    sent: Option<crate::sent::Sent>,
 }
 
 impl Scenario {
@@ -34,6 +35,7 @@ impl Scenario {
             policy,
             model_log: None,
             tool_log: None,
+            sent: None,
         })
     }
 
@@ -204,6 +206,14 @@ impl Scenario {
         self
     }
 
+    /// Records what the scripted model is sent into `sent` (see [`ScriptedModel::with_sent`]);
+    /// applies to the runs created after this call.
+    #[must_use]
+    pub fn with_sent(mut self, sent: crate::sent::Sent) -> Scenario {
+        self.sent = Some(sent);
+        self
+    }
+
     /// The run's kill switch: pulled `cancel_after_ms` after the start when the scenario says
     /// so, and by a `cancelled` model turn or tool result.
     fn kill_switch(&self) -> KillSwitch {
@@ -214,11 +224,14 @@ impl Scenario {
     }
 
     fn model(&self, kill: &KillSwitch) -> Arc<ScriptedModel> {
-        let model = ScriptedModel::new(&self.file.model).with_kill_switch(kill.clone());
-        Arc::new(match &self.model_log {
-            Some(path) => model.with_log(path.clone()),
-            None => model,
-        })
+        let mut model = ScriptedModel::new(&self.file.model).with_kill_switch(kill.clone());
+        if let Some(path) = &self.model_log {
+            model = model.with_log(path.clone());
+        }
+        if let Some(sent) = &self.sent {
+            model = model.with_sent(sent.clone());
+        }
+        Arc::new(model)
     }
 
     /// The scripted tools, verifier, kill switch and context window of the scenario, on a new

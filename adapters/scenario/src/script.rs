@@ -74,6 +74,8 @@ pub struct ScriptedModel {
     kill: Option<terminus_runtime::KillSwitch>,
     /// Whether a turn checks what the request shows (`sees`, `not_sees`).
     reads: bool,
+    /// Where every request's messages are recorded, when someone reads them.
+    sent: Option<crate::sent::Sent>,
 }
 
 impl ScriptedModel {
@@ -87,7 +89,15 @@ impl ScriptedModel {
                 .turns
                 .iter()
                 .any(|t| !t.sees.is_empty() || !t.not_sees.is_empty()),
+            sent: None,
         }
+    }
+
+    /// Records the messages of every request into `sent` (the host suite's transcripts).
+    #[must_use]
+    pub fn with_sent(mut self, sent: crate::sent::Sent) -> ScriptedModel {
+        self.sent = Some(sent);
+        self
     }
 
     /// Appends the number of every turn served (one line each) to `path`: crash tests count the
@@ -137,6 +147,9 @@ impl ScriptedModel {
 #[async_trait]
 impl Model for ScriptedModel {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelTurn, ModelError> {
+        if let Some(sent) = &self.sent {
+            sent.record(request.messages);
+        }
         let served = self.turns.next();
         if let Ok((call, _)) = &served {
             self.record(*call).map_err(ModelError::Fault)?;
@@ -204,7 +217,7 @@ impl Model for ScriptedModel {
 
     /// Only a turn's `sees` and `not_sees` look at the request.
     fn reads_messages(&self) -> bool {
-        self.reads
+        self.reads || self.sent.is_some()
     }
 }
 

@@ -327,3 +327,49 @@ async fn expectations_report_every_mismatch_by_path() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_transcript_is_what_the_model_was_sent_with_notices_on_the_last_result() {
+    let scenario = Scenario::parse(
+        r#"{
+        "task": "Find the failing test.",
+        "policy": { "max_repeats": 3 },
+        "model": { "turns": [
+            { "text": "Looking.", "tool_calls": [ { "name": "grep", "arguments": { "pattern": "FAIL", "in": "." } } ] }
+        ], "repeat": "last" },
+        "tools": { "grep": { "results": [ { "ok": "no matches" } ], "repeat": "last" } }
+    }"#,
+    )
+    .expect("a valid scenario");
+    let sent = terminus_scenario::sent::Sent::new();
+    let report = scenario
+        .with_sent(sent.clone())
+        .run()
+        .execute()
+        .await
+        .expect("the run reaches a stop");
+    let calls = sent.calls();
+    assert_eq!(
+        u32::try_from(calls.len()).ok(),
+        Some(report.stats.model_calls),
+        "one entry a model call"
+    );
+    assert_eq!(
+        calls[0],
+        serde_json::json!([{ "role": "user", "text": "Find the failing test." }])
+    );
+    let call = r#"grep {"in":".","pattern":"FAIL"}"#;
+    // The third call: the loop warning of the second tool turn rides on its result.
+    assert_eq!(
+        calls[2],
+        serde_json::json!([
+            { "role": "user", "text": "Find the failing test." },
+            { "role": "assistant", "text": "Looking.", "calls": [call] },
+            { "role": "tool", "text": "no matches", "tool": "grep" },
+            { "role": "assistant", "text": "Looking.", "calls": [call] },
+            { "role": "tool", "tool": "grep", "text": "no matches\n\nYour last tool turn repeated \
+              the one before it: the same calls with the same results. If the same sequence \
+              occurs 3 times in a row the run stops with no_progress; change course." },
+        ])
+    );
+}

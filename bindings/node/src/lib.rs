@@ -721,17 +721,25 @@ pub fn retry_after_ms(retry_after_ms: Option<String>, retry_after: Option<String
 
 /// Runs a scenario in process and returns its report as JSON text (that of `terminus run
 /// --json` without the execution id). `scenario` is a path, or with `inline` the scenario's JSON
-/// text. An invalid scenario is an `InvalidArg` error with the command line's message.
+/// text. An invalid scenario is an `InvalidArg` error with the command line's message. With
+/// `transcript`, `{"report", "transcript"}`: the report and what the scripted model was sent,
+/// call by call (`terminus_scenario::sent`), the host suite's reference.
 #[napi(catch_unwind)]
-pub fn run_scenario(scenario: String, inline: bool) -> Result<String> {
+pub fn run_scenario(scenario: String, inline: bool, transcript: Option<bool>) -> Result<String> {
     use terminus_scenario::Scenario;
-    let (loaded, what) = if inline {
+    let (mut loaded, what) = if inline {
         let parsed = Scenario::parse(&scenario).map_err(invalid)?;
         (parsed, "scenario".to_owned())
     } else {
         let path = std::path::PathBuf::from(&scenario);
         (Scenario::load(&path).map_err(invalid)?, scenario)
     };
+    let sent = transcript
+        .unwrap_or(false)
+        .then(terminus_scenario::sent::Sent::new);
+    if let Some(sent) = &sent {
+        loaded = loaded.with_sent(sent.clone());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -755,7 +763,11 @@ pub fn run_scenario(scenario: String, inline: bool) -> Result<String> {
     if let serde_json::Value::Object(map) = &mut value {
         map.remove("execution");
     }
-    Ok(value.to_string())
+    Ok(match sent {
+        Some(sent) => serde_json::json!({ "report": value, "transcript": sent.calls() }),
+        None => value,
+    }
+    .to_string())
 }
 
 /// `text` read as `T` (JSON text of the value under `root`); an error names its JSON path.

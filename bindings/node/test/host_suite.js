@@ -65,7 +65,34 @@ const nonAnswers = () => {
   });
 };
 
-function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
+/**
+ * Tool-call arguments as the transcript writes them (`spec/hosts/README.md`): compact JSON with
+ * sorted keys; a string that holds JSON is read first, one that does not is itself.
+ */
+function argumentsText(args) {
+  if (typeof args === 'string') {
+    let parsed;
+    try {
+      parsed = JSON.parse(args);
+    } catch {
+      return args;
+    }
+    if (typeof parsed === 'string') return args;
+    args = parsed;
+  }
+  const sorted = (v) => (Array.isArray(v) ? v.map(sorted) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v);
+  return JSON.stringify(sorted(args));
+}
+
+/**
+ * Registers one test per conversation: `play(scenario)` runs it through `framework` and resolves
+ * to the report, or to `{ report, sent }` with what the framework's model was sent, call by call,
+ * in the transcript's shape. The report must be `runScenario`'s (`terminus run --json`) on every
+ * compared field, and `sent` its transcript, every message of every call, but for the
+ * conversations `transcriptsLeftOut` names (name -> why).
+ * `skipped`: scenario name -> why it cannot match through this framework (printed).
+ */
+function throughEvery(framework, play, skipped = {}, skippedRecordings = {}, transcriptsLeftOut = {}) {
   const cases = [
     ...conversations.scenarios.map((name) => [`the conversation ${name}`, name, () => JSON.parse(readFileSync(join(REPO, 'spec', 'scenarios', `${name}.json`), 'utf8'))]),
     ...recordings().map(([file, scenario]) => [`the real model's recorded run ${file}`, file.split('/').slice(0, 2).join('/'), () => scenario]),
@@ -75,8 +102,14 @@ function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
     const why = name && (label.startsWith('the conversation') ? skipped : skippedRecordings)[name];
     test(`${label} through ${framework} gives terminus run's report`, why ? { skip: why } : {}, async () => {
       const scenario = load();
-      const expected = runScenario(scenario);
-      const got = await play(scenario);
+      const { report: expected, transcript } = runScenario(scenario, { transcript: true });
+      const played = await play(scenario);
+      const got = played && played.report !== undefined ? played.report : played;
+      if (played && played.sent !== undefined && !transcriptsLeftOut[name]) {
+        // What the model was sent, call by call, every message: what `terminus run` sends.
+        assert.equal(played.sent.length, transcript.length, `${label}: model calls`);
+        played.sent.forEach((call, i) => assert.deepEqual(call, transcript[i], `${label}: model call ${i + 1}`));
+      }
       assert.ok(got && got.outcome, `${label}: the run gave no report`);
       // The host keeps the journal's last steps (a snapshot that does not grow with the run): the
       // windowed lists are the whole run's entries from the first step it kept on, every one.
@@ -101,4 +134,4 @@ function throughEvery(framework, play, skipped = {}, skippedRecordings = {}) {
   }
 }
 
-module.exports = { suite, conversations, COMPARED, caseOf, providerError, throughEvery };
+module.exports = { suite, conversations, COMPARED, caseOf, providerError, throughEvery, argumentsText };

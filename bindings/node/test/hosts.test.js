@@ -10,7 +10,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { providerErrorKind, retryAfterMs } = require('terminus-kernel');
 const { modelErrorKind } = require('terminus-kernel/langchain');
-const { suite, providerError, throughEvery } = require('./host_suite.js');
+const { suite, providerError, throughEvery, argumentsText } = require('./host_suite.js');
 
 test('every provider-error case of the host suite gets its class in every JavaScript host', () => {
   // One reading of the SDKs' errors for every adapter.
@@ -91,12 +91,35 @@ const { z } = require('zod');
 const { terminusMiddleware, REPORT_KEY } = require('terminus-kernel/langchain');
 const { Cursor, resultOf, writeTodos } = require('./scenario_driver.js');
 
+/**
+ * A LangChain message in the transcript's shape (`spec/hosts/README.md`): role and text, the
+ * calls of an assistant message, the tool of a tool message (a failed call's result as `terminus
+ * run` writes one: its class, then the tool's words); no ids.
+ */
+function said(message) {
+  const role = { system: 'system', human: 'user', ai: 'assistant', tool: 'tool' }[message._getType()];
+  const text = typeof message.content === 'string' ? message.content : message.text;
+  const out = { role, text };
+  if (role === 'assistant') {
+    const calls = [...(message.tool_calls || []), ...(message.invalid_tool_calls || [])].map((c) => `${c.name} ${argumentsText(c.args)}`);
+    if (calls.length) out.calls = calls;
+  }
+  if (role === 'tool') {
+    if (message.name) out.tool = message.name;
+    const kind = message.response_metadata?.terminus_error;
+    if (message.status === 'error' && kind) out.text = `error (${kind}): ${text}`;
+  }
+  return out;
+}
+
 /** A chat model answering with a scenario's model turns, in order. */
 class ScenarioModel extends BaseChatModel {
   constructor(script) {
     super({});
     this.turns = new Cursor(script.turns, script.repeat || 'none', 'model');
     this.calls = 0;
+    /** What each call was sent, in the transcript's shape. */
+    this.sent = [];
   }
 
   _llmType() {
@@ -107,7 +130,8 @@ class ScenarioModel extends BaseChatModel {
     return this;
   }
 
-  async _generate() {
+  async _generate(messages) {
+    this.sent.push(messages.map(said));
     const n = ++this.calls;
     const turn = this.turns.next();
     if (turn.error != null) throw providerError(turn.error, turn.retry_after_ms);
@@ -145,9 +169,12 @@ async function play(scenario) {
   });
   tools.push(scripted('write_todos', writeTodos));
   const middleware = [terminusMiddleware(scenario.policy || {}, { scale: scenario.scale })];
-  const agent = createAgent({ model: new ScenarioModel(scenario.model), tools, middleware });
+  const model = new ScenarioModel(scenario.model);
+  const agent = createAgent({ model, tools, middleware, systemPrompt: scenario.system_prompt });
   const state = await agent.invoke({ messages: [{ role: 'user', content: scenario.task }] }, { recursionLimit: 10_000 });
-  return state[REPORT_KEY];
+  return { report: state[REPORT_KEY], sent: model.sent };
 }
 
-throughEvery('LangChain JS', play);
+throughEvery('LangChain JS', play, {}, {}, {
+  'only-excluded-tools': 'LangChain answers a call of a tool it does not have itself (`Tool "send_email" not found`), before any middleware sees a result',
+});

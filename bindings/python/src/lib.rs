@@ -731,16 +731,41 @@ impl Session {
 /// Runs a scenario (a path or a dict) in process and returns its report.
 #[pyfunction]
 fn run_scenario(py: Python<'_>, scenario: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let (loaded, what) = load_scenario(scenario)?;
+    let report = run_loaded(py, loaded, &what)?;
+    to_py(py, &report)
+}
+
+/// Runs a scenario as [`run_scenario`] does and returns `(report, transcript)`: the transcript
+/// is what the scripted model was sent, call by call (`terminus_scenario::sent`), the reference
+/// the host suite compares each framework adapter's with.
+#[pyfunction]
+fn scenario_transcript(
+    py: Python<'_>,
+    scenario: &Bound<'_, PyAny>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let (loaded, what) = load_scenario(scenario)?;
+    let sent = terminus_scenario::sent::Sent::new();
+    let report = run_loaded(py, loaded.with_sent(sent.clone()), &what)?;
+    Ok((to_py(py, &report)?, to_py(py, &Value::Array(sent.calls()))?))
+}
+
+/// A scenario from a path or a dict, and how an error names it.
+fn load_scenario(scenario: &Bound<'_, PyAny>) -> PyResult<(terminus_scenario::Scenario, String)> {
     use terminus_scenario::Scenario;
-    let (loaded, what) = if scenario.is_instance_of::<PyDict>() {
+    if scenario.is_instance_of::<PyDict>() {
         let value: Value = read("scenario", scenario)?;
         let parsed = Scenario::parse(&value.to_string()).map_err(value_error)?;
-        (parsed, "scenario".to_owned())
+        Ok((parsed, "scenario".to_owned()))
     } else {
         let path: std::path::PathBuf = scenario.extract()?;
         let loaded = Scenario::load(&path).map_err(value_error)?;
-        (loaded, path.display().to_string())
-    };
+        Ok((loaded, path.display().to_string()))
+    }
+}
+
+/// The report of a run of `loaded` (`terminus run --json`'s, without the execution id).
+fn run_loaded(py: Python<'_>, loaded: terminus_scenario::Scenario, what: &str) -> PyResult<Value> {
     let result = py.detach(move || -> Result<terminus_runtime::Report, Failed> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -762,7 +787,7 @@ fn run_scenario(py: Python<'_>, scenario: &Bound<'_, PyAny>) -> PyResult<Py<PyAn
             if let serde_json::Value::Object(map) = &mut value {
                 map.remove("execution");
             }
-            to_py(py, &value)
+            Ok(value)
         }
         Err(Failed::Run(2, message)) => Err(PyValueError::new_err(format!("{what}: {message}"))),
         Err(Failed::Run(_, message)) => Err(PyRuntimeError::new_err(format!("{what}: {message}"))),
@@ -1020,6 +1045,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeAttempt>()?;
     m.add_class::<NativeGenerator>()?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_transcript, m)?)?;
     m.add_function(wrap_pyfunction!(is_non_answer, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;

@@ -1,7 +1,9 @@
 """The host suite's conversations (``spec/hosts/conversations.json``) through the LangChain
 middleware: each scenario played by a real ``create_agent`` graph (its scripted model's replies as
 ``AIMessage``s, its failures raised as a provider SDK raises them, its tools' results as
-``ToolMessage``s) gives the report ``terminus run`` gives for it, every counter."""
+``ToolMessage``s) gives the report ``terminus run`` gives for it, every counter, and sends the model
+what ``terminus run`` sends it, every message of every call (the transcript, in the shape of
+``spec/hosts/README.md``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import StructuredTool  # noqa: E402
 from pydantic import ConfigDict  # noqa: E402
 from terminus_kernel import run_scenario  # noqa: E402
+from terminus_kernel._native import scenario_transcript  # noqa: E402
 from terminus_kernel.langchain import ERROR_KIND, REPORT_KEY, TerminusMiddleware  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -94,12 +97,48 @@ class ProviderError(Exception):
         )()
 
 
+def arguments(args: Any) -> str:
+    """Tool-call arguments as the transcript writes them (``terminus_scenario::sent``): compact
+    JSON with sorted keys; a string that holds JSON is read first, one that does not is itself."""
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except ValueError:
+            return args
+        if isinstance(parsed, str):
+            return args
+        args = parsed
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def said(message: BaseMessage) -> dict[str, Any]:
+    """``message`` in the transcript's shape (``spec/hosts/README.md``): role and text, the calls
+    of an assistant message, the tool of a tool message; no ids."""
+    role = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}[message.type]
+    out: dict[str, Any] = {"role": role, "text": message.text}
+    if isinstance(message, AIMessage):
+        calls = [f"{c['name']} {arguments(c['args'])}" for c in message.tool_calls]
+        calls += [f"{c['name']} {arguments(c['args'])}" for c in message.invalid_tool_calls]
+        if calls:
+            out["calls"] = calls
+    if isinstance(message, ToolMessage):
+        if message.name:
+            out["tool"] = message.name
+        # A failed call's result as `terminus run` writes one: its class, then the tool's words
+        # (the middleware marks the class in the message's metadata).
+        kind = message.response_metadata.get(ERROR_KIND)
+        if message.status == "error" and kind:
+            out["text"] = f"error ({kind}): {message.text}"
+    return out
+
+
 class ConversationModel(BaseChatModel):
-    """The scenario's model: each call takes its next turn."""
+    """The scenario's model: each call takes its next turn, and records what it was sent."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     turns: Any
     calls: list[int]
+    sent: list[list[dict[str, Any]]] = []
 
     @property
     def _llm_type(self) -> str:
@@ -109,6 +148,7 @@ class ConversationModel(BaseChatModel):
         return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.sent.append([said(m) for m in messages])
         self.calls.append(1)
         n = len(self.calls)
         turn = self.turns.next()
@@ -208,35 +248,59 @@ def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[
     assert all(w > 0 for w in waits)
 
 
+TRANSCRIPT_LEFT_OUT = {
+    "only-excluded-tools": "LangChain answers a call of a tool it does not have itself "
+    "(`Error: there is no tool named ...`), before any middleware sees a result",
+}
+"""The conversations whose transcript differs from ``terminus run``'s, with the reason."""
+
+
 @pytest.mark.parametrize("name", SUITE["scenarios"])
-def test_the_conversation_through_langchain_gives_terminus_runs_report(
+def test_the_conversation_through_langchain_gives_terminus_runs_report_and_transcript(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, scenario = load_scenario(name)
-    through_langchain(scenario, path, monkeypatch)
+    sent = through_langchain(scenario, path, monkeypatch)
+    if name in TRANSCRIPT_LEFT_OUT:
+        return
+    # What the model was sent, call by call, every message: what `terminus run` sends.
+    _, expected = scenario_transcript(path)
+    assert len(sent) == len(expected)
+    for call, (got, want) in enumerate(zip(sent, expected, strict=True), start=1):
+        assert got == want, f"model call {call}"
+
+
+def test_the_transcripts_left_out_are_conversations_of_the_suite() -> None:
+    assert set(TRANSCRIPT_LEFT_OUT) <= set(SUITE["scenarios"])
+    assert len(SUITE["scenarios"]) - len(TRANSCRIPT_LEFT_OUT) >= 39
 
 
 def through_langchain(
     scenario: dict[str, Any], path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Runs ``scenario`` (kept at ``path``) through a real ``create_agent`` under the middleware
-    and asserts ``terminus run``'s report."""
+) -> list[list[dict[str, Any]]]:
+    """Runs ``scenario`` (kept at ``path``) through a real ``create_agent`` under the middleware,
+    asserts ``terminus run``'s report and returns what the model was sent (the transcript)."""
     # The kernel's backoff is waited in real time by the middleware: recorded, not slept.
     waits: list[float] = []
     monkeypatch.setattr("terminus_kernel.langchain.time.sleep", waits.append)
     scripts = scenario.get("tools") or {}
-    model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[])
+    model = ConversationModel(turns=Cursor(scenario["model"], "turns"), calls=[], sent=[])
     terminus = TerminusMiddleware(scenario.get("policy") or {}, scale=scenario.get("scale"))
     agent = create_agent(
         model=model,
         tools=[_tool(n) for n in sorted({*scripts, "write_todos"})],
+        system_prompt=scenario.get("system_prompt"),
         middleware=[terminus, ScriptedTools(scripts)],
     )
+    # One tool call at a time, in the reply's order (LangGraph runs a turn's calls on a thread
+    # pool otherwise): a scripted tool's results then go to its calls in the order `terminus
+    # run` gives them.
     state = agent.invoke(
         {"messages": [{"role": "user", "content": scenario["task"]}]},
-        {"recursion_limit": 10_000},
+        {"recursion_limit": 10_000, "max_concurrency": 1},
     )
     assert_terminus_runs_report(state[REPORT_KEY], path, waits)
+    return model.sent
 
 
 RECORDINGS = sorted(
@@ -253,13 +317,17 @@ def test_the_recordings_are_here() -> None:
 
 
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: "/".join(p.parts[-3:]))
-def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_report(
+def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_report_and_transcript(
     recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     scenario = json.loads(recording.read_text())["scenario"]
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps(scenario))
-    through_langchain(scenario, path, monkeypatch)
+    sent = through_langchain(scenario, path, monkeypatch)
+    _, expected = scenario_transcript(path)
+    assert len(sent) == len(expected)
+    for call, (got, want) in enumerate(zip(sent, expected, strict=True), start=1):
+        assert got == want, f"model call {call}"
 
 
 NON_ANSWERS = sorted((REPO / "spec" / "eval" / "non-answers").glob("*.json"))

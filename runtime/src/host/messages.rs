@@ -630,8 +630,10 @@ pub fn last_results(messages: &[Value]) -> Vec<Found> {
     found
 }
 
-/// The kernel's result for a call answered by `found`: the error, or `ok` with the digest.
-pub fn result_of(call_id: &str, name: &str, found: Option<&Found>) -> ResultIn {
+/// The kernel's result for a call answered by `found`: the error, or `ok` with the digest of
+/// its text (the kernel compares results, it never reads them), or with the text itself when
+/// `quoted` (a declared poller's, which the kernel quotes in its nudges).
+pub fn result_of(call_id: &str, name: &str, found: Option<&Found>, quoted: bool) -> ResultIn {
     let Some(found) = found else {
         return ResultIn {
             call_id: call_id.to_owned(),
@@ -652,7 +654,11 @@ pub fn result_of(call_id: &str, name: &str, found: Option<&Found>) -> ResultIn {
         None => ResultIn {
             call_id: call_id.to_owned(),
             name: name.to_owned(),
-            ok: Some(Value::String(digest(&found.text))),
+            ok: Some(Value::String(if quoted {
+                found.text.clone()
+            } else {
+                digest(&found.text)
+            })),
             error: None,
             message: None,
         },

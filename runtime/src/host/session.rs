@@ -362,9 +362,15 @@ impl Session {
         }
         let before = self.turn.clone();
         let awaiting = std::mem::take(&mut self.turn.awaiting);
+        let pollers = &self.host.machine().policy().pollers;
         let results = awaiting
             .iter()
-            .map(|(id, name)| messages::result_of(id, name, by_id.get(id.as_str()).copied()))
+            .map(|(id, name)| {
+                // A declared poller's result goes as its text: the kernel quotes it to a model
+                // that stops polling (docs/design.md, "Long-running tools").
+                let quoted = pollers.iter().any(|p| p.as_str() == name.as_str());
+                messages::result_of(id, name, by_id.get(id.as_str()).copied(), quoted)
+            })
             .collect();
         // The last result answering an awaited call: where the notices go.
         let notice_to = found

@@ -193,3 +193,7 @@ def flush_telemetry() -> None:
 
 def shutdown_telemetry() -> None:
     """Flushes and stops the span exporter, for good."""
+
+def scenario_transcript(scenario: str | PathLike[str] | dict[str, Any]) -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
+    """:func:`run_scenario`'s report and what the scripted model was sent, call by call (each
+    message ``{"role", "text"}``, with ``"calls"`` or ``"tool"``): the host suite's reference."""
