@@ -42,6 +42,7 @@ export interface Policy {
   retry_max_ms?: number;
   deadline_ms?: number | null;
   token_budget?: number | null;
+  max_output_tokens?: number | null;
   tool_budgets?: { [tool: string]: ToolBudget };
   max_blocked_turns?: number;
   seed?: number;
@@ -212,8 +213,8 @@ export declare class Machine {
   explain(): string;
   /**
    * Goes on with a run a budget stopped, with that budget raised (`{ max_steps: 40 }`:
-   * `max_steps`, `max_model_calls`, `token_budget`, `max_tool_calls` or `max_nudges` to its new
-   * value): the step the stop pre-empted is taken, and its commands follow. A raise that does not
+   * `max_steps`, `max_model_calls`, `token_budget`, `max_output_tokens`, `max_tool_calls` or
+   * `max_nudges` to its new value): the step the stop pre-empted is taken, and its commands follow. A raise that does not
    * lift the budget that stopped the run throws an `Error` saying why, and changes nothing.
    */
   raiseBudgets(budgets: Record<string, number>): 'step';

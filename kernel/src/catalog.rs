@@ -562,11 +562,41 @@ pub const BLOCKED_TURNS: Limit = Limit {
     ends: Ends::Aborted(AbortReason::NoProgress),
 };
 
+/// The output-token budget: tokens the model wrote (the costly ones, and the ones a rambling
+/// model spends) reached it, whatever the prompt's size.
+pub const OUTPUT_TOKENS: Limit = Limit {
+    field: "max_output_tokens",
+    counter: "output_tokens",
+    meets: Meets::Crosses,
+    checked: Checked::Before(Spends::Reported),
+    rule: Rule::OutputTokenBudget,
+    stops: Stops {
+        input: ANY_STEP,
+        guard: ("", ""),
+        cites: "`max_output_tokens`",
+        explain: Explain::Budget {
+            noun: "output-token",
+        },
+    },
+    final_answer: true,
+    raisable: true,
+    warns: Some(Warns {
+        name: "output_tokens",
+        place: 5,
+    }),
+    listed: Listed::WhenSet,
+    slot: maybe!(MaybeAmount max_output_tokens),
+    min: 0,
+    counted: |s, _| s.output_tokens,
+    ends: Ends::Aborted(AbortReason::OutputTokenBudget),
+};
+
 /// Every run-wide limit. The order is the order in which the machine checks the budgets before a
 /// step ([`budgets`]) and in which explanations list them.
-pub const ALL: [&Limit; 13] = [
+pub const ALL: [&Limit; 14] = [
     &STEPS,
     &TOKENS,
+    &OUTPUT_TOKENS,
     &MODEL_CALLS,
     &TOOL_CALLS,
     &NO_OPS,
@@ -1454,6 +1484,7 @@ mod tests {
         let p = Policy {
             deadline_ms: Some(10),
             token_budget: Some(10),
+            max_output_tokens: Some(10),
             max_tool_calls: Some(10),
             ..Policy::default()
         };

@@ -108,12 +108,13 @@ fn command_labels(m: &mut Machine) -> String {
 }
 
 /// The abstract input alphabet: one representative of every class of input the core decides on.
-/// `tokens` is the usage a turn reports (use a value that reaches the token budget in two turns).
+/// `tokens` is the usage a turn reports, half of it output (use a value that reaches the token
+/// budget in two turns).
 pub fn alphabet(tokens: u64) -> Vec<Input> {
     let turn = |kind| Input::Turn {
         kind,
-        input_tokens: tokens,
-        output_tokens: 0,
+        input_tokens: tokens - tokens / 2,
+        output_tokens: tokens / 2,
     };
     let batch = |failed: u32, unrecoverable, repeats| {
         Input::ToolResults(Batch {

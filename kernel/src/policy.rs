@@ -123,6 +123,10 @@ pub struct Policy {
     pub deadline_ms: Option<u64>,
     /// Total tokens (input + output) the run may spend. Default none.
     pub token_budget: Option<u64>,
+    /// Output tokens (what the model wrote) the run may spend: the costly part of a run, and the
+    /// part a rambling model spends. Default none (and then absent from the JSON form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
     /// Tool executions the run may make: a tool turn whose calls would take it past the budget
     /// stops the run with `tool_call_budget` instead of running them. Default none (and then
     /// absent from the JSON form).
@@ -190,6 +194,7 @@ impl Default for Policy {
             retry_max_ms: 30_000,
             deadline_ms: None,
             token_budget: None,
+            max_output_tokens: None,
             max_tool_calls: None,
             tool_budgets: BTreeMap::new(),
             max_blocked_turns: DEFAULT_BLOCKED_TURNS,

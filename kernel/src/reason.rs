@@ -52,6 +52,8 @@ pub enum AbortReason {
     ContextExhausted,
     /// The run's token budget is spent.
     TokenBudget,
+    /// The run's output-token budget (`max_output_tokens`) is spent.
+    OutputTokenBudget,
     /// The run's tool-call budget (`max_tool_calls`) cannot pay for the next tool turn.
     ToolCallBudget,
     /// A declared poller (`policy.pollers`) gave the same results `max_polls` times in a row:
@@ -77,7 +79,7 @@ impl CompleteReason {
 
 impl AbortReason {
     /// Every abort reason, in table order.
-    pub const ALL: [AbortReason; 15] = [
+    pub const ALL: [AbortReason; 16] = [
         Self::MaxSteps,
         Self::MaxModelCalls,
         Self::Deadline,
@@ -93,6 +95,7 @@ impl AbortReason {
         Self::TokenBudget,
         Self::ToolCallBudget,
         Self::PollLimit,
+        Self::OutputTokenBudget,
     ];
 
     /// The canonical snake_case name (the JSON form).
@@ -113,6 +116,7 @@ impl AbortReason {
             Self::TokenBudget => "token_budget",
             Self::ToolCallBudget => "tool_call_budget",
             Self::PollLimit => "poll_limit",
+            Self::OutputTokenBudget => "output_token_budget",
         }
     }
 
@@ -121,7 +125,11 @@ impl AbortReason {
     pub const fn is_budget(self) -> bool {
         matches!(
             self,
-            Self::MaxSteps | Self::MaxModelCalls | Self::TokenBudget | Self::ToolCallBudget
+            Self::MaxSteps
+                | Self::MaxModelCalls
+                | Self::TokenBudget
+                | Self::OutputTokenBudget
+                | Self::ToolCallBudget
         )
     }
 }

@@ -65,6 +65,8 @@ pub enum Rule {
     StepBudget,
     /// The token budget is spent (takes precedence over a non-terminal target).
     TokenBudget,
+    /// The output-token budget is spent (takes precedence over a non-terminal target).
+    OutputTokenBudget,
     /// The model-call budget is spent (a model call was due).
     ModelCallBudget,
     /// The tool-call budget cannot pay for the calls of a tool turn.
@@ -101,7 +103,7 @@ pub struct RuleSpec {
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 36] = [
+    pub const ALL: [Rule; 37] = [
         Rule::ToolTurn,
         Rule::AllToolsExcluded,
         Rule::EmptyRetry,
@@ -129,6 +131,7 @@ impl Rule {
         Rule::VerificationLimitAbort,
         Rule::StepBudget,
         Rule::TokenBudget,
+        Rule::OutputTokenBudget,
         Rule::ModelCallBudget,
         Rule::ToolCallBudget,
         Rule::FinalAnswerCall,
@@ -170,6 +173,7 @@ impl Rule {
             Rule::VerificationLimitAbort => "verification_limit_abort",
             Rule::StepBudget => "step_budget",
             Rule::TokenBudget => "token_budget",
+            Rule::OutputTokenBudget => "output_token_budget",
             Rule::ModelCallBudget => "model_call_budget",
             Rule::ToolCallBudget => "tool_call_budget",
             Rule::FinalAnswerCall => "final_answer_call",
@@ -222,6 +226,7 @@ impl Rule {
             | Rule::ModelFatal
             | Rule::ContextOverflow
             | Rule::TokenBudget
+            | Rule::OutputTokenBudget
             | Rule::ToolCallBudget
             | Rule::BlockedLimit => TURN_TO_ABORTED,
             Rule::ToolResultsBack | Rule::AutoCheckpoint => &[(Acting, Exploring)],

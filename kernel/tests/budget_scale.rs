@@ -95,13 +95,14 @@ fn bad_scales_name_the_field() {
         (
             r#"{"budget_scale":{"per_unit":{"max_stepz":1},"max":{"max_stepz":9}}}"#,
             "policy.budget_scale.per_unit.max_stepz: unknown budget (one of max_steps, \
-             token_budget, max_model_calls, max_tool_calls, or tool_budgets.NAME)",
+             token_budget, max_output_tokens, max_model_calls, max_tool_calls, or \
+             tool_budgets.NAME)",
         ),
         (
             r#"{"budget_scale":{"per_unit":{"max_no_ops":1},"max":{"max_no_ops":9}}}"#,
             "policy.budget_scale.per_unit.max_no_ops: a limit, not a budget that grows with the \
-             task (one of max_steps, token_budget, max_model_calls, max_tool_calls, or \
-             tool_budgets.NAME)",
+             task (one of max_steps, token_budget, max_output_tokens, max_model_calls, \
+             max_tool_calls, or tool_budgets.NAME)",
         ),
         (
             r#"{"budget_scale":{"per_unit":{"max_steps":1}}}"#,
@@ -150,6 +151,7 @@ fn the_budgets_a_step_spends_scale_and_can_be_raised_and_no_other_limit_scales()
         [
             "max_steps",
             "token_budget",
+            "max_output_tokens",
             "max_model_calls",
             "max_tool_calls"
         ]

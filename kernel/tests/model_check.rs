@@ -33,7 +33,10 @@ fn small_policy(switches: u32) -> Policy {
         max_polls: 2,
         max_empty_responses: 2,
         max_model_retries: 2,
-        token_budget: if bit(3) { Some(100) } else { None },
+        // A budget on all tokens or on the output alone (half of a turn's: 30 of the alphabet's
+        // 60), each spent in two turns, in a quarter of the policies each.
+        token_budget: if bit(3) && !bit(0) { Some(100) } else { None },
+        max_output_tokens: if bit(3) && bit(0) { Some(50) } else { None },
         max_tool_calls: if bit(1) { Some(1) } else { None },
         final_answer_on_budget: bit(4),
         deadline_ms: Some(1_000),

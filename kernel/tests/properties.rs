@@ -43,6 +43,7 @@ prop_compose! {
     fn policy()(base in limits(), verify in any::<bool>(), complete_at_limit in any::<bool>(),
                 stop_on_unrecoverable in any::<bool>(), final_answer in any::<bool>(),
                 deadline in proptest::option::of(0u64..5_000), token_budget in proptest::option::of(1u64..400),
+                output_tokens in proptest::option::of(1u64..200),
                 requires in proptest::sample::subsequence(vec!["a", "b", "write_todos"], 0..=2),
                 budget in proptest::option::of((1u32..4, 1u32..6, proptest::option::of(1u32..8), any::<bool>())),
                 auto_checkpoints in 0u32..3,
@@ -57,6 +58,7 @@ prop_compose! {
             final_answer_on_budget: final_answer,
             deadline_ms: deadline,
             token_budget,
+            max_output_tokens: output_tokens,
             completion_requires: requires.into_iter().map(String::from).collect(),
             // Checkpoints written for the agent when it does not post one (`b`).
             auto_checkpoints,

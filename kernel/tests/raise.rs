@@ -347,7 +347,9 @@ fn a_refused_raise_says_why_and_changes_nothing() {
     assert!(
         RaiseError::NotRaisable("max_no_ops".into())
             .to_string()
-            .contains("max_steps, token_budget, max_model_calls, max_tool_calls, max_nudges")
+            .contains(
+                "max_steps, token_budget, max_output_tokens, max_model_calls, max_tool_calls, max_nudges"
+            )
     );
 
     // A run that ended another way keeps nothing to go on with.

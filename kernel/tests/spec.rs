@@ -45,7 +45,10 @@ fn policies() -> Vec<Policy> {
                 max_polls: one + 1,
                 max_empty_responses: one,
                 max_model_retries: zero,
-                token_budget: if bit(3) { Some(100) } else { None },
+                // A budget on all tokens or on the output alone (half of a turn's), each
+                // spent in two turns.
+                token_budget: if bit(3) && !bit(0) { Some(100) } else { None },
+                max_output_tokens: if bit(3) && bit(0) { Some(50) } else { None },
                 final_answer_on_budget: bit(4),
                 deadline_ms: Some(1_000),
                 max_blocked_turns: one,
@@ -207,9 +210,10 @@ fn model_check_summary(all: &[Exploration]) -> String {
     }
     format!(
         "{} policies (every combination of `on_verification_limit`, `verify_completion`, \
-`on_unrecoverable_tool_error`, `token_budget` and `final_answer_on_budget`, once with every \
-occurrence limit 2 (`max_repeats` 3; without `token_budget`, once more with `max_tool_calls` 1) and once \
-at its minimum; `auto_checkpoints` 1 where `on_verification_limit` is complete; `max_model_calls` 5, `max_steps` 9), {} abstract \
+`on_unrecoverable_tool_error`, a token budget and `final_answer_on_budget`, once with every \
+occurrence limit 2 (`max_repeats` 3; without a token budget, once more with `max_tool_calls` 1) and once \
+at its minimum; the token budget `token_budget` where `on_verification_limit` aborts, \
+`max_output_tokens` where it completes; `auto_checkpoints` 1 where `on_verification_limit` is complete; `max_model_calls` 5, `max_steps` 9), {} abstract \
 inputs: **{states} states, {transitions} transitions**, no state that cannot reach a terminal \
 state, no cycle, longest run {longest} steps.\n",
         all.len(),

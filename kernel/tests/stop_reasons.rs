@@ -624,6 +624,45 @@ fn reaches_token_budget() {
 }
 
 #[test]
+fn reaches_output_token_budget() {
+    let policy = Policy {
+        max_output_tokens: Some(25),
+        ..Policy::default()
+    };
+    let wrote = |input_tokens, output_tokens| {
+        Reply::Turn(terminus_kernel::ModelTurn {
+            text: "working".into(),
+            needs_more_work: Some(true),
+            usage: Some(terminus_kernel::Usage {
+                input_tokens,
+                output_tokens,
+            }),
+            ..Default::default()
+        })
+    };
+    // A long prompt is not output: 1,000 tokens read and 15 written leave the budget unspent,
+    // 15 more spend it.
+    let run = drive(
+        policy.clone(),
+        Script::new(vec![wrote(1_000, 15), wrote(1_000, 15)]),
+    );
+    assert_eq!(run.stop.outcome, aborted(AbortReason::OutputTokenBudget));
+    assert_eq!(run.rules().last(), Some(&"output_token_budget"));
+    assert_eq!(run.stop.stats.output_tokens, 30);
+    assert_eq!(run.stop.stats.model_calls, 2);
+    // The whole-run token budget is a different row: it is not what stopped this run.
+    let run = drive(
+        Policy {
+            max_output_tokens: Some(25),
+            token_budget: Some(1_500),
+            ..Policy::default()
+        },
+        Script::new(vec![wrote(1_000, 10), wrote(1_000, 10)]),
+    );
+    assert_eq!(run.stop.outcome, aborted(AbortReason::TokenBudget));
+}
+
+#[test]
 fn truncated_and_filtered_replies_are_never_answers() {
     for f in [Finish::Length, Finish::ContentFilter] {
         let run = drive(

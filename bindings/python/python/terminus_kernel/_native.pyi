@@ -97,8 +97,8 @@ class Machine:
         the same run (for a live run: where it is)."""
     def raise_budgets(self, budgets: dict[str, int]) -> Handled:
         """Goes on with a run a budget stopped, with that budget raised (``{"max_steps": 40}``:
-        ``max_steps``, ``max_model_calls``, ``token_budget``, ``max_tool_calls`` or
-        ``max_nudges`` to its new value): the step the stop pre-empted is taken, and its
+        ``max_steps``, ``max_model_calls``, ``token_budget``, ``max_output_tokens``,
+        ``max_tool_calls`` or ``max_nudges`` to its new value): the step the stop pre-empted is taken, and its
         commands follow. A raise that does not lift the budget that stopped the run raises
         ``ValueError`` saying why, and changes nothing."""
     def snapshot(self) -> str:
