@@ -49,6 +49,36 @@ impl Budget {
     }
 }
 
+/// Where each budget the policy sets stands, by name (`steps`, `tokens`, `output_tokens`,
+/// `deadline`, ...): `{limit_field, spent, limit, left}`, the `budgets` of `terminus serve`'s
+/// AG-UI state and of the Python `agui` module's. Without `elapsed_ms` (a host that does not
+/// know when the run started) the deadline is left out.
+pub fn budgets_state(
+    policy: &Policy,
+    stats: &Stats,
+    elapsed_ms: Option<u64>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut budgets = serde_json::Map::new();
+    for budget in Budget::all() {
+        let clock = budget.row().limit().is_none();
+        let Some(elapsed_ms) = elapsed_ms.or((!clock).then_some(0)) else {
+            continue;
+        };
+        if let Some((spent, limit)) = budget.spent(policy, stats, elapsed_ms) {
+            budgets.insert(
+                budget.as_str().to_owned(),
+                serde_json::json!({
+                    "limit_field": budget.limit_name(),
+                    "spent": spent,
+                    "limit": limit,
+                    "left": limit.saturating_sub(spent),
+                }),
+            );
+        }
+    }
+    budgets
+}
+
 impl Serialize for Budget {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -390,6 +420,46 @@ mod tests {
             .map(|w| w.budget)
             .collect();
         assert!(budgets.is_empty(), "{budgets:?}");
+    }
+
+    #[test]
+    fn the_state_lists_the_budgets_the_policy_sets_and_the_deadline_only_with_a_clock() {
+        let policy = Policy {
+            token_budget: Some(1_000),
+            max_output_tokens: Some(100),
+            deadline_ms: Some(60_000),
+            ..Policy::default()
+        };
+        let mut s = stats(4, 3, 0);
+        s.input_tokens = 700;
+        s.output_tokens = 120;
+        let state = budgets_state(&policy, &s, Some(1_500));
+        let mut names: Vec<&str> = state.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "deadline",
+                "model_calls",
+                "output_tokens",
+                "steps",
+                "tokens"
+            ]
+        );
+        assert_eq!(
+            state["output_tokens"],
+            serde_json::json!({"limit_field": "max_output_tokens", "spent": 120, "limit": 100, "left": 0})
+        );
+        assert_eq!(state["tokens"]["spent"], 820);
+        assert_eq!(state["deadline"]["spent"], 1_500);
+        let unclocked = budgets_state(&policy, &s, None);
+        assert!(!unclocked.contains_key("deadline"));
+        assert_eq!(unclocked.len(), 4);
+        // A budget the policy leaves unlimited is not listed.
+        let plain = budgets_state(&Policy::default(), &s, Some(10));
+        let mut names: Vec<&str> = plain.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["model_calls", "steps"]);
     }
 
     #[test]

@@ -69,7 +69,7 @@ mod tool;
 mod verifier;
 
 pub use crate::budget::{
-    Budget, BudgetWarning, ToolBudgetEvent, ToolBudgetKind, WARN_PERCENT, Warned,
+    Budget, BudgetWarning, ToolBudgetEvent, ToolBudgetKind, WARN_PERCENT, Warned, budgets_state,
     tool_budget_events, tool_budget_state,
 };
 pub use crate::config::{AutoCheckpoint, InDoubt, RuntimeConfig};

@@ -145,6 +145,10 @@ fn generate(seed: u64) -> Value {
         scenario["policy"]["pollers"] = json!(["read"]);
         scenario["policy"]["max_polls"] = json!(2 + r.below(3));
     }
+    // Drawn after it for the same reason: a budget on output tokens (a cut reply writes 50).
+    if r.chance(15) {
+        scenario["policy"]["max_output_tokens"] = json!(50 + r.below(100));
+    }
     scenario
 }
 
@@ -303,6 +307,10 @@ async fn generated_scenarios_all_end_within_their_bound_with_consistent_reports(
             }
             Outcome::Aborted(AbortReason::TokenBudget) => {
                 assert!(policy.token_budget.is_some(), "{}", ctx());
+            }
+            Outcome::Aborted(AbortReason::OutputTokenBudget) => {
+                let limit = policy.max_output_tokens.unwrap_or(u64::MAX);
+                assert!(report.stats.output_tokens >= limit, "{}", ctx());
             }
             Outcome::Aborted(AbortReason::ToolCallBudget) => {
                 let limit = policy.max_tool_calls.unwrap_or(u32::MAX);

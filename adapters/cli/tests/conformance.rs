@@ -65,6 +65,7 @@ fn every_stop_reason() -> BTreeSet<Outcome> {
             AbortReason::TokenBudget => 12,
             AbortReason::ToolCallBudget => 13,
             AbortReason::PollLimit => 14,
+            AbortReason::OutputTokenBudget => 15,
             // `AbortReason` is non-exhaustive: a reason added later maps here and fails the
             // assert below until this list names it.
             _ => usize::MAX,
@@ -73,7 +74,7 @@ fn every_stop_reason() -> BTreeSet<Outcome> {
     let complete: BTreeSet<usize> = CompleteReason::ALL.map(complete_index).into();
     let abort: BTreeSet<usize> = AbortReason::ALL.map(abort_index).into();
     assert_eq!(complete, (0..4).collect(), "CompleteReason::ALL");
-    assert_eq!(abort, (0..15).collect(), "AbortReason::ALL");
+    assert_eq!(abort, (0..16).collect(), "AbortReason::ALL");
     CompleteReason::ALL
         .into_iter()
         .map(Outcome::Complete)
@@ -318,7 +319,7 @@ fn design_rule_citations_parse() {
 
 #[test]
 fn the_kernel_lists_every_stop_reason() {
-    assert_eq!(every_stop_reason().len(), 19);
+    assert_eq!(every_stop_reason().len(), 20);
 }
 
 /// `provider-usage-prunes.json` prunes because of the reported usage, not the tokenizer: the

@@ -38,6 +38,7 @@ const CHOSEN: &[(&str, &str)] = &[
     ("token_budget", "token-budget"),
     ("tool_call_budget", "tool-call-budget"),
     ("poll_limit", "poller-never-ready"),
+    ("output_token_budget", "output-token-budget"),
 ];
 
 fn explain(name: &str, json: bool) -> Output {
@@ -94,6 +95,7 @@ fn bound_of(reason: &str) -> Option<&'static str> {
         "empty_responses" => "max_empty_responses",
         "deadline" => "deadline_ms",
         "poll_limit" => "max_polls",
+        "output_token_budget" => "max_output_tokens",
         _ => return None,
     })
 }

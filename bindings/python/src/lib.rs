@@ -437,6 +437,16 @@ impl Machine {
         to_py(py, self.host.machine().policy())
     }
 
+    /// Where each budget the policy sets stands, by name: `{limit_field, spent, limit, left}`
+    /// (`terminus_runtime::budgets_state`, the `budgets` of `terminus serve`'s AG-UI state); the
+    /// deadline only with `elapsed_ms`, the time since the run started.
+    #[pyo3(signature = (elapsed_ms = None))]
+    fn budgets(&self, py: Python<'_>, elapsed_ms: Option<u64>) -> PyResult<Py<PyAny>> {
+        let machine = self.host.machine();
+        let state = terminus_runtime::budgets_state(machine.policy(), &machine.stats(), elapsed_ms);
+        to_py(py, &state)
+    }
+
     /// The report: the fields of `terminus run --json` without the execution id (while the run
     /// goes on, `outcome`, `reason` and `rule` are `None` and the counters are those so far).
     fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {

@@ -294,6 +294,25 @@ def test_a_streamed_reply_goes_out_piece_by_piece_in_its_model_step() -> None:
             assert step is not None, event
 
 
+def test_the_budgets_are_the_catalogs_as_terminus_serve_shows_them() -> None:
+    # Every budget the policy sets, named and measured by the kernel's catalog (the output-token
+    # budget included, which no list in this module names), and nothing the policy leaves open.
+    policy = {**ARCHITECT_POLICY, "max_steps": 30, "token_budget": 10**6, "max_output_tokens": 10**5}
+    events, state = stream(seed.ARCHITECT, policy)
+    first = of(events, EventType.STATE_SNAPSHOT)[0].snapshot
+    assert set(first["budgets"]) == {"steps", "model_calls", "tokens", "output_tokens"}
+    assert first["budgets"]["output_tokens"] == {
+        "limit_field": "max_output_tokens",
+        "spent": 0,
+        "limit": 10**5,
+        "left": 10**5,
+    }
+    final = replay_state(events)
+    stats = state[REPORT_KEY]["stats"]
+    assert final["budgets"]["tokens"]["spent"] == stats["input_tokens"] + stats["output_tokens"]
+    assert final["budgets"]["output_tokens"]["spent"] == stats["output_tokens"]
+
+
 def test_the_deltas_applied_to_the_snapshot_give_the_reports_state() -> None:
     events, state = stream(seed.ARCHITECT, {**ARCHITECT_POLICY, "max_steps": 30})
     first = of(events, EventType.STATE_SNAPSHOT)[0].snapshot

@@ -1,10 +1,10 @@
 //! The run's state: its snapshot, the RFC 6902 deltas between two, and the state of a run that
 //! ended or suspended.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use terminus_kernel::{Machine, Policy, Stats};
-use terminus_runtime::{Budget, PendingCall, Report};
+use terminus_runtime::{PendingCall, Report};
 
 /// The run's state, as `STATE_SNAPSHOT` carries it and `STATE_DELTA` patches it.
 #[derive(Debug, Clone)]
@@ -48,20 +48,7 @@ impl RunState {
         elapsed_ms: u64,
         parts: &Parts,
     ) -> Value {
-        let mut budgets = Map::new();
-        for budget in Budget::all() {
-            if let Some((spent, limit)) = budget.spent(&self.policy, stats, elapsed_ms) {
-                budgets.insert(
-                    budget.as_str().to_owned(),
-                    json!({
-                        "limit_field": budget.limit_name(),
-                        "spent": spent,
-                        "limit": limit,
-                        "left": limit.saturating_sub(spent),
-                    }),
-                );
-            }
-        }
+        let budgets = terminus_runtime::budgets_state(&self.policy, stats, Some(elapsed_ms));
         json!({
             "execution": self.execution,
             "agent": self.agent,

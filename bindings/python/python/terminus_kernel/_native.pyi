@@ -86,6 +86,11 @@ class Machine:
     def stats(self) -> dict[str, int]:
         """Every counter of the kernel (``steps``, ``model_calls``, ``tool_calls``,
         ``nudges``, ``no_ops``, ``empty_responses``, ``ignored_events``, ...)."""
+    def budgets(self, elapsed_ms: int | None = None) -> dict[str, dict[str, int]]:
+        """Where each budget the policy sets stands, by name (``steps``, ``tokens``,
+        ``output_tokens``, ``deadline``, ...): ``{limit_field, spent, limit, left}``, as
+        ``terminus serve``'s AG-UI state shows them; the deadline only with ``elapsed_ms``, the
+        time since the run started."""
     def report(self) -> dict[str, Any]:
         """The report, with the fields of ``terminus run --json`` but the execution id:
         ``outcome``, ``reason``, ``steps``, ``model_calls``, ``tool_calls``, ``nudges``,

@@ -83,14 +83,6 @@ def _text(content: str | list[Any]) -> str:
         if isinstance(b, str) or (isinstance(b, Mapping) and b.get("type") == "text")
     )
 
-_BUDGETS = (
-    # (state name, policy field, counters that spend it)
-    ("steps", "max_steps", ("steps",)),
-    ("tokens", "token_budget", ("input_tokens", "output_tokens")),
-    ("model_calls", "max_model_calls", ("model_calls",)),
-    ("tool_calls", "max_tool_calls", ("tool_calls",)),
-)
-"""The budgets the state shows, as ``terminus serve`` names them (the deadline apart)."""
 
 
 def json_patch(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
@@ -160,7 +152,6 @@ class AguiRun:
         self.run_id = _check_id("run_id", run_id)
         self.state: dict[str, Any] | None = None
         self.report: dict[str, Any] | None = None
-        self._policy: Mapping[str, Any] = {}
         self._started_ms: int | None = None
         self._step: str | None = None
         self._texts: set[str] = set()
@@ -424,8 +415,6 @@ class AguiRun:
         if isinstance(started, int):
             self._started_ms = started
         machine = session.machine()
-        if not self._policy:
-            self._policy = machine.policy
         state = self._render(machine)
         if self.report is not None:
             state = self._ended(state)
@@ -442,16 +431,12 @@ class AguiRun:
     def _render(self, machine: Machine) -> dict[str, Any]:
         report = machine.report()
         stats = dict(machine.stats)
-        budgets: dict[str, Any] = {}
-        for name, field, counters in _BUDGETS:
-            limit = self._policy.get(field)
-            if isinstance(limit, int) and not isinstance(limit, bool):
-                spent = sum(int(stats.get(c, 0)) for c in counters)
-                budgets[name] = _budget(field, spent, limit)
-        deadline = self._policy.get("deadline_ms")
-        if isinstance(deadline, int) and self._started_ms is not None:
+        # The budgets as `terminus serve` shows them, from the kernel's catalog: the deadline
+        # once the run's start is known.
+        elapsed = None
+        if self._started_ms is not None:
             elapsed = max(int(time.time() * 1000) - self._started_ms, 0)
-            budgets["deadline"] = _budget("deadline_ms", elapsed, deadline)
+        budgets = machine.budgets(elapsed)
         return {
             "thread_id": self.thread_id,
             "run_id": self.run_id,
@@ -473,10 +458,6 @@ class AguiRun:
             "rule": report.get("rule"),
             "result": report.get("result"),
         }
-
-
-def _budget(field: str, spent: int, limit: int) -> dict[str, Any]:
-    return {"limit_field": field, "spent": spent, "limit": limit, "left": max(limit - spent, 0)}
 
 
 def _jsonable(value: Any) -> bool:
