@@ -35,7 +35,10 @@ export interface RunAgentResult {
   text: string;
   /** The kernel's report (`outcome`, `reason`, `steps`, `model_calls`, `nudges`, ...). */
   report: Report;
-  /** The conversation as the model saw it, nudges and tool results included. */
+  /**
+   * The conversation as the model saw it, nudges and tool results included (a failed result's
+   * class in its part's `providerOptions.terminus.error`).
+   */
   messages: ModelMessage[];
   /** The host core's session of the run, ended. */
   session: Session;

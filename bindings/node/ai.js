@@ -77,6 +77,20 @@ function replyOf(result, id) {
   return message;
 }
 
+/**
+ * A tool-result part with the kernel's class of its failure, `kind` (none: the part as it is),
+ * where the model's prompt keeps it: `providerOptions.terminus.error` (a provider reads only its
+ * own key), as LangChain keeps it in a tool message's `response_metadata`.
+ */
+function classed(part, kind) {
+  if (!kind) return part;
+  const options = part.providerOptions || {};
+  return { ...part, providerOptions: { ...options, terminus: { ...options.terminus, error: kind } } };
+}
+
+/** The kernel's class a tool-result part carries (`classed`), if any. */
+const classOf = (part) => (part && part.type === 'tool-result' ? part.providerOptions?.terminus?.error : undefined);
+
 /** A tool result's output: its text with `notice` appended. */
 function withNotice(output, notice) {
   const shown = typeof output.value === 'string' ? output.value : JSON.stringify(output.value);
@@ -115,18 +129,15 @@ async function runAgent(options) {
     const { execute: _execute, ...rest } = t;
     declared[name] = rest;
   }
-  // The kernel's class of a result, by call id, for the core (the SDK's messages keep none).
-  const marks = new Map();
+  // A failure's class rides on its result part (`classed`), for the core as `terminus_error`.
   const wire = (m) =>
     m.role !== 'tool' || !Array.isArray(m.content)
       ? m
-      : { ...m, content: m.content.map((p) => (p && marks.has(p.toolCallId) ? { ...p, terminus_error: marks.get(p.toolCallId) } : p)) };
+      : { ...m, content: m.content.map((p) => (classOf(p) ? { ...p, terminus_error: classOf(p) } : p)) };
   let replyAt = -1; // where the last reply is in `messages` (-1: none kept)
   const tail = () => messages.slice(Math.max(replyAt, 0)).map(wire);
-  const answerPart = ({ tool_call_id, name, content, error }) => {
-    if (error) marks.set(tool_call_id, error);
-    return { type: 'tool-result', toolCallId: tool_call_id, toolName: name, output: { type: 'error-text', value: content } };
-  };
+  const answerPart = ({ tool_call_id, name, content, error }) =>
+    classed({ type: 'tool-result', toolCallId: tool_call_id, toolName: name, output: { type: 'error-text', value: content } }, error);
   const verified = async (s) => {
     while (s && s.verify) {
       const { claim, todos, missing } = s.verify;
@@ -194,11 +205,14 @@ async function runAgent(options) {
       // The calls the SDK answered itself (an unknown tool, input that fails the tool's schema):
       // its answer stands, of the kernel's class.
       answeredBySdk = new Set();
+      const invalid = new Map();
       for (const part of result.content || []) {
         if (part.type === 'tool-error' && !part.providerExecuted) answeredBySdk.add(part.toolCallId);
-        if (part.type === 'tool-call' && part.invalid) marks.set(part.toolCallId, ai.NoSuchToolError.isInstance(part.error) ? 'not_found' : 'invalid_arguments');
+        if (part.type === 'tool-call' && part.invalid) invalid.set(part.toolCallId, ai.NoSuchToolError.isInstance(part.error) ? 'not_found' : 'invalid_arguments');
       }
-      const kept = result.response.messages;
+      const kept = result.response.messages.map((m) =>
+        m.role === 'tool' && Array.isArray(m.content) ? { ...m, content: m.content.map((p) => (p.type === 'tool-result' ? classed(p, invalid.get(p.toolCallId)) : p)) } : m,
+      );
       replyAt = kept.length && kept[0].role === 'assistant' ? messages.length : -1;
       messages.push(...kept);
       if (result.text) text = result.text;
@@ -238,21 +252,22 @@ async function runAgent(options) {
           continue;
         }
         let output;
+        let error; // the kernel's class of a failure
         if (!tool || typeof tool.execute !== 'function') {
           // A call the kernel does not await (its gate lets the framework answer): no such tool.
-          if (!tool) marks.set(call.id, 'not_found');
+          error = tool ? 'failed' : 'not_found';
           output = { type: 'error-text', value: tool ? `tool \`${call.name}\` has no execute` : `there is no tool named \`${call.name}\`` };
         } else {
           try {
             const value = asJson(await tool.execute(call.input, { toolCallId: call.id, messages, abortSignal }));
             output = typeof value === 'string' ? { type: 'text', value } : { type: 'json', value };
           } catch (e) {
-            if (e && typeof e.terminus_error === 'string') marks.set(call.id, e.terminus_error);
+            error = e && typeof e.terminus_error === 'string' ? e.terminus_error : 'failed';
             output = { type: 'error-text', value: String((e && e.message) || e) };
           }
         }
         if (gate.run.warning) output = withNotice(output, gate.run.warning);
-        parts.push({ type: 'tool-result', toolCallId: call.id, toolName: call.name, output });
+        parts.push(classed({ type: 'tool-result', toolCallId: call.id, toolName: call.name, output }, error));
       }
       if (parts.length) messages.push({ role: 'tool', content: parts });
       if (abortSignal && abortSignal.aborted) continue;

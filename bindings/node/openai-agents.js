@@ -17,12 +17,16 @@
 // - `toolUseBehavior` gives each tool batch's results to the session: a stop the
 //   kernel decides there (a loop of identical calls, failing tools, a spent budget) ends the run
 //   without another model call.
+// A tool's failure reaches the model as `terminus run` writes one, `error (KIND): MESSAGE` (a
+// function call's result has no other place for its class).
 // A reply the SDK takes as the final output but the kernel refuses (`completion_requires` unmet,
 // an open todo of `write_todos`, a no-op reply) ends one `Runner.run` only: `run` goes on with
 // the conversation so far (`result.history`) and the kernel's nudge as a user message, until the
 // kernel stops. A notice (a loop seen, a tool excluded) is given the same way after the batch's
-// results. Resolves to the last `Runner.run`'s result, whose `history` is the whole conversation
-// (nudges included), with the kernel's report as its property `terminus`.
+// results, appended to the batch's last result (the host core's `notice_to`; a user message
+// when it has none). Resolves to the last `Runner.run`'s result, whose `history` is the whole
+// conversation (nudges and notices included), with the kernel's report as its property
+// `terminus`.
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
@@ -60,6 +64,20 @@ function outputText(output) {
   return JSON.stringify(output) ?? '';
 }
 
+/** A failed call's result as `terminus run` writes one: its class, then the tool's words. */
+const failure = (kind, message) => `error (${kind}): ${message}`;
+
+/**
+ * A tool output with the kernel's `notice` appended after a blank line: to its text, or as a
+ * text part of its own to a list of parts.
+ */
+function withNotice(output, notice) {
+  if (Array.isArray(output)) return [...output, { type: 'input_text', text: notice }];
+  const text = outputText(output);
+  const shown = text ? `${text}\n\n${notice}` : notice;
+  return typeof output === 'string' ? shown : { type: 'text', text: shown };
+}
+
 /** The finish reason of a reply: the Chat Completions model keeps its raw response (`providerData`). */
 function finishOf(raw) {
   const choice = raw && Array.isArray(raw.choices) ? raw.choices[0] : undefined;
@@ -76,7 +94,9 @@ class KernelRun {
     this.verify = verify;
     this.answers = new Map(); // call id -> the session's answer: { content, error }
     this.failed = new Map(); // call id -> the kernel's class of a tool's failure
-    this.messages = []; // nudges and notices for the conversation
+    this.messages = []; // nudges (and notices with no result to ride on), as user messages
+    this.notices = []; // notices for the batch's last result, `noticeTo`
+    this.noticeTo = null;
     this.written = null;
     this.handover = false; // the last Runner.run ended for the kernel to go on
     this.replies = 0;
@@ -88,6 +108,11 @@ class KernelRun {
 
   get report() {
     return this.session.report();
+  }
+
+  /** The kernel has something to tell the model before its next call. */
+  get pending() {
+    return this.messages.length > 0 || this.notices.length > 0;
   }
 
   /** The session wants the model called. */
@@ -109,7 +134,11 @@ class KernelRun {
     while (step && step.verify) step = this.verify ? this.session.verdict(await this.verdict(step.verify)) : this.session.verdictByRules();
     if (!step) return;
     if (step.jump) this.step = step;
-    this.messages.push(...(step.notices || []), ...(step.nudges || []));
+    if ((step.notices || []).length) {
+      this.notices.push(...step.notices);
+      this.noticeTo = step.notice_to;
+    }
+    this.messages.push(...(step.nudges || []));
     for (const a of step.answers || []) this.answers.set(a.tool_call_id, a);
     if (step.written) this.written = step.written;
   }
@@ -128,6 +157,21 @@ class KernelRun {
     if (!this.session.batchOut || this.ended) return;
     await this.take(this.session.results(this.wire(items), Date.now()));
     this.failed = new Map();
+  }
+
+  /**
+   * The conversation `history` for the next `Runner.run`, with what the kernel tells the model:
+   * the notices on the result they go to (else a user message), then the nudges, as `user`
+   * makes user messages.
+   */
+  carry(history, user) {
+    const to = this.noticeTo;
+    const at = this.notices.length ? history.findLastIndex((i) => i && i.type === 'function_call_result' && (i.id === to || i.callId === to)) : -1;
+    const notice = this.notices.join('\n\n');
+    const items = history.map((item, i) => (i === at ? { ...item, output: withNotice(item.output, notice) } : item));
+    const said = at < 0 ? [...this.notices, ...this.messages] : this.messages;
+    [this.notices, this.noticeTo, this.messages] = [[], null, []];
+    return [...items, ...said.map((text) => user(text))];
   }
 
   /** Ends a run something else ended (the SDK, a throw). */
@@ -193,7 +237,7 @@ class KernelModel {
       if (!hasCalls && !hasText) {
         // An empty reply is never part of the conversation: retried here when the kernel says
         // so, else answered with no output (the kernel's nudge follows in the next Runner.run).
-        if (run.modelWanted && !run.messages.length) continue;
+        if (run.modelWanted && !run.pending) continue;
         run.handover = !run.ended;
         return standIn(this.Usage);
       }
@@ -229,10 +273,11 @@ function guarded(tool, run, agents) {
     run: async ({ toolCall }) => {
       const id = String(toolCall.callId);
       const answer = run.answers.get(id);
-      if (answer) return out.rejectContent(answer.content);
+      const refused = ({ content, error }) => out.rejectContent(error ? failure(error, content) : content);
+      if (answer) return refused(answer);
       const turn = run.session.turn();
       const gate = Session.gate(turn, id, String(toolCall.name), true);
-      if (gate.refuse) return out.rejectContent(gate.refuse.content);
+      if (gate.refuse) return refused(gate.refuse);
       if (run.ended) return out.rejectContent(`Not run: the run stopped (${run.report.reason || 'stopped'}).`);
       if (!turn.awaiting.some(([a]) => a === id)) return out.rejectContent('Not run: the kernel did not ask for this call.');
       return out.allow();
@@ -256,9 +301,9 @@ function guarded(tool, run, agents) {
       // error's `terminus_error`, else `failed`), the model reads it.
       const id = details && details.toolCall ? String(details.toolCall.callId) : undefined;
       if (id === undefined || !run.session.turn().awaiting.some(([a]) => a === id)) throw error;
-      const message = String((error && error.message) || error);
-      run.failed.set(id, typeof (error && error.terminus_error) === 'string' ? error.terminus_error : 'failed');
-      return `Error: ${message}`;
+      const kind = typeof (error && error.terminus_error) === 'string' ? error.terminus_error : 'failed';
+      run.failed.set(id, kind);
+      return failure(kind, String((error && error.message) || error));
     }
   };
   return {
@@ -341,7 +386,7 @@ async function run(agent, input, options = {}) {
     toolUseBehavior: async (context, results) => {
       await kernel.results(results.map((r) => r.runItem && r.runItem.rawItem).filter(Boolean));
       if (kernel.ended) return { isFinalOutput: true, isInterrupted: undefined, finalOutput: String(kernel.report.result ?? '') };
-      if (kernel.messages.length) {
+      if (kernel.pending) {
         kernel.handover = true; // a notice goes into the conversation before the next model call
         return { isFinalOutput: true, isInterrupted: undefined, finalOutput: '' };
       }
@@ -369,8 +414,7 @@ async function run(agent, input, options = {}) {
     }
     kernel.handover = false;
     const history = result.history.filter((item) => !(typeof item.id === 'string' && item.id.startsWith(STAND_IN)));
-    items = [...history, ...kernel.messages.map((text) => agents.user(text))];
-    kernel.messages = [];
+    items = kernel.carry(history, agents.user);
   }
   result.terminus = kernel.report;
   return result;

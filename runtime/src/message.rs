@@ -141,8 +141,7 @@ impl Message {
     ) -> Message {
         let mut m = Message::new(Role::Tool, Author::Tool, output);
         if let Some(suffix) = kernel_suffix {
-            m.content.push_str("\n\n");
-            m.content.push_str(suffix);
+            append_kernel_text(&mut m.content, suffix);
         }
         m.tool_call_id = Some(call_id.into());
         m.tool_name = Some(tool.into());
@@ -153,8 +152,7 @@ impl Message {
     /// sees and the verifier does not: a new message (a new stamp), the evidence as it was.
     pub fn with_kernel_text(&self, text: &str) -> Message {
         let mut m = self.clone();
-        m.content.push_str("\n\n");
-        m.content.push_str(text);
+        append_kernel_text(&mut m.content, text);
         m.stamp = new_stamp();
         m
     }
@@ -181,6 +179,15 @@ impl Message {
             .get(..self.evidence_len)
             .unwrap_or(&self.content)
     }
+}
+
+/// `text` of the kernel's appended to `content` after a blank line, or alone when `content` is
+/// empty (as every host appends it).
+fn append_kernel_text(content: &mut String, text: &str) {
+    if !content.is_empty() {
+        content.push_str("\n\n");
+    }
+    content.push_str(text);
 }
 
 /// The verifier's view of the conversation: every message except the kernel's own, and tool
@@ -263,5 +270,27 @@ impl<'a> Transcript<'a> {
             blocks.push(out);
         }
         blocks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_text_follows_a_blank_line_or_stands_alone_on_an_empty_result() {
+        let read = Message::tool_result("c1", "read_file", "fn add".to_owned(), Some("80 %"));
+        assert_eq!(read.content, "fn add\n\n80 %");
+        assert_eq!(read.evidence(), "fn add");
+        let empty = Message::tool_result("c2", "touch", String::new(), Some("80 %"));
+        assert_eq!(empty.content, "80 %");
+        assert_eq!(empty.evidence(), "");
+        let noticed = Message::tool_result("c3", "touch", String::new(), None)
+            .with_kernel_text("a loop was seen");
+        assert_eq!(noticed.content, "a loop was seen");
+        assert_eq!(noticed.evidence(), "");
+        let noticed = read.with_kernel_text("a loop was seen");
+        assert_eq!(noticed.content, "fn add\n\n80 %\n\na loop was seen");
+        assert_eq!(noticed.evidence(), "fn add");
     }
 }

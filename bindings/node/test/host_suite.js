@@ -32,11 +32,6 @@ function providerError(kind, retryAfterMs) {
   return Object.assign(new Error(text), { status, headers });
 }
 
-/**
- * Registers one test per conversation: `play(scenario)` runs it through `framework` and resolves
- * to the report, which must be `runScenario`'s (`terminus run --json`) on every compared field.
- * `skipped`: scenario name -> why it cannot match through this framework (printed).
- */
 /** The real model's recorded runs (`terminus eval`: its replies as they came), each with its scenario. */
 const recordings = () => {
   const root = join(REPO, 'spec', 'eval', 'recordings');
@@ -89,15 +84,17 @@ function argumentsText(args) {
  * to the report, or to `{ report, sent }` with what the framework's model was sent, call by call,
  * in the transcript's shape. The report must be `runScenario`'s (`terminus run --json`) on every
  * compared field, and `sent` its transcript, every message of every call, but for the
- * conversations `transcriptsLeftOut` names (name -> why).
+ * conversations `transcriptsLeftOut` names (name -> why); a last test checks that at least
+ * `transcriptsAtLeast` runs had their transcript compared.
  * `skipped`: scenario name -> why it cannot match through this framework (printed).
  */
-function throughEvery(framework, play, skipped = {}, skippedRecordings = {}, transcriptsLeftOut = {}) {
+function throughEvery(framework, play, skipped = {}, skippedRecordings = {}, transcriptsLeftOut = {}, transcriptsAtLeast = 0) {
   const cases = [
     ...conversations.scenarios.map((name) => [`the conversation ${name}`, name, () => JSON.parse(readFileSync(join(REPO, 'spec', 'scenarios', `${name}.json`), 'utf8'))]),
     ...recordings().map(([file, scenario]) => [`the real model's recorded run ${file}`, file.split('/').slice(0, 2).join('/'), () => scenario]),
     ...nonAnswers().map(([file, scenario]) => [`the recorded non-answer ${file}`, `non-answers/${file}`, () => scenario]),
   ];
+  let compared = 0; // the runs whose every model call was the transcript's
   for (const [label, name, load] of cases) {
     const why = name && (label.startsWith('the conversation') ? skipped : skippedRecordings)[name];
     test(`${label} through ${framework} gives terminus run's report`, why ? { skip: why } : {}, async () => {
@@ -109,6 +106,7 @@ function throughEvery(framework, play, skipped = {}, skippedRecordings = {}, tra
         // What the model was sent, call by call, every message: what `terminus run` sends.
         assert.equal(played.sent.length, transcript.length, `${label}: model calls`);
         played.sent.forEach((call, i) => assert.deepEqual(call, transcript[i], `${label}: model call ${i + 1}`));
+        compared += 1;
       }
       assert.ok(got && got.outcome, `${label}: the run gave no report`);
       // The host keeps the journal's last steps (a snapshot that does not grow with the run): the
@@ -132,6 +130,10 @@ function throughEvery(framework, play, skipped = {}, skippedRecordings = {}, tra
       }
     });
   }
+  // Registered last, so it runs after every run above (a file's tests run in order).
+  test(`${framework} sent the model what terminus run sends in at least ${transcriptsAtLeast} runs`, () => {
+    assert.ok(compared >= transcriptsAtLeast, `${compared} runs had their transcript compared`);
+  });
 }
 
 module.exports = { suite, conversations, COMPARED, caseOf, providerError, throughEvery, argumentsText };

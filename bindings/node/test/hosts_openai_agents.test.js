@@ -10,21 +10,55 @@
 // names them) answer with the scenario's results in call order (an error thrown with its class
 // in `terminus_error`),
 // `write_todos` as the runtime's built-in. The report must be `runScenario`'s on the fields the
-// LangChain JS host test compares.
+// LangChain JS host test compares, and the model's requests, call by call, `terminus run`'s
+// transcript (`spec/hosts/README.md`).
 
 const { Agent, Usage, tool } = require('@openai/agents');
 const { run } = require('terminus-kernel/openai-agents');
 const { Cursor, resultOf, writeTodos } = require('./scenario_driver.js');
-const { providerError, throughEvery } = require('./host_suite.js');
+const { providerError, throughEvery, argumentsText } = require('./host_suite.js');
 
-/** A `Model` answering with a scenario's model turns, in order. */
+/** The text of an item's content: a string, or its text parts (`input_text`, `output_text`). */
+const textOf = (content) => (typeof content === 'string' ? content : content.filter((p) => p.type === 'input_text' || p.type === 'output_text').map((p) => p.text).join(''));
+
+/**
+ * A model request (`ModelRequest`) in the transcript's shape (`spec/hosts/README.md`): the
+ * system instructions (the OpenAI models send none when empty), then the input items: a message
+ * as its role and text, an assistant message with the function calls after it as one assistant
+ * message with calls (as the Chat Completions model sends them), a function call's result as a
+ * tool message with its tool; reasoning items left out; no ids.
+ */
+function said(request) {
+  const out = request.systemInstructions ? [{ role: 'system', text: request.systemInstructions }] : [];
+  let turn = null; // the assistant message the next function calls belong to
+  for (const item of typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : request.input) {
+    if (item.type === 'reasoning') continue;
+    if (item.type === 'function_call') {
+      if (!turn) out.push((turn = { role: 'assistant', text: '' }));
+      (turn.calls ||= []).push(`${item.name} ${argumentsText(item.arguments)}`);
+      continue;
+    }
+    if (item.type === 'function_call_result') {
+      out.push({ role: 'tool', text: typeof item.output === 'string' ? item.output : item.output.text, tool: item.name });
+    } else {
+      out.push({ role: item.role, text: textOf(item.content) });
+    }
+    turn = item.role === 'assistant' ? out.at(-1) : null;
+  }
+  return out;
+}
+
+/** A `Model` answering with a scenario's model turns, in order, recording what it was sent in `sent`. */
 class ScenarioModel {
   constructor(script) {
     this.turns = new Cursor(script.turns, script.repeat || 'none', 'model');
     this.calls = 0;
+    /** What each call was sent, in the transcript's shape. */
+    this.sent = [];
   }
 
-  async getResponse() {
+  async getResponse(request) {
+    this.sent.push(said(request));
     const n = ++this.calls;
     const turn = this.turns.next();
     if (turn.error != null) throw providerError(turn.error, turn.retry_after_ms);
@@ -70,18 +104,21 @@ function scripted(name, answer) {
   return { ...made, name };
 }
 
+/** Plays a scenario through the adapter's `run`: the report and what the model was sent. */
 async function play(scenario) {
   const tools = Object.entries(scenario.tools || {}).map(([name, script]) => {
     const results = new Cursor(script.results, script.repeat || 'none', `tool \`${name}\``);
     return scripted(name, () => resultOf(results.next()));
   });
   tools.push(scripted('write_todos', writeTodos));
-  const agent = new Agent({ name: 'scenario', instructions: 'Do the task.', model: new ScenarioModel(scenario.model), tools });
+  const model = new ScenarioModel(scenario.model);
+  const agent = new Agent({ name: 'scenario', instructions: scenario.system_prompt, model, tools });
   const result = await run(agent, scenario.task, { policy: scenario.policy || {}, scale: scenario.scale });
-  return result.terminus;
+  return { report: result.terminus, sent: model.sent };
 }
 
+// Compared: 41 conversations, the 120 recordings and the 30 non-answers.
 throughEvery('OpenAI Agents JS', play, {
   'only-excluded-tools':
     'the Agents SDK throws ModelBehaviorError on a call of a tool the agent does not have: there is no result to give the model',
-});
+}, {}, {}, 191);

@@ -248,6 +248,23 @@ def assert_terminus_runs_report(report: dict[str, Any], path: Path, waits: list[
     assert all(w > 0 for w in waits)
 
 
+def assert_transcript(sent: list[list[dict[str, Any]]], path: Path) -> None:
+    """``sent``, what a framework's model was sent call by call, is what ``terminus run`` sends
+    for the scenario at ``path``: every message of every call."""
+    _, expected = scenario_transcript(path)
+    assert len(sent) == len(expected)
+    for call, (got, want) in enumerate(zip(sent, expected, strict=True), start=1):
+        assert got == want, f"model call {call}"
+
+
+def recorded(recording: Path, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """The scenario of a real model's recorded run, and the file it is written to."""
+    scenario = json.loads(recording.read_text())["scenario"]
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    return scenario, path
+
+
 TRANSCRIPT_LEFT_OUT = {
     "only-excluded-tools": "LangChain answers a call of a tool it does not have itself "
     "(`Error: there is no tool named ...`), before any middleware sees a result",
@@ -264,15 +281,12 @@ def test_the_conversation_through_langchain_gives_terminus_runs_report_and_trans
     if name in TRANSCRIPT_LEFT_OUT:
         return
     # What the model was sent, call by call, every message: what `terminus run` sends.
-    _, expected = scenario_transcript(path)
-    assert len(sent) == len(expected)
-    for call, (got, want) in enumerate(zip(sent, expected, strict=True), start=1):
-        assert got == want, f"model call {call}"
+    assert_transcript(sent, path)
 
 
 def test_the_transcripts_left_out_are_conversations_of_the_suite() -> None:
     assert set(TRANSCRIPT_LEFT_OUT) <= set(SUITE["scenarios"])
-    assert len(SUITE["scenarios"]) - len(TRANSCRIPT_LEFT_OUT) >= 39
+    assert len(SUITE["scenarios"]) - len(TRANSCRIPT_LEFT_OUT) >= 41
 
 
 def through_langchain(
@@ -320,14 +334,8 @@ def test_the_recordings_are_here() -> None:
 def test_the_real_models_recorded_replies_through_langchain_give_terminus_runs_report_and_transcript(
     recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    scenario = json.loads(recording.read_text())["scenario"]
-    path = tmp_path / "scenario.json"
-    path.write_text(json.dumps(scenario))
-    sent = through_langchain(scenario, path, monkeypatch)
-    _, expected = scenario_transcript(path)
-    assert len(sent) == len(expected)
-    for call, (got, want) in enumerate(zip(sent, expected, strict=True), start=1):
-        assert got == want, f"model call {call}"
+    scenario, path = recorded(recording, tmp_path)
+    assert_transcript(through_langchain(scenario, path, monkeypatch), path)
 
 
 NON_ANSWERS = sorted((REPO / "spec" / "eval" / "non-answers").glob("*.json"))

@@ -2,14 +2,15 @@
 SDK: each scenario played by a real ``agents.Agent`` under ``terminus_kernel.openai_agents``
 (its scripted ``Model`` replying with Responses items, its failures raised as the ``openai``
 SDK's ``APIStatusError``s, its function tools giving the scripted results) gives the report
-``terminus run`` gives for it, every counter."""
+``terminus run`` gives for it, every counter, and sends the model what ``terminus run`` sends it,
+every message of every call (the transcript, in the shape of ``spec/hosts/README.md``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ import httpx  # noqa: E402
 import openai  # noqa: E402
 from agents import Agent, FunctionTool, Model, ModelResponse, RunConfig, Usage  # noqa: E402
 from agents import function_tool  # noqa: E402
+from agents.models.chatcmpl_converter import Converter  # noqa: E402
+from agents.run_config import ToolErrorFormatterArgs  # noqa: E402
 from agents.tool_context import ToolContext  # noqa: E402
 from openai.types.responses import (  # noqa: E402
     ResponseFunctionToolCall,
@@ -39,10 +42,14 @@ from openai.types.responses import (  # noqa: E402
 )
 from test_host_suite import (  # noqa: E402
     ERRORS,
+    RECORDINGS,
     SUITE,
     Cursor,
+    arguments,
     assert_terminus_runs_report,
+    assert_transcript,
     load_scenario,
+    recorded,
     write_todos,
 )
 from terminus_kernel.openai_agents import ERROR_KIND, Terminus  # noqa: E402
@@ -80,14 +87,56 @@ def provider_error(kind: str, retry_after_ms: int | None) -> openai.APIStatusErr
     return cls(f"Error code: {status} - {text}", response=response, body=body)
 
 
+def said(
+    system: str | None, items: str | list[Any], failed: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The messages of a model call in the transcript's shape (``spec/hosts/README.md``), as the
+    SDK's Chat Completions model sends them (its ``Converter``): the system instructions first,
+    a reply's text and function calls one assistant message, each ``function_call_output`` a
+    tool message of the tool its call named, a failed call's as ``error (KIND): MESSAGE`` from
+    the class ``failed`` keeps by call id (the SDK's output has none); no ids. A message the
+    transcript has no place for (a refusal, content that is not text) fails the call: nothing
+    is left out unseen."""
+    messages: list[Any] = Converter.items_to_messages(items)
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    names: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if message.get("refusal") or not isinstance(content, str):
+            raise AssertionError(f"a message the transcript has no place for: {message}")
+        entry: dict[str, Any] = {"role": role, "text": content}
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            entry.setdefault("calls", []).append(
+                f"{function['name']} {arguments(function['arguments'])}"
+            )
+            names[call["id"]] = function["name"]
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            entry["tool"] = names[call_id]
+            if call_id in failed:
+                entry["text"] = f"error ({failed[call_id]}): {content}"
+        out.append(entry)
+    return out
+
+
 class ConversationModel(Model):
-    """The scenario's model: each call takes its next turn, as Responses items."""
+    """The scenario's model: each call takes its next turn, as Responses items, and records what
+    it was sent (``failed``: the class of each failed call, by call id, which the run's tool
+    error formatter records)."""
 
     def __init__(self, script: dict[str, Any]) -> None:
         self.turns = Cursor(script, "turns")
         self.calls = 0
+        self.failed: dict[str, str] = {}
+        self.sent: list[list[dict[str, Any]]] = []
 
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.sent.append(said(system_instructions, input, self.failed))
         self.calls += 1
         n = self.calls
         turn = self.turns.next()
@@ -174,11 +223,38 @@ def scripted_tool(name: str, cursor: Cursor | None) -> FunctionTool:
     return dataclasses.replace(tool, params_json_schema=schema)
 
 
+TRANSCRIPT_LEFT_OUT = {
+    "only-excluded-tools": "the host core answers a call of a tool the agent lacks "
+    "(`Session.gate`, runtime/src/host/session.rs) with 'Error: there is no tool named "
+    "`send_email`.', where `terminus run` writes the failure 'there is no tool named "
+    "`send_email`'",
+}
+"""The conversations whose transcript differs from ``terminus run``'s, with the reason."""
+
+
 @pytest.mark.parametrize("name", SUITE["scenarios"])
-def test_the_conversation_through_openai_agents_gives_terminus_runs_report(
+def test_the_conversation_through_openai_agents_gives_terminus_runs_report_and_transcript(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, scenario = load_scenario(name, SKIPPED)
+    sent = through_openai_agents(scenario, path, monkeypatch)
+    if name in TRANSCRIPT_LEFT_OUT:
+        return
+    # What the model was sent, call by call, every message: what `terminus run` sends.
+    assert_transcript(sent, path)
+
+
+def test_the_transcripts_left_out_are_conversations_of_the_suite() -> None:
+    assert set(TRANSCRIPT_LEFT_OUT) <= set(SUITE["scenarios"])
+    assert not set(TRANSCRIPT_LEFT_OUT) & set(SKIPPED)
+    assert len(SUITE["scenarios"]) - len(TRANSCRIPT_LEFT_OUT) - len(SKIPPED) >= 40
+
+
+def through_openai_agents(
+    scenario: dict[str, Any], path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[list[dict[str, Any]]]:
+    """Runs ``scenario`` (kept at ``path``) through a real ``agents.Agent`` under ``Terminus``,
+    asserts ``terminus run``'s report and returns what the model was sent (the transcript)."""
     # The kernel's backoff is waited by the adapter (asyncio.sleep): recorded, not slept.
     waits: list[float] = []
 
@@ -189,12 +265,34 @@ def test_the_conversation_through_openai_agents_gives_terminus_runs_report(
     scripts = scenario.get("tools") or {}
     cursors = {n: Cursor(s, "results") for n, s in scripts.items()}
     tools = [scripted_tool(n, cursors.get(n)) for n in sorted({*scripts, "write_todos"})]
-    agent = Agent(name="conversation", model=ConversationModel(scenario["model"]), tools=tools)
-    config = RunConfig(
-        tracing_disabled=True,
-        # The tool's own message as its result (the default hides it).
-        tool_error_formatter=lambda args: str(args.error) if args.error else None,
+    model = ConversationModel(scenario["model"])
+    agent = Agent(
+        name="conversation",
+        model=model,
+        tools=tools,
+        instructions=scenario.get("system_prompt"),
     )
+
+    def formatter(args: ToolErrorFormatterArgs[Any]) -> str | None:
+        """The tool's own message as its result (the default hides it); the class of each
+        failed call kept for the transcript."""
+        if args.kind == "tool_not_found":
+            model.failed[args.call_id] = "not_found"
+        if args.kind != "tool_exception":
+            return None
+        model.failed[args.call_id] = getattr(args.error, ERROR_KIND)
+        return str(args.error)
+
+    config = RunConfig(tracing_disabled=True, tool_error_formatter=formatter)
     terminus = Terminus(scenario.get("policy") or {}, scale=scenario.get("scale"))
     result = terminus.run_sync(agent, scenario["task"], run_config=config)
     assert_terminus_runs_report(result.terminus, path, waits)
+    return model.sent
+
+
+@pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: "/".join(p.parts[-3:]))
+def test_the_real_models_recorded_replies_through_openai_agents_give_terminus_runs_report_and_transcript(
+    recording: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scenario, path = recorded(recording, tmp_path)
+    assert_transcript(through_openai_agents(scenario, path, monkeypatch), path)

@@ -213,9 +213,11 @@ def test_an_excluded_tools_call_is_refused_with_the_kernels_text() -> None:
     }
     refusal = outputs["call_3_0"]
     assert "deploy" in refusal and "excluded" in refusal.lower()
-    # The kernel said so after the third failure, before the model's fourth call.
-    told = [t for t in user_texts(result)[1:] if "deploy" in t]
-    assert told and told[0] in [i.get("content") for i in model.calls[3][0]]
+    # The kernel said so on the third failure's result, before the model's fourth call.
+    third = outputs["call_2_0"]
+    assert third in [i.get("output") for i in model.calls[3][0]]
+    assert "\n\nThe tool `deploy` is now excluded" in third
+    assert not [t for t in user_texts(result)[1:] if "deploy" in t]
     scenario = seed.as_scenario(script, {})
     scenario["tools"]["deploy"] = {
         "results": [{"error": "failed", "message": "connection reset by peer"}],

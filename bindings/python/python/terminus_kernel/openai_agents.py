@@ -29,8 +29,8 @@ wired to one session:
   kernel's budget warning.
 - ``RunConfig.tool_error_formatter`` records which calls failed and their class (a tool's
   exception may carry it as its attribute ``terminus_error``, :data:`ERROR_KIND`); a call of a
-  tool the agent lacks is answered ``not_found`` (``tool_not_found_behavior`` is set to
-  ``"return_error_to_model"``).
+  tool the agent lacks is answered ``not_found`` with the kernel's text, unless the caller's
+  formatter gives one (``tool_not_found_behavior`` is set to ``"return_error_to_model"``).
 - ``tool_use_behavior`` gives each tool batch's results (the ``function_call_output`` items) to
   the session; a stop the kernel decides there (a loop of identical calls, failing tools, a
   spent budget) ends the run without another model call.
@@ -38,11 +38,13 @@ wired to one session:
 A reply the SDK takes as the final output but the kernel refuses (``completion_requires``
 unmet, open todos of a ``write_todos`` tool, a no-op reply) ends one ``Runner.run`` only:
 ``run`` goes on with the conversation so far (``result.to_input_list()``) and the kernel's
-nudge as a user message, and so on until the kernel stops. A notice of the kernel (a loop seen,
-a tool excluded) is given the same way, after the batch's tool results. The result is the last
-``Runner.run``'s: its ``to_input_list()`` is the whole conversation, nudges included, and its
-attribute ``terminus`` is the kernel's report. ``max_turns`` is not used: the policy's budgets
-(``max_steps``, ``max_model_calls``, ...) bound the run, so it never ends in
+nudge as a user message, and so on until the kernel stops. A notice of the kernel on a tool
+batch (a loop seen, a tool excluded, a budget nearly spent) is given the same way, appended to
+the output of the batch's last result (the host core's ``notice_to``), as ``terminus run``
+sends it: no user message stands between a tool result and the next reply. The result is the
+last ``Runner.run``'s: its ``to_input_list()`` is the whole conversation, nudges included, and
+its attribute ``terminus`` is the kernel's report. ``max_turns`` is not used: the policy's
+budgets (``max_steps``, ``max_model_calls``, ...) bound the run, so it never ends in
 ``MaxTurnsExceeded``.
 
 The agent's ``output_type`` must be text (``None`` or ``str``); streaming, handoffs, sessions
@@ -192,8 +194,12 @@ class _Run:
         self.step: dict[str, Any] = step
         self.answers: dict[str, dict[str, Any]] = {}
         self.marks: dict[str, str] = {}
-        # Nudges and notices, for the conversation before the next model call.
+        # Nudges (and notices with no result to ride on), for the conversation before the next
+        # model call.
         self.messages: list[str] = []
+        # Notices for the output of a tool call (by its item's id, else its call id), appended
+        # to it before the next model call.
+        self.notices: dict[str, str] = {}
         # Whether the last Runner.run ended for the kernel to go on (a nudge, a notice, a
         # refused final output), not for the agent's own tool_use_behavior.
         self.handover = False
@@ -207,7 +213,13 @@ class _Run:
         step = verified(self.session, self.verifier, step)
         if step is not None:
             self.step = step
-            self.messages += [*step.get("notices", ()), *step.get("nudges", ())]
+            notice, target = "\n\n".join(step.get("notices", ())), step.get("notice_to")
+            if notice and target:
+                old = self.notices.get(target)
+                self.notices[target] = f"{old}\n\n{notice}" if old else notice
+            elif notice:
+                self.messages.append(notice)
+            self.messages += step.get("nudges", ())
             self.answers.update({a["tool_call_id"]: a for a in step.get("answers", ())})
         return step
 
@@ -264,9 +276,16 @@ class _KernelModel(Model):
         prompt: Any | None,
     ) -> ModelResponse:
         run = self.run
-        if isinstance(input, list):
-            # The results were not fed after the tools ran: they are in the conversation.
+        if isinstance(input, list) and run.session.batch_out:
+            # The results were not fed after the tools ran (the SDK asks no tool_use_behavior
+            # after a turn whose every call is of a tool the agent lacks): they are in the
+            # conversation.
             run.results(input)
+            if run.model_wanted and (run.notices or run.messages):
+                # The kernel's texts go into the conversation first: the next Runner.run starts
+                # with them, this call is not made.
+                run.handover = True
+                return _stand_in()
         while run.model_wanted:
             delay_ms, with_tools = int(run.step.get("delay_ms") or 0), run.step.get("tools", True)
             if delay_ms:
@@ -322,6 +341,27 @@ def _outputs_in(items: Sequence[Any]) -> list[Mapping[str, Any]]:
         for item in items
         if isinstance(item, Mapping) and item.get("type") == "function_call_output"
     ]
+
+
+def _noticed(items: list[Any], notices: dict[str, str]) -> list[Any]:
+    """``items`` with each notice appended to the output of its tool call (the last
+    ``function_call_output`` of that id, else call id), a blank line between; a notice placed is
+    taken out of ``notices``."""
+    items = list(items)
+    for at in range(len(items) - 1, -1, -1):
+        item = items[at]
+        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
+            continue
+        target = next((k for k in (item.get("id"), item.get("call_id")) if k in notices), None)
+        if target is None:
+            continue
+        notice, output = notices.pop(target), item.get("output")
+        if isinstance(output, str):
+            output = f"{output}\n\n{notice}" if output else notice
+        else:
+            output = [*(output or []), {"type": "input_text", "text": notice}]
+        items[at] = {**item, "output": output}
+    return items
 
 
 def _with_written_calls(
@@ -477,9 +517,11 @@ class Terminus:
                 turn = run.session.turn()
                 answer = Session.gate(turn, args.call_id, args.tool_name, False).get("refuse")
                 run.marks[args.call_id] = (answer or {}).get("error") or "not_found"
-            if user_formatter is not None:
-                return user_formatter(args)
-            return None if answer is None else answer["content"]
+            text = None if user_formatter is None else user_formatter(args)
+            if text is None and answer is not None:
+                # The caller's formatter left it to the default: the kernel's answer.
+                text = answer["content"]
+            return text
 
         behavior = agent.tool_use_behavior
 
@@ -491,7 +533,7 @@ class Terminus:
                 return ToolsToFinalOutputResult(
                     is_final_output=True, final_output=run.session.report().get("result") or ""
                 )
-            if run.messages:
+            if run.messages or run.notices:
                 run.handover = True
                 # A notice goes into the conversation before the next model call: this
                 # Runner.run ends here and the next one starts with it.
@@ -528,10 +570,11 @@ class Terminus:
                 run.finish(result.to_input_list())
                 break
             run.handover = False
-            items = result.to_input_list() + [
-                {"role": "user", "content": text} for text in run.messages
-            ]
-            run.messages = []
+            items = _noticed(result.to_input_list(), run.notices)
+            # A notice with no tool output to ride on (none is expected) is never dropped.
+            texts = [*run.notices.values(), *run.messages]
+            items += [{"role": "user", "content": text} for text in texts]
+            run.messages, run.notices = [], {}
         setattr(result, REPORT_ATTR, run.session.report())
         return result
 

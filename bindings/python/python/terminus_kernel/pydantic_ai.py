@@ -21,11 +21,14 @@ module carries its steps out with Pydantic AI's own extension points, nothing pa
   the graph goes back to the model, or a stop the kernel decides ends the graph (``End``)
   without an exception. After the tools ran, their results (the next request's
   tool returns and retry prompts) go to the core before the model is called again; a stop
-  decided on them ends the run there, and the kernel's notices are added to that request.
-  ``wrap_tool_execute`` answers a call of a tool the kernel excluded with the kernel's refusal
-  instead of running it, and appends the kernel's budget warnings to text results. A tool marks
-  a failure's class for the kernel by returning ``ToolReturn(text, metadata={"terminus_error":
-  kind})`` (``ERROR_KIND``); a ``ModelRetry`` it raises is ``failed``.
+  decided on them ends the run there, and the kernel's notices are appended to the turn's last
+  tool return (the host core's ``notice_to``), as ``terminus run`` sends them, its nudges added
+  to that request as user prompts. ``wrap_tool_execute`` answers a call of a tool the kernel
+  excluded with the kernel's refusal instead of running it, and appends the kernel's budget
+  warnings to text results (the warning of another result follows it as a user prompt). A tool
+  marks a failure's class for the kernel by returning ``ToolReturn(text,
+  metadata={"terminus_error": kind})`` (``ERROR_KIND``); a ``ModelRetry`` it raises is
+  ``failed``.
 - A ``WrapperModel`` (``get_wrapper_model``) around the agent's model: a provider error
   (:func:`model_error_kind`, classed by :func:`terminus_kernel.provider_error_kind`) and each
   reply go to the core, which retries the call after its backoff or ends the run
@@ -457,6 +460,8 @@ class TerminusCapability(AbstractCapability[Any]):
             request = ModelRequest(parts=[*parts, *_answers(step)])
             if run.session.batch_out:
                 return self._results(ctx, ModelRequestNode(request))
+            if step.get("drop_reply") and ctx.messages and ctx.messages[-1] is response:
+                ctx.messages.pop()  # an empty reply never enters the history: its nudge follows
             nudges = [UserPromptPart(text) for text in step.get("nudges", ())]
             return ModelRequestNode(ModelRequest(parts=[*request.parts, *nudges]))
         written = step.get("written")
@@ -479,17 +484,27 @@ class TerminusCapability(AbstractCapability[Any]):
     def _results(self, ctx: Any, following: ModelRequestNode[Any, Any]) -> Any:
         """Feeds the tool turn's results (the request that answers it) and carries out the step:
         a stop ends the run there (the results stay in the history, so every call of the last
-        reply has its answer), else the kernel's warnings, notices and nudges go with them."""
+        reply has its answer), else the kernel's notices ride on the turn's last tool return
+        (``notice_to``) and its nudges (and the warnings of results that are not text) follow
+        as user prompts."""
         run = self._live()
         step = run.verified(run.session.results([wire(following.request)], _now()))
         if run.session.ended:
             ctx.messages.append(following.request)
             return run.end()
-        texts = [*run.warnings_out, *step.get("notices", ()), *step.get("nudges", ())]
+        texts = [*run.warnings_out, *step.get("nudges", ())]
         run.warnings_out = []
-        if not texts:
+        notice = "\n\n".join(step.get("notices", ()))
+        if not texts and not notice:
             return following
-        parts = [*following.request.parts, *(UserPromptPart(text) for text in texts)]
+        parts: list[Any] = list(following.request.parts)
+        if notice:
+            at = _last_return(parts, step.get("notice_to"))
+            if at is None:
+                texts.insert(0, notice)  # no tool return to ride on (none is expected): not lost
+            else:
+                parts[at] = _appended(parts[at], notice)
+        parts += [UserPromptPart(text) for text in texts]
         return dataclasses.replace(
             following, request=dataclasses.replace(following.request, parts=parts)
         )
@@ -510,6 +525,28 @@ class TerminusCapability(AbstractCapability[Any]):
         if warning is not None:
             run.warnings_out.append(warning)
         return result
+
+
+def _last_return(parts: list[Any], call_id: str | None) -> int | None:
+    """The index of the last tool return of ``parts`` that answers ``call_id``."""
+    for index in range(len(parts) - 1, -1, -1):
+        part = parts[index]
+        if isinstance(part, ToolReturnPart) and part.tool_call_id == call_id:
+            return index
+    return None
+
+
+def _appended(part: ToolReturnPart, text: str) -> ToolReturnPart:
+    """``part`` with the kernel's ``text`` after its content, a blank line between (how
+    ``terminus run`` appends a notice to a result); a content that is not text becomes the text
+    the model reads of it, its files kept."""
+    content = part.content
+    if not isinstance(content, str):
+        files = part.files
+        value = part.model_response_str(wrap_if_error=False)
+        content = f"{value}\n\n{text}" if value else text
+        return dataclasses.replace(part, content=[content, *files] if files else content)
+    return dataclasses.replace(part, content=f"{content}\n\n{text}" if content else text)
 
 
 def _answers(step: Mapping[str, Any]) -> list[ToolReturnPart]:
