@@ -23,9 +23,13 @@
 //!   [`StopPath`]. The rows of the limits' rules come from [`ALL`].
 //!
 //! Adding a run-wide limit is its row here (in [`ALL`]), its policy field (`policy.rs`) and, for
-//! a rule of its own, the rule (`rule.rs`); adding a per-tool bound is its row in
-//! [`TOOL_BOUNDS`] and its field of [`crate::ToolBudget`] (both in `tool_budget.rs`). The compiler and the catalog's tests
-//! name every place that is missing.
+//! a rule of its own, the rule (`rule.rs`) and, for a stop reason of its own, the reason
+//! (`reason.rs`): the kernel's code of `max_output_tokens` is those four files. The suites then
+//! ask for what shows it: a `reaches_REASON` test, a scenario that ends with it (conformance,
+//! `terminus inspect`), a policy of the model check that reaches its rule, and the generated
+//! `spec/machine.md`. Adding a per-tool bound is its row in [`TOOL_BOUNDS`] and its field of
+//! [`crate::ToolBudget`] (both in `tool_budget.rs`). The compiler and the catalog's tests name
+//! every place that is missing.
 //!
 //! The policy (`policy.rs`) is data; the catalog reads it, and the scale (`scale.rs`) and the
 //! checks (`validate.rs`) read both: no module imports itself through others
