@@ -491,7 +491,7 @@ impl Session {
             return Gate::Refuse(Answer {
                 tool_call_id: call_id.to_owned(),
                 name: name.to_owned(),
-                content: format!("Error: there is no tool named `{name}`."),
+                content: format!("there is no tool named `{name}`"),
                 error: Some("not_found".to_owned()),
             });
         }
