@@ -39,6 +39,7 @@
 mod error;
 mod expect;
 mod format;
+pub mod in_process;
 #[cfg(feature = "plan")]
 pub mod plan;
 mod scenario;

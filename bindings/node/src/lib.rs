@@ -727,45 +727,22 @@ pub fn retry_after_ms(retry_after_ms: Option<String>, retry_after: Option<String
 #[napi(catch_unwind)]
 pub fn run_scenario(scenario: String, inline: bool, transcript: Option<bool>) -> Result<String> {
     use terminus_scenario::Scenario;
-    let (mut loaded, what) = if inline {
+    use terminus_scenario::in_process::{RunError, run_in_process};
+    let (loaded, what) = if inline {
         let parsed = Scenario::parse(&scenario).map_err(invalid)?;
         (parsed, "scenario".to_owned())
     } else {
         let path = std::path::PathBuf::from(&scenario);
         (Scenario::load(&path).map_err(invalid)?, scenario)
     };
-    let sent = transcript
-        .unwrap_or(false)
-        .then(terminus_scenario::sent::Sent::new);
-    if let Some(sent) = &sent {
-        loaded = loaded.with_sent(sent.clone());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| failed(format!("cannot start a runtime: {e}")))?;
-    let execution = loaded.name().to_owned();
-    let config = terminus_runtime::RuntimeConfig {
-        system_prompt: loaded.file().system_prompt.clone(),
-        ..terminus_runtime::RuntimeConfig::default()
+    let ran = match run_in_process(loaded, &what, transcript.unwrap_or(false)) {
+        Ok(ran) => ran,
+        Err(RunError::Invalid(message)) => return Err(invalid(message)),
+        Err(RunError::Failed(message)) => return Err(failed(message)),
     };
-    let report = runtime
-        .block_on(loaded.run().execution(execution).config(config).execute())
-        .map_err(|e| {
-            let message = format!("{what}: {e}");
-            if e.exit_code() == 2 {
-                invalid(message)
-            } else {
-                failed(message)
-            }
-        })?;
-    let mut value = serde_json::to_value(&report).map_err(failed)?;
-    if let serde_json::Value::Object(map) = &mut value {
-        map.remove("execution");
-    }
-    Ok(match sent {
-        Some(sent) => serde_json::json!({ "report": value, "transcript": sent.calls() }),
-        None => value,
+    Ok(match ran.transcript {
+        Some(calls) => serde_json::json!({ "report": ran.report, "transcript": calls }),
+        None => ran.report,
     }
     .to_string())
 }

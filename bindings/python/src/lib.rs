@@ -741,9 +741,8 @@ impl Session {
 /// Runs a scenario (a path or a dict) in process and returns its report.
 #[pyfunction]
 fn run_scenario(py: Python<'_>, scenario: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let (loaded, what) = load_scenario(scenario)?;
-    let report = run_loaded(py, loaded, &what)?;
-    to_py(py, &report)
+    let ran = run_loaded(py, scenario, false)?;
+    to_py(py, &ran.report)
 }
 
 /// Runs a scenario as [`run_scenario`] does and returns `(report, transcript)`: the transcript
@@ -754,10 +753,9 @@ fn scenario_transcript(
     py: Python<'_>,
     scenario: &Bound<'_, PyAny>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
-    let (loaded, what) = load_scenario(scenario)?;
-    let sent = terminus_scenario::sent::Sent::new();
-    let report = run_loaded(py, loaded.with_sent(sent.clone()), &what)?;
-    Ok((to_py(py, &report)?, to_py(py, &Value::Array(sent.calls()))?))
+    let ran = run_loaded(py, scenario, true)?;
+    let transcript = Value::Array(ran.transcript.unwrap_or_default());
+    Ok((to_py(py, &ran.report)?, to_py(py, &transcript)?))
 }
 
 /// A scenario from a path or a dict, and how an error names it.
@@ -774,48 +772,20 @@ fn load_scenario(scenario: &Bound<'_, PyAny>) -> PyResult<(terminus_scenario::Sc
     }
 }
 
-/// The report of a run of `loaded` (`terminus run --json`'s, without the execution id).
-fn run_loaded(py: Python<'_>, loaded: terminus_scenario::Scenario, what: &str) -> PyResult<Value> {
-    let result = py.detach(move || -> Result<terminus_runtime::Report, Failed> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .map_err(|e| format!("cannot start a runtime: {e}"))?;
-        let execution = loaded.name().to_owned();
-        let config = terminus_runtime::RuntimeConfig {
-            system_prompt: loaded.file().system_prompt.clone(),
-            ..terminus_runtime::RuntimeConfig::default()
-        };
-        runtime
-            .block_on(loaded.run().execution(execution).config(config).execute())
-            .map_err(|e| Failed::Run(e.exit_code(), e.to_string()))
-    });
-    match result {
-        Ok(report) => {
-            let mut value = serde_json::to_value(&report)
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-            if let serde_json::Value::Object(map) = &mut value {
-                map.remove("execution");
-            }
-            Ok(value)
-        }
-        Err(Failed::Run(2, message)) => Err(PyValueError::new_err(format!("{what}: {message}"))),
-        Err(Failed::Run(_, message)) => Err(PyRuntimeError::new_err(format!("{what}: {message}"))),
-        Err(Failed::Setup(message)) => Err(PyRuntimeError::new_err(message)),
-    }
-}
-
-/// Why [`run_scenario`] gave no report.
-enum Failed {
-    /// The run failed with this exit code and message.
-    Run(u8, String),
-    /// The runtime could not start.
-    Setup(String),
-}
-
-impl From<String> for Failed {
-    fn from(message: String) -> Failed {
-        Failed::Setup(message)
+/// A run of `scenario` in process (`terminus_scenario::in_process`, which Node's `runScenario`
+/// runs too), outside the GIL: a scenario that cannot run is a `ValueError`, any other failure
+/// a `RuntimeError`, each naming the scenario.
+fn run_loaded(
+    py: Python<'_>,
+    scenario: &Bound<'_, PyAny>,
+    transcript: bool,
+) -> PyResult<terminus_scenario::in_process::Ran> {
+    use terminus_scenario::in_process::{RunError, run_in_process};
+    let (loaded, what) = load_scenario(scenario)?;
+    match py.detach(move || run_in_process(loaded, &what, transcript)) {
+        Ok(ran) => Ok(ran),
+        Err(RunError::Invalid(message)) => Err(PyValueError::new_err(message)),
+        Err(RunError::Failed(message)) => Err(PyRuntimeError::new_err(message)),
     }
 }
 
