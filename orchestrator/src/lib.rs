@@ -70,6 +70,7 @@ pub use crate::run::{
     report_key, stored_generation, stored_plan,
 };
 pub use crate::schedule::{
-    Command, End, Grant, Input, PlanReason, Ran, Saved, Scheduler, Status, Usage, Warning, Why,
+    Command, End, Grant, Input, PLAN_STOP_MARGIN_MS, PlanReason, Ran, Saved, Scheduler, Status,
+    Usage, Warning, Why,
 };
 pub use crate::split::{MAX_SPLIT_PHASES, PhaseProgram, Split, split};

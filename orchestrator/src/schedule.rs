@@ -16,6 +16,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 
+/// How far past the plan's end an agent's deadline lowered to it lies. At the plan's end the
+/// plan stops the agent (its run ends `cancelled`); its own deadline is only the backstop. Were
+/// the two at the same instant, which ended the run would be a race between two timers, and the
+/// same plan would give different reports.
+pub const PLAN_STOP_MARGIN_MS: u64 = 500;
+
 /// How an agent ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -160,7 +166,7 @@ impl PlanReason {
             }
             PlanReason::ExecutionTimeout => {
                 "plan time reached `execution_timeout_ms`: running agents are cancelled (each \
-                 agent's deadline is already lowered to the time the plan has left)"
+                 agent's deadline is already lowered to the time the plan has left, plus a margin so that this stop comes first)"
             }
             PlanReason::MaxPhases => {
                 "an agent whose dependency level is beyond `max_phases` became ready: running \
@@ -754,7 +760,8 @@ impl Scheduler {
         let own = node.own;
         let mut clamped = Vec::new();
         // The agent's own bound is its policy's deadline within its timeout; the plan lowers
-        // it to the time it has left (that is the clamp the report names).
+        // it to the time it has left (that is the clamp the report names), plus a margin: at
+        // the plan's end the plan's stop, never the agent's own deadline, ends the run.
         let own_ms = own
             .deadline_ms
             .map_or(node.timeout_ms, |d| d.min(node.timeout_ms));
@@ -762,7 +769,8 @@ impl Scheduler {
             .limits
             .execution_timeout_ms
             .saturating_sub(now_ms)
-            .max(1);
+            .max(1)
+            .saturating_add(PLAN_STOP_MARGIN_MS);
         let deadline_ms = own_ms.min(left_ms);
         if left_ms < own_ms {
             clamped.push("deadline_ms".to_owned());

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use terminus_kernel::{ModelErrorKind, ModelTurn, Policy};
 use terminus_orchestrator::{
-    Breaker, Context, Launch, Launcher, Orchestration, Plan, PlanEvent, PlanReason, PlanReport,
-    Status, TokioClock, Why,
+    Breaker, Context, Launch, Launcher, Orchestration, PLAN_STOP_MARGIN_MS, Plan, PlanEvent,
+    PlanReason, PlanReport, Status, TokioClock, Why,
 };
 use terminus_runtime::{
     KillSwitch, MemoryStore, Model, ModelError, ModelFailure, ModelRequest, Report, Run, RunError,
@@ -281,8 +281,8 @@ async fn the_execution_timeout_lowers_deadlines_warns_at_80_percent_and_stops_th
     let policies = launcher.policies.lock().expect("lock").clone();
     assert_eq!(
         policies[1].1.deadline_ms,
-        Some(20_000),
-        "what the plan has left"
+        Some(20_000 + PLAN_STOP_MARGIN_MS),
+        "what the plan has left, and the margin by which the plan's stop comes first"
     );
     assert_eq!(report.agents[1].clamped, ["deadline_ms"]);
     assert_eq!(at(&events, "warning: 32000 ms"), [32_000]);

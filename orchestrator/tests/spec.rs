@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use terminus_orchestrator::{
-    AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, BreakerRule, PlanReason, RETRY_DELAY_MAX_MS,
-    WATCHDOG_GRACE_MS, limit_rows,
+    AGENT_TIMEOUT_MAX_MS, AGENT_TIMEOUT_MIN_MS, BreakerRule, PLAN_STOP_MARGIN_MS, PlanReason,
+    RETRY_DELAY_MAX_MS, WATCHDOG_GRACE_MS, limit_rows,
 };
 
 fn root() -> PathBuf {
@@ -82,8 +82,9 @@ fn render() -> String {
         out,
         "\nAn agent's timeout is `estimated_duration_ms` (default 60000) times \
          `agent_timeout_multiplier`, clamped to {AGENT_TIMEOUT_MIN_MS}..={AGENT_TIMEOUT_MAX_MS} ms; \
-         its policy's `deadline_ms` is lowered to it and to the time the plan has left, and a \
-         watchdog abandons a run that outlives that deadline by {WATCHDOG_GRACE_MS} ms. Retry `n` \
+         its policy's `deadline_ms` is lowered to it and to the time the plan has left plus \
+         {PLAN_STOP_MARGIN_MS} ms (at the plan's end the plan stops the agent; its own deadline \
+         is the backstop), and a watchdog abandons a run that outlives that deadline by {WATCHDOG_GRACE_MS} ms. Retry `n` \
          waits `agent_retry_base_delay_ms * 2^(n-1)`, at most {RETRY_DELAY_MAX_MS} ms. With \
          `max_model_calls` or `token_budget`, an agent's policy is lowered to what the plan has \
          not spent or reserved for running agents; the report lists the fields lowered \
