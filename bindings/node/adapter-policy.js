@@ -1,6 +1,6 @@
 'use strict';
-// What every framework adapter checks of its policy when it is built (internal: not exported
-// by the package's "exports").
+// What every framework adapter checks of its policy when it is built, and how it has a step's
+// verification answered (internal: not exported by the package's "exports").
 
 const { Session } = require('./index.js');
 
@@ -17,4 +17,17 @@ function checkPolicy(policy, scale) {
   return Session.checkPolicy(policy ?? null, scale);
 }
 
-module.exports = { checkPolicy };
+/**
+ * `step` with the verifications it asks answered, in turn, until one gives a step that asks none:
+ * by `ask(step.verify)` (sync or async; the adapter's verifier, called in its framework's shape),
+ * whose answer the host core reads as it is (`true`/`false`, `[complete, feedback]` or
+ * `{ complete, feedback?, missing? }`; anything else throws, naming `verdict`), or without `ask`
+ * by the rules (the host core's verdict). Returns the step the last verdict gave (`step` itself
+ * when it asked none).
+ */
+async function verified(session, step, ask) {
+  while (step && step.verify) step = ask ? session.verdict(await ask(step.verify)) : session.verdictByRules();
+  return step;
+}
+
+module.exports = { checkPolicy, verified };

@@ -16,7 +16,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy } = require('./adapter-policy.js');
+const { checkPolicy, verified } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -138,14 +138,8 @@ async function runAgent(options) {
   const tail = () => messages.slice(Math.max(replyAt, 0)).map(wire);
   const answerPart = ({ tool_call_id, name, content, error }) =>
     classed({ type: 'tool-result', toolCallId: tool_call_id, toolName: name, output: { type: 'error-text', value: content } }, error);
-  const verified = async (s) => {
-    while (s && s.verify) {
-      const { claim, todos, missing } = s.verify;
-      // Without a verifier, the rules' verdict: the host core's.
-      s = verify ? session.verdict(await verify({ claim, todos, missing })) : session.verdictByRules();
-    }
-    return s;
-  };
+  // The verifier is asked the claim, the todos and what the rules find missing.
+  const ask = verify && (({ claim, todos, missing }) => verify({ claim, todos, missing }));
   /** Carries out a step's messages: the answers, the notices on `notice_to`, the nudges. */
   const say = (s, answeredBySdk = new Set()) => {
     const answers = (s.answers || []).filter((a) => !answeredBySdk.has(a.tool_call_id)).map(answerPart);
@@ -164,14 +158,14 @@ async function runAgent(options) {
   let answeredBySdk = new Set();
   let n = 0;
   for (;;) {
-    if (abortSignal && abortSignal.aborted && !session.ended) step = (await verified(session.finish(tail(), Date.now()))) || step;
+    if (abortSignal && abortSignal.aborted && !session.ended) step = (await verified(session, session.finish(tail(), Date.now()), ask)) || step;
     if (session.ended || step.jump === 'end') {
       const report = step.report || session.report();
       return { text: typeof report.result === 'string' ? report.result : text, report, messages, session };
     }
     if (step.jump === 'model' && session.batchOut) {
       // Calls answered here (every call of the reply invalid): their results go first.
-      step = await verified(session.results(tail(), Date.now()));
+      step = await verified(session, session.results(tail(), Date.now()), ask);
       say(step);
       continue;
     }
@@ -196,7 +190,7 @@ async function runAgent(options) {
         const classed = modelErrorKind(error);
         if (classed === null) throw error; // not a provider's error: a bug is not retried
         const { kind, retry_after_ms: retry } = classed;
-        step = await verified(session.modelError(kind, retry ?? null, Date.now()));
+        step = await verified(session, session.modelError(kind, retry ?? null, Date.now()), ask);
         say(step);
         continue;
       }
@@ -216,7 +210,7 @@ async function runAgent(options) {
       replyAt = kept.length && kept[0].role === 'assistant' ? messages.length : -1;
       messages.push(...kept);
       if (result.text) text = result.text;
-      step = await verified(session.reply(replied, offered, Date.now()));
+      step = await verified(session, session.reply(replied, offered, Date.now()), ask);
       if (step.written) {
         // The model wrote these calls in its text and the kernel runs them: its message becomes
         // a tool turn, so the results that follow answer calls it made.
@@ -271,7 +265,7 @@ async function runAgent(options) {
       }
       if (parts.length) messages.push({ role: 'tool', content: parts });
       if (abortSignal && abortSignal.aborted) continue;
-      step = await verified(session.results(tail(), Date.now()));
+      step = await verified(session, session.results(tail(), Date.now()), ask);
       if (!step) throw new Error('terminus-kernel/ai: the session awaited no tool results');
       say(step);
       continue;

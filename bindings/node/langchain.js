@@ -19,7 +19,7 @@
 const crypto = require('node:crypto');
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy } = require('./adapter-policy.js');
+const { checkPolicy, verified } = require('./adapter-policy.js');
 
 function peers() {
   try {
@@ -59,12 +59,8 @@ function terminusMiddleware(policy, options = {}) {
     throw new Error(`terminusMiddleware: the graph state has no machine (${MACHINE_KEY}); was the agent built with this middleware?`);
   };
 
-  const verified = (session, step) => {
-    // The verifier's answer as it is (a boolean or a [boolean, string] pair), or without one the
-    // rules' verdict: the core reads both.
-    for (; step && step.verify; ) step = verifier ? session.verdict(verifier(String(step.verify.claim ?? ''))) : session.verdictByRules();
-    return step;
-  };
+  // The verifier judges the claim alone (a boolean or a [boolean, string] pair).
+  const ask = verifier && ((verify) => verifier(String(verify.claim ?? '')));
 
   /** The state update: the snapshot, the turn, the report once the run ended, messages. */
   const update = (session, messages, again = false) => {
@@ -114,11 +110,11 @@ function terminusMiddleware(policy, options = {}) {
    * itself and takes no Command with them: the step's update rides on its last message, as a
    * stand-in's does, and `afterModel` applies it.
    */
-  const structured = (session, response, names, replaced) => {
+  const structured = async (session, response, names, replaced) => {
     const message = response.messages.find(isAI);
     const answered = new Set(response.messages.filter((m) => msgs.ToolMessage.isInstance(m)).map((m) => m.tool_call_id));
     const outputs = (message.tool_calls || []).filter((c) => answered.has(c.id)).map((c) => c.name);
-    const step = verified(session, session.reply(message, names, Date.now(), outputs)) || {};
+    const step = (await verified(session, session.reply(message, names, Date.now(), outputs), ask)) || {};
     const tail = response.messages.at(-1);
     const nudges = (step.nudges || []).map(nudge);
     const carried = update(session, [...replaced, clone(tail, tail.response_metadata), ...nudges], step.jump === 'model');
@@ -161,7 +157,7 @@ function terminusMiddleware(policy, options = {}) {
       };
       let again = false; // back to the model in the next step, after the messages added
       for (;;) {
-        if (!added.length && !session.ended && session.batchOut) carry(verified(session, session.results(tail(history))) || {});
+        if (!added.length && !session.ended && session.batchOut) carry((await verified(session, session.results(tail(history)), ask)) || {});
         if (session.ended) break;
         if (added.length) {
           again = true;
@@ -183,7 +179,7 @@ function terminusMiddleware(policy, options = {}) {
         if (!isAI(reply)) return reply;
         if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`;
         last = reply;
-        const step = verified(session, session.reply(reply, offered(asked))) || { jump: 'tools' };
+        const step = (await verified(session, session.reply(reply, offered(asked)), ask)) || { jump: 'tools' };
         let message = reply;
         if (step.written) {
           // Tool calls the model wrote in its text, which the kernel runs.

@@ -30,7 +30,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy } = require('./adapter-policy.js');
+const { checkPolicy, verified } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -91,7 +91,8 @@ class KernelRun {
   constructor(session, step, verify) {
     this.session = session;
     this.step = step;
-    this.verify = verify;
+    // The verifier is asked the claim, the todos and what the rules find missing.
+    this.ask = verify && (({ claim, todos, missing }) => verify({ claim, todos, missing }));
     this.answers = new Map(); // call id -> the session's answer: { content, error }
     this.failed = new Map(); // call id -> the kernel's class of a tool's failure
     this.messages = []; // nudges (and notices with no result to ride on), as user messages
@@ -120,18 +121,9 @@ class KernelRun {
     return !this.ended && this.step.jump === 'model';
   }
 
-  async verdict({ claim, todos, missing }) {
-    const answer = await this.verify({ claim: String(claim || ''), todos: todos || [], missing: missing || [] });
-    if (!answer || typeof answer.complete !== 'boolean') {
-      throw new Error(`verify: expected { complete: boolean, feedback?: string }, got ${JSON.stringify(answer)}`);
-    }
-    return { complete: answer.complete, feedback: String(answer.feedback || ''), ...(answer.missing ? { missing: answer.missing } : {}) };
-  }
-
   /** Takes a step of the session: its verification answered, its messages and answers kept. */
   async take(step) {
-    // Without a verifier, the rules' verdict: the host core's.
-    while (step && step.verify) step = this.verify ? this.session.verdict(await this.verdict(step.verify)) : this.session.verdictByRules();
+    step = await verified(this.session, step, this.ask);
     if (!step) return;
     if (step.jump) this.step = step;
     if ((step.notices || []).length) {

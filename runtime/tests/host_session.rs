@@ -252,6 +252,29 @@ fn finish_feeds_the_results_out_then_cancels() {
     );
 }
 
+/// A host whose verifier threw ends the run with `finish`: the claim is not judged, the run is
+/// cancelled (the host's error is what the user sees, not "a verification is pending"); the same
+/// for a session restored mid-verification.
+#[test]
+fn finish_while_a_verification_is_pending_cancels_without_a_verdict() {
+    let p = policy(r#"{"verify_completion": true}"#);
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let claim = json!({"role": "assistant", "id": "r1", "content": "All done."});
+    s.reply(&claim, None, 0).expect("reply").expect("new");
+    let mut restored = Session::restore(&s.snapshot()).expect("restore");
+    for session in [&mut s, &mut restored] {
+        let step = session.finish(&[], 0).expect("finish").expect("live");
+        assert_eq!(step.jump, Some(Jump::End));
+        let report = step.report.expect("a report");
+        assert_eq!(
+            (report["outcome"].as_str(), report["reason"].as_str()),
+            (Some("aborted"), Some("cancelled"))
+        );
+        assert_eq!(report["stats"]["verifications"], 0, "no verdict was given");
+        assert!(session.verdict_by_rules().is_err(), "nothing pending after");
+    }
+}
+
 #[test]
 fn a_policy_with_auto_checkpoints_is_refused_at_the_start() {
     let p = policy(r#"{"auto_checkpoints": 1}"#);

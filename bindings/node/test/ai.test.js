@@ -277,6 +277,12 @@ test('a claim the verifier rejects is nudged with its feedback; an abort ends th
   assert.equal(looping.calls(), 1);
 });
 
+test('an answer of the verifier that is no verdict throws the host core error, naming verdict', async () => {
+  const { model } = scripted([{ text: 'Done already.' }]);
+  const verify = async () => ({ complete: true, score: 3 });
+  await assert.rejects(runAgent({ model, prompt: 'Check it.', policy: { verify_completion: true }, verify }), /verdict\.score: unknown field, expected one of `complete`, `feedback`, `missing`/);
+});
+
 test('a reply whose only call has input that is not JSON is answered, and the run goes on', async () => {
   const log = [];
   let n = 0;

@@ -322,6 +322,14 @@ test('a claim the verifier rejects is answered with its feedback and the loop go
   assert.equal(asks.length, 1);
 });
 
+test('an answer of the verifier that is no verdict throws the host core error, naming verdict', async () => {
+  const script = [textTurn('Done.')];
+  await assert.rejects(
+    run(script, { verify_completion: true }, { options: { verifier: () => 'yes' } }),
+    /^Error: verdict: expected a boolean, a \[boolean, string\] pair or a verdict object, got "yes"/,
+  );
+});
+
 test('a new input on a thread whose run ended starts a new run (a checkpointer)', async () => {
   const script = [...ARCHITECT, textTurn('You are welcome.')];
   const repo = repository();

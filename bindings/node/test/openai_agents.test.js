@@ -355,6 +355,12 @@ test('a final output the verifier rejects goes on with its feedback', async () =
   assert.ok(model.inputs[1].some((item) => item.role === 'user' && /check it twice/.test(textOf(item))));
 });
 
+test('an answer of the verifier that is no verdict throws the host core error, naming verdict', async () => {
+  const model = new ScriptedModel([textTurn('Done already.')]);
+  const verify = async () => ({ complete: 'yes' });
+  await assert.rejects(run(architect(model, repository()), TASK, { policy: { verify_completion: true }, verify }), /verdict\.complete: invalid type: string "yes", expected a boolean/);
+});
+
 test('the ES module exports the same functions', async () => {
   const esm = await import('terminus-kernel/openai-agents');
   assert.equal(esm.run, run);

@@ -35,6 +35,7 @@ from agents.exceptions import MaxTurnsExceeded  # noqa: E402
 from openai_agents_script import OFFLINE, Repo, ScriptedModel  # noqa: E402
 from terminus_kernel import run_scenario  # noqa: E402
 from terminus_kernel.openai_agents import (  # noqa: E402
+    REPORT_ATTR,
     Terminus,
     _tool_error_kind,
     model_error_kind,
@@ -281,6 +282,20 @@ def test_a_verifier_is_asked_and_its_feedback_keeps_the_run_going() -> None:
     assert claims == ["Plan done.", "Plan done, with tests."]
     assert result.terminus["verification_failures"] == 1
     assert any("no tests section" in t for t in user_texts(result)[1:])
+
+
+def test_a_verifier_that_raises_is_the_error_raised_and_the_run_is_cancelled() -> None:
+    def verifier(claim: str) -> bool:
+        raise RuntimeError("the verifier's store is down")
+
+    agent = Repo().agent(ScriptedModel([seed.text_turn("Plan done.")]))
+    with pytest.raises(RuntimeError, match="the verifier's store is down") as raised:
+        Terminus({"verify_completion": True}, verifier=verifier).run_sync(
+            agent, seed.TASK, run_config=OFFLINE
+        )
+    report = getattr(raised.value, REPORT_ATTR)
+    assert (report["outcome"], report["reason"]) == ("aborted", "cancelled")
+    assert report["stats"]["verifications"] == 0
 
 
 def test_a_missing_tool_is_answered_not_found_and_a_tools_class_is_kept() -> None:

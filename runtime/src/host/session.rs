@@ -458,11 +458,15 @@ impl Session {
     }
 
     /// Ends a run something else than the kernel ended (another middleware, a `return_direct`
-    /// tool): the tool turn out gets its results from `messages`, then the run is cancelled.
-    /// `None` when it had ended.
+    /// tool, a throw): the tool turn out gets its results from `messages`, then the run is
+    /// cancelled. A verification still pending (the host's verifier threw) is not judged: the
+    /// claim is neither accepted nor refused, the run is cancelled. `None` when it had ended.
     pub fn finish(&mut self, messages: &[Value], now_ms: u64) -> Result<Option<Step>, InputError> {
         if self.turn.ended {
             return Ok(None);
+        }
+        if self.paused.take().is_some() || self.host.phase() == Phase::Verifying {
+            return self.feed(EventIn::Cancel(true), now_ms, None).map(Some);
         }
         let mut step = self.results(messages, now_ms)?.unwrap_or_default();
         while step.verify.is_some() {
