@@ -1,8 +1,10 @@
 'use strict';
-// What every framework adapter checks of its policy when it is built, and how it has a step's
-// verification answered (internal: not exported by the package's "exports").
+// What every framework adapter checks of its policy when it is built, how it has a step's
+// verification answered, and where the kernel's notices go in a text (internal: not exported
+// by the package's "exports").
 
 const { Session } = require('./index.js');
+const { native } = require('./loader.js');
 
 /**
  * `policy` checked and scaled once for `scale` units, as every run of the adapter takes it (the
@@ -30,4 +32,13 @@ async function verified(session, step, ask) {
   return step;
 }
 
-module.exports = { checkPolicy, verified };
+/**
+ * `content` with `notices` (a step's, or a tool's budget warning) after it: joined by blank
+ * lines, after a blank line, or alone when `content` is empty; the host core's rule, the one
+ * `terminus run` follows.
+ */
+function withNotices(content, notices) {
+  return native.withNotices(String(content ?? ''), notices.map(String));
+}
+
+module.exports = { checkPolicy, verified, withNotices };

@@ -16,7 +16,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -94,7 +94,7 @@ const classOf = (part) => (part && part.type === 'tool-result' ? part.providerOp
 /** A tool result's output: its text with `notice` appended. */
 function withNotice(output, notice) {
   const shown = typeof output.value === 'string' ? output.value : JSON.stringify(output.value);
-  return { type: output.type === 'error-text' || output.type === 'error-json' ? 'error-text' : 'text', value: shown ? `${shown}\n\n${notice}` : notice };
+  return { type: output.type === 'error-text' || output.type === 'error-json' ? 'error-text' : 'text', value: withNotices(shown, [notice]) };
 }
 
 /**
@@ -146,7 +146,7 @@ async function runAgent(options) {
     if (answers.length) messages.push({ role: 'tool', content: answers });
     const notices = s.notices || [];
     if (notices.length) {
-      const notice = notices.join('\n\n');
+      const notice = withNotices('', notices);
       const target = s.notice_to && messages.slice(Math.max(replyAt, 0)).flatMap((m) => (m.role === 'tool' ? m.content : [])).findLast((p) => p.toolCallId === s.notice_to);
       if (target) target.output = withNotice(target.output, notice);
       else messages.push({ role: 'user', content: notice });

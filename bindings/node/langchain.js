@@ -19,7 +19,7 @@
 const crypto = require('node:crypto');
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
 
 function peers() {
   try {
@@ -72,7 +72,7 @@ function terminusMiddleware(policy, options = {}) {
 
   /** `message` (the same id, so it replaces the original) with `text` appended. */
   const appended = (message, text, meta = message.response_metadata) => {
-    const content = typeof message.content === 'string' ? (message.content ? `${message.content}\n\n${text}` : text) : [...message.content, { type: 'text', text }];
+    const content = typeof message.content === 'string' ? withNotices(message.content, [text]) : [...message.content, { type: 'text', text }];
     const { id, tool_call_id, name, status, artifact } = message;
     return new msgs.ToolMessage({ id, content, tool_call_id, name, status, artifact, response_metadata: meta });
   };
@@ -148,7 +148,7 @@ function terminusMiddleware(policy, options = {}) {
         added.push(...(step.answers || []).map(answer));
         const old = step.notice_to && (step.notices || []).length && history.findLast(isResult(step.notice_to));
         if (old) {
-          const notice = step.notices.join('\n\n');
+          const notice = withNotices('', step.notices);
           const noticed = appended(old, notice, { ...(old.response_metadata || {}), [NOTICE_KEY]: notice });
           replaced.push(noticed);
           sent.splice(0, sent.length, ...sent.map((m) => (m === old || (m.id != null && m.id === old.id) ? noticed : m)));

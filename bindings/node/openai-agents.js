@@ -30,7 +30,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -74,7 +74,7 @@ const failure = (kind, message) => `error (${kind}): ${message}`;
 function withNotice(output, notice) {
   if (Array.isArray(output)) return [...output, { type: 'input_text', text: notice }];
   const text = outputText(output);
-  const shown = text ? `${text}\n\n${notice}` : notice;
+  const shown = withNotices(text, [notice]);
   return typeof output === 'string' ? shown : { type: 'text', text: shown };
 }
 
@@ -159,7 +159,7 @@ class KernelRun {
   carry(history, user) {
     const to = this.noticeTo;
     const at = this.notices.length ? history.findLastIndex((i) => i && i.type === 'function_call_result' && (i.id === to || i.callId === to)) : -1;
-    const notice = this.notices.join('\n\n');
+    const notice = withNotices('', this.notices);
     const items = history.map((item, i) => (i === at ? { ...item, output: withNotice(item.output, notice) } : item));
     const said = at < 0 ? [...this.notices, ...this.messages] : this.messages;
     [this.notices, this.noticeTo, this.messages] = [[], null, []];
@@ -282,7 +282,7 @@ function guarded(tool, run, agents) {
       const warning = gate.run && gate.run.warning;
       if (warning === undefined) return out.allow();
       const text = outputText(output);
-      return out.rejectContent(text ? `${text}\n\n${warning}` : warning);
+      return out.rejectContent(withNotices(text, [warning]));
     },
   });
   const invoke = async (context, input, details) => {

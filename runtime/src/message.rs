@@ -183,7 +183,7 @@ impl Message {
 
 /// `text` of the kernel's appended to `content` after a blank line, or alone when `content` is
 /// empty (as every host appends it).
-fn append_kernel_text(content: &mut String, text: &str) {
+pub(crate) fn append_kernel_text(content: &mut String, text: &str) {
     if !content.is_empty() {
         content.push_str("\n\n");
     }

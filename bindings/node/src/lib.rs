@@ -705,6 +705,14 @@ pub fn provider_error_kind(status: i64, text: String) -> Result<String> {
     }
 }
 
+/// `content` with a step's `notices` after it, where the step's `notice_to` says: the notices
+/// joined by blank lines, after a blank line, or alone when `content` is empty
+/// (`terminus_runtime::host::messages::with_notices`, the rule `terminus run` follows).
+#[napi(catch_unwind)]
+pub fn with_notices(content: String, notices: Vec<String>) -> String {
+    terminus_runtime::host::messages::with_notices(&content, &notices)
+}
+
 /// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
 /// headers (seconds or an HTTP date), capped at 60 s; `null` when neither says one. The parser
 /// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).

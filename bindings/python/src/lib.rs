@@ -804,6 +804,14 @@ fn provider_error_kind(status: i64, text: &str) -> PyResult<&'static str> {
     }
 }
 
+/// `content` with a step's `notices` after it, where the step's `notice_to` says: the notices
+/// joined by blank lines, after a blank line, or alone when `content` is empty
+/// (`terminus_runtime::host::messages::with_notices`, the rule `terminus run` follows).
+#[pyfunction]
+fn with_notices(content: &str, notices: Vec<String>) -> String {
+    terminus_runtime::host::messages::with_notices(content, &notices)
+}
+
 /// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
 /// headers (seconds or an HTTP date), capped at 60 s; `None` when neither says one. The parser
 /// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).
@@ -1029,6 +1037,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_non_answer, m)?)?;
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(with_notices, m)?)?;
     m.add_function(wrap_pyfunction!(start_telemetry, m)?)?;
     m.add_function(wrap_pyfunction!(metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(flush_telemetry, m)?)?;

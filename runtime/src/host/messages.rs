@@ -676,10 +676,40 @@ pub fn digest(text: &str) -> String {
     out
 }
 
+/// `content` with the kernel's `notices` after it (a step's `notices`, for its `notice_to`), as
+/// `terminus run` and every host place them: the notices joined by blank lines, after a blank
+/// line, or alone when `content` is empty. The one place of that rule: the bindings call it.
+pub fn with_notices(content: &str, notices: &[String]) -> String {
+    let mut out = content.to_owned();
+    for notice in notices {
+        crate::message::append_kernel_text(&mut out, notice);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn notices_ride_after_a_blank_line_or_alone() {
+        let two = ["loop warning".to_owned(), "token warning".to_owned()];
+        assert_eq!(
+            with_notices("result", &two),
+            "result\n\nloop warning\n\ntoken warning"
+        );
+        assert_eq!(with_notices("", &two), "loop warning\n\ntoken warning");
+        assert_eq!(with_notices("result", &[]), "result");
+        // As `terminus run` appends them to a tool message.
+        let m = crate::message::Message::tool_result(
+            "c1",
+            "read",
+            "result".into(),
+            Some(&two.join("\n\n")),
+        );
+        assert_eq!(m.content, with_notices("result", &two));
+    }
 
     #[test]
     fn an_openai_agents_response_reads_reasoning_refusals_and_cut_messages() {

@@ -131,6 +131,11 @@ def retry_after_ms(retry_after_ms: str | None = None, retry_after: str | None = 
     ``retry-after`` headers (seconds or an HTTP date), capped at 60 s; ``None`` when neither says
     one: the parser every host shares."""
 
+def with_notices(content: str, notices: list[str]) -> str:
+    """``content`` with a step's ``notices`` after it, where its ``notice_to`` says: joined by
+    blank lines, after a blank line, or alone when ``content`` is empty (the rule ``terminus run``
+    follows, one place for every adapter)."""
+
 class NativePlan:
     """A multi-agent plan run whose agents are the host's own: the decisions of ``terminus
     orchestrate``, the acts as JSON text (``terminus_kernel.plan.run_plan`` carries them out)."""

@@ -54,7 +54,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session, SessionCache
+from terminus_kernel._native import Session, SessionCache, with_notices
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -149,7 +149,7 @@ def _appended(message: _Message, text: str, **meta: str) -> _Message:
     ``meta`` in its ``response_metadata``)."""
     content = message.content
     if isinstance(content, str):
-        content = f"{content}\n\n{text}" if content else text
+        content = with_notices(content, [text])
     else:
         content = [*content, {"type": "text", "text": text}]
     metadata = {**message.response_metadata, **meta}
@@ -273,7 +273,7 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
 
         def carry(step: Mapping[str, Any]) -> None:
             added.extend(_answer(a) for a in step.get("answers", ()))
-            notice, target = "\n\n".join(step.get("notices", ())), step.get("notice_to")
+            notice, target = with_notices("", step.get("notices", [])), step.get("notice_to")
             for seq in (added, history) if notice and target else ():
                 hit = _last_result(seq, target)
                 if hit is not None:

@@ -90,7 +90,7 @@ from openai.types.responses import (
 )
 
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session
+from terminus_kernel._native import Session, with_notices
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -213,10 +213,10 @@ class _Run:
         step = verified(self.session, self.verifier, step)
         if step is not None:
             self.step = step
-            notice, target = "\n\n".join(step.get("notices", ())), step.get("notice_to")
+            notice, target = with_notices("", step.get("notices", [])), step.get("notice_to")
             if notice and target:
                 old = self.notices.get(target)
-                self.notices[target] = f"{old}\n\n{notice}" if old else notice
+                self.notices[target] = with_notices(old or "", [notice])
             elif notice:
                 self.messages.append(notice)
             self.messages += step.get("nudges", ())
@@ -357,7 +357,7 @@ def _noticed(items: list[Any], notices: dict[str, str]) -> list[Any]:
             continue
         notice, output = notices.pop(target), item.get("output")
         if isinstance(output, str):
-            output = f"{output}\n\n{notice}" if output else notice
+            output = with_notices(output, [notice])
         else:
             output = [*(output or []), {"type": "input_text", "text": notice}]
         items[at] = {**item, "output": output}
@@ -415,9 +415,7 @@ def _guarded(tool: FunctionTool, run: _Run) -> FunctionTool:
         if warning is None:
             return ToolGuardrailFunctionOutput.allow()
         output = data.output if isinstance(data.output, str) else str(data.output)
-        return ToolGuardrailFunctionOutput.reject_content(
-            f"{output}\n\n{warning}" if output else warning
-        )
+        return ToolGuardrailFunctionOutput.reject_content(with_notices(output, [warning]))
 
     return dataclasses.replace(
         tool,

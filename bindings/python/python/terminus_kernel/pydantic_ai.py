@@ -100,7 +100,7 @@ from pydantic_graph import End
 
 from terminus_kernel import provider_error_kind
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session
+from terminus_kernel._native import Session, with_notices
 
 __all__ = [
     "ERROR_KIND",
@@ -494,7 +494,7 @@ class TerminusCapability(AbstractCapability[Any]):
             return run.end()
         texts = [*run.warnings_out, *step.get("nudges", ())]
         run.warnings_out = []
-        notice = "\n\n".join(step.get("notices", ()))
+        notice = with_notices("", step.get("notices", []))
         if not texts and not notice:
             return following
         parts: list[Any] = list(following.request.parts)
@@ -521,7 +521,7 @@ class TerminusCapability(AbstractCapability[Any]):
         result = await handler(args)
         warning = (gate.get("run") or {}).get("warning")
         if warning is not None and isinstance(result, str):
-            return f"{result}\n\n{warning}" if result else warning
+            return with_notices(result, [warning])
         if warning is not None:
             run.warnings_out.append(warning)
         return result
@@ -544,9 +544,9 @@ def _appended(part: ToolReturnPart, text: str) -> ToolReturnPart:
     if not isinstance(content, str):
         files = part.files
         value = part.model_response_str(wrap_if_error=False)
-        content = f"{value}\n\n{text}" if value else text
+        content = with_notices(value, [text])
         return dataclasses.replace(part, content=[content, *files] if files else content)
-    return dataclasses.replace(part, content=f"{content}\n\n{text}" if content else text)
+    return dataclasses.replace(part, content=with_notices(content, [text]))
 
 
 def _answers(step: Mapping[str, Any]) -> list[ToolReturnPart]:
