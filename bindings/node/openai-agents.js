@@ -269,9 +269,8 @@ function guarded(tool, run, agents) {
       if (answer) return refused(answer);
       const turn = run.session.turn();
       const gate = Session.gate(turn, id, String(toolCall.name), true);
+      // Refused, the run stopped, or a call the kernel did not ask for: the core's answer.
       if (gate.refuse) return refused(gate.refuse);
-      if (run.ended) return out.rejectContent(`Not run: the run stopped (${run.report.reason || 'stopped'}).`);
-      if (!turn.awaiting.some(([a]) => a === id)) return out.rejectContent('Not run: the kernel did not ask for this call.');
       return out.allow();
     },
   });

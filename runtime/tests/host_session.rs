@@ -275,6 +275,41 @@ fn finish_while_a_verification_is_pending_cancels_without_a_verdict() {
     }
 }
 
+/// The gate answers, for every adapter, a call that must not run: one not of the turn out, and
+/// any once the run stopped (with the report's reason); with no turn out a call runs.
+#[test]
+fn the_gate_refuses_unasked_calls_and_calls_after_the_stop() {
+    let refused = |gate: Gate| match gate {
+        Gate::Refuse(answer) => answer.content,
+        Gate::Run { .. } => "run".to_owned(),
+    };
+    let (mut s, _) = Session::start(policy(r#"{"max_steps": 2}"#), &task(), 0).expect("start");
+    assert_eq!(refused(Session::gate(&s.turn(), "c9", "read", true)), "run");
+    let mut history = task();
+    history.push(read_call("c1", "r1"));
+    s.reply(&history[1], None, 0).expect("reply");
+    let turn = s.turn();
+    assert_eq!(refused(Session::gate(&turn, "c1", "read", true)), "run");
+    assert_eq!(
+        refused(Session::gate(&turn, "c9", "read", true)),
+        "Not run: the kernel did not ask for this call."
+    );
+    history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
+    s.results(&history, 0).expect("results");
+    history.push(read_call("c2", "r2"));
+    let step = s.reply(&history[3], None, 0).expect("reply").expect("new");
+    assert_eq!(step.report.expect("a report")["reason"], "max_steps");
+    assert_eq!(
+        refused(Session::gate(&s.turn(), "c2", "read", true)),
+        "Not run: the run stopped (max_steps).",
+        "the same words as the step's answers"
+    );
+    assert_eq!(
+        step.answers.first().map(|a| a.content.as_str()),
+        Some("Not run: the run stopped (max_steps).")
+    );
+}
+
 #[test]
 fn a_policy_with_auto_checkpoints_is_refused_at_the_start() {
     let p = policy(r#"{"auto_checkpoints": 1}"#);

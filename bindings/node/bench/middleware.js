@@ -26,11 +26,13 @@
 // before each timed run (outside the clock), so that no run pays for its predecessor's garbage.
 //
 // Needs the pinned npm packages of bindings/node (`npm ci` there, as .ci/node.sh does: `langchain`,
-// `@langchain/core`, `zod` from its node_modules) and the native addon, built in release for
-// numbers that mean anything (`npm run build` in bindings/node, i.e. `napi build --platform
-// --release --no-js --dts native.d.ts`, or `TERMINUS_NODE_PROFILE=release bash .ci/node.sh`,
-// which also runs the tests; the debug addon of `npm run build:debug` / plain .ci/node.sh is
-// many times slower). From the repository root:
+// `@langchain/core`, `zod` from its node_modules, where the tests find them too) and the native
+// addon bindings/node/terminus-kernel.<platform>.node built in release for numbers that mean
+// anything: `npm run build` in bindings/node (`napi build --platform --release --no-js --dts
+// native.d.ts`: cargo's release profile, about 12 minutes on 2 cores from cold, 2 when
+// target/release is warm), or `TERMINUS_NODE_PROFILE=release bash .ci/node.sh`, which also runs
+// the tests. It replaces the debug addon of `npm run build:debug` / plain .ci/node.sh (and that
+// replaces it back). No `terminus` binary is needed. From the repository root:
 //
 //     (cd bindings/node && npm ci && npm run build)
 //     node --expose-gc bindings/node/bench/middleware.js [--turns 20] [--runs 21]

@@ -225,6 +225,9 @@ pub struct Turn {
     /// The run ended.
     #[serde(default)]
     pub ended: bool,
+    /// Why it ended (the report's `reason`), once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// The id of the last reply fed (a hook that sees it again does nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fed: Option<String>,
@@ -480,7 +483,10 @@ impl Session {
     }
 
     /// What a tool call about to run gets, read from the turn the tool hook has (`has_tool`:
-    /// the agent has a tool of that name).
+    /// the agent has a tool of that name): the kernel's refusal of it; "Not run: the run
+    /// stopped (REASON)." once the run ended; "Not run: the kernel did not ask for this call."
+    /// for a call not of the tool turn out; `not_found` for an awaited call of a tool the agent
+    /// lacks; else run, with its budget warning. Every adapter asks it, so none words these.
     pub fn gate(turn: &Turn, call_id: &str, name: &str, has_tool: bool) -> Gate {
         if let Some(text) = turn.refused.get(call_id) {
             return Gate::Refuse(Answer {
@@ -490,7 +496,24 @@ impl Session {
                 error: None,
             });
         }
+        let refuse = |content: String| {
+            Gate::Refuse(Answer {
+                tool_call_id: call_id.to_owned(),
+                name: name.to_owned(),
+                content,
+                error: None,
+            })
+        };
+        if turn.ended {
+            return refuse(not_run(turn.stopped.as_deref()));
+        }
         let awaited = turn.awaiting.iter().any(|(id, _)| id == call_id);
+        if !awaited && has_tool && !turn.awaiting.is_empty() {
+            // While a tool turn is out, a call not of it (another middleware's, a framework's
+            // retry of a call already answered) is not run: the kernel counts only what it
+            // asked for. With no turn out the host is outside the kernel's steps: it runs.
+            return refuse("Not run: the kernel did not ask for this call.".to_owned());
+        }
         if awaited && !has_tool {
             return Gate::Refuse(Answer {
                 tool_call_id: call_id.to_owned(),
@@ -662,6 +685,10 @@ impl Session {
                 }
                 CommandOut::Stop { report } => {
                     self.turn.ended = true;
+                    self.turn.stopped = report
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                     step.report = Some(report);
                     step.jump = Some(Jump::End);
                 }
@@ -711,7 +738,7 @@ impl Session {
                     .map(|(id, name)| Answer {
                         tool_call_id: id,
                         name,
-                        content: format!("Not run: the run stopped ({reason})."),
+                        content: not_run(Some(&reason)),
                         error: None,
                     })
                     .collect();
@@ -752,4 +779,12 @@ impl Session {
             _ => {}
         }
     }
+}
+
+/// What a call the run stopped before gets instead of a result.
+fn not_run(reason: Option<&str>) -> String {
+    format!(
+        "Not run: the run stopped ({}).",
+        reason.unwrap_or("stopped")
+    )
 }

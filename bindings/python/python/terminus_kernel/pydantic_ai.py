@@ -439,10 +439,11 @@ class TerminusCapability(AbstractCapability[Any]):
                 return done if isinstance(done, End) else run.end()
             # Each call gets an answer, so the history stays valid for a next run.
             parts = _answers(step)
+            turn = run.session.turn()
             parts += [
                 ToolReturnPart(
                     c.tool_name,
-                    f"Not run: the run stopped ({report.get('reason') or 'stopped'}).",
+                    Session.gate(turn, c.tool_call_id, c.tool_name, True)["refuse"]["content"],
                     tool_call_id=c.tool_call_id,
                 )
                 for c in answers
