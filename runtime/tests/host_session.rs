@@ -284,14 +284,14 @@ fn the_gate_refuses_unasked_calls_and_calls_after_the_stop() {
         Gate::Run { .. } => "run".to_owned(),
     };
     let (mut s, _) = Session::start(policy(r#"{"max_steps": 2}"#), &task(), 0).expect("start");
-    assert_eq!(refused(Session::gate(&s.turn(), "c9", "read", true)), "run");
+    assert_eq!(refused(Session::gate(s.turn(), "c9", "read", true)), "run");
     let mut history = task();
     history.push(read_call("c1", "r1"));
     s.reply(&history[1], None, 0).expect("reply");
     let turn = s.turn();
-    assert_eq!(refused(Session::gate(&turn, "c1", "read", true)), "run");
+    assert_eq!(refused(Session::gate(turn, "c1", "read", true)), "run");
     assert_eq!(
-        refused(Session::gate(&turn, "c9", "read", true)),
+        refused(Session::gate(turn, "c9", "read", true)),
         "Not run: the kernel did not ask for this call."
     );
     history.push(json!({"role": "tool", "tool_call_id": "c1", "content": "hello"}));
@@ -300,7 +300,7 @@ fn the_gate_refuses_unasked_calls_and_calls_after_the_stop() {
     let step = s.reply(&history[3], None, 0).expect("reply").expect("new");
     assert_eq!(step.report.expect("a report")["reason"], "max_steps");
     assert_eq!(
-        refused(Session::gate(&s.turn(), "c2", "read", true)),
+        refused(Session::gate(s.turn(), "c2", "read", true)),
         "Not run: the run stopped (max_steps).",
         "the same words as the step's answers"
     );
