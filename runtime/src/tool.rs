@@ -374,6 +374,27 @@ impl Tool for WriteTodos {
     }
 }
 
+/// What a call whose arguments are not a JSON object is answered (class `invalid_arguments`),
+/// by `terminus run` and every host alike: what was wrong (the parser's error, or "not a JSON
+/// object") and what the model wrote, cut at 200 characters.
+pub(crate) fn invalid_arguments_message(arguments: &Value) -> String {
+    let (text, wrong) = match arguments {
+        Value::String(raw) => {
+            let wrong = match serde_json::from_str::<Value>(raw) {
+                Ok(_) => "not a JSON object".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            (raw.clone(), wrong)
+        }
+        other => (other.to_string(), "not a JSON object".to_owned()),
+    };
+    let mut shown: String = text.chars().take(200).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    format!("the arguments must be a JSON object ({wrong}); the call was not run. Got: {shown}")
+}
+
 /// The text of a tool outcome as the model sees it: a string result as is, any other JSON
 /// compact, an error as `error (kind): message`.
 pub fn render_outcome(outcome: &ToolOutcome) -> String {

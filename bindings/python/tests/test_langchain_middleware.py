@@ -563,7 +563,11 @@ def test_a_call_with_arguments_that_are_not_json_is_answered_invalid_arguments()
     assert (report["outcome"], report["model_calls"], report["tool_calls"]) == ("complete", 3, 2)
     answer = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert answer.tool_call_id == "bad_0_0" and answer.status == "error"
-    assert "not valid JSON" in answer.content
+    # `terminus run`'s words for the same call.
+    assert answer.content == (
+        "the arguments must be a JSON object (EOF while parsing a value at line 1 column 14); "
+        'the call was not run. Got: {"file_path": '
+    )
     assert report["stats"]["tool_failures"] == 1
     assert seed.PLAN_PATH in state["files"]
 

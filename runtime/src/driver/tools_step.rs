@@ -296,7 +296,7 @@ impl Driver {
                     let outcome = match started {
                         None if malformed => Ok(ToolOutcome::Error {
                             kind: ToolErrorKind::InvalidArguments,
-                            message: invalid_arguments_message(&call.arguments),
+                            message: crate::tool::invalid_arguments_message(&call.arguments),
                         }),
                         None => Ok(ToolOutcome::Error {
                             kind: ToolErrorKind::NotFound,
@@ -482,17 +482,4 @@ pub fn lost_job_outcome(tool: &str, why: &str) -> ToolOutcome {
              may not have finished: check before calling `{tool}` again."
         ),
     }
-}
-
-/// What the model is told when its arguments are not a JSON object.
-fn invalid_arguments_message(arguments: &serde_json::Value) -> String {
-    let text = match arguments {
-        serde_json::Value::String(raw) => raw.clone(),
-        other => other.to_string(),
-    };
-    let mut shown: String = text.chars().take(200).collect();
-    if shown.len() < text.len() {
-        shown.push('…');
-    }
-    format!("the arguments must be a JSON object; the call was not run. Got: {shown}")
 }

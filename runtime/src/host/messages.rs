@@ -38,7 +38,8 @@ pub struct Reply {
     pub id: Option<String>,
     /// The `model_turn` (its `tools` unset: the host knows what it offered).
     pub turn: TurnIn,
-    /// The calls whose arguments are not a JSON object: `(id, name, the parser's error)`.
+    /// The calls whose arguments are not a JSON object: `(id, name, what they are answered)`
+    /// ([`crate::tool::invalid_arguments_message`]).
     pub invalid: Vec<(String, String, String)>,
 }
 
@@ -292,8 +293,9 @@ fn push_call(
         ));
     };
     let (arguments, error) = arguments_of(args);
-    if let Some(error) = error {
-        reply.invalid.push((id.to_owned(), name.to_owned(), error));
+    if error.is_some() {
+        let answer = crate::tool::invalid_arguments_message(&arguments);
+        reply.invalid.push((id.to_owned(), name.to_owned(), answer));
     }
     calls.push(CallIn {
         id: Some(id.to_owned()),
@@ -416,15 +418,14 @@ pub fn reply_of(message: &Value, at: &str) -> Result<Reply, InputError> {
                 continue;
             };
             let name = str_at(c, "name").unwrap_or_default();
-            let raw = str_at(c, "args").unwrap_or_default();
-            let error = str_at(c, "error").unwrap_or_default();
-            reply
-                .invalid
-                .push((id.to_owned(), name.to_owned(), error.to_owned()));
+            // Answered as `terminus run` answers them (LangChain's own `error` is not used).
+            let raw = Value::String(str_at(c, "args").unwrap_or_default().to_owned());
+            let answer = crate::tool::invalid_arguments_message(&raw);
+            reply.invalid.push((id.to_owned(), name.to_owned(), answer));
             calls.push(CallIn {
                 id: Some(id.to_owned()),
                 name: name.to_owned(),
-                arguments: Some(Value::String(raw.to_owned())),
+                arguments: Some(raw),
             });
         }
         let reason = item

@@ -744,22 +744,11 @@ impl Session {
                     .collect();
             }
             Some(Jump::Tools) if step.written.is_none() => {
-                for (id, name, error) in &reply.invalid {
+                for (id, name, answer) in &reply.invalid {
                     let (content, kind) = if let Some(text) = self.turn.refused.get(id) {
                         (text.clone(), None)
                     } else if self.turn.awaiting.iter().any(|(a, _)| a == id) {
-                        let detail = if error.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({error})")
-                        };
-                        (
-                            format!(
-                                "Error: the arguments of `{name}` are not valid JSON{detail}. \
-                                 Call it again with a JSON object."
-                            ),
-                            Some("invalid_arguments".to_owned()),
-                        )
+                        (answer.clone(), Some("invalid_arguments".to_owned()))
                     } else {
                         continue;
                     };
