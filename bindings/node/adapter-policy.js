@@ -1,6 +1,6 @@
 'use strict';
 // What every framework adapter checks of its policy when it is built, how it has a step's
-// verification answered, and where the kernel's notices go in a text (internal: not exported
+// verification answered, where the kernel's notices go in a text and how a failure reads (internal: not exported
 // by the package's "exports").
 
 const { Session } = require('./index.js');
@@ -41,4 +41,9 @@ function withNotices(content, notices) {
   return native.withNotices(String(content ?? ''), notices.map(String));
 }
 
-module.exports = { checkPolicy, verified, withNotices };
+/** A tool's failure as the model reads it in `terminus run` (`error (KIND): MESSAGE`). */
+function failureText(kind, message) {
+  return native.failureText(String(kind), String(message));
+}
+
+module.exports = { checkPolicy, verified, withNotices, failureText };

@@ -30,7 +30,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices, failureText: failure } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -63,9 +63,6 @@ function outputText(output) {
   if (output && typeof output === 'object' && output.type === 'text') return String(output.text);
   return JSON.stringify(output) ?? '';
 }
-
-/** A failed call's result as `terminus run` writes one: its class, then the tool's words. */
-const failure = (kind, message) => `error (${kind}): ${message}`;
 
 /**
  * A tool output with the kernel's `notice` appended after a blank line: to its text, or as a

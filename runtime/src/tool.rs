@@ -395,6 +395,11 @@ pub(crate) fn invalid_arguments_message(arguments: &Value) -> String {
     format!("the arguments must be a JSON object ({wrong}); the call was not run. Got: {shown}")
 }
 
+/// A failed call's text as the model reads it: `error (KIND): MESSAGE`.
+pub fn failure_text(kind: ToolErrorKind, message: &str) -> String {
+    format!("error ({}): {message}", kind.as_str())
+}
+
 /// The text of a tool outcome as the model sees it: a string result as is, any other JSON
 /// compact, an error as `error (kind): message`.
 pub fn render_outcome(outcome: &ToolOutcome) -> String {
@@ -403,9 +408,7 @@ pub fn render_outcome(outcome: &ToolOutcome) -> String {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         },
-        ToolOutcome::Error { kind, message } => {
-            format!("error ({}): {message}", kind.as_str())
-        }
+        ToolOutcome::Error { kind, message } => failure_text(*kind, message),
     }
 }
 

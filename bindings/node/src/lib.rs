@@ -705,6 +705,14 @@ pub fn provider_error_kind(status: i64, text: String) -> Result<String> {
     }
 }
 
+/// A tool's failure as the model reads it in `terminus run`: `error (KIND): MESSAGE`, `kind` a
+/// class of the kernel's (any other is `failed`, as the core counts it)
+/// (`terminus_runtime::host::messages::failure_text`).
+#[napi(catch_unwind)]
+pub fn failure_text(kind: String, message: String) -> String {
+    terminus_runtime::host::messages::failure_text(&kind, &message)
+}
+
 /// `content` with a step's `notices` after it, where the step's `notice_to` says: the notices
 /// joined by blank lines, after a blank line, or alone when `content` is empty
 /// (`terminus_runtime::host::messages::with_notices`, the rule `terminus run` follows).

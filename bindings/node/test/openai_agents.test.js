@@ -340,6 +340,26 @@ test('a tool without an errorFunction fails, is excluded, and its next call refu
   assert.deepEqual(pick(result.terminus), pick(runScenario(scenario)));
 });
 
+test("a tool's failure reads as terminus run writes it, its class the core's (an unknown one is failed)", async () => {
+  const failing = (kind) =>
+    tool({
+      name: `deploy_${kind}`,
+      description: 'Deploy the release.',
+      parameters: z.object({ env: z.string() }),
+      errorFunction: null,
+      execute: async () => {
+        throw Object.assign(new Error('no access to prod'), { terminus_error: kind });
+      },
+    });
+  const script = [toolsTurn(['deploy_permission_denied', { env: 'prod' }], ['deploy_weird', { env: 'prod' }]), textTurn('Neither deploy ran.')];
+  const agent = new Agent({ name: 'deployer', instructions: 'Deploy.', model: new ScriptedModel(script), tools: [failing('permission_denied'), failing('weird')] });
+  const result = await run(agent, TASK, { policy: {} });
+  const output = (id) => JSON.stringify(result.history.find((i) => i.type === 'function_call_result' && i.callId === id).output);
+  assert.match(output('call_0_0'), /error \(permission_denied\): no access to prod/);
+  assert.match(output('call_0_1'), /error \(failed\): no access to prod/);
+  assert.equal(result.terminus.stats.tool_failures, 2);
+});
+
 test('a final output the verifier rejects goes on with its feedback', async () => {
   const claims = [];
   const verify = async ({ claim }) => {

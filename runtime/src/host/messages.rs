@@ -474,6 +474,13 @@ pub struct Found {
     pub text: String,
 }
 
+/// A tool's failure as the model reads it in `terminus run`, for a framework whose tool result
+/// is only text: `error (KIND): MESSAGE`, `kind` a class of the kernel's (any other is `failed`,
+/// as the core counts it).
+pub fn failure_text(kind: &str, message: &str) -> String {
+    crate::tool::failure_text(error_kind(kind), message)
+}
+
 fn error_kind(value: &str) -> ToolErrorKind {
     serde_json::from_value(Value::String(value.to_owned())).unwrap_or(ToolErrorKind::Failed)
 }
