@@ -396,7 +396,7 @@ pub(crate) fn invalid_arguments_message(arguments: &Value) -> String {
 }
 
 /// A failed call's text as the model reads it: `error (KIND): MESSAGE`.
-pub fn failure_text(kind: ToolErrorKind, message: &str) -> String {
+pub(crate) fn failure_text(kind: ToolErrorKind, message: &str) -> String {
     format!("error ({}): {message}", kind.as_str())
 }
 
