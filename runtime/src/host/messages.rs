@@ -39,7 +39,7 @@ pub struct Reply {
     /// The `model_turn` (its `tools` unset: the host knows what it offered).
     pub turn: TurnIn,
     /// The calls whose arguments are not a JSON object: `(id, name, what they are answered)`
-    /// ([`crate::tool::invalid_arguments_message`]).
+    /// (the words `terminus run` answers such a call with).
     pub invalid: Vec<(String, String, String)>,
 }
 
