@@ -9,11 +9,9 @@ const { native } = require('./loader.js');
 /**
  * `policy` checked and scaled once for `scale` units, as every run of the adapter takes it (the
  * host core's `Session.checkPolicy`): a bad one throws here, naming it, not mid-run: an unknown
- * or ill-typed field, `policy.auto_checkpoints` (a checkpoint written for the agent needs the
- * host to ask its model for a summary; `terminus agent` and a host driving `Machine` itself
- * answer the `checkpoint` command), a bad `scale`, and a `scale` the policy has no
- * `budget_scale` for (it would change nothing). Runs start from the policy it returns, with no
- * scale: none scales it again.
+ * or ill-typed field, a bad `scale`, and a `scale` the policy has no `budget_scale` for (it
+ * would change nothing). Runs start from the policy it returns, with no scale: none scales it
+ * again.
  */
 function checkPolicy(policy, scale) {
   return Session.checkPolicy(policy ?? null, scale);
@@ -46,4 +44,15 @@ function failureText(kind, message) {
   return native.failureText(String(kind), String(message));
 }
 
-module.exports = { checkPolicy, verified, withNotices, failureText };
+/**
+ * The user message a step's `checkpoint` adds before the next model call: its `note`, a blank
+ * line, then the model's summary (`{ text }`, trimmed), or why there is none (`{ error: KIND,
+ * message }` for a failed call, `null` for no answer in time); the words `terminus run` writes.
+ */
+function checkpointMessage(note, summary) {
+  if (summary && summary.text !== undefined) return native.checkpointMessage(String(note), String(summary.text ?? ''), null, null);
+  if (summary && summary.error) return native.checkpointMessage(String(note), null, String(summary.error), String(summary.message ?? ''));
+  return native.checkpointMessage(String(note), null, null, null);
+}
+
+module.exports = { checkPolicy, verified, withNotices, failureText, checkpointMessage };

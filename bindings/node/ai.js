@@ -16,7 +16,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices, checkpointMessage } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -140,6 +140,7 @@ async function runAgent(options) {
     classed({ type: 'tool-result', toolCallId: tool_call_id, toolName: name, output: { type: 'error-text', value: content } }, error);
   // The verifier is asked the claim, the todos and what the rules find missing.
   const ask = verify && (({ claim, todos, missing }) => verify({ claim, todos, missing }));
+  const checkpoints = []; // to write before the next model call
   /** Carries out a step's messages: the answers, the notices on `notice_to`, the nudges. */
   const say = (s, answeredBySdk = new Set()) => {
     const answers = (s.answers || []).filter((a) => !answeredBySdk.has(a.tool_call_id)).map(answerPart);
@@ -152,6 +153,32 @@ async function runAgent(options) {
       else messages.push({ role: 'user', content: notice });
     }
     for (const nudge of s.nudges || []) messages.push({ role: 'user', content: nudge });
+    if (s.checkpoint) checkpoints.push(s.checkpoint);
+  };
+  /**
+   * A checkpoint written for the agent: the model asked for a summary, no tools; the reply is
+   * not fed to the kernel, its text becomes the checkpoint's message.
+   */
+  const writeCheckpoint = async ({ prompt, note }) => {
+    let summary;
+    try {
+      const result = await ai.generateText({
+        ...generateTextOptions,
+        model,
+        system,
+        messages: [...messages, { role: 'user', content: prompt }],
+        stopWhen: ai.stepCountIs(1),
+        maxRetries: 0,
+        abortSignal,
+      });
+      summary = { text: result.text || '' };
+    } catch (error) {
+      if (abortSignal && abortSignal.aborted) return;
+      const classed = modelErrorKind(error);
+      if (classed === null) throw error;
+      summary = { error: classed.kind, message: String((error && error.message) || error) };
+    }
+    messages.push({ role: 'user', content: checkpointMessage(note, summary) });
   };
   let text = '';
   let calls = []; // the tool calls of the last reply: { id, name, input }
@@ -170,6 +197,8 @@ async function runAgent(options) {
       continue;
     }
     if (step.jump === 'model') {
+      for (const checkpoint of checkpoints.splice(0)) await writeCheckpoint(checkpoint);
+      if (abortSignal && abortSignal.aborted) continue;
       if (step.delay_ms > 0) await sleep(step.delay_ms, abortSignal);
       if (abortSignal && abortSignal.aborted) continue;
       let result;

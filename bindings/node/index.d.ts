@@ -253,6 +253,10 @@ export interface Step {
   written?: { text: string; tool_calls: CallOut[] };
   /** The reply is empty: remove it from the conversation. */
   drop_reply?: boolean;
+  /** With `policy.auto_checkpoints`: before the next model call (after the nudges), ask the model
+   * with the conversation and `prompt` as a last user message, no tools, then add the user
+   * message `checkpointMessage(note, reply)` makes; nothing is fed back. */
+  checkpoint?: { prompt: string; note: string };
   /** Ask the verifier, then `Session.verdict`. */
   verify?: { claim: string; todos: Todo[]; missing: string[] };
   /** The report, once the run ended. */

@@ -19,7 +19,7 @@
 const crypto = require('node:crypto');
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified, withNotices } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices, checkpointMessage } = require('./adapter-policy.js');
 
 function peers() {
   try {
@@ -95,6 +95,9 @@ function terminusMiddleware(policy, options = {}) {
   const answer = ({ content, tool_call_id, name, error }) =>
     new msgs.ToolMessage({ content, tool_call_id, name, status: 'error', response_metadata: error ? { [ERROR_KIND]: error } : {} });
   const nudge = (content) => new msgs.HumanMessage({ content, id: `terminus-${crypto.randomUUID()}`, response_metadata: { terminus: 'nudge' } });
+  /** A reply's visible text (its text blocks), for a checkpoint's summary. */
+  const replyText = (m) =>
+    typeof m.content === 'string' ? m.content : (m.content || []).map((b) => (typeof b === 'string' ? b : b && b.type === 'text' ? b.text || '' : '')).join('');
   const isResult = (target) => (m) => msgs.ToolMessage.isInstance(m) && (m.id === target || m.tool_call_id === target);
 
   /** The messages from the last reply on, for the core (the results after it). */
@@ -160,8 +163,10 @@ function terminusMiddleware(policy, options = {}) {
       const sent = [...request.messages];
       const [added, replaced] = [[], []]; // the step's messages in order; state messages amended
       let last = null; // the handler's last reply, which the model node adds itself
+      const checkpoints = []; // to write before the next model call
       const carry = (step) => {
         added.push(...(step.answers || []).map(answer));
+        if (step.checkpoint) checkpoints.push(step.checkpoint);
         const old = step.notice_to && (step.notices || []).length && history.findLast(isResult(step.notice_to));
         if (old) {
           const notice = withNotices('', step.notices);
@@ -175,6 +180,26 @@ function terminusMiddleware(policy, options = {}) {
       for (;;) {
         if (!added.length && !session.ended && session.batchOut) carry((await verified(session, session.results(tail(history)), ask)) || {});
         if (session.ended) break;
+        for (const { prompt, note } of checkpoints.splice(0)) {
+          // A checkpoint written for the agent: the model asked for a summary, no tools; the
+          // reply is not fed to the kernel (nor kept: removed as the handler's last reply), its
+          // text becomes the checkpoint's message.
+          const asked = { ...request, messages: [...sent, ...added, new msgs.HumanMessage(prompt)], tools: [], toolChoice: undefined };
+          let summary;
+          try {
+            const reply = await handler(asked);
+            if (isAI(reply)) {
+              if (reply.id == null) reply.id = `terminus-reply-${crypto.randomUUID()}`;
+              last = reply;
+            }
+            summary = { text: isAI(reply) ? replyText(reply) : '' };
+          } catch (error) {
+            const kind = handleModelErrors ? modelErrorKind(error) : null;
+            if (kind === null) throw error;
+            summary = { error: kind.kind, message: String((error && error.message) || error) };
+          }
+          added.push(nudge(checkpointMessage(note, summary)));
+        }
         if (added.length) {
           again = true;
           break;

@@ -30,7 +30,7 @@
 
 const { Session } = require('./index.js');
 const { modelErrorKind } = require('./sdk-errors.js');
-const { checkPolicy, verified, withNotices, failureText: failure } = require('./adapter-policy.js');
+const { checkPolicy, verified, withNotices, failureText: failure, checkpointMessage } = require('./adapter-policy.js');
 
 function sdk() {
   try {
@@ -93,6 +93,7 @@ class KernelRun {
     this.answers = new Map(); // call id -> the session's answer: { content, error }
     this.failed = new Map(); // call id -> the kernel's class of a tool's failure
     this.messages = []; // nudges (and notices with no result to ride on), as user messages
+    this.checkpoints = []; // checkpoints to write for the agent before the next model call
     this.notices = []; // notices for the batch's last result, `noticeTo`
     this.noticeTo = null;
     this.written = null;
@@ -110,7 +111,7 @@ class KernelRun {
 
   /** The kernel has something to tell the model before its next call. */
   get pending() {
-    return this.messages.length > 0 || this.notices.length > 0;
+    return this.messages.length > 0 || this.notices.length > 0 || this.checkpoints.length > 0;
   }
 
   /** The session wants the model called. */
@@ -128,6 +129,7 @@ class KernelRun {
       this.noticeTo = step.notice_to;
     }
     this.messages.push(...(step.nudges || []));
+    if (step.checkpoint) this.checkpoints.push(step.checkpoint);
     for (const a of step.answers || []) this.answers.set(a.tool_call_id, a);
     if (step.written) this.written = step.written;
   }
@@ -161,6 +163,27 @@ class KernelRun {
     const said = at < 0 ? [...this.notices, ...this.messages] : this.messages;
     [this.notices, this.noticeTo, this.messages] = [[], null, []];
     return [...items, ...said.map((text) => user(text))];
+  }
+
+  /**
+   * `items` with the checkpoints the kernel asked for written after them: for each, the agent's
+   * own model asked for a summary by `summarize(items with the prompt)` (a `Runner.run` of the
+   * agent without tools, its text), its reply not fed to the kernel; the checkpoint's message
+   * (`checkpointMessage`) a user message.
+   */
+  async checkpointed(items, user, summarize, handleModelErrors) {
+    for (const { prompt, note } of this.checkpoints.splice(0)) {
+      let summary;
+      try {
+        summary = { text: await summarize([...items, user(prompt)]) };
+      } catch (error) {
+        const kind = handleModelErrors ? modelErrorKind(error) : null;
+        if (!kind) throw error;
+        summary = { error: kind.kind, message: String((error && error.message) || error) };
+      }
+      items = [...items, user(checkpointMessage(note, summary))];
+    }
+    return items;
   }
 
   /** Ends a run something else ended (the SDK, a throw). */
@@ -382,6 +405,12 @@ async function run(agent, input, options = {}) {
     },
   });
   const wiredRunner = runner.config.model === undefined ? runner : new agents.Runner({ ...runner.config, model: undefined });
+  // A checkpoint's summary: the agent's own model and instructions, no tools, one turn.
+  const writer = agent.clone({ model: inner, tools: [], handoffs: [], inputGuardrails: [], outputGuardrails: [], toolUseBehavior: 'run_llm_again' });
+  const summarize = async (conversation) => {
+    const written = await wiredRunner.run(writer, conversation, { ...runOptions, maxTurns: 1 });
+    return String(written.finalOutput ?? '');
+  };
   let items = input;
   let result;
   for (;;) {
@@ -402,7 +431,13 @@ async function run(agent, input, options = {}) {
     }
     kernel.handover = false;
     const history = result.history.filter((item) => !(typeof item.id === 'string' && item.id.startsWith(STAND_IN)));
-    items = kernel.carry(history, agents.user);
+    try {
+      items = await kernel.checkpointed(kernel.carry(history, agents.user), agents.user, summarize, handleModelErrors);
+    } catch (error) {
+      if (!kernel.ended) await kernel.finish([]);
+      if (error && typeof error === 'object') error.terminus = kernel.report;
+      throw error;
+    }
   }
   result.terminus = kernel.report;
   return result;

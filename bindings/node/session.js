@@ -142,7 +142,7 @@ class Session {
 
   /**
    * `policy` as every run of a framework adapter takes it, checked and scaled once for `scale`
-   * units (an object): what `start` refuses (a bad field, `auto_checkpoints`, a bad scale) throws
+   * units (an object): what `start` refuses (a bad field, a bad scale) throws
    * here, naming it, when the adapter is built, and no run scales it again.
    */
   static checkPolicy(policy, scale) {

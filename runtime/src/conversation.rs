@@ -111,7 +111,7 @@ impl Conversation {
             },
             Entry::Checkpoint { note, text } => {
                 self.messages
-                    .push(Message::kernel(format!("{note}\n\n{text}")));
+                    .push(Message::kernel(crate::message::checkpoint_text(note, text)));
             }
             _ => {}
         }

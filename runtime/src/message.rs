@@ -183,6 +183,14 @@ impl Message {
 
 /// `text` of the kernel's appended to `content` after a blank line, or alone when `content` is
 /// empty (as every host appends it).
+/// A checkpoint written for the agent as the conversation holds it: the kernel's note, a blank
+/// line, the summary ([`crate::host::messages::summary_text`]).
+pub(crate) fn checkpoint_text(note: &str, summary: &str) -> String {
+    let mut content = note.to_owned();
+    append_kernel_text(&mut content, summary);
+    content
+}
+
 pub(crate) fn append_kernel_text(content: &mut String, text: &str) {
     if !content.is_empty() {
         content.push_str("\n\n");

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 use terminus_kernel::{ModelErrorKind, Policy};
+use terminus_runtime::host::messages::{Summary, checkpoint_message};
 use terminus_runtime::host::{Gate, Jump, Offered, Session, Step, VerdictIn, policy_from_json};
 
 fn policy(json: &str) -> Policy {
@@ -315,11 +316,54 @@ fn the_gate_refuses_unasked_calls_and_calls_after_the_stop() {
     );
 }
 
+/// `policy.auto_checkpoints`: the step after the second turn a budget refused asks the host for
+/// a checkpoint before the next model call (once, as the policy allows), and the budget counts
+/// again from it.
 #[test]
-fn a_policy_with_auto_checkpoints_is_refused_at_the_start() {
-    let p = policy(r#"{"auto_checkpoints": 1}"#);
-    let e = Session::start(p, &task(), 0).expect_err("refused");
-    assert_eq!(e.path, "policy.auto_checkpoints");
+fn a_checkpoint_is_asked_of_the_host_before_the_next_model_call() {
+    let p = policy(
+        r#"{"auto_checkpoints": 1,
+            "tool_budgets": {"read": {"block_at": 2, "reset_on": ["post"]}}}"#,
+    );
+    let (mut s, _) = Session::start(p, &task(), 0).expect("start");
+    let mut history = task();
+    let mut asked = Vec::new();
+    for turn in 1..=4 {
+        let (call, reply) = (format!("c{turn}"), format!("r{turn}"));
+        history.push(read_call(&call, &reply));
+        let last = history.len() - 1;
+        s.reply(&history[last], None, 0)
+            .expect("reply")
+            .expect("new");
+        let ran = matches!(
+            Session::gate(s.turn(), &call, "read", true),
+            Gate::Run { .. }
+        );
+        let content = if ran { "hello" } else { "refused" };
+        history.push(json!({"role": "tool", "tool_call_id": call, "content": content}));
+        let step = s.results(&history, 0).expect("results").expect("a batch");
+        assert_eq!(step.jump, Some(Jump::Model));
+        asked.push((ran, step.checkpoint.is_some()));
+        if let Some(checkpoint) = step.checkpoint {
+            assert!(!checkpoint.prompt.is_empty() && !checkpoint.note.is_empty());
+            let text = checkpoint_message(&checkpoint.note, Summary::Reply("read a.txt once"));
+            assert!(text.ends_with("\n\nread a.txt once"), "{text}");
+            history.push(json!({"role": "user", "content": text}));
+        }
+    }
+    assert_eq!(
+        asked,
+        [(true, false), (false, false), (false, true), (true, false)],
+        "(ran, checkpoint) per turn: asked after the second refused turn, the read runs again"
+    );
+    let answer = json!({"role": "assistant", "id": "r5", "content": "It says hello."});
+    let report = s
+        .reply(&answer, None, 0)
+        .expect("reply")
+        .expect("new")
+        .report;
+    let report = report.expect("a report");
+    assert_eq!(report["stats"]["auto_checkpoints"], 1, "{report}");
 }
 
 #[test]
@@ -592,12 +636,7 @@ fn a_policy_is_checked_and_scaled_once_for_every_run() {
             .map(drop)
             .map_err(|e| e.to_string())
     };
-    let auto = refused(policy(r#"{"auto_checkpoints": 1}"#), None);
-    assert!(
-        auto.as_ref()
-            .is_err_and(|e| e.contains("policy.auto_checkpoints")),
-        "{auto:?}"
-    );
+    assert!(refused(policy(r#"{"auto_checkpoints": 1}"#), None).is_ok());
     let nothing = refused(policy("{}"), Some(3));
     assert!(
         nothing

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use terminus_runtime::host::VerdictIn;
+use terminus_runtime::host::messages::{Summary, checkpoint_message};
 use terminus_runtime::host::{Gate, JOURNAL_STEPS, Jump, Offered, Session, Step};
 use terminus_scenario::Scenario;
 
@@ -62,9 +63,6 @@ fn left_out(file: &Value) -> Option<&'static str> {
     }
     if !file["context"].is_null() {
         return Some("context");
-    }
-    if policy["auto_checkpoints"].as_u64().unwrap_or(0) > 0 {
-        return Some("auto_checkpoints");
     }
     if tools
         .values()
@@ -431,6 +429,18 @@ fn play(file: &Value, shape: Shape) -> Value {
     let mut calls_made = 0usize;
     for _ in 0..10_000 {
         history.extend(step.nudges.iter().map(|n| user(shape, n)));
+        if let Some(checkpoint) = step.checkpoint.take() {
+            // Asked of the model with no tools, not fed to the kernel: the script's next turn.
+            let turn = model.next("model");
+            let summary = match turn["error"].as_str() {
+                Some(kind) => Summary::Failed {
+                    kind,
+                    message: "scripted",
+                },
+                None => Summary::Reply(turn["text"].as_str().unwrap_or_default()),
+            };
+            history.push(user(shape, &checkpoint_message(&checkpoint.note, summary)));
+        }
         match step.jump {
             Some(Jump::End) => return step.report.expect("a report at the end"),
             Some(Jump::Model) if session.batch_out() => {

@@ -713,6 +713,29 @@ pub fn failure_text(kind: String, message: String) -> String {
     terminus_runtime::host::messages::failure_text(&kind, &message)
 }
 
+/// The user message a checkpoint written for the agent adds before the next model call (a
+/// step's `checkpoint`): its `note`, a blank line, then the model's `summary` (trimmed), or why
+/// there is none: the failed call's class `kind` and `message`, or neither (no answer in time)
+/// (`terminus_runtime::host::messages::checkpoint_message`, the words `terminus run` writes).
+#[napi(catch_unwind)]
+pub fn checkpoint_message(
+    note: String,
+    summary: Option<String>,
+    kind: Option<String>,
+    message: Option<String>,
+) -> String {
+    use terminus_runtime::host::messages::Summary;
+    let summary = match (&summary, &kind) {
+        (Some(text), _) => Summary::Reply(text),
+        (None, Some(kind)) => Summary::Failed {
+            kind,
+            message: message.as_deref().unwrap_or_default(),
+        },
+        (None, None) => Summary::NoAnswer,
+    };
+    terminus_runtime::host::messages::checkpoint_message(&note, summary)
+}
+
 /// `content` with a step's `notices` after it, where the step's `notice_to` says: the notices
 /// joined by blank lines, after a blank line, or alone when `content` is empty
 /// (`terminus_runtime::host::messages::with_notices`, the rule `terminus run` follows).
@@ -852,7 +875,7 @@ impl NativeSession {
 
     /// `policy` (JSON text, or absent for the defaults) as every run of a framework adapter
     /// takes it, checked and scaled once for `scale` units: JSON text. What `start` refuses (a
-    /// bad field, `auto_checkpoints`, a bad scale) is an `InvalidArg` error naming it here.
+    /// bad field, a bad scale) is an `InvalidArg` error naming it here.
     #[napi(catch_unwind)]
     pub fn check_policy(policy: Option<String>, scale: Option<i64>) -> Result<String> {
         let policy = policy_of(policy, None, "scale")?;

@@ -254,20 +254,6 @@ test('a scale scales the policy, and a bad one names options.scale', () => {
   assert.throws(() => new Machine({ ...policy, max_steps: 10 }, { scale: 1 }), /policy\.budget_scale\.max\.max_steps: must be at least max_steps \(10\)/);
 });
 
-test('framework adapters refuse policy.auto_checkpoints when they are built', async () => {
-  // A checkpoint written for the agent needs a host that asks its model for the summary: an
-  // adapter says so at once instead of dropping the kernel's `checkpoint` command mid-run.
-  const { terminusMiddleware } = require('terminus-kernel/langchain');
-  const { runAgent } = require('terminus-kernel/ai');
-  const { run } = require('terminus-kernel/openai-agents');
-  const { Agent } = require('@openai/agents');
-  const refused = /policy\.auto_checkpoints: .* does not write checkpoints/;
-  assert.throws(() => terminusMiddleware({ auto_checkpoints: 1 }), refused);
-  assert.ok(terminusMiddleware({ auto_checkpoints: 0 }));
-  await assert.rejects(runAgent({ model: {}, prompt: 'x', policy: { auto_checkpoints: 2 } }), refused);
-  await assert.rejects(run(new Agent({ name: 'a' }), 'x', { policy: { auto_checkpoints: 1 } }), refused);
-});
-
 test('framework adapters refuse a scale without a budget_scale, and a bad one, when they are built', async () => {
   // As a scenario's `scale` and the Python adapters' `scale`: without a `budget_scale` it would
   // change nothing, so it is refused rather than silently ignored.

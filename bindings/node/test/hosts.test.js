@@ -175,7 +175,7 @@ async function play(scenario) {
   return { report: state[REPORT_KEY], sent: model.sent };
 }
 
-// Compared: 41 conversations, the 120 recordings and the 30 non-answers.
+// Compared: 43 conversations, the 120 recordings and the 30 non-answers.
 throughEvery('LangChain JS', play, {}, {}, {
   'only-excluded-tools': 'LangChain answers a call of a tool it does not have itself (`Tool "send_email" not found`), before any middleware sees a result',
-}, 191);
+}, 193);

@@ -105,8 +105,8 @@ async function play(scenario) {
   return { report, sent };
 }
 
-// Compared: 41 conversations, the 120 recordings and the 30 non-answers.
+// Compared: 43 conversations, the 120 recordings and the 30 non-answers.
 throughEvery('the AI SDK', play, {}, {}, {
   'only-excluded-tools':
     "the AI SDK answers a call of a tool it was not given itself (NoSuchToolError: `Model tried to call unavailable tool 'send_email'. Available tools: write_todos.`), in the step's own messages: its text is the SDK's, not the host core's",
-}, 191);
+}, 193);

@@ -117,8 +117,8 @@ async function play(scenario) {
   return { report: result.terminus, sent: model.sent };
 }
 
-// Compared: 41 conversations, the 120 recordings and the 30 non-answers.
+// Compared: 43 conversations, the 120 recordings and the 30 non-answers.
 throughEvery('OpenAI Agents JS', play, {
   'only-excluded-tools':
     'the Agents SDK throws ModelBehaviorError on a call of a tool the agent does not have: there is no result to give the model',
-}, {}, {}, 191);
+}, {}, {}, 193);

@@ -531,8 +531,7 @@ impl Session {
     /// A run of the task of `messages` (the first user message) under `policy`, scaled for
     /// `scale` units when given (the policy's `budget_scale`, which it must have), started at
     /// `now_ms` (the host's clock, for the deadline): `(session, first step)`. A bad policy
-    /// field, `auto_checkpoints` (a framework host writes no checkpoint) or a bad scale raise
-    /// `ValueError` naming it.
+    /// field or a bad scale raise `ValueError` naming it.
     #[staticmethod]
     #[pyo3(signature = (policy, messages, now_ms = 0, scale = None))]
     fn start(
@@ -551,8 +550,7 @@ impl Session {
     }
 
     /// `policy` as every run of a framework adapter takes it, checked and scaled once for
-    /// `scale` units (a dict): what `start` refuses (a bad field, `auto_checkpoints`, a bad
-    /// scale) raises `ValueError` naming it here, when the adapter is built.
+    /// `scale` units (a dict): what `start` refuses (a bad field, a bad scale) raises `ValueError` naming it here, when the adapter is built.
     #[staticmethod]
     #[pyo3(signature = (policy, scale = None))]
     fn check_policy(
@@ -812,6 +810,27 @@ fn with_notices(content: &str, notices: Vec<String>) -> String {
     terminus_runtime::host::messages::with_notices(content, &notices)
 }
 
+/// The user message a checkpoint written for the agent adds before the next model call (a
+/// step's `checkpoint`): its `note`, a blank line, then the model's `summary` (trimmed; "(The
+/// model wrote no summary.)" when empty), or why there is none: `failed`, the kernel's class of
+/// the failed call and its message, or neither (it did not answer in time)
+/// (`terminus_runtime::host::messages::checkpoint_message`, the words `terminus run` writes).
+#[pyfunction]
+#[pyo3(signature = (note, summary=None, failed=None))]
+fn checkpoint_message(
+    note: &str,
+    summary: Option<&str>,
+    failed: Option<(String, String)>,
+) -> String {
+    use terminus_runtime::host::messages::Summary;
+    let summary = match (summary, &failed) {
+        (Some(text), _) => Summary::Reply(text),
+        (None, Some((kind, message))) => Summary::Failed { kind, message },
+        (None, None) => Summary::NoAnswer,
+    };
+    terminus_runtime::host::messages::checkpoint_message(note, summary)
+}
+
 /// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
 /// headers (seconds or an HTTP date), capped at 60 s; `None` when neither says one. The parser
 /// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).
@@ -1038,6 +1057,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(provider_error_kind, m)?)?;
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
     m.add_function(wrap_pyfunction!(with_notices, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint_message, m)?)?;
     m.add_function(wrap_pyfunction!(start_telemetry, m)?)?;
     m.add_function(wrap_pyfunction!(metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(flush_telemetry, m)?)?;

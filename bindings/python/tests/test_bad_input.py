@@ -312,23 +312,6 @@ def test_a_scale_scales_the_policy_and_a_bad_one_is_refused() -> None:
         Machine({**policy, "max_steps": 10}, scale=1)
 
 
-@pytest.mark.parametrize(
-    "module, build",
-    [
-        ("langchain", lambda m, p: m.TerminusMiddleware(policy=p)),
-        ("openai_agents", lambda m, p: m.Terminus(p)),
-        ("pydantic_ai", lambda m, p: m.TerminusCapability(p)),
-    ],
-)
-def test_framework_adapters_refuse_auto_checkpoints(module: str, build: Any) -> None:
-    """A checkpoint written for the agent needs a host that asks its model for the summary: a
-    framework adapter says so when it is built, instead of dropping the command mid-run."""
-    adapter = pytest.importorskip(f"terminus_kernel.{module}")
-    with pytest.raises(ValueError, match=r"policy\.auto_checkpoints: .* does not write checkpoints"):
-        build(adapter, {"auto_checkpoints": 1})
-    build(adapter, {"auto_checkpoints": 0})  # off: built as before
-
-
 def test_a_framework_adapters_scale_is_checked_when_it_is_built() -> None:
     """``scale`` scales the policy's ``budget_scale`` at construction; a bad one raises there."""
     pytest.importorskip("langchain")

@@ -33,9 +33,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.errors import GraphRecursionError  # noqa: E402
+from pydantic import Field  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from terminus_kernel import Machine, run_scenario  # noqa: E402
-from terminus_kernel._native import Session  # noqa: E402
+from terminus_kernel._native import Session, checkpoint_message  # noqa: E402
 from terminus_kernel.langchain import (  # noqa: E402
     ERROR_KIND,
     MACHINE_KEY,
@@ -876,3 +877,87 @@ def test_a_token_warning_with_no_tool_result_to_ride_on_reaches_the_model() -> N
         str(t).startswith("You have used 80 % of this run's token budget (850 of 1000 tokens)")
         for t in told
     ), told
+
+
+# ----- checkpoints written for the agent -----
+
+CHECKPOINT_POLICY = {
+    "auto_checkpoints": 1,
+    "tool_budgets": {"read_file": {"block_at": 2, "reset_on": ["post_checkpoint"]}},
+    **FAST_RETRY,
+}
+READS = [
+    seed.tools_turn(("read_file", {"path": "a.md"})),
+    seed.tools_turn(("read_file", {"path": "b.md"})),
+    seed.tools_turn(("read_file", {"path": "b.md"})),  # refused twice: the checkpoint is due
+    seed.tools_turn(("read_file", {"path": "b.md"})),  # runs: the budget counts from it
+    seed.text_turn("a.md holds the cache, b.md the tests."),
+]
+
+
+class CheckpointModel(seed.ScriptedChatModel):
+    """The scripted model, whose checkpoint calls (the kernel's prompt last) are logged with the
+    tools they were offered, and fail with ``error`` when it is set."""
+
+    error: Exception | None = None
+    summaries: list[tuple[str, int]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.model_copy(update={"bound": len(tools)})
+
+    bound: int = -1
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and str(last.content).startswith("Write a checkpoint"):
+            self.summaries.append((str(last.content), self.bound))
+            if self.error is not None:
+                raise self.error
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("Read a.md so far."))])
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def read_file(path: str) -> str:
+    """Reads a file."""
+    return f"contents of {path}"
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "failed"])
+def test_a_checkpoint_is_asked_of_the_model_without_tools_and_written_before_the_next_call(
+    fails: bool,
+) -> None:
+    """``policy.auto_checkpoints``: after the second refused turn the model is asked for the
+    summary with the kernel's prompt and no tools; the summary (or why there is none, a provider's
+    error) is a user message before the next call, and the run goes on to its answer."""
+    model = CheckpointModel(script=READS, error=ProviderError(429, "slow down") if fails else None)
+    summaries = model.summaries  # shared with the copies ``bind_tools`` makes
+    agent = create_agent(model, [read_file], middleware=[TerminusMiddleware(CHECKPOINT_POLICY)])
+    state = agent.invoke({"messages": [{"role": "user", "content": "Read a.md and b.md."}]})
+    report = state[REPORT_KEY]
+    assert (report["outcome"], report["stats"]["auto_checkpoints"]) == ("complete", 1), report
+    assert report["stats"]["refused_calls"] == 2 and report["tool_calls"] == 2, report
+    # Asked once, with no tools (none bound, or an empty list).
+    assert [bound <= 0 for _, bound in summaries] == [True], summaries
+    written = [
+        m.content
+        for m in state["messages"]
+        if isinstance(m, HumanMessage) and "\n\n" in str(m.content)
+    ]
+    summary = (
+        "(No summary: the model call failed: rate_limited: slow down.)"
+        if fails
+        else "Read a.md so far."
+    )
+    checkpoints = [text for text in written if str(text).endswith("\n\n" + summary)]
+    assert len(checkpoints) == 1, written
+    # Its words are the runtime's, the ones `terminus run` writes.
+    note = str(checkpoints[0])[: -len("\n\n" + summary)]
+    failed = ("rate_limited", "slow down") if fails else None
+    expected = checkpoint_message(note, None if fails else "Read a.md so far.", failed)
+    assert checkpoints[0] == expected
+    # The summary's reply is not part of the conversation: the kernel never saw it.
+    replies = [m.content for m in state["messages"] if isinstance(m, AIMessage)]
+    assert "Read a.md so far." not in replies

@@ -15,6 +15,36 @@ use crate::model::{ModelError, ModelRequest, Purpose};
 use terminus_kernel::{Entry, Key, Record};
 use tokio::time::timeout;
 
+/// What the model gave for a checkpoint written for the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Summary<'a> {
+    /// Its reply's text (empty when it wrote none).
+    Reply(&'a str),
+    /// The call failed: the kernel's class of the failure and its message.
+    Failed {
+        /// The class (`rate_limited`, `server`, ...).
+        kind: &'a str,
+        /// What the provider said.
+        message: &'a str,
+    },
+    /// It did not answer in time.
+    NoAnswer,
+}
+
+/// The checkpoint's text after the kernel's note: the summary, trimmed, or why there is none
+/// (the checkpoint still stands: the kernel counted it). The one place of those words: the host
+/// core and the bindings give them too.
+pub fn summary_text(summary: Summary<'_>) -> String {
+    match summary {
+        Summary::Reply(text) if !text.trim().is_empty() => text.trim().to_owned(),
+        Summary::Reply(_) => "(The model wrote no summary.)".to_owned(),
+        Summary::Failed { kind, message } => {
+            format!("(No summary: the model call failed: {kind}: {message}.)")
+        }
+        Summary::NoAnswer => "(No summary: the model did not answer in time.)".to_owned(),
+    }
+}
+
 impl Driver {
     /// Writes the checkpoint the last step asked for, if any. `Some` is the event to feed
     /// instead of the model call (the kill switch or the deadline came first).
@@ -51,15 +81,13 @@ impl Driver {
             Err(event) => return Ok(Some(event)),
         };
         let text = match answer {
-            Some(Ok(turn)) if !turn.text.trim().is_empty() => turn.text.trim().to_owned(),
-            Some(Ok(_)) => "(The model wrote no summary.)".to_owned(),
-            Some(Err(ModelError::Failure(failure))) => format!(
-                "(No summary: the model call failed: {}: {}.)",
-                failure.kind.as_str(),
-                failure.message
-            ),
             Some(Err(ModelError::Fault(fault))) => return Err(fault.into()),
-            None => "(No summary: the model did not answer in time.)".to_owned(),
+            Some(Ok(turn)) => summary_text(Summary::Reply(&turn.text)),
+            Some(Err(ModelError::Failure(failure))) => summary_text(Summary::Failed {
+                kind: failure.kind.as_str(),
+                message: &failure.message,
+            }),
+            None => summary_text(Summary::NoAnswer),
         };
         let step = self.machine.stats().steps;
         spans::auto_checkpoint(step, &request.lifted, text.len());

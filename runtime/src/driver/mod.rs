@@ -14,6 +14,7 @@ mod resume;
 mod run;
 mod spans;
 mod tools_step;
+pub use checkpoint_step::{Summary, summary_text};
 pub use tools_step::{in_doubt_outcome, lost_job_outcome};
 mod verify_step;
 mod writer;

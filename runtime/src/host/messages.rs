@@ -695,6 +695,15 @@ pub fn with_notices(content: &str, notices: &[String]) -> String {
     out
 }
 
+pub use crate::driver::{Summary, summary_text};
+
+/// The user message a checkpoint written for the agent adds to the conversation before the next
+/// model call (a step's `checkpoint`): its `note`, a blank line, and the summary's text
+/// ([`summary_text`]), as `terminus run` writes it.
+pub fn checkpoint_message(note: &str, summary: Summary<'_>) -> String {
+    crate::message::checkpoint_text(note, &summary_text(summary))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -717,6 +726,46 @@ mod tests {
             Some(&two.join("\n\n")),
         );
         assert_eq!(m.content, with_notices("result", &two));
+    }
+
+    #[test]
+    fn a_checkpoint_reads_its_note_then_the_summary_or_why_there_is_none() {
+        let note = "Checkpoint written for you.";
+        assert_eq!(
+            checkpoint_message(note, Summary::Reply("  a.md read; c.md left \n")),
+            "Checkpoint written for you.\n\na.md read; c.md left"
+        );
+        assert_eq!(
+            checkpoint_message(note, Summary::Reply(" \n")),
+            "Checkpoint written for you.\n\n(The model wrote no summary.)"
+        );
+        assert_eq!(
+            checkpoint_message(
+                note,
+                Summary::Failed {
+                    kind: "rate_limited",
+                    message: "slow down"
+                }
+            ),
+            "Checkpoint written for you.\n\n(No summary: the model call failed: rate_limited: slow down.)"
+        );
+        assert_eq!(
+            checkpoint_message(note, Summary::NoAnswer),
+            "Checkpoint written for you.\n\n(No summary: the model did not answer in time.)"
+        );
+        // As the conversation of `terminus run` holds the journaled checkpoint.
+        let policy = terminus_kernel::Policy::default();
+        let mut conversation = crate::conversation::Conversation::new(None, "task", true, &policy);
+        let entry = terminus_kernel::Entry::Checkpoint {
+            note: note.to_owned(),
+            text: summary_text(Summary::Reply("done")),
+        };
+        conversation.apply(&entry, None).expect("applied");
+        let last = conversation.messages().last().expect("a message");
+        assert_eq!(
+            last.content,
+            checkpoint_message(note, Summary::Reply("done"))
+        );
     }
 
     #[test]

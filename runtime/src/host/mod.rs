@@ -38,7 +38,7 @@ mod wire;
 
 pub use drive::{Host, JOURNAL_STEPS};
 pub use session::{
-    Answer, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, checked, scaled,
+    Answer, Checkpoint, Gate, Jump, PACK_AT, Session, Step, Turn, Verify, Written, checked, scaled,
 };
 pub use wire::{
     CallIn, CallOut, CommandOut, EventIn, Handle, InputError, ModelErrorIn, Offered, RefusedOut,

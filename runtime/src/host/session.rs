@@ -19,6 +19,10 @@
 //! gate(turn, call_id, has)    -> Gate { refuse(answer) | run(warning) }  (a tool about to run)
 //! ```
 //!
+//! A step with `checkpoint` (`policy.auto_checkpoints`) has the host ask its model for a summary
+//! before the next model call ([`Checkpoint`]); the message it adds is
+//! [`messages::checkpoint_message`]'s.
+//!
 //! A `verify` command pauses the step: it comes back with `verify` set, and the host's verifier
 //! answers with [`Session::verdict`], which goes on with the same step.
 
@@ -52,25 +56,12 @@ pub fn scaled(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> 
 
 /// `policy` as every run of a framework adapter takes it, checked and scaled once, when the
 /// adapter is built (so a bad field fails there, not mid-run, and no run scales it again): scaled
-/// for `scale` units ([`scaled`]), valid, and without `auto_checkpoints` (a framework host does
-/// not write checkpoints). What [`Session::start`] refuses, this refuses the same way.
+/// for `scale` units ([`scaled`]) and valid. What [`Session::start`] refuses, this refuses the
+/// same way.
 pub fn checked(policy: Policy, scale: Option<u64>) -> Result<Policy, InputError> {
     let policy = scaled(policy, scale)?;
     policy.validate()?;
-    refuse_auto_checkpoints(&policy)?;
     Ok(policy)
-}
-
-/// A framework host does not write the checkpoint (it would have to ask its model for a
-/// summary): `policy.auto_checkpoints` is refused at the start, not at the first checkpoint.
-fn refuse_auto_checkpoints(policy: &Policy) -> Result<(), InputError> {
-    if policy.auto_checkpoints > 0 {
-        return Err(InputError::at(
-            "policy.auto_checkpoints",
-            "a framework host does not write checkpoints for the agent; leave it 0",
-        ));
-    }
-    Ok(())
 }
 
 /// From this size (bytes) on, [`Session::pack`] compresses the snapshot.
@@ -122,6 +113,19 @@ pub struct Verify {
     pub missing: Vec<String>,
 }
 
+/// A checkpoint to write for the agent (`policy.auto_checkpoints`) before the next model call:
+/// the host asks its model, with the conversation so far (the step's nudges included) and
+/// `prompt` as a last user message, and no tools; then adds the user message
+/// [`messages::checkpoint_message`] makes of `note` and the reply (or of why there is none).
+/// The kernel has counted it and reset the budgets it lifts; nothing is fed back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Checkpoint {
+    /// What to ask the model.
+    pub prompt: String,
+    /// The kernel's words before the summary.
+    pub note: String,
+}
+
 /// What the host does now.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Step {
@@ -157,6 +161,9 @@ pub struct Step {
     /// The reply is empty: remove it from the conversation (chat APIs refuse it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub drop_reply: bool,
+    /// Write this checkpoint before the next model call (after the nudges).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
     /// Ask the verifier, then [`Session::verdict`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
@@ -268,7 +275,6 @@ impl Session {
         messages: &[Value],
         now_ms: u64,
     ) -> Result<(Session, Step), InputError> {
-        refuse_auto_checkpoints(&policy)?;
         let deadline = policy.deadline_ms.is_some();
         let host = Host::new(policy, messages::task_of(messages), None)?;
         let mut session = Session {
@@ -677,11 +683,8 @@ impl Session {
                     self.paused = Some((step.clone(), reply.cloned()));
                     return Ok(step);
                 }
-                CommandOut::Checkpoint { .. } => {
-                    return Err(InputError::at(
-                        "policy.auto_checkpoints",
-                        "this host does not write checkpoints; leave auto_checkpoints at 0",
-                    ));
+                CommandOut::Checkpoint { prompt, note, .. } => {
+                    step.checkpoint = Some(Checkpoint { prompt, note });
                 }
                 CommandOut::Stop { report } => {
                     self.turn.ended = true;

@@ -16,11 +16,8 @@ def checked(policy: Mapping[str, Any], scale: Any = None) -> dict[str, Any]:
     """``policy`` as the host core takes it, checked now (a bad field fails here, not mid-run) and
     scaled once for a task of ``scale`` units (its ``budget_scale``, as ``terminus run --scale``
     scales it), by the host core (``Session.check_policy``), which refuses what ``Session.start``
-    refuses, with a ``ValueError`` naming it: an unknown
-    or ill-typed field, ``policy.auto_checkpoints`` (a checkpoint written for the agent needs the
-    host to ask its model for a summary; ``terminus agent`` and a host driving ``Machine`` itself
-    answer the ``checkpoint`` command), a bad ``scale``, and a ``scale`` without a
-    ``budget_scale`` (it would change nothing)."""
+    refuses, with a ``ValueError`` naming it: an unknown or ill-typed field, a bad ``scale``, and
+    a ``scale`` without a ``budget_scale`` (it would change nothing)."""
     return dict(Session.check_policy(dict(policy), scale))
 
 

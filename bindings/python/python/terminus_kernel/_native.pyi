@@ -136,6 +136,14 @@ def with_notices(content: str, notices: list[str]) -> str:
     blank lines, after a blank line, or alone when ``content`` is empty (the rule ``terminus run``
     follows, one place for every adapter)."""
 
+def checkpoint_message(
+    note: str, summary: str | None = None, failed: tuple[str, str] | None = None
+) -> str:
+    """The user message a checkpoint written for the agent adds before the next model call (a
+    step's ``checkpoint``: ``{"prompt", "note"}``): ``note``, a blank line, then the model's
+    ``summary`` (trimmed), or why there is none: ``failed``, the failed call's ``(kind,
+    message)``, or neither (no answer in time); the words ``terminus run`` writes."""
+
 class NativePlan:
     """A multi-agent plan run whose agents are the host's own: the decisions of ``terminus
     orchestrate``, the acts as JSON text (``terminus_kernel.plan.run_plan`` carries them out)."""

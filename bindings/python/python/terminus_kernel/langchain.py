@@ -19,7 +19,9 @@ steps out in LangGraph's terms, in hooks that add no graph node per step: ``befo
 starts the run; ``wrap_model_call`` is the kernel's model step (the tool turn's results fed, the
 model called, the reply fed and its step carried out: a refused stop nudged and the model called
 again, an empty reply dropped and retried, a provider's error retried or the run ended, calls
-written in the text made calls); ``wrap_tool_call`` answers a refused call with the kernel's
+written in the text made calls, a checkpoint written for the agent with
+``policy.auto_checkpoints``: the model asked for a summary without tools, as ``terminus agent``
+asks it); ``wrap_tool_call`` answers a refused call with the kernel's
 refusal and appends budget warnings; ``after_agent`` makes sure the final state has the report.
 A stop ends the graph by LangGraph's own routing, never ``GraphRecursionError``. The session's
 snapshot lives in the graph state (a private key), so a thread resumed from a checkpointer goes
@@ -54,7 +56,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session, SessionCache, with_notices
+from terminus_kernel._native import Session, SessionCache, checkpoint_message, with_notices
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -154,6 +156,21 @@ def _appended(message: _Message, text: str, **meta: str) -> _Message:
         content = [*content, {"type": "text", "text": text}]
     metadata = {**message.response_metadata, **meta}
     return message.model_copy(update={"content": content, "response_metadata": metadata})
+
+
+def _reply_text(response: ModelResponse[Any] | AIMessage) -> str:
+    """The visible text of a model call's reply (its last AI message), for a checkpoint."""
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    index = _last_reply(messages)
+    if index is None:
+        return ""
+    content = messages[index].content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", "")) if b.get("type") == "text" else ""
+        for b in content
+    )
 
 
 def _last_reply(messages: Sequence[BaseMessage]) -> int | None:
@@ -271,8 +288,12 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
         replaced: list[BaseMessage] = []  # messages of the state amended in place (same id)
         response: ModelResponse[Any] | None = None
 
+        checkpoints: list[Mapping[str, str]] = []  # to write before the next model call
+
         def carry(step: Mapping[str, Any]) -> None:
             added.extend(_answer(a) for a in step.get("answers", ()))
+            if step.get("checkpoint"):
+                checkpoints.append(step["checkpoint"])
             notice, target = with_notices("", step.get("notices", [])), step.get("notice_to")
             for seq in (added, history) if notice and target else ():
                 hit = _last_result(seq, target)
@@ -295,6 +316,24 @@ class TerminusMiddleware(AgentMiddleware[TerminusState, Any]):
                 carry(verified(session, self._verifier, results) or {})
             if session.ended:
                 break
+            while checkpoints:
+                # A checkpoint written for the agent: the model asked for a summary, no tools;
+                # the reply is not fed to the kernel, its text becomes the checkpoint's message.
+                checkpoint = checkpoints.pop(0)
+                prompt = HumanMessage(content=checkpoint["prompt"])
+                summarize = request.override(
+                    messages=[*sent, *added, prompt], tools=[], tool_choice=None
+                )
+                try:
+                    summary = yield summarize, 0
+                except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+                    kind = model_error_kind(error) if self._handle_model_errors else None
+                    if kind is None:
+                        raise
+                    text = checkpoint_message(checkpoint["note"], failed=(kind[0], str(error)))
+                else:
+                    text = checkpoint_message(checkpoint["note"], _reply_text(summary))
+                added.append(_nudge(text))
             turn = session.turn()
             delay, tools = int(turn.get("delay_ms", 0) or 0), turn.get("tools") is not False
             asked = request.override(messages=[*sent, *added])

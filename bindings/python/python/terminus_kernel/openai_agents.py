@@ -90,7 +90,7 @@ from openai.types.responses import (
 )
 
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session, with_notices
+from terminus_kernel._native import Session, checkpoint_message, with_notices
 from terminus_kernel._sdk_errors import sdk_error_kind
 
 __all__ = [
@@ -197,6 +197,8 @@ class _Run:
         # Nudges (and notices with no result to ride on), for the conversation before the next
         # model call.
         self.messages: list[str] = []
+        # Checkpoints to write for the agent before the next model call (``prompt``, ``note``).
+        self.checkpoints: list[dict[str, str]] = []
         # Notices for the output of a tool call (by its item's id, else its call id), appended
         # to it before the next model call.
         self.notices: dict[str, str] = {}
@@ -220,6 +222,8 @@ class _Run:
             elif notice:
                 self.messages.append(notice)
             self.messages += step.get("nudges", ())
+            if step.get("checkpoint"):
+                self.checkpoints.append(step["checkpoint"])
             self.answers.update({a["tool_call_id"]: a for a in step.get("answers", ())})
         return step
 
@@ -531,7 +535,7 @@ class Terminus:
                 return ToolsToFinalOutputResult(
                     is_final_output=True, final_output=run.session.report().get("result") or ""
                 )
-            if run.messages or run.notices:
+            if run.messages or run.notices or run.checkpoints:
                 run.handover = True
                 # A notice goes into the conversation before the next model call: this
                 # Runner.run ends here and the next one starts with it.
@@ -549,6 +553,33 @@ class Terminus:
             tool_error_formatter=formatter,
             tool_not_found_behavior="return_error_to_model",
         )
+        # A checkpoint written for the agent: its own model and instructions asked for a
+        # summary, no tools, one turn; the reply is not fed to the kernel.
+        writer = agent.clone(
+            model=model.inner,
+            tools=[],
+            handoffs=[],
+            input_guardrails=[],
+            output_guardrails=[],
+            tool_use_behavior="run_llm_again",
+        )
+
+        async def summarize(items: list[Any], checkpoint: dict[str, str]) -> str:
+            prompt = {"role": "user", "content": checkpoint["prompt"]}
+            try:
+                written = await Runner.run(
+                    writer, [*items, prompt], max_turns=1, run_config=config, **kwargs
+                )
+            except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+                kind = model_error_kind(error) if self._handle_model_errors else None
+                if kind is None:
+                    run.finish([])
+                    with contextlib.suppress(AttributeError):  # an exception without a __dict__
+                        setattr(error, REPORT_ATTR, run.session.report())
+                    raise
+                return checkpoint_message(checkpoint["note"], failed=(kind[0], str(error)))
+            return checkpoint_message(checkpoint["note"], str(written.final_output or ""))
+
         items: str | list[Any] = input
         while True:
             try:
@@ -573,6 +604,9 @@ class Terminus:
             texts = [*run.notices.values(), *run.messages]
             items += [{"role": "user", "content": text} for text in texts]
             run.messages, run.notices = [], {}
+            for checkpoint in run.checkpoints:
+                items.append({"role": "user", "content": await summarize(items, checkpoint)})
+            run.checkpoints = []
         setattr(result, REPORT_ATTR, run.session.report())
         return result
 

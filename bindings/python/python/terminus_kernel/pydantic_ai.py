@@ -92,7 +92,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.result import FinalResult
 from pydantic_ai.run import AgentRunResult
@@ -100,7 +100,7 @@ from pydantic_graph import End
 
 from terminus_kernel import provider_error_kind
 from terminus_kernel._adapters import Verifier, checked, verified
-from terminus_kernel._native import Session, with_notices
+from terminus_kernel._native import Session, checkpoint_message, with_notices
 
 __all__ = [
     "ERROR_KIND",
@@ -271,6 +271,9 @@ class _Run:
     #: The tools the last model call offered, and its output tools (structured output).
     offered: list[str] | None = None
     output_tools: list[str] = field(default_factory=list)
+    #: The model under the kernel, and the settings of its last call (for a checkpoint).
+    model: _TerminusModel | None = None
+    settings: tuple[Any, Any] | None = None
 
     def verified(self, step: dict[str, Any] | None) -> dict[str, Any]:
         """The step, with the verifications it asks answered by the verifier."""
@@ -302,6 +305,34 @@ class _TerminusModel(WrapperModel):
         super().__init__(wrapped)
         self._run = run
         self._handle_model_errors = handle_model_errors
+        if run is not None:
+            run.model = self
+
+    def _provider_error(self, error: Exception) -> tuple[str, int | None]:
+        """The kernel's class of a failed model call (and the delay the provider asked for);
+        ``error`` raised again when it is not a provider's (or errors are not handled)."""
+        kind = model_error_kind(error) if self._handle_model_errors else None
+        if kind is None:
+            raise error
+        return kind
+
+    async def checkpoint(self, messages: list[Any], checkpoint: Mapping[str, str]) -> str:
+        """A checkpoint written for the agent: the model asked with ``messages`` (the prompt
+        last) for a summary, no tools, as the run's last call was made; the reply is not fed to
+        the kernel. Its message (``checkpoint_message``)."""
+        settings, params = self._run.settings or (None, None)
+        if params is None:
+            params = ModelRequestParameters()
+        params = dataclasses.replace(
+            params, function_tools=[], output_tools=[], output_mode="text", allow_text_output=True
+        )
+        try:
+            response = await self.wrapped.request(messages, settings, params)
+        except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
+            kind = self._provider_error(error)
+            return checkpoint_message(checkpoint["note"], failed=(kind[0], str(error)))
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        return checkpoint_message(checkpoint["note"], text)
 
     async def request(self, messages, model_settings, model_request_parameters):  # type: ignore[no-untyped-def]
         run = self._run
@@ -316,15 +347,14 @@ class _TerminusModel(WrapperModel):
                 # The kernel's final-answer call (a budget spent): no tools offered.
                 params = dataclasses.replace(params, function_tools=[])
             run.offered = [t.name for t in params.function_tools]
+            run.settings = (model_settings, params)
             delay_ms = int(run.turn.get("delay_ms", 0) or 0)
             if delay_ms:
                 await _sleep(delay_ms / 1000)
             try:
                 response = await self.wrapped.request(messages, model_settings, params)
             except Exception as error:  # noqa: BLE001 (re-raised unless a provider's error)
-                kind = model_error_kind(error) if self._handle_model_errors else None
-                if kind is None:
-                    raise
+                kind = self._provider_error(error)
                 run.verified(run.session.model_error(kind[0], kind[1], _now()))
                 continue
             step = run.reply(response)
@@ -460,7 +490,7 @@ class TerminusCapability(AbstractCapability[Any]):
             ]
             request = ModelRequest(parts=[*parts, *_answers(step)])
             if run.session.batch_out:
-                return self._results(ctx, ModelRequestNode(request))
+                return await self._results(ctx, ModelRequestNode(request))
             if step.get("drop_reply") and ctx.messages and ctx.messages[-1] is response:
                 ctx.messages.pop()  # an empty reply never enters the history: its nudge follows
             nudges = [UserPromptPart(text) for text in step.get("nudges", ())]
@@ -480,9 +510,9 @@ class TerminusCapability(AbstractCapability[Any]):
         following = await handler(node)
         if not isinstance(following, ModelRequestNode):
             return following
-        return self._results(ctx, following)
+        return await self._results(ctx, following)
 
-    def _results(self, ctx: Any, following: ModelRequestNode[Any, Any]) -> Any:
+    async def _results(self, ctx: Any, following: ModelRequestNode[Any, Any]) -> Any:
         """Feeds the tool turn's results (the request that answers it) and carries out the step:
         a stop ends the run there (the results stay in the history, so every call of the last
         reply has its answer), else the kernel's notices ride on the turn's last tool return
@@ -496,7 +526,8 @@ class TerminusCapability(AbstractCapability[Any]):
         texts = [*run.warnings_out, *step.get("nudges", ())]
         run.warnings_out = []
         notice = with_notices("", step.get("notices", []))
-        if not texts and not notice:
+        checkpoint = step.get("checkpoint")
+        if not texts and not notice and not checkpoint:
             return following
         parts: list[Any] = list(following.request.parts)
         if notice:
@@ -506,6 +537,15 @@ class TerminusCapability(AbstractCapability[Any]):
             else:
                 parts[at] = _appended(parts[at], notice)
         parts += [UserPromptPart(text) for text in texts]
+        if checkpoint:
+            # Written before the next model call, after the nudges: asked of the model with the
+            # history and this request, the kernel's prompt last.
+            asked = ModelRequest(parts=[*parts, UserPromptPart(checkpoint["prompt"])])
+            if run.model is None:  # no model under the kernel to ask: it says why
+                text = checkpoint_message(checkpoint["note"])
+            else:
+                text = await run.model.checkpoint([*ctx.messages, asked], checkpoint)
+            parts.append(UserPromptPart(text))
         return dataclasses.replace(
             following, request=dataclasses.replace(following.request, parts=parts)
         )
