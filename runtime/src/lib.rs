@@ -63,6 +63,7 @@ mod model;
 mod observer;
 mod output;
 mod report;
+mod run_state;
 pub mod semconv;
 pub mod suspend;
 mod tool;
@@ -93,6 +94,7 @@ pub use crate::message::{Author, Evidence, Message, Role, Transcript};
 pub use crate::model::{Model, ModelError, ModelFailure, ModelInfo, ModelRequest, Purpose};
 pub use crate::observer::{Observer, Transition};
 pub use crate::report::{Report, ScaleReport};
+pub use crate::run_state::{StateParts, ended_state, json_patch, machine_state, run_state};
 pub use crate::suspend::{HeldState, PendingCall, Suspended, held_calls};
 pub use crate::tool::{
     Tool, ToolSet, ToolSource, ToolSpec, ToolsChanged, WriteTodos, render_outcome,

@@ -447,6 +447,18 @@ impl Machine {
         to_py(py, &state)
     }
 
+    /// The run's state as a user interface follows it (`terminus_runtime::machine_state`, the
+    /// kernel's part of `terminus serve`'s AG-UI state): `status` (`running`), `phase`, `step`,
+    /// `counters`, `budgets` (the deadline only with `elapsed_ms`), `todos`, `excluded_tools`,
+    /// `tool_budgets`, and `elapsed_ms` when given.
+    #[pyo3(signature = (elapsed_ms = None))]
+    fn state(&self, py: Python<'_>, elapsed_ms: Option<u64>) -> PyResult<Py<PyAny>> {
+        to_py(
+            py,
+            &terminus_runtime::machine_state(self.host.machine(), elapsed_ms),
+        )
+    }
+
     /// The report: the fields of `terminus run --json` without the execution id (while the run
     /// goes on, `outcome`, `reason` and `rule` are `None` and the counters are those so far).
     fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -831,6 +843,21 @@ fn checkpoint_message(
     terminus_runtime::host::messages::checkpoint_message(note, summary)
 }
 
+/// The RFC 6902 operations that turn `old` into `new` (JSON values): objects key by key (in
+/// key order), anything else replaced whole; `[]` when they are equal
+/// (`terminus_runtime::json_patch`, the diff of `terminus serve`'s `STATE_DELTA`). A value that
+/// is not JSON raises `ValueError` naming where.
+#[pyfunction]
+fn json_patch(
+    py: Python<'_>,
+    old: &Bound<'_, PyAny>,
+    new: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    let old: Value = read("old", old)?;
+    let new: Value = read("new", new)?;
+    to_py(py, &terminus_runtime::json_patch(&old, &new))
+}
+
 /// The delay a provider asked for, in milliseconds, from its `retry-after-ms` and `retry-after`
 /// headers (seconds or an HTTP date), capped at 60 s; `None` when neither says one. The parser
 /// the command line's HTTP client uses (`terminus_runtime::host::provider::retry_after_ms`).
@@ -1058,6 +1085,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(retry_after_ms, m)?)?;
     m.add_function(wrap_pyfunction!(with_notices, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_message, m)?)?;
+    m.add_function(wrap_pyfunction!(json_patch, m)?)?;
     m.add_function(wrap_pyfunction!(start_telemetry, m)?)?;
     m.add_function(wrap_pyfunction!(metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(flush_telemetry, m)?)?;

@@ -7,7 +7,8 @@ use terminus_kernel::{Entry, Machine, Record};
 use terminus_runtime::{Observer, Report, Transition};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::state::{Parts, RunState, lock};
+use super::state::{RunState, lock};
+use terminus_runtime::StateParts;
 
 /// One server-sent event: `data: {json}` and a blank line.
 pub(crate) fn sse(event: &Value) -> String {
@@ -27,7 +28,7 @@ pub(crate) struct Stream {
     pub(super) out: UnboundedSender<String>,
     pub(super) state: Arc<Mutex<RunState>>,
     pub(super) held: Vec<Value>,
-    pub(super) parts: Parts,
+    pub(super) parts: StateParts,
     pub(super) live: Arc<Mutex<LiveText>>,
 }
 
@@ -52,7 +53,7 @@ impl Stream {
             out,
             state,
             held: Vec::new(),
-            parts: Parts::default(),
+            parts: StateParts::default(),
             live: Arc::new(Mutex::new(LiveText { steps, open: None })),
         }
     }
@@ -169,7 +170,7 @@ impl Observer for Stream {
             }
             _ => {}
         }
-        self.parts = Parts::of(machine);
+        self.parts = StateParts::of(machine);
     }
 
     fn on_transition(&mut self, t: &Transition<'_>) {

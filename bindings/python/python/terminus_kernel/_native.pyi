@@ -91,6 +91,11 @@ class Machine:
         ``output_tokens``, ``deadline``, ...): ``{limit_field, spent, limit, left}``, as
         ``terminus serve``'s AG-UI state shows them; the deadline only with ``elapsed_ms``, the
         time since the run started."""
+    def state(self, elapsed_ms: int | None = None) -> dict[str, Any]:
+        """The run's state as a user interface follows it, the kernel's part of ``terminus
+        serve``'s AG-UI state: ``status`` (``running``), ``phase``, ``step``, ``counters``,
+        ``budgets`` (the deadline only with ``elapsed_ms``), ``todos``, ``excluded_tools``,
+        ``tool_budgets``, and ``elapsed_ms`` when given."""
     def report(self) -> dict[str, Any]:
         """The report, with the fields of ``terminus run --json`` but the execution id:
         ``outcome``, ``reason``, ``steps``, ``model_calls``, ``tool_calls``, ``nudges``,
@@ -143,6 +148,12 @@ def checkpoint_message(
     step's ``checkpoint``: ``{"prompt", "note"}``): ``note``, a blank line, then the model's
     ``summary`` (trimmed), or why there is none: ``failed``, the failed call's ``(kind,
     message)``, or neither (no answer in time); the words ``terminus run`` writes."""
+
+def json_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """The RFC 6902 operations that turn ``old`` into ``new`` (JSON values): objects key by key
+    (in key order), anything else replaced whole; ``[]`` when they are equal. The diff of
+    ``terminus serve``'s ``STATE_DELTA``; a value that is not JSON raises ``ValueError`` naming
+    where."""
 
 class NativePlan:
     """A multi-agent plan run whose agents are the host's own: the decisions of ``terminus

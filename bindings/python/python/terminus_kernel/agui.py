@@ -25,8 +25,10 @@ The mapping is the one ``terminus serve`` uses:
   run stopped on, answered "not run": ``TOOL_CALL_RESULT``; a notice the kernel appended to a
   tool result already sent, such as a loop seen: a ``system`` text message).
 - Each run of the tools node is a step named ``tools``: a ``TOOL_CALL_RESULT`` per tool message.
-- The run's state (status, kernel phase, step, counters, budgets, todos, excluded tools) follows
-  the kernel: a ``STATE_DELTA`` (an RFC 6902 JSON Patch) whenever it changed.
+- The run's state (status, kernel phase, step, counters, budgets, todos, excluded tools, per-tool
+  budgets, the time since the start) follows the kernel: a ``STATE_DELTA`` (an RFC 6902 JSON
+  Patch) whenever it changed. The state's kernel part and the diff are the runtime's, the ones
+  ``terminus serve`` sends.
 - The end: ``RUN_FINISHED`` with the kernel's report as ``result`` for a complete run;
   ``RUN_ERROR`` with the stop reason as ``code`` (``no_progress``, ``max_steps``, ...) for an
   aborted one; ``RUN_FINISHED`` with an ``interrupt`` outcome for a graph that paused on a
@@ -66,7 +68,7 @@ from ag_ui.core import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from terminus_kernel import Machine
+from terminus_kernel import Machine, _native
 from terminus_kernel._native import Session
 from terminus_kernel.langchain import MACHINE_KEY, NOTICE_KEY, REPORT_KEY
 
@@ -85,48 +87,11 @@ def _text(content: str | list[Any]) -> str:
 
 
 
-def json_patch(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
-    """The RFC 6902 operations that turn ``old`` into ``new`` (JSON values): objects key by key,
-    anything else (arrays included) replaced whole; ``[]`` when they are equal. The same diff as
-    ``terminus serve``'s ``STATE_DELTA``."""
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        patch: list[dict[str, Any]] = []
-        for key, value in old.items():
-            pointer = _pointer(path, key)
-            if key not in new:
-                patch.append({"op": "remove", "path": pointer})
-            else:
-                patch += json_patch(value, new[key], pointer)
-        for key, value in new.items():
-            if key not in old:
-                patch.append({"op": "add", "path": _pointer(path, key), "value": value})
-        return patch
-    if _same(old, new):
-        return []
-    return [{"op": "replace", "path": path, "value": new}]
-
-
-def _pointer(path: str, key: Any) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"json_patch: an object key at {path or '/'!r} is not a string: {key!r}")
-    return f"{path}/{key.replace('~', '~0').replace('/', '~1')}"
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: ``True`` and ``1`` differ, as they do on the wire."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if _number(a) and _number(b):
-        return a == b  # 1 and 1.0 are the same JSON number
-    return type(a) is type(b) and a == b
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def json_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """The RFC 6902 operations that turn ``old`` into ``new`` (JSON values): objects key by key
+    (in key order), anything else (arrays included) replaced whole; ``[]`` when they are equal.
+    The runtime's diff, the one of ``terminus serve``'s ``STATE_DELTA``."""
+    return _native.json_patch(old, new)
 
 
 def _check_id(name: str, value: Any) -> str:
@@ -429,25 +394,12 @@ class AguiRun:
         return [StateDeltaEvent(delta=patch)] if patch else []
 
     def _render(self, machine: Machine) -> dict[str, Any]:
-        report = machine.report()
-        stats = dict(machine.stats)
-        # The budgets as `terminus serve` shows them, from the kernel's catalog: the deadline
-        # once the run's start is known.
+        # The runtime's state, as `terminus serve` shows it: the deadline once the run's start
+        # is known.
         elapsed = None
         if self._started_ms is not None:
             elapsed = max(int(time.time() * 1000) - self._started_ms, 0)
-        budgets = machine.budgets(elapsed)
-        return {
-            "thread_id": self.thread_id,
-            "run_id": self.run_id,
-            "status": "running",
-            "phase": machine.phase,
-            "step": stats.get("steps", 0),
-            "counters": stats,
-            "budgets": budgets,
-            "todos": report.get("todos") or [],
-            "excluded_tools": report.get("excluded_tools") or [],
-        }
+        return {"thread_id": self.thread_id, "run_id": self.run_id, **machine.state(elapsed)}
 
     def _ended(self, state: dict[str, Any]) -> dict[str, Any]:
         report = self.report or {}
