@@ -156,10 +156,6 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<O
             "offered: expected a list of tools or names",
         ));
     }
-    let named = |v: Option<Bound<'_, PyAny>>| {
-        v.and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()))
-            .filter(|n| !n.is_empty())
-    };
     let mut out = Vec::new();
     for (i, tool) in tools
         .try_iter()
@@ -180,7 +176,7 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<O
             let parameters = schema_of(&tool, function.as_ref(), i)?;
             (name, parameters)
         } else {
-            (named(attr(&tool, "name")), schema_of(&tool, None, i)?)
+            read_tool(&tool, i)?
         };
         if let Some(name) = name {
             out.push(Offered { name, parameters });
@@ -188,6 +184,56 @@ pub(crate) fn offered(tools: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<O
     }
     Ok(Some(out))
 }
+
+/// A name: a non-empty string.
+fn named(value: Option<Bound<'_, PyAny>>) -> Option<String> {
+    value
+        .and_then(|n| n.cast::<PyString>().ok().map(|s| s.to_string()))
+        .filter(|n| !n.is_empty())
+}
+
+/// A tool object's name and schema, read once per object: a framework offers the same tool
+/// objects at every model call, and reading one's schema (a property that builds it, attributes a
+/// model class looks up and misses) cost more than the rest of the reply (LangChain's `args`, and
+/// pydantic's `__getattr__` for each attribute another framework keeps its schema in: about 130 us
+/// a model call for DeepAgents' nine tools). The entry holds the object, so its id is not reused
+/// while cached; the cache is emptied when it holds [`TOOLS_CACHED`] objects.
+fn read_tool(tool: &Bound<'_, PyAny>, i: usize) -> PyResult<(Option<String>, Option<Value>)> {
+    let key = tool.as_ptr() as usize;
+    let tools = || {
+        TOOLS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some((_, name, schema)) = tools().get(&key) {
+        return Ok((name.clone(), schema.clone()));
+    }
+    // Read without the lock: Python code runs here, and another thread may take the GIL and
+    // come to the cache meanwhile.
+    let name = named(attr(tool, "name"));
+    let schema = schema_of(tool, None, i)?;
+    let entry = (tool.clone().unbind(), name.clone(), schema.clone());
+    // What leaves the cache is dropped after the lock (a drop may run Python code too).
+    let (evicted, replaced) = {
+        let mut cache = tools();
+        let evicted = if cache.len() >= TOOLS_CACHED {
+            std::mem::take(&mut *cache)
+        } else {
+            HashMap::new()
+        };
+        (evicted, cache.insert(key, entry))
+    };
+    drop((evicted, replaced));
+    Ok((name, schema))
+}
+
+/// The most tool objects [`read_tool`] keeps.
+const TOOLS_CACHED: usize = 512;
+
+type ToolEntry = (Py<PyAny>, Option<String>, Option<Value>);
+
+static TOOLS: std::sync::LazyLock<Mutex<HashMap<usize, ToolEntry>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The JSON Schema of a tool's arguments, where the frameworks keep it: a dict's `parameters`
 /// (OpenAI), `function.parameters`, `input_schema` / `inputSchema` (Anthropic, MCP); an

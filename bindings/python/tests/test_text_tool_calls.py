@@ -205,3 +205,35 @@ def test_a_tool_schema_is_read_where_each_framework_keeps_it() -> None:
     session, _ = Session.start({}, [HumanMessage(content="Go")])
     with pytest.raises(ValueError, match=r"offered\[1\]: the tool's schema is not a JSON object"):
         session.reply(reply, ["ls", {"name": "count", "parameters": "n: int"}])
+
+
+class CountedTool:
+    """A tool object whose schema is a property that counts its reads (LangChain's ``args`` is
+    one: it builds the schema at each read)."""
+
+    name = "count"
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    @property
+    def parameters_json_schema(self) -> dict[str, Any]:
+        self.reads += 1
+        return {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def test_a_tool_objects_schema_is_read_once_for_every_model_call() -> None:
+    """A framework offers the same tool objects at every model call: the core reads each one's
+    schema once, and a new object (another tool) is read anew."""
+    from terminus_kernel._native import Session
+
+    reply = {"role": "assistant", "content": "<tool_call>count<arg_key>n</arg_key><arg_value>3</arg_value></tool_call>"}
+    tool, other = CountedTool(), CountedTool()
+    for n in range(3):
+        session, _ = Session.start({}, [HumanMessage(content="Go")])
+        step = session.reply({**reply, "id": f"r{n}"}, [tool])
+        assert step["written"]["tool_calls"][0]["arguments"] == {"n": 3}
+    assert tool.reads == 1
+    session, _ = Session.start({}, [HumanMessage(content="Go")])
+    session.reply({**reply, "id": "r9"}, [other, tool])
+    assert (other.reads, tool.reads) == (1, 1)
