@@ -167,6 +167,8 @@ async function runAgent(options) {
         model,
         system,
         messages: [...messages, { role: 'user', content: prompt }],
+        tools: undefined, // none, whatever generateTextOptions gives
+        toolChoice: undefined,
         stopWhen: ai.stepCountIs(1),
         maxRetries: 0,
         abortSignal,

@@ -305,3 +305,37 @@ test('a reply whose only call has input that is not JSON is answered, and the ru
   assert.equal(report.stats.tool_failures, 1, JSON.stringify(report.stats));
   assert.equal(n, 3);
 });
+
+test('a checkpoint written for the agent: the model asked without tools; a failed call says why and the run goes on', async () => {
+  // policy.auto_checkpoints: after the second turn the read budget refused, the model is asked
+  // for a summary (the kernel's prompt last, no tools) before the next call.
+  const { APICallError } = require('ai');
+  const reads = ['a.md', 'b.md', 'b.md', 'b.md'];
+  for (const fails of [false, true]) {
+    const asked = []; // per call: [the last message's text, the tools offered]
+    let n = 0;
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt, tools }) => {
+        const last = prompt.at(-1);
+        const text = last.role === 'user' ? last.content.map((p) => p.text || '').join('') : '';
+        asked.push([text, (tools || []).length]);
+        if (text.startsWith('Write a checkpoint')) {
+          if (fails) throw new APICallError({ message: 'slow down', url: 'http://x', requestBodyValues: {}, statusCode: 429 });
+          return reply({ text: 'Read a.md so far.' });
+        }
+        n += 1;
+        return n <= reads.length ? reply({ calls: [['read_file', { path: reads[n - 1] }]] }) : reply({ text: 'a.md holds the cache, b.md the tests.' });
+      },
+    });
+    const read_file = tool({ description: 'Reads a file.', inputSchema: z.object({ path: z.string() }), execute: async ({ path }) => `contents of ${path}` });
+    const policy = { auto_checkpoints: 1, tool_budgets: { read_file: { block_at: 2, reset_on: ['post_checkpoint'] } } };
+    const { report, messages } = await runAgent({ model, prompt: 'Read a.md and b.md.', tools: { read_file }, policy });
+    assert.deepEqual([report.outcome, report.stats.auto_checkpoints, report.stats.refused_calls, report.tool_calls], ['complete', 1, 2, 2]);
+    const checkpoints = asked.filter(([text]) => text.startsWith('Write a checkpoint'));
+    assert.deepEqual(checkpoints.map(([, tools]) => tools), [0], 'asked once, with no tools');
+    const summary = fails ? '(No summary: the model call failed: rate_limited: slow down.)' : 'Read a.md so far.';
+    const written = messages.filter((m) => m.role === 'user' && typeof m.content === 'string' && m.content.endsWith(`\n\n${summary}`));
+    assert.equal(written.length, 1, JSON.stringify(messages));
+    assert.ok(!messages.some((m) => m.role === 'assistant' && JSON.stringify(m.content).includes('Read a.md so far.')), 'the summary reply is not kept');
+  }
+});

@@ -386,3 +386,34 @@ test('the ES module exports the same functions', async () => {
   assert.equal(esm.run, run);
   assert.equal(esm.modelErrorKind, modelErrorKind);
 });
+
+test('a checkpoint written for the agent: its model asked without tools; a failed call says why and the run goes on', async () => {
+  // policy.auto_checkpoints: after the second turn the read budget refused, the agent's own model
+  // is asked for a summary (the kernel's prompt last, no tools) before the next call.
+  const reads = ['/src/lib.rs', '/README.md', '/README.md', '/README.md'];
+  for (const fails of [false, true]) {
+    const summaries = []; // per summary call: the tools it offered
+    const inner = new ScriptedModel([...reads.map((p) => toolsTurn(['read_file', { file_path: p }])), textTurn('lib.rs has main; README.md is a title.')]);
+    const model = {
+      async getResponse(request) {
+        const last = Array.isArray(request.input) ? request.input.at(-1) : null;
+        if (last && last.role === 'user' && textOf(last).startsWith('Write a checkpoint')) {
+          summaries.push((request.tools || []).length);
+          if (fails) throw Object.assign(new Error('429 slow down'), { status: 429, error: { message: 'slow down' }, headers: {} });
+          return { output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Read lib.rs so far.' }] }], usage: new Usage({ requests: 1 }) };
+        }
+        return inner.getResponse(request);
+      },
+      async *getStreamedResponse() {
+        throw new Error('no streaming');
+      },
+    };
+    const policy = { auto_checkpoints: 1, tool_budgets: { read_file: { block_at: 2, reset_on: ['post_checkpoint'] } } };
+    const { result, report } = await runUnder([], policy, { model });
+    assert.deepEqual([report.outcome, report.stats.auto_checkpoints, report.stats.refused_calls, report.tool_calls], ['complete', 1, 2, 2]);
+    assert.deepEqual(summaries, [0], 'asked once, with no tools');
+    const summary = fails ? '(No summary: the model call failed: rate_limited: 429 slow down.)' : 'Read lib.rs so far.';
+    const written = userTexts(result.history).filter((t) => t.endsWith(`\n\n${summary}`));
+    assert.equal(written.length, 1, JSON.stringify(userTexts(result.history)));
+  }
+});

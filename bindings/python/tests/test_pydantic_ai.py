@@ -702,3 +702,46 @@ def test_a_real_model_run_ends_with_a_named_reason_and_consistent_counters(
     print(
         f"real run: {report['outcome']}/{report['reason']}, {len(requests)} calls, {elapsed:.1f} s"
     )
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "failed"])
+def test_a_checkpoint_is_asked_of_the_model_without_tools_and_written_before_the_next_call(
+    fails: bool,
+) -> None:
+    """``policy.auto_checkpoints``: after the second turn the read budget refused, the agent's
+    model is asked for a summary (the kernel's prompt last, no tools); the summary, or why there
+    is none (a provider's error), is a user prompt before the next call, and the run goes on."""
+    reads = ["/src/lib.rs", "/README.md", "/README.md", "/README.md"]
+    summaries: list[int] = []  # the tools each summary call offered
+    replies = 0
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal replies
+        last = messages[-1].parts[-1] if isinstance(messages[-1], ModelRequest) else None
+        if isinstance(last, UserPromptPart) and str(last.content).startswith("Write a checkpoint"):
+            summaries.append(len(info.function_tools))
+            if fails:
+                raise ModelHTTPError(429, "scripted", {"error": "slow down"})
+            return ModelResponse(parts=[TextPart("Read lib.rs so far.")])
+        replies += 1
+        if replies <= len(reads):
+            path = reads[replies - 1]
+            return ModelResponse(parts=[ToolCallPart("read_file", {"file_path": path})])
+        return ModelResponse(parts=[TextPart("lib.rs has main; README.md is a title.")])
+
+    policy = {
+        "auto_checkpoints": 1,
+        "tool_budgets": {"read_file": {"block_at": 2, "reset_on": ["post_checkpoint"]}},
+    }
+    result = TerminusAgent(Repo().agent(FunctionModel(reply)), policy).run_sync(seed.TASK)
+    report = result.terminus
+    assert (report["outcome"], report["stats"]["auto_checkpoints"]) == ("complete", 1), report
+    assert (report["stats"]["refused_calls"], report["tool_calls"]) == (2, 2), report
+    assert summaries == [0], "asked once, with no tools"
+    summary = (
+        "(No summary: the model call failed: rate_limited: "
+        if fails
+        else "\n\nRead lib.rs so far."
+    )
+    assert len([p for p in user_prompts(result) if summary in str(p)]) == 1, user_prompts(result)
+    assert_history_valid(result)
