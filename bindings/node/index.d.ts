@@ -249,6 +249,10 @@ export interface Step {
   notice_to?: string;
   /** Calls to answer with these tool messages instead of running them. */
   answers?: Answer[];
+  /** With `outputTools` given to `reply`: the output calls (a structured answer) not taken as the
+   * run's answer, each with its result ("Not accepted yet." before the nudge, "Not run: ..." when
+   * the run stopped), for a framework that does not answer those calls itself. */
+  claims?: Answer[];
   /** The reply rewritten as a tool turn (its calls were written in its text). */
   written?: { text: string; tool_calls: CallOut[] };
   /** The reply is empty: remove it from the conversation. */

@@ -458,9 +458,45 @@ fn a_call_of_an_output_tool_is_the_replys_text() {
         .expect("reply")
         .expect("new");
     assert_eq!(step.jump, Some(Jump::End), "{step:?}");
-    let report = step.report.expect("a report");
+    let report = step.report.clone().expect("a report");
     assert_eq!(report["outcome"], "complete");
     assert_eq!(report["result"], "Here.\n{\"title\":\"x\"}");
+    assert!(
+        step.claims.is_empty(),
+        "the accepted answer is the run's: {step:?}"
+    );
+
+    // Refused (a required tool not called yet): the claim's answer before the nudge.
+    let strict = policy(r#"{"completion_requires": ["write"]}"#);
+    let (mut s, _) = Session::start(strict, &task(), 0).expect("start");
+    let step = s
+        .answer_reply(&answer, None, &output, 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::Model), "{step:?}");
+    assert_eq!(step.nudges.len(), 1, "{step:?}");
+    let claims: Vec<(&str, &str)> = step
+        .claims
+        .iter()
+        .map(|a| (a.tool_call_id.as_str(), a.content.as_str()))
+        .collect();
+    assert_eq!(claims, [("o1", "Not accepted yet.")]);
+    assert!(step.answers.is_empty(), "{step:?}");
+
+    // Refused on the last step the run had: the claim is not run, as the run stopped.
+    let last = policy(r#"{"completion_requires": ["write"], "max_steps": 1}"#);
+    let (mut s, _) = Session::start(last, &task(), 0).expect("start");
+    let step = s
+        .answer_reply(&answer, None, &output, 0)
+        .expect("reply")
+        .expect("new");
+    assert_eq!(step.jump, Some(Jump::End), "{step:?}");
+    let claims: Vec<&str> = step.claims.iter().map(|a| a.content.as_str()).collect();
+    assert_eq!(
+        claims,
+        ["Not run: the run stopped (max_steps)."],
+        "{step:?}"
+    );
 
     let (mut s, _) = Session::start(policy("{}"), &task(), 0).expect("start");
     let both = json!({"type": "ai", "id": "r1", "content": "",

@@ -525,3 +525,49 @@ test('a token warning with no tool result to ride on reaches the model as a mess
     JSON.stringify(told),
   );
 });
+
+test('a checkpoint written for the agent: the model asked without tools; a failed call says why and the run goes on', async () => {
+  // policy.auto_checkpoints: once the read budget refused a call, the agent's model is asked for
+  // a summary (the kernel's prompt last, no tools); the summary, or why there is none (a
+  // provider's error), is a user message before the next call, and the run goes on.
+  const reads = ['/src/part0.rs', '/src/part1.rs', '/src/part1.rs', '/src/part1.rs'];
+  const script = [...reads.map((p) => toolsTurn(['read_file', { file_path: p }])), textTurn('part 0 and part 1 read.')];
+  for (const fails of [false, true]) {
+    const summaries = []; // the tools each summary call offered
+    class Summarizing extends ScriptedChatModel {
+      constructor() {
+        super(script);
+        this.offered = [];
+      }
+      bindTools(tools) {
+        const bound = Object.create(this);
+        bound.offered = tools;
+        return bound;
+      }
+      async _generate(messages) {
+        const last = messages.at(-1);
+        if (HumanMessage.isInstance(last) && String(last.content).startsWith('Write a checkpoint')) {
+          summaries.push(this.offered.length);
+          if (fails) throw httpError(429);
+          const message = new AIMessage({ content: 'Read part 0 so far.', usage_metadata: { input_tokens: 90, output_tokens: 6, total_tokens: 96 } });
+          return { generations: [{ text: message.content, message }] };
+        }
+        return super._generate(messages);
+      }
+    }
+    const model = new Summarizing();
+    const repo = repository();
+    const policy = { auto_checkpoints: 1, tool_budgets: { read_file: { block_at: 2, reset_on: ['post_checkpoint'] } } };
+    const agent = createAgent({ model, tools: repo.tools, middleware: [terminusMiddleware(policy)] });
+    const state = await agent.invoke({ messages: [{ role: 'user', content: TASK }] }, { recursionLimit: 100 });
+    const report = state[REPORT_KEY];
+    assert.deepEqual([report.outcome, report.stats.auto_checkpoints, report.stats.refused_calls, report.tool_calls], ['complete', 1, 2, 2], JSON.stringify(report));
+    assert.deepEqual(repo.reads, ['/src/part0.rs', '/src/part1.rs']);
+    assert.deepEqual(summaries, [0], 'asked once, with no tools');
+    const summary = fails ? '(No summary: the model call failed: rate_limited: HTTP 429.)' : 'Read part 0 so far.';
+    const written = state.messages.filter((m) => HumanMessage.isInstance(m) && String(m.content).endsWith(`\n\n${summary}`));
+    assert.equal(written.length, 1, JSON.stringify(state.messages.map((m) => m.content)));
+    assert.ok(!state.messages.some((m) => AIMessage.isInstance(m) && String(m.content).includes('Read part 0 so far.')), 'the summary reply is not kept');
+    assertHistoryValid(state);
+  }
+});

@@ -385,3 +385,66 @@ def test_bad_arguments_are_refused_naming_them() -> None:
         Terminus().run_sync("architect", seed.TASK)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="output_type"):
         Terminus().run_sync(agent.clone(output_type=int), seed.TASK)
+
+
+# ----- checkpoints written for the agent -----
+
+
+class Summarizing(ScriptedModel):
+    """``script``'s model, but a call whose last item is the kernel's checkpoint prompt gets
+    ``summary``'s reply (or raises ``error``); the tools each such call offered are kept."""
+
+    def __init__(self, script: list[seed.Turn], error: BaseException | None) -> None:
+        super().__init__(script)
+        self.summary = ScriptedModel([seed.text_turn("Read part 0 so far.")])
+        self.error = error
+        self.summaries: list[list[str]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        asked = (system_instructions, input, model_settings, tools, *args)
+        last = input if isinstance(input, str) else (input[-1] if input else {})
+        content = last.get("content") if isinstance(last, dict) else last
+        if isinstance(content, str) and content.startswith("Write a checkpoint"):
+            self.summaries.append([t.name for t in tools])
+            if self.error is not None:
+                raise self.error
+            return await self.summary.get_response(*asked, **kwargs)
+        return await super().get_response(*asked, **kwargs)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "failed"])
+def test_a_checkpoint_is_asked_of_the_agent_without_tools_and_written_before_the_next_call(
+    fails: bool,
+) -> None:
+    """``policy.auto_checkpoints``: once the read budget refused a call, the agent's model is
+    asked for a summary (the kernel's prompt last, no tools, one turn); the summary, or why
+    there is none (a provider's error), is a user message before the next call, and the run
+    goes on."""
+    reads = ["/src/part0.rs", "/src/part1.rs", "/src/part1.rs", "/src/part1.rs"]
+    script = [*(seed.tools_turn(("read_file", {"file_path": p})) for p in reads)]
+    script.append(seed.text_turn("part 0 and part 1 read."))
+    error = StatusError(429, '{"error": {"message": "slow down"}}') if fails else None
+    model = Summarizing(script, error)
+    policy = {
+        "auto_checkpoints": 1,
+        "tool_budgets": {"read_file": {"block_at": 2, "reset_on": ["post_checkpoint"]}},
+    }
+    result, repo, _ = run(script, policy, model=model)
+    report = result.terminus
+    assert (report["outcome"], report["stats"]["auto_checkpoints"]) == ("complete", 1), report
+    assert (report["stats"]["refused_calls"], report["tool_calls"]) == (2, 2), report
+    assert repo.runs == {"read_file": 2}
+    assert model.summaries == [[]], "asked once, with no tools"
+    summary = (
+        "(No summary: the model call failed: rate_limited: " if fails else "Read part 0 so far."
+    )
+    assert len([t for t in user_texts(result) if summary in t]) == 1, user_texts(result)
+    assert_every_call_answered(result)

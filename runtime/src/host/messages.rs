@@ -41,6 +41,9 @@ pub struct Reply {
     /// The calls whose arguments are not a JSON object: `(id, name, what they are answered)`
     /// (the words `terminus run` answers such a call with).
     pub invalid: Vec<(String, String, String)>,
+    /// The calls of output tools taken as the reply's text ([`Reply::claim_outputs`]):
+    /// `(id, name)`, answered by the host core when the kernel does not accept the claim.
+    pub claims: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -64,6 +67,10 @@ impl Reply {
         if claims.is_empty() {
             return;
         }
+        self.claims = claims
+            .iter()
+            .map(|c| (c.id.clone().unwrap_or_default(), c.name.clone()))
+            .collect();
         self.invalid
             .retain(|(_, name, _)| !output_tools.contains(name));
         let text = self.turn.text.take().unwrap_or_default();

@@ -155,6 +155,12 @@ pub struct Step {
     /// Calls to answer with these tool messages instead of running them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<Answer>,
+    /// The calls of output tools (a structured answer) the kernel did not take as the run's
+    /// answer, with what each gets as its result: "Not accepted yet." before the nudge, or "not
+    /// run" when the run stopped. For a framework that does not answer those calls itself
+    /// (Pydantic AI); one that does (LangChain's `response_format`) has answered them already.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Answer>,
     /// The reply rewritten as a tool turn (its calls were written in its text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written: Option<Written>,
@@ -728,23 +734,23 @@ impl Session {
             step.drop_reply = true;
         }
         match step.jump {
-            Some(Jump::End) if !calls.is_empty() => {
-                let reason = step
-                    .report
-                    .as_ref()
-                    .and_then(|r| r.get("reason"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("stopped")
-                    .to_owned();
-                step.answers = calls
-                    .into_iter()
-                    .map(|(id, name)| Answer {
-                        tool_call_id: id,
-                        name,
-                        content: not_run(Some(&reason)),
-                        error: None,
-                    })
-                    .collect();
+            Some(Jump::End) => {
+                let report = step.report.as_ref();
+                let field = |key| report.and_then(|r| r.get(key)).and_then(Value::as_str);
+                let reason = field("reason").unwrap_or("stopped").to_owned();
+                // A structured answer the kernel accepted is the run's answer, unless other
+                // calls came with it: then nothing of the reply runs, the claim neither.
+                let accepted = field("outcome") == Some("complete") && calls.is_empty();
+                let not_run = |(id, name): (String, String)| Answer {
+                    tool_call_id: id,
+                    name,
+                    content: not_run(Some(&reason)),
+                    error: None,
+                };
+                step.answers = calls.into_iter().map(not_run).collect();
+                if !accepted {
+                    step.claims = reply.claims.iter().cloned().map(not_run).collect();
+                }
             }
             Some(Jump::Tools) if step.written.is_none() => {
                 for (id, name, answer) in &reply.invalid {
@@ -770,8 +776,23 @@ impl Session {
             }
             _ => {}
         }
+        if step.jump == Some(Jump::Model) {
+            // A structured answer the kernel refused: each claim gets its answer (the history
+            // stays valid), and the nudge that follows says why.
+            step.claims
+                .extend(reply.claims.iter().map(|(id, name)| Answer {
+                    tool_call_id: id.clone(),
+                    name: name.clone(),
+                    content: NOT_ACCEPTED.to_owned(),
+                    error: None,
+                }));
+        }
     }
 }
+
+/// What the call of an output tool (a structured answer) the kernel refused gets as its result;
+/// the kernel's nudge follows it.
+const NOT_ACCEPTED: &str = "Not accepted yet.";
 
 /// What a call the run stopped before gets instead of a result.
 fn not_run(reason: Option<&str>) -> String {

@@ -43,7 +43,7 @@ module carries its steps out with Pydantic AI's own extension points, nothing pa
 
 A structured answer (a call of one of Pydantic AI's output tools, ``output_type=...``) is the
 model's completion claim: the kernel sees its arguments' JSON as the turn's text, and a claim
-it refuses is answered ("Not accepted yet.") and nudged like a text answer.
+it refuses is answered (the host core's "Not accepted yet.") and nudged like a text answer.
 
 The run's result is a :class:`TerminusRunResult`: Pydantic AI's ``AgentRunResult`` with the
 kernel's report in ``result.terminus`` (``agent_run.result.terminus`` under ``agent.iter()``).
@@ -467,28 +467,16 @@ class TerminusCapability(AbstractCapability[Any]):
                 # The answer the kernel accepted: Pydantic AI makes it the run's output.
                 done = await handler(node)
                 return done if isinstance(done, End) else run.end()
-            # Each call gets an answer, so the history stays valid for a next run.
-            parts = _answers(step)
-            turn = run.session.turn()
-            parts += [
-                ToolReturnPart(
-                    c.tool_name,
-                    Session.gate(turn, c.tool_call_id, c.tool_name, True)["refuse"]["content"],
-                    tool_call_id=c.tool_call_id,
-                )
-                for c in answers
-            ]
+            # Each call gets an answer (the core's), so the history stays valid for a next run.
+            parts = _answers(step) + _answers(step, "claims")
             if parts:
                 ctx.messages.append(ModelRequest(parts=parts))
             return run.end()
         if step.get("jump") != "tools":
             # The kernel refused the stop (or retries a silent turn, or answered every call):
-            # the nudge goes to the model, after an answer to each output call it refused.
-            parts = [
-                ToolReturnPart(c.tool_name, "Not accepted yet.", tool_call_id=c.tool_call_id)
-                for c in answers
-            ]
-            request = ModelRequest(parts=[*parts, *_answers(step)])
+            # the nudge goes to the model, after the core's answer to each output call it
+            # refused and to each call it did not run.
+            request = ModelRequest(parts=_answers(step, "claims") + _answers(step))
             if run.session.batch_out:
                 return await self._results(ctx, ModelRequestNode(request))
             if step.get("drop_reply") and ctx.messages and ctx.messages[-1] is response:
@@ -590,8 +578,9 @@ def _appended(part: ToolReturnPart, text: str) -> ToolReturnPart:
     return dataclasses.replace(part, content=with_notices(content, [text]))
 
 
-def _answers(step: Mapping[str, Any]) -> list[ToolReturnPart]:
-    """The step's answers to calls (not run), as tool returns."""
+def _answers(step: Mapping[str, Any], key: str = "answers") -> list[ToolReturnPart]:
+    """The step's answers to calls (not run; ``claims``: to output calls not taken as the
+    run's answer), as tool returns."""
     return [
         ToolReturnPart(
             a["name"],
@@ -599,7 +588,7 @@ def _answers(step: Mapping[str, Any]) -> list[ToolReturnPart]:
             tool_call_id=a["tool_call_id"],
             metadata={ERROR_KIND: a["error"]} if a.get("error") else None,
         )
-        for a in step.get("answers", ())
+        for a in step.get(key, ())
     ]
 
 
