@@ -741,6 +741,23 @@ impl Replay {
                     }
                     // Its result sorts first: the job is over.
                     CallState::Done(_) => {}
+                    // Held after it ran, on a question its job asked (an MCP task's
+                    // `input_required`): the job waits for the person's answer, and the call's
+                    // second run gives it to that job, never starting another.
+                    CallState::NotStarted
+                        if self
+                            .held
+                            .get(j as usize)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|h| {
+                                h.call_id == call_id && h.hold == Hold::Elicitation
+                            }) =>
+                    {
+                        *slot = CallState::Started {
+                            idempotent: false,
+                            job,
+                        };
+                    }
                     CallState::NotStarted => {
                         return Err(diverged(format!(
                             "a job of `{call_id}`, which has no intent"
@@ -1210,6 +1227,59 @@ mod tests {
         ]);
         let unique: std::collections::BTreeSet<_> = keys.iter().collect();
         assert_eq!(unique.len(), keys.len());
+    }
+
+    #[test]
+    fn a_job_that_asked_a_question_is_waited_for_after_the_answer_never_started_again() {
+        // An MCP task's `input_required`: the call started its job, the job asked, the call was
+        // held for the person. The job stays the call's, before and after the decision.
+        let (mut records, ask) = asked_turn();
+        let job = serde_json::json!({"mcp_task": {"server": "deploys", "task_id": "t-7"}});
+        records.push(Record {
+            key: Key::held(1, 2, 1),
+            entry: Entry::Held {
+                call: ask.clone(),
+                hold: Hold::Elicitation,
+                question: Some(Question {
+                    message: "Deploy to which environment?".into(),
+                    schema: serde_json::json!({"type": "object"}),
+                }),
+            },
+        });
+        records.push(Record {
+            key: Key::started(1, 2, 1),
+            entry: Entry::Started {
+                call_id: ask.id.clone(),
+                job: job.clone(),
+            },
+        });
+        let waiting = CallState::Started {
+            idempotent: false,
+            job,
+        };
+        let held = recover(Policy::default(), records.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(held.calls[1], waiting, "held: the job waits for its answer");
+        records.push(Record {
+            key: Key::decision(1, 2, 1),
+            entry: Entry::Decided {
+                call_id: ask.id.clone(),
+                decision: Decision::Answer {
+                    outcome: crate::event::ToolOutcome::Ok(Json::from(
+                        serde_json::json!({"environment": "staging"}),
+                    )),
+                },
+            },
+        });
+        let decided = recover(Policy::default(), records).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            decided.calls[1], waiting,
+            "answered: its job gets the answer"
+        );
+        assert!(
+            decided.held[1]
+                .as_ref()
+                .is_some_and(|h| h.decision.is_some())
+        );
     }
 
     #[test]

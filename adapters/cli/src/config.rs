@@ -537,13 +537,6 @@ impl AgentConfig {
                     ));
                 }
             }
-            // A person's answer re-runs the call, and a task re-run is a second task.
-            if !server.tasks.is_empty() && server.elicitation.as_deref() == Some("person") {
-                return Err(format!(
-                    "{at}: tasks cannot wait for a person's answer yet (elicitation = \"person\" \
-                     would start a task's job twice): use \"defaults\" or \"decline\""
-                ));
-            }
             if let Some(p) = &server.protocol
                 && protocol(p).is_none()
             {
@@ -807,13 +800,6 @@ kind = "rules"
             (
                 GOOD.replace("window = 128000", "window = \"big\""),
                 "[context].window",
-            ),
-            (
-                GOOD.replace(
-                    "tool_timeout_ms = 60000",
-                    "tool_timeout_ms = 60000\ntasks = [\"research\"]\nelicitation = \"person\"",
-                ),
-                "`fs`: tasks cannot wait for a person's answer yet",
             ),
             (
                 GOOD.replace(

@@ -253,13 +253,7 @@ async fn killed_while_waiting(journal: &str, id: &str, again: Again) {
     assert_eq!(counts["builds_finished"], 1, "{counts}");
     assert_eq!(counts["tasks/cancel"], 0, "{counts}");
     // The model saw the task's result, as one call's one result.
-    let last = model.requests().last().expect("asked").json();
-    let tool_message = last["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .cloned()
-        .expect("a tool result");
-    assert_eq!(tool_message["content"], "built app (job 1)");
+    assert_eq!(tool_result(&model), "built app (job 1)");
     // The journal holds the job with the call: what the resume waited for.
     let inspected = entries(&home, &journal, id).await;
     assert!(
@@ -285,6 +279,16 @@ async fn killed_while_waiting(journal: &str, id: &str, again: Again) {
         text(&replay.stderr)
     );
     drop(server);
+}
+
+/// The tool result the model was last sent.
+fn tool_result(model: &Fixture) -> Value {
+    let last = model.requests().last().expect("asked").json();
+    last["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].clone())
+        .expect("a tool result")
 }
 
 /// A report without what is a fact of one execution rather than of the run: its id, and the
@@ -455,4 +459,97 @@ async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
         "{kinds:?}"
     );
     assert_eq!(server.counts().await["tools/call"], 1);
+}
+
+/// A task that needs input (`input_required`) on a server whose questions wait for a person
+/// (`elicitation = "person"`): the run is suspended with the task's question, its job still
+/// running on the server; `terminus answer` gives the form's content, and `terminus resume`
+/// gives it to the same task, which completes. One `tools/call`, one question, one answer, no
+/// cancel: the job was started once and got the person's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_goes_on() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().canonicalize().expect("a real path");
+    let server = TaskServer::start(&peers).await;
+    let model = Fixture::with(|_, request: &Request| {
+        let turns = request.json()["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        match turns {
+            0 => reply("", &[("deploy", json!({ "target": "app" }))], 1),
+            _ => reply("The app is deployed to staging.", &[], 2),
+        }
+    })
+    .await
+    .expect("a port");
+    let config = config(&home, &model, &server);
+    let body = std::fs::read_to_string(&config).expect("read").replace(
+        "tasks = [\"build\"]",
+        "tasks = [\"build\", \"deploy\"]\nelicitation = \"person\"",
+    );
+    std::fs::write(&config, body).expect("write");
+    let journal = home.join("journal.db").to_string_lossy().into_owned();
+    let on = |command: &str, extra: &[&str]| {
+        let mut cmd = terminus_in(&home);
+        cmd.args([command, "--journal", &journal, "--execution", "deploy-1"])
+            .args(extra);
+        cmd
+    };
+
+    let out = terminus_in(&home)
+        .args(["agent", &config, "--task", "Deploy the app", "--json"])
+        .args(["--journal", &journal, "--execution", "deploy-1"])
+        .output()
+        .await
+        .expect("runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "suspended: {stderr}");
+    let suspended = last_json(&out.stdout);
+    let pending = &suspended["pending"][0];
+    assert_eq!(pending["kind"], "elicitation", "{suspended}");
+    assert_eq!(pending["call_id"], "call_1_0", "{suspended}");
+    assert_eq!(
+        pending["question"]["message"], "Deploy app to which environment?",
+        "{suspended}"
+    );
+    let counts = server.counts().await;
+    assert_eq!(
+        (&counts["tools/call"], &counts["questions_asked"]),
+        (&json!(1), &json!(1)),
+        "{counts}"
+    );
+    assert_eq!(counts["questions_answered"], 0, "nobody answered: {counts}");
+    assert_eq!(
+        counts["tasks/cancel"], 0,
+        "the task waits, not cancelled: {counts}"
+    );
+
+    let form = r#"{"environment": "staging"}"#;
+    let answered = on("answer", &["--call", "call_1_0", "--result", form])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(
+        answered.status.code(),
+        Some(0),
+        "{}",
+        text(&answered.stderr)
+    );
+    let resumed = on("resume", &["--json"]).output().await.expect("runs");
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    let report = last_json(&resumed.stdout);
+    assert_eq!(report["outcome"], "complete", "{report}");
+
+    let counts = server.counts().await;
+    assert_eq!(
+        counts["tools/call"], 1,
+        "the job was started once: {counts}"
+    );
+    assert_eq!(counts["questions_asked"], 1, "{counts}");
+    assert_eq!(counts["questions_answered"], 1, "{counts}");
+    assert_eq!(counts["deploys_finished"], 1, "{counts}");
+    assert_eq!(counts["tasks/cancel"], 0, "{counts}");
+    assert_eq!(tool_result(&model), "deployed app to staging (job 1)");
+    assert_eq!(model.requests().len(), 2, "each model call made once");
 }

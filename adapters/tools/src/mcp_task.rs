@@ -10,6 +10,11 @@
 //! `tasks/get` about that task, never by calling the tool again; a task the server no longer
 //! knows is reported lost, and the call is answered as in doubt.
 //!
+//! A task's question (`input_required`) reaches the client's elicitation handler on the stream
+//! of `tasks/result`. On a server whose questions wait for a person, the handler leaves it open
+//! and the wait ends there ([`Wait::parked`]): the run is suspended with the call held, and the
+//! call's second run, with the person's reply, waits for the same task and answers it.
+//!
 //! rmcp 3.11 models the later revision of tasks (2026-07-28, an extension with other messages),
 //! so these requests go out as custom requests and their results are read from their JSON,
 //! whichever of rmcp's result types decoded them.
@@ -24,6 +29,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{ToolErrorKind, ToolOutcome};
 use terminus_runtime::jobs;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -116,41 +122,6 @@ fn failed(kind: ToolErrorKind, message: String) -> ToolOutcome {
     ToolOutcome::Error { kind, message }
 }
 
-/// Calls tool `name` of server `server` as a task and waits for its result, at most `limit` in
-/// all. The task's id is journaled with the call ([`jobs::started`]) before the first poll; a
-/// resumed run whose call started a task waits for that task and calls nothing. Never a fault:
-/// every failure is an outcome, and a task given up on is cancelled.
-pub(crate) async fn call(
-    peer: &Peer<RoleClient>,
-    server: &str,
-    cancels: &Cancels,
-    name: &str,
-    arguments: Value,
-    limit: Duration,
-) -> ToolOutcome {
-    let deadline = Instant::now() + limit;
-    if let Some(task_id) = jobs::resumed().and_then(|job| resumed_task(&job, server)) {
-        return resume(peer, cancels, &task_id, deadline, limit).await;
-    }
-    let params = json!({ "name": name, "arguments": arguments, "task": {} });
-    let answer = tokio::time::timeout_at(deadline, request(peer, "tools/call", params)).await;
-    let task = match answer {
-        Err(_) => return late(limit),
-        Ok(Err(e)) => {
-            let (kind, message) = crate::mcp::error_kind(&e);
-            return failed(kind, message);
-        }
-        Ok(Ok(value)) => match created(value) {
-            Ok(Created::Done(result)) => return render(&result),
-            Ok(Created::Task(task)) => task,
-            Err(why) => return failed(ToolErrorKind::Failed, why),
-        },
-    };
-    // Journaled before the first poll: a crash from here on resumes by waiting for this task.
-    jobs::started(job(server, &task.task_id)).await;
-    wait(peer, cancels, task, deadline, limit).await
-}
-
 /// The journaled handle of task `task_id` of server `server`.
 pub(crate) fn job(server: &str, task_id: &str) -> Value {
     json!({ "mcp_task": { "server": server, "task_id": task_id } })
@@ -171,55 +142,172 @@ fn late(limit: Duration) -> ToolOutcome {
     )
 }
 
-/// Waits again for task `task_id`, started by the run before it stopped: its status first; a
-/// task the server does not know (any more) is reported lost ([`jobs::lost`]), and the runtime
-/// answers the call as in doubt.
-async fn resume(
-    peer: &Peer<RoleClient>,
-    cancels: &Cancels,
-    task_id: &str,
-    deadline: Instant,
-    limit: Duration,
-) -> ToolOutcome {
-    let asked = tokio::time::timeout_at(
-        deadline,
-        request(peer, "tasks/get", json!({ "taskId": task_id })),
-    )
-    .await;
-    let unknown = |why: String| {
-        let why = format!("task {task_id}: {why}");
-        jobs::lost(why.clone());
-        failed(ToolErrorKind::Failed, why)
-    };
-    match asked {
-        Err(_) => late(limit),
-        Ok(Err(e)) => unknown(crate::mcp::error_kind(&e).1),
-        Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
-            Ok(state) => wait(peer, cancels, state, deadline, limit).await,
-            Err(e) => unknown(format!("its status is unreadable: {e}")),
-        },
-    }
+/// The waits of one server's tasks: its peer and name, where dropped waits send their
+/// `tasks/cancel`, and (a server whose questions wait for a person) what is told when a task's
+/// question is left for the person.
+pub(crate) struct Wait<'a> {
+    pub(crate) peer: &'a Peer<RoleClient>,
+    pub(crate) server: &'a str,
+    pub(crate) cancels: &'a Cancels,
+    /// Told by the elicitation handler when it leaves a task's question unanswered: the wait ends
+    /// there, the task still running on the server (`input_required`), and the call's second
+    /// run, with the person's answer, waits for the same task again.
+    pub(crate) parked: Option<&'a Notify>,
 }
 
-/// Polls `task` at its interval until it leaves `working` or `deadline` passes, then gives its
-/// result. A wait dropped before that (the run's kill switch, a timeout around the call)
-/// cancels the task ([`Abandoned`]).
-async fn wait(
-    peer: &Peer<RoleClient>,
-    cancels: &Cancels,
-    task: TaskState,
-    deadline: Instant,
-    limit: Duration,
-) -> ToolOutcome {
-    let mut abandoned = Abandoned {
-        peer,
-        cancels,
-        task_id: &task.task_id,
-        armed: true,
-    };
-    let outcome = poll(peer, &task, deadline, limit).await;
-    abandoned.armed = false;
-    outcome
+impl Wait<'_> {
+    /// Calls tool `name` as a task and waits for its result, at most `limit` in all. The task's
+    /// id is journaled with the call ([`jobs::started`]) before the first poll; a resumed run
+    /// whose call started a task waits for that task and calls nothing. Never a fault: every
+    /// failure is an outcome, and a task given up on is cancelled.
+    pub(crate) async fn call(&self, name: &str, arguments: Value, limit: Duration) -> ToolOutcome {
+        let deadline = Instant::now() + limit;
+        if let Some(task_id) = jobs::resumed().and_then(|job| resumed_task(&job, self.server)) {
+            return self.resume(&task_id, deadline, limit).await;
+        }
+        let params = json!({ "name": name, "arguments": arguments, "task": {} });
+        let answer =
+            tokio::time::timeout_at(deadline, request(self.peer, "tools/call", params)).await;
+        let task = match answer {
+            Err(_) => return late(limit),
+            Ok(Err(e)) => {
+                let (kind, message) = crate::mcp::error_kind(&e);
+                return failed(kind, message);
+            }
+            Ok(Ok(value)) => match created(value) {
+                Ok(Created::Done(result)) => return render(&result),
+                Ok(Created::Task(task)) => task,
+                Err(why) => return failed(ToolErrorKind::Failed, why),
+            },
+        };
+        // Journaled before the first poll: a crash from here on resumes by waiting for this task.
+        jobs::started(job(self.server, &task.task_id)).await;
+        self.wait(task, deadline, limit).await
+    }
+
+    /// Waits again for task `task_id`, started by the run before it stopped: its status first; a
+    /// task the server does not know (any more) is reported lost ([`jobs::lost`]), and the runtime
+    /// answers the call as in doubt.
+    async fn resume(&self, task_id: &str, deadline: Instant, limit: Duration) -> ToolOutcome {
+        let asked = tokio::time::timeout_at(
+            deadline,
+            request(self.peer, "tasks/get", json!({ "taskId": task_id })),
+        )
+        .await;
+        let unknown = |why: String| {
+            let why = format!("task {task_id}: {why}");
+            jobs::lost(why.clone());
+            failed(ToolErrorKind::Failed, why)
+        };
+        match asked {
+            Err(_) => late(limit),
+            Ok(Err(e)) => unknown(crate::mcp::error_kind(&e).1),
+            Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
+                Ok(state) => self.wait(state, deadline, limit).await,
+                Err(e) => unknown(format!("its status is unreadable: {e}")),
+            },
+        }
+    }
+
+    /// Polls `task` at its interval until it leaves `working` or `deadline` passes, then gives its
+    /// result. A wait dropped before that (the run's kill switch, a timeout around the call)
+    /// cancels the task ([`Abandoned`]).
+    async fn wait(&self, task: TaskState, deadline: Instant, limit: Duration) -> ToolOutcome {
+        let mut abandoned = Abandoned {
+            peer: self.peer,
+            cancels: self.cancels,
+            task_id: &task.task_id,
+            armed: true,
+        };
+        let outcome = self.poll(&task, deadline, limit).await;
+        abandoned.armed = false;
+        outcome
+    }
+
+    /// [`Wait::wait`]'s polling.
+    async fn poll(&self, task: &TaskState, deadline: Instant, limit: Duration) -> ToolOutcome {
+        let peer = self.peer;
+        let every = task.interval(DEFAULT_POLL);
+        let mut now = task.clone();
+        jobs::status(now.describe());
+        while now.working() {
+            if Instant::now() + every >= deadline {
+                return give_up(peer, &now, limit).await;
+            }
+            tokio::time::sleep(every).await;
+            let asked = tokio::time::timeout_at(
+                deadline,
+                request(peer, "tasks/get", json!({ "taskId": task.task_id })),
+            )
+            .await;
+            now = match asked {
+                Err(_) => return give_up(peer, &now, limit).await,
+                Ok(Err(e)) => {
+                    let (kind, message) = crate::mcp::error_kind(&e);
+                    return failed(kind, format!("task {}: {message}", task.task_id));
+                }
+                Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
+                    Ok(state) => {
+                        if state.describe() != now.describe() {
+                            jobs::status(state.describe());
+                        }
+                        state
+                    }
+                    Err(e) => {
+                        return failed(
+                            ToolErrorKind::Failed,
+                            format!("task {}: its status is unreadable: {e}", task.task_id),
+                        );
+                    }
+                },
+            };
+        }
+        // Out of `working`: `tasks/result` gives the result (after the server's questions, for
+        // `input_required`: they reach the client's elicitation handler first). A question left
+        // for a person ends the wait there, the task running: not cancelled, it waits for the
+        // answer the call's second run gives.
+        let mut notified = std::pin::pin!(self.parked.map(Notify::notified));
+        if let Some(notified) = notified.as_mut().as_pin_mut() {
+            notified.enable(); // before the request: its question cannot come first
+        }
+        let parked = async {
+            match notified.as_mut().as_pin_mut() {
+                Some(notified) => notified.await,
+                None => std::future::pending().await,
+            }
+        };
+        let asked = tokio::time::timeout_at(
+            deadline,
+            request(peer, "tasks/result", json!({ "taskId": task.task_id })),
+        );
+        let result = tokio::select! {
+            result = asked => result,
+            () = parked => {
+                return failed(
+                    ToolErrorKind::Failed,
+                    format!("task {} waits for a person's answer to its question", task.task_id),
+                );
+            }
+        };
+        match result {
+            Err(_) => give_up(peer, &now, limit).await,
+            Ok(Ok(value)) => match serde_json::from_value::<CallToolResult>(value) {
+                Ok(result) => render(&result),
+                Err(e) => failed(
+                    ToolErrorKind::Failed,
+                    format!("task {}: its result is unreadable: {e}", task.task_id),
+                ),
+            },
+            // A failed or cancelled task has no result: say how it ended.
+            Ok(Err(e)) => {
+                let (_, message) = crate::mcp::error_kind(&e);
+                failed(
+                    ToolErrorKind::Failed,
+                    format!("task {} ended {}: {message}", task.task_id, now.describe()),
+                )
+            }
+        }
+    }
 }
 
 /// The `tasks/cancel` requests of tasks whose wait was dropped, sent in the background; the
@@ -270,75 +358,6 @@ impl Drop for Abandoned<'_> {
 
 /// How long a `tasks/cancel` sent for an abandoned wait may take.
 const CANCEL_WAIT: Duration = Duration::from_secs(3);
-
-/// [`wait`]'s polling.
-async fn poll(
-    peer: &Peer<RoleClient>,
-    task: &TaskState,
-    deadline: Instant,
-    limit: Duration,
-) -> ToolOutcome {
-    let every = task.interval(DEFAULT_POLL);
-    let mut now = task.clone();
-    jobs::status(now.describe());
-    while now.working() {
-        if Instant::now() + every >= deadline {
-            return give_up(peer, &now, limit).await;
-        }
-        tokio::time::sleep(every).await;
-        let asked = tokio::time::timeout_at(
-            deadline,
-            request(peer, "tasks/get", json!({ "taskId": task.task_id })),
-        )
-        .await;
-        now = match asked {
-            Err(_) => return give_up(peer, &now, limit).await,
-            Ok(Err(e)) => {
-                let (kind, message) = crate::mcp::error_kind(&e);
-                return failed(kind, format!("task {}: {message}", task.task_id));
-            }
-            Ok(Ok(value)) => match serde_json::from_value::<TaskState>(value) {
-                Ok(state) => {
-                    if state.describe() != now.describe() {
-                        jobs::status(state.describe());
-                    }
-                    state
-                }
-                Err(e) => {
-                    return failed(
-                        ToolErrorKind::Failed,
-                        format!("task {}: its status is unreadable: {e}", task.task_id),
-                    );
-                }
-            },
-        };
-    }
-    // Out of `working`: `tasks/result` gives the result (after the server's questions, for
-    // `input_required`: they reach the client's elicitation handler first).
-    let result = tokio::time::timeout_at(
-        deadline,
-        request(peer, "tasks/result", json!({ "taskId": task.task_id })),
-    )
-    .await;
-    match result {
-        Err(_) => give_up(peer, &now, limit).await,
-        Ok(Ok(value)) => match serde_json::from_value::<CallToolResult>(value) {
-            Ok(result) => render(&result),
-            Err(e) => failed(
-                ToolErrorKind::Failed,
-                format!("task {}: its result is unreadable: {e}", task.task_id),
-            ),
-        },
-        // A failed or cancelled task has no result: say how it ended.
-        Ok(Err(e)) => {
-            let (_, message) = crate::mcp::error_kind(&e);
-            failed(
-                ToolErrorKind::Failed,
-                format!("task {} ended {}: {message}", task.task_id, now.describe()),
-            )
-        }
-    }
-}
 
 /// The deadline passed with the task still running: cancel it (`tasks/cancel`, bounded by a
 /// poll interval) and say so.

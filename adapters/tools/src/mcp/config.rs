@@ -105,7 +105,9 @@ pub enum Elicitation {
     /// again and the same question gets the reply. Any other question (a URL request, a second
     /// question of one run) is declined; outside a run (`terminus tools call`) nobody will
     /// reply, and the cancel stands. The server's calls run one at a time, so a question is the
-    /// call's in flight.
+    /// call's in flight. A task's question (an MCP task `input_required`) is not cancelled but
+    /// left open: the task waits on the server, and the call's second run waits for that same
+    /// task (its journaled job) and gives the question the person's reply.
     Person,
 }
 

@@ -167,6 +167,7 @@ impl McpServer {
             asking.rerun = asking.reply.is_some();
             asking.asked = None;
             asking.in_call = true;
+            asking.task = self.config.tasks.iter().any(|t| t == name);
         }
         let outcome = self.call_once(name, arguments).await;
         let asked = {
@@ -228,8 +229,18 @@ impl McpServer {
         let limit = self.config.tool_timeout;
         if self.config.tasks.iter().any(|t| t == name) {
             let (peer, server) = (client.peer(), &self.config.name);
-            return crate::mcp_task::call(peer, server, &self.cancels, name, arguments, limit)
-                .await;
+            // A person's server: a question the task asks may be left for the person.
+            let parked = (self.config.elicitation == Elicitation::Person).then(|| {
+                let asking = self.asking.lock().unwrap_or_else(PoisonError::into_inner);
+                asking.parked.clone()
+            });
+            let wait = crate::mcp_task::Wait {
+                peer,
+                server,
+                cancels: &self.cancels,
+                parked: parked.as_deref(),
+            };
+            return wait.call(name, arguments, limit).await;
         }
         let mut params = CallToolRequestParams::new(name.to_owned());
         if let Value::Object(map) = arguments {

@@ -45,12 +45,18 @@ pub(super) struct Asking {
     pub(super) rerun: bool,
     /// The question this run asked and cancelled (a first run asks one).
     pub(super) asked: Option<Question>,
+    /// Whether the call in flight waits for a job (an MCP task): a first run's question is left
+    /// unanswered, so the job waits for the person's answer instead of ending without it.
+    pub(super) task: bool,
+    /// Told when a question is left unanswered ([`Asking::task`]): the task's wait stops there.
+    pub(super) parked: Arc<tokio::sync::Notify>,
 }
 
 impl Asking {
-    /// The answer to `request` for the call in flight.
-    pub(super) fn answer(&mut self, request: &ElicitRequestParams) -> ElicitResult {
-        let decline = ElicitResult::new(ElicitationAction::Decline);
+    /// The answer to `request` for the call in flight; `None`: none yet (a task's first run:
+    /// its job waits for the person's answer, given by the call's second run).
+    pub(super) fn answer(&mut self, request: &ElicitRequestParams) -> Option<ElicitResult> {
+        let decline = Some(ElicitResult::new(ElicitationAction::Decline));
         let ElicitRequestParams::FormElicitationParams {
             message,
             requested_schema,
@@ -70,9 +76,9 @@ impl Asking {
             return match self.reply.take() {
                 Some((asked, reply)) if asked == question => match reply {
                     Reply::Accept(content) => {
-                        ElicitResult::new(ElicitationAction::Accept).with_content(content)
+                        Some(ElicitResult::new(ElicitationAction::Accept).with_content(content))
                     }
-                    Reply::Defaults => elicit(Elicitation::Defaults, request),
+                    Reply::Defaults => Some(elicit(Elicitation::Defaults, request)),
                     Reply::Decline => decline,
                 },
                 _ => decline,
@@ -82,7 +88,10 @@ impl Asking {
             return decline;
         }
         self.asked = Some(question);
-        ElicitResult::new(ElicitationAction::Cancel)
+        if self.task {
+            return None;
+        }
+        Some(ElicitResult::new(ElicitationAction::Cancel))
     }
 }
 
@@ -96,14 +105,24 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        Ok(match self.elicitation {
-            Elicitation::Person => self
-                .asking
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .answer(&request),
-            policy => elicit(policy, &request),
-        })
+        if self.elicitation != Elicitation::Person {
+            return Ok(elicit(self.elicitation, &request));
+        }
+        let (answer, parked) = {
+            let mut asking = self.asking.lock().unwrap_or_else(PoisonError::into_inner);
+            (asking.answer(&request), asking.parked.clone())
+        };
+        if let Some(answer) = answer {
+            return Ok(answer);
+        }
+        // A task's question, for a person: never answered by this handler (any answer, a
+        // cancel or an error too, would reach the job). The task's wait stops, the run is
+        // suspended, and the connection closes with the question still open on the server;
+        // the call's second run gets it again and answers it. The handler's task ends with the
+        // process (a suspended `terminus agent` exits); the connection's close waits for it at
+        // most rmcp's drain time (2 s).
+        parked.notify_waiters();
+        std::future::pending().await
     }
 }
 

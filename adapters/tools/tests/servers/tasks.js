@@ -8,8 +8,17 @@
 // 3; its status message says the second), then completes with "built TARGET (job N)". A task
 // cancelled (`tasks/cancel`) stops and never completes.
 //
+// `deploy {target}` is a task that needs input: after half a second it asks which environment
+// (an `elicitation/create` form, `environment` one of "staging" or "production") and is
+// `input_required` until the client answers; then it works a second and completes with
+// "deployed TARGET to ENVIRONMENT (job N)" (or, declined, "deploy of TARGET not done: ACTION").
+// Its question outlives the session it was sent on, as the job does: each `tasks/result` of the
+// task carries it again while it is open, and an answer is taken from whichever connection
+// sends it.
+//
 // The server counts every request by method, as it received it: `GET /counts` answers
-// {"tools/call": N, "tasks/get": N, "tasks/result": N, "tasks/cancel": N, "builds_finished": N}.
+// {"tools/call": N, "tasks/get": N, "tasks/result": N, "tasks/cancel": N, "builds_finished": N,
+// "questions_asked": N, "questions_answered": N, "deploys_finished": N}.
 // It prints {"port": N} on stdout once it listens on 127.0.0.1.
 //
 // Usage: node tasks.js NODE_MODULES [PORT] (NODE_MODULES: the folder that holds
@@ -31,6 +40,9 @@ const counts = {
   "tasks/result": 0,
   "tasks/cancel": 0,
   builds_finished: 0,
+  questions_asked: 0,
+  questions_answered: 0,
+  deploys_finished: 0,
 };
 // One store for every connection: a task is the server's, not a session's.
 const taskStore = new InMemoryTaskStore();
@@ -49,6 +61,51 @@ async function work(taskId, target, seconds, job) {
   counts.builds_finished += 1;
   await taskStore.storeTaskResult(taskId, "completed", {
     content: [{ type: "text", text: `built ${target} (job ${job})` }],
+  });
+}
+
+// The questions deploy tasks asked and nobody answered yet, by the id of their JSON-RPC request.
+const questions = new Map();
+let asked = 0;
+
+async function deploy(taskId, target, job) {
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const message = `Deploy ${target} to which environment?`;
+  const id = 900000 + ++asked;
+  const answer = await new Promise((resolve) => {
+    const request = {
+      jsonrpc: "2.0",
+      id,
+      method: "elicitation/create",
+      params: {
+        mode: "form",
+        message,
+        requestedSchema: {
+          type: "object",
+          properties: { environment: { type: "string", enum: ["staging", "production"] } },
+          required: ["environment"],
+        },
+        _meta: { "io.modelcontextprotocol/related-task": { taskId } },
+      },
+    };
+    questions.set(id, { taskId, request, resolve });
+    counts.questions_asked += 1;
+    taskStore.updateTaskStatus(taskId, "input_required", message);
+  });
+  const result = answer.result || {};
+  if (result.action !== "accept" || !result.content || !result.content.environment) {
+    const why = answer.error ? answer.error.message : result.action;
+    await taskStore.storeTaskResult(taskId, "completed", {
+      content: [{ type: "text", text: `deploy of ${target} not done: ${why}` }],
+    });
+    return;
+  }
+  const environment = result.content.environment;
+  await taskStore.updateTaskStatus(taskId, "working", `deploying ${target} to ${environment}`);
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  counts.deploys_finished += 1;
+  await taskStore.storeTaskResult(taskId, "completed", {
+    content: [{ type: "text", text: `deployed ${target} to ${environment} (job ${job})` }],
   });
 }
 
@@ -76,6 +133,26 @@ function server() {
         const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
         jobs += 1;
         work(task.taskId, target, seconds ?? 3, jobs).catch((e) =>
+          taskStore.updateTaskStatus(task.taskId, "failed", String(e)),
+        );
+        return { task };
+      },
+      getTask: async (_args, extra) => extra.taskStore.getTask(extra.taskId),
+      getTaskResult: async (_args, extra) => extra.taskStore.getTaskResult(extra.taskId),
+    },
+  );
+  mcp.experimental.tasks.registerToolTask(
+    "deploy",
+    {
+      description: "Deploy a target; asks where to.",
+      inputSchema: { target: z.string() },
+      execution: { taskSupport: "required" },
+    },
+    {
+      createTask: async ({ target }, extra) => {
+        const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
+        jobs += 1;
+        deploy(task.taskId, target, jobs).catch((e) =>
           taskStore.updateTaskStatus(task.taskId, "failed", String(e)),
         );
         return { task };
@@ -114,8 +191,35 @@ const listener = http.createServer(async (req, res) => {
     res.writeHead(400).end(`not JSON: ${e}`);
     return;
   }
-  for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  for (const message of messages) {
     if (message && message.method in counts) counts[message.method] += 1;
+  }
+  // The client's answers to open questions go to the jobs that asked, whatever the session.
+  const answers = messages.filter((m) => m && m.method === undefined && questions.has(m.id));
+  if (answers.length && answers.length === messages.length) {
+    for (const answer of answers) {
+      const question = questions.get(answer.id);
+      questions.delete(answer.id);
+      counts.questions_answered += 1;
+      question.resolve(answer);
+    }
+    res.writeHead(202).end();
+    return;
+  }
+  // A task's open question goes on the stream of each of its `tasks/result`, once.
+  for (const message of messages) {
+    if (!message || message.method !== "tasks/result") continue;
+    const taskId = message.params && message.params.taskId;
+    for (const question of questions.values()) {
+      if (question.taskId !== taskId) continue;
+      await taskMessageQueue.dequeueAll(taskId);
+      await taskMessageQueue.enqueue(taskId, {
+        type: "request",
+        message: question.request,
+        timestamp: Date.now(),
+      });
+    }
   }
   const mcp = server();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
