@@ -82,6 +82,12 @@ pub fn reply() -> Option<(Question, Reply)> {
         .flatten()
 }
 
+/// Whether this call runs inside a run that can hold it for a person ([`scope`]): outside one
+/// (`terminus tools call`) nobody will reply to its questions.
+pub fn held_here() -> bool {
+    ASKING.try_with(|_| ()).is_ok()
+}
+
 /// Reports that this run of a call asked `question` and nobody could answer it (the tool
 /// cancelled the question): the runtime holds the call for a person instead of keeping its
 /// result. `false` outside a run, where nobody will reply: the tool declines instead.
@@ -103,6 +109,13 @@ mod tests {
             message: "Delete?".into(),
             schema: json!({"type": "object"}),
         }
+    }
+
+    #[tokio::test]
+    async fn a_call_knows_whether_a_run_can_hold_it() {
+        assert!(!held_here(), "outside a run");
+        let (inside, _) = scope(None, async { held_here() }).await;
+        assert!(inside);
     }
 
     #[tokio::test]

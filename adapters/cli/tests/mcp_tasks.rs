@@ -553,3 +553,31 @@ async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_
     assert_eq!(tool_result(&model), "deployed app to staging (job 1)");
     assert_eq!(model.requests().len(), 2, "each model call made once");
 }
+
+/// Outside a run (`terminus tools call`) nobody will reply: a task's question on a person's
+/// server is cancelled, as any other, and the task ends with what the server makes of that; it
+/// is not left waiting on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_a_run_a_tasks_question_for_a_person_is_cancelled() {
+    let Some(peers) = peers::dir() else { return };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let home = dir.path().canonicalize().expect("a real path");
+    let server = TaskServer::start(&peers).await;
+    let model = model().await;
+    let config = config(&home, &model, &server);
+    let body = std::fs::read_to_string(&config).expect("read").replace(
+        "tasks = [\"build\"]",
+        "tasks = [\"deploy\"]\nelicitation = \"person\"",
+    );
+    std::fs::write(&config, body).expect("write");
+    let out = terminus_in(&home)
+        .args(["tools", &config, "call", "deploy", r#"{"target": "app"}"#])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "deploy of app not done: cancel");
+    let counts = server.counts().await;
+    assert_eq!(counts["questions_answered"], 1, "{counts}");
+    assert_eq!(counts["deploys_finished"], 0, "{counts}");
+}

@@ -107,7 +107,8 @@ pub enum Elicitation {
     /// reply, and the cancel stands. The server's calls run one at a time, so a question is the
     /// call's in flight. A task's question (an MCP task `input_required`) is not cancelled but
     /// left open: the task waits on the server, and the call's second run waits for that same
-    /// task (its journaled job) and gives the question the person's reply.
+    /// task (its journaled job) and gives the question the person's reply (outside a run, the
+    /// task's question is cancelled too).
     Person,
 }
 

@@ -167,7 +167,9 @@ impl McpServer {
             asking.rerun = asking.reply.is_some();
             asking.asked = None;
             asking.in_call = true;
-            asking.task = self.config.tasks.iter().any(|t| t == name);
+            // Outside a run nobody will reply: a task's question is cancelled, as any other.
+            asking.task = self.config.tasks.iter().any(|t| t == name)
+                && terminus_runtime::asking::held_here();
         }
         let outcome = self.call_once(name, arguments).await;
         let asked = {
