@@ -3,192 +3,224 @@
 //! tasks.js`, the official TypeScript SDK over streamable HTTP), is killed (SIGKILL) while it
 //! waits, and `terminus resume` waits for the same task: the server saw one `tools/call`, and
 //! the run completes with the task's result. The same on PostgreSQL, taken up by a `terminus
-//! worker` that finds the killed run orphaned.
+//! worker` that finds the killed run orphaned; a task's question for a person, answered through
+//! `terminus answer` and through an AG-UI interrupt of `terminus serve`.
 
 mod common;
 
-use common::{KEY, last_json, postgres_url, reply, text, write_config};
+use common::tasks::{TaskServer, building, deploying, task_config, tool_result};
+use common::{KEY, last_json, postgres_url, text};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use terminus_fixture::{Fixture, Request, peers};
+use terminus_fixture::{Fixture, peers};
 use tokio::io::AsyncBufReadExt as _;
 
-/// The task server, started on a free port of 127.0.0.1; killed when dropped.
-struct TaskServer {
-    _child: tokio::process::Child,
-    port: u16,
+/// What a test runs in: a temp home, the task server, the agent's model and the agent's config.
+struct Setup {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    server: TaskServer,
+    model: Fixture,
+    config: String,
 }
 
-impl TaskServer {
-    async fn start(peers: &Path) -> TaskServer {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/tasks.js");
-        let mut child = tokio::process::Command::new(peers::node(peers))
-            .arg(script)
-            .arg(peers.join("node_modules"))
+impl Setup {
+    /// The task server of `peers` and `model`, in a config whose MCP server `builds` has
+    /// `server` as the rest of its table (`tasks = ["build"]`, say).
+    async fn new(peers: &Path, model: Fixture, server: &str) -> Setup {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let home = dir.path().canonicalize().expect("a real path");
+        let tasks = TaskServer::start(peers).await;
+        let config = task_config(&home, &model, &tasks, server);
+        Setup {
+            _dir: dir,
+            home,
+            server: tasks,
+            model,
+            config,
+        }
+    }
+
+    /// The SQLite journal in the test's home.
+    fn journal(&self) -> String {
+        self.home.join("journal.db").to_string_lossy().into_owned()
+    }
+
+    /// `terminus` in the test's home.
+    fn terminus(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"));
+        cmd.current_dir(&self.home).env("TERMINUS_TEST_KEY", KEY);
+        cmd
+    }
+
+    /// `terminus agent CONFIG --task "Build the app" --json` with `extra`.
+    fn agent(&self, extra: &[&str]) -> tokio::process::Child {
+        self.terminus()
+            .args(["agent", &self.config, "--task", "Build the app", "--json"])
+            .args(extra)
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .expect("node starts");
-        let stdout = child.stdout.take().expect("piped");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the server says its port")
-            .expect("reads")
-            .expect("a line");
-        let port: Value = serde_json::from_str(&first).expect("JSON");
-        let port = u16::try_from(port["port"].as_u64().expect("a port")).expect("a port");
-        TaskServer {
-            _child: child,
-            port,
+            .expect("starts")
+    }
+
+    /// The tool result the model was last sent.
+    fn tool_result(&self) -> Value {
+        tool_result(&self.model)
+    }
+
+    /// Resumes execution `id` until the killed process's claim is waited out (exit 4 until
+    /// its lease expires).
+    async fn resume(&self, journal: &str, id: &str, recording: &str) -> std::process::Output {
+        loop {
+            let out = self
+                .terminus()
+                .args(["resume", "--journal", journal, "--execution", id, "--json"])
+                .args(["--record", recording])
+                .output()
+                .await
+                .expect("runs");
+            if out.status.code() != Some(4) {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+    /// `terminus inspect --json` of execution `id`.
+    async fn inspect(&self, journal: &str, id: &str) -> Value {
+        let out = self
+            .terminus()
+            .args(["inspect", "--journal", journal, "--execution", id, "--json"])
+            .output()
+            .await
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        last_json(&out.stdout)
     }
 
-    /// The requests the server received, by method.
-    async fn counts(&self) -> Value {
-        let body = reqwest::get(format!("http://127.0.0.1:{}/counts", self.port))
+    /// Runs `terminus worker --until-idle` on `journal` until one picks up execution `id` (the
+    /// killed process's lease expired): that execution's report line.
+    async fn worker(&self, journal: &str, id: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let out = self
+                .terminus()
+                .args(["worker", "--journal", journal, "--until-idle"])
+                .args(["--lease-ms", "500"])
+                .output()
+                .await
+                .expect("runs");
+            let ours = text(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|r| r["execution"] == id);
+            if let Some(report) = ours {
+                return report;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no worker took up {id}: {}",
+                text(&out.stderr)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `terminus run RECORDING --json`: the recording's replay, offline.
+    async fn replay(&self, recording: &str) -> Value {
+        let replay = self
+            .terminus()
+            .args(["run", recording, "--json"])
+            .output()
             .await
-            .expect("the server answers")
+            .expect("runs");
+        assert!(
+            std::fs::read_to_string(recording)
+                .expect("recorded")
+                .contains("\"mcp_task\""),
+            "the call's job is recorded"
+        );
+        let report = last_json(&replay.stdout);
+        assert!(report.is_object(), "{}", text(&replay.stderr));
+        report
+    }
+
+    /// `terminus serve` on `journal` with the agent `builder`, started; killed when dropped.
+    async fn serve(&self, journal: &str) -> Served {
+        let mut child = self
+            .terminus()
+            .args(["serve", "--bind", "127.0.0.1:0", "--journal", journal])
+            .args(["--agent", &format!("builder={}", self.config)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("terminus serve starts");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("piped")).lines();
+        let url = loop {
+            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("serve says where it listens")
+                .expect("reads")
+                .expect("a line before it stops");
+            if let Some(at) = line.split(" at http://").nth(1) {
+                break format!(
+                    "http://{}/agents/builder",
+                    at.split_whitespace().next().expect("an address")
+                );
+            }
+        };
+        // Read to its end, so the server never writes to a closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Served { _child: child, url }
+    }
+}
+
+/// A `terminus serve` of [`Setup::serve`].
+struct Served {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+impl Served {
+    /// Posts `input` (a `RunAgentInput`) to the agent: the stream's events, ended by
+    /// `RUN_FINISHED`.
+    async fn run(&self, input: &Value) -> Vec<Value> {
+        let body = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(input.to_string())
+            .send()
+            .await
+            .expect("serve answers")
             .text()
             .await
-            .expect("a body");
-        serde_json::from_str(&body).expect("JSON")
-    }
-}
-
-/// The agent's model: turn 0 starts the build (a 4-second job), turn 1 answers with what the
-/// build said.
-async fn model() -> Fixture {
-    Fixture::with(|_, request: &Request| {
-        let turns = request.json()["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        match turns {
-            0 => reply(
-                "",
-                &[("build", json!({ "target": "app", "seconds": 4 }))],
-                1,
-            ),
-            _ => reply("The build finished: built app (job 1).", &[], 2),
-        }
-    })
-    .await
-    .expect("a port")
-}
-
-fn config(home: &Path, model: &Fixture, server: &TaskServer) -> String {
-    let config = write_config(
-        home,
-        &format!("{}/v1", model.url()),
-        &format!(
-            "[[mcp]]\nname = \"builds\"\nurl = {:?}\ntasks = [\"build\"]\ntool_timeout_ms = 30000\n",
-            server.url()
-        ),
-    );
-    // The build is the task's one action: nothing to verify with a file written.
-    let body = std::fs::read_to_string(&config)
-        .expect("read")
-        .replace("completion_requires = [\"write_file\"]\n", "");
-    std::fs::write(&config, body).expect("write");
-    config
-}
-
-fn terminus_in(dir: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_terminus"));
-    cmd.current_dir(dir).env("TERMINUS_TEST_KEY", KEY);
-    cmd
-}
-
-/// `terminus agent CONFIG --task "Build the app" --json` with `extra`, started in `home`.
-fn agent(home: &Path, config: &str, extra: &[&str]) -> tokio::process::Child {
-    terminus_in(home)
-        .args(["agent", config, "--task", "Build the app", "--json"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starts")
-}
-
-/// Waits until the server has seen `n` polls of a task (`tasks/get`): the job runs, and the
-/// agent waits for it.
-async fn polled(server: &TaskServer, n: u64) {
-    let started = Instant::now();
-    while server.counts().await["tasks/get"].as_u64().unwrap_or(0) < n {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the task was never polled"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Resumes execution `id` until the killed process's claim is waited out (exit 4 until its
-/// lease expires).
-async fn resume(home: &Path, journal: &str, id: &str, recording: &str) -> std::process::Output {
-    loop {
-        let out = terminus_in(home)
-            .args(["resume", "--journal", journal, "--execution", id, "--json"])
-            .args(["--record", recording])
-            .output()
-            .await
-            .expect("runs");
-        if out.status.code() != Some(4) {
-            return out;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The journal's entries of kind `kind`, from `terminus inspect --json`.
-async fn entries(home: &Path, journal: &str, id: &str) -> Value {
-    let out = terminus_in(home)
-        .args(["inspect", "--journal", journal, "--execution", id, "--json"])
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    last_json(&out.stdout)
-}
-
-/// Runs `terminus worker --until-idle` on `journal` until one picks up execution `id` (the
-/// killed process's lease expired): that execution's report line.
-async fn worker(home: &Path, journal: &str, id: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let out = terminus_in(home)
-            .args([
-                "worker",
-                "--journal",
-                journal,
-                "--until-idle",
-                "--lease-ms",
-                "500",
-            ])
-            .output()
-            .await
-            .expect("runs");
-        let ours = text(&out.stdout)
+            .expect("the event stream");
+        let events: Vec<Value> = body
             .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|r| r["execution"] == id);
-        if let Some(report) = ours {
-            return report;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no worker took up {id}: {}",
-            text(&out.stderr)
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|l| serde_json::from_str(l).expect("an event"))
+            .collect();
+        assert_eq!(
+            events.last().map(|e| &e["type"]),
+            Some(&json!("RUN_FINISHED")),
+            "{body}"
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        events
     }
+}
+
+/// A `RunAgentInput` of run `run` on `thread` giving `task`.
+fn input(thread: &str, run: &str, task: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+        "forwardedProps": {},
+        "messages": [{ "id": "u1", "role": "user", "content": task }],
+    })
 }
 
 /// How the killed run is taken up again.
@@ -202,60 +234,56 @@ enum Again {
 
 async fn killed_while_waiting(journal: &str, id: &str, again: Again) {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().canonicalize().expect("a real path");
-    let server = TaskServer::start(&peers).await;
-    let model = model().await;
-    let config = config(&home, &model, &server);
+    let setup = Setup::new(&peers, building().await, "tasks = [\"build\"]").await;
     let journal = if journal.is_empty() {
-        home.join("journal.db").to_string_lossy().into_owned()
+        setup.journal()
     } else {
         journal.to_owned()
     };
-    let mut agent = agent(
-        &home,
-        &config,
-        &[
-            "--journal",
-            &journal,
-            "--execution",
-            id,
-            "--lease-ms",
-            "500",
-        ],
-    );
+    let mut agent = setup.agent(&[
+        "--journal",
+        &journal,
+        "--execution",
+        id,
+        "--lease-ms",
+        "500",
+    ]);
     // The job runs and the agent polls it: kill the agent there.
-    polled(&server, 2).await;
+    setup.server.polled(2).await;
     agent.start_kill().expect("SIGKILL");
     let killed = agent.wait_with_output().await.expect("reaped");
     assert_eq!(killed.status.code(), None, "killed by a signal");
-    assert_eq!(
-        server.counts().await["builds_finished"],
-        0,
-        "killed mid-job"
-    );
+    setup
+        .server
+        .counted(&[("builds_finished", 0)], "killed mid-job")
+        .await;
 
-    let recording = home.join("recording.json").to_string_lossy().into_owned();
+    let recording = setup.home.join("recording.json");
+    let recording = recording.to_string_lossy();
     let report = match again {
         Again::Resume => {
-            let out = resume(&home, &journal, id, &recording).await;
+            let out = setup.resume(&journal, id, &recording).await;
             assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
             last_json(&out.stdout)
         }
-        Again::Worker => worker(&home, &journal, id).await,
+        Again::Worker => setup.worker(&journal, id).await,
     };
     assert_eq!(report["outcome"], "complete", "{report}");
-    let counts = server.counts().await;
-    assert_eq!(
-        counts["tools/call"], 1,
-        "the server was asked to start the job once: {counts}"
-    );
-    assert_eq!(counts["builds_finished"], 1, "{counts}");
-    assert_eq!(counts["tasks/cancel"], 0, "{counts}");
+    setup
+        .server
+        .counted(
+            &[
+                ("tools/call", 1),
+                ("builds_finished", 1),
+                ("tasks/cancel", 0),
+            ],
+            "the server was asked to start the job once",
+        )
+        .await;
     // The model saw the task's result, as one call's one result.
-    assert_eq!(tool_result(&model), "built app (job 1)");
+    assert_eq!(setup.tool_result(), "built app (job 1)");
     // The journal holds the job with the call: what the resume waited for.
-    let inspected = entries(&home, &journal, id).await;
+    let inspected = setup.inspect(&journal, id).await;
     assert!(
         inspected.to_string().contains("waits for its job"),
         "{inspected}"
@@ -265,30 +293,10 @@ async fn killed_while_waiting(journal: &str, id: &str, again: Again) {
     }
     // The recording keeps the job with the call's result, and replays offline to the same
     // report (the job journaled as the live run journaled it).
-    let recorded = std::fs::read_to_string(&recording).expect("recorded");
-    assert!(recorded.contains("\"mcp_task\""), "{recorded}");
-    let replay = terminus_in(&home)
-        .args(["run", &recording, "--json"])
-        .output()
-        .await
-        .expect("runs");
     assert_eq!(
-        without_id(last_json(&replay.stdout)),
-        without_id(report),
-        "{}",
-        text(&replay.stderr)
+        without_id(setup.replay(&recording).await),
+        without_id(report)
     );
-    drop(server);
-}
-
-/// The tool result the model was last sent.
-fn tool_result(model: &Fixture) -> Value {
-    let last = model.requests().last().expect("asked").json();
-    last["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .map(|m| m["content"].clone())
-        .expect("a tool result")
 }
 
 /// A report without what is a fact of one execution rather than of the run: its id, and the
@@ -316,14 +324,11 @@ async fn the_same_on_postgresql_through_a_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_while_a_task_runs_cancels_it_on_the_server_and_the_recording_replays() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().canonicalize().expect("a real path");
-    let server = TaskServer::start(&peers).await;
-    let model = model().await;
-    let config = config(&home, &model, &server);
-    let recording = home.join("recording.json").to_string_lossy().into_owned();
-    let agent = agent(&home, &config, &["--record", &recording]);
-    polled(&server, 2).await;
+    let setup = Setup::new(&peers, building().await, "tasks = [\"build\"]").await;
+    let recording = setup.home.join("recording.json");
+    let recording = recording.to_string_lossy();
+    let agent = setup.agent(&["--record", &recording]);
+    setup.server.polled(2).await;
     let pid = agent.id().expect("running").to_string();
     let sent = std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -347,28 +352,20 @@ async fn sigint_while_a_task_runs_cancels_it_on_the_server_and_the_recording_rep
         stderr.contains("terminus: `build` (call call_1_0) waits for its job: working (building app: second 1 of 4)"),
         "{stderr}"
     );
-    let counts = server.counts().await;
-    assert_eq!(counts["tasks/cancel"], 1, "the server was told: {counts}");
+    setup
+        .server
+        .counted(&[("tasks/cancel", 1)], "the server was told")
+        .await;
     // The job stopped on the server: it never finishes.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(server.counts().await["builds_finished"], 0);
+    setup
+        .server
+        .counted(&[("builds_finished", 0)], "cancelled")
+        .await;
     // The recording replays offline to the same report.
-    let replay = terminus_in(&home)
-        .args(["run", &recording, "--json"])
-        .output()
-        .await
-        .expect("runs");
-    assert!(
-        std::fs::read_to_string(&recording)
-            .expect("recorded")
-            .contains("\"mcp_task\""),
-        "the cancelled call's job is recorded"
-    );
     assert_eq!(
-        without_id(last_json(&replay.stdout)),
-        without_id(report),
-        "{}",
-        text(&replay.stderr)
+        without_id(setup.replay(&recording).await),
+        without_id(report)
     );
 }
 
@@ -378,61 +375,15 @@ async fn sigint_while_a_task_runs_cancels_it_on_the_server_and_the_recording_rep
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().canonicalize().expect("a real path");
-    let server = TaskServer::start(&peers).await;
-    let model = model().await;
-    let config = config(&home, &model, &server);
-    let journal = home.join("journal.db").to_string_lossy().into_owned();
-    let mut serve = terminus_in(&home)
-        .args(["serve", "--bind", "127.0.0.1:0", "--journal", &journal])
-        .args(["--agent", &format!("builder={config}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("terminus serve starts");
-    let mut lines = tokio::io::BufReader::new(serve.stderr.take().expect("piped")).lines();
-    let url = loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("serve says where it listens")
-            .expect("reads")
-            .expect("a line before it stops");
-        if let Some(at) = line.split(" at http://").nth(1) {
-            break format!(
-                "http://{}",
-                at.split_whitespace().next().expect("an address")
-            );
-        }
-    };
-    let input = json!({
-        "threadId": "build-1", "runId": "r1", "state": {}, "tools": [], "context": [],
-        "forwardedProps": {},
-        "messages": [{ "id": "u1", "role": "user", "content": "Build the app" }],
-    });
-    let body = reqwest::Client::new()
-        .post(format!("{url}/agents/builder"))
-        .header("content-type", "application/json")
-        .body(input.to_string())
-        .send()
-        .await
-        .expect("serve answers")
-        .text()
-        .await
-        .expect("the event stream");
-    let events: Vec<Value> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|l| serde_json::from_str(l).expect("an event"))
-        .collect();
+    let setup = Setup::new(&peers, building().await, "tasks = [\"build\"]").await;
+    let served = setup.serve(&setup.journal()).await;
+    let events = served.run(&input("build-1", "r1", "Build the app")).await;
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
-    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"), "{body}");
     let jobs: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "CUSTOM" && e["name"] == "terminus.job")
         .collect();
-    assert!(!jobs.is_empty(), "{body}");
+    assert!(!jobs.is_empty(), "{kinds:?}");
     assert_eq!(jobs[0]["value"]["toolCallId"], "call_1_0");
     assert_eq!(jobs[0]["value"]["toolCallName"], "build");
     assert!(
@@ -458,8 +409,11 @@ async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
         at("TOOL_CALL_END") < first_job && first_job < at("TOOL_CALL_RESULT"),
         "{kinds:?}"
     );
-    assert_eq!(server.counts().await["tools/call"], 1);
+    setup.server.counted(&[("tools/call", 1)], "one job").await;
 }
+
+/// The `[[mcp]]` table's lines of a server whose task questions wait for a person.
+const PERSON: &str = "tasks = [\"build\", \"deploy\"]\nelicitation = \"person\"";
 
 /// A task that needs input (`input_required`) on a server whose questions wait for a person
 /// (`elicitation = "person"`): the run is suspended with the task's question, its job still
@@ -469,36 +423,18 @@ async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_goes_on() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().canonicalize().expect("a real path");
-    let server = TaskServer::start(&peers).await;
-    let model = Fixture::with(|_, request: &Request| {
-        let turns = request.json()["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        match turns {
-            0 => reply("", &[("deploy", json!({ "target": "app" }))], 1),
-            _ => reply("The app is deployed to staging.", &[], 2),
-        }
-    })
-    .await
-    .expect("a port");
-    let config = config(&home, &model, &server);
-    let body = std::fs::read_to_string(&config).expect("read").replace(
-        "tasks = [\"build\"]",
-        "tasks = [\"build\", \"deploy\"]\nelicitation = \"person\"",
-    );
-    std::fs::write(&config, body).expect("write");
-    let journal = home.join("journal.db").to_string_lossy().into_owned();
+    let setup = Setup::new(&peers, deploying().await, PERSON).await;
+    let journal = setup.journal();
     let on = |command: &str, extra: &[&str]| {
-        let mut cmd = terminus_in(&home);
+        let mut cmd = setup.terminus();
         cmd.args([command, "--journal", &journal, "--execution", "deploy-1"])
             .args(extra);
         cmd
     };
 
-    let out = terminus_in(&home)
-        .args(["agent", &config, "--task", "Deploy the app", "--json"])
+    let out = setup
+        .terminus()
+        .args(["agent", &setup.config, "--task", "Deploy the app", "--json"])
         .args(["--journal", &journal, "--execution", "deploy-1"])
         .output()
         .await
@@ -513,17 +449,7 @@ async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_
         pending["question"]["message"], "Deploy app to which environment?",
         "{suspended}"
     );
-    let counts = server.counts().await;
-    assert_eq!(
-        (&counts["tools/call"], &counts["questions_asked"]),
-        (&json!(1), &json!(1)),
-        "{counts}"
-    );
-    assert_eq!(counts["questions_answered"], 0, "nobody answered: {counts}");
-    assert_eq!(
-        counts["tasks/cancel"], 0,
-        "the task waits, not cancelled: {counts}"
-    );
+    asked_unanswered(&setup).await;
 
     let form = r#"{"environment": "staging"}"#;
     let answered = on("answer", &["--call", "call_1_0", "--result", form])
@@ -540,18 +466,85 @@ async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
     let report = last_json(&resumed.stdout);
     assert_eq!(report["outcome"], "complete", "{report}");
+    answered_once(&setup).await;
+}
 
-    let counts = server.counts().await;
+/// What the server saw of a deploy whose question waits for a person: the job started once,
+/// its one question asked and not answered, the task not cancelled.
+async fn asked_unanswered(setup: &Setup) {
+    setup
+        .server
+        .counted(
+            &[
+                ("tools/call", 1),
+                ("questions_asked", 1),
+                ("questions_answered", 0),
+                ("tasks/cancel", 0),
+            ],
+            "asked, nobody answered, the task waits",
+        )
+        .await;
+}
+
+/// What the server and the model saw of a deploy whose question was answered once: the job
+/// started once, one question, one answer, no cancel, each model call made once.
+async fn answered_once(setup: &Setup) {
+    setup
+        .server
+        .counted(
+            &[
+                ("tools/call", 1),
+                ("questions_asked", 1),
+                ("questions_answered", 1),
+                ("deploys_finished", 1),
+                ("tasks/cancel", 0),
+            ],
+            "the job was started once and got the answer",
+        )
+        .await;
+    assert_eq!(setup.tool_result(), "deployed app to staging (job 1)");
+    assert_eq!(setup.model.requests().len(), 2, "each model call made once");
+}
+
+/// The same through `terminus serve`: the task's question is the run's `input_required`
+/// interrupt, and the next run on the thread answers it (`resume` with the form's content):
+/// the same task goes on, in the same process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_is_an_agui_interrupt_and_resume_answers_the_same_task() {
+    let Some(peers) = peers::dir() else { return };
+    let setup = Setup::new(&peers, deploying().await, PERSON).await;
+    let served = setup.serve(&setup.journal()).await;
+    let first = served.run(&input("deploy-1", "r1", "Deploy the app")).await;
+    let finished = first.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{finished}");
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["id"], "call_1_0", "{interrupt}");
+    assert_eq!(interrupt["reason"], "input_required", "{interrupt}");
     assert_eq!(
-        counts["tools/call"], 1,
-        "the job was started once: {counts}"
+        interrupt["message"], "Deploy app to which environment?",
+        "{interrupt}"
     );
-    assert_eq!(counts["questions_asked"], 1, "{counts}");
-    assert_eq!(counts["questions_answered"], 1, "{counts}");
-    assert_eq!(counts["deploys_finished"], 1, "{counts}");
-    assert_eq!(counts["tasks/cancel"], 0, "{counts}");
-    assert_eq!(tool_result(&model), "deployed app to staging (job 1)");
-    assert_eq!(model.requests().len(), 2, "each model call made once");
+    assert_eq!(
+        interrupt["responseSchema"]["properties"]["environment"]["enum"],
+        json!(["staging", "production"]),
+        "{interrupt}"
+    );
+    asked_unanswered(&setup).await;
+
+    let mut answer = input("deploy-1", "r2", "Deploy the app");
+    answer["resume"] = json!([{
+        "interruptId": "call_1_0", "status": "resolved",
+        "payload": { "environment": "staging" },
+    }]);
+    let second = served.run(&answer).await;
+    let finished = second.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "success", "{finished}");
+    let result = second
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .expect("the call's result");
+    assert_eq!(result["toolCallId"], "call_1_0", "{result}");
+    answered_once(&setup).await;
 }
 
 /// Outside a run (`terminus tools call`) nobody will reply: a task's question on a person's
@@ -560,24 +553,26 @@ async fn a_tasks_question_is_answered_through_terminus_answer_and_the_same_task_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outside_a_run_a_tasks_question_for_a_person_is_cancelled() {
     let Some(peers) = peers::dir() else { return };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let home = dir.path().canonicalize().expect("a real path");
-    let server = TaskServer::start(&peers).await;
-    let model = model().await;
-    let config = config(&home, &model, &server);
-    let body = std::fs::read_to_string(&config).expect("read").replace(
-        "tasks = [\"build\"]",
-        "tasks = [\"deploy\"]\nelicitation = \"person\"",
-    );
-    std::fs::write(&config, body).expect("write");
-    let out = terminus_in(&home)
-        .args(["tools", &config, "call", "deploy", r#"{"target": "app"}"#])
+    let setup = Setup::new(&peers, building().await, PERSON).await;
+    let out = setup
+        .terminus()
+        .args([
+            "tools",
+            &setup.config,
+            "call",
+            "deploy",
+            r#"{"target": "app"}"#,
+        ])
         .output()
         .await
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "deploy of app not done: cancel");
-    let counts = server.counts().await;
-    assert_eq!(counts["questions_answered"], 1, "{counts}");
-    assert_eq!(counts["deploys_finished"], 0, "{counts}");
+    setup
+        .server
+        .counted(
+            &[("questions_answered", 1), ("deploys_finished", 0)],
+            "the question was cancelled",
+        )
+        .await;
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub(crate) mod journal;
+pub(crate) mod tasks;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

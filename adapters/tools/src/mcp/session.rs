@@ -103,7 +103,7 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         if self.elicitation != Elicitation::Person {
             return Ok(elicit(self.elicitation, &request));
@@ -118,13 +118,24 @@ impl ClientHandler for Handler {
         // A task's question, for a person: never answered by this handler (any answer, a
         // cancel or an error too, would reach the job). The task's wait stops, the run is
         // suspended, and the connection closes with the question still open on the server;
-        // the call's second run gets it again and answers it. The handler's task ends with the
-        // process (a suspended `terminus agent` exits); the connection's close waits for it at
-        // most rmcp's drain time (2 s).
+        // the call's second run gets it again and answers it. The handler outlives the
+        // connection, so that the process it runs in can go on (a served run's): the request's
+        // token is cancelled when the connection starts to close, and rmcp then sends what
+        // handlers answer for up to its drain time (2 s, 5 s for a transport the server
+        // closed); past that the transport is closed, and this handler's answer goes nowhere.
+        // A server that withdraws its question (`notifications/cancelled`) cancels the token
+        // too; rmcp drops the answer to a withdrawn request.
         parked.notify_waiters();
-        std::future::pending().await
+        context.ct.cancelled().await;
+        tokio::time::sleep(PAST_THE_DRAIN).await;
+        Ok(ElicitResult::new(ElicitationAction::Cancel))
     }
 }
+
+/// How long a handler that left a task's question open waits, once its request's token is
+/// cancelled, before it ends: past rmcp's longest drain of a closing connection (5 s), so that
+/// its answer is never sent.
+const PAST_THE_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A transport that counts the server's `notifications/tools/list_changed` as they are
 /// received: before any later message (the result of the call that changed the list) is, so a
