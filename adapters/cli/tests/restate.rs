@@ -24,6 +24,8 @@
 //!   killed while a run waits loses nothing: approved after its restart, the call runs once.
 //! - Request identity: with `--identity-key`, the endpoint serves requests Restate signed and
 //!   refuses unsigned ones sent straight to it.
+//! - A long-running tool (an MCP task): the endpoint killed while the run waits for the task,
+//!   the retried invocation waits for the same task; the server saw one `tools/call`.
 
 mod common;
 
@@ -102,6 +104,11 @@ fn approvals_through_restate() {
 #[test]
 fn a_live_agents_denial_through_restate() {
     isolated("inside_live_denial");
+}
+
+#[test]
+fn a_task_through_restate() {
+    isolated("inside_task");
 }
 
 /// The server, the endpoint and a client, in this namespace.
@@ -1127,4 +1134,59 @@ fn inside_live_denial() {
             })
     });
     assert!(told, "the model was not told of the denial: {messages}");
+}
+
+/// A long-running MCP tool through Restate: `build`, an MCP task on a server whose jobs outlive
+/// the client's session (`tools/tests/servers/tasks.js`). The endpoint is killed (SIGKILL) while
+/// the run waits for the task, and started again; Restate retries the invocation, which finds
+/// the task's id journaled (the call's `:job` step) and waits for that task instead of calling
+/// the tool again or answering it as in doubt: the server saw one `tools/call`, and the model
+/// was given the task's result.
+#[test]
+#[ignore = "run by a_task_through_restate in a network namespace of its own"]
+fn inside_task() {
+    let (mut stack, peers, runtime, _) = live_stack();
+    let (server, model) = runtime.block_on(async {
+        (
+            common::tasks::TaskServer::start(&peers).await,
+            common::tasks::building().await,
+        )
+    });
+    let config =
+        common::tasks::task_config(stack.dir.path(), &model, &server, "tasks = [\"build\"]");
+    stack.serve(&["--agent", &format!("builder={config}")]);
+    runtime.block_on(async {
+        let request = json!({ "agent": "builder", "task": "Build the app" });
+        send_run("task-1", &request).await;
+        server.polled(2).await;
+    });
+    stack.kill_endpoint();
+    runtime.block_on(async {
+        server
+            .counted(
+                &[("tools/call", 1), ("builds_finished", 0)],
+                "killed mid-build",
+            )
+            .await;
+    });
+    stack.start_endpoint();
+    let report = runtime.block_on(async {
+        let report = report_of("task-1").await;
+        server
+            .counted(
+                &[
+                    ("tools/call", 1),
+                    ("builds_finished", 1),
+                    ("tasks/cancel", 0),
+                ],
+                "the job was started once and waited for after the restart",
+            )
+            .await;
+        report
+    });
+    assert_eq!(report["outcome"], "complete", "{report}");
+    assert_eq!(report["stats"]["tool_failures"], 0, "{report}");
+    assert_eq!(common::tasks::tool_result(&model), "built app (job 1)");
+    assert_eq!(model.requests().len(), 2, "each model call made once");
+    eprintln!("restate task: killed mid-build, restarted: one tools/call, {report}");
 }

@@ -24,6 +24,9 @@ use terminus_runtime::{Fault, KillSwitch, Replayed, Transition};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+/// The fault of a step whose handler is gone.
+pub(crate) const HANDLER_GONE: &str = "the Restate handler is gone";
+
 /// What one journaled step stores in Restate's journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -70,11 +73,52 @@ pub(crate) struct Begin {
     pub(crate) name: String,
     pub(crate) kind: Kind,
     pub(crate) timeout: Option<Duration>,
-    /// For an effect that must not run twice (a non-idempotent tool): the answer to store if
-    /// an earlier attempt started it and Restate has no outcome for it. The handler then
-    /// journals the start of the effect as a step of its own.
-    pub(crate) in_doubt: Option<Value>,
+    /// For an effect that must not run twice (a non-idempotent tool): the handler journals
+    /// its start and the job it started as steps of their own, before the effect's.
+    pub(crate) guard: Option<Guard>,
     pub(crate) reply: oneshot::Sender<Start>,
+}
+
+/// What an effect that must not run twice adds to its [`Begin`]. Its steps are three: its
+/// start (`NAME:started`, this attempt's id), the job it started (`NAME:job`: a handle it can
+/// wait for again, such as an MCP task, or none), and its answer (`NAME`).
+pub(crate) struct Guard {
+    /// The answer to store if an earlier attempt started the effect, Restate has no answer for
+    /// it, and it started no job: it may have happened, so it is not carried out again.
+    pub(crate) in_doubt: Value,
+    /// Where the handler says what the job step holds.
+    pub(crate) job: oneshot::Sender<JobStart>,
+}
+
+/// The handler's answer to a [`Guard`]'s job step.
+pub(crate) enum JobStart {
+    /// The journal has the step: the job an earlier attempt started (`None`: none). If the
+    /// answer step is live, the effect waits for that job instead of starting anything.
+    Replayed(Option<Value>),
+    /// The step is live and the effect starts now: hand `job` the job it starts (or `None`, or
+    /// drop it, when it ends without one); `journaled` says once it is stored.
+    Live {
+        job: oneshot::Sender<Option<Value>>,
+        journaled: oneshot::Receiver<bool>,
+    },
+    /// Restate refused the step (the message says why).
+    Failed(String),
+}
+
+/// What an effect's job step tells its answer step.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Effect {
+    /// This attempt started the effect.
+    ThisAttempt,
+    /// An earlier attempt did, and started `job` (or none).
+    Earlier { job: Option<Value> },
+}
+
+/// A job step, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredJob {
+    /// The job the effect started, if it started one before the step was stored.
+    pub(crate) job: Option<Value>,
 }
 
 /// The handler's answer to [`Begin`].
@@ -214,7 +258,7 @@ impl Bridge {
         name: String,
         kind: Kind,
         timeout: Option<Duration>,
-        in_doubt: Option<Value>,
+        guard: Option<Guard>,
     ) -> oneshot::Receiver<Start> {
         let (reply, rx) = oneshot::channel();
         // A closed channel means the handler is gone: the receiver then reports it.
@@ -222,40 +266,57 @@ impl Bridge {
             name,
             kind,
             timeout,
-            in_doubt,
+            guard,
             reply,
         });
         rx
     }
 
     /// Carries out `work` as the journaled effect `start` answers for: returns the journaled
-    /// answer (replayed or live). An abandoned step never returns: the run is stopped the way
-    /// it was the first time (kill switch, deadline) or by the runtime's own timer.
+    /// answer (replayed or live). `work` is polled only once the step is live, unless `now`:
+    /// then it runs from the start (an effect whose job step is live), and its answer, if it
+    /// comes first, waits for the step. An abandoned step never returns: the run is stopped
+    /// the way it was the first time (kill switch, deadline) or by the runtime's own timer.
     pub(crate) async fn journaled(
         &self,
         start: oneshot::Receiver<Start>,
         work: impl Future<Output = Value>,
+        now: bool,
     ) -> Result<Value, Fault> {
-        let stored = match start.await {
-            Err(_) => return Err(Fault::internal("the Restate handler is gone")),
+        tokio::pin!(work);
+        tokio::pin!(start);
+        let mut early = None;
+        let start = loop {
+            tokio::select! {
+                start = &mut start => break start,
+                value = &mut work, if now && early.is_none() => early = Some(value),
+            }
+        };
+        let stored = match start {
+            Err(_) => return Err(Fault::internal(HANDLER_GONE)),
             Ok(Start::Failed(message)) => return Err(Fault::internal(message)),
             Ok(Start::Replayed(stored)) => stored,
             Ok(Start::Live(ticket)) => {
                 let Ticket { answer, stored } = ticket;
-                tokio::pin!(work);
                 tokio::pin!(stored);
-                let outcome = tokio::select! {
-                    value = &mut work => {
+                let outcome = match early {
+                    Some(value) => {
                         let _ = answer.send(value);
                         stored.await
                     }
-                    // The step decided first (cancel, deadline, timeout): stop the work.
-                    outcome = &mut stored => outcome,
+                    None => tokio::select! {
+                        value = &mut work => {
+                            let _ = answer.send(value);
+                            stored.await
+                        }
+                        // The step decided first (cancel, deadline, timeout): stop the work.
+                        outcome = &mut stored => outcome,
+                    },
                 };
                 match outcome {
                     Ok(Ok(stored)) => stored,
                     Ok(Err(message)) => return Err(Fault::internal(message)),
-                    Err(_) => return Err(Fault::internal("the Restate handler is gone")),
+                    Err(_) => return Err(Fault::internal(HANDLER_GONE)),
                 }
             }
         };

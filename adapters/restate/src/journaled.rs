@@ -2,16 +2,18 @@
 //! model, every tool and the verifier. The answers are stored in their own JSON encoding
 //! (below), faults included, so a replay gives back exactly what the first execution got.
 
-use crate::bridge::{Bridge, Kind};
+use crate::bridge::{Bridge, Guard, HANDLER_GONE, JobStart, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use terminus_kernel::{ModelErrorKind, ModelTurn, ToolOutcome, Verdict};
 use terminus_runtime::layer::{Answer, BoxFuture, Call, Layer, Next, Site};
 use terminus_runtime::{
     Adapters, Fault, FaultKind, InDoubt, ModelError, ModelFailure, RuntimeConfig, in_doubt_outcome,
+    jobs, lost_job_outcome,
 };
+use tokio::sync::oneshot;
 
 /// How much later than a step's own timeout the runtime's timer for the same call fires: the
 /// step decides (and journals) the timeout, the runtime's timer then ends the wait the same way
@@ -175,20 +177,28 @@ impl Layer for Journaled {
                     .begin(self.bridge.event_name(), kind, timeout, None);
                 Box::pin(async move {
                     let work = async { encode_answer(next.run(call).await) };
-                    match self.bridge.journaled(start, work).await {
-                        Ok(value) => decode_answer(site, value),
-                        Err(fault) => Answer::fault(site, fault),
-                    }
+                    answer_of(site, self.bridge.journaled(start, work, false).await)
                 })
             }
             // The inner tool is called, and the step begun, now, on a replay too, so the steps
             // are created in batch order every time and a scripted tool moves past the answers
-            // the journal holds. The inner call's future is only awaited when the step is live.
+            // the journal holds. The inner call's future is only awaited when the step is live
+            // (or, for a call that must not run twice, when its job step is).
             Call::Tool {
                 name, idempotent, ..
             } => {
                 let running = next.run(call);
-                let in_doubt = (!idempotent).then(|| match self.in_doubt {
+                let tool_name = self.bridge.tool_name(name);
+                if idempotent {
+                    let start = self
+                        .bridge
+                        .begin(tool_name, Kind::Tool, self.tool_timeout, None);
+                    return Box::pin(async move {
+                        let work = async { encode_answer(running.await) };
+                        answer_of(site, self.bridge.journaled(start, work, false).await)
+                    });
+                }
+                let in_doubt = match self.in_doubt {
                     InDoubt::Stop => encode(&ToolAnswer::Fault(StoredFault {
                         kind: "internal".to_owned(),
                         message: format!(
@@ -198,21 +208,87 @@ impl Layer for Journaled {
                         ),
                     })),
                     _ => encode(&ToolAnswer::Outcome(in_doubt_outcome(name))),
-                });
+                };
+                let (job, job_start) = oneshot::channel();
                 let start = self.bridge.begin(
-                    self.bridge.tool_name(name),
+                    tool_name,
                     Kind::Tool,
                     self.tool_timeout,
-                    in_doubt,
+                    Some(Guard { in_doubt, job }),
                 );
                 Box::pin(async move {
-                    let work = async { encode_answer(running.await) };
-                    match self.bridge.journaled(start, work).await {
-                        Ok(value) => decode_answer(site, value),
-                        Err(fault) => Answer::fault(site, fault),
-                    }
+                    let (work, now) = match job_start.await {
+                        Err(_) => {
+                            return Answer::fault(site, Fault::internal(HANDLER_GONE));
+                        }
+                        Ok(JobStart::Failed(message)) => {
+                            return Answer::fault(site, Fault::internal(message));
+                        }
+                        Ok(JobStart::Replayed(job)) => {
+                            (jobs_of(name, Earlier::Job(job), running), false)
+                        }
+                        Ok(JobStart::Live { job, journaled }) => (
+                            jobs_of(name, Earlier::None { job, journaled }, running),
+                            true,
+                        ),
+                    };
+                    let work = async { encode_answer(work.await) };
+                    answer_of(site, self.bridge.journaled(start, work, now).await)
                 })
             }
+        }
+    }
+}
+
+/// What the job step of a call that must not run twice holds, as its adapter sees it.
+enum Earlier {
+    /// Replayed: the job an earlier attempt started (`None`: none).
+    Job(Option<Value>),
+    /// Live: this attempt starts the call, and journals the job it starts with these.
+    None {
+        job: oneshot::Sender<Option<Value>>,
+        journaled: oneshot::Receiver<bool>,
+    },
+}
+
+/// The call `running` with its job journaled as a step (`earlier`), not only in the run's own
+/// journal ([`terminus_runtime::jobs`]): the job a live call starts goes to its job step, and
+/// the call goes on once it is stored; a call an earlier attempt started waits for that
+/// attempt's job instead of starting anything. What the call says of its job and its status
+/// reaches the run's own scope too. A job its server no longer knows makes the call's answer
+/// the in-doubt one the runtime gives ([`lost_job_outcome`]), as the step's answer, so that
+/// every replay gives the run the same.
+async fn jobs_of(tool: &str, earlier: Earlier, running: BoxFuture<'_, Answer>) -> Answer {
+    let say = |_: &Value, status: String| jobs::status(status);
+    match earlier {
+        Earlier::Job(None) => running.await,
+        Earlier::Job(Some(job)) => {
+            jobs::started(job.clone()).await;
+            let (answer, lost) = jobs::scope(Some(job), |_| async { false }, say, running).await;
+            match lost {
+                Some(why) => Answer::Tool(Ok(lost_job_outcome(tool, &why))),
+                None => answer,
+            }
+        }
+        Earlier::None { job, journaled } => {
+            let step = Mutex::new(Some((job, journaled)));
+            let journal = |job: Value| {
+                let step = step.lock().unwrap_or_else(PoisonError::into_inner).take();
+                async move {
+                    let stored = match step {
+                        Some((tx, journaled)) => {
+                            tx.send(Some(job.clone())).is_ok() && journaled.await.unwrap_or(false)
+                        }
+                        // A second job of one call: its step holds the first.
+                        None => false,
+                    };
+                    jobs::started(job).await;
+                    stored
+                }
+            };
+            let (answer, _) = jobs::scope(None, journal, say, running).await;
+            // Ended without a job: the job step stores none (the sender dropped with `step`).
+            answer
         }
     }
 }
@@ -229,6 +305,14 @@ fn encode_answer(answer: Answer) -> Value {
             Ok(verdict) => VerifyAnswer::Verdict(verdict),
             Err(fault) => VerifyAnswer::Fault(fault.into()),
         }),
+    }
+}
+
+/// The answer of a journaled call to `site`: its step's, or the fault of a step that failed.
+fn answer_of(site: Site, journaled: Result<Value, Fault>) -> Answer {
+    match journaled {
+        Ok(value) => decode_answer(site, value),
+        Err(fault) => Answer::fault(site, fault),
     }
 }
 

@@ -3,7 +3,8 @@
 //! handlers read the stored report and pull the kill switch.
 
 use crate::bridge::{
-    Abandon, Begin, Bridge, Controls, OnReplay, Replay, Start, Stored, Ticket, attempt_id, unix_ms,
+    Abandon, Begin, Bridge, Controls, Effect, JobStart, OnReplay, Replay, Start, Stored, StoredJob,
+    Ticket, attempt_id, unix_ms,
 };
 use crate::decisions::{self, Verb};
 use crate::journaled::wrap;
@@ -418,10 +419,10 @@ impl Steps<'_, '_> {
         out
     }
 
-    fn push<'s>(&'s self, queue: &mut VecDeque<Job<'s>>, begin: Begin) {
-        let started = if begin.in_doubt.is_some() {
+    fn push<'s>(&'s self, queue: &mut VecDeque<Job<'s>>, mut begin: Begin) {
+        let effect = begin.guard.take().map(|guard| {
             // The effect's start, a step of its own before the effect's.
-            let (tx, rx) = oneshot::channel();
+            let (started_tx, started) = oneshot::channel();
             let attempt = Arc::clone(&self.attempt);
             let name = format!("{}:started", begin.name);
             queue.push_back(Box::pin(async move {
@@ -430,26 +431,102 @@ impl Steps<'_, '_> {
                     .run(|| async move { Ok(attempt.to_string()) })
                     .name(name)
                     .await;
-                let _ = tx.send(journaled.unwrap_or_default());
+                let _ = started_tx.send(journaled.unwrap_or_default());
             }));
-            Some(rx)
-        } else {
-            None
+            // Then the job it started, if it starts one.
+            let (effect_tx, effect) = oneshot::channel();
+            let name = format!("{}:job", begin.name);
+            queue.push_back(Box::pin(self.job_step(name, guard.job, started, effect_tx)));
+            (guard.in_doubt, effect)
+        });
+        queue.push_back(Box::pin(self.step(begin, effect)));
+    }
+
+    /// The job step of an effect that must not run twice: live, and if this attempt started
+    /// the effect, it hands the adapter a job ticket and stores the job the effect reports
+    /// before it waits for it (or none, if the effect ends first, or the run is cancelled or
+    /// out of time). An effect an earlier attempt started is not started here: its job step
+    /// stores none, and its answer step answers it as in doubt. Tells the answer step which.
+    async fn job_step(
+        &self,
+        name: String,
+        reply: oneshot::Sender<JobStart>,
+        started: oneshot::Receiver<String>,
+        effect: oneshot::Sender<Effect>,
+    ) {
+        // Journaled (or replayed) by the step before this one.
+        let first = started.await.ok().as_deref() == Some(&*self.attempt);
+        let reply = Arc::new(Mutex::new(Some(reply)));
+        let (journaled_tx, journaled) = oneshot::channel();
+        let live = {
+            let reply = Arc::clone(&reply);
+            let controls = self.controls.clone();
+            let replay = Arc::clone(&self.replay);
+            move || async move {
+                replay.lock().unwrap_or_else(PoisonError::into_inner).over();
+                let (job_tx, job_rx) = oneshot::channel();
+                // Not started here: the adapter is told after the step, as on a replay.
+                let waiting = first
+                    .then(|| reply.lock().unwrap_or_else(PoisonError::into_inner).take())
+                    .flatten();
+                let handed = waiting.is_some_and(|reply| {
+                    reply
+                        .send(JobStart::Live {
+                            job: job_tx,
+                            journaled,
+                        })
+                        .is_ok()
+                });
+                let job = if handed {
+                    tokio::select! {
+                        biased;
+                        job = job_rx => job.ok().flatten(),
+                        () = controls.cancel.cancelled() => None,
+                        () = controls.deadline() => None,
+                    }
+                } else {
+                    None
+                };
+                serde_json::to_string(&StoredJob { job }).map_err(HandlerError::from)
+            }
         };
-        queue.push_back(Box::pin(self.step(begin, started)));
+        let result = self.ctx.run(live).name(name.clone()).await;
+        let stored = result.map_err(|e| e.to_string()).and_then(|text| {
+            serde_json::from_str::<StoredJob>(&text)
+                .map_err(|e| format!("the journaled step `{name}` cannot be read: {e}"))
+        });
+        let job = stored.as_ref().ok().and_then(|s| s.job.clone());
+        let waiting = reply.lock().unwrap_or_else(PoisonError::into_inner).take();
+        match waiting {
+            // Replayed, or an effect this attempt does not start: the stored job, if any.
+            Some(reply) => {
+                let _ = reply.send(match stored {
+                    Ok(stored) => JobStart::Replayed(stored.job),
+                    Err(message) => JobStart::Failed(message),
+                });
+            }
+            None => {
+                let _ = journaled_tx.send(stored.is_ok());
+            }
+        }
+        let _ = effect.send(if first {
+            Effect::ThisAttempt
+        } else {
+            Effect::Earlier { job }
+        });
     }
 
     /// One journaled step: a `ctx.run` whose closure, when live, hands the adapter a ticket and
     /// stores whichever comes first: the answer, the cancel, the deadline, the step's timeout.
-    /// An effect whose start was journaled by another attempt is not carried out: its
-    /// in-doubt answer is stored.
-    async fn step(&self, begin: Begin, started: Option<oneshot::Receiver<String>>) {
+    /// An effect an earlier attempt started and that started no job is not carried out: its
+    /// in-doubt answer is stored. One that started a job is live: it waits for that job.
+    async fn step(&self, begin: Begin, effect: Option<(Value, oneshot::Receiver<Effect>)>) {
         let Begin {
             name,
             kind,
             timeout,
-            in_doubt,
             reply,
+            ..
         } = begin;
         let reply = Arc::new(Mutex::new(Some(reply)));
         let (stored_tx, stored_rx) = oneshot::channel();
@@ -457,11 +534,13 @@ impl Steps<'_, '_> {
             let reply = Arc::clone(&reply);
             let controls = self.controls.clone();
             let replay = Arc::clone(&self.replay);
-            let attempt = Arc::clone(&self.attempt);
             move || async move {
                 replay.lock().unwrap_or_else(PoisonError::into_inner).over();
-                if let (Some(started), Some(answer)) = (started, in_doubt)
-                    && started.await.ok().as_deref() != Some(&*attempt)
+                if let Some((answer, effect)) = effect
+                    && !matches!(
+                        effect.await,
+                        Ok(Effect::ThisAttempt | Effect::Earlier { job: Some(_) })
+                    )
                 {
                     let stored = Stored::Done { value: answer };
                     return serde_json::to_string(&stored).map_err(HandlerError::from);
