@@ -15,13 +15,23 @@
 //! and the wait ends there ([`Wait::parked`]): the run is suspended with the call held, and the
 //! call's second run, with the person's reply, waits for the same task and answers it.
 //!
-//! rmcp 3.11 models the later revision of tasks (2026-07-28, an extension with other messages),
-//! so these requests go out as custom requests and their results are read from their JSON,
-//! whichever of rmcp's result types decoded them.
+//! The 2026-07-28 revision moved tasks to an extension (`io.modelcontextprotocol/tasks`,
+//! SEP-2663), which a server declares in its capabilities and the client in its own: the server
+//! decides to answer `tools/call` with a task (`resultType: "task"`), `tasks/get` gives the
+//! task's result or error inline once it ends, and its questions (`input_required`) as
+//! `inputRequests`, which the client answers with `tasks/update` by the server's elicitation
+//! policy (a question left for a person ends the wait the same way). The client speaks the
+//! revision the server declares ([`Revision`]). rmcp 3.11 types only the later one, so the
+//! 2025-11-25 requests go out as custom requests; both revisions' results are read from their
+//! JSON, whichever of rmcp's result types decoded them.
 
 use crate::content::render;
 use rmcp::RoleClient;
-use rmcp::model::{CallToolResult, ClientRequest, CustomRequest};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelTaskParams, CancelTaskRequest,
+    ClientRequest, CustomRequest, ElicitRequestParams, ElicitResult, GetTaskParams, GetTaskRequest,
+    InputResponses, UpdateTaskParams, UpdateTaskRequest,
+};
 use rmcp::service::{Peer, ServiceError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -54,6 +64,10 @@ pub(crate) struct TaskState {
     /// How long to wait between two `tasks/get`, in milliseconds.
     #[serde(default, alias = "pollIntervalMs")]
     pub(crate) poll_interval: Option<u64>,
+    /// The rest: in 2026-07-28's `tasks/get`, the ended task's `result` or `error`, or the
+    /// `inputRequests` it waits on.
+    #[serde(flatten)]
+    pub(crate) payload: serde_json::Map<String, Value>,
 }
 
 impl TaskState {
@@ -106,14 +120,63 @@ pub(crate) fn created(value: Value) -> Result<Created, String> {
         .map_err(|e| format!("the server answered neither a task nor a result: {e}"))
 }
 
-/// Sends `method` with `params` and gives its result as JSON, whichever result type rmcp read
-/// it into.
-async fn request(
-    peer: &Peer<RoleClient>,
-    method: &str,
-    params: Value,
-) -> Result<Value, ServiceError> {
-    let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+/// The revision of MCP tasks a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Revision {
+    /// 2025-11-25 ("tasks", experimental): a `task` on `tools/call`, `tasks/get` for the
+    /// status, `tasks/result` for the result, the questions on that result's stream.
+    Experimental,
+    /// 2026-07-28's extension (`io.modelcontextprotocol/tasks`, declared by the server): the
+    /// result, the error and the questions inline in `tasks/get`, answered with `tasks/update`.
+    Extension,
+}
+
+impl Revision {
+    /// The request that calls tool `name` as a task.
+    fn tools_call(self, name: &str, arguments: Value) -> ClientRequest {
+        match self {
+            Revision::Experimental => custom(
+                "tools/call",
+                json!({ "name": name, "arguments": arguments, "task": {} }),
+            ),
+            Revision::Extension => {
+                let mut params = CallToolRequestParams::new(name.to_owned());
+                if let Value::Object(map) = arguments {
+                    params = params.with_arguments(map);
+                }
+                ClientRequest::CallToolRequest(CallToolRequest::new(params))
+            }
+        }
+    }
+
+    /// The request for task `task_id`'s status (`tasks/get`).
+    fn tasks_get(self, task_id: &str) -> ClientRequest {
+        match self {
+            Revision::Experimental => custom("tasks/get", json!({ "taskId": task_id })),
+            Revision::Extension => {
+                ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)))
+            }
+        }
+    }
+
+    /// The request that cancels task `task_id` (`tasks/cancel`).
+    fn tasks_cancel(self, task_id: &str) -> ClientRequest {
+        match self {
+            Revision::Experimental => custom("tasks/cancel", json!({ "taskId": task_id })),
+            Revision::Extension => ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+                CancelTaskParams::new(task_id),
+            )),
+        }
+    }
+}
+
+/// A request rmcp does not type (2025-11-25's tasks).
+fn custom(method: &str, params: Value) -> ClientRequest {
+    ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)))
+}
+
+/// Sends `request` and gives its result as JSON, whichever result type rmcp read it into.
+async fn request(peer: &Peer<RoleClient>, request: ClientRequest) -> Result<Value, ServiceError> {
     let result = peer.send_request(request).await?;
     Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
 }
@@ -153,6 +216,12 @@ pub(crate) struct Wait<'a> {
     /// there, the task still running on the server (`input_required`), and the call's second
     /// run, with the person's answer, waits for the same task again.
     pub(crate) parked: Option<&'a Notify>,
+    /// The revision of tasks the server speaks.
+    pub(crate) revision: Revision,
+    /// The answer to a task's question in 2026-07-28's `inputRequests`, by the server's
+    /// elicitation policy; `None`: it is left for a person, and the wait ends there, as for a
+    /// parked question.
+    pub(crate) answer: &'a (dyn Fn(&ElicitRequestParams) -> Option<ElicitResult> + Send + Sync),
 }
 
 impl Wait<'_> {
@@ -165,9 +234,8 @@ impl Wait<'_> {
         if let Some(task_id) = jobs::resumed().and_then(|job| resumed_task(&job, self.server)) {
             return self.resume(&task_id, deadline, limit).await;
         }
-        let params = json!({ "name": name, "arguments": arguments, "task": {} });
-        let answer =
-            tokio::time::timeout_at(deadline, request(self.peer, "tools/call", params)).await;
+        let call = self.revision.tools_call(name, arguments);
+        let answer = tokio::time::timeout_at(deadline, request(self.peer, call)).await;
         let task = match answer {
             Err(_) => return late(limit),
             Ok(Err(e)) => {
@@ -191,7 +259,7 @@ impl Wait<'_> {
     async fn resume(&self, task_id: &str, deadline: Instant, limit: Duration) -> ToolOutcome {
         let asked = tokio::time::timeout_at(
             deadline,
-            request(self.peer, "tasks/get", json!({ "taskId": task_id })),
+            request(self.peer, self.revision.tasks_get(task_id)),
         )
         .await;
         let unknown = |why: String| {
@@ -215,6 +283,7 @@ impl Wait<'_> {
     async fn wait(&self, task: TaskState, deadline: Instant, limit: Duration) -> ToolOutcome {
         let mut abandoned = Abandoned {
             peer: self.peer,
+            revision: self.revision,
             cancels: self.cancels,
             task_id: &task.task_id,
             armed: true,
@@ -230,18 +299,29 @@ impl Wait<'_> {
         let every = task.interval(DEFAULT_POLL);
         let mut now = task.clone();
         jobs::status(now.describe());
-        while now.working() {
+        loop {
+            if !now.working() {
+                match self.revision {
+                    Revision::Experimental => return self.result(&now, deadline, limit).await,
+                    Revision::Extension => {
+                        // `None`: its questions answered, it works again.
+                        if let Some(outcome) = self.ended(&now, deadline, limit).await {
+                            return outcome;
+                        }
+                    }
+                }
+            }
             if Instant::now() + every >= deadline {
-                return give_up(peer, &now, limit).await;
+                return give_up(peer, self.revision, &now, limit).await;
             }
             tokio::time::sleep(every).await;
             let asked = tokio::time::timeout_at(
                 deadline,
-                request(peer, "tasks/get", json!({ "taskId": task.task_id })),
+                request(peer, self.revision.tasks_get(&task.task_id)),
             )
             .await;
             now = match asked {
-                Err(_) => return give_up(peer, &now, limit).await,
+                Err(_) => return give_up(peer, self.revision, &now, limit).await,
                 Ok(Err(e)) => {
                     let (kind, message) = crate::mcp::error_kind(&e);
                     return failed(kind, format!("task {}: {message}", task.task_id));
@@ -262,6 +342,112 @@ impl Wait<'_> {
                 },
             };
         }
+    }
+
+    /// A 2026-07-28 task out of `working`, as `tasks/get` gave it: the call's outcome when it
+    /// ended (its result, or how it failed), or `None` once its questions are answered
+    /// (`tasks/update`) and it goes on. A question left for a person ends the wait, the task
+    /// still waiting on the server.
+    async fn ended(
+        &self,
+        task: &TaskState,
+        deadline: Instant,
+        limit: Duration,
+    ) -> Option<ToolOutcome> {
+        let id = &task.task_id;
+        let unreadable = |what: &str, e: String| {
+            failed(
+                ToolErrorKind::Failed,
+                format!("task {id}: its {what} is unreadable: {e}"),
+            )
+        };
+        let payload = |name: &str| task.payload.get(name).cloned().unwrap_or(Value::Null);
+        match task.status.as_str() {
+            "completed" => Some(
+                match serde_json::from_value::<CallToolResult>(payload("result")) {
+                    Ok(result) => render(&result),
+                    Err(e) => unreadable("result", e.to_string()),
+                },
+            ),
+            "failed" => {
+                let error = payload("error");
+                let message = error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_owned);
+                Some(failed(
+                    ToolErrorKind::Failed,
+                    format!("task {id} failed: {message}"),
+                ))
+            }
+            "input_required" => {
+                let asked = payload("inputRequests");
+                let Some(asked) = asked.as_object() else {
+                    return Some(unreadable("questions", "no `inputRequests`".to_owned()));
+                };
+                let mut answers = InputResponses::new();
+                for (key, question) in asked {
+                    let params = match question.get("method").and_then(Value::as_str) {
+                        Some("elicitation/create") => {
+                            serde_json::from_value::<ElicitRequestParams>(
+                                question["params"].clone(),
+                            )
+                        }
+                        other => {
+                            // Sampling or roots: nothing here answers them.
+                            let why = format!(
+                                "task {id} asked `{}`, which this client does not answer",
+                                other.unwrap_or("?")
+                            );
+                            return Some(self.cancelled(task, why).await);
+                        }
+                    };
+                    let params = match params {
+                        Ok(params) => params,
+                        Err(e) => return Some(unreadable("question", e.to_string())),
+                    };
+                    let Some(answer) = (self.answer)(&params) else {
+                        return Some(failed(
+                            ToolErrorKind::Failed,
+                            format!("task {id} waits for a person's answer to its question"),
+                        ));
+                    };
+                    answers.insert(
+                        key.clone(),
+                        serde_json::to_value(answer).unwrap_or(Value::Null),
+                    );
+                }
+                let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+                    UpdateTaskParams::new(id.clone(), answers),
+                ));
+                match tokio::time::timeout_at(deadline, request(self.peer, update)).await {
+                    Err(_) => Some(give_up(self.peer, self.revision, task, limit).await),
+                    Ok(Err(e)) => {
+                        let (kind, message) = crate::mcp::error_kind(&e);
+                        Some(failed(kind, format!("task {id}: tasks/update: {message}")))
+                    }
+                    Ok(Ok(_)) => None,
+                }
+            }
+            _ => Some(failed(
+                ToolErrorKind::Failed,
+                format!("task {id} ended {}", task.describe()),
+            )),
+        }
+    }
+
+    /// Cancels `task` (`tasks/cancel`, bounded) for `why`, the call's failure.
+    async fn cancelled(&self, task: &TaskState, why: String) -> ToolOutcome {
+        let cancel = request(self.peer, self.revision.tasks_cancel(&task.task_id));
+        let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
+        failed(
+            ToolErrorKind::Failed,
+            format!("{why}; cancelled (tasks/cancel)"),
+        )
+    }
+
+    /// A 2025-11-25 task out of `working`: its result from `tasks/result`.
+    async fn result(&self, task: &TaskState, deadline: Instant, limit: Duration) -> ToolOutcome {
+        let peer = self.peer;
         // Out of `working`: `tasks/result` gives the result (after the server's questions, for
         // `input_required`: they reach the client's elicitation handler first). A question left
         // for a person ends the wait there, the task running: not cancelled, it waits for the
@@ -278,7 +464,10 @@ impl Wait<'_> {
         };
         let asked = tokio::time::timeout_at(
             deadline,
-            request(peer, "tasks/result", json!({ "taskId": task.task_id })),
+            request(
+                peer,
+                custom("tasks/result", json!({ "taskId": task.task_id })),
+            ),
         );
         let result = tokio::select! {
             result = asked => result,
@@ -290,7 +479,7 @@ impl Wait<'_> {
             }
         };
         match result {
-            Err(_) => give_up(peer, &now, limit).await,
+            Err(_) => give_up(peer, self.revision, task, limit).await,
             Ok(Ok(value)) => match serde_json::from_value::<CallToolResult>(value) {
                 Ok(result) => render(&result),
                 Err(e) => failed(
@@ -303,7 +492,7 @@ impl Wait<'_> {
                 let (_, message) = crate::mcp::error_kind(&e);
                 failed(
                     ToolErrorKind::Failed,
-                    format!("task {} ended {}: {message}", task.task_id, now.describe()),
+                    format!("task {} ended {}: {message}", task.task_id, task.describe()),
                 )
             }
         }
@@ -330,6 +519,7 @@ impl Cancels {
 /// `tasks/cancel`.
 struct Abandoned<'a> {
     peer: &'a Peer<RoleClient>,
+    revision: Revision,
     cancels: &'a Cancels,
     task_id: &'a str,
     armed: bool,
@@ -344,9 +534,9 @@ impl Drop for Abandoned<'_> {
             return;
         };
         let peer = self.peer.clone();
-        let params = json!({ "taskId": self.task_id });
+        let cancel = self.revision.tasks_cancel(self.task_id);
         let cancel = runtime.spawn(async move {
-            let _ = tokio::time::timeout(CANCEL_WAIT, request(&peer, "tasks/cancel", params)).await;
+            let _ = tokio::time::timeout(CANCEL_WAIT, request(&peer, cancel)).await;
         });
         self.cancels
             .0
@@ -361,9 +551,14 @@ const CANCEL_WAIT: Duration = Duration::from_secs(3);
 
 /// The deadline passed with the task still running: cancel it (`tasks/cancel`, bounded by a
 /// poll interval) and say so.
-async fn give_up(peer: &Peer<RoleClient>, task: &TaskState, limit: Duration) -> ToolOutcome {
+async fn give_up(
+    peer: &Peer<RoleClient>,
+    revision: Revision,
+    task: &TaskState,
+    limit: Duration,
+) -> ToolOutcome {
     let wait = task.interval(DEFAULT_POLL).max(Duration::from_secs(1));
-    let cancel = request(peer, "tasks/cancel", json!({ "taskId": task.task_id }));
+    let cancel = request(peer, revision.tasks_cancel(&task.task_id));
     let cancelled = match tokio::time::timeout(wait, cancel).await {
         Ok(Ok(_)) => "cancelled (tasks/cancel)".to_owned(),
         Ok(Err(e)) => format!("tasks/cancel failed: {}", crate::mcp::error_kind(&e).1),

@@ -7,7 +7,8 @@ use super::login::{auth_error, authorize};
 use super::session::{Asking, Client, StderrTail, open};
 use crate::content::render;
 use crate::mcp_auth::{AuthFailure, Authorizer};
-use rmcp::model::CallToolRequestParams;
+use crate::mcp_task::Revision;
+use rmcp::model::{CallToolRequestParams, ElicitRequestParams};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -236,11 +237,32 @@ impl McpServer {
                 let asking = self.asking.lock().unwrap_or_else(PoisonError::into_inner);
                 asking.parked.clone()
             });
+            let revision = if peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks())
+            {
+                Revision::Extension
+            } else {
+                Revision::Experimental
+            };
+            // A 2026-07-28 task's questions come with its status, not to the handler: the
+            // same policy answers them.
+            let policy = self.config.elicitation;
+            let answer = |request: &ElicitRequestParams| match policy {
+                Elicitation::Person => self
+                    .asking
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .answer(request),
+                other => Some(super::session::elicit(other, request)),
+            };
             let wait = crate::mcp_task::Wait {
                 peer,
                 server,
                 cancels: &self.cancels,
                 parked: parked.as_deref(),
+                revision,
+                answer: &answer,
             };
             return wait.call(name, arguments, limit).await;
         }

@@ -7,7 +7,7 @@ use crate::mcp_auth::Authorizer;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, FormElicitationCapability, Implementation, ProtocolVersion,
-    SubscriptionFilter,
+    SubscriptionFilter, TASKS_EXTENSION_ID,
 };
 use rmcp::model::{JsonRpcMessage, ServerNotification};
 use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
@@ -248,6 +248,12 @@ pub(super) async fn open(
     asking: &Arc<Mutex<Asking>>,
 ) -> Result<(Client, Option<u32>), McpError> {
     let mut capabilities = ClientCapabilities::default();
+    if !config.tasks.is_empty() {
+        // The 2026-07-28 tasks extension: a server that declares it answers the calls of
+        // `tasks` with its tasks (an older one takes a `task` on the call).
+        let extensions = capabilities.extensions.get_or_insert_with(Default::default);
+        extensions.insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+    }
     if config.elicitation != Elicitation::Decline {
         let mut elicitation = ElicitationCapability::new();
         elicitation.form = Some(FormElicitationCapability::new());

@@ -54,17 +54,22 @@ pub fn elicit(peers: &std::path::Path, log: &std::path::Path) -> McpConfig {
     config
 }
 
-/// The same tool list as [`list_changed`]'s, on rmcp's own server side at the 2026-07-28
-/// revision (`examples/changing_2026.rs`, which cargo builds with the tests): the change is
-/// sent on the client's `subscriptions/listen` stream.
-pub fn changing_2026() -> McpConfig {
-    // The test binary is target/<profile>/deps/NAME; the examples are beside deps.
+/// The binary of this crate's example `name`, which cargo builds with the tests: the test
+/// binary is target/<profile>/deps/NAME, and the examples are beside deps.
+fn example(name: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let dir = exe
         .parent()
         .and_then(std::path::Path::parent)
         .expect("target/<profile>");
-    let server = dir.join("examples").join("changing_2026");
+    dir.join("examples").join(name)
+}
+
+/// The same tool list as [`list_changed`]'s, on rmcp's own server side at the 2026-07-28
+/// revision (`examples/changing_2026.rs`, which cargo builds with the tests): the change is
+/// sent on the client's `subscriptions/listen` stream.
+pub fn changing_2026() -> McpConfig {
+    let server = example("changing_2026");
     let mut config = McpConfig::new(
         "changing",
         McpTransport::Stdio {
@@ -72,6 +77,26 @@ pub fn changing_2026() -> McpConfig {
         },
     );
     config.protocol = terminus_tools::McpProtocol::Stateless;
+    config
+}
+
+/// The tasks of the 2026-07-28 revision's extension, on rmcp's own server side
+/// (`examples/tasks_2026.rs`): `build` and `deploy` are called as tasks, and the server appends
+/// what it saw to `log`.
+pub fn tasks_2026(log: &std::path::Path) -> McpConfig {
+    let server = example("tasks_2026");
+    let mut config = McpConfig::new(
+        "builds",
+        McpTransport::Stdio {
+            command: vec![
+                server.to_string_lossy().into_owned(),
+                log.to_string_lossy().into_owned(),
+            ],
+        },
+    );
+    config.protocol = terminus_tools::McpProtocol::Stateless;
+    config.tasks = vec!["build".into(), "deploy".into()];
+    config.tool_timeout = Duration::from_secs(20);
     config
 }
 
