@@ -70,6 +70,14 @@ fn left_out(file: &Value) -> Option<&'static str> {
     {
         return Some("approval");
     }
+    let job = tools.values().any(|t| {
+        t["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r.get("job").is_some()))
+    });
+    if job {
+        return Some("job");
+    }
     None
 }
 

@@ -412,6 +412,54 @@ async fn a_served_run_streams_its_jobs_status_as_agui_custom_events() {
     setup.server.counted(&[("tools/call", 1)], "one job").await;
 }
 
+/// `terminus serve`: a client that goes away mid-run (it closes the stream) does not stop the
+/// run, which is journaled and shown to the next input on its thread: the task is waited for,
+/// not cancelled, and finishes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_run_whose_client_goes_away_still_waits_for_its_task() {
+    let Some(peers) = peers::dir() else { return };
+    let setup = Setup::new(&peers, building().await, "tasks = [\"build\"]").await;
+    let served = setup.serve(&setup.journal()).await;
+    let input = input("build-gone", "r1", "Build the app");
+    let running = tokio::spawn({
+        let url = served.url.clone();
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(input.to_string())
+                .send()
+                .await
+                .expect("serve answers");
+            // Reads the stream until dropped.
+            let _ = response.text().await;
+        }
+    });
+    setup.server.polled(2).await;
+    running.abort();
+    let _ = running.await;
+    let started = Instant::now();
+    while setup.server.counts().await["builds_finished"] == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the job never finished after the client went away: {}",
+            setup.server.counts().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    setup
+        .server
+        .counted(
+            &[
+                ("tools/call", 1),
+                ("tasks/cancel", 0),
+                ("builds_finished", 1),
+            ],
+            "waited for, not cancelled",
+        )
+        .await;
+}
+
 /// The `[[mcp]]` table's lines of a server whose task questions wait for a person.
 const PERSON: &str = "tasks = [\"build\", \"deploy\"]\nelicitation = \"person\"";
 
