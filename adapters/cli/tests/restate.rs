@@ -1189,4 +1189,48 @@ fn inside_task() {
     assert_eq!(common::tasks::tool_result(&model), "built app (job 1)");
     assert_eq!(model.requests().len(), 2, "each model call made once");
     eprintln!("restate task: killed mid-build, restarted: one tools/call, {report}");
+
+    // The same kill, and the task's server started again meanwhile: the retried invocation
+    // finds the journaled task unknown, and the call is answered in doubt, never made again.
+    drop(server);
+    let (server, model) = runtime.block_on(async {
+        let server = common::tasks::TaskServer::start(&peers).await;
+        (server, common::tasks::building().await)
+    });
+    // The same config file, with the new servers' addresses: read when the endpoint starts.
+    let again =
+        common::tasks::task_config(stack.dir.path(), &model, &server, "tasks = [\"build\"]");
+    assert_eq!(again, config);
+    stack.kill_endpoint();
+    stack.start_endpoint();
+    runtime.block_on(async {
+        let request = json!({ "agent": "builder", "task": "Build the app" });
+        send_run("task-2", &request).await;
+        server.polled(2).await;
+    });
+    stack.kill_endpoint();
+    let again = runtime.block_on(async {
+        let port = server.port();
+        drop(server);
+        common::tasks::TaskServer::start_on(&peers, port).await
+    });
+    stack.start_endpoint();
+    let report = runtime.block_on(async {
+        let report = report_of("task-2").await;
+        again
+            .counted(
+                &[("tools/call", 0), ("tasks/get", 1)],
+                "asked about the task, never called",
+            )
+            .await;
+        report
+    });
+    assert_eq!(report["outcome"], "complete", "{report}");
+    assert_eq!(report["stats"]["tool_failures"], 1, "{report}");
+    let told = common::tasks::tool_result(&model);
+    assert!(
+        told.as_str()
+            .is_some_and(|t| t.contains("in doubt") && t.contains("not started again")),
+        "{told}"
+    );
 }

@@ -18,10 +18,17 @@ pub(crate) struct TaskServer {
 
 impl TaskServer {
     pub(crate) async fn start(peers: &Path) -> TaskServer {
+        TaskServer::start_on(peers, 0).await
+    }
+
+    /// The server on `port` of 127.0.0.1 (0: any free port). A new server on the port of one
+    /// that stopped knows none of its tasks.
+    pub(crate) async fn start_on(peers: &Path, port: u16) -> TaskServer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/servers/tasks.js");
         let mut child = tokio::process::Command::new(peers::node(peers))
             .arg(script)
             .arg(peers.join("node_modules"))
+            .arg(port.to_string())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -39,6 +46,10 @@ impl TaskServer {
             _child: child,
             port,
         }
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
     }
 
     pub(crate) fn url(&self) -> String {
