@@ -42,6 +42,13 @@ function unsupported(scenario) {
       "the runtime's decision, made with its tokenizer, and this driver keeps no conversation"
     );
   }
+  const results = Object.values(scenario.tools || {}).flatMap((t) => t.results || []);
+  if (results.some((r) => r !== null && typeof r === 'object' && 'job' in r)) {
+    return (
+      "a tool's call starts a job (an MCP task), which the runtime that runs the tool " +
+      'journals with the call; this driver runs no tool and journals no job'
+    );
+  }
   return null;
 }
 

@@ -36,7 +36,8 @@ def unsupported(scenario: dict[str, Any]) -> str | None:
     A context window only changes what the model is shown (pruning, cut results), which this
     driver's scripted model does not look at, so such scenarios run here as well; but a run the
     window ends (``context_exhausted``: the conversation no longer fits, decided by the
-    runtime's tokenizer before the request is sent) is out of its reach.
+    runtime's tokenizer before the request is sent) is out of its reach. So is a job a tool's
+    call started (a recording of an MCP task): the runtime journals it with the call.
     """
     if "context" in scenario and (scenario.get("expect") or {}).get("reason") == (
         "context_exhausted"
@@ -45,6 +46,12 @@ def unsupported(scenario: dict[str, Any]) -> str | None:
             "its context window ends the run (context_exhausted): whether the conversation "
             "fits is the runtime's decision, made with its tokenizer, and this driver keeps "
             "no conversation"
+        )
+    results = [r for t in (scenario.get("tools") or {}).values() for r in t.get("results") or []]
+    if any(isinstance(r, dict) and "job" in r for r in results):
+        return (
+            "a tool's call starts a job (an MCP task), which the runtime that runs the tool "
+            "journals with the call; this driver runs no tool and journals no job"
         )
     return None
 
