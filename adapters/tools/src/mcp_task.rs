@@ -437,12 +437,8 @@ impl Wait<'_> {
 
     /// Cancels `task` (`tasks/cancel`, bounded) for `why`, the call's failure.
     async fn cancelled(&self, task: &TaskState, why: String) -> ToolOutcome {
-        let cancel = request(self.peer, self.revision.tasks_cancel(&task.task_id));
-        let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
-        failed(
-            ToolErrorKind::Failed,
-            format!("{why}; cancelled (tasks/cancel)"),
-        )
+        let cancelled = cancel(self.peer, self.revision, task).await;
+        failed(ToolErrorKind::Failed, format!("{why}; {cancelled}"))
     }
 
     /// A 2025-11-25 task out of `working`: its result from `tasks/result`.
@@ -549,6 +545,18 @@ impl Drop for Abandoned<'_> {
 /// How long a `tasks/cancel` sent for an abandoned wait may take.
 const CANCEL_WAIT: Duration = Duration::from_secs(3);
 
+/// Sends `tasks/cancel` for `task`, bounded by a poll interval (at least a second), and says
+/// how the server took it.
+async fn cancel(peer: &Peer<RoleClient>, revision: Revision, task: &TaskState) -> String {
+    let wait = task.interval(DEFAULT_POLL).max(Duration::from_secs(1));
+    let cancel = request(peer, revision.tasks_cancel(&task.task_id));
+    match tokio::time::timeout(wait, cancel).await {
+        Ok(Ok(_)) => "cancelled (tasks/cancel)".to_owned(),
+        Ok(Err(e)) => format!("tasks/cancel failed: {}", crate::mcp::error_kind(&e).1),
+        Err(_) => "tasks/cancel sent, no answer".to_owned(),
+    }
+}
+
 /// The deadline passed with the task still running: cancel it (`tasks/cancel`, bounded by a
 /// poll interval) and say so.
 async fn give_up(
@@ -557,13 +565,7 @@ async fn give_up(
     task: &TaskState,
     limit: Duration,
 ) -> ToolOutcome {
-    let wait = task.interval(DEFAULT_POLL).max(Duration::from_secs(1));
-    let cancel = request(peer, revision.tasks_cancel(&task.task_id));
-    let cancelled = match tokio::time::timeout(wait, cancel).await {
-        Ok(Ok(_)) => "cancelled (tasks/cancel)".to_owned(),
-        Ok(Err(e)) => format!("tasks/cancel failed: {}", crate::mcp::error_kind(&e).1),
-        Err(_) => "tasks/cancel sent, no answer".to_owned(),
-    };
+    let cancelled = cancel(peer, revision, task).await;
     failed(
         ToolErrorKind::Timeout,
         format!(
